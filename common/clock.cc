@@ -1,0 +1,10 @@
+#include "common/clock.h"
+
+namespace baton {
+
+Clock* RealClock::Get() {
+  static Clock* const clock = new RealClock();
+  return clock;
+}
+
+}  // namespace baton
