@@ -15,8 +15,16 @@ namespace baton::coordinator {
 // Durable state of the coordinator, in one SQLite database file (WAL mode).
 //
 // Contract: every method returns only after its write is durable (committed; a crash
-// of the process right after the call loses nothing). A Store is used by one thread at
-// a time (the coordinator's owner thread); it is not internally synchronised.
+// of the process right after the call loses nothing). With synchronous=FULL this also
+// holds for an OS crash or power cut, provided the disk honours fsync. The price is one
+// fdatasync per writing call (about 1-5 ms on a VM disk, whatever the batch size), so
+// batch: one AppendUpdates/AppendLogs per tick, not per item. A Store is used by one
+// thread at a time (the coordinator's owner thread); it is not internally synchronised.
+//
+// Errors common to all methods: UNAVAILABLE for I/O errors, a full disk or a lock held
+// by another process for more than 5 s (retrying may help); DATA_LOSS for a corrupt
+// file or a stored row that does not parse; INTERNAL otherwise. Messages name the
+// operation and carry SQLite's message.
 //
 // What is stored:
 //   - jobs:    one row per job, the Job proto (without `events`) serialised.
@@ -26,32 +34,43 @@ namespace baton::coordinator {
 //   - meta:    small key/value pairs (e.g. the next job number).
 class Store {
  public:
-  // Opens (creating if needed) the database at `path`. ":memory:" gives a private
-  // in-memory database for tests. Errors: UNAVAILABLE/INTERNAL with SQLite's message.
+  // Opens (creating if needed) the database at `path`, a file in an existing writable
+  // directory (the directory is not created). ":memory:" gives a private in-memory
+  // database for tests. Errors: INVALID_ARGUMENT for an empty path; UNAVAILABLE when the
+  // file cannot be opened; DATA_LOSS when it is not a SQLite database;
+  // FAILED_PRECONDITION when it was written by a newer schema version (run a newer
+  // binary; nothing is changed).
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
 
   virtual ~Store() = default;
 
-  // Inserts or replaces a job (keyed by job.id()). `events` are not stored here.
+  // Inserts or replaces a job (keyed by job.id(); empty is INVALID_ARGUMENT). `events`
+  // are not stored here.
   virtual absl::Status PutJob(const baton::v1::Job& job) = 0;
-  // Every job, in creation order (by id).
+  // Every job, in creation order: the order of each id's first PutJob (a replace keeps
+  // the job's place). For the coordinator's zero-padded ids this is also id order.
   virtual absl::StatusOr<std::vector<baton::v1::Job>> LoadJobs() = 0;
 
-  // Appends updates (all with the same job id). Each update's seq must be greater than
-  // every stored one of that job, else FAILED_PRECONDITION. Atomic: all or none.
+  // Appends updates (all with the same job id; empty is INVALID_ARGUMENT). Each
+  // update's seq must be greater than every stored one of that job and than the
+  // previous one in `updates` (so seq >= 1), else FAILED_PRECONDITION. Atomic: all or
+  // none. An empty `updates` is a no-op.
   virtual absl::Status AppendUpdates(const std::string& job_id,
                                      const std::vector<baton::v1::JobUpdate>& updates) = 0;
-  // Updates with seq > after_seq in seq order, at most `limit` (0 = no limit).
-  // With `events_only`, metric points are skipped.
+  // Updates with seq > after_seq in seq order, at most `limit` (0 = no limit; negative
+  // is INVALID_ARGUMENT). With `events_only`, metric points are skipped (snapshots and
+  // events are kept). An unknown job has no updates.
   virtual absl::StatusOr<std::vector<baton::v1::JobUpdate>> ReadUpdates(
       const std::string& job_id, int64_t after_seq, int64_t limit, bool events_only) = 0;
   // Largest stored update seq of the job, 0 if none.
   virtual absl::StatusOr<int64_t> LastUpdateSeq(const std::string& job_id) = 0;
 
-  // Appends log lines (their seq set by the caller, strictly increasing per job).
+  // Appends log lines (their seq set by the caller, strictly increasing per job). Same
+  // rules as AppendUpdates: FAILED_PRECONDITION and nothing written otherwise.
   virtual absl::Status AppendLogs(const std::string& job_id,
                                   const std::vector<baton::v1::LogLine>& lines) = 0;
-  // Lines with seq > after_seq, of `rank` (or all ranks when rank < 0), at most `limit`.
+  // Lines with seq > after_seq in seq order, of `rank` (or all ranks when rank < 0), at
+  // most `limit` (0 = no limit; negative is INVALID_ARGUMENT).
   virtual absl::StatusOr<std::vector<baton::v1::LogLine>> ReadLogs(const std::string& job_id,
                                                                    int32_t rank,
                                                                    int64_t after_seq,
@@ -59,7 +78,9 @@ class Store {
   // Largest stored log seq of the job, 0 if none.
   virtual absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) = 0;
 
-  // Small key/value metadata. GetMeta of a missing key is NOT_FOUND.
+  // Small key/value metadata; values are arbitrary bytes. GetMeta of a missing key is
+  // NOT_FOUND. The key "schema_version" belongs to the store: SetMeta of it is
+  // INVALID_ARGUMENT.
   virtual absl::Status SetMeta(const std::string& key, const std::string& value) = 0;
   virtual absl::StatusOr<std::string> GetMeta(const std::string& key) = 0;
 };

@@ -1,0 +1,13 @@
+#pragma once
+
+#include <cstdint>
+
+namespace baton {
+
+// Version of the coordinator <-> worker protocol (proto/baton/v1/worker_service.proto)
+// spoken by this build. Bump it when a message's meaning changes; the coordinator
+// accepts workers in [kMinWorkerProtocolVersion, kProtocolVersion].
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
+
+}  // namespace baton

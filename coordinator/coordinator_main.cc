@@ -1,0 +1,87 @@
+// baton-coordinator: accepts jobs, gangs workers, runs rendezvous, supervises training.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "coordinator/server.h"
+
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+          "gRPC address to serve on (HOST:PORT). Port 0 picks a free port; the bound port is "
+          "logged and written to --port_file.");
+ABSL_FLAG(std::string, state_dir, "baton-state",
+          "Directory for the coordinator's SQLite state (jobs, events, metrics, logs). "
+          "Restarting with the same directory loses nothing.");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the bound gRPC port is written here (atomically) once serving.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "How often workers must send heartbeats.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(5),
+          "A worker with no heartbeat for this long is lost and its jobs fail.");
+ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(60),
+          "A job whose processes have not all started this long after scheduling fails.");
+ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
+          "After a restart, how long running jobs wait for their workers to report back.");
+ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
+          "Time between SIGTERM and SIGKILL when stopping a job's processes.");
+
+namespace {
+
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "The Baton coordinator daemon.\n\n"
+      "Usage: baton-coordinator [--listen=0.0.0.0:7070] [--state_dir=DIR] [--port_file=F]\n\n"
+      "Serves baton.v1.JobService and ClusterService (for the `baton` CLI), WorkerService "
+      "(for baton-worker daemons), grpc.health.v1 and server reflection.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the stop signals in every thread; main waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  baton::coordinator::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.coordinator.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+  options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
+  options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+
+  baton::coordinator::CoordinatorServer server(options, baton::RealClock::Get());
+  if (absl::Status s = server.Start(); !s.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty() && !WritePortFile(port_file, server.port())) {
+    std::fprintf(stderr, "baton-coordinator: cannot write --port_file %s\n", port_file.c_str());
+    return 1;
+  }
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  BATON_LOG(INFO) << "signal " << sig << ": shutting down";
+  server.Shutdown();
+  return 0;
+}

@@ -1,0 +1,41 @@
+#pragma once
+
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::coordinator {
+
+// A job's lifecycle. The legal transitions are exactly:
+//
+//   kQueued     -> kRendezvous | kCancelled
+//   kRendezvous -> kRunning | kQueued (a chosen worker vanished) | kFailed | kCancelled
+//   kRunning    -> kSucceeded | kFailed | kCancelled | kRestarting
+//   kRestarting -> kRendezvous | kFailed | kCancelled
+//
+// kSucceeded, kFailed and kCancelled are terminal. Kept separate from the proto enum so
+// the wire format can evolve independently; convert with JobStateToProto/JobStateFromProto.
+enum class JobState {
+  kQueued,
+  kRendezvous,
+  kRunning,
+  kSucceeded,
+  kFailed,
+  kCancelled,
+  kRestarting,
+};
+
+bool IsTerminal(JobState state);
+
+// OK if `from -> to` is legal, else FAILED_PRECONDITION naming both states.
+absl::Status CheckTransition(JobState from, JobState to);
+
+// "QUEUED", "RUNNING", ... (the names users see).
+absl::string_view JobStateName(JobState state);
+
+baton::v1::JobState JobStateToProto(JobState state);
+// INVALID_ARGUMENT for JOB_STATE_UNSPECIFIED and unknown values.
+absl::Status JobStateFromProto(baton::v1::JobState proto, JobState* state);
+
+}  // namespace baton::coordinator

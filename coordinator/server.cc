@@ -1,0 +1,88 @@
+#include "coordinator/server.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace baton::coordinator {
+namespace {
+
+absl::Status MakeDirs(const std::string& path) {
+  std::string partial;
+  for (size_t i = 0; i <= path.size(); ++i) {
+    if (i == path.size() || (path[i] == '/' && i > 0)) {
+      partial = path.substr(0, i);
+      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("cannot create state directory ", partial, ": ", std::strerror(errno)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+CoordinatorServer::CoordinatorServer(ServerOptions options, const Clock* clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
+
+absl::Status CoordinatorServer::Start() {
+  RETURN_IF_ERROR(MakeDirs(options_.state_dir));
+  ASSIGN_OR_RETURN(store_, Store::Open(options_.state_dir + "/coordinator.db"));
+  jobs_ = std::make_unique<JobManager>(store_.get(), clock_);
+  RETURN_IF_ERROR(jobs_->Load());
+  workers_ = std::make_unique<WorkerRegistry>(clock_);
+  coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), clock_,
+                                               options_.coordinator);
+  RETURN_IF_ERROR(coordinator_->Recover());
+
+  loop_ = std::make_unique<EventLoop>();
+  job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get());
+  cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(job_service_.get());
+  builder.RegisterService(cluster_service_.get());
+  builder.RegisterService(worker_service_.get());
+  // Workers keep their streams alive through idle NATs/proxies.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
+  }
+  server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
+  server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
+  loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
+  BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
+                  << options_.state_dir;
+  return absl::OkStatus();
+}
+
+void CoordinatorServer::Shutdown(absl::Duration grace) {
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    server_->Wait();
+    server_.reset();
+  }
+  if (loop_ != nullptr) loop_->Stop();
+}
+
+}  // namespace baton::coordinator

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/event_loop.h"
+#include "coordinator/job_manager.h"
+#include "coordinator/services.h"
+#include "coordinator/store/store.h"
+#include "coordinator/worker_registry.h"
+
+namespace baton::coordinator {
+
+struct ServerOptions {
+  // gRPC address, e.g. "0.0.0.0:7070"; port 0 picks a free port (see port()).
+  std::string listen = "0.0.0.0:7070";
+  // Directory of the SQLite state file (created if missing).
+  std::string state_dir = "baton-state";
+  // How often the control loop runs ReconcileOnce.
+  absl::Duration reconcile_period = absl::Milliseconds(100);
+  CoordinatorOptions coordinator;
+};
+
+// The baton-coordinator daemon: store + domain objects + event loop + gRPC server
+// (JobService, ClusterService, WorkerService, grpc.health.v1, reflection).
+// Start() once, then Shutdown() (also done by the destructor).
+class CoordinatorServer {
+ public:
+  // `clock` must outlive the server.
+  CoordinatorServer(ServerOptions options, const Clock* clock);
+  ~CoordinatorServer();
+
+  // Opens the state, recovers jobs and starts serving. Errors: the state file cannot be
+  // opened (UNAVAILABLE/FAILED_PRECONDITION), the address cannot be bound (UNAVAILABLE).
+  absl::Status Start();
+  // The bound gRPC port (after Start).
+  int port() const { return port_; }
+  // Stops accepting calls, cancels open streams after `grace`, stops the loop.
+  void Shutdown(absl::Duration grace = absl::Seconds(1));
+
+ private:
+  const ServerOptions options_;
+  const Clock* const clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerRegistry> workers_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<EventLoop> loop_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+}  // namespace baton::coordinator

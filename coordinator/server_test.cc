@@ -1,0 +1,268 @@
+// In-process gRPC tests of the coordinator's services: a real server on 127.0.0.1:0 with
+// a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
+#include "coordinator/server.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "common/protocol_version.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "proto/baton/v1/worker_service.grpc.pb.h"
+
+namespace baton::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::chrono::system_clock::time_point Deadline(int seconds = 20) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.state_dir = std::string(getenv("TEST_TMPDIR")) + "/" +
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    options.reconcile_period = absl::Milliseconds(20);
+    server_ = std::make_unique<CoordinatorServer>(options, RealClock::Get());
+    ASSERT_OK(server_->Start());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    jobs_ = baton::v1::JobService::NewStub(channel_);
+    cluster_ = baton::v1::ClusterService::NewStub(channel_);
+    workers_ = baton::v1::WorkerService::NewStub(channel_);
+  }
+
+  baton::v1::JobSpec Spec(int min_workers) {
+    baton::v1::JobSpec spec;
+    spec.set_name("server-test");
+    spec.mutable_command()->add_argv("/bin/true");
+    spec.mutable_workers()->set_min(min_workers);
+    return spec;
+  }
+
+  grpc::Status Submit(const baton::v1::JobSpec& spec, baton::v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    baton::v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    baton::v1::SubmitJobResponse resp;
+    grpc::Status s = jobs_->SubmitJob(&ctx, req, &resp);
+    *job = resp.job();
+    return s;
+  }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<baton::v1::JobService::Stub> jobs_;
+  std::unique_ptr<baton::v1::ClusterService::Stub> cluster_;
+  std::unique_ptr<baton::v1::WorkerService::Stub> workers_;
+};
+
+TEST_F(ServerTest, JobServiceErrorsAreRealGrpcStatuses) {
+  baton::v1::Job job;
+  baton::v1::JobSpec bad = Spec(0);
+  grpc::Status s = Submit(bad, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("workers.min"));
+
+  grpc::ClientContext ctx;
+  baton::v1::GetJobRequest get;
+  get.set_job_id("j-404");
+  baton::v1::Job out;
+  s = jobs_->GetJob(&ctx, get, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  grpc::ClientContext wctx;
+  baton::v1::WatchJobRequest watch;
+  watch.set_job_id("j-404");
+  auto reader = jobs_->WatchJob(&wctx, watch);
+  baton::v1::JobUpdate u;
+  EXPECT_FALSE(reader->Read(&u));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, HealthServiceReportsServing) {
+  // grpc.health.v1.Health/Check with a hand-encoded HealthCheckRequest{service}.
+  grpc::GenericStub generic(channel_);
+  const std::string service = "baton.v1.JobService";
+  std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  grpc::Status status;
+  bool done = false;
+  std::mutex mu;
+  std::condition_variable cv;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
+                    [&](grpc::Status s) {
+                      std::lock_guard<std::mutex> l(mu);
+                      status = s;
+                      done = true;
+                      cv.notify_all();
+                    });
+  std::unique_lock<std::mutex> l(mu);
+  cv.wait(l, [&] { return done; });
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(resp.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+}
+
+TEST_F(ServerTest, WorkerMustRegisterFirst) {
+  grpc::ClientContext ctx;
+  auto stream = workers_->Connect(&ctx);
+  baton::v1::WorkerMessage hb;
+  hb.mutable_heartbeat();
+  ASSERT_TRUE(stream->Write(hb));
+  baton::v1::CoordinatorMessage msg;
+  EXPECT_FALSE(stream->Read(&msg));
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("Register"));
+}
+
+// A scripted worker runs a job end to end over the real WorkerService stream while a
+// client watches it over JobService.
+TEST_F(ServerTest, ScriptedWorkerRunsJobWhileClientWatches) {
+  grpc::ClientContext wctx;
+  auto stream = workers_->Connect(&wctx);
+  baton::v1::WorkerMessage out;
+  baton::v1::Register* reg = out.mutable_register_();
+  reg->set_worker_id("w-test");
+  reg->mutable_resources()->set_slots(1);
+  reg->set_protocol_version(kProtocolVersion);
+  ASSERT_TRUE(stream->Write(out));
+  baton::v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_registered());
+  EXPECT_EQ(in.registered().protocol_version(), kProtocolVersion);
+
+  baton::v1::Job job;
+  ASSERT_TRUE(Submit(Spec(1), &job).ok());
+
+  grpc::ClientContext watch_ctx;
+  baton::v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  auto watcher = jobs_->WatchJob(&watch_ctx, watch);
+
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_reserve_port()) << in.DebugString();
+  out.Clear();
+  out.mutable_port_reserved()->set_job_id(job.id());
+  out.mutable_port_reserved()->set_generation(in.reserve_port().generation());
+  out.mutable_port_reserved()->set_port(23456);
+  ASSERT_TRUE(stream->Write(out));
+
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_start_assignment()) << in.DebugString();
+  const baton::v1::StartAssignment start = in.start_assignment();
+  EXPECT_EQ(start.master_addr(), "127.0.0.1");  // from the stream's peer address
+  EXPECT_EQ(start.master_port(), 23456);
+  ASSERT_EQ(start.ranks_size(), 1);
+
+  out.Clear();
+  auto* started = out.mutable_assignment_started();
+  started->set_job_id(job.id());
+  started->set_generation(start.generation());
+  *started->add_ranks() = start.ranks(0);
+  started->mutable_ranks(0)->set_pid(777);
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_metrics()->set_job_id(job.id());
+  auto* p = out.mutable_metrics()->add_points();
+  p->set_generation(start.generation());
+  p->set_step(5);
+  (*p->mutable_values())["loss"] = 0.25;
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_logs()->set_job_id(job.id());
+  auto* line = out.mutable_logs()->add_lines();
+  line->set_rank(0);
+  line->set_text("hello from rank 0");
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_process_exited()->set_job_id(job.id());
+  out.mutable_process_exited()->set_generation(start.generation());
+  out.mutable_process_exited()->set_rank(0);
+  out.mutable_process_exited()->mutable_exit()->set_exit_code(0);
+  ASSERT_TRUE(stream->Write(out));
+
+  // The watch sees the whole story in order and ends when the job is terminal.
+  std::vector<std::string> reasons;
+  int64_t last_seq = 0;
+  bool saw_metric = false;
+  baton::v1::JobState final_state = baton::v1::JOB_STATE_UNSPECIFIED;
+  baton::v1::JobUpdate u;
+  while (watcher->Read(&u)) {
+    if (u.has_event()) reasons.push_back(u.event().reason());
+    if (u.has_metric()) saw_metric = u.metric().step() == 5;
+    if (u.has_snapshot()) final_state = u.snapshot().state();
+    if (u.seq() != 0) {
+      EXPECT_GT(u.seq(), last_seq);
+      last_seq = u.seq();
+    }
+  }
+  ASSERT_TRUE(watcher->Finish().ok());
+  EXPECT_EQ(final_state, baton::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(saw_metric);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Submitted", "Scheduled", "Started",
+                                               "RankExited", "Completed"}));
+
+  // Resuming from a sequence number replays only what came after it.
+  grpc::ClientContext resume_ctx;
+  watch.set_after_seq(last_seq - 1);
+  auto resumed = jobs_->WatchJob(&resume_ctx, watch);
+  std::vector<int64_t> seqs;
+  while (resumed->Read(&u)) seqs.push_back(u.seq());
+  ASSERT_TRUE(resumed->Finish().ok());
+  EXPECT_EQ(seqs, (std::vector<int64_t>{0, last_seq}));
+
+  grpc::ClientContext logs_ctx;
+  baton::v1::GetLogsRequest logs;
+  logs.set_job_id(job.id());
+  logs.set_rank(-1);
+  auto log_reader = jobs_->GetLogs(&logs_ctx, logs);
+  baton::v1::LogLine l;
+  ASSERT_TRUE(log_reader->Read(&l));
+  EXPECT_EQ(l.text(), "hello from rank 0");
+  EXPECT_EQ(l.seq(), 1);
+  EXPECT_FALSE(log_reader->Read(&l));
+  EXPECT_TRUE(log_reader->Finish().ok());
+
+  grpc::ClientContext list_ctx;
+  baton::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(cluster_->ListWorkers(&list_ctx, {}, &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).id(), "w-test");
+  EXPECT_EQ(workers.workers(0).state(), baton::v1::WORKER_STATE_READY);
+
+  grpc::ClientContext get_ctx;
+  baton::v1::GetJobRequest get;
+  get.set_job_id(job.id());
+  baton::v1::Job done;
+  ASSERT_TRUE(jobs_->GetJob(&get_ctx, get, &done).ok());
+  EXPECT_EQ(done.ranks(0).pid(), 777);
+  EXPECT_EQ(done.result().final_metrics().at("loss"), 0.25);
+
+  stream->WritesDone();
+  wctx.TryCancel();
+}
+
+}  // namespace
+}  // namespace baton::coordinator

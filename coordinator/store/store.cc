@@ -1,0 +1,550 @@
+#include "coordinator/store/store.h"
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/memory/memory.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "google/protobuf/message_lite.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/job_service.pb.h"
+
+namespace baton::coordinator {
+namespace {
+
+using ::baton::v1::Job;
+using ::baton::v1::JobUpdate;
+using ::baton::v1::LogLine;
+
+// Version of the schema below. Bump it (and add a migration in MigrateSchema) whenever
+// a table changes. A binary refuses files written by a newer schema.
+constexpr int64_t kSchemaVersion = 1;
+constexpr char kSchemaVersionKey[] = "schema_version";
+
+// How long a statement waits for another connection's lock before failing with
+// UNAVAILABLE. Only another process (an operator's sqlite3 shell, a second coordinator
+// by mistake) can hold one: the coordinator itself uses a single connection.
+constexpr int kBusyTimeoutMs = 5000;
+
+constexpr char kCreateSchemaSql[] = R"sql(
+  -- One row per job. `ord` is the order of the first PutJob (creation order); an upsert
+  -- keeps it. `job` is a serialised baton.v1.Job without events.
+  CREATE TABLE jobs (
+    ord INTEGER PRIMARY KEY,
+    id  TEXT NOT NULL UNIQUE,
+    job BLOB NOT NULL
+  );
+  -- Per-job append-only stream. `body` is a serialised baton.v1.JobUpdate.
+  CREATE TABLE updates (
+    job_id    TEXT    NOT NULL,
+    seq       INTEGER NOT NULL,
+    is_metric INTEGER NOT NULL,
+    body      BLOB    NOT NULL,
+    PRIMARY KEY (job_id, seq)
+  ) WITHOUT ROWID;
+  -- Per-job log lines. `body` is a serialised baton.v1.LogLine.
+  CREATE TABLE logs (
+    job_id TEXT    NOT NULL,
+    seq    INTEGER NOT NULL,
+    rank   INTEGER NOT NULL,
+    body   BLOB    NOT NULL,
+    PRIMARY KEY (job_id, seq)
+  ) WITHOUT ROWID;
+  CREATE INDEX logs_by_rank ON logs (job_id, rank, seq);
+)sql";
+
+// ---------------------------------------------------------------------------------------
+// Thin RAII over the SQLite C API.
+// ---------------------------------------------------------------------------------------
+
+struct DbCloser {
+  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+};
+using DbPtr = std::unique_ptr<sqlite3, DbCloser>;
+
+struct StatementFinalizer {
+  void operator()(sqlite3_stmt* stmt) const { sqlite3_finalize(stmt); }
+};
+using StatementPtr = std::unique_ptr<sqlite3_stmt, StatementFinalizer>;
+
+// Chooses the status code by what the caller can do about the failure.
+absl::StatusCode CodeFor(int rc) {
+  switch (rc & 0xff) {  // The primary code of an extended result code.
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+      return absl::StatusCode::kUnavailable;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::StatusCode::kDataLoss;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+// "<op>: <SQLite's message> (sqlite error <extended code>)".
+absl::Status SqliteError(sqlite3* db, int rc, absl::string_view op) {
+  const char* message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+  return absl::Status(CodeFor(rc), absl::StrCat(op, ": ", message, " (sqlite error ", rc, ")"));
+}
+
+// Runs SQL that returns no rows, outside the statement cache (setup and transaction
+// control only).
+absl::Status Exec(sqlite3* db, const char* sql, absl::string_view op) {
+  const int rc = sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
+  return rc == SQLITE_OK ? absl::OkStatus() : SqliteError(db, rc, op);
+}
+
+absl::Status Prepare(sqlite3* db, const char* sql, StatementPtr* out) {
+  sqlite3_stmt* stmt = nullptr;
+  const int rc = sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  out->reset(stmt);
+  if (rc != SQLITE_OK) return SqliteError(db, rc, absl::StrCat("preparing `", sql, "`"));
+  return absl::OkStatus();
+}
+
+// One execution of a (cached) prepared statement: bind, step, read columns. Resets the
+// statement and clears its bindings on destruction, so it is ready for reuse and holds
+// no read snapshot. Bind failures are reported by the next Step()/Run().
+class Query {
+ public:
+  // `op` names the Store operation in error messages.
+  Query(sqlite3_stmt* stmt, absl::string_view op) : stmt_(stmt), op_(op) {}
+  ~Query() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  // Parameter indexes are 1-based (?1, ?2, ...). Values are copied.
+  void BindInt(int index, int64_t value) { Check(sqlite3_bind_int64(stmt_, index, value)); }
+  void BindText(int index, absl::string_view value) {
+    Check(sqlite3_bind_text64(stmt_, index, NonNull(value), value.size(), SQLITE_TRANSIENT,
+                              SQLITE_UTF8));
+  }
+  void BindBlob(int index, absl::string_view value) {
+    // A null pointer would bind SQL NULL; an empty message must be an empty blob.
+    Check(sqlite3_bind_blob64(stmt_, index, NonNull(value), value.size(), SQLITE_TRANSIENT));
+  }
+
+  // True when a row is available, false when the statement is done.
+  absl::StatusOr<bool> Step() {
+    RETURN_IF_ERROR(bind_status_);
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqliteError(sqlite3_db_handle(stmt_), rc, op_);
+  }
+  // Steps a statement that returns no rows.
+  absl::Status Run() { return Step().status(); }
+
+  // Column indexes are 0-based. The view is valid until the next Step().
+  int64_t ColumnInt(int index) { return sqlite3_column_int64(stmt_, index); }
+  absl::string_view ColumnBytes(int index) {
+    const void* data = sqlite3_column_blob(stmt_, index);
+    const int size = sqlite3_column_bytes(stmt_, index);
+    if (data == nullptr) return absl::string_view();
+    return absl::string_view(static_cast<const char*>(data), static_cast<size_t>(size));
+  }
+
+ private:
+  static const char* NonNull(absl::string_view v) { return v.data() != nullptr ? v.data() : ""; }
+  void Check(int rc) {
+    if (rc != SQLITE_OK && bind_status_.ok()) {
+      bind_status_ = SqliteError(sqlite3_db_handle(stmt_), rc, op_);
+    }
+  }
+
+  sqlite3_stmt* const stmt_;
+  const std::string op_;
+  absl::Status bind_status_;
+};
+
+// A write transaction. BEGIN IMMEDIATE takes the write lock up front, so statements
+// inside cannot fail on a lock upgrade. Rolls back on destruction unless committed (or
+// unless SQLite already rolled back after an error). BEGIN/COMMIT go through
+// sqlite3_exec: parsing them costs about a microsecond, noise next to the commit's fsync.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {}
+  ~Transaction() {
+    if (sqlite3_get_autocommit(db_) == 0) Exec(db_, "ROLLBACK", "ROLLBACK").IgnoreError();
+  }
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+
+  absl::Status Begin(absl::string_view op) { return Exec(db_, "BEGIN IMMEDIATE", op); }
+  // Returns once the transaction is durable (synchronous=FULL).
+  absl::Status Commit(absl::string_view op) { return Exec(db_, "COMMIT", op); }
+
+ private:
+  sqlite3* const db_;
+};
+
+bool ParseProto(absl::string_view bytes, google::protobuf::MessageLite* message) {
+  return message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+// SQLite's LIMIT takes -1 for "no limit"; ours is 0.
+int64_t SqlLimit(int64_t limit) { return limit == 0 ? -1 : limit; }
+
+// ---------------------------------------------------------------------------------------
+// SqliteStore
+// ---------------------------------------------------------------------------------------
+
+// The Store over one SQLite connection. Thread-compatible, like Store: the caller
+// serialises calls. Every prepared statement is made once in Open() and reused.
+class SqliteStore final : public Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+
+  absl::Status PutJob(const Job& job) override;
+  absl::StatusOr<std::vector<Job>> LoadJobs() override;
+  absl::Status AppendUpdates(const std::string& job_id,
+                             const std::vector<JobUpdate>& updates) override;
+  absl::StatusOr<std::vector<JobUpdate>> ReadUpdates(const std::string& job_id,
+                                                     int64_t after_seq, int64_t limit,
+                                                     bool events_only) override;
+  absl::StatusOr<int64_t> LastUpdateSeq(const std::string& job_id) override;
+  absl::Status AppendLogs(const std::string& job_id, const std::vector<LogLine>& lines) override;
+  absl::StatusOr<std::vector<LogLine>> ReadLogs(const std::string& job_id, int32_t rank,
+                                                int64_t after_seq, int64_t limit) override;
+  absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override;
+  absl::Status SetMeta(const std::string& key, const std::string& value) override;
+  absl::StatusOr<std::string> GetMeta(const std::string& key) override;
+
+ private:
+  explicit SqliteStore(DbPtr db) : db_(std::move(db)) {}
+
+  absl::Status Configure(bool in_memory);
+  absl::Status MigrateSchema();
+  absl::Status PrepareStatements();
+  // `SELECT COALESCE(MAX(seq), 0) ... WHERE job_id = ?1` through `stmt`.
+  absl::StatusOr<int64_t> MaxSeq(sqlite3_stmt* stmt, const std::string& job_id,
+                                 absl::string_view op);
+
+  // Declared first so that it is closed after the statements are finalised.
+  DbPtr db_;
+
+  StatementPtr put_job_;
+  StatementPtr load_jobs_;
+  StatementPtr insert_update_;
+  StatementPtr read_updates_;
+  StatementPtr last_update_seq_;
+  StatementPtr insert_log_;
+  StatementPtr read_logs_;
+  StatementPtr read_logs_of_rank_;
+  StatementPtr last_log_seq_;
+  StatementPtr set_meta_;
+  StatementPtr get_meta_;
+};
+
+absl::StatusOr<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("Store::Open: empty path");
+  const std::string op = absl::StrCat("Store::Open(", path, ")");
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                                 nullptr);
+  DbPtr db(raw);  // SQLite returns a handle to close even when opening fails.
+  if (rc != SQLITE_OK) {
+    absl::Status status = SqliteError(db.get(), rc, op);
+    if ((rc & 0xff) == SQLITE_CANTOPEN) {
+      return absl::Status(status.code(),
+                          absl::StrCat(status.message(),
+                                       "; the directory must exist and be writable"));
+    }
+    return status;
+  }
+  sqlite3_extended_result_codes(db.get(), 1);
+
+  auto store = absl::WrapUnique(new SqliteStore(std::move(db)));
+  const auto annotate = [&op](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(op, ": ", s.message()));
+  };
+  if (absl::Status s = store->Configure(path == ":memory:"); !s.ok()) return annotate(s);
+  if (absl::Status s = store->MigrateSchema(); !s.ok()) return annotate(s);
+  if (absl::Status s = store->PrepareStatements(); !s.ok()) return annotate(s);
+  return store;
+}
+
+absl::Status SqliteStore::Configure(bool in_memory) {
+  sqlite3* db = db_.get();
+  sqlite3_busy_timeout(db, kBusyTimeoutMs);
+
+  // WAL: a commit appends to the log and readers never block the writer. An in-memory
+  // database has no file and reports journal_mode "memory".
+  StatementPtr journal;
+  RETURN_IF_ERROR(Prepare(db, "PRAGMA journal_mode = WAL", &journal));
+  Query query(journal.get(), "PRAGMA journal_mode");
+  ASSIGN_OR_RETURN(const bool has_row, query.Step());
+  const std::string mode = has_row ? std::string(query.ColumnBytes(0)) : "";
+  const std::string want = in_memory ? "memory" : "wal";
+  if (mode != want) {
+    return absl::UnavailableError(
+        absl::StrCat("journal_mode is \"", mode, "\", want \"", want, "\""));
+  }
+
+  // FULL: in WAL mode every COMMIT fsyncs the log before returning, so a committed
+  // transaction survives a process crash, an OS crash and a power cut. (NORMAL would
+  // survive only a process crash.)
+  return Exec(db, "PRAGMA synchronous = FULL", "PRAGMA synchronous");
+}
+
+absl::Status SqliteStore::MigrateSchema() {
+  sqlite3* db = db_.get();
+  Transaction txn(db);
+  RETURN_IF_ERROR(txn.Begin("schema"));
+  RETURN_IF_ERROR(Exec(db,
+                       "CREATE TABLE IF NOT EXISTS meta ("
+                       "  key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID",
+                       "creating table meta"));
+
+  std::optional<std::string> stored_version;
+  {
+    StatementPtr get;
+    RETURN_IF_ERROR(Prepare(db, "SELECT value FROM meta WHERE key = ?1", &get));
+    Query query(get.get(), "reading schema_version");
+    query.BindText(1, kSchemaVersionKey);
+    ASSIGN_OR_RETURN(const bool has_row, query.Step());
+    if (has_row) stored_version = std::string(query.ColumnBytes(0));
+  }
+
+  if (!stored_version.has_value()) {  // A new database.
+    RETURN_IF_ERROR(Exec(db, kCreateSchemaSql, "creating tables"));
+    StatementPtr set;
+    RETURN_IF_ERROR(Prepare(db, "INSERT INTO meta (key, value) VALUES (?1, ?2)", &set));
+    Query query(set.get(), "writing schema_version");
+    query.BindText(1, kSchemaVersionKey);
+    query.BindBlob(2, absl::StrCat(kSchemaVersion));
+    RETURN_IF_ERROR(query.Run());
+    return txn.Commit("schema");
+  }
+
+  int64_t version = 0;
+  if (!absl::SimpleAtoi(*stored_version, &version) || version < 1) {
+    return absl::DataLossError(absl::StrCat("invalid schema_version \"", *stored_version, "\""));
+  }
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database schema_version ", version, " is newer than this binary supports (",
+        kSchemaVersion, "); run a newer coordinator"));
+  }
+  // version == kSchemaVersion: nothing to migrate yet.
+  return txn.Commit("schema");
+}
+
+absl::Status SqliteStore::PrepareStatements() {
+  sqlite3* db = db_.get();
+  RETURN_IF_ERROR(Prepare(db,
+                          "INSERT INTO jobs (id, job) VALUES (?1, ?2) "
+                          "ON CONFLICT (id) DO UPDATE SET job = excluded.job",
+                          &put_job_));
+  RETURN_IF_ERROR(Prepare(db, "SELECT id, job FROM jobs ORDER BY ord", &load_jobs_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "INSERT INTO updates (job_id, seq, is_metric, body) "
+                          "VALUES (?1, ?2, ?3, ?4)",
+                          &insert_update_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "SELECT seq, body FROM updates "
+                          "WHERE job_id = ?1 AND seq > ?2 AND (?3 = 0 OR is_metric = 0) "
+                          "ORDER BY seq LIMIT ?4",
+                          &read_updates_));
+  RETURN_IF_ERROR(Prepare(db, "SELECT COALESCE(MAX(seq), 0) FROM updates WHERE job_id = ?1",
+                          &last_update_seq_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "INSERT INTO logs (job_id, seq, rank, body) VALUES (?1, ?2, ?3, ?4)",
+                          &insert_log_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "SELECT seq, body FROM logs WHERE job_id = ?1 AND seq > ?2 "
+                          "ORDER BY seq LIMIT ?3",
+                          &read_logs_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "SELECT seq, body FROM logs "
+                          "WHERE job_id = ?1 AND rank = ?2 AND seq > ?3 "
+                          "ORDER BY seq LIMIT ?4",
+                          &read_logs_of_rank_));
+  RETURN_IF_ERROR(Prepare(db, "SELECT COALESCE(MAX(seq), 0) FROM logs WHERE job_id = ?1",
+                          &last_log_seq_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "INSERT INTO meta (key, value) VALUES (?1, ?2) "
+                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                          &set_meta_));
+  return Prepare(db, "SELECT value FROM meta WHERE key = ?1", &get_meta_);
+}
+
+absl::StatusOr<int64_t> SqliteStore::MaxSeq(sqlite3_stmt* stmt, const std::string& job_id,
+                                            absl::string_view op) {
+  Query query(stmt, op);
+  query.BindText(1, job_id);
+  ASSIGN_OR_RETURN(const bool has_row, query.Step());
+  if (!has_row) return absl::InternalError(absl::StrCat(op, ": MAX(seq) returned no row"));
+  return query.ColumnInt(0);
+}
+
+absl::Status SqliteStore::PutJob(const Job& job) {
+  if (job.id().empty()) return absl::InvalidArgumentError("PutJob: job.id is empty");
+  Job stored = job;
+  stored.clear_events();
+  Query query(put_job_.get(), "PutJob");
+  query.BindText(1, job.id());
+  query.BindBlob(2, stored.SerializeAsString());
+  return query.Run();
+}
+
+absl::StatusOr<std::vector<Job>> SqliteStore::LoadJobs() {
+  Query query(load_jobs_.get(), "LoadJobs");
+  std::vector<Job> jobs;
+  for (;;) {
+    ASSIGN_OR_RETURN(const bool has_row, query.Step());
+    if (!has_row) return jobs;
+    if (!ParseProto(query.ColumnBytes(1), &jobs.emplace_back())) {
+      return absl::DataLossError(
+          absl::StrCat("LoadJobs: stored job ", query.ColumnBytes(0), " does not parse"));
+    }
+  }
+}
+
+absl::Status SqliteStore::AppendUpdates(const std::string& job_id,
+                                        const std::vector<JobUpdate>& updates) {
+  if (job_id.empty()) return absl::InvalidArgumentError("AppendUpdates: empty job_id");
+  if (updates.empty()) return absl::OkStatus();
+  Transaction txn(db_.get());
+  RETURN_IF_ERROR(txn.Begin("AppendUpdates"));
+  ASSIGN_OR_RETURN(int64_t last, MaxSeq(last_update_seq_.get(), job_id, "AppendUpdates"));
+  for (const JobUpdate& update : updates) {
+    if (update.seq() <= last) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "AppendUpdates(", job_id, "): seq ", update.seq(),
+          " is not greater than the previous seq ", last, "; nothing was written"));
+    }
+    last = update.seq();
+    Query insert(insert_update_.get(), "AppendUpdates");
+    insert.BindText(1, job_id);
+    insert.BindInt(2, update.seq());
+    insert.BindInt(3, update.has_metric() ? 1 : 0);
+    insert.BindBlob(4, update.SerializeAsString());
+    RETURN_IF_ERROR(insert.Run());
+  }
+  return txn.Commit("AppendUpdates");
+}
+
+absl::StatusOr<std::vector<JobUpdate>> SqliteStore::ReadUpdates(const std::string& job_id,
+                                                                int64_t after_seq,
+                                                                int64_t limit,
+                                                                bool events_only) {
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ReadUpdates: negative limit ", limit));
+  }
+  Query query(read_updates_.get(), "ReadUpdates");
+  query.BindText(1, job_id);
+  query.BindInt(2, after_seq);
+  query.BindInt(3, events_only ? 1 : 0);
+  query.BindInt(4, SqlLimit(limit));
+  std::vector<JobUpdate> updates;
+  for (;;) {
+    ASSIGN_OR_RETURN(const bool has_row, query.Step());
+    if (!has_row) return updates;
+    if (!ParseProto(query.ColumnBytes(1), &updates.emplace_back())) {
+      return absl::DataLossError(absl::StrCat("ReadUpdates(", job_id, "): stored update seq ",
+                                              query.ColumnInt(0), " does not parse"));
+    }
+  }
+}
+
+absl::StatusOr<int64_t> SqliteStore::LastUpdateSeq(const std::string& job_id) {
+  return MaxSeq(last_update_seq_.get(), job_id, "LastUpdateSeq");
+}
+
+absl::Status SqliteStore::AppendLogs(const std::string& job_id,
+                                     const std::vector<LogLine>& lines) {
+  if (job_id.empty()) return absl::InvalidArgumentError("AppendLogs: empty job_id");
+  if (lines.empty()) return absl::OkStatus();
+  Transaction txn(db_.get());
+  RETURN_IF_ERROR(txn.Begin("AppendLogs"));
+  ASSIGN_OR_RETURN(int64_t last, MaxSeq(last_log_seq_.get(), job_id, "AppendLogs"));
+  for (const LogLine& line : lines) {
+    if (line.seq() <= last) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "AppendLogs(", job_id, "): seq ", line.seq(),
+          " is not greater than the previous seq ", last, "; nothing was written"));
+    }
+    last = line.seq();
+    Query insert(insert_log_.get(), "AppendLogs");
+    insert.BindText(1, job_id);
+    insert.BindInt(2, line.seq());
+    insert.BindInt(3, line.rank());
+    insert.BindBlob(4, line.SerializeAsString());
+    RETURN_IF_ERROR(insert.Run());
+  }
+  return txn.Commit("AppendLogs");
+}
+
+absl::StatusOr<std::vector<LogLine>> SqliteStore::ReadLogs(const std::string& job_id,
+                                                           int32_t rank, int64_t after_seq,
+                                                           int64_t limit) {
+  if (limit < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("ReadLogs: negative limit ", limit));
+  }
+  const bool all_ranks = rank < 0;
+  Query query(all_ranks ? read_logs_.get() : read_logs_of_rank_.get(), "ReadLogs");
+  int param = 1;
+  query.BindText(param++, job_id);
+  if (!all_ranks) query.BindInt(param++, rank);
+  query.BindInt(param++, after_seq);
+  query.BindInt(param++, SqlLimit(limit));
+  std::vector<LogLine> lines;
+  for (;;) {
+    ASSIGN_OR_RETURN(const bool has_row, query.Step());
+    if (!has_row) return lines;
+    if (!ParseProto(query.ColumnBytes(1), &lines.emplace_back())) {
+      return absl::DataLossError(absl::StrCat("ReadLogs(", job_id, "): stored line seq ",
+                                              query.ColumnInt(0), " does not parse"));
+    }
+  }
+}
+
+absl::StatusOr<int64_t> SqliteStore::LastLogSeq(const std::string& job_id) {
+  return MaxSeq(last_log_seq_.get(), job_id, "LastLogSeq");
+}
+
+absl::Status SqliteStore::SetMeta(const std::string& key, const std::string& value) {
+  if (key == kSchemaVersionKey) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetMeta: key \"", key, "\" is reserved by the store"));
+  }
+  Query query(set_meta_.get(), "SetMeta");
+  query.BindText(1, key);
+  query.BindBlob(2, value);
+  return query.Run();
+}
+
+absl::StatusOr<std::string> SqliteStore::GetMeta(const std::string& key) {
+  Query query(get_meta_.get(), "GetMeta");
+  query.BindText(1, key);
+  ASSIGN_OR_RETURN(const bool has_row, query.Step());
+  if (!has_row) return absl::NotFoundError(absl::StrCat("GetMeta: no key \"", key, "\""));
+  return std::string(query.ColumnBytes(0));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  return SqliteStore::Open(path);
+}
+
+}  // namespace baton::coordinator
