@@ -216,7 +216,7 @@ JobSpec WithDefaults(JobSpec spec) {
     TrainerSpec& t = *spec.mutable_trainer();
     if (t.batch_size() == 0) t.set_batch_size(kDefaultBatchSize);
     if (t.lr() == 0) t.set_lr(kDefaultLr);
-    if (t.momentum() == 0) t.set_momentum(kDefaultMomentum);
+    if (!t.has_momentum()) t.set_momentum(kDefaultMomentum);
     if (t.seed() == 0) t.set_seed(kDefaultSeed);
     if (t.hidden_size() == 0) {
       for (int width : kDefaultHidden) t.add_hidden(width);

@@ -25,9 +25,8 @@ inline constexpr int kMaxTrainerThreads = 256;
 //   trainer (only when the program is the trainer):
 //     batch_size 64, lr 0.05, momentum 0.9, seed 1, hidden [256, 128], log_every 10,
 //     threads 1.
-// The trainer's fields are proto3 scalars without presence, so "unset" means zero (or an
-// empty list). In particular `momentum: 0` cannot be told apart from "not given" and
-// becomes 0.9; a momentum of exactly 0 is not expressible in baton.v1 (use e.g. 1e-9).
+// The trainer's fields other than momentum are proto3 scalars without presence, so "unset"
+// means zero (or an empty list); momentum has presence, so an explicit 0 (plain SGD) is kept.
 // Everything else is copied unchanged. Never fails.
 baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
 

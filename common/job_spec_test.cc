@@ -108,6 +108,11 @@ TEST(WithDefaultsTest, KeepsGivenValues) {
   EXPECT_THAT(out.trainer().hidden(), ElementsAre(32));
   EXPECT_EQ(out.trainer().log_every(), 3);
   EXPECT_EQ(out.trainer().threads(), 4);
+
+  // An explicit momentum of 0 (plain SGD) is kept, not replaced by the default.
+  spec.mutable_trainer()->set_momentum(0);
+  EXPECT_TRUE(WithDefaults(spec).trainer().has_momentum());
+  EXPECT_DOUBLE_EQ(WithDefaults(spec).trainer().momentum(), 0.0);
 }
 
 TEST(WithDefaultsTest, ExplicitZeroSlotsKeepsPresence) {

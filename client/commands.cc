@@ -1,0 +1,309 @@
+#include "client/commands.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/job_file.h"
+#include "client/output.h"
+#include "client/progress.h"
+#include "client/views.h"
+
+namespace baton::cli {
+namespace {
+
+using baton::v1::Job;
+using baton::v1::JobUpdate;
+using baton::v1::LogLine;
+
+void SetDeadline(grpc::ClientContext* call, absl::Duration timeout) {
+  call->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+}
+
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// What an error is about, to pick the message.
+struct ErrorSubject {
+  std::string what;      // e.g. "cannot cancel job j-1"
+  std::string job_id;    // NOT_FOUND means "job ... not found"
+  std::string job_file;  // INVALID_ARGUMENT means "invalid job file ..."
+};
+
+int ReportError(const CommandContext& ctx, const grpc::Status& status,
+                const ErrorSubject& subject) {
+  const std::string message = FirstLine(status.error_message());
+  std::ostream& err = *ctx.err;
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      err << "baton: cannot reach the coordinator at " << ctx.coordinator << " ("
+          << ShortUnavailableReason(message)
+          << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR.\n";
+      return kExitFailure;
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      err << "baton: the coordinator at " << ctx.coordinator << " did not answer within "
+          << HumanDuration(ctx.rpc_timeout) << " (" << subject.what << ")\n";
+      return kExitFailure;
+    case grpc::StatusCode::NOT_FOUND:
+      if (!subject.job_id.empty()) {
+        err << "baton: job " << subject.job_id << " not found\n";
+        return kExitFailure;
+      }
+      break;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      if (!subject.job_file.empty()) {
+        err << "baton: invalid job file " << subject.job_file << ": " << message << "\n";
+        return kExitFailure;
+      }
+      break;
+    default:
+      break;
+  }
+  err << "baton: " << subject.what << ": "
+      << (message.empty() ? absl::StrCat("error code ", status.error_code()) : message) << "\n";
+  return kExitFailure;
+}
+
+// Prints `message` as one JSON document (multi-line) or line (compact).
+int PrintJson(const CommandContext& ctx, const google::protobuf::Message& message,
+              bool multiline = true) {
+  absl::StatusOr<std::string> json = ToJson(message, multiline);
+  if (!json.ok()) {
+    *ctx.err << "baton: " << json.status().message() << "\n";
+    return kExitFailure;
+  }
+  *ctx.out << *json << "\n";
+  return kExitOk;
+}
+
+// Runs `attempt` (one streaming call) until it returns OK or a non-retryable status, or
+// UNAVAILABLE more than max_attempts times in a row. `attempt(&progressed)` sets
+// `progressed` when it received at least one message, which resets the count and backoff.
+template <typename Attempt>
+grpc::Status RunResumable(const CommandContext& ctx, Attempt attempt) {
+  int failures = 0;
+  absl::Duration backoff = ctx.retry.initial_backoff;
+  while (true) {
+    bool progressed = false;
+    grpc::Status status = attempt(&progressed);
+    if (status.ok()) return status;
+    if (progressed) {
+      failures = 0;
+      backoff = ctx.retry.initial_backoff;
+    }
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        ++failures > ctx.retry.max_attempts) {
+      return status;
+    }
+    ctx.sleep(backoff);
+    backoff = std::min(backoff * 2, ctx.retry.max_backoff);
+  }
+}
+
+// Follows WatchJob until the job is terminal and the stream ended, resuming after the last
+// seen seq when it breaks. `printer` may be null (JSON output).
+grpc::Status WatchToEnd(const CommandContext& ctx, const std::string& job_id,
+                        ProgressTracker& tracker, ProgressPrinter* printer) {
+  return RunResumable(ctx, [&](bool* progressed) {
+    grpc::ClientContext call;  // no deadline: a watch lasts as long as the job
+    baton::v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    request.set_after_seq(tracker.last_seq());
+    std::unique_ptr<grpc::ClientReaderInterface<JobUpdate>> reader =
+        ctx.jobs->WatchJob(&call, request);
+    JobUpdate update;
+    while (reader->Read(&update)) {
+      *progressed = true;
+      tracker.Apply(update);
+      if (printer != nullptr) printer->OnUpdate(tracker, update);
+    }
+    grpc::Status status = reader->Finish();
+    if (status.ok() && !IsTerminal(tracker.job().state())) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the watch ended before the job finished");
+    }
+    return status;
+  });
+}
+
+}  // namespace
+
+std::string ShortUnavailableReason(const std::string& grpc_message) {
+  std::string reason = FirstLine(grpc_message);
+  const size_t sep = reason.rfind(": ");
+  if (sep != std::string::npos) reason = reason.substr(sep + 2);
+  if (reason.empty()) return "unavailable";
+  if (reason.size() > 80) reason = reason.substr(0, 77) + "...";
+  return reason;
+}
+
+int Submit(const CommandContext& ctx, const SubmitArgs& args) {
+  absl::StatusOr<baton::v1::JobSpec> spec = ParseJobFile(args.file, args.overrides);
+  if (!spec.ok()) {
+    const std::string message(spec.status().message());
+    if (spec.status().code() != absl::StatusCode::kInvalidArgument) {
+      *ctx.err << "baton: " << message << "\n";
+    } else if (absl::StartsWith(message, args.file)) {  // "FILE:line:col: ..."
+      *ctx.err << "baton: invalid job file " << message << "\n";
+    } else {
+      *ctx.err << "baton: invalid job file " << args.file << ": " << message << "\n";
+    }
+    return kExitFailure;
+  }
+
+  baton::v1::SubmitJobRequest request;
+  *request.mutable_spec() = *std::move(spec);
+  baton::v1::SubmitJobResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status = ctx.jobs->SubmitJob(&call, request, &response);
+  if (!status.ok()) {
+    return ReportError(ctx, status, {"cannot submit " + args.file, "", args.file});
+  }
+  const Job& submitted = response.job();
+  const bool json = ctx.format == OutputFormat::kJson;
+  if (json && !args.wait) return PrintJson(ctx, submitted);
+  if (!json) *ctx.out << submitted.id() << "\n" << std::flush;
+  if (!args.wait) return kExitOk;
+
+  ProgressTracker tracker(submitted);
+  std::unique_ptr<ProgressPrinter> printer;
+  if (!json) {
+    printer = std::make_unique<ProgressPrinter>(*ctx.out, ctx.tty, *ctx.clock, ctx.tz);
+  }
+  status = WatchToEnd(ctx, submitted.id(), tracker, printer.get());
+  if (printer) printer->Finish();
+  if (!status.ok()) {
+    return ReportError(ctx, status, {"watching job " + submitted.id() + " failed",
+                                     submitted.id(), ""});
+  }
+
+  // The final state with its result; the last snapshot if the coordinator went away.
+  Job final_job = tracker.job();
+  {
+    baton::v1::GetJobRequest get;
+    get.set_job_id(submitted.id());
+    Job fetched;
+    grpc::ClientContext get_call;
+    SetDeadline(&get_call, ctx.rpc_timeout);
+    if (ctx.jobs->GetJob(&get_call, get, &fetched).ok()) final_job = std::move(fetched);
+  }
+  if (json) {
+    if (PrintJson(ctx, final_job) != kExitOk) return kExitFailure;
+  } else {
+    *ctx.out << RenderResult(final_job);
+  }
+  if (final_job.state() == baton::v1::JOB_STATE_SUCCEEDED) return kExitOk;
+  *ctx.err << "baton: job " << final_job.id() << " " << JobStateName(final_job.state());
+  if (!final_job.message().empty()) *ctx.err << ": " << FirstLine(final_job.message());
+  *ctx.err << "\n";
+  return kExitFailure;
+}
+
+int ListJobs(const CommandContext& ctx) {
+  baton::v1::ListJobsRequest request;
+  baton::v1::ListJobsResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status = ctx.jobs->ListJobs(&call, request, &response);
+  if (!status.ok()) return ReportError(ctx, status, {"cannot list jobs", "", ""});
+  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, response);
+  *ctx.out << RenderJobsTable(response, ctx.clock->Now());
+  return kExitOk;
+}
+
+int Describe(const CommandContext& ctx, const std::string& job_id) {
+  baton::v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  Job job;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status = ctx.jobs->GetJob(&call, request, &job);
+  if (!status.ok()) {
+    return ReportError(ctx, status, {"cannot describe job " + job_id, job_id, ""});
+  }
+  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, job);
+  *ctx.out << RenderJobDescription(job, ctx.clock->Now(), ctx.tz);
+  return kExitOk;
+}
+
+int Logs(const CommandContext& ctx, const LogsArgs& args) {
+  int64_t last_seq = 0;
+  int exit_code = kExitOk;
+  auto attempt = [&](bool* progressed) {
+    grpc::ClientContext call;
+    if (!args.follow) SetDeadline(&call, ctx.logs_timeout);
+    baton::v1::GetLogsRequest request;
+    request.set_job_id(args.job_id);
+    request.set_rank(args.rank);
+    request.set_after_seq(last_seq);
+    request.set_follow(args.follow);
+    std::unique_ptr<grpc::ClientReaderInterface<LogLine>> reader =
+        ctx.jobs->GetLogs(&call, request);
+    LogLine line;
+    while (reader->Read(&line)) {
+      *progressed = true;
+      last_seq = std::max(last_seq, line.seq());
+      if (ctx.format == OutputFormat::kJson) {
+        if (PrintJson(ctx, line, /*multiline=*/false) != kExitOk) exit_code = kExitFailure;
+        continue;
+      }
+      std::string text = line.text();
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      if (args.rank < 0) *ctx.out << "[rank " << line.rank() << "] ";
+      *ctx.out << text << "\n";
+    }
+    ctx.out->flush();
+    return reader->Finish();
+  };
+  grpc::Status status;
+  if (args.follow) {
+    status = RunResumable(ctx, attempt);
+  } else {
+    bool progressed = false;
+    status = attempt(&progressed);
+  }
+  if (!status.ok()) {
+    return ReportError(ctx, status, {"cannot get logs of job " + args.job_id, args.job_id, ""});
+  }
+  return exit_code;
+}
+
+int Cancel(const CommandContext& ctx, const std::string& job_id) {
+  baton::v1::CancelJobRequest request;
+  request.set_job_id(job_id);
+  request.set_reason("cancelled with `baton cancel`");
+  Job job;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status = ctx.jobs->CancelJob(&call, request, &job);
+  if (!status.ok()) {
+    return ReportError(ctx, status, {"cannot cancel job " + job_id, job_id, ""});
+  }
+  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, job);
+  if (job.state() == baton::v1::JOB_STATE_CANCELLED) {
+    *ctx.out << "job " << job_id << " cancelled\n";
+  } else {
+    *ctx.out << "job " << job_id << ": cancel requested (state " << JobStateName(job.state())
+             << ")\n";
+  }
+  return kExitOk;
+}
+
+int ListWorkers(const CommandContext& ctx) {
+  baton::v1::ListWorkersRequest request;
+  baton::v1::ListWorkersResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status = ctx.cluster->ListWorkers(&call, request, &response);
+  if (!status.ok()) return ReportError(ctx, status, {"cannot list workers", "", ""});
+  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, response);
+  *ctx.out << RenderWorkersTable(response, ctx.clock->Now());
+  return kExitOk;
+}
+
+}  // namespace baton::cli

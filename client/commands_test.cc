@@ -1,0 +1,461 @@
+// The CLI's commands against an in-process fake coordinator on 127.0.0.1:0.
+
+#include "client/commands.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/proto_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/baton/v1/job_service.grpc.pb.h"
+
+namespace baton::cli {
+namespace {
+
+using baton::v1::Job;
+using baton::v1::JobUpdate;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+using ::testing::StartsWith;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1714564800);
+
+// One scripted WatchJob call: these updates, then this status.
+struct WatchCall {
+  std::vector<JobUpdate> updates;
+  grpc::Status end = grpc::Status::OK;
+};
+
+// A scripted JobService + ClusterService. Thread-safe (gRPC's sync server threads).
+class FakeCoordinator final : public baton::v1::JobService::Service,
+                              public baton::v1::ClusterService::Service {
+ public:
+  grpc::Status SubmitJob(grpc::ServerContext*, const baton::v1::SubmitJobRequest* request,
+                         baton::v1::SubmitJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    submitted_.push_back(request->spec());
+    if (!submit_error_.ok()) return submit_error_;
+    Job* job = response->mutable_job();
+    job->set_id("j-000001");
+    *job->mutable_spec() = request->spec();
+    job->set_state(baton::v1::JOB_STATE_QUEUED);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetJob(grpc::ServerContext*, const baton::v1::GetJobRequest* request,
+                      Job* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->job_id());
+    if (it == jobs_.end()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("job ", request->job_id(), " not found"));
+    }
+    *response = it->second;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListJobs(grpc::ServerContext*, const baton::v1::ListJobsRequest*,
+                        baton::v1::ListJobsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, job] : jobs_) *response->add_jobs() = job;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status CancelJob(grpc::ServerContext*, const baton::v1::CancelJobRequest* request,
+                         Job* response) override {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request->job_id());
+    if (it == jobs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such job");
+    if (it->second.state() == baton::v1::JOB_STATE_SUCCEEDED) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "job is already SUCCEEDED");
+    }
+    it->second.set_state(baton::v1::JOB_STATE_CANCELLED);
+    *response = it->second;
+    return grpc::Status::OK;
+  }
+
+  grpc::Status WatchJob(grpc::ServerContext*, const baton::v1::WatchJobRequest* request,
+                        grpc::ServerWriter<JobUpdate>* writer) override {
+    WatchCall call;
+    {
+      absl::MutexLock lock(&mu_);
+      watch_after_seqs_.push_back(request->after_seq());
+      if (watch_script_.empty()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "script exhausted");
+      }
+      call = watch_script_.front();
+      watch_script_.pop_front();
+    }
+    for (const JobUpdate& u : call.updates) writer->Write(u);
+    return call.end;
+  }
+
+  grpc::Status GetLogs(grpc::ServerContext*, const baton::v1::GetLogsRequest* request,
+                       grpc::ServerWriter<baton::v1::LogLine>* writer) override {
+    std::vector<baton::v1::LogLine> lines;
+    grpc::Status end = grpc::Status::OK;
+    {
+      absl::MutexLock lock(&mu_);
+      logs_requests_.push_back(*request);
+      for (const auto& line : logs_) {
+        if (line.seq() > request->after_seq()) lines.push_back(line);
+      }
+      if (logs_breaks_ > 0) {
+        --logs_breaks_;
+        lines.resize(std::min<size_t>(lines.size(), 1));
+        end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
+      }
+    }
+    for (const auto& line : lines) writer->Write(line);
+    return end;
+  }
+
+  grpc::Status ListWorkers(grpc::ServerContext*, const baton::v1::ListWorkersRequest*,
+                           baton::v1::ListWorkersResponse* response) override {
+    auto* w = response->add_workers();
+    w->set_id("w-a");
+    w->set_host("10.0.0.5");
+    w->mutable_resources()->set_slots(4);
+    w->set_state(baton::v1::WORKER_STATE_READY);
+    return grpc::Status::OK;
+  }
+
+  void AddJob(const Job& job) {
+    absl::MutexLock lock(&mu_);
+    jobs_[job.id()] = job;
+  }
+  void ScriptWatch(std::vector<WatchCall> calls) {
+    absl::MutexLock lock(&mu_);
+    watch_script_.assign(calls.begin(), calls.end());
+  }
+  void FailSubmit(grpc::Status status) {
+    absl::MutexLock lock(&mu_);
+    submit_error_ = status;
+  }
+  void SetLogs(std::vector<baton::v1::LogLine> lines, int breaks) {
+    absl::MutexLock lock(&mu_);
+    logs_ = std::move(lines);
+    logs_breaks_ = breaks;
+  }
+  std::vector<int64_t> watch_after_seqs() {
+    absl::MutexLock lock(&mu_);
+    return watch_after_seqs_;
+  }
+  std::vector<baton::v1::JobSpec> submitted() {
+    absl::MutexLock lock(&mu_);
+    return submitted_;
+  }
+  std::vector<baton::v1::GetLogsRequest> logs_requests() {
+    absl::MutexLock lock(&mu_);
+    return logs_requests_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  std::deque<WatchCall> watch_script_ ABSL_GUARDED_BY(mu_);
+  std::vector<int64_t> watch_after_seqs_ ABSL_GUARDED_BY(mu_);
+  std::vector<baton::v1::JobSpec> submitted_ ABSL_GUARDED_BY(mu_);
+  grpc::Status submit_error_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
+  std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);
+  int logs_breaks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<baton::v1::GetLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);
+};
+
+// A port on 127.0.0.1 that nobody listens on (bound, then closed).
+int UnusedPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  socklen_t len = sizeof(addr);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string TempDir() {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
+}
+
+JobUpdate Snapshot(baton::v1::JobState state) {
+  JobUpdate u;
+  Job* job = u.mutable_snapshot();
+  job->set_id("j-000001");
+  job->set_state(state);
+  job->mutable_spec()->mutable_budget()->set_max_steps(100);
+  return u;
+}
+
+JobUpdate Event(int64_t seq, baton::v1::JobState from, baton::v1::JobState to,
+                const std::string& reason) {
+  JobUpdate u;
+  u.set_seq(seq);
+  u.mutable_event()->set_from_state(from);
+  u.mutable_event()->set_to_state(to);
+  u.mutable_event()->set_reason(reason);
+  *u.mutable_event()->mutable_time() = ToProto(kT0);
+  return u;
+}
+
+JobUpdate Metric(int64_t seq, int64_t step, double loss) {
+  JobUpdate u;
+  u.set_seq(seq);
+  u.mutable_metric()->set_step(step);
+  u.mutable_metric()->set_generation(1);
+  *u.mutable_metric()->mutable_time() = ToProto(kT0 + absl::Seconds(step));
+  (*u.mutable_metric()->mutable_values())["loss"] = loss;
+  return u;
+}
+
+Job FinalJob(baton::v1::JobState state, const std::string& message) {
+  Job job;
+  job.set_id("j-000001");
+  job.set_state(state);
+  job.set_message(message);
+  job.mutable_spec()->mutable_budget()->set_max_steps(100);
+  job.mutable_result()->set_steps(100);
+  (*job.mutable_result()->mutable_final_metrics())["loss"] = 0.125;
+  (*job.mutable_result()->mutable_final_metrics())["accuracy"] = 0.975;
+  *job.mutable_result()->mutable_wall_time() = ToProto(absl::Seconds(42));
+  return job;
+}
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(static_cast<baton::v1::JobService::Service*>(&fake_));
+    builder.RegisterService(static_cast<baton::v1::ClusterService::Service*>(&fake_));
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    ASSERT_NE(port, 0);
+    Connect(absl::StrCat("127.0.0.1:", port));
+
+    job_file_ = TempDir() + "/job.yaml";
+    std::ofstream(job_file_) << "name: mnist\n"
+                                "trainer: {model: mlp, dataset: mnist, data_dir: data}\n"
+                                "workers: {min: 2}\n"
+                                "budget: {max_steps: 100}\n";
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+  }
+
+  void Connect(const std::string& address) {
+    auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+    jobs_ = baton::v1::JobService::NewStub(channel);
+    cluster_ = baton::v1::ClusterService::NewStub(channel);
+    ctx_.out = &out_;
+    ctx_.err = &err_;
+    ctx_.jobs = jobs_.get();
+    ctx_.cluster = cluster_.get();
+    ctx_.coordinator = address;
+    ctx_.clock = &clock_;
+    ctx_.tz = absl::UTCTimeZone();
+    ctx_.rpc_timeout = absl::Seconds(10);
+    ctx_.sleep = [this](absl::Duration d) { sleeps_.push_back(d); };
+  }
+
+  FakeCoordinator fake_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<baton::v1::JobService::Stub> jobs_;
+  std::unique_ptr<baton::v1::ClusterService::Stub> cluster_;
+  FakeClock clock_{kT0};
+  std::ostringstream out_;
+  std::ostringstream err_;
+  std::vector<absl::Duration> sleeps_;
+  CommandContext ctx_;
+  std::string job_file_;
+};
+
+TEST_F(CommandsTest, SubmitPrintsIdAndSendsParsedSpec) {
+  EXPECT_EQ(Submit(ctx_, {job_file_, {"workers.min=3"}, /*wait=*/false}), kExitOk);
+  EXPECT_EQ(out_.str(), "j-000001\n");
+  EXPECT_EQ(err_.str(), "");
+  ASSERT_EQ(fake_.submitted().size(), 1u);
+  const baton::v1::JobSpec spec = fake_.submitted()[0];
+  EXPECT_EQ(spec.workers().min(), 3);
+  EXPECT_EQ(spec.trainer().data_dir(), TempDir() + "/data");  // resolved, not defaulted
+  EXPECT_EQ(spec.trainer().batch_size(), 0);
+}
+
+TEST_F(CommandsTest, SubmitWaitSucceeded) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, "reached max_steps"));
+  fake_.ScriptWatch({{{Snapshot(baton::v1::JOB_STATE_QUEUED),
+                       Event(1, baton::v1::JOB_STATE_QUEUED, baton::v1::JOB_STATE_RUNNING,
+                             "Started"),
+                       Metric(2, 50, 0.5), Metric(3, 100, 0.125),
+                       Event(4, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_SUCCEEDED,
+                             "Completed"),
+                       Snapshot(baton::v1::JOB_STATE_SUCCEEDED)}}});
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitOk);
+  EXPECT_EQ(err_.str(), "");
+  EXPECT_EQ(out_.str(),
+            "j-000001\n"
+            "[12:00:00] QUEUED -> RUNNING  Started\n"
+            "step 50/100 (50%)  loss 0.5  RUNNING\n"
+            "[12:00:00] RUNNING -> SUCCEEDED  Completed\n"
+            "Job j-000001 SUCCEEDED\n"
+            "  steps:      100/100\n"
+            "  loss:       0.125\n"
+            "  accuracy:   97.5%\n"
+            "  wall time:  42s\n");
+  EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0));
+}
+
+TEST_F(CommandsTest, SubmitWaitFailedExitsOneWithMessage) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_FAILED, "rank 1 exited with code 3"));
+  fake_.ScriptWatch({{{Snapshot(baton::v1::JOB_STATE_RUNNING),
+                       Event(1, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_FAILED,
+                             "RankExited"),
+                       Snapshot(baton::v1::JOB_STATE_FAILED)}}});
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitFailure);
+  EXPECT_THAT(out_.str(), HasSubstr("Job j-000001 FAILED\n"));
+  EXPECT_EQ(err_.str(), "baton: job j-000001 FAILED: rank 1 exited with code 3\n");
+}
+
+TEST_F(CommandsTest, WatchResumesAfterBrokenStreamFromLastSeq) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, ""));
+  fake_.ScriptWatch({
+      {{Snapshot(baton::v1::JOB_STATE_RUNNING), Metric(5, 10, 1.0), Metric(6, 20, 0.9)},
+       grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator restarting")},
+      {{}, grpc::Status(grpc::StatusCode::UNAVAILABLE, "still down")},
+      {{Snapshot(baton::v1::JOB_STATE_RUNNING), Metric(7, 30, 0.8),
+        Event(8, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_SUCCEEDED, "Completed"),
+        Snapshot(baton::v1::JOB_STATE_SUCCEEDED)}},
+  });
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitOk) << err_.str();
+  EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0, 6, 6));
+  // Backoff grows while nothing arrives.
+  EXPECT_THAT(sleeps_, ElementsAre(absl::Milliseconds(500), absl::Seconds(1)));
+}
+
+TEST_F(CommandsTest, WatchGivesUpAfterBoundedRetries) {
+  ctx_.retry.max_attempts = 2;
+  fake_.ScriptWatch({});  // every call: UNAVAILABLE
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitFailure);
+  EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0, 0, 0));
+  EXPECT_THAT(err_.str(), StartsWith("baton: cannot reach the coordinator at 127.0.0.1:"));
+}
+
+TEST_F(CommandsTest, SubmitRejectedByServerNamesTheFile) {
+  fake_.FailSubmit(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                "trainer.data_dir: /x has no readable file "
+                                "train-labels-idx1-ubyte"));
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, false}), kExitFailure);
+  EXPECT_EQ(err_.str(), absl::StrCat("baton: invalid job file ", job_file_,
+                                     ": trainer.data_dir: /x has no readable file "
+                                     "train-labels-idx1-ubyte\n"));
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CommandsTest, LocalParseErrorNeverReachesTheServer) {
+  EXPECT_EQ(Submit(ctx_, {job_file_, {"workers.mn=1"}, false}), kExitFailure);
+  EXPECT_EQ(err_.str(), absl::StrCat("baton: invalid job file ", job_file_,
+                                     ": --set workers.mn=1: workers.mn: unknown field; "
+                                     "allowed: min, max\n"));
+  EXPECT_TRUE(fake_.submitted().empty());
+}
+
+TEST_F(CommandsTest, DescribeUnknownJob) {
+  EXPECT_EQ(Describe(ctx_, "j-404"), kExitFailure);
+  EXPECT_EQ(err_.str(), "baton: job j-404 not found\n");
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CommandsTest, DescribeAndJobsAsJson) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, ""));
+  EXPECT_EQ(Describe(ctx_, "j-000001"), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("State:       SUCCEEDED\n"));
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(ListJobs(ctx_), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("{\n \"jobs\": [\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"id\": \"j-000001\""));
+}
+
+TEST_F(CommandsTest, CancelAndWorkers) {
+  Job running = FinalJob(baton::v1::JOB_STATE_RUNNING, "");
+  running.set_id("j-000002");
+  fake_.AddJob(running);
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, ""));
+  EXPECT_EQ(Cancel(ctx_, "j-000002"), kExitOk);
+  EXPECT_EQ(out_.str(), "job j-000002 cancelled\n");
+  EXPECT_EQ(Cancel(ctx_, "j-000001"), kExitFailure);
+  EXPECT_EQ(err_.str(), "baton: cannot cancel job j-000001: job is already SUCCEEDED\n");
+
+  out_.str("");
+  EXPECT_EQ(ListWorkers(ctx_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("w-a   10.0.0.5   4       0      READY   -"));
+}
+
+TEST_F(CommandsTest, LogsPrefixRanksAndFollowResumes) {
+  std::vector<baton::v1::LogLine> lines;
+  for (int i = 1; i <= 3; ++i) {
+    baton::v1::LogLine line;
+    line.set_seq(i);
+    line.set_rank(i % 2);
+    line.set_text(absl::StrCat("line ", i, "\n"));
+    lines.push_back(line);
+  }
+  fake_.SetLogs(lines, /*breaks=*/1);  // the first call breaks after one line
+  EXPECT_EQ(Logs(ctx_, {"j-000001", -1, /*follow=*/true}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "[rank 1] line 1\n[rank 0] line 2\n[rank 1] line 3\n");
+  ASSERT_EQ(fake_.logs_requests().size(), 2u);
+  EXPECT_EQ(fake_.logs_requests()[1].after_seq(), 1);
+  EXPECT_TRUE(fake_.logs_requests()[1].follow());
+
+  out_.str("");
+  EXPECT_EQ(Logs(ctx_, {"j-000001", 1, false}), kExitOk);
+  EXPECT_EQ(out_.str(), "line 1\nline 2\nline 3\n");  // the fake ignores rank filtering
+  EXPECT_EQ(fake_.logs_requests().back().rank(), 1);
+}
+
+TEST_F(CommandsTest, UnreachableCoordinatorIsOneLineWithHint) {
+  const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
+  Connect(address);
+  EXPECT_EQ(ListJobs(ctx_), kExitFailure);
+  EXPECT_THAT(err_.str(),
+              MatchesRegex("baton: cannot reach the coordinator at 127\\.0\\.0\\.1:[0-9]+ "
+                           "\\([^\n]+\\); is baton-coordinator running\\? Set --coordinator "
+                           "or BATON_COORDINATOR\\.\n"));
+  EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("at ", address, " (")));
+  EXPECT_EQ(out_.str(), "");
+}
+
+TEST(ShortUnavailableReasonTest, TakesTheLastPart) {
+  EXPECT_EQ(ShortUnavailableReason("failed to connect to all addresses; last error: UNKNOWN: "
+                                   "ipv4:127.0.0.1:1: Failed to connect to remote host: "
+                                   "Connection refused"),
+            "Connection refused");
+  EXPECT_EQ(ShortUnavailableReason(""), "unavailable");
+  EXPECT_EQ(ShortUnavailableReason("Socket closed"), "Socket closed");
+}
+
+}  // namespace
+}  // namespace baton::cli

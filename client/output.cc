@@ -1,0 +1,141 @@
+#include "client/output.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
+#include "common/proto_time.h"
+
+namespace baton::cli {
+
+using baton::v1::JobState;
+using baton::v1::WorkerState;
+
+std::string Table::Render(const std::string& indent) const {
+  std::vector<size_t> widths(headers_.size(), 0);
+  auto measure = [&widths](const std::vector<std::string>& cells) {
+    if (cells.size() > widths.size()) widths.resize(cells.size(), 0);
+    for (size_t i = 0; i < cells.size(); ++i) widths[i] = std::max(widths[i], cells[i].size());
+  };
+  measure(headers_);
+  for (const auto& row : rows_) measure(row);
+
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line = indent;
+    for (size_t i = 0; i < widths.size(); ++i) {
+      const std::string empty;
+      const std::string& cell = i < cells.size() ? cells[i] : empty;
+      absl::StrAppend(&line, cell);
+      if (i + 1 < widths.size()) line.append(widths[i] - cell.size() + 3, ' ');
+    }
+    // Trailing blanks from empty last cells are noise.
+    line.erase(line.find_last_not_of(' ') + 1);
+    absl::StrAppend(&out, line, "\n");
+  };
+  emit(headers_);
+  for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+std::string JobStateName(JobState state) {
+  switch (state) {
+    case baton::v1::JOB_STATE_QUEUED:
+      return "QUEUED";
+    case baton::v1::JOB_STATE_RENDEZVOUS:
+      return "RENDEZVOUS";
+    case baton::v1::JOB_STATE_RUNNING:
+      return "RUNNING";
+    case baton::v1::JOB_STATE_SUCCEEDED:
+      return "SUCCEEDED";
+    case baton::v1::JOB_STATE_FAILED:
+      return "FAILED";
+    case baton::v1::JOB_STATE_CANCELLED:
+      return "CANCELLED";
+    case baton::v1::JOB_STATE_RESTARTING:
+      return "RESTARTING";
+    default:
+      break;
+  }
+  return state == baton::v1::JOB_STATE_UNSPECIFIED ? "-" : absl::StrCat("STATE_", state);
+}
+
+std::string WorkerStateName(WorkerState state) {
+  switch (state) {
+    case baton::v1::WORKER_STATE_READY:
+      return "READY";
+    case baton::v1::WORKER_STATE_LOST:
+      return "LOST";
+    default:
+      break;
+  }
+  return state == baton::v1::WORKER_STATE_UNSPECIFIED ? "-" : absl::StrCat("STATE_", state);
+}
+
+bool IsTerminal(JobState state) {
+  return state == baton::v1::JOB_STATE_SUCCEEDED || state == baton::v1::JOB_STATE_FAILED ||
+         state == baton::v1::JOB_STATE_CANCELLED;
+}
+
+std::string HumanDuration(absl::Duration d) {
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  if (d < absl::Seconds(10)) {
+    return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d));
+  }
+  const int64_t s = absl::ToInt64Seconds(d);
+  if (s < 60) return absl::StrCat(s, "s");
+  if (s < 3600) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  if (s < 86400) return absl::StrFormat("%dh%02dm", s / 3600, (s % 3600) / 60);
+  return absl::StrFormat("%dd%02dh", s / 86400, (s % 86400) / 3600);
+}
+
+namespace {
+bool IsUnset(const google::protobuf::Timestamp& t) { return t.seconds() == 0 && t.nanos() == 0; }
+}  // namespace
+
+std::string FormatAge(const google::protobuf::Timestamp& t, absl::Time now) {
+  if (IsUnset(t)) return "-";
+  absl::Duration age = now - FromProto(t);
+  if (age < absl::ZeroDuration()) age = absl::ZeroDuration();
+  const int64_t s = absl::ToInt64Seconds(age);
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 2 * 3600) return absl::StrCat(s / 60, "m");
+  if (s < 48 * 3600) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
+std::string FormatTimestamp(const google::protobuf::Timestamp& t, absl::TimeZone tz) {
+  if (IsUnset(t)) return "-";
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S", FromProto(t), tz);
+}
+
+std::string FormatMetric(double v) {
+  if (std::isfinite(v) && std::fabs(v) >= 1000) return absl::StrFormat("%.0f", v);
+  return absl::StrFormat("%.4g", v);
+}
+
+std::string FormatPercent(double fraction) {
+  return absl::StrFormat("%.1f%%", fraction * 100);
+}
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, bool multiline) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = multiline;
+  // Field names as in the YAML job files and the .proto (snake_case).
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
+  }
+  while (!json.empty() && json.back() == '\n') json.pop_back();
+  return json;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,234 @@
+#include "client/views.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/output.h"
+#include "common/proto_time.h"
+
+namespace baton::cli {
+namespace {
+
+using baton::v1::Job;
+using baton::v1::JobEvent;
+using baton::v1::JobSpec;
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string WorkerRange(const JobSpec& spec) {
+  const int min = spec.workers().min();
+  const int max = spec.workers().has_max() ? spec.workers().max() : min;
+  return max == min ? absl::StrCat(min) : absl::StrCat(min, "-", max);
+}
+
+std::string StepCell(const Job& job) {
+  const int64_t max_steps = job.spec().budget().max_steps();
+  const bool started = job.result().steps() > 0 || !job.result().final_metrics().empty();
+  const std::string step = started ? absl::StrCat(job.result().steps()) : "-";
+  return max_steps > 0 ? absl::StrCat(step, "/", max_steps) : step;
+}
+
+std::string ExitCell(const baton::v1::RankInfo& rank) {
+  if (!rank.has_exit()) return "-";
+  if (rank.exit().signal() != 0) return absl::StrCat("signal ", rank.exit().signal());
+  return absl::StrCat(rank.exit().exit_code());
+}
+
+bool IsFractionMetric(const std::string& key) { return absl::EndsWith(key, "accuracy"); }
+
+std::string MetricValue(const std::string& key, double v) {
+  return IsFractionMetric(key) ? FormatPercent(v) : FormatMetric(v);
+}
+
+std::string StateChange(const JobEvent& e) {
+  if (e.to_state() == baton::v1::JOB_STATE_UNSPECIFIED) return "";
+  if (e.from_state() == baton::v1::JOB_STATE_UNSPECIFIED) {
+    return absl::StrCat("-> ", JobStateName(e.to_state()));
+  }
+  return absl::StrCat(JobStateName(e.from_state()), " -> ", JobStateName(e.to_state()));
+}
+
+std::string ProgramSummary(const JobSpec& spec) {
+  if (spec.has_trainer()) {
+    const auto& t = spec.trainer();
+    return absl::StrCat("trainer ", OrDash(t.model()), " on ", OrDash(t.dataset()), " (",
+                        OrDash(t.data_dir()), "), batch ", t.batch_size(), ", lr ",
+                        FormatMetric(t.lr()), ", momentum ", FormatMetric(t.momentum()),
+                        ", hidden [", absl::StrJoin(t.hidden(), ", "), "], seed ", t.seed());
+  }
+  if (spec.has_command()) {
+    std::string s = absl::StrCat("command ", absl::StrJoin(spec.command().argv(), " "));
+    if (!spec.command().working_dir().empty()) {
+      absl::StrAppend(&s, " (in ", spec.command().working_dir(), ")");
+    }
+    return s;
+  }
+  return "-";
+}
+
+std::string BudgetSummary(const baton::v1::Budget& b) {
+  std::vector<std::string> parts;
+  if (b.max_steps() > 0) parts.push_back(absl::StrCat("max_steps ", b.max_steps()));
+  if (b.max_epochs() > 0) parts.push_back(absl::StrCat("max_epochs ", b.max_epochs()));
+  return parts.empty() ? "no limit" : absl::StrJoin(parts, ", ");
+}
+
+// Result lines, each "  key:<pad>value\n".
+std::vector<std::pair<std::string, std::string>> ResultFields(const Job& job) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  const auto& r = job.result();
+  const int64_t max_steps = job.spec().budget().max_steps();
+  fields.emplace_back("steps", max_steps > 0 ? absl::StrCat(r.steps(), "/", max_steps)
+                                             : absl::StrCat(r.steps()));
+  // Well-known metrics first, in a fixed order; then the rest alphabetically.
+  const std::vector<std::string> known = {"loss", "accuracy", "eval_accuracy", "eval_loss",
+                                          "samples_per_sec"};
+  const std::map<std::string, double> metrics(r.final_metrics().begin(),
+                                              r.final_metrics().end());
+  for (const std::string& key : known) {
+    auto it = metrics.find(key);
+    if (it == metrics.end()) continue;
+    std::string value = MetricValue(key, it->second);
+    if (key == "loss" && r.initial_loss() != 0) {
+      absl::StrAppend(&value, " (initial ", FormatMetric(r.initial_loss()), ")");
+    }
+    fields.emplace_back(key, value);
+  }
+  for (const auto& [key, value] : metrics) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    fields.emplace_back(key, MetricValue(key, value));
+  }
+  if (r.has_wall_time()) fields.emplace_back("wall time", HumanDuration(FromProto(r.wall_time())));
+  return fields;
+}
+
+std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields,
+                         const std::string& indent) {
+  size_t width = 0;
+  for (const auto& f : fields) width = std::max(width, f.first.size() + 1);
+  std::string out;
+  for (const auto& [key, value] : fields) {
+    absl::StrAppend(&out, indent, absl::StrFormat("%-*s  ", width, key + ":"), value, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now) {
+  Table table({"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE"});
+  for (const Job& job : jobs.jobs()) {
+    std::set<std::string> workers;
+    for (const auto& rank : job.ranks()) workers.insert(rank.worker_id());
+    table.AddRow({job.id(), OrDash(job.spec().name()), JobStateName(job.state()),
+                  absl::StrCat(workers.size(), "/", WorkerRange(job.spec())),
+                  absl::StrCat(job.generation()), StepCell(job),
+                  FormatAge(job.create_time(), now)});
+  }
+  return table.Render();
+}
+
+std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now) {
+  Table table({"ID", "HOST", "SLOTS", "USED", "STATE", "LAST-HEARTBEAT", "JOBS"});
+  for (const auto& w : workers.workers()) {
+    const std::string heartbeat = FormatAge(w.last_heartbeat_time(), now);
+    table.AddRow({w.id(), OrDash(w.host()), absl::StrCat(w.resources().slots()),
+                  absl::StrCat(w.used_slots()), WorkerStateName(w.state()),
+                  heartbeat == "-" ? heartbeat : heartbeat + " ago",
+                  w.job_ids().empty() ? "-" : absl::StrJoin(w.job_ids(), ",")});
+  }
+  return table.Render();
+}
+
+std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone tz) {
+  const JobSpec& spec = job.spec();
+  auto when = [&](const google::protobuf::Timestamp& t) {
+    const std::string ts = FormatTimestamp(t, tz);
+    return ts == "-" ? ts : absl::StrCat(ts, " (", FormatAge(t, now), " ago)");
+  };
+  std::vector<std::pair<std::string, std::string>> head = {
+      {"Job", job.id()},
+      {"Name", OrDash(spec.name())},
+      {"State", JobStateName(job.state())},
+      {"Message", OrDash(job.message())},
+      {"Generation", absl::StrCat(job.generation())},
+      {"Master", job.master_addr().empty()
+                     ? "-"
+                     : absl::StrCat(job.master_addr(), ":", job.master_port())},
+      {"Created", when(job.create_time())},
+      {"Started", when(job.start_time())},
+      {"Ended", when(job.end_time())},
+  };
+  std::string out = RenderFields(head, "");
+
+  const int slots = spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
+  std::vector<std::pair<std::string, std::string>> spec_fields = {
+      {"program", ProgramSummary(spec)},
+      {"workers", absl::StrCat(WorkerRange(spec), " x ", slots, slots == 1 ? " slot" : " slots")},
+      {"budget", BudgetSummary(spec.budget())},
+  };
+  if (!spec.env().empty()) {
+    const std::map<std::string, std::string> env(spec.env().begin(), spec.env().end());
+    spec_fields.emplace_back("env", absl::StrJoin(env, " ", absl::PairFormatter("=")));
+  }
+  if (!spec.checkpoint_dir().empty()) spec_fields.emplace_back("checkpoint_dir", spec.checkpoint_dir());
+  absl::StrAppend(&out, "\nSpec:\n", RenderFields(spec_fields, "  "));
+
+  absl::StrAppend(&out, "\nRanks:\n");
+  if (job.ranks().empty()) {
+    absl::StrAppend(&out, "  (none)\n");
+  } else {
+    Table ranks({"RANK", "WORKER", "LOCAL", "PID", "EXIT"});
+    for (const auto& r : job.ranks()) {
+      ranks.AddRow({absl::StrCat(r.rank()), r.worker_id(),
+                    absl::StrCat(r.local_rank(), "/", r.local_world_size()),
+                    r.pid() == 0 ? "-" : absl::StrCat(r.pid()), ExitCell(r)});
+    }
+    absl::StrAppend(&out, ranks.Render("  "));
+  }
+
+  absl::StrAppend(&out, "\nResult:\n");
+  if (job.has_result()) {
+    absl::StrAppend(&out, RenderFields(ResultFields(job), "  "));
+  } else {
+    absl::StrAppend(&out, "  (none yet)\n");
+  }
+
+  absl::StrAppend(&out, "\nEvents:\n");
+  if (job.events().empty()) {
+    absl::StrAppend(&out, "  (none)\n");
+  } else {
+    Table events({"TIME", "GEN", "STATE", "REASON", "MESSAGE"});
+    for (const auto& e : job.events()) {
+      events.AddRow({FormatTimestamp(e.time(), tz), absl::StrCat(e.generation()),
+                     StateChange(e), e.reason(), e.message()});
+    }
+    absl::StrAppend(&out, events.Render("  "));
+  }
+  return out;
+}
+
+std::string RenderResult(const Job& job) {
+  std::string out = absl::StrCat("Job ", job.id(), " ", JobStateName(job.state()), "\n");
+  absl::StrAppend(&out, RenderFields(ResultFields(job), "  "));
+  return out;
+}
+
+std::string RenderEventLine(const JobEvent& event, absl::TimeZone tz) {
+  std::string line = absl::StrCat(
+      "[", absl::FormatTime("%H:%M:%S", FromProto(event.time()), tz), "] ");
+  const std::string change = StateChange(event);
+  if (!change.empty()) absl::StrAppend(&line, change, "  ");
+  absl::StrAppend(&line, event.reason());
+  if (!event.message().empty()) absl::StrAppend(&line, ": ", event.message());
+  return line;
+}
+
+}  // namespace baton::cli

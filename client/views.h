@@ -1,0 +1,42 @@
+#pragma once
+
+// Text views of Baton resources for `-o table` (the default). Pure functions: the
+// current time and the time zone are passed in, so tests pin them.
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/job_service.pb.h"
+
+namespace baton::cli {
+
+// `baton jobs`: ID NAME STATE WORKERS GEN STEP AGE.
+//   WORKERS  workers holding ranks / requested range, e.g. "3/2-4" or "0/2".
+//   STEP     rank 0's latest step (Job.result.steps), "/max_steps" when the budget sets one;
+//            "-" before the first metric point.
+//   AGE      since create_time.
+std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now);
+
+// `baton workers`: ID HOST SLOTS USED STATE LAST-HEARTBEAT JOBS.
+std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now);
+
+// `baton describe`: spec summary, state, message, generation, master endpoint, times,
+// ranks table (RANK WORKER LOCAL PID EXIT), result and events (TIME STATE REASON MESSAGE).
+std::string RenderJobDescription(const baton::v1::Job& job, absl::Time now, absl::TimeZone tz);
+
+// The result block printed at the end of `baton submit --wait`, e.g.
+//   Job j-000007 SUCCEEDED
+//     steps:          5000/5000
+//     loss:           0.0712 (initial 2.303)
+//     accuracy:       97.8%
+//     eval_accuracy:  97.1%
+//     wall time:      2m13s
+// "accuracy"-like values (keys ending in "accuracy") are fractions shown as percentages.
+std::string RenderResult(const baton::v1::Job& job);
+
+// One line per event: "[12:00:03] RUNNING -> SUCCEEDED  Completed: reached max_steps".
+// State changes show "FROM -> TO"; other events only "Reason: message".
+std::string RenderEventLine(const baton::v1::JobEvent& event, absl::TimeZone tz);
+
+}  // namespace baton::cli

@@ -1,0 +1,177 @@
+#include "client/views.h"
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "client/output.h"
+#include "common/proto_time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+const absl::Time kNow = absl::FromUnixSeconds(1714564800);  // 2024-05-01 12:00:00 UTC
+
+TEST(TableTest, AlignsColumnsAndPadsShortRows) {
+  Table t({"ID", "NAME", "STATE"});
+  t.AddRow({"j-000001", "a", "RUNNING"});
+  t.AddRow({"j-2", "longer-name"});
+  EXPECT_EQ(t.Render(),
+            "ID         NAME          STATE\n"
+            "j-000001   a             RUNNING\n"
+            "j-2        longer-name\n");
+  EXPECT_EQ(Table({"A"}).Render("  "), "  A\n");
+}
+
+TEST(FormatTest, Durations) {
+  EXPECT_EQ(HumanDuration(absl::Milliseconds(800)), "0.8s");
+  EXPECT_EQ(HumanDuration(absl::Seconds(45)), "45s");
+  EXPECT_EQ(HumanDuration(absl::Seconds(185)), "3m05s");
+  EXPECT_EQ(HumanDuration(absl::Minutes(62)), "1h02m");
+  EXPECT_EQ(HumanDuration(absl::Hours(51)), "2d03h");
+  EXPECT_EQ(HumanDuration(-absl::Seconds(3)), "0.0s");
+}
+
+TEST(FormatTest, AgesAndTimes) {
+  EXPECT_EQ(FormatAge(ToProto(kNow - absl::Seconds(45)), kNow), "45s");
+  EXPECT_EQ(FormatAge(ToProto(kNow - absl::Minutes(12)), kNow), "12m");
+  EXPECT_EQ(FormatAge(ToProto(kNow - absl::Hours(5)), kNow), "5h");
+  EXPECT_EQ(FormatAge(ToProto(kNow - absl::Hours(24 * 3)), kNow), "3d");
+  EXPECT_EQ(FormatAge(google::protobuf::Timestamp(), kNow), "-");
+  EXPECT_EQ(FormatTimestamp(ToProto(kNow), absl::UTCTimeZone()), "2024-05-01 12:00:00");
+  EXPECT_EQ(FormatMetric(0.34121), "0.3412");
+  EXPECT_EQ(FormatMetric(1234.6), "1235");
+  EXPECT_EQ(FormatPercent(0.9781), "97.8%");
+  EXPECT_EQ(JobStateName(baton::v1::JOB_STATE_RESTARTING), "RESTARTING");
+}
+
+baton::v1::Job RunningJob() {
+  baton::v1::Job job;
+  job.set_id("j-000007");
+  job.mutable_spec()->set_name("mnist-mlp");
+  job.mutable_spec()->mutable_workers()->set_min(2);
+  job.mutable_spec()->mutable_workers()->set_max(4);
+  job.mutable_spec()->mutable_budget()->set_max_steps(5000);
+  job.mutable_spec()->mutable_trainer()->set_model("mlp");
+  job.set_state(baton::v1::JOB_STATE_RUNNING);
+  job.set_generation(2);
+  *job.mutable_create_time() = ToProto(kNow - absl::Minutes(5));
+  for (int r = 0; r < 3; ++r) {
+    auto* rank = job.add_ranks();
+    rank->set_rank(r);
+    rank->set_worker_id(r < 2 ? "w-a" : "w-b");
+    rank->set_local_rank(r % 2);
+    rank->set_local_world_size(2);
+    rank->set_pid(100 + r);
+  }
+  job.mutable_ranks(2)->mutable_exit()->set_exit_code(-1);
+  job.mutable_ranks(2)->mutable_exit()->set_signal(9);
+  job.mutable_result()->set_steps(1200);
+  (*job.mutable_result()->mutable_final_metrics())["loss"] = 0.25;
+  (*job.mutable_result()->mutable_final_metrics())["accuracy"] = 0.9;
+  return job;
+}
+
+TEST(ViewsTest, JobsTable) {
+  baton::v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = RunningJob();
+  auto* queued = jobs.add_jobs();
+  queued->set_id("j-000008");
+  queued->mutable_spec()->set_name("cmd");
+  queued->mutable_spec()->mutable_workers()->set_min(1);
+  queued->set_state(baton::v1::JOB_STATE_QUEUED);
+  *queued->mutable_create_time() = ToProto(kNow - absl::Seconds(3));
+  EXPECT_EQ(RenderJobsTable(jobs, kNow),
+            "ID         NAME        STATE     WORKERS   GEN   STEP        AGE\n"
+            "j-000007   mnist-mlp   RUNNING   2/2-4     2     1200/5000   5m\n"
+            "j-000008   cmd         QUEUED    0/1       0     -           3s\n");
+}
+
+TEST(ViewsTest, WorkersTable) {
+  baton::v1::ListWorkersResponse workers;
+  auto* w = workers.add_workers();
+  w->set_id("w-a");
+  w->set_host("10.0.0.5");
+  w->mutable_resources()->set_slots(8);
+  w->set_used_slots(2);
+  w->set_state(baton::v1::WORKER_STATE_READY);
+  *w->mutable_last_heartbeat_time() = ToProto(kNow - absl::Seconds(2));
+  w->add_job_ids("j-1");
+  w->add_job_ids("j-2");
+  auto* lost = workers.add_workers();
+  lost->set_id("w-b");
+  lost->set_state(baton::v1::WORKER_STATE_LOST);
+  EXPECT_EQ(RenderWorkersTable(workers, kNow),
+            "ID    HOST       SLOTS   USED   STATE   LAST-HEARTBEAT   JOBS\n"
+            "w-a   10.0.0.5   8       2      READY   2s ago           j-1,j-2\n"
+            "w-b   -          0       0      LOST    -                -\n");
+}
+
+TEST(ViewsTest, Describe) {
+  baton::v1::Job job = RunningJob();
+  job.set_master_addr("10.0.0.5");
+  job.set_master_port(29500);
+  job.set_message("training");
+  auto* e = job.add_events();
+  *e->mutable_time() = ToProto(kNow - absl::Minutes(5));
+  e->set_to_state(baton::v1::JOB_STATE_QUEUED);
+  e->set_reason("Submitted");
+  e->set_message("queued");
+  const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("Job:         j-000007\n"));
+  EXPECT_THAT(text, HasSubstr("Master:      10.0.0.5:29500\n"));
+  EXPECT_THAT(text, HasSubstr("Created:     2024-05-01 11:55:00 (5m ago)\n"));
+  EXPECT_THAT(text, HasSubstr("  workers:  2-4 x 1 slot\n"));
+  EXPECT_THAT(text, HasSubstr("  RANK   WORKER   LOCAL   PID   EXIT\n"
+                              "  0      w-a      0/2     100   -\n"));
+  EXPECT_THAT(text, HasSubstr("  2      w-b      0/2     102   signal 9\n"));
+  EXPECT_THAT(text, HasSubstr("  steps:     1200/5000\n"));
+  EXPECT_THAT(text, HasSubstr("  accuracy:  90.0%\n"));
+  EXPECT_THAT(text, HasSubstr("  2024-05-01 11:55:00   0     -> QUEUED   Submitted   queued\n"));
+}
+
+TEST(ViewsTest, ResultAndEventLine) {
+  baton::v1::Job job = RunningJob();
+  job.set_state(baton::v1::JOB_STATE_SUCCEEDED);
+  job.mutable_result()->set_steps(5000);
+  job.mutable_result()->set_initial_loss(2.3026);
+  (*job.mutable_result()->mutable_final_metrics())["eval_accuracy"] = 0.971;
+  (*job.mutable_result()->mutable_final_metrics())["epoch"] = 3;
+  *job.mutable_result()->mutable_wall_time() = ToProto(absl::Seconds(133));
+  EXPECT_EQ(RenderResult(job),
+            "Job j-000007 SUCCEEDED\n"
+            "  steps:          5000/5000\n"
+            "  loss:           0.25 (initial 2.303)\n"
+            "  accuracy:       90.0%\n"
+            "  eval_accuracy:  97.1%\n"
+            "  epoch:          3\n"
+            "  wall time:      2m13s\n");
+
+  baton::v1::JobEvent event;
+  *event.mutable_time() = ToProto(kNow);
+  event.set_from_state(baton::v1::JOB_STATE_RUNNING);
+  event.set_to_state(baton::v1::JOB_STATE_RESTARTING);
+  event.set_reason("WorkerLost");
+  event.set_message("w-b stopped heartbeating");
+  EXPECT_EQ(RenderEventLine(event, absl::UTCTimeZone()),
+            "[12:00:00] RUNNING -> RESTARTING  WorkerLost: w-b stopped heartbeating");
+  event.clear_from_state();
+  event.clear_to_state();
+  event.set_reason("CheckpointSaved");
+  event.clear_message();
+  EXPECT_EQ(RenderEventLine(event, absl::UTCTimeZone()), "[12:00:00] CheckpointSaved");
+}
+
+TEST(JsonTest, ProtobufJson) {
+  baton::v1::ListJobsResponse jobs;
+  jobs.add_jobs()->set_id("j-1");
+  absl::StatusOr<std::string> json = ToJson(jobs, /*multiline=*/false);
+  ASSERT_TRUE(json.ok());
+  EXPECT_EQ(*json, R"({"jobs":[{"id":"j-1"}]})");
+}
+
+}  // namespace
+}  // namespace baton::cli
