@@ -168,8 +168,8 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning, JobState::kRendezvous})) {
     if (reported.count(id) > 0) continue;
     const baton::v1::Job& job = *jobs_->Peek(id);
-    const std::vector<std::string> ws = WorkersOf(job);
-    if (std::find(ws.begin(), ws.end(), worker_id) == ws.end()) continue;
+    // A worker forgets an assignment once its ranks' exits were reported.
+    if (!HasLiveRanksOn(job, worker_id)) continue;
     Runtime& rt = runtime_[id];
     if (job.state() == baton::v1::JOB_STATE_RENDEZVOUS && rt.started_workers.count(worker_id) == 0) {
       continue;  // its StartAssignment is still to come (or is in flight)
@@ -261,8 +261,7 @@ void Coordinator::ReconcileOnce() {
 void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& why) {
   BATON_LOG(WARNING) << "worker " << worker_id << " lost: " << why;
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
-    const std::vector<std::string> ws = WorkersOf(*jobs_->Peek(id));
-    if (std::find(ws.begin(), ws.end(), worker_id) == ws.end()) continue;
+    if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
     if (runtime_[id].awaiting_workers.count(worker_id) > 0) continue;  // not back yet anyway
     Fail(id, "WorkerLost", absl::StrCat("worker ", worker_id, " lost: ", why));
   }
@@ -439,6 +438,12 @@ baton::v1::Job* Coordinator::ActiveJob(const std::string& job_id, int64_t genera
   baton::v1::Job* job = jobs_->Mutable(job_id);
   if (job->generation() != generation) return nullptr;
   return job;
+}
+
+bool Coordinator::HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id) {
+  return std::any_of(job.ranks().begin(), job.ranks().end(), [&](const baton::v1::RankInfo& r) {
+    return r.worker_id() == worker_id && !r.has_exit();
+  });
 }
 
 std::vector<std::string> Coordinator::WorkersOf(const baton::v1::Job& job) {

@@ -106,6 +106,8 @@ class Coordinator {
   baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation);
   // Distinct workers holding ranks of the job, in rank order.
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
+  // True if a rank of the job on that worker has not exited (as far as we know).
+  static bool HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id);
   // Slots in use per worker by RENDEZVOUS/RUNNING jobs.
   std::map<std::string, int> UsedSlots() const;
   // Logs (never fails the caller) a store error from a JobManager call.

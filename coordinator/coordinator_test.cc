@@ -291,6 +291,25 @@ TEST_F(CoordinatorTest, StaleAssignmentReportedOnRegisterIsStopped) {
   EXPECT_EQ(stops[0].stop_assignment().generation(), 3);
 }
 
+TEST_F(CoordinatorTest, LosingAWorkerWhoseRanksAllFinishedKeepsJobRunning) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 0);
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Exited("w1", id, 1, 0, 0);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+TEST_F(CoordinatorTest, ReconnectOfWorkerWhoseRanksAllExitedIsHarmless) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 0);
+  Connect(Reg("w2"));  // supersedes the old session without listing the finished job
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Connect(Reg("w1"));  // w1 still has rank 0 running but does not list it: it restarted
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("reconnected without the job's processes"));
+}
+
 TEST_F(CoordinatorTest, MetricsOfOtherGenerationsAreIgnoredAndRankZeroSetsResult) {
   const std::string id = RunningJob();
   baton::v1::WorkerMessage m;

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Baton in one command, on a fresh Debian 12 machine (as root):
+#   installs what is needed, builds, starts a coordinator and two workers on loopback in a
+#   temporary directory, generates a small MNIST-format data set, submits
+#   examples/quickstart.yaml through the CLI, shows live progress and the final result,
+#   and shuts everything down. Exit 0 only if the job SUCCEEDED.
+#
+# Usage: tools/quickstart.sh [--keep]   (--keep: leave the temp dir with logs and state)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+KEEP=0
+[[ "${1:-}" == "--keep" ]] && KEEP=1
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "Installing packages (apt, only what is missing)"
+tools/install_deps.sh
+
+step "Building (bazel, offline)"
+bazel build //coordinator:baton-coordinator //worker:baton-worker \
+  //worker/trainer:baton-trainer //client:baton //tools:make_mnist
+BIN=$ROOT/bazel-bin
+BATON=$BIN/client/baton
+
+TMP=$(mktemp -d -t baton-quickstart.XXXXXX)
+PIDS=()
+cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if ((rc != 0)); then
+    echo "quickstart failed (exit $rc); daemon logs:" >&2
+    tail -n 20 "$TMP"/*.log >&2 2>/dev/null || true
+  fi
+  if ((KEEP)); then echo "kept $TMP"; else rm -rf "$TMP"; fi
+  exit $rc
+}
+trap cleanup EXIT
+
+# Polls `$@` until it succeeds or the deadline (seconds, $WAIT) passes.
+wait_for() {
+  local deadline=$((SECONDS + ${WAIT:-60}))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= deadline)); then echo "timed out waiting for: $*" >&2; return 1; fi
+    sleep 0.1
+  done
+}
+
+step "Generating a learnable MNIST-format data set"
+"$BIN/tools/make_mnist" --out_dir="$TMP/data/mnist"
+
+step "Starting a coordinator and two workers on loopback"
+"$BIN/coordinator/baton-coordinator" --listen=127.0.0.1:0 --port_file="$TMP/port" \
+  --state_dir="$TMP/state" 2>"$TMP/coordinator.log" &
+PIDS+=($!)
+wait_for test -s "$TMP/port"
+export BATON_COORDINATOR=127.0.0.1:$(cat "$TMP/port")
+for w in 1 2; do
+  "$BIN/worker/baton-worker" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/worker-$w" \
+    --slots=1 2>"$TMP/worker-$w.log" &
+  PIDS+=($!)
+done
+two_ready() { [[ $("$BATON" workers | grep -c READY) -ge 2 ]]; }
+wait_for two_ready
+"$BATON" workers
+
+step "Submitting examples/quickstart.yaml (2 workers x 1 rank, MLP on MNIST, Gloo)"
+"$BATON" submit examples/quickstart.yaml --set trainer.data_dir="$TMP/data/mnist" \
+  --set checkpoint_dir="$TMP/checkpoints" --wait
+
+step "Done"
+echo "final weights: $TMP/checkpoints/final.pt (deleted on exit; use --keep to keep them)"

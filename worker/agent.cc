@@ -1,0 +1,291 @@
+#include "worker/agent.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/proto_time.h"
+#include "common/protocol_version.h"
+#include "worker/reserve_port.h"
+
+namespace baton::worker {
+namespace {
+
+// Upper bound on how long the writer sleeps, so it notices deadlines measured by the
+// injected clock.
+constexpr absl::Duration kMaxWriterWait = absl::Milliseconds(100);
+
+std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Our own backoff paces attempts; keep gRPC's reconnect backoff from adding more.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.backoff.initial)));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              static_cast<int>(absl::ToInt64Milliseconds(options.backoff.max)));
+  return grpc::CreateCustomChannel(options.coordinator, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock)
+    : options_(std::move(options)),
+      supervisor_(supervisor),
+      outbox_(outbox),
+      clock_(clock),
+      heartbeat_interval_(options_.heartbeat_interval) {}
+
+Agent::~Agent() { Stop(); }
+
+absl::Status Agent::Start() {
+  session_thread_ = std::thread([this] { SessionLoop(); });
+  writer_thread_ = std::thread([this] { WriterLoop(); });
+  return absl::OkStatus();
+}
+
+void Agent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  outbox_->Wake();
+  {
+    absl::MutexLock lock(&mu_);
+    if (writer_thread_.joinable()) {
+      mu_.AwaitWithTimeout(absl::Condition(&writer_done_), options_.stop_flush_timeout);
+    }
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  outbox_->Wake();
+  if (writer_thread_.joinable()) writer_thread_.join();
+  if (session_thread_.joinable()) session_thread_.join();
+}
+
+// ---------------------------------------------------------------------------------------
+// Session thread.
+// ---------------------------------------------------------------------------------------
+
+void Agent::SessionLoop() {
+  Backoff backoff(options_.backoff);
+  for (;;) {
+    const absl::Status status = RunSession(backoff);
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    const absl::Duration delay = backoff.Next();
+    BATON_LOG(WARNING) << "coordinator " << options_.coordinator << " stream ended: " << status
+                       << "; reconnecting in " << delay;
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
+    if (stopping_) return;
+  }
+}
+
+absl::Status Agent::RunSession(Backoff& backoff) {
+  std::unique_ptr<baton::v1::WorkerService::Stub> stub =
+      baton::v1::WorkerService::NewStub(MakeChannel(options_));
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::CancelledError("stopping");
+    context_ = &context;
+    register_deadline_ = clock_->Now() + options_.register_timeout;
+  }
+  std::unique_ptr<Stream> stream = stub->Connect(&context);
+
+  const std::vector<baton::v1::AssignmentStatus> snapshot = supervisor_->Snapshot();
+  baton::v1::WorkerMessage hello;
+  baton::v1::Register* reg = hello.mutable_register_();
+  reg->set_worker_id(options_.worker_id);
+  reg->set_hostname(options_.hostname);
+  reg->set_advertise_host(options_.advertise_host);
+  *reg->mutable_resources() = options_.resources;
+  reg->set_protocol_version(kProtocolVersion);
+  for (const auto& a : snapshot) *reg->add_assignments() = a;
+
+  baton::v1::CoordinatorMessage message;
+  bool ok = stream->Write(hello) && stream->Read(&message);
+  if (ok && !message.has_registered()) {
+    BATON_LOG(ERROR) << "coordinator answered Register with something else than Registered";
+    context.TryCancel();  // The call is still open; Finish() would wait for its end.
+    ok = false;
+  }
+  if (ok) {
+    // The coordinator has read the Register: everything it listed is delivered.
+    supervisor_->MarkReported(snapshot);
+    const baton::v1::Registered& registered = message.registered();
+    {
+      absl::MutexLock lock(&mu_);
+      register_deadline_ = absl::InfiniteFuture();
+      if (registered.has_heartbeat_interval() &&
+          FromProto(registered.heartbeat_interval()) > absl::ZeroDuration()) {
+        heartbeat_interval_ = FromProto(registered.heartbeat_interval());
+      }
+      attached_ = stream.get();
+      ++attach_count_;
+    }
+    backoff.Reset();
+    const Outbox::Dropped dropped = outbox_->TakeDropped();
+    if (dropped.log_lines + dropped.metric_points + dropped.replies > 0) {
+      BATON_LOG(WARNING) << "while disconnected, dropped " << dropped.log_lines << " log lines, "
+                         << dropped.metric_points << " metric points and " << dropped.replies
+                         << " replies (log lines remain in the rank logs)";
+    }
+    outbox_->SetConnected(true);
+    outbox_->OnReportsPending();  // Let the writer heartbeat and report right away.
+    BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
+                    << options_.worker_id << " (coordinator protocol "
+                    << registered.protocol_version() << ", " << snapshot.size()
+                    << " assignments listed)";
+    while (stream->Read(&message)) Handle(message);
+  }
+
+  {
+    // Detach; give the writer a moment to finish its current Write on its own (cancelling
+    // would hide the coordinator's status), then cancel to unblock it if it is stuck.
+    absl::MutexLock lock(&mu_);
+    attached_ = nullptr;
+    register_deadline_ = absl::InfiniteFuture();
+    const absl::Condition idle(
+        +[](bool* busy) { return !*busy; }, &writer_busy_);
+    if (!mu_.AwaitWithTimeout(idle, absl::Seconds(1))) {
+      context.TryCancel();
+      mu_.Await(idle);
+    }
+    context_ = nullptr;
+  }
+  outbox_->SetConnected(false);
+  return FromGrpcStatus(stream->Finish());
+}
+
+void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
+  switch (message.msg_case()) {
+    case baton::v1::CoordinatorMessage::kReservePort: {
+      const baton::v1::ReservePort& req = message.reserve_port();
+      absl::StatusOr<int> port = ReserveTcpPort();
+      if (!port.ok()) {
+        BATON_LOG(ERROR) << "ReservePort for job " << req.job_id() << ": " << port.status();
+        return;
+      }
+      baton::v1::WorkerMessage reply;
+      baton::v1::PortReserved* reserved = reply.mutable_port_reserved();
+      reserved->set_job_id(req.job_id());
+      reserved->set_generation(req.generation());
+      reserved->set_port(*port);
+      outbox_->PushReply(std::move(reply));
+      return;
+    }
+    case baton::v1::CoordinatorMessage::kStartAssignment: {
+      const baton::v1::StartAssignment& req = message.start_assignment();
+      BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
+                      << ": " << req.ranks_size() << " ranks of " << req.world_size();
+      const absl::Status s = supervisor_->StartAssignment(req);
+      if (!s.ok()) BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << ": " << s;
+      return;
+    }
+    case baton::v1::CoordinatorMessage::kStopAssignment: {
+      const baton::v1::StopAssignment& req = message.stop_assignment();
+      BATON_LOG(INFO) << "StopAssignment job " << req.job_id() << " gen " << req.generation()
+                      << ": " << req.reason();
+      std::optional<absl::Duration> grace;
+      if (req.has_grace()) grace = FromProto(req.grace());
+      const absl::Status s = supervisor_->StopAssignment(req.job_id(), req.generation(), grace);
+      if (!s.ok()) BATON_LOG(INFO) << "StopAssignment: " << s;
+      return;
+    }
+    case baton::v1::CoordinatorMessage::kRegistered:
+      BATON_LOG(WARNING) << "ignoring a second Registered";
+      return;
+    case baton::v1::CoordinatorMessage::MSG_NOT_SET:
+      BATON_LOG(WARNING) << "ignoring an empty or unknown coordinator message";
+      return;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Writer thread.
+// ---------------------------------------------------------------------------------------
+
+void Agent::WriterLoop() {
+  absl::Time next_heartbeat = absl::InfinitePast();
+  int64_t seen_attach = 0;
+  for (;;) {
+    Stream* stream = nullptr;
+    bool stopping;
+    absl::Duration interval;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping = stopping_;
+      interval = heartbeat_interval_;
+      if (context_ != nullptr && clock_->Now() >= register_deadline_) {
+        BATON_LOG(WARNING) << "no Registered from " << options_.coordinator << " within "
+                           << options_.register_timeout << "; retrying";
+        register_deadline_ = absl::InfiniteFuture();
+        context_->TryCancel();
+      }
+      if (attached_ != nullptr) {
+        stream = attached_;
+        writer_busy_ = true;
+        if (attach_count_ != seen_attach) {  // A new stream: heartbeat right away.
+          seen_attach = attach_count_;
+          next_heartbeat = absl::InfinitePast();
+        }
+      }
+    }
+    if (stream != nullptr) {
+      const bool ok = SendPending(stream, &next_heartbeat, /*force_flush=*/stopping);
+      absl::MutexLock lock(&mu_);
+      writer_busy_ = false;
+      if (!ok && context_ != nullptr) context_->TryCancel();
+    }
+    if (stopping) break;
+    absl::Duration wait = kMaxWriterWait;
+    if (stream != nullptr) {
+      const absl::Time now = clock_->Now();
+      wait = std::min({wait, next_heartbeat - now, outbox_->NextFlushTime() - now});
+    }
+    outbox_->WaitForWork(std::max(wait, absl::ZeroDuration()));
+  }
+  absl::MutexLock lock(&mu_);
+  writer_done_ = true;
+}
+
+bool Agent::SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_flush) {
+  for (const baton::v1::WorkerMessage& reply : outbox_->TakeReplies()) {
+    if (!stream->Write(reply)) return false;
+  }
+  const absl::Time now = clock_->Now();
+  if (now >= *next_heartbeat) {
+    baton::v1::WorkerMessage heartbeat;
+    *heartbeat.mutable_heartbeat()->mutable_time() = ToProto(now);
+    if (!stream->Write(heartbeat)) return false;
+    absl::MutexLock lock(&mu_);
+    *next_heartbeat = now + heartbeat_interval_;
+  }
+  outbox_->TakeReportsPending();  // Cleared before reading the state it announces.
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  for (const baton::v1::AssignmentStarted& started : reports.started) {
+    baton::v1::WorkerMessage message;
+    *message.mutable_assignment_started() = started;
+    if (!stream->Write(message)) return false;
+    supervisor_->MarkReported(started);
+  }
+  // A rank's last lines go out before its exit.
+  for (const baton::v1::WorkerMessage& batch :
+       outbox_->TakeBatches(force_flush || !reports.exited.empty())) {
+    if (!stream->Write(batch)) return false;
+  }
+  for (const baton::v1::ProcessExited& exited : reports.exited) {
+    baton::v1::WorkerMessage message;
+    *message.mutable_process_exited() = exited;
+    if (!stream->Write(message)) return false;
+    supervisor_->MarkReported(exited);
+  }
+  return true;
+}
+
+}  // namespace baton::worker

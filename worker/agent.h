@@ -1,0 +1,109 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/worker_service.grpc.pb.h"
+#include "worker/backoff.h"
+#include "worker/outbox.h"
+#include "worker/supervisor.h"
+
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
+namespace baton::worker {
+
+struct AgentOptions {
+  // Coordinator address, HOST:PORT.
+  std::string coordinator;
+  // Register fields.
+  std::string worker_id;
+  std::string hostname;
+  std::string advertise_host;
+  baton::v1::Resources resources;
+  // Heartbeat period until Registered.heartbeat_interval (when set) overrides it.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  // Delay between connection attempts.
+  Backoff::Options backoff;
+  // A connection that brings no Registered within this is abandoned and retried.
+  absl::Duration register_timeout = absl::Seconds(10);
+  // HTTP/2 keepalive. The ping period matches gRPC servers' default minimum (5 min), so a
+  // coordinator with default settings never answers them with GOAWAY "too_many_pings".
+  // Setting it also makes gRPC set TCP_USER_TIMEOUT to keepalive_timeout, and since
+  // heartbeats keep data in flight, a vanished coordinator host breaks the stream within
+  // about keepalive_timeout.
+  absl::Duration keepalive_time = absl::Minutes(5);
+  absl::Duration keepalive_timeout = absl::Seconds(20);
+  // On Stop(), how long the final flush may take.
+  absl::Duration stop_flush_timeout = absl::Seconds(2);
+};
+
+// The worker side of WorkerService.Connect: keeps one bidirectional stream to the coordinator,
+// reconnecting with exponential backoff; registers (listing the Supervisor's assignments, so
+// exits that happened while disconnected reach the coordinator), heartbeats, executes the
+// coordinator's commands on the Supervisor, and sends replies, the Supervisor's reports
+// (AssignmentStarted, ProcessExited) and the Outbox's batches. A report counts as delivered
+// when its Write succeeded; a Register's content when Registered arrived.
+//
+// Threading: two threads. The session thread connects, writes Register, then reads the stream
+// and runs each command (ReservePort, StartAssignment, StopAssignment) inline; it never holds
+// mu_ while calling the Supervisor or the stream. The writer thread is the only one writing on
+// an established stream: it waits in Outbox::WaitForWork() and sends heartbeats, replies,
+// reports and batches. mu_ guards the connection state shared by the two.
+class Agent {
+ public:
+  // `supervisor`, `outbox` and `clock` must outlive the Agent. The Outbox must be the
+  // Supervisor's listener.
+  Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock);
+  ~Agent();  // Stop().
+
+  // Starts both threads and returns; connecting happens in the background.
+  absl::Status Start();
+  // Sends what is pending (bounded by stop_flush_timeout), ends the stream and joins the
+  // threads. Idempotent.
+  void Stop();
+
+ private:
+  using Stream = grpc::ClientReaderWriter<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
+
+  void SessionLoop();
+  // One connection, from connect to the end of the stream. Returns the stream's final status.
+  absl::Status RunSession(Backoff& backoff);
+  // Runs one coordinator command. Called on the session thread.
+  void Handle(const baton::v1::CoordinatorMessage& message);
+
+  void WriterLoop();
+  // Writes everything that is due; false if the stream broke.
+  bool SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_flush);
+
+  const AgentOptions options_;
+  Supervisor* const supervisor_;
+  Outbox* const outbox_;
+  Clock* const clock_;
+
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The connection being set up or in use (nullptr between connections).
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Set once Registered arrived; the writer only writes on an attached stream.
+  Stream* attached_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t attach_count_ ABSL_GUARDED_BY(mu_) = 0;
+  bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
+  // While waiting for Registered: when to give up on this connection.
+  absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+
+  std::thread session_thread_;
+  std::thread writer_thread_;
+};
+
+}  // namespace baton::worker

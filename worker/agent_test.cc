@@ -1,0 +1,246 @@
+#include "worker/agent.h"
+
+#include <signal.h>
+
+#include <memory>
+
+#include "absl/strings/match.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/fake_coordinator.h"
+#include "worker/outbox.h"
+#include "worker/posix_process_launcher.h"
+#include "worker/process_test_util.h"
+#include "common/protocol_version.h"
+#include "worker/reserve_port.h"
+#include "worker/supervisor.h"
+
+namespace baton::worker {
+namespace {
+
+using baton::v1::CoordinatorMessage;
+using baton::v1::WorkerMessage;
+
+CoordinatorMessage StartCommand(const std::string& job_id, const std::string& script) {
+  CoordinatorMessage m;
+  baton::v1::StartAssignment* a = m.mutable_start_assignment();
+  a->set_job_id(job_id);
+  a->set_generation(1);
+  a->set_world_size(1);
+  a->set_master_addr("127.0.0.1");
+  a->set_master_port(29500);
+  baton::v1::CommandSpec* c = a->mutable_spec()->mutable_command();
+  c->add_argv("/bin/sh");
+  c->add_argv("-c");
+  c->add_argv(script);
+  baton::v1::RankInfo* r = a->add_ranks();
+  r->set_rank(0);
+  r->set_local_world_size(1);
+  r->set_worker_id("w-agent-test");
+  return m;
+}
+
+CoordinatorMessage StopCommand(const std::string& job_id) {
+  CoordinatorMessage m;
+  m.mutable_stop_assignment()->set_job_id(job_id);
+  m.mutable_stop_assignment()->mutable_grace()->set_seconds(10);
+  m.mutable_stop_assignment()->set_reason("test");
+  return m;
+}
+
+// A Register listing `job_id` whose rank 0 satisfies `pred`.
+FakeCoordinator::Predicate RegisterListing(const std::string& job_id,
+                                           std::function<bool(const baton::v1::RankInfo&)> pred) {
+  return [job_id, pred](const WorkerMessage& m) {
+    if (!m.has_register_()) return false;
+    for (const auto& a : m.register_().assignments()) {
+      if (a.job_id() == job_id && a.ranks_size() == 1 && pred(a.ranks(0))) return true;
+    }
+    return false;
+  };
+}
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override { BecomeSubreaper(); }
+
+  void StartWorker(const std::string& address) {
+    SupervisorOptions so;
+    so.work_dir = MakeTestDir("agent");
+    so.base_env = {"PATH=/usr/bin:/bin"};
+    supervisor_ = std::make_unique<Supervisor>(so, &launcher_, RealClock::Get(), &outbox_);
+    ASSERT_TRUE(supervisor_->Start().ok());
+    AgentOptions ao;
+    ao.coordinator = address;
+    ao.worker_id = "w-agent-test";
+    ao.hostname = "host-1";
+    ao.advertise_host = "10.1.2.3";
+    ao.resources.set_slots(2);
+    ao.resources.set_cpu_cores(4);
+    ao.backoff.initial = absl::Milliseconds(20);
+    ao.backoff.max = absl::Milliseconds(200);
+    agent_ = std::make_unique<Agent>(ao, supervisor_.get(), &outbox_, RealClock::Get());
+    ASSERT_TRUE(agent_->Start().ok());
+  }
+
+  void TearDown() override {
+    if (supervisor_ != nullptr) supervisor_->Shutdown(absl::ZeroDuration());
+    if (agent_ != nullptr) agent_->Stop();
+  }
+
+  // Declared before the worker so it outlives it.
+  std::unique_ptr<FakeCoordinator> coordinator_ = std::make_unique<FakeCoordinator>();
+  PosixProcessLauncher launcher_;
+  Outbox outbox_{OutboxOptions(), RealClock::Get()};
+  std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<Agent> agent_;
+};
+
+TEST_F(AgentTest, RegistersWithResourcesThenHeartbeatsAtTheCoordinatorsInterval) {
+  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  StartWorker(coordinator_->address());
+  std::optional<WorkerMessage> reg = coordinator_->Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->register_().worker_id(), "w-agent-test");
+  EXPECT_EQ(reg->register_().hostname(), "host-1");
+  EXPECT_EQ(reg->register_().advertise_host(), "10.1.2.3");
+  EXPECT_EQ(reg->register_().protocol_version(), kProtocolVersion);
+  EXPECT_EQ(reg->register_().resources().slots(), 2);
+  EXPECT_EQ(reg->register_().resources().cpu_cores(), 4);
+  EXPECT_EQ(reg->register_().assignments_size(), 0);
+  // The default interval is 1 s; ten heartbeats within 5 s need the 50 ms override.
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+TEST_F(AgentTest, AnswersReservePort) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  CoordinatorMessage m;
+  m.mutable_reserve_port()->set_job_id("j-port");
+  m.mutable_reserve_port()->set_generation(3);
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->Send(m); }));
+  std::optional<WorkerMessage> reply = coordinator_->Next(WorkerMessage::kPortReserved);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->port_reserved().job_id(), "j-port");
+  EXPECT_EQ(reply->port_reserved().generation(), 3);
+  EXPECT_GT(reply->port_reserved().port(), 0);
+}
+
+TEST_F(AgentTest, RunsAnAssignmentAndRelaysStartMetricsLogsAndExit) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_->Send(StartCommand(
+        "j-run", "echo '{\"step\":3,\"loss\":0.5}' >&$BATON_METRICS_FD; echo hello; exit 4"));
+  }));
+
+  std::optional<WorkerMessage> started = coordinator_->Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->assignment_started().job_id(), "j-run");
+  ASSERT_EQ(started->assignment_started().ranks_size(), 1);
+  EXPECT_GT(started->assignment_started().ranks(0).pid(), 0);
+
+  std::optional<WorkerMessage> exited = coordinator_->Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().job_id(), "j-run");
+  EXPECT_EQ(exited->process_exited().generation(), 1);
+  EXPECT_EQ(exited->process_exited().rank(), 0);
+  EXPECT_EQ(exited->process_exited().exit().exit_code(), 4);
+
+  // Sent before the exit, so already recorded.
+  std::optional<WorkerMessage> metrics =
+      coordinator_->Next(WorkerMessage::kMetrics, absl::ZeroDuration());
+  ASSERT_TRUE(metrics.has_value());
+  EXPECT_EQ(metrics->metrics().job_id(), "j-run");
+  ASSERT_EQ(metrics->metrics().points_size(), 1);
+  EXPECT_EQ(metrics->metrics().points(0).step(), 3);
+  EXPECT_EQ(metrics->metrics().points(0).values().at("loss"), 0.5);
+  std::optional<WorkerMessage> logs =
+      coordinator_->Next(WorkerMessage::kLogs, absl::ZeroDuration());
+  ASSERT_TRUE(logs.has_value());
+  EXPECT_EQ(logs->logs().job_id(), "j-run");
+  ASSERT_EQ(logs->logs().lines_size(), 1);
+  EXPECT_EQ(logs->logs().lines(0).text(), "hello");
+  EXPECT_EQ(logs->logs().lines(0).seq(), 0);
+
+  // Reported exits are forgotten.
+  EXPECT_TRUE(WaitUntil([&] { return supervisor_->assignment_count() == 0; }));
+}
+
+TEST_F(AgentTest, ReconnectsAfterTheStreamBreaksAndListsTheRunningAssignment) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(
+      WaitUntil([&] { return coordinator_->Send(StartCommand("j-long", "exec sleep 1000")); }));
+  std::optional<WorkerMessage> started = coordinator_->Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const int pid = started->assignment_started().ranks(0).pid();
+
+  coordinator_->BreakStream();
+  std::optional<WorkerMessage> reg =
+      coordinator_->Next(RegisterListing("j-long", [&](const baton::v1::RankInfo& r) {
+        return r.pid() == pid && !r.has_exit() && r.worker_id() == "w-agent-test";
+      }));
+  ASSERT_TRUE(reg.has_value());
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->registrations() == 2; }));
+
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->Send(StopCommand("j-long")); }));
+  std::optional<WorkerMessage> exited = coordinator_->Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGTERM);
+  EXPECT_TRUE(ProcessGone(pid));
+}
+
+TEST_F(AgentTest, ExitsWhileDisconnectedAreDeliveredByTheNextRegister) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(
+      WaitUntil([&] { return coordinator_->Send(StartCommand("j-lost", "exec sleep 1000")); }));
+  std::optional<WorkerMessage> started = coordinator_->Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const int pid = started->assignment_started().ranks(0).pid();
+
+  coordinator_->set_accept_registrations(false);
+  coordinator_->BreakStream();
+  // A new Register means the old stream is gone: nothing can be reported until one is
+  // accepted.
+  ASSERT_TRUE(coordinator_
+                  ->Next(RegisterListing("j-lost",
+                                         [&](const baton::v1::RankInfo& r) {
+                                           return r.pid() == pid && !r.has_exit();
+                                         }))
+                  .has_value());
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  auto killed = [](const baton::v1::RankInfo& r) {
+    return r.has_exit() && r.exit().exit_code() == -1 && r.exit().signal() == SIGKILL;
+  };
+  // Rejected Registers carry the exit; the worker keeps it until a Register is accepted.
+  ASSERT_TRUE(coordinator_->Next(RegisterListing("j-lost", killed)).has_value());
+  EXPECT_EQ(supervisor_->assignment_count(), 1u);
+  EXPECT_EQ(coordinator_->registrations(), 1);
+
+  coordinator_->set_accept_registrations(true);
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->registrations() == 2; }));
+  EXPECT_TRUE(WaitUntil([&] { return supervisor_->assignment_count() == 0; }));
+  // Delivered by the Register, not by a ProcessExited.
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kProcessExited, absl::ZeroDuration()).has_value());
+}
+
+TEST_F(AgentTest, ConnectsOnceTheCoordinatorComesUp) {
+  const absl::StatusOr<int> port = ReserveTcpPort();
+  ASSERT_TRUE(port.ok());
+  coordinator_.reset();
+  StartWorker(absl::StrCat("127.0.0.1:", *port));  // Nothing listens there yet.
+  coordinator_ = std::make_unique<FakeCoordinator>(*port);
+  std::optional<WorkerMessage> reg = coordinator_->Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->register_().worker_id(), "w-agent-test");
+}
+
+}  // namespace
+}  // namespace baton::worker

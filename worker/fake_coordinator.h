@@ -1,0 +1,74 @@
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/baton/v1/worker_service.grpc.pb.h"
+
+namespace baton::worker {
+
+// A stand-in coordinator for worker tests: a real gRPC WorkerService on 127.0.0.1 (port
+// chosen by the OS) that records every WorkerMessage, answers Register with Registered, and
+// lets the test send commands and break the stream. One stream at a time is "current".
+// Thread-safe.
+class FakeCoordinator {
+ public:
+  using Predicate = std::function<bool(const baton::v1::WorkerMessage&)>;
+
+  // Listening on 127.0.0.1:`port` (0: chosen by the OS) when it returns.
+  explicit FakeCoordinator(int port = 0);
+  ~FakeCoordinator();
+
+  // HOST:PORT to pass to the worker.
+  std::string address() const { return address_; }
+
+  // Put into Registered.heartbeat_interval (unset if zero).
+  void set_heartbeat_interval(absl::Duration interval);
+  // When false, Register is recorded but answered by ending the stream with UNAVAILABLE.
+  void set_accept_registrations(bool accept);
+
+  // Removes and returns the oldest recorded message satisfying `pred`, waiting up to
+  // `timeout` for one to arrive. Other messages stay recorded.
+  std::optional<baton::v1::WorkerMessage> Next(const Predicate& pred,
+                                               absl::Duration timeout = absl::Seconds(10));
+  std::optional<baton::v1::WorkerMessage> Next(baton::v1::WorkerMessage::MsgCase kind,
+                                               absl::Duration timeout = absl::Seconds(10));
+
+  // Sends on the current (registered) stream; false if there is none or the write failed.
+  bool Send(const baton::v1::CoordinatorMessage& message);
+  // Ends the current stream from the server side.
+  void BreakStream();
+  // Streams that got Registered so far.
+  int registrations() const;
+
+ private:
+  class Service;
+  using ServerStream =
+      grpc::ServerReaderWriter<baton::v1::CoordinatorMessage, baton::v1::WorkerMessage>;
+
+  grpc::Status HandleConnect(grpc::ServerContext* context, ServerStream* stream);
+  void Record(baton::v1::WorkerMessage message);
+
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar recorded_;
+  std::deque<baton::v1::WorkerMessage> messages_ ABSL_GUARDED_BY(mu_);
+  ServerStream* current_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::ServerContext* current_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  bool accept_ ABSL_GUARDED_BY(mu_) = true;
+};
+
+}  // namespace baton::worker

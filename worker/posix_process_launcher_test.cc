@@ -1,0 +1,216 @@
+#include "worker/posix_process_launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/process_test_util.h"
+
+namespace baton::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Outcome {
+  std::string out, err, metrics;
+  std::optional<baton::v1::ProcessExit> exit;
+};
+
+// Reads every pipe to EOF and collects the exit, with a deadline.
+Outcome RunToExit(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
+  Outcome o;
+  const absl::Time deadline = absl::Now() + timeout;
+  UniqueFd* fds[3] = {&p.stdout_fd, &p.stderr_fd, &p.metrics_fd};
+  std::string* sinks[3] = {&o.out, &o.err, &o.metrics};
+  while (absl::Now() < deadline) {
+    struct pollfd pfd[4];
+    for (int i = 0; i < 3; ++i) pfd[i] = {fds[i]->valid() ? fds[i]->get() : -1, POLLIN, 0};
+    pfd[3] = {o.exit ? -1 : p.process->exit_fd(), POLLIN, 0};
+    if (!fds[0]->valid() && !fds[1]->valid() && !fds[2]->valid() && o.exit) break;
+    ::poll(pfd, 4, 100);
+    for (int i = 0; i < 3; ++i) {
+      if (pfd[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i]->get(), buf, sizeof(buf));
+      if (n > 0) sinks[i]->append(buf, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN)) fds[i]->Reset();
+    }
+    if (pfd[3].revents != 0) o.exit = p.process->TryCollectExit();
+  }
+  return o;
+}
+
+// The first line the process prints on stdout.
+std::string ReadLine(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
+  std::string line;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    struct pollfd pfd = {p.stdout_fd.get(), POLLIN, 0};
+    ::poll(&pfd, 1, 100);
+    char c;
+    while (::read(p.stdout_fd.get(), &c, 1) == 1) {
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+  }
+  return line;
+}
+
+pid_t ParsePid(const std::string& s) {
+  int pid = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &pid) ? pid : -1;
+}
+
+class PosixProcessLauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BecomeSubreaper();
+    dir_ = MakeTestDir("launcher");
+    ASSERT_FALSE(dir_.empty());
+  }
+  LaunchRequest Sh(const std::string& script, std::vector<std::string> extra_env = {}) {
+    LaunchRequest r;
+    r.argv = {"/bin/sh", "-c", script};
+    r.env = {"PATH=/usr/bin:/bin", "BATON_METRICS_FD=3"};
+    r.env.insert(r.env.end(), extra_env.begin(), extra_env.end());
+    r.working_dir = dir_;
+    return r;
+  }
+  PosixProcessLauncher launcher_;
+  std::string dir_;
+};
+
+TEST_F(PosixProcessLauncherTest, RelaysOutputMetricsEnvironmentAndExitCode) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(
+      Sh(R"(echo out; echo err >&2; echo '{"step":1}' >&$BATON_METRICS_FD; echo "$FOO"; exit 7)",
+         {"FOO=bar"}));
+  ASSERT_OK(p);
+  EXPECT_GT(p->process->pid(), 0);
+  const Outcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, "out\nbar\n");
+  EXPECT_EQ(o.err, "err\n");
+  EXPECT_EQ(o.metrics, "{\"step\":1}\n");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 7);
+  EXPECT_EQ(o.exit->signal(), 0);
+  EXPECT_FALSE(p->process->TryCollectExit().has_value());  // Only once.
+}
+
+TEST_F(PosixProcessLauncherTest, ChildGetsWorkingDirNullStdinAndNoOtherFds) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(
+      Sh("pwd; readlink /proc/$$/fd/0; "
+         "for n in $(seq 0 64); do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; true"));
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, dir_ + "\n/dev/null\n0 1 2 3 ");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+}
+
+TEST_F(PosixProcessLauncherTest, LooksUpArgv0OnTheChildsPath) {
+  LaunchRequest r = Sh("");
+  r.argv = {"sh", "-c", "exit 3"};
+  r.env = {"PATH=/nonexistent:/bin:/usr/bin"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 3);
+}
+
+TEST_F(PosixProcessLauncherTest, UnknownCommandExits127WithReason) {
+  LaunchRequest r = Sh("");
+  r.argv = {"baton-no-such-program"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 127);
+  EXPECT_THAT(o.err, HasSubstr("baton-no-such-program: command not found"));
+}
+
+TEST_F(PosixProcessLauncherTest, NonExecutableFileExits126WithReason) {
+  const std::string path = dir_ + "/not-executable";
+  std::ofstream(path) << "#!/bin/sh\n";
+  ::chmod(path.c_str(), 0644);
+  LaunchRequest r = Sh("");
+  r.argv = {path};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 126);
+  EXPECT_THAT(o.err, HasSubstr("cannot execute " + path + ": Permission denied"));
+}
+
+TEST_F(PosixProcessLauncherTest, MissingWorkingDirExits127WithReason) {
+  LaunchRequest r = Sh("true");
+  r.working_dir = dir_ + "/missing";
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 127);
+  EXPECT_THAT(o.err, HasSubstr("cannot change directory to " + r.working_dir));
+}
+
+TEST_F(PosixProcessLauncherTest, EmptyArgvIsRejected) {
+  LaunchRequest r = Sh("");
+  r.argv.clear();
+  EXPECT_THAT(launcher_.Launch(r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("argv")));
+}
+
+TEST_F(PosixProcessLauncherTest, SignalGroupDeliversSigterm) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("echo ready; exec sleep 1000"));
+  ASSERT_OK(p);
+  ASSERT_EQ(ReadLine(*p), "ready");
+  EXPECT_THAT(p->process->SignalGroup(SIGINT),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unsupported")));
+  ASSERT_OK(p->process->SignalGroup(SIGTERM));
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), -1);
+  EXPECT_EQ(o.exit->signal(), SIGTERM);
+  EXPECT_TRUE(ProcessGone(p->process->pid()));
+  ASSERT_OK(p->process->SignalGroup(SIGKILL));  // After the exit: a no-op.
+}
+
+TEST_F(PosixProcessLauncherTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("sleep 1000 & echo $!; exit 0"));
+  ASSERT_OK(p);
+  const pid_t grandchild = ParsePid(ReadLine(*p));
+  ASSERT_GT(grandchild, 0);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));
+}
+
+TEST_F(PosixProcessLauncherTest, LosingTheControlSocketKillsTheWholeGroup) {
+  // Dropping the Process closes the worker's end of the control socket, exactly what the
+  // kernel does when the worker dies (worker_e2e_test covers a real SIGKILL).
+  absl::StatusOr<LaunchedProcess> p =
+      launcher_.Launch(Sh("trap '' TERM; sleep 1000 & echo $!; wait"));
+  ASSERT_OK(p);
+  const pid_t leader = p->process->pid();
+  const pid_t grandchild = ParsePid(ReadLine(*p));
+  ASSERT_GT(grandchild, 0);
+  EXPECT_EQ(::kill(leader, 0), 0);
+  EXPECT_EQ(::kill(grandchild, 0), 0);
+  p->process.reset();
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(grandchild); }));
+}
+
+}  // namespace
+}  // namespace baton::worker

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/baton/v1/job.pb.h"
+#include "worker/unique_fd.h"
+
+namespace baton::worker {
+
+// One launched training process and its process group. Implementations are thread-safe:
+// SignalGroup() is called under the supervisor's lock, TryCollectExit() from its I/O thread.
+class Process {
+ public:
+  virtual ~Process() = default;
+
+  // OS pid of the training process; it leads its own process group (pgid == pid).
+  virtual int pid() const = 0;
+
+  // Sends SIGTERM or SIGKILL to the whole process group. Signalling after the exit was
+  // collected is a no-op. Errors: INVALID_ARGUMENT for another signal; UNAVAILABLE if the
+  // process can no longer be signalled.
+  virtual absl::Status SignalGroup(int signo) = 0;
+
+  // An fd that becomes readable (poll) once TryCollectExit() may have news. Owned by the
+  // Process; valid for its lifetime.
+  virtual int exit_fd() const = 0;
+
+  // Non-blocking. Returns the exit status once the process exited and every other member of
+  // its process group was killed; nullopt while it runs. Returns the exit once; later calls
+  // return nullopt.
+  virtual std::optional<baton::v1::ProcessExit> TryCollectExit() = 0;
+};
+
+// What to run.
+struct LaunchRequest {
+  // argv[0] is a path, or a name looked up on the PATH of `env` (execvp semantics).
+  std::vector<std::string> argv;
+  // The complete environment, "KEY=VALUE".
+  std::vector<std::string> env;
+  // Working directory; must exist.
+  std::string working_dir;
+};
+
+// A started process and the read ends of its output pipes (O_NONBLOCK, O_CLOEXEC), which the
+// caller owns and drains. The child has stdin on /dev/null, stdout and stderr on the first
+// two pipes and the metrics pipe's write end at fd kMetricsFd; it inherits no other fd.
+struct LaunchedProcess {
+  std::shared_ptr<Process> process;
+  UniqueFd stdout_fd;
+  UniqueFd stderr_fd;
+  UniqueFd metrics_fd;
+};
+
+// Starts training processes. Implementations are thread-safe.
+//
+// A program that cannot be executed (not found, not executable, bad working directory) is
+// not a Launch error: the process starts, writes the reason to its stderr and exits with 127.
+// Destroying a Process whose exit was not collected kills its process group.
+class ProcessLauncher {
+ public:
+  // The fd number of the metrics pipe in the child (BATON_METRICS_FD).
+  static constexpr int kMetricsFd = 3;
+
+  virtual ~ProcessLauncher() = default;
+
+  // Errors: INVALID_ARGUMENT for an empty argv; INTERNAL/RESOURCE_EXHAUSTED when pipes or
+  // processes cannot be created.
+  virtual absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) = 0;
+};
+
+}  // namespace baton::worker

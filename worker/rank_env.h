@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::worker {
+
+// Everything the environment of one training process depends on.
+struct RankEnvInput {
+  // The worker's own environment, "KEY=VALUE" entries (e.g. from `environ`).
+  std::vector<std::string> base_env;
+  std::string job_id;
+  int64_t generation = 0;
+  int32_t world_size = 0;
+  std::string master_addr;
+  int32_t master_port = 0;
+  // rank, local_rank, local_world_size and group_rank are used.
+  baton::v1::RankInfo rank;
+  // JobSpec.env.
+  std::map<std::string, std::string> spec_env;
+  // The fd number at which the child finds the write end of its metrics pipe.
+  int metrics_fd = 3;
+};
+
+// Builds a rank's environment, torchrun-compatible:
+//   base_env, then spec_env (names reserved by baton::IsReservedEnvName, common/job_spec.h,
+//   are ignored and reported in `ignored`; the coordinator rejects such specs anyway),
+//   then RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+//   GROUP_WORLD_SIZE (= number of workers = ceil(world_size / local_world_size)),
+//   ROLE_RANK (= RANK), ROLE_WORLD_SIZE (= WORLD_SIZE), ROLE_NAME=default, MASTER_ADDR,
+//   MASTER_PORT, TORCHELASTIC_RUN_ID (= job id), TORCHELASTIC_RESTART_COUNT
+//   (= max(generation - 1, 0)), TORCHELASTIC_MAX_RESTARTS=0, BATON_JOB_ID, BATON_GENERATION,
+//   BATON_METRICS_FD; OMP_NUM_THREADS=1 unless base_env or spec_env sets it.
+// Later entries win; the result has one entry per name, sorted by name.
+std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
+                                      std::vector<std::string>* ignored = nullptr);
+
+}  // namespace baton::worker

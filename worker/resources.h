@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::worker {
+
+// Where resource detection looks; tests point these at fakes.
+struct ResourceProbe {
+  // One directory per NVIDIA GPU (named by PCI address), each with an `information` file.
+  std::string nvidia_gpus_dir = "/proc/driver/nvidia/gpus";
+  // nvidia-smi, looked up on PATH if it has no '/'. Empty: do not query GPU memory.
+  std::string nvidia_smi = "nvidia-smi";
+};
+
+// Detects the NVIDIA GPUs cheaply: the model name comes from <nvidia_gpus_dir>/*/information
+// (indexes follow PCI address order, as nvidia-smi numbers them); memory comes from
+// `nvidia-smi --query-gpu=memory.total` when that tool exists and answers one line per GPU,
+// else memory_bytes stays 0. Never fails: no driver means no GPUs.
+std::vector<baton::v1::Gpu> DetectGpus(const ResourceProbe& probe);
+
+// CPUs this process may run on (sched_getaffinity), at least 1.
+int DetectCpuCores();
+
+// What the worker offers: `slots` training slots if > 0, else one per GPU, else 1.
+baton::v1::Resources DetectResources(int slots, const ResourceProbe& probe);
+
+// The value of the "Model:" line of a /proc/driver/nvidia/gpus/*/information file, or "" if absent.
+std::string ParseGpuModel(absl::string_view information);
+
+// Parses `nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits` output: one MiB
+// value per line, returned in bytes; a line that is not a number (e.g. "[N/A]") gives 0.
+std::vector<int64_t> ParseNvidiaSmiMemory(absl::string_view output);
+
+}  // namespace baton::worker

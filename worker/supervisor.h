@@ -1,0 +1,210 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/worker_service.pb.h"
+#include "worker/line_splitter.h"
+#include "worker/process_launcher.h"
+#include "worker/rank_lifecycle.h"
+#include "worker/unique_fd.h"
+
+namespace baton::worker {
+
+// Receives what supervised processes produce. Called with no Supervisor lock held:
+// OnLogLine/OnMetricPoint from the supervisor's I/O thread, OnReportsPending from the I/O
+// thread or from a thread calling Start/StopAssignment. Implementations must be thread-safe
+// and must not block (no network or disk I/O).
+class SupervisorListener {
+ public:
+  virtual ~SupervisorListener() = default;
+  virtual void OnLogLine(const std::string& job_id, baton::v1::LogLine line) = 0;
+  virtual void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) = 0;
+  // GetPendingReports() may have something new: an assignment started or a rank exited.
+  virtual void OnReportsPending() = 0;
+};
+
+struct SupervisorOptions {
+  // Absolute; ranks run in <work_dir>/jobs/<job_id>/gen-<g>/rank-<r>/ (created), which holds
+  // their stdout.log and stderr.log.
+  std::string work_dir;
+  // baton-trainer, run for TrainerSpec programs.
+  std::string trainer_path = "baton-trainer";
+  // The worker's environment ("KEY=VALUE"), the base of every rank's environment.
+  std::vector<std::string> base_env;
+  // SIGTERM -> SIGKILL grace when a stop request gives none.
+  absl::Duration default_stop_grace = absl::Seconds(10);
+  // Longest relayed stdout/stderr/metrics line; longer ones are cut (logs) or dropped (metrics).
+  size_t max_line_bytes = 64 * 1024;
+  // After a rank exited, how long its pipes are still drained (for the last lines) before the
+  // exit is published. Only matters if a process that left the group keeps them open.
+  absl::Duration drain_timeout = absl::Seconds(2);
+};
+
+// Runs and supervises the training processes of this worker's assignments (one assignment =
+// the ranks of one job generation placed on this worker): spawns them, relays their output
+// and metrics, stops them (SIGTERM, SIGKILL after a grace), and records exits until the agent
+// has reported them to the coordinator. Knows nothing of gRPC.
+//
+// Reports are level-triggered: GetPendingReports() lists what the coordinator has not been
+// told (AssignmentStarted, then ProcessExited); the agent calls MarkReported() once a message
+// was sent. An assignment is forgotten once it started was reported, all its ranks exited and
+// all exits were reported.
+//
+// Threading: one absl::Mutex guards the assignment table. One I/O thread owns every pipe:
+// it poll()s the ranks' stdout/stderr/metrics pipes and exit fds, appends output to the log
+// files, parses lines, calls the listener, publishes exits, and calls EnforceDeadlines() at
+// least every 250 ms. Processes are spawned and log files written without the lock held.
+// Public methods are thread-safe.
+class Supervisor {
+ public:
+  // `launcher`, `clock` and `listener` must outlive the Supervisor.
+  Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
+             SupervisorListener* listener);
+  // Kills whatever still runs (Shutdown with zero grace) if Shutdown was not called.
+  ~Supervisor();
+
+  // Starts the I/O thread. Errors: INTERNAL if the wake-up pipe cannot be created.
+  absl::Status Start();
+
+  // Stops every process (SIGTERM, SIGKILL after `grace`), waits until all exited (at most
+  // grace + drain_timeout + 5 s of real time), then stops the I/O thread. Later
+  // StartAssignment calls fail with UNAVAILABLE. Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  // Spawns one process per request.ranks entry (argv from spec.command, or baton-trainer's for
+  // spec.trainer; environment from BuildRankEnv). A rank that cannot be spawned is recorded as
+  // exited with exit code 127, with the reason on its stderr. Repeating a known (job_id,
+  // generation) spawns nothing and re-reports AssignmentStarted.
+  // Errors: INVALID_ARGUMENT for a malformed request (job id unusable as a directory name,
+  // generation < 1, no ranks, duplicate ranks, world_size < 1); UNAVAILABLE after Shutdown.
+  absl::Status StartAssignment(const baton::v1::StartAssignment& request);
+
+  // Sends SIGTERM to the process group of every running rank of `job_id` (`generation` 0:
+  // any generation) and SIGKILL once `grace` (default: options.default_stop_grace) expired;
+  // a zero or negative grace sends SIGKILL at once. A second stop can only shorten the grace.
+  // Errors: NOT_FOUND if no such assignment is known.
+  absl::Status StopAssignment(const std::string& job_id, int64_t generation,
+                              std::optional<absl::Duration> grace);
+
+  // Sends SIGKILL to stopping ranks whose grace expired (by the injected clock). Called by the
+  // I/O thread; tests driving a FakeClock call it after Advance().
+  void EnforceDeadlines();
+
+  struct PendingReports {
+    std::vector<baton::v1::AssignmentStarted> started;  // Send these first,
+    std::vector<baton::v1::ProcessExited> exited;       // then these.
+  };
+  PendingReports GetPendingReports() const;
+  void MarkReported(const baton::v1::AssignmentStarted& started);
+  void MarkReported(const baton::v1::ProcessExited& exited);
+
+  // Every assignment (not being spawned right now) with its ranks' pids and exits, for
+  // Register. MarkReported(snapshot) once the coordinator acknowledged that Register.
+  std::vector<baton::v1::AssignmentStatus> Snapshot() const;
+  void MarkReported(const std::vector<baton::v1::AssignmentStatus>& snapshot);
+
+  // Introspection. nullopt if the rank is unknown (never started, or forgotten).
+  std::optional<RankState> GetRankState(const std::string& job_id, int64_t generation,
+                                        int32_t rank) const;
+  size_t assignment_count() const;
+
+ private:
+  struct RankKey {
+    std::string job_id;
+    int64_t generation;
+    int32_t rank;
+    bool operator==(const RankKey& o) const {
+      return rank == o.rank && generation == o.generation && job_id == o.job_id;
+    }
+  };
+  struct RankEntry {
+    baton::v1::RankInfo info;  // pid once running; exit once EXITED.
+    RankLifecycle lifecycle;
+    std::shared_ptr<Process> process;                   // Null if it could not be spawned.
+    absl::Time kill_deadline = absl::InfiniteFuture();  // STOPPING only.
+    bool exit_reported = false;
+  };
+  struct Assignment {
+    std::string job_id;
+    int64_t generation = 0;
+    std::vector<RankEntry> ranks;  // Fixed size after creation.
+    bool launching = true;         // StartAssignment is spawning its processes.
+    bool started_reported = false;
+    std::optional<absl::Duration> stop_while_launching;  // Applied when spawning ends.
+  };
+  using AssignmentKey = std::pair<std::string, int64_t>;
+
+  // Handed to the I/O thread under mu_, then owned by it alone.
+  struct Channel {
+    enum class Kind { kStdout, kStderr, kMetrics };
+    Channel(RankKey k, Kind kd, UniqueFd f, UniqueFd log, size_t max_line)
+        : key(std::move(k)),
+          kind(kd),
+          fd(std::move(f)),
+          log_file(std::move(log)),
+          splitter(max_line) {}
+    RankKey key;
+    Kind kind;
+    UniqueFd fd;
+    UniqueFd log_file;  // stdout.log / stderr.log; none for metrics.
+    LineSplitter splitter;
+    int64_t malformed = 0;  // Metrics lines that did not parse.
+  };
+  struct ExitWatch {
+    RankKey key;
+    std::shared_ptr<Process> process;
+    std::optional<baton::v1::ProcessExit> exit;  // Collected, waiting for the pipes to drain.
+    absl::Time drain_deadline = absl::InfiniteFuture();
+  };
+  struct RankLaunch;
+
+  RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank);
+  void StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TransitionLocked(const Assignment& a, RankEntry& r, RankState to, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `it` to `forgotten` if it is finished and fully reported.
+  void MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
+                         std::vector<Assignment>* forgotten) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
+
+  // I/O thread.
+  void IoLoop();
+  bool ReadChannel(Channel& ch);  // False at EOF.
+  void EmitLine(Channel& ch, LineSplitter::Line line);
+  void CloseChannel(Channel& ch);
+  void PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit);
+
+  const SupervisorOptions options_;
+  ProcessLauncher* const launcher_;
+  Clock* const clock_;
+  SupervisorListener* const listener_;
+
+  mutable absl::Mutex mu_;
+  std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Channel>> incoming_channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<ExitWatch> incoming_watches_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
+
+  UniqueFd wake_read_;  // Written to wake the I/O thread from poll().
+  UniqueFd wake_write_;
+  std::thread io_thread_;
+};
+
+}  // namespace baton::worker

@@ -1,0 +1,45 @@
+#pragma once
+
+// The built-in model: a multi-layer perceptron input -> hidden[0] -> ... -> classes with
+// ReLU between layers (none after the last). Parameter names are "layers.<i>.weight" and
+// "layers.<i>.bias", i = 0 .. hidden.size().
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace baton::trainer {
+
+struct MlpOptions {
+  int64_t input_dim = 784;
+  std::vector<int64_t> hidden = {256, 128};  // May be empty (a linear classifier).
+  int64_t num_classes = 10;
+};
+
+// Parses --hidden: comma-separated positive widths ("256,128"); "" means no hidden layer.
+// INVALID_ARGUMENT on anything else.
+absl::StatusOr<std::vector<int64_t>> ParseHiddenWidths(absl::string_view spec);
+
+class MlpImpl : public torch::nn::Module {
+ public:
+  // Initialises like torch.nn.Linear (weights and biases uniform in +-1/sqrt(fan_in)), but
+  // from a private generator seeded with `seed`, so the weights depend only on
+  // (options, seed): every rank builds the same model, and concurrent construction in
+  // several threads is safe.
+  MlpImpl(const MlpOptions& options, uint64_t seed);
+
+  // inputs: float [B, input_dim]. Returns logits [B, num_classes].
+  at::Tensor forward(const at::Tensor& inputs);
+
+ private:
+  std::vector<torch::nn::Linear> layers_;
+};
+TORCH_MODULE(Mlp);
+
+}  // namespace baton::trainer

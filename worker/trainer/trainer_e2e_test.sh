@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# End-to-end test of baton-trainer as real processes, launched the way the worker daemon
+# does: torchrun environment, BATON_METRICS_FD on an inherited descriptor.
+#   args: <make_mnist> <baton-trainer>
+set -euo pipefail
+
+MAKE_MNIST=$(realpath "$1")
+TRAINER=$(realpath "$2")
+PY=/usr/bin/python3  # Debian's python3-torch lives here (not in a pyenv python).
+WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/e2e.XXXXXX")
+cd "$WORK"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+
+"$MAKE_MNIST" --out_dir=data --train_size=2000 --test_size=500 --seed=5 > /dev/null
+
+# ---- 1. Two ranks train and agree ------------------------------------------------------
+PORT=$(free_port)
+pids=()
+for rank in 0 1; do
+  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" BATON_JOB_ID=j-e2e BATON_GENERATION=1 \
+    BATON_METRICS_FD=3 \
+    timeout 120 "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 \
+      --lr=0.05 --momentum=0.9 --seed=1 --hidden=64,32 --log_every=20 --threads=1 \
+      --max_steps=60 --checkpoint_dir=ckpt --rendezvous_timeout=60s \
+      3> "metrics.$rank.jsonl" > "out.$rank.txt" 2> "err.$rank.txt" &
+  pids+=($!)
+done
+for i in 0 1; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "out.$i.txt" "err.$i.txt" >&2; fail "rank $i exited $rc"; }
+done
+cat out.0.txt
+grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* wall_s=' out.0.txt ||
+  fail "no summary line from rank 0"
+grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
+[[ ! -e ckpt/final.pt.tmp.* ]] || fail "temporary checkpoint left behind"
+
+"$PY" - <<'PY' || fail "metrics or checkpoint check failed"
+import json, torch
+required = {"step", "epoch", "loss", "accuracy", "samples_per_sec", "lr"}
+evals = []
+for rank in (0, 1):
+    lines = open(f"metrics.{rank}.jsonl").read().splitlines()
+    points = [json.loads(l) for l in lines]
+    assert [p["step"] for p in points] == [20, 40, 60], points
+    for p in points:
+        assert required <= set(p), p
+        assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p.values()), p
+        assert p["lr"] == 0.05 and p["samples_per_sec"] > 0 and 0 <= p["accuracy"] <= 1, p
+    assert "eval_accuracy" not in points[0], points[0]
+    assert points[-1]["loss"] < points[0]["loss"], points
+    evals.append(points[-1]["eval_accuracy"])
+assert evals[0] == evals[1] and evals[0] > 0.5, evals
+
+weights = torch.load("ckpt/final.pt")
+assert isinstance(weights, dict), type(weights)
+shapes = {k: tuple(v.shape) for k, v in weights.items()}
+assert all(isinstance(v, torch.Tensor) for v in weights.values())
+assert shapes == {"layers.0.weight": (64, 784), "layers.0.bias": (64,),
+                  "layers.1.weight": (32, 64), "layers.1.bias": (32,),
+                  "layers.2.weight": (10, 32), "layers.2.bias": (10,)}, shapes
+print("metrics and checkpoint OK:", shapes)
+PY
+
+# ---- 2. Failures exit with the contract's code and one line on stderr ------------------
+expect_exit() {  # expect_exit CODE PATTERN -- command...
+  local want=$1 pattern=$2; shift 3
+  local rc=0
+  "$@" > /dev/null 2> err.txt || rc=$?
+  [[ $rc -eq $want ]] || { cat err.txt >&2; fail "$* exited $rc, want $want"; }
+  # Exactly one error line of ours, and it is the last line (LibTorch's own log lines,
+  # e.g. from c10d's socket code, may come before it).
+  [[ $(grep -c '^baton-trainer: ' err.txt) -eq 1 ]] || { cat err.txt >&2; fail "want one error line"; }
+  tail -n 1 err.txt | grep -q "^baton-trainer: .*$pattern" ||
+    { cat err.txt >&2; fail "last stderr line lacks '$pattern'"; }
+}
+expect_exit 2 "unknown flag --no_such_flag" -- "$TRAINER" --data_dir=data --max_steps=1 --no_such_flag=1
+expect_exit 2 "--batch_size=abc" -- "$TRAINER" --data_dir=data --max_steps=1 --batch_size=abc
+expect_exit 2 "--model=resnet" -- "$TRAINER" --data_dir=data --max_steps=1 --model=resnet
+expect_exit 2 "max_epochs" -- "$TRAINER" --data_dir=data
+expect_exit 2 "RANK=5" -- env WORLD_SIZE=2 RANK=5 "$TRAINER" --data_dir=data --max_steps=1
+expect_exit 3 "nowhere/train-images-idx3-ubyte" -- "$TRAINER" --data_dir=nowhere --max_steps=1
+head -c 1000 data/train-images-idx3-ubyte > truncated-images
+mkdir -p corrupt && cp data/train-labels-idx1-ubyte corrupt/ && mv truncated-images corrupt/train-images-idx3-ubyte
+expect_exit 3 "truncated" -- "$TRAINER" --data_dir=corrupt --max_steps=1
+DEAD_PORT=$(free_port)  # Nothing listens there.
+expect_exit 4 "rendezvous at 127.0.0.1:$DEAD_PORT failed" -- \
+  env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$DEAD_PORT" \
+  "$TRAINER" --data_dir=data --max_steps=1 --rendezvous_timeout=2s
+
+# ---- 3. SIGTERM stops a run promptly with 143 ------------------------------------------
+BATON_METRICS_FD=3 "$TRAINER" --data_dir=data --max_steps=1000000 --log_every=1 \
+  3> sigterm.jsonl > sigterm.out 2>&1 &
+pid=$!
+for _ in $(seq 600); do [[ -s sigterm.jsonl ]] && break; sleep 0.1; done  # Poll, 60 s deadline.
+[[ -s sigterm.jsonl ]] || fail "no metric line before SIGTERM"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc -eq 143 ]] || { cat sigterm.out >&2; fail "SIGTERM exit $rc, want 143"; }
+grep -q '^stopped: steps=' sigterm.out || fail "no stopped summary"
+echo PASS

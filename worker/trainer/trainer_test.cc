@@ -1,0 +1,248 @@
+#include "worker/trainer/trainer.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/clock.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/trainer/checkpoint.h"
+#include "worker/trainer/communicator.h"
+#include "worker/trainer/idx_dataset.h"
+#include "worker/trainer/metrics_writer.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/synthetic_mnist.h"
+
+namespace baton::trainer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string TempDir() {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return dir != nullptr ? dir : "/tmp";
+}
+
+// A parsed metric line: key -> value. Fails the test on anything but {"key":number,...}.
+std::map<std::string, double> ParseLine(absl::string_view line) {
+  std::map<std::string, double> values;
+  EXPECT_TRUE(absl::ConsumePrefix(&line, "{") && absl::ConsumeSuffix(&line, "}")) << line;
+  for (absl::string_view field : absl::StrSplit(line, ',')) {
+    std::vector<absl::string_view> kv = absl::StrSplit(field, absl::MaxSplits(':', 1));
+    EXPECT_EQ(kv.size(), 2u) << field;
+    if (kv.size() != 2) continue;
+    absl::string_view key = kv[0];
+    EXPECT_TRUE(absl::ConsumePrefix(&key, "\"") && absl::ConsumeSuffix(&key, "\"")) << field;
+    double value;
+    EXPECT_TRUE(absl::SimpleAtod(kv[1], &value)) << field;
+    values[std::string(key)] = value;
+  }
+  return values;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    data_dir_ = new std::string(TempDir() + "/mnist");
+    ASSERT_OK(WriteSyntheticMnistDir(*data_dir_, /*train_size=*/3000, /*test_size=*/500,
+                                     /*seed=*/3));
+  }
+
+  // Runs a single-process training; metric lines go to a file and are returned parsed.
+  absl::StatusOr<TrainResult> Train(const TrainerOptions& options,
+                                    std::vector<std::map<std::string, double>>* lines,
+                                    const std::atomic<bool>* stop = nullptr) {
+    absl::StatusOr<MnistSplits> data = LoadMnistDir(*data_dir_);
+    if (!data.ok()) return data.status();
+    const std::string metrics_path = TempDir() + "/metrics.jsonl";
+    const int fd = ::open(metrics_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_GE(fd, 0);
+    MetricsWriter metrics(fd);
+    LocalCommunicator comm;
+    std::ostringstream log;
+    TrainerContext context;
+    context.train = &data->train;
+    context.test = data->test.has_value() ? &*data->test : nullptr;
+    context.comm = &comm;
+    context.metrics = &metrics;
+    context.clock = RealClock::Get();
+    context.log = &log;
+    context.stop = stop;
+    absl::StatusOr<TrainResult> result = Trainer(options, context).Run();
+    ::close(fd);
+    std::ifstream in(metrics_path);
+    for (std::string line; std::getline(in, line);) lines->push_back(ParseLine(line));
+    log_ = log.str();
+    return result;
+  }
+
+  static std::string* data_dir_;
+  std::string log_;
+};
+
+std::string* TrainerTest::data_dir_ = nullptr;
+
+TEST_F(TrainerTest, SingleProcessTrainingLearns) {
+  TrainerOptions options;
+  options.max_steps = 100;
+  options.log_every = 10;
+  options.checkpoint_dir = TempDir() + "/ckpt";
+  std::vector<std::map<std::string, double>> lines;
+  absl::StatusOr<TrainResult> result = Train(options, &lines);
+  ASSERT_OK(result);
+
+  EXPECT_EQ(result->steps, 100);
+  EXPECT_EQ(result->epoch, 2);  // 3000 / 64 = 46 steps per epoch.
+  EXPECT_FALSE(result->stopped);
+  ASSERT_EQ(lines.size(), 10u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["step"], 10.0 * (i + 1));
+    for (const char* key : {"epoch", "loss", "accuracy", "samples_per_sec", "lr"}) {
+      EXPECT_EQ(lines[i].count(key), 1u) << key << " missing in line " << i;
+    }
+    EXPECT_EQ(lines[i]["lr"], 0.05);
+    EXPECT_GT(lines[i]["samples_per_sec"], 0);
+  }
+  EXPECT_EQ(lines[0].count("eval_accuracy"), 0u);
+  EXPECT_EQ(lines.back()["epoch"], 2);
+
+  // Loss falls from chance level (ln 10 = 2.30) and the model clearly learns.
+  EXPECT_GT(lines.front()["loss"], 1.0);
+  EXPECT_LT(lines.back()["loss"], 0.5 * lines.front()["loss"]);
+  EXPECT_GT(lines.back()["accuracy"], 0.8);
+  EXPECT_LT(lines.front()["accuracy"], lines.back()["accuracy"]);
+  EXPECT_NEAR(result->first_loss, lines.front()["loss"], 1e-6);
+  EXPECT_NEAR(result->loss, lines.back()["loss"], 1e-6);
+  ASSERT_TRUE(result->eval_accuracy.has_value());
+  EXPECT_GT(*result->eval_accuracy, 0.8);
+  EXPECT_EQ(lines.back()["eval_accuracy"], *result->eval_accuracy);
+  EXPECT_THAT(log_, HasSubstr("step 100/100 epoch 2 loss "));
+
+  // Rank 0's checkpoint holds every parameter with its shape.
+  EXPECT_EQ(result->checkpoint_path, options.checkpoint_dir + "/final.pt");
+  absl::StatusOr<NamedTensors> saved = LoadTensorDict(result->checkpoint_path);
+  ASSERT_OK(saved);
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : *saved) names.push_back(name);
+  EXPECT_THAT(names, ElementsAre("layers.0.weight", "layers.0.bias", "layers.1.weight",
+                                 "layers.1.bias", "layers.2.weight", "layers.2.bias"));
+  EXPECT_EQ((*saved)[0].second.sizes(), (std::vector<int64_t>{256, 784}));
+  EXPECT_EQ((*saved)[5].second.sizes(), (std::vector<int64_t>{10}));
+}
+
+TEST_F(TrainerTest, SameSeedSameRunAndEpochBudget) {
+  TrainerOptions options;
+  options.hidden = {32};
+  options.max_epochs = 1;
+  options.max_steps = 1000;  // The epoch limit comes first: 46 steps.
+  options.log_every = 20;
+  std::vector<std::map<std::string, double>> a, b;
+  absl::StatusOr<TrainResult> first = Train(options, &a);
+  absl::StatusOr<TrainResult> second = Train(options, &b);
+  ASSERT_OK(first);
+  ASSERT_OK(second);
+  EXPECT_EQ(first->steps, 46);
+  ASSERT_EQ(a.size(), 3u);  // Steps 20, 40 and the last one, 46.
+  EXPECT_EQ(a.back()["step"], 46);
+  EXPECT_EQ(first->loss, second->loss);
+  EXPECT_EQ(first->eval_accuracy, second->eval_accuracy);
+  EXPECT_TRUE(first->checkpoint_path.empty());
+}
+
+TEST_F(TrainerTest, StopRequestEndsBeforeTheNextStep) {
+  std::atomic<bool> stop{true};
+  TrainerOptions options;
+  options.max_steps = 50;
+  std::vector<std::map<std::string, double>> lines;
+  absl::StatusOr<TrainResult> result = Train(options, &lines, &stop);
+  ASSERT_OK(result);
+  EXPECT_TRUE(result->stopped);
+  EXPECT_EQ(result->steps, 0);
+  EXPECT_TRUE(lines.empty());
+}
+
+TEST(TrainerOptionsTest, RejectsBadOptionsNamingTheFlag) {
+  TrainerOptions ok;
+  ok.max_steps = 1;
+  ASSERT_OK(ValidateTrainerOptions(ok));
+  auto with = [&ok](auto mutate) {
+    TrainerOptions o = ok;
+    mutate(o);
+    return ValidateTrainerOptions(o);
+  };
+  EXPECT_THAT(with([](TrainerOptions& o) { o.batch_size = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--batch_size")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.lr = -1; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--lr")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.momentum = 1; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--momentum")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.log_every = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--log_every")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.max_steps = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_epochs")));
+}
+
+TEST(MlpTest, ParsesHiddenWidthsAndInitialisesFromSeed) {
+  EXPECT_THAT(*ParseHiddenWidths("256,128"), ElementsAre(256, 128));
+  EXPECT_TRUE(ParseHiddenWidths("")->empty());
+  EXPECT_THAT(ParseHiddenWidths("256,,1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(ParseHiddenWidths("-3"), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+
+  const MlpOptions options{/*input_dim=*/6, /*hidden=*/{4}, /*num_classes=*/3};
+  Mlp a(options, 5), b(options, 5), c(options, 6);
+  EXPECT_TRUE(a->parameters()[0].equal(b->parameters()[0]));
+  EXPECT_FALSE(a->parameters()[0].equal(c->parameters()[0]));
+  EXPECT_EQ(a->forward(at::zeros({2, 6})).sizes(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(MnistDatasetTest, NormalisesPixelsAndValidatesLabels) {
+  MnistImages images{2, 1, 2, {0, 255, 51, 102}};
+  absl::StatusOr<MnistDataset> data =
+      MnistDataset::FromRaw(images, std::vector<uint8_t>{7, 2}, "mem");
+  ASSERT_OK(data);
+  EXPECT_EQ(data->size(), 2);
+  EXPECT_EQ(data->feature_dim(), 2);
+  const std::vector<int64_t> order = {1, 0};
+  const MnistBatch batch = data->GetBatch(order);
+  const at::Tensor want =
+      (at::tensor({0.2f, 0.4f, 0.0f, 1.0f}).reshape({2, 2}) - kMnistMean) / kMnistStd;
+  EXPECT_TRUE(batch.inputs.allclose(want, 1e-6, 1e-6));
+  EXPECT_TRUE(batch.targets.equal(at::tensor({int64_t{2}, int64_t{7}})));
+
+  EXPECT_THAT(MnistDataset::FromRaw(images, std::vector<uint8_t>{7, 10}, "mem"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("label 10 of sample 1")));
+  EXPECT_THAT(MnistDataset::FromRaw(images, std::vector<uint8_t>{7}, "mem"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("2 images but 1 labels")));
+}
+
+TEST(MnistDatasetTest, DirectoryNeedsTrainFilesAndBothOrNoTestFiles) {
+  const std::string dir = TempDir() + "/partial";
+  EXPECT_THAT(LoadMnistDir(dir),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("train-images-idx3-ubyte")));
+  ASSERT_OK(WriteSyntheticMnistDir(dir, 10, 10, 1));
+  ASSERT_EQ(::unlink((dir + "/t10k-labels-idx1-ubyte").c_str()), 0);
+  EXPECT_THAT(LoadMnistDir(dir),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("only one of")));
+  ASSERT_EQ(::unlink((dir + "/t10k-images-idx3-ubyte").c_str()), 0);
+  absl::StatusOr<MnistSplits> train_only = LoadMnistDir(dir);
+  ASSERT_OK(train_only);
+  EXPECT_FALSE(train_only->test.has_value());
+}
+
+}  // namespace
+}  // namespace baton::trainer

@@ -1,0 +1,193 @@
+// End-to-end: the real baton-worker binary against an in-process fake coordinator.
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/fake_coordinator.h"
+#include "worker/process_test_util.h"
+
+extern char** environ;
+
+namespace baton::worker {
+namespace {
+
+using baton::v1::CoordinatorMessage;
+using baton::v1::WorkerMessage;
+
+std::string WorkerBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir ? srcdir : ".", "/", workspace ? workspace : "baton",
+                      "/worker/baton-worker");
+}
+
+CoordinatorMessage StartCommand(const std::string& job_id, int ranks, const std::string& script) {
+  CoordinatorMessage m;
+  baton::v1::StartAssignment* a = m.mutable_start_assignment();
+  a->set_job_id(job_id);
+  a->set_generation(1);
+  a->set_world_size(ranks);
+  a->set_master_addr("127.0.0.1");
+  a->set_master_port(29500);
+  for (const char* arg : {"/bin/sh", "-c"}) a->mutable_spec()->mutable_command()->add_argv(arg);
+  a->mutable_spec()->mutable_command()->add_argv(script);
+  for (int r = 0; r < ranks; ++r) {
+    baton::v1::RankInfo* info = a->add_ranks();
+    info->set_rank(r);
+    info->set_local_rank(r);
+    info->set_local_world_size(ranks);
+  }
+  return m;
+}
+
+class WorkerE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BecomeSubreaper();
+    work_dir_ = MakeTestDir("worker-e2e");
+    coordinator_.set_heartbeat_interval(absl::Milliseconds(100));
+  }
+  void TearDown() override {
+    if (worker_pid_ > 0) {
+      ::kill(worker_pid_, SIGKILL);
+      ::waitpid(worker_pid_, nullptr, 0);
+    }
+  }
+
+  void StartWorker() {
+    const std::string binary = WorkerBinary();
+    std::vector<std::string> args = {
+        binary,
+        "--coordinator=" + coordinator_.address(),
+        "--work_dir=" + work_dir_,
+        "--heartbeat_interval=100ms",
+        "--stop_grace=5s",
+    };
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ASSERT_EQ(::posix_spawn(&worker_pid_, binary.c_str(), nullptr, nullptr, argv.data(), environ),
+              0)
+        << binary;
+  }
+
+  // Exit status of the worker once it exited, waiting up to 30 s; -1 if it did not.
+  int WaitWorkerExit() {
+    int status = -1;
+    WaitUntil([&] { return ::waitpid(worker_pid_, &status, WNOHANG) == worker_pid_; },
+              absl::Seconds(30));
+    worker_pid_ = -1;
+    return status;
+  }
+
+  // Collects "<prefix><number>" log lines of `job_id` until one per rank in `ranks` arrived.
+  std::map<int, int> WaitForNumbers(const std::string& job_id, const std::string& prefix,
+                                    int ranks) {
+    std::map<int, int> numbers;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (static_cast<int>(numbers.size()) < ranks && absl::Now() < deadline) {
+      std::optional<WorkerMessage> logs =
+          coordinator_.Next(WorkerMessage::kLogs, deadline - absl::Now());
+      if (!logs.has_value() || logs->logs().job_id() != job_id) continue;
+      for (const auto& line : logs->logs().lines()) {
+        int n = 0;
+        if (absl::StartsWith(line.text(), prefix) &&
+            absl::SimpleAtoi(absl::StripPrefix(line.text(), prefix), &n)) {
+          numbers[line.rank()] = n;
+        }
+      }
+    }
+    return numbers;
+  }
+
+  FakeCoordinator coordinator_;
+  std::string work_dir_;
+  pid_t worker_pid_ = -1;
+};
+
+TEST_F(WorkerE2eTest, SigkillOfTheWorkerLeavesNoTrainingProcessOrGrandchild) {
+  StartWorker();
+  std::optional<WorkerMessage> reg = coordinator_.Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->register_().worker_id(),
+            absl::StripAsciiWhitespace(ReadFileOrEmpty(work_dir_ + "/worker_id")));
+  EXPECT_GE(reg->register_().resources().slots(), 1);
+
+  // Each rank: a shell (the process group leader) with a background grandchild.
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(
+        StartCommand("j-orphans", 2, "sleep 1000 & echo \"grandchild $!\"; wait"));
+  }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  std::set<int> pids;
+  for (const auto& r : started->assignment_started().ranks()) pids.insert(r.pid());
+  const std::map<int, int> grandchildren = WaitForNumbers("j-orphans", "grandchild ", 2);
+  ASSERT_EQ(grandchildren.size(), 2u);
+  for (const auto& [rank, pid] : grandchildren) pids.insert(pid);
+  ASSERT_EQ(pids.size(), 4u);
+  for (int pid : pids) ASSERT_EQ(::kill(pid, 0), 0) << pid;
+
+  ASSERT_EQ(::kill(worker_pid_, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(worker_pid_, &status, 0), worker_pid_);
+  worker_pid_ = -1;
+  EXPECT_TRUE(WIFSIGNALED(status));
+
+  for (int pid : pids) {
+    if (!WaitUntil([&] { return ProcessGone(pid); })) {
+      ADD_FAILURE() << "pid " << pid << " survived the worker";
+      ::kill(pid, SIGKILL);  // Do not leak it past the test.
+    }
+  }
+}
+
+TEST_F(WorkerE2eTest, SigtermStopsRanksReportsExitsAndRestartKeepsIdentity) {
+  StartWorker();
+  std::optional<WorkerMessage> reg = coordinator_.Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  const std::string worker_id = reg->register_().worker_id();
+
+  ASSERT_TRUE(WaitUntil(
+      [&] { return coordinator_.Send(StartCommand("j-term", 1, "echo ready; exec sleep 1000")); }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const int pid = started->assignment_started().ranks(0).pid();
+  ASSERT_TRUE(coordinator_
+                  .Next([](const WorkerMessage& m) {
+                    return m.has_logs() && m.logs().lines_size() > 0 &&
+                           m.logs().lines(0).text() == "ready";
+                  })
+                  .has_value());
+
+  ASSERT_EQ(::kill(worker_pid_, SIGTERM), 0);
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().job_id(), "j-term");
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGTERM);
+  const int status = WaitWorkerExit();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_EQ(ReadFileOrEmpty(work_dir_ + "/jobs/j-term/gen-1/rank-0/stdout.log"), "ready\n");
+
+  StartWorker();
+  reg = coordinator_.Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(reg.has_value());
+  EXPECT_EQ(reg->register_().worker_id(), worker_id);
+  EXPECT_EQ(reg->register_().assignments_size(), 0);
+}
+
+}  // namespace
+}  // namespace baton::worker

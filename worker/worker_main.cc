@@ -1,0 +1,166 @@
+// baton-worker: the per-machine daemon. Registers this machine's resources with the
+// coordinator, runs and supervises the training processes of its assignments, and relays
+// their exits, metrics and log lines. main() only wires flags -> options -> Start() -> wait
+// for SIGINT/SIGTERM -> Stop().
+
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "worker/agent.h"
+#include "worker/outbox.h"
+#include "worker/posix_process_launcher.h"
+#include "common/protocol_version.h"
+#include "worker/resources.h"
+#include "worker/supervisor.h"
+#include "worker/trainer_args.h"
+#include "worker/worker_identity.h"
+
+extern char** environ;
+
+ABSL_FLAG(std::string, coordinator, "localhost:7070",
+          "Coordinator WorkerService address, HOST:PORT.");
+ABSL_FLAG(std::string, work_dir, "./baton-worker",
+          "Directory for this worker's state (worker_id) and the ranks' directories "
+          "(jobs/<job>/gen-<g>/rank-<r>/ with stdout.log and stderr.log). Created if missing.");
+ABSL_FLAG(int, slots, 0,
+          "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
+          "GPU, or 1 without GPUs.");
+ABSL_FLAG(std::string, trainer, "",
+          "Path of baton-trainer, run for jobs using the built-in trainer. Default: "
+          "baton-trainer next to this binary, then <this dir>/trainer/baton-trainer, then "
+          "$PATH.");
+ABSL_FLAG(std::string, advertise_host, "",
+          "Host other workers use to reach this one (MASTER_ADDR when it runs rank 0). "
+          "Empty: the coordinator uses the address this worker connects from.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+          "Heartbeat period; the coordinator's Registered message may override it.");
+ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
+          "SIGTERM -> SIGKILL grace when a StopAssignment carries none, and on shutdown.");
+ABSL_FLAG(std::string, worker_id, "",
+          "Worker identity. Default: read from <work_dir>/worker_id, created (random) on "
+          "first start, so restarts keep the identity.");
+
+namespace baton::worker {
+namespace {
+
+std::string SelfExe() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+std::string Hostname() {
+  char buf[HOST_NAME_MAX + 1] = {};
+  return ::gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : "unknown";
+}
+
+int Run() {
+  // Block the stop signals in every thread (threads inherit the mask); main sigwait()s them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  std::error_code ec;
+  std::filesystem::create_directories(absl::GetFlag(FLAGS_work_dir), ec);
+  const std::string work_dir =
+      std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
+  if (ec) {
+    BATON_LOG(ERROR) << "--work_dir " << absl::GetFlag(FLAGS_work_dir) << ": " << ec.message();
+    return 1;
+  }
+  std::string worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (worker_id.empty()) {
+    absl::StatusOr<std::string> id = LoadOrCreateWorkerId(work_dir);
+    if (!id.ok()) {
+      BATON_LOG(ERROR) << id.status();
+      return 1;
+    }
+    worker_id = *id;
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string trainer = "baton-trainer";
+  absl::StatusOr<std::string> found =
+      ResolveTrainerPath(absl::GetFlag(FLAGS_trainer), SelfExe(), path_env ? path_env : "");
+  if (found.ok()) {
+    trainer = *found;
+  } else {
+    BATON_LOG(WARNING) << found.status() << "; jobs using the built-in trainer will fail";
+  }
+  const baton::v1::Resources resources =
+      DetectResources(absl::GetFlag(FLAGS_slots), ResourceProbe());
+
+  SupervisorOptions supervisor_options;
+  supervisor_options.work_dir = work_dir;
+  supervisor_options.trainer_path = trainer;
+  for (char** e = environ; *e != nullptr; ++e) supervisor_options.base_env.push_back(*e);
+  supervisor_options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+
+  AgentOptions agent_options;
+  agent_options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  agent_options.worker_id = worker_id;
+  agent_options.hostname = Hostname();
+  agent_options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  agent_options.resources = resources;
+  agent_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+
+  Clock* clock = RealClock::Get();
+  PosixProcessLauncher launcher;
+  Outbox outbox(OutboxOptions(), clock);
+  Supervisor supervisor(supervisor_options, &launcher, clock, &outbox);
+  Agent agent(agent_options, &supervisor, &outbox, clock);
+  if (absl::Status s = supervisor.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << s;
+    return 1;
+  }
+  if (absl::Status s = agent.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << s;
+    return 1;
+  }
+  BATON_LOG(INFO) << "baton-worker " << worker_id << " (protocol " << kProtocolVersion
+                  << ") work_dir " << work_dir << ", " << resources.slots() << " slots, "
+                  << resources.gpus_size() << " GPUs, " << resources.cpu_cores()
+                  << " CPUs, trainer " << trainer << ", coordinator " << agent_options.coordinator;
+  for (const baton::v1::Gpu& gpu : resources.gpus()) {
+    BATON_LOG(INFO) << "GPU " << gpu.index() << ": " << gpu.name() << ", "
+                    << (gpu.memory_bytes() >> 20) << " MiB";
+  }
+
+  int signo = 0;
+  sigwait(&stop_signals, &signo);
+  BATON_LOG(INFO) << "received " << strsignal(signo) << "; stopping all training processes"
+                  << " (grace " << absl::GetFlag(FLAGS_stop_grace) << ")";
+  // Processes first, while the stream is up, so their exits reach the coordinator.
+  supervisor.Shutdown(absl::GetFlag(FLAGS_stop_grace));
+  agent.Stop();
+  BATON_LOG(INFO) << "stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace baton::worker
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "The Baton worker daemon: one per machine. Connects to the coordinator, runs the "
+      "training processes it assigns and relays their exits, metrics and logs.\n"
+      "  baton-worker --coordinator=HOST:PORT [--work_dir=DIR] [--slots=N]");
+  absl::ParseCommandLine(argc, argv);
+  return baton::worker::Run();
+}
