@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "worker/trainer/synthetic_mnist.h"
+#include "worker/trainer/data/synthetic_mnist.h"
 
 ABSL_FLAG(std::string, out_dir, "", "Directory to write the four IDX files into (created).");
 ABSL_FLAG(int64_t, train_size, 6000, "Number of training samples.");

@@ -18,7 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/gloo_communicator.h"
-#include "worker/trainer/mlp.h"
+#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 namespace {

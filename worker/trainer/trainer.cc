@@ -18,7 +18,7 @@
 #include "common/status_macros.h"
 #include "worker/trainer/checkpoint.h"
 #include "worker/trainer/contract.h"
-#include "worker/trainer/distributed_sampler.h"
+#include "worker/trainer/data/distributed_sampler.h"
 
 namespace baton::trainer {
 namespace {

@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "worker/trainer/communicator.h"
-#include "worker/trainer/idx_dataset.h"
+#include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/mlp.h"
+#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 

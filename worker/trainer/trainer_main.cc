@@ -28,10 +28,10 @@
 #include "worker/trainer/communicator.h"
 #include "worker/trainer/contract.h"
 #include "worker/trainer/gloo_communicator.h"
-#include "worker/trainer/idx_dataset.h"
+#include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/launch_env.h"
 #include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/mlp.h"
+#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/trainer.h"
 
 // Contract flags: names are used by the worker daemon (see contract.h).

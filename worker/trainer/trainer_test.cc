@@ -21,10 +21,10 @@
 #include "gtest/gtest.h"
 #include "worker/trainer/checkpoint.h"
 #include "worker/trainer/communicator.h"
-#include "worker/trainer/idx_dataset.h"
+#include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/mlp.h"
-#include "worker/trainer/synthetic_mnist.h"
+#include "worker/trainer/models/mlp.h"
+#include "worker/trainer/data/synthetic_mnist.h"
 
 namespace baton::trainer {
 namespace {

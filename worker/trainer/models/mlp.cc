@@ -1,4 +1,4 @@
-#include "worker/trainer/mlp.h"
+#include "worker/trainer/models/mlp.h"
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>

@@ -1,4 +1,4 @@
-#include "worker/trainer/synthetic_mnist.h"
+#include "worker/trainer/data/synthetic_mnist.h"
 
 #include <algorithm>
 #include <array>

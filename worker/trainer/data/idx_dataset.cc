@@ -1,4 +1,4 @@
-#include "worker/trainer/idx_dataset.h"
+#include "worker/trainer/data/idx_dataset.h"
 
 #include <ATen/ATen.h>
 

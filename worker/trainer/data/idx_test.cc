@@ -1,4 +1,4 @@
-#include "worker/trainer/idx.h"
+#include "worker/trainer/data/idx.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/synthetic_mnist.h"
+#include "worker/trainer/data/synthetic_mnist.h"
 
 namespace baton::trainer {
 namespace {
