@@ -1,0 +1,61 @@
+"""Checks rendered Baton manifests: kinds, namespace, flags that exist, consistent wiring."""
+import re
+import sys
+
+import yaml
+
+
+def flags_of(help_path):
+    text = open(help_path).read()
+    return set(re.findall(r"^\s+--([a-z_]+)", text, re.M))
+
+
+def container(obj):
+    return obj["spec"]["template"]["spec"]["containers"][0]
+
+
+def main(rendered, coordinator_help, worker_help):
+    docs = [d for d in yaml.safe_load_all(open(rendered)) if d]
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    errors = []
+    for key in [("Namespace", "baton"), ("Service", "baton-coordinator"),
+                ("StatefulSet", "baton-coordinator"), ("DaemonSet", "baton-worker")]:
+        if key not in by_kind:
+            errors.append("missing %s/%s" % key)
+    if errors:
+        sys.exit("FAIL: " + "; ".join(errors))
+    for d in docs:
+        if d["kind"] != "Namespace" and d["metadata"].get("namespace") != "baton":
+            errors.append("%s/%s not in namespace baton" % (d["kind"], d["metadata"]["name"]))
+
+    known = {"baton-coordinator": flags_of(coordinator_help), "baton-worker": flags_of(worker_help)}
+    for name, kind in [("baton-coordinator", "StatefulSet"), ("baton-worker", "DaemonSet")]:
+        c = container(by_kind[(kind, name)])
+        if not c["image"].startswith("baton:"):
+            errors.append("%s image %s is not the baton image" % (name, c["image"]))
+        for arg in c.get("args", []):
+            flag = arg.split("=", 1)[0].lstrip("-")
+            if flag not in known[name]:
+                errors.append("%s: --%s is not a flag of the binary" % (name, flag))
+
+    service = by_kind[("Service", "baton-coordinator")]
+    port = service["spec"]["ports"][0]["port"]
+    coord = container(by_kind[("StatefulSet", "baton-coordinator")])
+    args = dict(a.lstrip("-").split("=", 1) for a in coord["args"])
+    if not args.get("listen", "").endswith(":%d" % port):
+        errors.append("coordinator listens on %s, service port is %d" % (args.get("listen"), port))
+    mounts = [m["mountPath"] for m in coord.get("volumeMounts", [])]
+    if args.get("state_dir") not in mounts:
+        errors.append("state_dir %s is not on a mounted volume %s" % (args.get("state_dir"), mounts))
+    worker = container(by_kind[("DaemonSet", "baton-worker")])
+    wargs = dict(a.lstrip("-").split("=", 1) for a in worker["args"])
+    want = "%s:%d" % (service["metadata"]["name"], port)
+    if wargs.get("coordinator") != want:
+        errors.append("worker dials %s, want %s" % (wargs.get("coordinator"), want))
+    if errors:
+        sys.exit("FAIL: " + "; ".join(errors))
+    print("PASS: %d objects; flags and wiring consistent" % len(docs))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
