@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Side-by-side training throughput: baton-trainer vs torchrun + DDP (Debian's python3-torch,
+# gloo) on the same model, the same data, batch 64 per rank, SGD with momentum, 1 thread per
+# rank, alternating runs. Prints samples/s min/median/max per configuration and ratios.
+#
+# Usage: bench/trainer_vs_torchrun.sh [REPEATS=3] [STEPS=300]
+# Needs: bazel build //worker/trainer:baton-trainer //tools:make_mnist (done here).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-3}
+STEPS=${2:-300}
+WARMUP=30
+PY=/usr/bin/python3
+if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
+  echo "$build_log" | tail -30 >&2
+  exit 1
+fi
+TRAINER=$PWD/bazel-bin/worker/trainer/baton-trainer
+TMP=$(mktemp -d -t baton-bench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+bazel-bin/tools/make_mnist --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "== BLAS in use"
+echo "baton-trainer: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"
+echo "python3-torch: $($PY -c '
+import torch, re
+torch.ones(64, 64) @ torch.ones(64, 64)
+print(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l}))')"
+
+# Steady-state global samples/s of a baton-trainer run from its metric lines (steps after
+# the warmup): harmonic mean of the per-window rates (equal-step windows).
+baton_rate() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rates = [json.loads(l)["samples_per_sec"] for l in open(sys.argv[1])
+         if l.strip() and json.loads(l)["step"] > int(sys.argv[2]) and "samples_per_sec" in json.loads(l)]
+print(len(rates) / sum(1.0 / r for r in rates))
+PYEOF
+}
+
+# run_baton WORLD MODEL_FLAGS...: prints samples/s.
+run_baton() {
+  local world=$1; shift
+  local port; port=$(free_port)
+  local pids=()
+  for ((r = 0; r < world; r++)); do
+    RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$port \
+      BATON_METRICS_FD=3 "$TRAINER" "$@" --batch_size=64 --threads=1 --lr=0.05 --momentum=0.9 \
+      --max_steps=$((WARMUP + STEPS)) --log_every=10 3>"$TMP/metrics-$r.jsonl" >/dev/null 2>"$TMP/err-$r" &
+    pids+=($!)
+  done
+  # One failed rank ends the run at once (the others would wait for it).
+  for _ in "${pids[@]}"; do
+    if ! wait -n; then
+      kill "${pids[@]}" 2>/dev/null || true
+      tail -n 3 "$TMP"/err-* >&2
+      exit 1
+    fi
+  done
+  baton_rate "$TMP/metrics-0.jsonl"
+}
+
+run_torchrun() {
+  local world=$1; shift
+  /usr/bin/torchrun --nproc_per_node="$world" --redirects 9:1 --tee 9:1 \
+    --master_port="$(free_port)" bench/ddp_baseline.py "$@" --steps="$STEPS" \
+    --warmup="$WARMUP" --batch_size=64 --threads=1 2>/dev/null \
+    | $PY -c 'import json,sys
+for l in sys.stdin:
+    l = l.split("]:", 1)[-1].strip()
+    if l.startswith("{"): print(json.loads(l)["samples_per_sec"])'
+}
+
+stats() { $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print("min %.0f  median %.0f  max %.0f" % (v[0], statistics.median(v), v[-1]))' "$@"; }
+median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))' "$@"; }
+
+echo "== MLP 784-512-512-10 on MNIST-format data, batch 64/rank, ${STEPS} timed steps after ${WARMUP}, ${REPEATS} repeats"
+B2=(); B1=(); T2=()
+for ((i = 0; i < REPEATS; i++)); do
+  B2+=("$(run_baton 2 --model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)")
+  T2+=("$(run_torchrun 2 --model=mlp --data_dir="$TMP/mnist" --hidden=512,512)")
+  B1+=("$(run_baton 1 --model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)")
+  echo "  repeat $((i + 1)): baton x2 ${B2[-1]%.*}  torchrun x2 ${T2[-1]%.*}  baton x1 ${B1[-1]%.*} samples/s"
+done
+echo "baton-trainer, 2 ranks:  $(stats "${B2[@]}") samples/s"
+echo "torchrun+DDP,  2 ranks:  $(stats "${T2[@]}") samples/s"
+echo "baton-trainer, 1 rank:   $(stats "${B1[@]}") samples/s"
+echo "ratio baton/torchrun (2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${T2[@]}")))")"
+echo "ratio baton 2 ranks / 1 rank (medians):  $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${B1[@]}")))")"
