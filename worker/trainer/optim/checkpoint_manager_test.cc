@@ -1,0 +1,679 @@
+#include "worker/trainer/optim/checkpoint_manager.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/inotify.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/optim/adamw.h>
+#include <torch/optim/sgd.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/trainer/optim/checkpoint_file.h"
+#include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/optim/optimizer.h"
+#include "worker/trainer/optim/python_runner.h"
+
+extern char** environ;
+
+namespace baton::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+// The test binary re-executes itself for the child processes; these select the role.
+constexpr char kRoleEnv[] = "BATON_CKPT_TEST_ROLE";
+constexpr char kDirEnv[] = "BATON_CKPT_TEST_DIR";
+constexpr char kOptimizerEnv[] = "BATON_CKPT_TEST_OPTIMIZER";
+constexpr char kRoleWriter[] = "writer";  // Saves checkpoints until killed.
+constexpr char kRoleResume[] = "resume";  // Restores, trains to kTotalSteps, saves final.pt.
+
+// ---- a tiny training rig: model with buffers and dropout, optimizer, schedule, and a
+// ---- data order drawn from the caller's own std::mt19937 -----------------------------
+
+constexpr int64_t kDatasetSize = 64;
+constexpr int64_t kBatch = 8;
+constexpr int64_t kBatchesPerEpoch = kDatasetSize / kBatch;
+constexpr int64_t kTotalSteps = 20;
+constexpr int64_t kPadElements = 2 << 20;  // 8 MiB of float: makes the writer's files big.
+
+struct Rig {
+  torch::nn::Sequential model{nullptr};
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::optional<LrSchedule> schedule;
+  std::mt19937 order;
+  at::Tensor x;
+  at::Tensor y;
+  at::Tensor pad;  // Only for the writer: an extra large named tensor.
+  TrainingProgress progress;
+};
+
+std::unique_ptr<Rig> MakeRig(uint64_t init_seed, const std::string& optimizer_name,
+                             int64_t width = 16) {
+  torch::manual_seed(init_seed);
+  auto rig = std::make_unique<Rig>();
+  rig->model = torch::nn::Sequential(torch::nn::Linear(4, width), torch::nn::BatchNorm1d(width),
+                                     torch::nn::ReLU(), torch::nn::Dropout(0.25),
+                                     torch::nn::Linear(width, 3));
+  rig->model->train();
+  OptimizerOptions o;
+  o.name = optimizer_name;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.nesterov = true;
+  o.weight_decay = 0.01;
+  rig->optimizer = std::move(MakeOptimizer(rig->model->parameters(), o)).value();
+  LrScheduleOptions s;
+  s.kind = "cosine";
+  s.base_lr = 0.05;
+  s.warmup_steps = 3;
+  s.total_steps = kTotalSteps;
+  s.min_lr = 0.001;
+  rig->schedule = LrSchedule::Create(s).value();
+  rig->order.seed(static_cast<uint32_t>(init_seed * 7 + 1));
+  rig->x = torch::sin(torch::arange(kDatasetSize * 4, torch::kFloat32).reshape({kDatasetSize, 4}) *
+                      0.37);
+  rig->y = torch::arange(kDatasetSize, torch::kInt64).remainder(3);
+  return rig;
+}
+
+void TrainSteps(Rig& rig, int n) {
+  for (int k = 0; k < n; ++k) {
+    SetLearningRate(*rig.optimizer, rig.schedule->LrAt(rig.progress.step));
+    std::vector<int64_t> idx(kBatch);
+    for (int64_t& i : idx) i = static_cast<int64_t>(rig.order() % kDatasetSize);
+    const at::Tensor index = torch::tensor(idx, torch::kInt64);
+    const at::Tensor xb = rig.x.index_select(0, index) + 0.05 * torch::randn({kBatch, 4});
+    const at::Tensor yb = rig.y.index_select(0, index);
+    rig.optimizer->zero_grad();
+    torch::nn::functional::cross_entropy(rig.model->forward(xb), yb).backward();
+    rig.optimizer->step();
+    ++rig.progress.step;
+    rig.progress.samples_seen += kBatch;
+    if (++rig.progress.batch_in_epoch == kBatchesPerEpoch) {
+      rig.progress.batch_in_epoch = 0;
+      ++rig.progress.epoch;
+    }
+  }
+}
+
+NamedTensors LiveTensors(Rig& rig) {
+  NamedTensors tensors;
+  for (const auto& p : rig.model->named_parameters()) tensors.emplace_back(p.key(), p.value());
+  for (const auto& b : rig.model->named_buffers()) tensors.emplace_back(b.key(), b.value());
+  if (rig.pad.defined()) tensors.emplace_back("pad", rig.pad);
+  return tensors;
+}
+
+TrainingState StateOf(Rig& rig) {
+  TrainingState state;
+  state.progress = rig.progress;
+  std::ostringstream order;
+  order << rig.order;
+  state.progress.rng_extra = order.str();
+  state.tensors = LiveTensors(rig);
+  state.optimizer = rig.optimizer.get();
+  return state;
+}
+
+void AdoptProgress(Rig& rig, const TrainingProgress& progress) {
+  rig.progress = progress;
+  std::istringstream(progress.rng_extra) >> rig.order;
+}
+
+// Per parameter, in order: the momentum buffer (SGD) or exp_avg, exp_avg_sq and step (AdamW).
+std::vector<at::Tensor> OptimizerStateTensors(torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> out;
+  for (auto& group : optimizer.param_groups()) {
+    for (const at::Tensor& p : group.params()) {
+      auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == optimizer.state().end()) {
+        out.emplace_back();
+        continue;
+      }
+      if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(it->second.get())) {
+        out.push_back(sgd->momentum_buffer().clone());
+      } else if (auto* adam = dynamic_cast<torch::optim::AdamWParamState*>(it->second.get())) {
+        out.push_back(adam->exp_avg().clone());
+        out.push_back(adam->exp_avg_sq().clone());
+        out.push_back(torch::tensor(adam->step()));
+      }
+    }
+  }
+  return out;
+}
+
+// Same dtype, shape and bytes.
+bool BitIdentical(const at::Tensor& a, const at::Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::Tensor ca = a.detach().contiguous();
+  const at::Tensor cb = b.detach().contiguous();
+  return std::memcmp(ca.data_ptr(), cb.data_ptr(), ca.nbytes()) == 0;
+}
+
+std::map<std::string, at::Tensor> Snapshot(Rig& rig) {
+  std::map<std::string, at::Tensor> snapshot;
+  for (const auto& [name, t] : LiveTensors(rig)) snapshot[name] = t.detach().clone();
+  return snapshot;
+}
+
+std::string NewDir(const std::string& name) {
+  const std::string dir = ::testing::TempDir() + "/" + name;
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+CheckpointManager Manager(const std::string& dir, int32_t keep = 3, int64_t every = 1) {
+  CheckpointManagerOptions options;
+  options.dir = dir;
+  options.keep = keep;
+  options.checkpoint_every = every;
+  return CheckpointManager::Create(options).value();
+}
+
+std::vector<char> ReadAll(const std::string& path) { return ReadFileBytes(path).value(); }
+
+void WriteRaw(const std::string& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Starts this test binary again as a child process with `role`.
+pid_t SpawnSelf(const std::string& role, const std::string& dir,
+                const std::string& optimizer_name) {
+  const std::string exe = fs::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);
+  env_strings.push_back(absl::StrCat(kRoleEnv, "=", role));
+  env_strings.push_back(absl::StrCat(kDirEnv, "=", dir));
+  env_strings.push_back(absl::StrCat(kOptimizerEnv, "=", optimizer_name));
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv = {const_cast<char*>(exe.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), envp.data());
+  EXPECT_EQ(rc, 0) << std::strerror(rc);
+  return rc == 0 ? pid : -1;
+}
+
+int WaitExitCode(pid_t pid) {
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// ---- round trip ------------------------------------------------------------------------
+
+class RoundTripTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RoundTripTest, RestoresTensorsOptimizerCountersAndRng) {
+  const std::string dir = NewDir("roundtrip_" + GetParam());
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, GetParam());
+  TrainSteps(*a, 11);
+  a->progress.world_size = 4;
+  a->progress.scaler_scale = 32768.0;
+  a->progress.scaler_growth_tracker = 17;
+  absl::StatusOr<std::string> path = manager.Save(StateOf(*a));
+  ASSERT_OK(path);
+  EXPECT_EQ(*path, dir + "/ckpt-00000011.pt");
+
+  const std::map<std::string, at::Tensor> tensors = Snapshot(*a);
+  const std::vector<at::Tensor> optimizer_state = OptimizerStateTensors(*a->optimizer);
+  ASSERT_FALSE(optimizer_state.empty());
+  for (const at::Tensor& t : optimizer_state) ASSERT_TRUE(t.defined());
+  const at::Tensor next_draw = torch::rand({6});
+  std::mt19937 order_copy = a->order;
+  const uint32_t next_order = order_copy();
+
+  // A "fresh process": other weights, other optimizer hyperparameters, other RNG.
+  std::unique_ptr<Rig> b = MakeRig(999, GetParam());
+  SetLearningRate(*b->optimizer, 0.123);
+  torch::manual_seed(4242);
+  const at::Tensor first_weight = b->model->parameters()[0];
+  TrainingState state = StateOf(*b);
+  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->path, *path);
+  EXPECT_EQ(restored->step, 11);
+  EXPECT_THAT(restored->skipped, SizeIs(0));
+  AdoptProgress(*b, state.progress);
+
+  for (const auto& [name, t] : LiveTensors(*b)) {
+    EXPECT_TRUE(BitIdentical(t, tensors.at(name))) << name;
+  }
+  EXPECT_TRUE(b->model->parameters()[0].is_same(first_weight)) << "restored in place";
+  const std::vector<at::Tensor> restored_state = OptimizerStateTensors(*b->optimizer);
+  ASSERT_EQ(restored_state.size(), optimizer_state.size());
+  for (size_t i = 0; i < optimizer_state.size(); ++i) {
+    EXPECT_TRUE(BitIdentical(restored_state[i], optimizer_state[i])) << "state tensor " << i;
+  }
+  EXPECT_EQ(GetLearningRate(*b->optimizer), 0.123) << "hyperparameters stay the live ones";
+  EXPECT_EQ(state.progress.step, 11);
+  EXPECT_EQ(state.progress.epoch, 1);
+  EXPECT_EQ(state.progress.batch_in_epoch, 3);
+  EXPECT_EQ(state.progress.samples_seen, 88);
+  EXPECT_EQ(state.progress.world_size, 4);
+  EXPECT_EQ(state.progress.scaler_scale, 32768.0);
+  EXPECT_EQ(state.progress.scaler_growth_tracker, 17);
+  EXPECT_TRUE(BitIdentical(torch::rand({6}), next_draw)) << "CPU generator restored";
+  EXPECT_EQ(b->order(), next_order) << "caller's generator restored from rng_extra";
+}
+
+TEST_P(RoundTripTest, RestoreWithoutRngLeavesGeneratorsAlone) {
+  const std::string dir = NewDir("no_rng_" + GetParam());
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, GetParam());
+  TrainSteps(*a, 2);
+  ASSERT_OK(manager.Save(StateOf(*a)));
+  std::unique_ptr<Rig> b = MakeRig(2, GetParam());
+  torch::manual_seed(77);
+  const at::Tensor expected = torch::rand({4});
+  torch::manual_seed(77);
+  TrainingState state = StateOf(*b);
+  RestoreOptions options;
+  options.restore_rng = false;
+  ASSERT_OK(manager.RestoreLatest(state, options));
+  EXPECT_TRUE(BitIdentical(torch::rand({4}), expected));
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, RoundTripTest, ::testing::Values("sgd", "adamw"));
+
+// ---- newest valid, pruning, mismatches --------------------------------------------------
+
+TEST(CheckpointManagerTest, SkipsCorruptFilesNewestFirst) {
+  const std::string dir = NewDir("newest_valid");
+  const CheckpointManager manager = Manager(dir, /*keep=*/10);
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  for (int64_t step : {10, 20, 30}) {
+    TrainSteps(*a, 1);
+    a->progress.step = step;
+    ASSERT_OK(manager.Save(StateOf(*a)));
+  }
+  // ckpt-40: a sealed, CRC-valid archive that is not a Baton checkpoint.
+  {
+    c10::Dict<std::string, at::Tensor> foreign;
+    foreign.insert("w", torch::ones({2}));
+    std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(foreign));
+    ASSERT_OK(SealArchive(bytes));
+    WriteRaw(manager.PathForStep(40), bytes);
+  }
+  // A complete checkpoint under a temporary name is never considered.
+  fs::copy_file(manager.PathForStep(30), manager.PathForStep(50) + ".tmp.12345");
+  // ckpt-30 truncated (a torn write without the atomic protocol).
+  fs::resize_file(manager.PathForStep(30), fs::file_size(manager.PathForStep(30)) / 2);
+
+  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
+  TrainingState state = StateOf(*b);
+  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->step, 20);
+  EXPECT_EQ(state.progress.step, 20);
+  ASSERT_THAT(restored->skipped, SizeIs(2));
+  EXPECT_THAT(restored->skipped[0], HasSubstr("ckpt-00000040.pt: malformed checkpoint"));
+  EXPECT_THAT(restored->skipped[1], HasSubstr("ckpt-00000030.pt: no checkpoint trailer"));
+
+  // One flipped bit in the middle of ckpt-20.
+  std::vector<char> bytes = ReadAll(manager.PathForStep(20));
+  bytes[bytes.size() / 2] ^= 0x04;
+  WriteRaw(manager.PathForStep(20), bytes);
+  restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->step, 10);
+  ASSERT_THAT(restored->skipped, SizeIs(3));
+  EXPECT_THAT(restored->skipped[2], HasSubstr("CRC-32 mismatch"));
+
+  EXPECT_THAT(manager.RestoreFrom(manager.PathForStep(20), state),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("CRC-32")));
+
+  WriteRaw(manager.PathForStep(10), std::vector<char>(1000, 'x'));
+  EXPECT_THAT(manager.RestoreLatest(state),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no valid checkpoint")));
+  EXPECT_THAT(Manager(NewDir("empty")).RestoreLatest(state),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no checkpoint")));
+}
+
+TEST(CheckpointManagerTest, KeepsTheNewestAndRemovesStaleTemporaries) {
+  const std::string dir = NewDir("prune");
+  const CheckpointManager manager = Manager(dir, /*keep=*/2, /*every=*/5);
+  WriteRaw(dir + "/ckpt-00000009.pt.tmp.1", std::vector<char>(10, 'x'));  // A dead writer's.
+  WriteRaw(dir + "/notes.txt", std::vector<char>(3, 'x'));                // Not ours: kept.
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  for (int64_t step = 1; step <= 5; ++step) {
+    a->progress.step = step;
+    ASSERT_OK(manager.Save(StateOf(*a)));
+  }
+  EXPECT_THAT(manager.ListSteps(), ElementsAre(4, 5));
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_THAT(names, ElementsAre("ckpt-00000004.pt", "ckpt-00000005.pt", "notes.txt"));
+
+  // After a restore skipped a corrupt ckpt-9 (the loop resumed from 5), saving step 6
+  // drops the abandoned later file instead of pruning the new one away.
+  WriteRaw(manager.PathForStep(9), std::vector<char>(10, 'x'));
+  a->progress.step = 6;
+  ASSERT_OK(manager.Save(StateOf(*a)));
+  EXPECT_THAT(manager.ListSteps(), ElementsAre(5, 6));
+
+  EXPECT_FALSE(manager.ShouldSave(0));
+  EXPECT_TRUE(manager.ShouldSave(5));
+  EXPECT_FALSE(manager.ShouldSave(7));
+  EXPECT_TRUE(manager.ShouldSave(10));
+  EXPECT_FALSE(Manager(dir, 3, /*every=*/0).ShouldSave(5));
+
+  CheckpointManagerOptions defaults;
+  defaults.dir = dir;
+  EXPECT_EQ(CheckpointManager::Create(defaults)->options().keep, 3);
+  defaults.keep = -1;
+  EXPECT_THAT(CheckpointManager::Create(defaults).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("keep_checkpoints")));
+  defaults.dir = "";
+  EXPECT_THAT(CheckpointManager::Create(defaults).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, _));
+}
+
+TEST(CheckpointManagerTest, RejectsStateThatDoesNotFitAndLeavesItAlone) {
+  const std::string dir = NewDir("mismatch");
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  TrainSteps(*a, 1);
+  ASSERT_OK(manager.Save(StateOf(*a)));
+
+  std::unique_ptr<Rig> narrow = MakeRig(2, "sgd", /*width=*/8);
+  const std::map<std::string, at::Tensor> before = Snapshot(*narrow);
+  TrainingState state = StateOf(*narrow);
+  EXPECT_THAT(manager.RestoreLatest(state),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("tensor \"0.weight\"")));
+  for (const auto& [name, t] : LiveTensors(*narrow)) EXPECT_TRUE(BitIdentical(t, before.at(name)));
+  EXPECT_EQ(state.progress.step, 0);
+
+  std::unique_ptr<Rig> adamw = MakeRig(2, "adamw");
+  state = StateOf(*adamw);
+  EXPECT_THAT(manager.RestoreLatest(state),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("optimizer is sgd")));
+
+  std::unique_ptr<Rig> c = MakeRig(2, "sgd");
+  state = StateOf(*c);
+  state.tensors.pop_back();  // The model "lost" a buffer.
+  EXPECT_THAT(manager.RestoreLatest(state),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("model lacks")));
+
+  state = StateOf(*c);
+  state.tensors.push_back(state.tensors.front());
+  EXPECT_THAT(manager.Save(state),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate")));
+}
+
+// ---- crash safety: a writer killed with SIGKILL at points of the write protocol ---------
+
+// Events under a directory, read with a deadline (no sleeping).
+class DirWatch {
+ public:
+  explicit DirWatch(const std::string& dir) : fd_(::inotify_init1(IN_CLOEXEC)) {
+    EXPECT_GE(fd_, 0);
+    EXPECT_GE(
+        ::inotify_add_watch(fd_, dir.c_str(), IN_CREATE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO),
+        0);
+  }
+  ~DirWatch() { ::close(fd_); }
+
+  // Waits for an event with `mask` whose name contains `infix`; false after 60 s.
+  bool WaitFor(uint32_t mask, const std::string& infix) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (true) {
+      while (!pending_.empty()) {
+        auto [m, name] = pending_.front();
+        pending_.erase(pending_.begin());
+        if ((m & mask) != 0 && absl::StrContains(name, infix)) return true;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      alignas(inotify_event) char buf[64 * 1024];
+      const ssize_t n = ::read(fd_, buf, sizeof(buf));
+      for (ssize_t off = 0; off < n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+        pending_.emplace_back(ev->mask, ev->len > 0 ? std::string(ev->name) : "");
+        off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      }
+    }
+  }
+
+ private:
+  int fd_;
+  std::vector<std::pair<uint32_t, std::string>> pending_;
+};
+
+struct KillPoint {
+  std::string name;
+  uint32_t event;  // Kill as soon as the writer's temporary file reports this.
+};
+
+class KillWriterTest : public ::testing::TestWithParam<KillPoint> {};
+
+TEST_P(KillWriterTest, NeverLeavesALoadableTornFile) {
+  const std::string dir = NewDir("kill_" + GetParam().name);
+  DirWatch watch(dir);
+  const pid_t child = SpawnSelf(kRoleWriter, dir, "sgd");
+  ASSERT_GT(child, 0);
+  // Two complete checkpoints, then the next write reaches the kill point.
+  const bool reached = watch.WaitFor(IN_MOVED_TO, "ckpt-00000001.pt") &&
+                       watch.WaitFor(IN_MOVED_TO, "ckpt-00000002.pt") &&
+                       watch.WaitFor(GetParam().event, ".tmp.");
+  ::kill(child, SIGKILL);
+  EXPECT_EQ(WaitExitCode(child), 128 + SIGKILL);
+  ASSERT_TRUE(reached) << "the writer did not get to the kill point in time";
+
+  // Every file under a checkpoint name is whole; the newest restores.
+  const CheckpointManager manager = Manager(dir);
+  const std::vector<int64_t> steps = manager.ListSteps();
+  ASSERT_FALSE(steps.empty());
+  for (int64_t step : steps) {
+    const std::vector<char> bytes = ReadAll(manager.PathForStep(step));
+    EXPECT_OK(VerifySealedArchive(absl::string_view(bytes.data(), bytes.size())));
+  }
+  std::vector<std::string> temporaries;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StrContains(name, ".tmp.")) temporaries.push_back(name);
+  }
+  std::cerr << "killed at " << GetParam().name << ": steps " << steps.front() << ".."
+            << steps.back() << ", " << temporaries.size() << " temporary file(s) left\n";
+
+  std::unique_ptr<Rig> rig = MakeRig(2, "sgd");
+  rig->pad = torch::zeros({kPadElements});
+  TrainingState state = StateOf(*rig);
+  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->step, steps.back());
+  EXPECT_THAT(restored->skipped, SizeIs(0));
+  EXPECT_EQ(rig->pad[7].item<float>(), static_cast<float>(steps.back()));
+
+  // The next writer clears the dead one's temporary files.
+  state.progress.step = steps.back() + 1;
+  ASSERT_OK(manager.Save(state));
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), ".tmp."));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Points, KillWriterTest,
+                         ::testing::Values(KillPoint{"after_create", IN_CREATE},
+                                           KillPoint{"after_write", IN_MODIFY},
+                                           KillPoint{"after_close", IN_CLOSE_WRITE}),
+                         [](const auto& info) { return info.param.name; });
+
+int RunWriter(const std::string& dir) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> rig = MakeRig(1, "sgd");
+  rig->pad = torch::zeros({kPadElements});
+  for (int64_t step = 1; step < 100000; ++step) {
+    rig->pad.fill_(static_cast<float>(step));
+    rig->progress.step = step;
+    absl::StatusOr<std::string> path = manager.Save(StateOf(*rig));
+    if (!path.ok()) {
+      std::cerr << "writer: " << path.status() << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// ---- bit-identical resume in a fresh process ------------------------------------------
+
+class ResumeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ResumeTest, SaveRestoreInAFreshProcessIsBitIdentical) {
+  const std::string dir = NewDir("resume_" + GetParam());
+  std::unique_ptr<Rig> straight = MakeRig(1, GetParam());
+  TrainSteps(*straight, kTotalSteps);
+
+  std::unique_ptr<Rig> first = MakeRig(1, GetParam());
+  TrainSteps(*first, kTotalSteps / 2);
+  ASSERT_OK(Manager(dir).Save(StateOf(*first)));
+  TrainSteps(*first, kTotalSteps / 2);  // Saving changes nothing.
+  const std::map<std::string, at::Tensor> straight_tensors = Snapshot(*straight);
+  for (const auto& [name, t] : LiveTensors(*first)) {
+    EXPECT_TRUE(BitIdentical(t, straight_tensors.at(name))) << name;
+  }
+
+  const pid_t child = SpawnSelf(kRoleResume, dir, GetParam());
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(WaitExitCode(child), 0);
+  std::vector<char> bytes = ReadAll(dir + "/final.pt");
+  const c10::IValue loaded = torch::jit::pickle_load(bytes);
+  ASSERT_TRUE(loaded.isGenericDict());
+  const c10::impl::GenericDict resumed = loaded.toGenericDict();
+  const NamedTensors expected = LiveTensors(*straight);
+  ASSERT_EQ(resumed.size(), expected.size());
+  for (const auto& [name, t] : expected) {
+    auto it = resumed.find(c10::IValue(name));
+    ASSERT_NE(it, resumed.end()) << name;
+    EXPECT_TRUE(BitIdentical(it->value().toTensor(), t)) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, ResumeTest, ::testing::Values("sgd", "adamw"));
+
+int RunResume(const std::string& dir, const std::string& optimizer_name) {
+  std::unique_ptr<Rig> rig = MakeRig(999, optimizer_name);  // Other initial weights.
+  torch::manual_seed(31337);                                // Other generator state.
+  TrainingState state = StateOf(*rig);
+  absl::StatusOr<RestoredCheckpoint> restored = Manager(dir).RestoreLatest(state);
+  if (!restored.ok() || restored->step != kTotalSteps / 2) {
+    std::cerr << "resume: " << restored.status() << "\n";
+    return 1;
+  }
+  AdoptProgress(*rig, state.progress);
+  TrainSteps(*rig, kTotalSteps - static_cast<int>(state.progress.step));
+  const absl::Status saved = SaveWeights(LiveTensors(*rig), dir + "/final.pt");
+  if (!saved.ok()) {
+    std::cerr << "resume: " << saved << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+// ---- Python reads both file kinds ------------------------------------------------------
+
+TEST(CheckpointPythonTest, TorchLoadReadsStepCheckpointsAndFinalWeights) {
+  const std::string dir = NewDir("python");
+  std::unique_ptr<Rig> a = MakeRig(1, "adamw");
+  TrainSteps(*a, 3);
+  a->progress.scaler_scale = 1024.0;
+  absl::StatusOr<std::string> path = Manager(dir).Save(StateOf(*a));
+  ASSERT_OK(path);
+  ASSERT_OK(SaveWeights(LiveTensors(*a), dir + "/final.pt"));
+
+  const std::string script = absl::StrCat(R"py(
+import struct, zlib, torch
+path, final = ")py",
+                                          *path, R"py(", ")py", dir, R"py(/final.pt"
+data = open(path, 'rb').read()
+assert data[-20:-12] == b'BTNCKPT1', 'magic'
+n, crc = struct.unpack('<QI', data[-12:])
+assert n == len(data) - 20 and zlib.crc32(data[:n]) == crc, 'trailer'
+d = torch.load(path)
+assert d['format'] == 'baton-checkpoint-v1'
+assert (d['step'], d['epoch'], d['batch_in_epoch'], d['samples_seen']) == (3, 0, 3, 24), d
+assert d['scaler_scale'] == 1024.0 and d['optimizer_type'] == 'adamw'
+assert d['rng_cpu'].dtype == torch.uint8 and d['optimizer'].numel() > 0
+f = torch.load(final)
+assert isinstance(f, dict) and set(f) == set(d['model']), (sorted(f), sorted(d['model']))
+for k, v in f.items():
+    assert torch.equal(v, d['model'][k]), k
+    print(k, repr(v.double().sum().item()))
+)py");
+  absl::StatusOr<std::string> out = testing::RunPython3(script, dir);
+  ASSERT_OK(out);
+  std::map<std::string, double> sums;
+  for (absl::string_view line : absl::StrSplit(*out, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    ASSERT_EQ(parts.size(), 2u) << *out;
+    ASSERT_TRUE(absl::SimpleAtod(parts[1], &sums[parts[0]])) << *out;
+  }
+  const NamedTensors live = LiveTensors(*a);
+  ASSERT_EQ(sums.size(), live.size()) << *out;
+  for (const auto& [name, t] : live) {
+    EXPECT_NEAR(sums.at(name), t.to(torch::kFloat64).sum().item<double>(), 1e-9) << name;
+  }
+}
+
+// The child roles (see SpawnSelf).
+int RunChild(const std::string& role) {
+  const char* dir = std::getenv(kDirEnv);
+  const char* optimizer_name = std::getenv(kOptimizerEnv);
+  if (dir == nullptr || optimizer_name == nullptr) return 2;
+  if (role == kRoleWriter) return RunWriter(dir);
+  if (role == kRoleResume) return RunResume(dir, optimizer_name);
+  return 2;
+}
+
+}  // namespace
+}  // namespace baton::trainer
+
+int main(int argc, char** argv) {
+  torch::set_num_threads(1);  // The same intra-op split in every process.
+  if (const char* role = std::getenv(baton::trainer::kRoleEnv)) {
+    return baton::trainer::RunChild(role);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
