@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -83,6 +84,55 @@ TEST(WithDefaultsTest, FillsTrainerDefaults) {
   EXPECT_THAT(out.trainer().hidden(), ElementsAre(256, 128));
   EXPECT_EQ(out.trainer().log_every(), 10);
   EXPECT_EQ(out.trainer().threads(), 1);
+  const auto& t = out.trainer();
+  EXPECT_EQ(t.precision(), "fp32");
+  EXPECT_EQ(t.accumulation_steps(), 1);
+  EXPECT_DOUBLE_EQ(t.bucket_cap_mb(), 25);
+  EXPECT_EQ(t.grad_compression(), "none");
+  EXPECT_EQ(t.max_grad_norm(), 0);
+  EXPECT_EQ(t.optimizer(), "sgd");
+  EXPECT_EQ(t.weight_decay(), 0);
+  EXPECT_FALSE(t.nesterov());
+  EXPECT_DOUBLE_EQ(t.adam_beta1(), 0.9);
+  EXPECT_DOUBLE_EQ(t.adam_beta2(), 0.999);
+  EXPECT_DOUBLE_EQ(t.adam_eps(), 1e-8);
+  EXPECT_EQ(t.lr_schedule(), "constant");
+  EXPECT_EQ(t.warmup_steps(), 0);
+  EXPECT_DOUBLE_EQ(t.lr_gamma(), 0.1);
+  EXPECT_EQ(t.loader_threads(), 2);
+  EXPECT_EQ(t.prefetch_batches(), 4);
+  EXPECT_EQ(t.image_size(), 0);  // Not image_folder: the dataset's own default.
+  EXPECT_EQ(t.context_length(), 128);
+  EXPECT_EQ(t.synthetic_samples(), 8192);
+  EXPECT_EQ(t.num_classes(), 10);
+  EXPECT_EQ(t.gpt_layers(), 4);
+  EXPECT_EQ(t.gpt_heads(), 4);
+  EXPECT_EQ(t.gpt_width(), 256);
+  EXPECT_EQ(t.vocab_size(), 50304);
+  EXPECT_EQ(t.task(), "classification");
+  EXPECT_EQ(t.checkpoint_every(), 0);
+  EXPECT_EQ(t.keep_checkpoints(), 3);
+
+  spec.mutable_trainer()->set_dataset("image_folder");
+  EXPECT_EQ(WithDefaults(spec).trainer().image_size(), 224);
+}
+
+TEST(WithDefaultsTest, KeepsExplicitZerosOfFieldsWithPresence) {
+  JobSpec spec;
+  auto* t = spec.mutable_trainer();
+  t->set_adam_beta1(0);
+  t->set_adam_beta2(0.5);
+  t->set_adam_eps(0);
+  t->set_lr_gamma(0.5);
+  t->set_precision("bf16");
+  t->set_accumulation_steps(8);
+  const JobSpec out = WithDefaults(spec);
+  EXPECT_EQ(out.trainer().adam_beta1(), 0);
+  EXPECT_EQ(out.trainer().adam_beta2(), 0.5);
+  EXPECT_EQ(out.trainer().adam_eps(), 0);
+  EXPECT_EQ(out.trainer().lr_gamma(), 0.5);
+  EXPECT_EQ(out.trainer().precision(), "bf16");
+  EXPECT_EQ(out.trainer().accumulation_steps(), 8);
 }
 
 TEST(WithDefaultsTest, KeepsGivenValues) {
@@ -166,11 +216,13 @@ TEST(ValidateJobSpecTest, TrainerModelAndDataset) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_model("resnet");
   EXPECT_THAT(ValidateJobSpec(spec),
-              StatusIs(kInvalid, "trainer.model: 'resnet' is not supported; allowed: mlp"));
+              StatusIs(kInvalid, "trainer.model: 'resnet' is not supported; allowed: mlp, "
+                                 "resnet18, resnet50, gpt, torchscript"));
   spec = TrainerJob();
   spec.mutable_trainer()->set_dataset("cifar");
   EXPECT_THAT(ValidateJobSpec(spec),
-              StatusIs(kInvalid, "trainer.dataset: 'cifar' is not supported; allowed: mnist"));
+              StatusIs(kInvalid, "trainer.dataset: 'cifar' is not supported; allowed: mnist, "
+                                 "cifar10, image_folder, tokens, synthetic"));
 }
 
 TEST(ValidateJobSpecTest, TrainerDataDir) {
@@ -201,6 +253,132 @@ TEST(ValidateJobSpecTest, TrainerDataDir) {
   spec.mutable_trainer()->set_data_dir(empty);
   EXPECT_THAT(ValidateJobSpec(spec),
               StatusIs(kInvalid, HasSubstr("has no readable file train-images-idx3-ubyte")));
+}
+
+TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
+  JobSpec spec = TrainerJob();
+  auto* t = spec.mutable_trainer();
+  // synthetic reads no files: an empty data_dir is fine, a set one is not.
+  t->set_dataset("synthetic");
+  t->clear_data_dir();
+  EXPECT_OK(ValidateJobSpec(spec));
+  t->set_data_dir(MnistDir());
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.data_dir: '" + MnistDir() +
+                                           "' is set; must be empty for the synthetic")));
+
+  // cifar10: data_batch_1.bin in the directory or in cifar-10-batches-bin/.
+  t->set_dataset("cifar10");
+  const std::string cifar = MakeTempDir("cifar");
+  t->set_data_dir(cifar);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("has no readable file data_batch_1.bin")));
+  mkdir((cifar + "/cifar-10-batches-bin").c_str(), 0755);
+  Touch(cifar + "/cifar-10-batches-bin/data_batch_1.bin");
+  EXPECT_OK(ValidateJobSpec(spec));
+
+  // tokens: train.bin, and a language model.
+  t->set_dataset("tokens");
+  const std::string tokens = MakeTempDir("tokens");
+  t->set_data_dir(tokens);
+  t->set_model("gpt");
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("has no readable file train.bin")));
+  Touch(tokens + "/train.bin");
+  EXPECT_OK(ValidateJobSpec(spec));
+  t->set_model("mlp");
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.model: 'mlp' is a classifier")));
+
+  // image_folder: at least one class sub-directory.
+  t->set_model("resnet18");
+  t->set_dataset("image_folder");
+  const std::string images = MakeTempDir("images");
+  t->set_data_dir(images);
+  Touch(images + "/stray.jpg");
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.data_dir: " + images + " has no sub-directory")));
+  mkdir((images + "/cat").c_str(), 0755);
+  EXPECT_OK(ValidateJobSpec(spec));
+
+  // A language model needs token data (or synthetic).
+  t->set_model("gpt");
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.dataset: 'image_folder' holds images")));
+  t->set_dataset("synthetic");
+  t->clear_data_dir();
+  EXPECT_OK(ValidateJobSpec(spec));
+}
+
+TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
+  struct Case {
+    std::function<void(baton::v1::TrainerSpec&)> mutate;
+    std::string want;  // Expected message prefix ("" = valid).
+  };
+  const std::vector<Case> cases = {
+      {[](auto& t) { t.set_precision("fp8"); }, "trainer.precision: 'fp8' is not supported"},
+      {[](auto& t) { t.set_precision("bf16"); }, ""},
+      {[](auto& t) { t.set_accumulation_steps(-1); }, "trainer.accumulation_steps: -1"},
+      {[](auto& t) { t.set_accumulation_steps(1025); }, "trainer.accumulation_steps: 1025"},
+      {[](auto& t) { t.set_bucket_cap_mb(-1); }, "trainer.bucket_cap_mb: -1 is out of range"},
+      {[](auto& t) { t.set_bucket_cap_mb(0.5); }, ""},
+      {[](auto& t) { t.set_grad_compression("int8"); }, "trainer.grad_compression: 'int8'"},
+      {[](auto& t) { t.set_grad_compression("fp16"); }, ""},
+      {[](auto& t) { t.set_max_grad_norm(-0.5); }, "trainer.max_grad_norm: -0.5 is invalid"},
+      {[](auto& t) { t.set_max_grad_norm(std::nan("")); }, "trainer.max_grad_norm: "},
+      {[](auto& t) { t.set_optimizer("lamb"); }, "trainer.optimizer: 'lamb' is not supported"},
+      {[](auto& t) { t.set_optimizer("adamw"); }, ""},
+      {[](auto& t) { t.set_weight_decay(-1); }, "trainer.weight_decay: -1 is invalid"},
+      {[](auto& t) { t.set_nesterov(true); }, ""},
+      {[](auto& t) { t.set_nesterov(true); t.set_momentum(0); }, "trainer.nesterov: needs"},
+      {[](auto& t) { t.set_nesterov(true); t.set_optimizer("adamw"); }, "trainer.nesterov: "},
+      {[](auto& t) { t.set_adam_beta1(1); }, "trainer.adam_beta1: 1 is out of range"},
+      {[](auto& t) { t.set_adam_beta2(-0.1); }, "trainer.adam_beta2: -0.1 is out of range"},
+      {[](auto& t) { t.set_adam_eps(-1e-8); }, "trainer.adam_eps: "},
+      {[](auto& t) { t.set_lr_schedule("linear"); }, "trainer.lr_schedule: 'linear'"},
+      {[](auto& t) { t.set_lr_schedule("cosine"); t.set_warmup_steps(10); }, ""},
+      {[](auto& t) { t.set_warmup_steps(-1); }, "trainer.warmup_steps: -1 is negative"},
+      {[](auto& t) { t.set_lr_schedule("step"); }, "trainer.lr_step_size: 0 is invalid"},
+      {[](auto& t) { t.set_lr_schedule("step"); t.set_lr_step_size(10); }, ""},
+      {[](auto& t) { t.set_lr_gamma(0); }, "trainer.lr_gamma: 0 is invalid"},
+      {[](auto& t) { t.set_min_lr(-1); }, "trainer.min_lr: -1 is invalid"},
+      {[](auto& t) { t.set_base_batch(-8); }, "trainer.base_batch: -8 is out of range"},
+      {[](auto& t) { t.set_base_batch(256); }, ""},
+      {[](auto& t) { t.set_loader_threads(-1); }, "trainer.loader_threads: -1"},
+      {[](auto& t) { t.set_prefetch_batches(-1); }, "trainer.prefetch_batches: -1"},
+      {[](auto& t) { t.set_image_size(-1); }, "trainer.image_size: -1"},
+      {[](auto& t) { t.set_context_length(-1); }, "trainer.context_length: -1"},
+      {[](auto& t) { t.set_synthetic_samples(-1); }, "trainer.synthetic_samples: -1"},
+      {[](auto& t) { t.set_num_classes(1); }, "trainer.num_classes: 1 is out of range"},
+      {[](auto& t) { t.set_gpt_layers(-1); }, "trainer.gpt_layers: -1"},
+      {[](auto& t) { t.set_gpt_heads(300); }, "trainer.gpt_heads: 300"},
+      {[](auto& t) { t.set_gpt_width(250); }, "trainer.gpt_width: 250 is not divisible"},
+      {[](auto& t) { t.set_vocab_size(1); }, "trainer.vocab_size: 1"},
+      {[](auto& t) { t.set_task("regression"); }, "trainer.task: 'regression'"},
+      {[](auto& t) { t.set_torchscript_path("/m.pt"); }, "trainer.torchscript_path: is set"},
+      {[](auto& t) { t.set_model("torchscript"); }, "trainer.torchscript_path: '' is invalid"},
+      {[](auto& t) { t.set_model("torchscript"); t.set_torchscript_path("/nonexistent.pt"); },
+       "trainer.torchscript_path: /nonexistent.pt is not a readable file"},
+      {[](auto& t) { t.set_checkpoint_every(-5); }, "trainer.checkpoint_every: -5 is negative"},
+      {[](auto& t) { t.set_checkpoint_every(100); t.set_keep_checkpoints(1); }, ""},
+      {[](auto& t) { t.set_keep_checkpoints(-1); }, "trainer.keep_checkpoints: -1"},
+  };
+  for (const Case& c : cases) {
+    JobSpec spec = TrainerJob();
+    c.mutate(*spec.mutable_trainer());
+    if (c.want.empty()) {
+      EXPECT_OK(ValidateJobSpec(spec)) << spec.trainer().ShortDebugString();
+    } else {
+      EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, ::testing::StartsWith(c.want)))
+          << spec.trainer().ShortDebugString();
+    }
+  }
+  // A torchscript module file that exists passes.
+  JobSpec spec = TrainerJob();
+  const std::string module = MakeTempDir("ts") + "/model.pt";
+  Touch(module);
+  spec.mutable_trainer()->set_model("torchscript");
+  spec.mutable_trainer()->set_torchscript_path(module);
+  EXPECT_OK(ValidateJobSpec(spec));
 }
 
 TEST(ValidateJobSpecTest, TrainerBatchSize) {

@@ -12,6 +12,8 @@ PACKAGES=(
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev
   # LibTorch (CPU, c10d + Gloo) and a fast BLAS (the default reference BLAS is ~13x slower).
   libtorch-dev libgloo-dev libopenblas0-pthread
+  # Header-only image decoding (JPEG/PNG) for image-folder datasets.
+  libstb-dev
   # Python torch for torchrun-style jobs and for checking checkpoints load in Python.
   python3 python3-torch
 )

@@ -9,13 +9,14 @@
 namespace baton::worker {
 
 // The argv that runs the built-in trainer for `trainer` and `budget` (flag names from
-// worker/trainer/contract.h):
-//   [trainer_path, --model=, --dataset=, --data_dir=, --batch_size=, --lr=, --momentum=,
-//    --seed=, --hidden=a,b,c, --log_every=, --threads=, --max_steps=, --max_epochs=,
-//    --checkpoint_dir=]
-// Only fields that are set (non-zero, non-empty; momentum: present, so an explicit 0 is
-// passed) are passed, so the trainer's own defaults apply otherwise; `checkpoint_dir` is passed when non-empty. Doubles use the shortest text
-// that parses back to the same value.
+// worker/trainer/contract.h): trainer_path, then one --<field>=<value> per set TrainerSpec
+// field in field order (hidden as --hidden=a,b,c; nesterov as --nesterov=true), then
+// --max_steps=, --max_epochs= and --checkpoint_dir=.
+// Only fields that are set are passed, so the trainer's own defaults apply otherwise:
+// scalars when non-zero / non-empty / true, fields with presence (momentum, adam_beta1,
+// adam_beta2, adam_eps, lr_gamma) when present, so an explicit 0 is passed;
+// `checkpoint_dir` when non-empty. Doubles use the shortest text that parses back to the
+// same value.
 std::vector<std::string> TrainerArgv(const std::string& trainer_path,
                                      const baton::v1::TrainerSpec& trainer,
                                      const baton::v1::Budget& budget,

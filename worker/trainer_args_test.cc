@@ -53,6 +53,65 @@ TEST(TrainerArgvTest, UnsetFieldsAreLeftToTheTrainersDefaults) {
                                                         "--max_epochs=1", "--checkpoint_dir=/c"));
 }
 
+TEST(TrainerArgvTest, EveryNewFieldBecomesAFlagOfTheSameName) {
+  baton::v1::TrainerSpec t;
+  t.set_precision("fp16");
+  t.set_accumulation_steps(4);
+  t.set_bucket_cap_mb(12.5);
+  t.set_grad_compression("bf16");
+  t.set_max_grad_norm(1.0);
+  t.set_optimizer("adamw");
+  t.set_weight_decay(0.01);
+  t.set_nesterov(true);
+  t.set_adam_beta1(0.8);
+  t.set_adam_beta2(0.95);
+  t.set_adam_eps(1e-6);
+  t.set_lr_schedule("cosine");
+  t.set_warmup_steps(100);
+  t.set_lr_step_size(30);
+  t.set_lr_gamma(0.5);
+  t.set_min_lr(1e-5);
+  t.set_base_batch(256);
+  t.set_loader_threads(3);
+  t.set_prefetch_batches(8);
+  t.set_image_size(160);
+  t.set_context_length(256);
+  t.set_synthetic_samples(1000);
+  t.set_num_classes(100);
+  t.set_gpt_layers(6);
+  t.set_gpt_heads(8);
+  t.set_gpt_width(512);
+  t.set_vocab_size(32000);
+  t.set_torchscript_path("/m/model.pt");
+  t.set_task("language_model");
+  t.set_checkpoint_every(500);
+  t.set_keep_checkpoints(5);
+  EXPECT_THAT(
+      TrainerArgv("t", t, baton::v1::Budget(), ""),
+      ElementsAre("t", "--precision=fp16", "--accumulation_steps=4", "--bucket_cap_mb=12.5",
+                  "--grad_compression=bf16", "--max_grad_norm=1", "--optimizer=adamw",
+                  "--weight_decay=0.01", "--nesterov=true", "--adam_beta1=0.8",
+                  "--adam_beta2=0.95", "--adam_eps=1e-06", "--lr_schedule=cosine",
+                  "--warmup_steps=100", "--lr_step_size=30", "--lr_gamma=0.5", "--min_lr=1e-05",
+                  "--base_batch=256", "--loader_threads=3", "--prefetch_batches=8",
+                  "--image_size=160", "--context_length=256", "--synthetic_samples=1000",
+                  "--num_classes=100", "--gpt_layers=6", "--gpt_heads=8", "--gpt_width=512",
+                  "--vocab_size=32000", "--torchscript_path=/m/model.pt",
+                  "--task=language_model", "--checkpoint_every=500", "--keep_checkpoints=5"));
+}
+
+TEST(TrainerArgvTest, FieldsWithPresencePassAnExplicitZero) {
+  baton::v1::TrainerSpec t;
+  t.set_adam_beta1(0);
+  t.set_adam_beta2(0);
+  t.set_adam_eps(0);
+  t.set_lr_gamma(0);
+  t.set_nesterov(false);  // A plain bool: false is the default and is not passed.
+  EXPECT_THAT(TrainerArgv("t", t, baton::v1::Budget(), ""),
+              ElementsAre("t", "--adam_beta1=0", "--adam_beta2=0", "--adam_eps=0",
+                          "--lr_gamma=0"));
+}
+
 TEST(TrainerArgvTest, DoublesRoundTrip) {
   baton::v1::TrainerSpec t;
   t.set_lr(0.1 + 0.2);  // 0.30000000000000004

@@ -6,18 +6,17 @@
 #include <torch/nn/functional/loss.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <functional>
-#include <future>
 #include <memory>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/trainer/compat.h"
 #include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/process_group.h"
+#include "worker/trainer/test_ranks.h"
 #include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
@@ -25,38 +24,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Runs fn(comm) for ranks 0..world-1, each on its own thread with its own
-// ProcessGroupGloo, rendezvousing through one TCPStore server on an OS-chosen port.
-template <typename Result>
-std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&)>& fn) {
-  c10d::TCPStoreOptions server_options;
-  server_options.port = 0;
-  server_options.isServer = true;
-  server_options.numWorkers = world;
-  server_options.waitWorkers = false;
-  server_options.timeout = std::chrono::seconds(30);
-  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server_options);
-
-  std::vector<std::future<Result>> ranks;
-  for (int r = 0; r < world; ++r) {
-    c10::intrusive_ptr<c10d::Store> store = server;
-    if (r > 0) {
-      c10d::TCPStoreOptions client_options = server_options;
-      client_options.port = server->getPort();
-      client_options.isServer = false;
-      store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client_options);
-    }
-    ranks.push_back(std::async(std::launch::async, [store, r, world, &fn] {
-      absl::StatusOr<std::unique_ptr<Communicator>> comm =
-          CreateGlooCommunicator(store, r, world, absl::Seconds(30), "127.0.0.1");
-      EXPECT_TRUE(comm.ok()) << comm.status();
-      return fn(**comm);
-    }));
-  }
-  std::vector<Result> results;
-  for (auto& f : ranks) results.push_back(f.get());
-  return results;
-}
+using ::baton::trainer::testing::RunRanks;
 
 double RelativeError(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).norm().item<double>() / want.norm().item<double>();
@@ -164,20 +132,77 @@ TEST(GlooCommunicatorTest, RendezvousWithNoServerFailsWithAClearError) {
   ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
   const int port = ntohs(addr.sin_port);
 
-  GlooOptions options;
+  RendezvousOptions options;
   options.rank = 1;
   options.world_size = 2;
   options.master_addr = "127.0.0.1";
   options.master_port = port;
-  options.rendezvous_timeout = absl::Seconds(1);
-  EXPECT_THAT(ConnectGloo(options),
+  options.timeout = absl::Seconds(1);
+  EXPECT_THAT(ConnectStore(options),
               StatusIs(absl::StatusCode::kUnavailable,
                        AllOf(HasSubstr(absl::StrCat("rendezvous at 127.0.0.1:", port, " failed")),
                              HasSubstr("rank 1 of 2"))));
+  ProcessGroupOptions group;
+  group.rendezvous = options;
+  EXPECT_THAT(JoinProcessGroup(group),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rendezvous at")));
   ::close(fd);
 
   options.rank = 2;
-  EXPECT_THAT(ConnectGloo(options), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(ConnectStore(options), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+}
+
+TEST(ProcessGroupTest, WorldOfOneIsLocalOnTheDevice) {
+  ProcessGroupOptions options;
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = JoinProcessGroup(options);
+  ASSERT_OK(comm);
+  EXPECT_EQ((*comm)->backend(), "local");
+  EXPECT_TRUE((*comm)->device().is_cpu());
+}
+
+TEST(GlooCommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrder) {
+  const std::vector<std::vector<at::Tensor>> got =
+      RunRanks<std::vector<at::Tensor>>(2, [](Communicator& comm) {
+        EXPECT_EQ(comm.backend(), "gloo");
+        at::Tensor a = at::full({1000}, static_cast<double>(comm.rank() + 1), at::kFloat);
+        at::Tensor b = at::full({3}, 10.0 * (comm.rank() + 1), at::kHalf);
+        auto pa = comm.StartAllReduceSum(a);
+        auto pb = comm.StartAllReduceSum(b);
+        EXPECT_TRUE(pa.ok() && pb.ok());
+        EXPECT_OK((*pb)->Wait());
+        EXPECT_OK((*pa)->Wait());
+        return std::vector<at::Tensor>{a, b};
+      });
+  for (const auto& r : got) {
+    EXPECT_TRUE(r[0].equal(at::full({1000}, 3.0, at::kFloat)));
+    EXPECT_TRUE(r[1].equal(at::full({3}, 30.0, at::kHalf)));
+  }
+}
+
+TEST(GlooCommunicatorTest, RejectsWhatItCannotReduce) {
+  RunRanks<int>(2, [](Communicator& comm) {
+    EXPECT_EQ(comm.CanReduce(at::kBFloat16), compat::GlooReduces(at::kBFloat16));
+    EXPECT_TRUE(comm.CanReduce(at::kFloat));
+    if (!comm.CanReduce(at::kBFloat16)) {
+      EXPECT_THAT(comm.StartAllReduceSum(at::ones({2}, at::kBFloat16)).status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BFloat16")));
+    }
+    return 0;
+  });
+}
+
+TEST(GlooCommunicatorTest, BroadcastParametersHandlesMixedDtypes) {
+  const std::vector<std::vector<at::Tensor>> got =
+      RunRanks<std::vector<at::Tensor>>(2, [](Communicator& comm) {
+        at::Tensor w = at::full({3}, static_cast<double>(comm.rank()), at::kFloat);
+        at::Tensor steps = at::full({1}, comm.rank() == 0 ? 7 : 0, at::kLong);  // a buffer
+        EXPECT_OK(BroadcastParameters({w, steps}, /*root=*/0, comm));
+        return std::vector<at::Tensor>{w, steps};
+      });
+  for (const auto& r : got) {
+    EXPECT_TRUE(r[0].equal(at::zeros({3}, at::kFloat)));
+    EXPECT_EQ(r[1].item<int64_t>(), 7);
+  }
 }
 
 }  // namespace

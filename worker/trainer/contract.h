@@ -14,15 +14,36 @@
 //   Optional: GLOO_SOCKET_IFNAME picks the interface Gloo binds (as in PyTorch).
 //
 // Flags: `--name=value` for each kFlag* below; each maps to the TrainerSpec field of the
-// same name (hidden: comma-separated widths, e.g. --hidden=256,128) or Budget field.
+// same name (hidden: comma-separated widths, e.g. --hidden=256,128; booleans: true/false)
+// or Budget field. A flag that is not passed takes the default documented in
+// proto/baton/v1/job.proto (image_size: 0 = the dataset's default). Non-contract tuning
+// flags: --device=auto|cpu|cuda (auto: CUDA when a GPU is visible, NCCL between ranks;
+// else CPU and Gloo), --rendezvous_timeout, --collective_timeout.
 //
-// Metric lines (on BATON_METRICS_FD): one JSON object per line, numbers only:
-//   {"step":N,"epoch":E,"loss":L,"accuracy":A,"samples_per_sec":S,"lr":LR}
+// Metric lines (on BATON_METRICS_FD): one JSON object per line, numbers only, e.g.
+//   {"step":N,"epoch":E,"loss":L,"accuracy":A,"samples_per_sec":S,"lr":LR,
+//    "time_step_s":T,"time_data_s":..,"time_forward_s":..,"time_backward_s":..,
+//    "time_comm_wait_s":..,"time_optimizer_s":..,"grad_norm":G}
 // written every --log_every optimizer steps and after the last step. step counts completed
-// optimizer steps from 1; epoch is the 0-based epoch the step belongs to; loss/accuracy
-// average this rank's training batches since the previous line; samples_per_sec is the
-// global rate (batch_size * world_size per step) over that window. The line of the last
-// step also carries "eval_accuracy" when the t10k test files exist (every rank reports the
+// optimizer steps from 1 (global: it continues after a restore); epoch is the 0-based
+// epoch the step belongs to; loss/accuracy average this rank's training micro-batches
+// since the previous line (accuracy: the fraction of samples, or of target tokens for a
+// language model, predicted right); samples_per_sec is the global rate
+// (batch_size * accumulation_steps * world_size samples per step) over that window; lr is
+// the learning rate of the window's last step. The time_* keys are seconds per optimizer
+// step, averaged over the window: time_step_s the whole step (wall), time_data_s waiting
+// for the loader's batches, time_forward_s forward + loss, time_backward_s backward()
+// (gradient hooks and the all-reduces started during it included), time_comm_wait_s
+// finishing the all-reduces after backward() and waiting for them, time_optimizer_s
+// unscale/overflow check, clipping, the optimizer update and the scaler update. On a GPU
+// each phase ends with a device synchronisation so the split is the device's.
+// grad_norm: mean L2 norm of the averaged (unscaled, pre-clipping) gradient over the
+// window's applied steps. Conditional keys: "tokens_per_sec" (language models:
+// target tokens per second, global); "loss_scale" and "skipped_steps" (precision fp16:
+// the scale after the window's last step, steps skipped for inf/NaN in the window);
+// "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes" (CUDA: the caching
+// allocator's current and, since the previous line, peak allocation); "eval_accuracy" on
+// the line of the last step when the dataset has a test split (every rank reports the
 // same value). Non-finite values (a diverged loss) are left out of the line.
 //
 // Exit codes: see kExit* below.
@@ -43,7 +64,7 @@ inline constexpr char kEnvJobId[] = "BATON_JOB_ID";
 inline constexpr char kEnvGeneration[] = "BATON_GENERATION";
 inline constexpr char kEnvMetricsFd[] = "BATON_METRICS_FD";
 
-// Flag names (without the leading "--").
+// Flag names (without the leading "--"): TrainerSpec fields, in field order.
 inline constexpr char kFlagModel[] = "model";
 inline constexpr char kFlagDataset[] = "dataset";
 inline constexpr char kFlagDataDir[] = "data_dir";
@@ -54,6 +75,38 @@ inline constexpr char kFlagSeed[] = "seed";
 inline constexpr char kFlagHidden[] = "hidden";
 inline constexpr char kFlagLogEvery[] = "log_every";
 inline constexpr char kFlagThreads[] = "threads";
+inline constexpr char kFlagPrecision[] = "precision";
+inline constexpr char kFlagAccumulationSteps[] = "accumulation_steps";
+inline constexpr char kFlagBucketCapMb[] = "bucket_cap_mb";
+inline constexpr char kFlagGradCompression[] = "grad_compression";
+inline constexpr char kFlagMaxGradNorm[] = "max_grad_norm";
+inline constexpr char kFlagOptimizer[] = "optimizer";
+inline constexpr char kFlagWeightDecay[] = "weight_decay";
+inline constexpr char kFlagNesterov[] = "nesterov";
+inline constexpr char kFlagAdamBeta1[] = "adam_beta1";
+inline constexpr char kFlagAdamBeta2[] = "adam_beta2";
+inline constexpr char kFlagAdamEps[] = "adam_eps";
+inline constexpr char kFlagLrSchedule[] = "lr_schedule";
+inline constexpr char kFlagWarmupSteps[] = "warmup_steps";
+inline constexpr char kFlagLrStepSize[] = "lr_step_size";
+inline constexpr char kFlagLrGamma[] = "lr_gamma";
+inline constexpr char kFlagMinLr[] = "min_lr";
+inline constexpr char kFlagBaseBatch[] = "base_batch";
+inline constexpr char kFlagLoaderThreads[] = "loader_threads";
+inline constexpr char kFlagPrefetchBatches[] = "prefetch_batches";
+inline constexpr char kFlagImageSize[] = "image_size";
+inline constexpr char kFlagContextLength[] = "context_length";
+inline constexpr char kFlagSyntheticSamples[] = "synthetic_samples";
+inline constexpr char kFlagNumClasses[] = "num_classes";
+inline constexpr char kFlagGptLayers[] = "gpt_layers";
+inline constexpr char kFlagGptHeads[] = "gpt_heads";
+inline constexpr char kFlagGptWidth[] = "gpt_width";
+inline constexpr char kFlagVocabSize[] = "vocab_size";
+inline constexpr char kFlagTorchscriptPath[] = "torchscript_path";
+inline constexpr char kFlagTask[] = "task";
+inline constexpr char kFlagCheckpointEvery[] = "checkpoint_every";
+inline constexpr char kFlagKeepCheckpoints[] = "keep_checkpoints";
+// Budget fields and JobSpec.checkpoint_dir.
 inline constexpr char kFlagMaxSteps[] = "max_steps";
 inline constexpr char kFlagMaxEpochs[] = "max_epochs";
 inline constexpr char kFlagCheckpointDir[] = "checkpoint_dir";
@@ -66,9 +119,25 @@ inline constexpr char kMetricAccuracy[] = "accuracy";
 inline constexpr char kMetricSamplesPerSec[] = "samples_per_sec";
 inline constexpr char kMetricLr[] = "lr";
 inline constexpr char kMetricEvalAccuracy[] = "eval_accuracy";
+inline constexpr char kMetricTokensPerSec[] = "tokens_per_sec";
+inline constexpr char kMetricTimeStep[] = "time_step_s";
+inline constexpr char kMetricTimeData[] = "time_data_s";
+inline constexpr char kMetricTimeForward[] = "time_forward_s";
+inline constexpr char kMetricTimeBackward[] = "time_backward_s";
+inline constexpr char kMetricTimeCommWait[] = "time_comm_wait_s";
+inline constexpr char kMetricTimeOptimizer[] = "time_optimizer_s";
+inline constexpr char kMetricGradNorm[] = "grad_norm";
+inline constexpr char kMetricLossScale[] = "loss_scale";
+inline constexpr char kMetricSkippedSteps[] = "skipped_steps";
+inline constexpr char kMetricMemAllocated[] = "mem_allocated_bytes";
+inline constexpr char kMetricMemReserved[] = "mem_reserved_bytes";
+inline constexpr char kMetricMemPeak[] = "mem_peak_bytes";
 
 // Final weights written by rank 0 under --checkpoint_dir: a pickled Dict[str, Tensor]
-// (parameter name -> tensor) that Python's torch.load reads.
+// (parameter and buffer name -> tensor) that Python's torch.load reads. Full training
+// state checkpoints (ckpt-<step>.pt, see optim/checkpoint_manager.h) go to the same
+// directory: every --checkpoint_every steps and after the last step, and every rank
+// resumes from the newest valid one at start.
 inline constexpr char kFinalCheckpointName[] = "final.pt";
 
 // Exit codes. Every non-zero exit prints exactly one "baton-trainer: <CODE>: <reason>" line,

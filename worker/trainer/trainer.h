@@ -1,15 +1,33 @@
 #pragma once
 
-// The training loop of the built-in trainer: data-parallel SGD of an MLP on an MNIST-format
-// dataset, one process per rank.
+// The training loop of the built-in trainer: data-parallel training of a Model on a
+// Dataset, one process per rank, on the device of its Communicator (CPU + Gloo, or one GPU
+// + NCCL).
 //
-// Per step every rank: takes its next batch from the DistributedSampler, runs forward +
-// cross-entropy + backward, averages gradients over ranks (AverageGradients: one flat
-// all-reduce), and applies SGD with momentum. Every rank therefore holds identical weights
-// after each step (they start identical: seeded init, then a broadcast from rank 0).
-// Metric lines: see contract.h. After the last step the t10k set, if present, is evaluated
-// with every rank scoring a strided shard and one all-reduce of (correct, count); then
-// rank 0 saves the weights to <checkpoint_dir>/final.pt.
+// Setup: the model (models/model.h) is built from the options and the dataset's shape,
+// moved to the device and made identical on every rank (seeded init, then a broadcast of
+// parameters and buffers from rank 0); the optimizer, LR schedule (optim/) and the step
+// engine (train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
+// loss scaling, clipping) are built over its parameters. With a checkpoint_dir, every rank
+// restores the newest valid training-state checkpoint (optim/checkpoint_manager.h) and the
+// ranks check they restored the same step.
+//
+// Step: accumulation_steps micro-batches of batch_size samples from this rank's Loader
+// (data/loader.h, which follows the DistributedSampler), forward + loss under autocast,
+// backward (only the last micro-batch communicates), then TrainStep::Finish with the
+// schedule's lr. An epoch has floor(batches_per_epoch / accumulation_steps) steps; the
+// leftover micro-batches at an epoch's end are not used. Rank 0 saves a checkpoint every
+// checkpoint_every steps and after the last step.
+//
+// Buffers (BatchNorm running statistics) are not averaged: each rank's come from its own
+// batches, and rank 0's are saved. Before evaluation they are broadcast from rank 0, so
+// every rank evaluates the model final.pt holds (DDP's broadcast_buffers gives the same
+// rank-0 statistics by broadcasting them every step; training-mode forwards never read
+// them, so the result is identical).
+//
+// End: the test split, if any, is evaluated (every rank scores a strided shard; one
+// all-reduce of (correct, count)); rank 0 writes <checkpoint_dir>/final.pt. Metric lines:
+// see contract.h.
 //
 // Threading: Run() is called once, on one thread; it borrows everything in TrainerContext.
 
@@ -18,27 +36,39 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "worker/trainer/communicator.h"
-#include "worker/trainer/data/idx_dataset.h"
+#include "worker/trainer/data/dataset.h"
 #include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/models/mlp.h"
+#include "worker/trainer/models/model.h"
+#include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/optim/optimizer.h"
+#include "worker/trainer/precision.h"
+#include "worker/trainer/train_step.h"
 
 namespace baton::trainer {
 
 struct TrainerOptions {
-  std::vector<int64_t> hidden = {256, 128};  // MLP hidden widths; input/output from the data.
-  int64_t batch_size = 64;                   // Per rank.
-  double lr = 0.05;
-  double momentum = 0.9;
-  uint64_t seed = 1;           // Model init and data order.
+  ModelOptions model;          // model.seed is replaced by `seed`.
+  OptimizerOptions optimizer;  // optimizer.lr is the base lr of the schedule.
+  // kind, warmup_steps, step_size, gamma, min_lr, base_batch; the trainer fills in
+  // base_lr, total_steps and global_batch.
+  LrScheduleOptions schedule;
+  TrainStepOptions step;       // precision, accumulation_steps, clipping, buckets, ...
+  int64_t batch_size = 64;     // Samples per rank per micro-batch.
+  int loader_threads = 2;      // >= 0 (0: load on the training thread).
+  int prefetch_batches = 4;    // >= 1.
+  uint64_t seed = 1;           // Model init, data order, augmentation.
   int64_t log_every = 10;      // Steps between metric lines.
   int64_t max_steps = 0;       // 0 = no limit.
   int64_t max_epochs = 0;      // 0 = no limit. At least one of max_steps/max_epochs is > 0.
-  std::string checkpoint_dir;  // Rank 0 writes final.pt here; empty = no checkpoint.
+  std::string checkpoint_dir;  // Checkpoints and final.pt; empty = none.
+  int64_t checkpoint_every = 0;  // Steps between checkpoints; 0 = only at the end.
+  int keep_checkpoints = 3;      // >= 1.
 };
 
 // INVALID_ARGUMENT naming the flag when an option is out of range.
@@ -46,12 +76,12 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 
 // Borrowed collaborators; all must outlive Trainer::Run().
 struct TrainerContext {
-  const MnistDataset* train = nullptr;  // Required.
-  const MnistDataset* test = nullptr;   // Optional (no eval_accuracy when null).
-  Communicator* comm = nullptr;         // Required; LocalCommunicator for one process.
-  MetricsWriter* metrics = nullptr;     // Required (may be disabled).
-  const Clock* clock = nullptr;         // Required; times samples_per_sec.
-  std::ostream* log = nullptr;          // Required; one human-readable line per metric line.
+  const Dataset* train = nullptr;  // Required.
+  const Dataset* test = nullptr;   // Optional (no eval_accuracy when null).
+  Communicator* comm = nullptr;    // Required; LocalCommunicator for one process.
+  MetricsWriter* metrics = nullptr;  // Required (may be disabled).
+  const Clock* clock = nullptr;      // Required; times the steps and their phases.
+  std::ostream* log = nullptr;       // Required; one human-readable line per metric line.
   // Optional. When it becomes true the loop stops before the next step, writes a metric line
   // for the steps since the last one, and returns with `stopped` set, without evaluation,
   // checkpoint or further collectives.
@@ -59,14 +89,16 @@ struct TrainerContext {
 };
 
 struct TrainResult {
-  int64_t steps = 0;  // Optimizer steps completed.
+  int64_t steps = 0;  // Optimizer steps completed (global, restored ones included).
   int64_t epoch = 0;  // 0-based epoch of the last step.
-  // Averages over the first and the last metric window of this rank (NaN if no step ran).
+  // Averages over the first and the last metric window of this run (NaN if no step ran).
   double first_loss = 0;
   double loss = 0;
   double accuracy = 0;
   std::optional<double> eval_accuracy;
-  std::string checkpoint_path;  // Empty unless this rank saved one.
+  std::string checkpoint_path;  // final.pt, when this rank saved it.
+  std::string restored_from;    // The checkpoint this run resumed from, if any.
+  int64_t skipped_steps = 0;    // fp16 overflow steps (no update applied).
   bool stopped = false;         // Ended early by TrainerContext::stop.
 };
 
@@ -74,15 +106,18 @@ class Trainer {
  public:
   Trainer(TrainerOptions options, TrainerContext context);
 
-  // Trains to the budget. Errors: INVALID_ARGUMENT for bad options or a dataset too small
-  // for world_size x batch_size, UNAVAILABLE when a collective fails, INTERNAL for LibTorch
-  // errors or a failed checkpoint write. A failed metrics write is logged and not fatal.
+  // Trains to the budget. Errors: INVALID_ARGUMENT for bad options, a model that does not
+  // fit the data or a dataset too small for world_size x batch_size x accumulation_steps;
+  // UNAVAILABLE when a collective fails; ABORTED when the ranks restored different
+  // checkpoints; the checkpoint manager's errors for a checkpoint that cannot be restored;
+  // INTERNAL for LibTorch errors or a failed checkpoint write. A failed metrics write is
+  // logged and not fatal.
   absl::StatusOr<TrainResult> Run();
 
  private:
   absl::StatusOr<TrainResult> RunOrThrow();
-  // Accuracy on the test set, identical on every rank (collective).
-  absl::StatusOr<double> Evaluate(Mlp& model);
+  // Accuracy on the test split, identical on every rank (collective).
+  absl::StatusOr<double> Evaluate(Model& model, const PrecisionPlan& precision);
 
   const TrainerOptions options_;
   const TrainerContext context_;

@@ -34,14 +34,17 @@ for i in 0 1; do
   [[ $rc -eq 0 ]] || { cat "out.$i.txt" "err.$i.txt" >&2; fail "rank $i exited $rc"; }
 done
 cat out.0.txt
-grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* wall_s=' out.0.txt ||
+grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* skipped=0 wall_s=' out.0.txt ||
   fail "no summary line from rank 0"
 grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
 [[ ! -e ckpt/final.pt.tmp.* ]] || fail "temporary checkpoint left behind"
+[[ -s ckpt/ckpt-00000060.pt ]] || fail "no training-state checkpoint of the last step"
 
 "$PY" - <<'PY' || fail "metrics or checkpoint check failed"
 import json, torch
-required = {"step", "epoch", "loss", "accuracy", "samples_per_sec", "lr"}
+required = {"step", "epoch", "loss", "accuracy", "samples_per_sec", "lr", "time_step_s",
+            "time_data_s", "time_forward_s", "time_backward_s", "time_comm_wait_s",
+            "time_optimizer_s", "grad_norm"}
 evals = []
 for rank in (0, 1):
     lines = open(f"metrics.{rank}.jsonl").read().splitlines()
@@ -66,7 +69,62 @@ assert shapes == {"layers.0.weight": (64, 784), "layers.0.bias": (64,),
 print("metrics and checkpoint OK:", shapes)
 PY
 
-# ---- 2. Failures exit with the contract's code and one line on stderr ------------------
+# ---- 2. A restarted gang resumes from the last checkpoint; every numeric option parses -
+PORT=$(free_port)
+pids=()
+for rank in 0 1; do
+  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" BATON_JOB_ID=j-e2e BATON_GENERATION=2 \
+    BATON_METRICS_FD=3 \
+    timeout 120 "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 \
+      --lr=0.05 --momentum=0.9 --seed=1 --hidden=64,32 --log_every=20 --threads=1 \
+      --max_steps=80 --checkpoint_dir=ckpt --checkpoint_every=20 --keep_checkpoints=2 \
+      --precision=fp32 --accumulation_steps=1 --bucket_cap_mb=0.01 --grad_compression=none \
+      --max_grad_norm=0 --rendezvous_timeout=60s \
+      3> "resume.$rank.jsonl" > "resume.$rank.txt" 2> "resume-err.$rank.txt" &
+  pids+=($!)
+done
+for i in 0 1; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "resume.$i.txt" "resume-err.$i.txt" >&2; fail "resumed rank $i exited $rc"; }
+done
+grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.0.txt || { cat resume.0.txt >&2; fail "rank 0 did not resume"; }
+grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.1.txt || fail "rank 1 did not resume"
+grep -q '^done: steps=80 ' resume.0.txt || fail "no summary line after resuming"
+"$PY" - <<'PY' || fail "resumed metrics check failed"
+import json
+for rank in (0, 1):
+    points = [json.loads(l) for l in open(f"resume.{rank}.jsonl")]
+    assert [p["step"] for p in points] == [80], points
+PY
+ls ckpt/ckpt-*.pt | wc -l | grep -qx 2 || { ls ckpt >&2; fail "keep_checkpoints=2 not honoured"; }
+
+# One process through every mixed-precision / optimiser / schedule flag, on synthetic data.
+BATON_METRICS_FD=3 timeout 120 "$TRAINER" --model=mlp --dataset=synthetic --synthetic_samples=512 \
+  --num_classes=4 --image_size=8 --hidden=32 --batch_size=16 --max_steps=12 --log_every=6 \
+  --precision=bf16 --accumulation_steps=2 --grad_compression=bf16 --max_grad_norm=1.5 \
+  --optimizer=adamw --lr=0.003 --weight_decay=0.01 --adam_beta1=0.9 --adam_beta2=0.99 \
+  --adam_eps=1e-7 --lr_schedule=cosine --warmup_steps=3 --min_lr=0.0001 --base_batch=32 \
+  --loader_threads=1 --prefetch_batches=2 --device=cpu \
+  3> mixed.jsonl > mixed.txt 2>&1 || { cat mixed.txt >&2; fail "mixed-precision run failed"; }
+"$PY" - <<'PY' || { cat mixed.txt >&2; fail "mixed-precision metrics check failed"; }
+import json
+points = [json.loads(l) for l in open("mixed.jsonl")]
+assert [p["step"] for p in points] == [6, 12], points
+assert points[0]["lr"] > points[1]["lr"] > 0, points  # cosine decay after warmup
+assert all(p["grad_norm"] > 0 for p in points), points
+PY
+BATON_METRICS_FD=3 timeout 120 "$TRAINER" --model=mlp --dataset=synthetic --synthetic_samples=256 \
+  --num_classes=4 --image_size=8 --hidden=16 --batch_size=16 --max_steps=4 --log_every=2 \
+  --precision=fp16 --device=cpu 3> fp16.jsonl > fp16.txt 2>&1 || { cat fp16.txt >&2; fail "fp16 run failed"; }
+"$PY" - <<'PY' || { cat fp16.txt >&2; fail "fp16 metrics check failed"; }
+import json
+points = [json.loads(l) for l in open("fp16.jsonl")]
+assert all(p["loss_scale"] == 65536 and p["skipped_steps"] == 0 for p in points), points
+PY
+
+# ---- 3. Failures exit with the contract's code and one line on stderr ------------------
 expect_exit() {  # expect_exit CODE PATTERN -- command...
   local want=$1 pattern=$2; shift 3
   local rc=0
@@ -81,6 +139,10 @@ expect_exit() {  # expect_exit CODE PATTERN -- command...
 expect_exit 2 "unknown flag --no_such_flag" -- "$TRAINER" --data_dir=data --max_steps=1 --no_such_flag=1
 expect_exit 2 "--batch_size=abc" -- "$TRAINER" --data_dir=data --max_steps=1 --batch_size=abc
 expect_exit 2 "--model=resnet" -- "$TRAINER" --data_dir=data --max_steps=1 --model=resnet
+expect_exit 2 "--precision=fp8" -- "$TRAINER" --data_dir=data --max_steps=1 --precision=fp8
+expect_exit 2 "--grad_compression=int8" -- "$TRAINER" --data_dir=data --max_steps=1 --grad_compression=int8
+expect_exit 2 "--accumulation_steps" -- "$TRAINER" --data_dir=data --max_steps=1 --accumulation_steps=0
+expect_exit 2 "--device=tpu" -- "$TRAINER" --data_dir=data --max_steps=1 --device=tpu
 expect_exit 2 "max_epochs" -- "$TRAINER" --data_dir=data
 expect_exit 2 "RANK=5" -- env WORLD_SIZE=2 RANK=5 "$TRAINER" --data_dir=data --max_steps=1
 expect_exit 3 "nowhere/train-images-idx3-ubyte" -- "$TRAINER" --data_dir=nowhere --max_steps=1
@@ -92,7 +154,7 @@ expect_exit 4 "rendezvous at 127.0.0.1:$DEAD_PORT failed" -- \
   env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$DEAD_PORT" \
   "$TRAINER" --data_dir=data --max_steps=1 --rendezvous_timeout=2s
 
-# ---- 3. SIGTERM stops a run promptly with 143 ------------------------------------------
+# ---- 4. SIGTERM stops a run promptly with 143 ------------------------------------------
 BATON_METRICS_FD=3 "$TRAINER" --data_dir=data --max_steps=1000000 --log_every=1 \
   3> sigterm.jsonl > sigterm.out 2>&1 &
 pid=$!

@@ -1,12 +1,14 @@
 #include "worker/trainer/trainer.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -19,18 +21,22 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/checkpoint.h"
 #include "worker/trainer/communicator.h"
+#include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/metrics_writer.h"
 #include "worker/trainer/models/mlp.h"
 #include "worker/trainer/data/synthetic_mnist.h"
+#include "worker/trainer/test_ranks.h"
 
 namespace baton::trainer {
 namespace {
 
+using ::baton::trainer::testing::RunRanks;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+
+using MetricLines = std::vector<std::map<std::string, double>>;
 
 std::string TempDir() {
   const char* dir = std::getenv("TEST_TMPDIR");
@@ -54,6 +60,30 @@ std::map<std::string, double> ParseLine(absl::string_view line) {
   return values;
 }
 
+// Reads a pickled Dict[str, Tensor] (final.pt) in file order.
+std::vector<std::pair<std::string, at::Tensor>> LoadWeights(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
+  std::vector<std::pair<std::string, at::Tensor>> weights;
+  if (bytes.empty()) {
+    ADD_FAILURE() << "cannot read " << path;
+    return weights;
+  }
+  const c10::IValue value = torch::jit::pickle_load(bytes);
+  for (const auto& item : value.toGenericDict()) {
+    weights.emplace_back(item.key().toStringRef(), item.value().toTensor());
+  }
+  return weights;
+}
+
+TrainerOptions MlpTrainer(std::vector<int64_t> hidden = {256, 128}) {
+  TrainerOptions options;
+  options.model.model = "mlp";
+  options.model.hidden = std::move(hidden);
+  return options;
+}
+
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -62,12 +92,20 @@ class TrainerTest : public ::testing::Test {
                                      /*seed=*/3));
   }
 
+  static absl::StatusOr<std::unique_ptr<Dataset>> Open(Split split) {
+    DataOptions data;
+    data.dataset = "mnist";
+    data.data_dir = *data_dir_;
+    return OpenDataset(data, split);
+  }
+
   // Runs a single-process training; metric lines go to a file and are returned parsed.
-  absl::StatusOr<TrainResult> Train(const TrainerOptions& options,
-                                    std::vector<std::map<std::string, double>>* lines,
+  absl::StatusOr<TrainResult> Train(const TrainerOptions& options, MetricLines* lines,
                                     const std::atomic<bool>* stop = nullptr) {
-    absl::StatusOr<MnistSplits> data = LoadMnistDir(*data_dir_);
-    if (!data.ok()) return data.status();
+    absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+    if (!train.ok()) return train.status();
+    absl::StatusOr<std::unique_ptr<Dataset>> test = Open(Split::kTest);
+    if (!test.ok()) return test.status();
     const std::string metrics_path = TempDir() + "/metrics.jsonl";
     const int fd = ::open(metrics_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     EXPECT_GE(fd, 0);
@@ -75,8 +113,8 @@ class TrainerTest : public ::testing::Test {
     LocalCommunicator comm;
     std::ostringstream log;
     TrainerContext context;
-    context.train = &data->train;
-    context.test = data->test.has_value() ? &*data->test : nullptr;
+    context.train = train->get();
+    context.test = test->get();
     context.comm = &comm;
     context.metrics = &metrics;
     context.clock = RealClock::Get();
@@ -97,25 +135,42 @@ class TrainerTest : public ::testing::Test {
 std::string* TrainerTest::data_dir_ = nullptr;
 
 TEST_F(TrainerTest, SingleProcessTrainingLearns) {
-  TrainerOptions options;
+  TrainerOptions options = MlpTrainer();
   options.max_steps = 100;
   options.log_every = 10;
   options.checkpoint_dir = TempDir() + "/ckpt";
-  std::vector<std::map<std::string, double>> lines;
+  MetricLines lines;
   absl::StatusOr<TrainResult> result = Train(options, &lines);
   ASSERT_OK(result);
 
   EXPECT_EQ(result->steps, 100);
   EXPECT_EQ(result->epoch, 2);  // 3000 / 64 = 46 steps per epoch.
   EXPECT_FALSE(result->stopped);
+  EXPECT_TRUE(result->restored_from.empty());
   ASSERT_EQ(lines.size(), 10u);
   for (size_t i = 0; i < lines.size(); ++i) {
     EXPECT_EQ(lines[i]["step"], 10.0 * (i + 1));
-    for (const char* key : {"epoch", "loss", "accuracy", "samples_per_sec", "lr"}) {
+    for (const char* key :
+         {"epoch", "loss", "accuracy", "samples_per_sec", "lr", "time_step_s", "time_data_s",
+          "time_forward_s", "time_backward_s", "time_comm_wait_s", "time_optimizer_s",
+          "grad_norm"}) {
       EXPECT_EQ(lines[i].count(key), 1u) << key << " missing in line " << i;
+    }
+    for (const char* key : {"loss_scale", "skipped_steps", "tokens_per_sec",
+                            "mem_allocated_bytes"}) {
+      EXPECT_EQ(lines[i].count(key), 0u) << key << " in line " << i;
     }
     EXPECT_EQ(lines[i]["lr"], 0.05);
     EXPECT_GT(lines[i]["samples_per_sec"], 0);
+    EXPECT_GT(lines[i]["grad_norm"], 0);
+    // The phases account for the step (within timer noise).
+    const double phases = lines[i]["time_data_s"] + lines[i]["time_forward_s"] +
+                          lines[i]["time_backward_s"] + lines[i]["time_comm_wait_s"] +
+                          lines[i]["time_optimizer_s"];
+    EXPECT_GT(lines[i]["time_forward_s"], 0);
+    EXPECT_GT(lines[i]["time_backward_s"], 0);
+    EXPECT_LE(phases, lines[i]["time_step_s"] * 1.001 + 1e-6);
+    EXPECT_GE(phases, lines[i]["time_step_s"] * 0.8);
   }
   EXPECT_EQ(lines[0].count("eval_accuracy"), 0u);
   EXPECT_EQ(lines.back()["epoch"], 2);
@@ -132,25 +187,26 @@ TEST_F(TrainerTest, SingleProcessTrainingLearns) {
   EXPECT_EQ(lines.back()["eval_accuracy"], *result->eval_accuracy);
   EXPECT_THAT(log_, HasSubstr("step 100/100 epoch 2 loss "));
 
-  // Rank 0's checkpoint holds every parameter with its shape.
+  // Rank 0's final weights hold every parameter with its shape; a training-state
+  // checkpoint of the last step sits next to them.
   EXPECT_EQ(result->checkpoint_path, options.checkpoint_dir + "/final.pt");
-  absl::StatusOr<NamedTensors> saved = LoadTensorDict(result->checkpoint_path);
-  ASSERT_OK(saved);
+  const auto saved = LoadWeights(result->checkpoint_path);
   std::vector<std::string> names;
-  for (const auto& [name, tensor] : *saved) names.push_back(name);
+  for (const auto& [name, tensor] : saved) names.push_back(name);
   EXPECT_THAT(names, ElementsAre("layers.0.weight", "layers.0.bias", "layers.1.weight",
                                  "layers.1.bias", "layers.2.weight", "layers.2.bias"));
-  EXPECT_EQ((*saved)[0].second.sizes(), (std::vector<int64_t>{256, 784}));
-  EXPECT_EQ((*saved)[5].second.sizes(), (std::vector<int64_t>{10}));
+  ASSERT_EQ(saved.size(), 6u);
+  EXPECT_EQ(saved[0].second.sizes(), (std::vector<int64_t>{256, 784}));
+  EXPECT_EQ(saved[5].second.sizes(), (std::vector<int64_t>{10}));
+  EXPECT_EQ(::access((options.checkpoint_dir + "/ckpt-00000100.pt").c_str(), R_OK), 0);
 }
 
 TEST_F(TrainerTest, SameSeedSameRunAndEpochBudget) {
-  TrainerOptions options;
-  options.hidden = {32};
+  TrainerOptions options = MlpTrainer({32});
   options.max_epochs = 1;
   options.max_steps = 1000;  // The epoch limit comes first: 46 steps.
   options.log_every = 20;
-  std::vector<std::map<std::string, double>> a, b;
+  MetricLines a, b;
   absl::StatusOr<TrainResult> first = Train(options, &a);
   absl::StatusOr<TrainResult> second = Train(options, &b);
   ASSERT_OK(first);
@@ -163,11 +219,61 @@ TEST_F(TrainerTest, SameSeedSameRunAndEpochBudget) {
   EXPECT_TRUE(first->checkpoint_path.empty());
 }
 
+// Accumulation: an epoch has floor(46 / 4) = 11 steps of 4 micro-batches; the 2 leftover
+// micro-batches are skipped, so epoch 1 starts at step 11.
+TEST_F(TrainerTest, AccumulationStepsCountOptimizerSteps) {
+  TrainerOptions options = MlpTrainer({32});
+  options.step.accumulation_steps = 4;
+  options.max_steps = 12;
+  options.log_every = 11;
+  MetricLines lines;
+  absl::StatusOr<TrainResult> result = Train(options, &lines);
+  ASSERT_OK(result);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["step"], 11);
+  EXPECT_EQ(lines[0]["epoch"], 0);
+  EXPECT_EQ(lines[1]["step"], 12);
+  EXPECT_EQ(lines[1]["epoch"], 1);
+  EXPECT_EQ(result->epoch, 1);
+}
+
+// Resuming from a checkpoint continues exactly: 12 steps, then 12 more from the step-12
+// checkpoint, end with the weights of 24 steps in one go (data position, momentum and
+// the step counter are restored).
+TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
+  TrainerOptions options = MlpTrainer({32});
+  options.log_every = 6;
+  options.checkpoint_every = 6;
+  options.checkpoint_dir = TempDir() + "/resumed";
+  options.max_steps = 12;
+  MetricLines first, second, straight;
+  ASSERT_OK(Train(options, &first));
+  options.max_steps = 24;
+  absl::StatusOr<TrainResult> resumed = Train(options, &second);
+  ASSERT_OK(resumed);
+  EXPECT_EQ(resumed->restored_from, options.checkpoint_dir + "/ckpt-00000012.pt");
+  EXPECT_EQ(resumed->steps, 24);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second.front()["step"], 18);
+
+  TrainerOptions reference = options;
+  reference.checkpoint_dir = TempDir() + "/straight";
+  reference.checkpoint_every = 0;
+  ASSERT_OK(Train(reference, &straight));
+  const auto want = LoadWeights(reference.checkpoint_dir + "/final.pt");
+  const auto got = LoadWeights(options.checkpoint_dir + "/final.pt");
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(got[i].second.equal(want[i].second)) << want[i].first;
+  }
+  EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
+}
+
 TEST_F(TrainerTest, StopRequestEndsBeforeTheNextStep) {
   std::atomic<bool> stop{true};
-  TrainerOptions options;
+  TrainerOptions options = MlpTrainer();
   options.max_steps = 50;
-  std::vector<std::map<std::string, double>> lines;
+  MetricLines lines;
   absl::StatusOr<TrainResult> result = Train(options, &lines, &stop);
   ASSERT_OK(result);
   EXPECT_TRUE(result->stopped);
@@ -175,8 +281,54 @@ TEST_F(TrainerTest, StopRequestEndsBeforeTheNextStep) {
   EXPECT_TRUE(lines.empty());
 }
 
+// Two ranks (threads) with fp16 loss scaling, accumulation, clipping, small buckets and
+// fp16 compression train, agree, and report the fp16 keys.
+TEST_F(TrainerTest, TwoRanksWithEveryStepFeatureAgree) {
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  absl::StatusOr<std::unique_ptr<Dataset>> test = Open(Split::kTest);
+  ASSERT_OK(train);
+  ASSERT_OK(test);
+  TrainerOptions options = MlpTrainer({64});
+  options.batch_size = 16;
+  options.max_steps = 30;
+  options.log_every = 10;
+  options.step.precision = Precision::kFp16;
+  options.step.accumulation_steps = 2;
+  options.step.max_grad_norm = 1.0;
+  options.step.reducer.bucket_cap_mb = 0.05;
+  options.step.reducer.compression = GradCompression::kFp16;
+  struct Out {
+    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+    std::string log;
+  };
+  const std::vector<Out> got = RunRanks<Out>(2, [&](Communicator& comm) {
+    MetricsWriter metrics;  // Disabled.
+    std::ostringstream log;
+    TrainerContext context;
+    context.train = train->get();
+    context.test = test->get();
+    context.comm = &comm;
+    context.metrics = &metrics;
+    context.clock = RealClock::Get();
+    context.log = &log;
+    Out out;
+    out.result = Trainer(options, context).Run();
+    out.log = log.str();
+    return out;
+  });
+  for (const Out& out : got) {
+    ASSERT_OK(out.result);
+    EXPECT_EQ(out.result->steps, 30);
+    EXPECT_LT(out.result->loss, out.result->first_loss);
+    EXPECT_THAT(out.log, HasSubstr("loss_scale 65536 skipped 0"));
+  }
+  ASSERT_TRUE(got[0].result->eval_accuracy.has_value());
+  EXPECT_EQ(got[0].result->eval_accuracy, got[1].result->eval_accuracy);
+  EXPECT_GT(*got[0].result->eval_accuracy, 0.5);
+}
+
 TEST(TrainerOptionsTest, RejectsBadOptionsNamingTheFlag) {
-  TrainerOptions ok;
+  TrainerOptions ok = MlpTrainer();
   ok.max_steps = 1;
   ASSERT_OK(ValidateTrainerOptions(ok));
   auto with = [&ok](auto mutate) {
@@ -186,14 +338,24 @@ TEST(TrainerOptionsTest, RejectsBadOptionsNamingTheFlag) {
   };
   EXPECT_THAT(with([](TrainerOptions& o) { o.batch_size = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--batch_size")));
-  EXPECT_THAT(with([](TrainerOptions& o) { o.lr = -1; }),
+  EXPECT_THAT(with([](TrainerOptions& o) { o.optimizer.lr = -1; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--lr")));
-  EXPECT_THAT(with([](TrainerOptions& o) { o.momentum = 1; }),
+  EXPECT_THAT(with([](TrainerOptions& o) { o.optimizer.momentum = 1; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--momentum")));
   EXPECT_THAT(with([](TrainerOptions& o) { o.log_every = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--log_every")));
   EXPECT_THAT(with([](TrainerOptions& o) { o.max_steps = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_epochs")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.step.accumulation_steps = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--accumulation_steps")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.step.reducer.bucket_cap_mb = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--bucket_cap_mb")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.step.max_grad_norm = -1; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_grad_norm")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.prefetch_batches = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prefetch_batches")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.keep_checkpoints = 0; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--keep_checkpoints")));
 }
 
 TEST(MlpTest, ParsesHiddenWidthsAndInitialisesFromSeed) {

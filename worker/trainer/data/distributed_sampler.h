@@ -37,6 +37,7 @@ class DistributedSampler {
   // This rank's samples_per_rank() indices for `epoch`, in the order they are trained on.
   std::vector<int64_t> EpochIndices(int64_t epoch) const;
 
+  int64_t dataset_size() const { return dataset_size_; }
   int64_t samples_per_rank() const { return samples_per_rank_; }
   // Full batches per rank (= optimizer steps) in one epoch; > 0.
   int64_t batches_per_epoch() const { return samples_per_rank_ / batch_size_; }

@@ -38,7 +38,7 @@ absl::StatusOr<MnistDataset> MnistDataset::FromRaw(const MnistImages& images,
   std::memcpy(pixels.data_ptr<uint8_t>(), images.pixels.data(), images.pixels.size());
   at::Tensor targets = at::empty({count}, at::kByte);
   std::memcpy(targets.data_ptr<uint8_t>(), labels.data(), labels.size());
-  return MnistDataset(std::move(pixels), targets.to(at::kLong));
+  return MnistDataset(std::move(pixels), targets.to(at::kLong), images.rows, images.cols);
 }
 
 absl::StatusOr<MnistDataset> MnistDataset::Load(const std::string& images_path,

@@ -50,16 +50,20 @@ class MnistDataset {
 
   int64_t size() const { return labels_.size(0); }
   int64_t feature_dim() const { return images_.size(1); }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
 
   // The samples at `indices` (each in [0, size()); checked only by LibTorch).
   MnistBatch GetBatch(absl::Span<const int64_t> indices) const;
 
  private:
-  MnistDataset(at::Tensor images, at::Tensor labels)
-      : images_(std::move(images)), labels_(std::move(labels)) {}
+  MnistDataset(at::Tensor images, at::Tensor labels, int64_t rows, int64_t cols)
+      : images_(std::move(images)), labels_(std::move(labels)), rows_(rows), cols_(cols) {}
 
   at::Tensor images_;  // uint8 [N, rows*cols].
   at::Tensor labels_;  // int64 [N].
+  int64_t rows_;
+  int64_t cols_;
 };
 
 struct MnistSplits {

@@ -1,0 +1,50 @@
+#pragma once
+
+// A GPT-2 style decoder-only transformer (nanoGPT's architecture and parameter names):
+//   transformer.wte  token embedding [vocab, width] (also the output projection: tied)
+//   transformer.wpe  learned positional embedding [context_length, width]
+//   transformer.h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj}
+//                    pre-LayerNorm blocks: x += attn(ln_1(x)); x += mlp(ln_2(x)), with
+//                    causal multi-head self-attention and a GELU MLP of 4x width
+//   transformer.ln_f final LayerNorm
+// logits = ln_f(x) @ wte^T. No dropout.
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/moduledict.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/nn/pimpl.h>
+
+#include <cstdint>
+
+namespace baton::trainer {
+
+struct GptOptions {
+  int64_t vocab_size = 50304;
+  int64_t context_length = 128;  // Longest sequence (rows of wpe).
+  int64_t layers = 4;
+  int64_t heads = 4;  // Must divide width.
+  int64_t width = 256;
+};
+
+class GptImpl : public torch::nn::Module {
+ public:
+  // nanoGPT's init from a private generator seeded with `seed`: weights N(0, 0.02), the
+  // residual projections (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * layers)), biases
+  // 0, LayerNorms 1 and 0. Invalid options throw c10::Error.
+  GptImpl(const GptOptions& options, uint64_t seed);
+
+  // tokens: int64 [B, T], T <= context_length. Returns logits [B, T, vocab_size].
+  at::Tensor forward(const at::Tensor& tokens);
+
+ private:
+  GptOptions options_;
+  torch::nn::Embedding wte_{nullptr};
+  torch::nn::Embedding wpe_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+  torch::nn::LayerNorm ln_f_{nullptr};
+};
+TORCH_MODULE(Gpt);
+
+}  // namespace baton::trainer

@@ -1,0 +1,87 @@
+#include "worker/trainer/process_group.h"
+
+#include <chrono>
+#include <exception>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/nccl_communicator.h"
+
+namespace baton::trainer {
+namespace {
+
+bool IsLoopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+}  // namespace
+
+absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOptions& options) {
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " not in world of ", options.world_size));
+  }
+  if (options.master_addr.empty() || options.master_port < 1 || options.master_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("bad rendezvous address '", options.master_addr,
+                                                   ":", options.master_port, "'"));
+  }
+  try {
+    c10d::TCPStoreOptions store_options;
+    store_options.port = static_cast<uint16_t>(options.master_port);
+    store_options.isServer = options.rank == 0;
+    store_options.numWorkers = static_cast<size_t>(options.world_size);
+    store_options.waitWorkers = true;
+    store_options.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout));
+    auto tcp_store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
+    return c10::intrusive_ptr<c10d::Store>(
+        c10::make_intrusive<c10d::PrefixStore>(options.store_prefix, std::move(tcp_store)));
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    return absl::UnavailableError(absl::StrCat(
+        "rendezvous at ", options.master_addr, ":", options.master_port, " failed (rank ",
+        options.rank, " of ", options.world_size, ", timeout ",
+        absl::FormatDuration(options.timeout), "): ", message.substr(0, message.find('\n'))));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(
+    const ProcessGroupOptions& options) {
+  const RendezvousOptions& rdzv = options.rendezvous;
+  const bool cuda = options.device.is_cuda();
+  if (cuda && !NcclAvailable()) {
+    return absl::FailedPreconditionError(
+        "training on CUDA needs the NCCL backend, which this build lacks");
+  }
+  if (!cuda && !options.device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no collective backend for device ", options.device.str()));
+  }
+  if (rdzv.world_size == 1) {
+    return std::unique_ptr<Communicator>(new LocalCommunicator(options.device));
+  }
+  ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store, ConnectStore(rdzv));
+  const std::string where = absl::StrCat(rdzv.master_addr, ":", rdzv.master_port);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
+  if (cuda) {
+    comm = CreateNcclCommunicator(store, rdzv.rank, rdzv.world_size, options.device.index(),
+                                  options.collective_timeout);
+  } else {
+    GlooOptions gloo;
+    gloo.collective_timeout = options.collective_timeout;
+    gloo.interface = options.gloo_interface;
+    if (gloo.interface.empty() && IsLoopback(rdzv.master_addr)) gloo.hostname = "127.0.0.1";
+    comm = CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, gloo);
+  }
+  if (!comm.ok()) {
+    return absl::Status(comm.status().code(), absl::StrCat("after rendezvous at ", where, ": ",
+                                                           comm.status().message()));
+  }
+  return comm;
+}
+
+}  // namespace baton::trainer
