@@ -3,13 +3,16 @@
 # gloo) on the same model, the same data, batch 64 per rank, SGD with momentum, 1 thread per
 # rank, alternating runs. Prints samples/s min/median/max per configuration and ratios.
 #
-# Usage: bench/trainer_vs_torchrun.sh [REPEATS=3] [STEPS=300]
+# Usage: bench/trainer_vs_torchrun.sh [REPEATS=3] [STEPS=300] [RESNET_STEPS=10]
+# (RESNET_STEPS=0 skips the ResNet-18 comparison, which is slow on CPUs.)
 # Needs: bazel build //worker/trainer:baton-trainer //tools:make_mnist (done here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
 STEPS=${2:-300}
+RESNET_STEPS=${3:-10}
 WARMUP=30
+LOG_EVERY=10
 PY=/usr/bin/python3
 if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
   echo "$build_log" | tail -30 >&2
@@ -50,7 +53,7 @@ run_baton() {
     RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
       MASTER_PORT=$port \
       BATON_METRICS_FD=3 "$TRAINER" "$@" --batch_size=64 --threads=1 --lr=0.05 --momentum=0.9 \
-      --max_steps=$((WARMUP + STEPS)) --log_every=10 3>"$TMP/metrics-$r.jsonl" >/dev/null 2>"$TMP/err-$r" &
+      --max_steps=$((WARMUP + STEPS)) --log_every=$LOG_EVERY 3>"$TMP/metrics-$r.jsonl" >/dev/null 2>"$TMP/err-$r" &
     pids+=($!)
   done
   # One failed rank ends the run at once (the others would wait for it).
@@ -91,3 +94,16 @@ echo "torchrun+DDP,  2 ranks:  $(stats "${T2[@]}") samples/s"
 echo "baton-trainer, 1 rank:   $(stats "${B1[@]}") samples/s"
 echo "ratio baton/torchrun (2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${T2[@]}")))")"
 echo "ratio baton 2 ranks / 1 rank (medians):  $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${B1[@]}")))")"
+
+((RESNET_STEPS > 0)) || exit 0
+STEPS=$RESNET_STEPS WARMUP=3 LOG_EVERY=1
+echo "== ResNet-18 (CIFAR stem) on CIFAR-10-shaped synthetic data (3x32x32), batch 64/rank, ${STEPS} timed steps after ${WARMUP}"
+RB=(); RT=()
+for ((i = 0; i < REPEATS; i++)); do
+  RB+=("$(run_baton 2 --model=resnet18 --dataset=synthetic --image_size=32 --num_classes=10 --synthetic_samples=4096)")
+  RT+=("$(run_torchrun 2 --model=resnet18)")
+  echo "  repeat $((i + 1)): baton x2 ${RB[-1]%.*}  torchrun x2 ${RT[-1]%.*} samples/s"
+done
+echo "baton-trainer, 2 ranks:  $(stats "${RB[@]}") samples/s"
+echo "torchrun+DDP,  2 ranks:  $(stats "${RT[@]}") samples/s"
+echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${RB[@]}") / $(median "${RT[@]}")))")"
