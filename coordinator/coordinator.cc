@@ -23,6 +23,12 @@ std::string DescribeExit(const baton::v1::ProcessExit& exit) {
   return absl::StrCat("exited with code ", exit.exit_code());
 }
 
+// Processes per worker. Stored specs went through WithDefaults, which always sets it;
+// the fallback only guards records written by hand.
+int SlotsPerWorker(const baton::v1::JobSpec& spec) {
+  return spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
+}
+
 bool Failed(const baton::v1::ProcessExit& exit) {
   return exit.signal() != 0 || exit.exit_code() != 0;
 }
@@ -275,7 +281,7 @@ void Coordinator::Schedule() {
     p.job_id = id;
     p.min_workers = spec.workers().min();
     p.max_workers = spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
-    p.slots_per_worker = spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
+    p.slots_per_worker = SlotsPerWorker(spec);
     queue.push_back(p);
   }
   if (queue.empty()) return;
@@ -293,7 +299,7 @@ void Coordinator::Schedule() {
 void Coordinator::StartRendezvous(const std::string& job_id,
                                   const std::vector<std::string>& worker_ids) {
   baton::v1::Job* job = jobs_->Mutable(job_id);
-  const int slots = job->spec().has_slots_per_worker() ? job->spec().slots_per_worker() : 1;
+  const int slots = SlotsPerWorker(job->spec());
   job->set_generation(job->generation() + 1);
   job->clear_ranks();
   job->clear_master_addr();
