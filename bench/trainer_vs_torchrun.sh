@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side training throughput: baton-trainer vs torchrun + DDP (Debian's python3-torch,
 # gloo) on the same model, the same data, batch 64 per rank, SGD with momentum, 1 thread per
-# rank, alternating runs. Prints samples/s min/median/max per configuration and ratios.
+# rank, alternating runs. Prints samples/s min/median/max per configuration, the step-time
+# split, and ratios; the last line is `ratio=<baton / torchrun samples/s, MLP, medians>`.
+# Baton runs with its default CPU backend (shared memory between ranks on one host) and, for
+# comparison, with --cpu_backend=gloo (the transport torchrun's DDP uses).
 #
 # Usage: bench/trainer_vs_torchrun.sh [REPEATS=3] [STEPS=300] [RESNET_STEPS=10]
 # (RESNET_STEPS=0 skips the ResNet-18 comparison, which is slow on CPUs.)
@@ -18,10 +21,11 @@ if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2
   echo "$build_log" | tail -30 >&2
   exit 1
 fi
-TRAINER=$PWD/bazel-bin/worker/trainer/baton-trainer
+BIN=$(bazel info bazel-bin 2>/dev/null)
+TRAINER=$BIN/worker/trainer/baton-trainer
 TMP=$(mktemp -d -t baton-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
-bazel-bin/tools/make_mnist --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
+"$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -41,6 +45,18 @@ import json, sys
 rates = [json.loads(l)["samples_per_sec"] for l in open(sys.argv[1])
          if l.strip() and json.loads(l)["step"] > int(sys.argv[2]) and "samples_per_sec" in json.loads(l)]
 print(len(rates) / sum(1.0 / r for r in rates))
+PYEOF
+}
+
+# Mean step-time split (ms) of a baton-trainer run's metric lines after the warmup.
+baton_split() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r["step"] > int(sys.argv[2]) and "time_step_s" in r]
+keys = ["step", "data", "forward", "backward", "comm_wait", "optimizer"]
+print("  ".join("%s %.2f" % (k, 1e3 * sum(r["time_%s_s" % k] for r in rows) / len(rows))
+                for k in keys))
 PYEOF
 }
 
@@ -82,28 +98,45 @@ stats() { $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); prin
 median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))' "$@"; }
 
 echo "== MLP 784-512-512-10 on MNIST-format data, batch 64/rank, ${STEPS} timed steps after ${WARMUP}, ${REPEATS} repeats"
-B2=(); B1=(); T2=()
+MLP=(--model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)
+B2=(); G2=(); B1=(); T2=()
 for ((i = 0; i < REPEATS; i++)); do
-  B2+=("$(run_baton 2 --model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)")
+  B2+=("$(run_baton 2 "${MLP[@]}")")
+  cp "$TMP/metrics-0.jsonl" "$TMP/split-shm.jsonl"
   T2+=("$(run_torchrun 2 --model=mlp --data_dir="$TMP/mnist" --hidden=512,512)")
-  B1+=("$(run_baton 1 --model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)")
-  echo "  repeat $((i + 1)): baton x2 ${B2[-1]%.*}  torchrun x2 ${T2[-1]%.*}  baton x1 ${B1[-1]%.*} samples/s"
+  G2+=("$(run_baton 2 "${MLP[@]}" --cpu_backend=gloo)")
+  cp "$TMP/metrics-0.jsonl" "$TMP/split-gloo.jsonl"
+  B1+=("$(run_baton 1 "${MLP[@]}")")
+  cp "$TMP/metrics-0.jsonl" "$TMP/split-one.jsonl"
+  echo "  repeat $((i + 1)): baton x2 ${B2[-1]%.*}  torchrun x2 ${T2[-1]%.*}  baton x2 gloo ${G2[-1]%.*}  baton x1 ${B1[-1]%.*} samples/s"
 done
-echo "baton-trainer, 2 ranks:  $(stats "${B2[@]}") samples/s"
-echo "torchrun+DDP,  2 ranks:  $(stats "${T2[@]}") samples/s"
-echo "baton-trainer, 1 rank:   $(stats "${B1[@]}") samples/s"
-echo "ratio baton/torchrun (2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${T2[@]}")))")"
-echo "ratio baton 2 ranks / 1 rank (medians):  $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${B1[@]}")))")"
+echo "baton-trainer, 2 ranks (shm):   $(stats "${B2[@]}") samples/s"
+echo "torchrun+DDP,  2 ranks (gloo):  $(stats "${T2[@]}") samples/s"
+echo "baton-trainer, 2 ranks (gloo):  $(stats "${G2[@]}") samples/s"
+echo "baton-trainer, 1 rank:          $(stats "${B1[@]}") samples/s"
+echo "step-time split, rank 0, last repeat (ms):"
+echo "  baton x2 shm:   $(baton_split "$TMP/split-shm.jsonl")"
+echo "  baton x2 gloo:  $(baton_split "$TMP/split-gloo.jsonl")"
+echo "  baton x1:       $(baton_split "$TMP/split-one.jsonl")"
+MLP_RATIO=$($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${T2[@]}")))")
+echo "ratio baton/torchrun (2 ranks, medians):      $MLP_RATIO"
+echo "ratio baton gloo/torchrun (2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${G2[@]}") / $(median "${T2[@]}")))")"
+echo "ratio baton 2 ranks / 1 rank (medians):       $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${B1[@]}")))")"
 
-((RESNET_STEPS > 0)) || exit 0
-STEPS=$RESNET_STEPS WARMUP=3 LOG_EVERY=1
-echo "== ResNet-18 (CIFAR stem) on CIFAR-10-shaped synthetic data (3x32x32), batch 64/rank, ${STEPS} timed steps after ${WARMUP}"
-RB=(); RT=()
-for ((i = 0; i < REPEATS; i++)); do
-  RB+=("$(run_baton 2 --model=resnet18 --dataset=synthetic --image_size=32 --num_classes=10 --synthetic_samples=4096)")
-  RT+=("$(run_torchrun 2 --model=resnet18)")
-  echo "  repeat $((i + 1)): baton x2 ${RB[-1]%.*}  torchrun x2 ${RT[-1]%.*} samples/s"
-done
-echo "baton-trainer, 2 ranks:  $(stats "${RB[@]}") samples/s"
-echo "torchrun+DDP,  2 ranks:  $(stats "${RT[@]}") samples/s"
-echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${RB[@]}") / $(median "${RT[@]}")))")"
+if ((RESNET_STEPS > 0)); then
+  STEPS=$RESNET_STEPS WARMUP=3 LOG_EVERY=1
+  echo "== ResNet-18 (CIFAR stem) on CIFAR-10-shaped synthetic data (3x32x32), batch 64/rank, ${STEPS} timed steps after ${WARMUP}"
+  RB=(); RT=()
+  for ((i = 0; i < REPEATS; i++)); do
+    RB+=("$(run_baton 2 --model=resnet18 --dataset=synthetic --image_size=32 --num_classes=10 --synthetic_samples=4096)")
+    cp "$TMP/metrics-0.jsonl" "$TMP/split-resnet.jsonl"
+    RT+=("$(run_torchrun 2 --model=resnet18)")
+    echo "  repeat $((i + 1)): baton x2 ${RB[-1]%.*}  torchrun x2 ${RT[-1]%.*} samples/s"
+  done
+  echo "baton-trainer, 2 ranks:  $(stats "${RB[@]}") samples/s"
+  echo "torchrun+DDP,  2 ranks:  $(stats "${RT[@]}") samples/s"
+  echo "step-time split, rank 0, last repeat (ms): $(baton_split "$TMP/split-resnet.jsonl")"
+  echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${RB[@]}") / $(median "${RT[@]}")))")"
+fi
+# The contract for scripts: the MLP ratio, last.
+echo "ratio=$MLP_RATIO"

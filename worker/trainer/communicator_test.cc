@@ -2,10 +2,14 @@
 
 #include <ATen/ATen.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <torch/nn/functional/loss.h>
 #include <unistd.h>
 
+#include <future>
 #include <memory>
 #include <vector>
 
@@ -16,6 +20,7 @@
 #include "worker/trainer/compat.h"
 #include "worker/trainer/gloo_communicator.h"
 #include "worker/trainer/process_group.h"
+#include "worker/trainer/shm_communicator.h"
 #include "worker/trainer/test_ranks.h"
 #include "worker/trainer/models/mlp.h"
 
@@ -24,7 +29,23 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using ::baton::trainer::testing::CommunicatorFactory;
+using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::RunRanks;
+using ::baton::trainer::testing::RunRanksWith;
+
+// Shared-memory ranks with small slots, so that tensors of a few KiB take several pieces.
+CommunicatorFactory MakeShm(size_t slot_bytes = 4096,
+                            absl::Duration timeout = absl::Seconds(30)) {
+  return [slot_bytes, timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                               int world) {
+    ShmOptions options;
+    options.slot_bytes = slot_bytes;
+    options.collective_timeout = timeout;
+    options.poll_interval = absl::Milliseconds(20);
+    return CreateShmCommunicator(store, rank, world, options);
+  };
+}
 
 double RelativeError(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).norm().item<double>() / want.norm().item<double>();
@@ -80,7 +101,7 @@ TEST(GlooCommunicatorTest, BroadcastParametersCopiesRootWeights) {
 
 // Data parallelism is exact: averaging the gradients of two half batches over two ranks
 // gives the gradient of the whole batch in one process.
-TEST(GlooCommunicatorTest, TwoRankGradientsEqualSingleProcessGradients) {
+void ExpectTwoRankGradientsEqualSingleProcessGradients(const CommunicatorFactory& make) {
   constexpr int64_t kBatch = 32;
   const MlpOptions options{/*input_dim=*/20, /*hidden=*/{16, 8}, /*num_classes=*/5};
   at::Generator gen = at::detail::createCPUGenerator(123);
@@ -97,7 +118,7 @@ TEST(GlooCommunicatorTest, TwoRankGradientsEqualSingleProcessGradients) {
   const std::vector<at::Tensor> want = gradients(inputs, targets).second;
 
   const std::vector<std::vector<at::Tensor>> got =
-      RunRanks<std::vector<at::Tensor>>(2, [&](Communicator& comm) {
+      RunRanksWith<std::vector<at::Tensor>>(2, make, [&](Communicator& comm) {
         const int64_t half = kBatch / 2;
         auto [model, grads] = gradients(inputs.narrow(0, comm.rank() * half, half),
                                         targets.narrow(0, comm.rank() * half, half));
@@ -118,6 +139,14 @@ TEST(GlooCommunicatorTest, TwoRankGradientsEqualSingleProcessGradients) {
   const std::vector<at::Tensor> half =
       gradients(inputs.narrow(0, 0, kBatch / 2), targets.narrow(0, 0, kBatch / 2)).second;
   EXPECT_GT(RelativeError(half[0], want[0]), 1e-2);
+}
+
+TEST(GlooCommunicatorTest, TwoRankGradientsEqualSingleProcessGradients) {
+  ExpectTwoRankGradientsEqualSingleProcessGradients(MakeGloo);
+}
+
+TEST(ShmCommunicatorTest, TwoRankGradientsEqualSingleProcessGradients) {
+  ExpectTwoRankGradientsEqualSingleProcessGradients(MakeShm());
 }
 
 TEST(GlooCommunicatorTest, RendezvousWithNoServerFailsWithAClearError) {
@@ -203,6 +232,149 @@ TEST(GlooCommunicatorTest, BroadcastParametersHandlesMixedDtypes) {
     EXPECT_TRUE(r[0].equal(at::zeros({3}, at::kFloat)));
     EXPECT_EQ(r[1].item<int64_t>(), 7);
   }
+}
+
+TEST(ShmCommunicatorTest, AllReduceSumsEveryDtypeAcrossPiecesIdenticallyOnEveryRank) {
+  // 3 ranks; 4 KiB slots hold 512 floats per piece, so 10007 elements take 20 pieces and
+  // the last piece and chunk are ragged.
+  constexpr int64_t kN = 10007;
+  const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kLong, at::kInt,
+                                              at::kHalf, at::kBFloat16};
+  const std::vector<std::vector<at::Tensor>> got =
+      RunRanksWith<std::vector<at::Tensor>>(3, MakeShm(), [&](Communicator& comm) {
+        EXPECT_EQ(comm.backend(), "shm");
+        std::vector<at::Tensor> out;
+        for (at::ScalarType dtype : dtypes) {
+          // Small integers: exact in every dtype, so the expected sum is exact too.
+          at::Tensor t = (at::arange(kN, at::kLong) % 7 + comm.rank()).to(dtype);
+          EXPECT_OK(comm.AllReduceSum(t));
+          out.push_back(t);
+        }
+        at::Tensor random = at::randn({kN}, at::detail::createCPUGenerator(comm.rank()));
+        at::Tensor reduced = random.clone();
+        EXPECT_OK(comm.AllReduceSum(reduced));
+        out.push_back(random);
+        out.push_back(reduced);
+        return out;
+      });
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    const at::Tensor want = ((at::arange(kN, at::kLong) % 7) * 3 + 3).to(dtypes[i]);
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][i].equal(want)) << dtypes[i] << " rank " << r;
+  }
+  const size_t k = dtypes.size();
+  // Summed in rank order, and the same bits on every rank.
+  const at::Tensor want = (got[0][k] + got[1][k]) + got[2][k];
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][k + 1].equal(want)) << "rank " << r;
+}
+
+TEST(ShmCommunicatorTest, AsyncAllReducesAndBroadcastsRunInIssueOrder) {
+  const std::vector<std::vector<at::Tensor>> got =
+      RunRanksWith<std::vector<at::Tensor>>(2, MakeShm(), [](Communicator& comm) {
+        at::Tensor a = at::full({3000}, static_cast<double>(comm.rank() + 1), at::kFloat);
+        at::Tensor b = at::full({5}, 10.0 * (comm.rank() + 1), at::kDouble);
+        auto pa = comm.StartAllReduceSum(a);
+        auto pb = comm.StartAllReduceSum(b);
+        EXPECT_TRUE(pa.ok() && pb.ok());
+        EXPECT_OK((*pb)->Wait());
+        EXPECT_OK((*pa)->Wait());
+        at::Tensor w = at::full({2500}, static_cast<double>(comm.rank() + 7), at::kFloat);
+        at::Tensor steps = at::full({1}, comm.rank() == 1 ? 42 : 0, at::kLong);
+        EXPECT_OK(BroadcastParameters({w, steps}, /*root=*/1, comm));
+        return std::vector<at::Tensor>{a, b, w, steps};
+      });
+  for (const auto& r : got) {
+    EXPECT_TRUE(r[0].equal(at::full({3000}, 3.0, at::kFloat)));
+    EXPECT_TRUE(r[1].equal(at::full({5}, 30.0, at::kDouble)));
+    EXPECT_TRUE(r[2].equal(at::full({2500}, 8.0, at::kFloat)));
+    EXPECT_EQ(r[3].item<int64_t>(), 42);
+  }
+}
+
+TEST(ShmCommunicatorTest, RejectsWhatItCannotReduce) {
+  RunRanksWith<int>(2, MakeShm(), [](Communicator& comm) {
+    EXPECT_THAT(comm.StartAllReduceSum(at::ones({2}, at::kBool)).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Bool")));
+    EXPECT_THAT(comm.StartAllReduceSum(at::ones({4, 4}).t()).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("contiguous")));
+    at::Tensor t = at::ones({2});
+    EXPECT_THAT(comm.Broadcast(t, 2),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("root 2")));
+    return 0;
+  });
+}
+
+// Rank 1 joins the collective only after rank 0 gave up on it: rank 0 times out, and rank
+// 1's late arrival must not complete a barrier with it. From then on every collective
+// fails at once on both ranks.
+TEST(ShmCommunicatorTest, HungPeerTimesOutAndBreaksTheGroup) {
+  std::promise<void> rank0_gave_up;
+  std::shared_future<void> gave_up = rank0_gave_up.get_future().share();
+  RunRanksWith<int>(2, MakeShm(4096, absl::Milliseconds(300)), [&](Communicator& comm) {
+    at::Tensor t = at::ones({100});
+    if (comm.rank() == 0) {
+      EXPECT_THAT(comm.AllReduceSum(t),
+                  StatusIs(absl::StatusCode::kUnavailable, HasSubstr("timed out")));
+      rank0_gave_up.set_value();
+    } else {
+      gave_up.wait();
+      EXPECT_THAT(comm.AllReduceSum(t),
+                  StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 0 gave up")));
+    }
+    EXPECT_THAT(comm.AllReduceSum(t), StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+    return 0;
+  });
+}
+
+std::string PeerBinary() {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
+                      workspace != nullptr ? workspace : "baton", "/worker/trainer/shm_peer");
+}
+
+// A real peer process killed with SIGKILL while rank 0 waits in an all-reduce: the
+// collective fails with UNAVAILABLE naming the dead rank, long before the 60 s timeout
+// (the test would otherwise hit its own timeout), and later collectives fail too.
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheCollective) {
+  c10d::TCPStoreOptions server_options;
+  server_options.port = 0;
+  server_options.isServer = true;
+  server_options.numWorkers = 2;
+  server_options.waitWorkers = false;
+  server_options.timeout = std::chrono::seconds(30);
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server_options);
+
+  const std::string binary = PeerBinary();
+  const std::string port = std::to_string(store->getPort());
+  char* const argv[] = {const_cast<char*>(binary.c_str()), const_cast<char*>(port.c_str()),
+                        nullptr};
+  pid_t peer = 0;
+  ASSERT_EQ(posix_spawn(&peer, binary.c_str(), nullptr, nullptr, argv, environ), 0) << binary;
+
+  ShmOptions options;
+  options.collective_timeout = absl::Seconds(60);
+  options.poll_interval = absl::Milliseconds(20);
+  absl::StatusOr<std::unique_ptr<Communicator>> comm =
+      CreateShmCommunicator(store, /*rank=*/0, /*world_size=*/2, options);
+  ASSERT_OK(comm);
+  at::Tensor t = at::ones({1000});
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = (*comm)->StartAllReduceSum(t);
+  ASSERT_OK(pending);
+  ASSERT_EQ(kill(peer, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(peer, &status, 0), peer);
+  EXPECT_THAT((*pending)->Wait(),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr(absl::StrCat("rank 1 (pid ", peer, ") exited"))));
+  EXPECT_THAT((*comm)->AllReduceSum(t), StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+}
+
+TEST(ProcessGroupTest, CpuBackendNames) {
+  EXPECT_EQ(ParseCpuBackend("auto").value(), CpuBackend::kAuto);
+  EXPECT_EQ(ParseCpuBackend("shm").value(), CpuBackend::kShm);
+  EXPECT_EQ(ParseCpuBackend("gloo").value(), CpuBackend::kGloo);
+  EXPECT_THAT(ParseCpuBackend("tcp"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, shm, gloo")));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "worker/trainer/process_group.h"
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -11,6 +12,7 @@
 #include "common/status_macros.h"
 #include "worker/trainer/gloo_communicator.h"
 #include "worker/trainer/nccl_communicator.h"
+#include "worker/trainer/shm_communicator.h"
 
 namespace baton::trainer {
 namespace {
@@ -19,7 +21,41 @@ bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
+    const c10::intrusive_ptr<c10d::Store>& store, const ProcessGroupOptions& options) {
+  const RendezvousOptions& rdzv = options.rendezvous;
+  // Ranks on other hosts cannot open the segment, so trying is how "one host" is found
+  // out: it works for two single-slot workers on one machine too, which LOCAL_WORLD_SIZE
+  // would not show.
+  if (options.cpu_backend != CpuBackend::kGloo) {
+    ShmOptions shm;
+    shm.collective_timeout = options.collective_timeout;
+    absl::StatusOr<std::unique_ptr<Communicator>> comm =
+        CreateShmCommunicator(store, rdzv.rank, rdzv.world_size, shm);
+    // Every rank gets the same FAILED_PRECONDITION, so all of them fall back together.
+    if (comm.ok() || options.cpu_backend == CpuBackend::kShm ||
+        comm.status().code() != absl::StatusCode::kFailedPrecondition) {
+      return comm;
+    }
+    std::fprintf(stderr, "baton-trainer: shared memory unusable, using Gloo: %s\n",
+                 std::string(comm.status().message()).c_str());
+  }
+  GlooOptions gloo;
+  gloo.collective_timeout = options.collective_timeout;
+  gloo.interface = options.gloo_interface;
+  if (gloo.interface.empty() && IsLoopback(rdzv.master_addr)) gloo.hostname = "127.0.0.1";
+  return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, gloo);
+}
+
 }  // namespace
+
+absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name) {
+  if (name == "auto") return CpuBackend::kAuto;
+  if (name == "shm") return CpuBackend::kShm;
+  if (name == "gloo") return CpuBackend::kGloo;
+  return absl::InvalidArgumentError(
+      absl::StrCat("cpu_backend '", name, "' is not one of auto, shm, gloo"));
+}
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOptions& options) {
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
@@ -71,11 +107,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(
     comm = CreateNcclCommunicator(store, rdzv.rank, rdzv.world_size, options.device.index(),
                                   options.collective_timeout);
   } else {
-    GlooOptions gloo;
-    gloo.collective_timeout = options.collective_timeout;
-    gloo.interface = options.gloo_interface;
-    if (gloo.interface.empty() && IsLoopback(rdzv.master_addr)) gloo.hostname = "127.0.0.1";
-    comm = CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, gloo);
+    comm = CreateCpuCommunicator(store, options);
   }
   if (!comm.ok()) {
     return absl::Status(comm.status().code(), absl::StrCat("after rendezvous at ", where, ": ",

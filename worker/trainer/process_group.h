@@ -2,8 +2,9 @@
 
 // Joining a job's process group: rendezvous through a c10d TCPStore (rank 0 serves it on
 // master_port, the others connect to master_addr:master_port), then the collective
-// backend that fits the device: Gloo for CPU tensors, NCCL for CUDA tensors (NCCL exists
-// only when the LibTorch in use has CUDA; see nccl_communicator.h).
+// backend that fits the device: for CUDA tensors NCCL (it exists only when the LibTorch in
+// use has CUDA; see nccl_communicator.h); for CPU tensors shared memory when every rank
+// runs on this host and can map one segment (shm_communicator.h), else Gloo.
 
 #include <c10/core/Device.h>
 
@@ -33,8 +34,19 @@ struct RendezvousOptions {
 // address, rank and timeout on failure; INVALID_ARGUMENT on inconsistent options.
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOptions& options);
 
+// Collective backend for CPU tensors.
+enum class CpuBackend {
+  kAuto,  // Shared memory if every rank can map one segment (one host), else Gloo.
+  kShm,   // Shared memory or fail (FAILED_PRECONDITION, e.g. ranks on several hosts).
+  kGloo,
+};
+
+// "auto", "shm", "gloo"; INVALID_ARGUMENT naming the allowed values otherwise.
+absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name);
+
 struct ProcessGroupOptions {
   RendezvousOptions rendezvous;
+  CpuBackend cpu_backend = CpuBackend::kAuto;
   // Where this rank trains: CPU -> Gloo, CUDA -> NCCL on that GPU.
   c10::Device device = c10::Device(c10::kCPU);
   // How long one collective may take before it fails (a hung peer).

@@ -1,8 +1,9 @@
 #pragma once
 
 // Test helper: runs one function per rank, each rank on its own thread with its own
-// ProcessGroupGloo, rendezvousing through one c10d TCPStore server on an OS-chosen port
-// (no fixed ports, so tests may run in parallel). Header-only, testonly.
+// communicator (ProcessGroupGloo unless told otherwise), rendezvousing through one c10d
+// TCPStore server on an OS-chosen port (no fixed ports, so tests may run in parallel).
+// Header-only, testonly.
 
 #include <chrono>
 #include <functional>
@@ -18,9 +19,23 @@
 
 namespace baton::trainer::testing {
 
-// fn(comm) for ranks 0..world-1 concurrently; returns the results in rank order.
+// Builds rank r's communicator of a world through the shared store.
+using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world)>;
+
+inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+  GlooOptions options;
+  options.collective_timeout = absl::Seconds(30);
+  options.hostname = "127.0.0.1";
+  return CreateGlooCommunicator(store, rank, world, options);
+}
+
+// fn(comm) for ranks 0..world-1 concurrently, each with make(store, rank, world); returns
+// the results in rank order.
 template <typename Result>
-std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&)>& fn) {
+std::vector<Result> RunRanksWith(int world, const CommunicatorFactory& make,
+                                 const std::function<Result(Communicator&)>& fn) {
   c10d::TCPStoreOptions server_options;
   server_options.port = 0;
   server_options.isServer = true;
@@ -38,12 +53,8 @@ std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&
       client_options.isServer = false;
       store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client_options);
     }
-    ranks.push_back(std::async(std::launch::async, [store, r, world, &fn] {
-      GlooOptions options;
-      options.collective_timeout = absl::Seconds(30);
-      options.hostname = "127.0.0.1";
-      absl::StatusOr<std::unique_ptr<Communicator>> comm =
-          CreateGlooCommunicator(store, r, world, options);
+    ranks.push_back(std::async(std::launch::async, [store, r, world, &make, &fn] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = make(store, r, world);
       if (!comm.ok()) {
         ADD_FAILURE() << comm.status();
         return Result();
@@ -54,6 +65,12 @@ std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&
   std::vector<Result> results;
   for (auto& f : ranks) results.push_back(f.get());
   return results;
+}
+
+// RunRanksWith over Gloo.
+template <typename Result>
+std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&)>& fn) {
+  return RunRanksWith<Result>(world, MakeGloo, fn);
 }
 
 }  // namespace baton::trainer::testing

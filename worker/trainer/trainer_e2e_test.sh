@@ -37,6 +37,8 @@ cat out.0.txt
 grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* skipped=0 wall_s=' out.0.txt ||
   fail "no summary line from rank 0"
 grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
+# Both ranks on this host: the default CPU backend is shared memory.
+grep -q '^baton-trainer: rank 0/2 .* on cpu (shm)' out.0.txt || fail "rank 0 did not use shm"
 [[ ! -e ckpt/final.pt.tmp.* ]] || fail "temporary checkpoint left behind"
 [[ -s ckpt/ckpt-00000060.pt ]] || fail "no training-state checkpoint of the last step"
 
@@ -69,7 +71,7 @@ assert shapes == {"layers.0.weight": (64, 784), "layers.0.bias": (64,),
 print("metrics and checkpoint OK:", shapes)
 PY
 
-# ---- 2. A restarted gang resumes from the last checkpoint; every numeric option parses -
+# ---- 2. A restarted gang resumes from the last checkpoint (over Gloo); every option parses
 PORT=$(free_port)
 pids=()
 for rank in 0 1; do
@@ -80,7 +82,7 @@ for rank in 0 1; do
       --lr=0.05 --momentum=0.9 --seed=1 --hidden=64,32 --log_every=20 --threads=1 \
       --max_steps=80 --checkpoint_dir=ckpt --checkpoint_every=20 --keep_checkpoints=2 \
       --precision=fp32 --accumulation_steps=1 --bucket_cap_mb=0.01 --grad_compression=none \
-      --max_grad_norm=0 --rendezvous_timeout=60s \
+      --max_grad_norm=0 --rendezvous_timeout=60s --cpu_backend=gloo \
       3> "resume.$rank.jsonl" > "resume.$rank.txt" 2> "resume-err.$rank.txt" &
   pids+=($!)
 done
@@ -92,6 +94,7 @@ done
 grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.0.txt || { cat resume.0.txt >&2; fail "rank 0 did not resume"; }
 grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.1.txt || fail "rank 1 did not resume"
 grep -q '^done: steps=80 ' resume.0.txt || fail "no summary line after resuming"
+grep -q '^baton-trainer: rank 0/2 .* on cpu (gloo)' resume.0.txt || fail "--cpu_backend=gloo ignored"
 "$PY" - <<'PY' || fail "resumed metrics check failed"
 import json
 for rank in (0, 1):

@@ -93,6 +93,10 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "Checkpoints and final.pt go here (cr
 ABSL_FLAG(std::string, device, "auto", "auto (CUDA if a GPU is visible), cpu or cuda.");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Minutes(5),
           "How long to wait for all ranks to join.");
+ABSL_FLAG(std::string, cpu_backend, "auto",
+          "Collectives between CPU ranks: shm (shared memory; every rank on this host), gloo "
+          "(TCP, any hosts) or auto (shm when every rank can map one shared-memory segment, "
+          "i.e. all share this host; else gloo).");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "How long one all-reduce may take before the run fails.");
 
@@ -265,6 +269,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
   options.rendezvous.store_prefix = absl::StrCat("baton/", env.job_id, "/", env.generation);
   options.rendezvous.timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.collective_timeout = absl::GetFlag(FLAGS_collective_timeout);
+  ASSIGN_OR_RETURN(options.cpu_backend, ParseCpuBackend(absl::GetFlag(FLAGS_cpu_backend)));
   if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr) {
     options.gloo_interface = iface;
   }

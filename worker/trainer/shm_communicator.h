@@ -1,0 +1,58 @@
+#pragma once
+
+// Communicator over POSIX shared memory, for a world whose ranks all run on one host (CPU
+// tensors). Gloo moves every byte of an all-reduce through loopback TCP sockets and its
+// own threads; on a CPU host whose cores are all busy training, that costs about as much
+// as a compute step. Here the ranks map one segment and reduce in place:
+//
+//   each rank copies its piece into its own slot          (barrier)
+//   rank r sums chunk r of the piece over all slots into slot 0 (barrier)
+//   every rank copies the piece's sum back out of slot 0
+//
+// Tensors larger than a slot go through in pieces; each slot is double-buffered by piece
+// parity, so a rank may write piece k+1 while a slower peer still reads piece k. Every rank
+// reads the same sum, so results are bit-identical across ranks.
+//
+// Setup (CreateShmCommunicator) goes through the job's c10d store: rank 0 creates a
+// uniquely named segment and publishes its name and a random token; every rank maps it,
+// checks the token and that it can see its peers' processes; rank 0 then unlinks the name,
+// so nothing is left in /dev/shm even if every process is killed. If any rank cannot
+// attach (e.g. containers with separate IPC namespaces on one node), every rank gets the
+// same FAILED_PRECONDITION and may fall back to Gloo.
+//
+// Failure: a rank waiting at a barrier checks every `poll_interval` whether a peer process
+// has exited or a peer gave up, and gives up after `collective_timeout`; the collective
+// then fails with UNAVAILABLE and so does every later one (the communicator is broken).
+//
+// Threading: as Communicator. Collectives run in order on one communication thread per
+// rank, so StartAllReduceSum returns at once (overlap with backward) and Broadcast waits.
+
+#include <cstddef>
+#include <memory>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/trainer/communicator.h"
+
+namespace baton::trainer {
+
+struct ShmOptions {
+  // How long one collective may wait for its peers before it fails (a hung peer).
+  absl::Duration collective_timeout = absl::Minutes(5);
+  // How often a waiting rank checks that its peers are alive.
+  absl::Duration poll_interval = absl::Milliseconds(100);
+  // Bytes of one rank's slot (half per parity buffer). The segment is world_size slots;
+  // keep it within /dev/shm (Docker's default is 64 MiB).
+  size_t slot_bytes = size_t{8} << 20;
+};
+
+// Builds the communicator through `store` (keys under "shm/"): blocks until every rank
+// attached or one failed to. INVALID_ARGUMENT if rank is not in [0, world_size) or
+// world_size > 256; FAILED_PRECONDITION, the same on every rank, if some rank could not
+// map the segment or see its peers; UNAVAILABLE if the store failed.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    const ShmOptions& options);
+
+}  // namespace baton::trainer
