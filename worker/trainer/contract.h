@@ -106,10 +106,13 @@ inline constexpr char kFlagTorchscriptPath[] = "torchscript_path";
 inline constexpr char kFlagTask[] = "task";
 inline constexpr char kFlagCheckpointEvery[] = "checkpoint_every";
 inline constexpr char kFlagKeepCheckpoints[] = "keep_checkpoints";
+inline constexpr char kFlagGlobalBatch[] = "global_batch";
 // Budget fields and JobSpec.checkpoint_dir.
 inline constexpr char kFlagMaxSteps[] = "max_steps";
 inline constexpr char kFlagMaxEpochs[] = "max_epochs";
 inline constexpr char kFlagCheckpointDir[] = "checkpoint_dir";
+// Not in TrainerSpec: where each rank appends the sample ids of every step it trains.
+inline constexpr char kFlagSampleLog[] = "sample_log";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";

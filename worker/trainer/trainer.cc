@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -95,6 +97,11 @@ absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
     if (w <= 0) return bad(kFlagHidden, "widths must be > 0");
   }
   if (o.step.accumulation_steps < 1) return bad(kFlagAccumulationSteps, "must be >= 1");
+  if (o.global_batch < 0) return bad(kFlagGlobalBatch, "must be >= 0 (0 = batch_size per rank)");
+  if (o.global_batch > 0 && o.step.accumulation_steps != 1) {
+    return bad(kFlagGlobalBatch,
+               "derives the accumulation steps per world size; leave --accumulation_steps at 1");
+  }
   if (!(o.step.reducer.bucket_cap_mb > 0) || !std::isfinite(o.step.reducer.bucket_cap_mb)) {
     return bad(kFlagBucketCapMb, "must be > 0");
   }
@@ -133,8 +140,20 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   const DatasetInfo& info = train.info();
   const c10::Device device = comm.device();
   const int world = comm.world_size();
-  const int64_t batch_size = options_.batch_size;
-  const int64_t accumulation = options_.step.accumulation_steps;
+  int64_t batch_size = options_.batch_size;
+  TrainStepOptions step_options = options_.step;
+  if (options_.global_batch > 0) {
+    ASSIGN_OR_RETURN(const GlobalBatchSplit split,
+                     SplitGlobalBatch(options_.global_batch, world, options_.batch_size));
+    batch_size = split.micro_batch;
+    step_options.accumulation_steps = split.accumulation_steps;
+    if (comm.rank() == 0) {
+      *context_.log << "global batch " << options_.global_batch << " = " << world << " ranks x "
+                    << split.accumulation_steps << " micro-batches x " << batch_size
+                    << std::endl;
+    }
+  }
+  const int64_t accumulation = step_options.accumulation_steps;
 
   // ---- model, optimizer, schedule, step engine -----------------------------------------
   ModelOptions model_options = options_.model;
@@ -158,8 +177,12 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
                    MakeOptimizer(params, options_.optimizer));
 
   ASSIGN_OR_RETURN(const DistributedSampler sampler,
-                   DistributedSampler::Create(train.size(), comm.rank(), world, batch_size,
-                                              options_.seed));
+                   options_.global_batch > 0
+                       ? DistributedSampler::CreateForGlobalBatch(
+                             train.size(), comm.rank(), world, batch_size,
+                             options_.global_batch, options_.seed)
+                       : DistributedSampler::Create(train.size(), comm.rank(), world,
+                                                    batch_size, options_.seed));
   const int64_t micro_per_epoch = sampler.batches_per_epoch();
   const int64_t steps_per_epoch = micro_per_epoch / accumulation;
   if (steps_per_epoch == 0) {
@@ -180,7 +203,7 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   schedule_options.global_batch = global_batch;
   ASSIGN_OR_RETURN(const LrSchedule schedule, LrSchedule::Create(schedule_options));
   ASSIGN_OR_RETURN(std::unique_ptr<TrainStep> train_step,
-                   TrainStep::Create(params, *optimizer, comm, clock, options_.step));
+                   TrainStep::Create(params, *optimizer, comm, clock, step_options));
   if (!train_step->precision().note.empty() && comm.rank() == 0) {
     BATON_LOG(WARNING) << train_step->precision().note;
   }
@@ -219,7 +242,11 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
       // Micro-batches per epoch of the gang that saved it (same dataset and batch size).
       const int64_t saved_micro =
           p.world_size > 0 ? (train.size() / p.world_size) / batch_size : micro_per_epoch;
-      start = ResumePosition(p, world, micro_per_epoch, accumulation, saved_micro);
+      // With a global batch every step consumed the same samples whatever the world
+      // size, so the position follows from the step count alone, exactly.
+      start = options_.global_batch > 0
+                  ? LoaderPosition{step / steps_per_epoch, step % steps_per_epoch * accumulation}
+                  : ResumePosition(p, world, micro_per_epoch, accumulation, saved_micro);
       *context_.log << "restored " << restored->path << " at step " << step << " (epoch "
                     << start.epoch << ", batch " << start.batch_in_epoch << ")" << std::endl;
     } else if (restored.status().code() != absl::StatusCode::kNotFound) {
@@ -357,6 +384,18 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   };
   int64_t epoch = start.epoch;
   int64_t last_saved = -1;
+  std::ofstream sample_log;
+  std::string step_samples;           // This step's sample ids, comma-separated.
+  int64_t logged_epoch = -1;          // Epoch of epoch_indices.
+  std::vector<int64_t> epoch_indices;
+  if (!options_.sample_log.empty()) {
+    const std::string path = absl::StrCat(options_.sample_log, ".", comm.rank());
+    sample_log.open(path, std::ios::app);
+    if (!sample_log) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot append to --", kFlagSampleLog,
+                                                        " file ", path));
+    }
+  }
   while (step < total_steps) {
     if (context_.stop != nullptr && context_.stop->load()) {
       result.stopped = true;
@@ -373,10 +412,22 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
     for (int64_t m = 0; m < accumulation; ++m) {
       absl::Time t = clock.Now();
       std::optional<Batch> batch;
+      LoaderPosition at;
       for (int attempt = 0; attempt < 2 && !batch.has_value(); ++attempt) {
+        at = loader->position();
         ASSIGN_OR_RETURN(batch, loader->Next());  // nullopt once at an epoch's end.
       }
       if (!batch.has_value()) return absl::InternalError("the loader returned no batch");
+      if (sample_log.is_open()) {
+        if (logged_epoch != at.epoch) {
+          epoch_indices = sampler.EpochIndices(at.epoch);
+          logged_epoch = at.epoch;
+        }
+        for (int64_t k = 0; k < batch_size; ++k) {
+          absl::StrAppend(&step_samples, step_samples.empty() ? "" : ",",
+                          epoch_indices[at.batch_in_epoch * batch_size + k]);
+        }
+      }
       const absl::Time forward_start = clock.Now();
       window.time.data += forward_start - t;
       StepOutput out;
@@ -397,6 +448,11 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
       ++window.micro_batches;
     }
     ASSIGN_OR_RETURN(const StepOutcome outcome, train_step->Finish());
+    if (sample_log.is_open()) {
+      sample_log << context_.generation << " " << step + 1 << " " << comm.rank() << " "
+                 << step_samples << std::endl;  // Flushed: a crash loses no finished step.
+      step_samples.clear();
+    }
     window.time.comm_wait += outcome.comm_wait;
     window.time.optimizer += outcome.optimizer;
     window.time.step += clock.Now() - step_start;

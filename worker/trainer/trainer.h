@@ -59,7 +59,16 @@ struct TrainerOptions {
   // base_lr, total_steps and global_batch.
   LrScheduleOptions schedule;
   TrainStepOptions step;       // precision, accumulation_steps, clipping, buckets, ...
-  int64_t batch_size = 64;     // Samples per rank per micro-batch.
+  int64_t batch_size = 64;     // Samples per rank per micro-batch (with global_batch: at most).
+  // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
+  // micro-batch and accumulation steps are derived from it (SplitGlobalBatch) and the data
+  // order is world-size independent (DistributedSampler::CreateForGlobalBatch), so a resized
+  // gang resumes exactly. step.accumulation_steps must then be 1.
+  int64_t global_batch = 0;
+  // Non-empty: this rank appends one line per optimizer step, "<generation> <step> <rank>
+  // <id>,<id>,..." (the dataset indices it trained on), to "<sample_log>.<rank>". A step
+  // re-run after a restore is logged again; the entry of the highest generation counts.
+  std::string sample_log;
   int loader_threads = 2;      // >= 0 (0: load on the training thread).
   int prefetch_batches = 4;    // >= 1.
   uint64_t seed = 1;           // Model init, data order, augmentation.
@@ -86,6 +95,8 @@ struct TrainerContext {
   // for the steps since the last one, and returns with `stopped` set, without evaluation,
   // checkpoint or further collectives.
   const std::atomic<bool>* stop = nullptr;
+  // The gang's rendezvous generation (BATON_GENERATION), for the sample log.
+  int64_t generation = 0;
 };
 
 struct TrainResult {

@@ -89,6 +89,13 @@ ABSL_FLAG(int32_t, keep_checkpoints, 3, "Step checkpoints to keep.");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0 = no limit).");
 ABSL_FLAG(int64_t, max_epochs, 0, "Stop after this many epochs (0 = no limit).");
 ABSL_FLAG(std::string, checkpoint_dir, "", "Checkpoints and final.pt go here (created).");
+ABSL_FLAG(int64_t, global_batch, 0,
+          "Samples per optimizer step over all ranks, kept whatever the world size (0 = "
+          "--batch_size per rank). --batch_size is then the largest micro-batch; the "
+          "accumulation steps are derived, and a resized gang resumes exactly.");
+ABSL_FLAG(std::string, sample_log, "",
+          "Append each step's sample ids to <this>.<rank> (one line: generation step rank "
+          "ids), to audit which data was trained on across restarts.");
 // Optional tuning (not part of TrainerSpec).
 ABSL_FLAG(std::string, device, "auto", "auto (CUDA if a GPU is visible), cpu or cuda.");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Minutes(5),
@@ -252,6 +259,8 @@ absl::StatusOr<TrainerOptions> OptionsFromFlags() {
   options.max_steps = absl::GetFlag(FLAGS_max_steps);
   options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.global_batch = absl::GetFlag(FLAGS_global_batch);
+  options.sample_log = absl::GetFlag(FLAGS_sample_log);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   RETURN_IF_ERROR(ValidateTrainerOptions(options));
@@ -306,6 +315,7 @@ absl::Status Run(int argc, char** argv, absl::Time process_start) {
   context.clock = RealClock::Get();
   context.log = &std::cout;
   context.stop = &g_stop_requested;
+  context.generation = env.generation;
   Trainer trainer(options, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
 

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -120,6 +121,7 @@ class TrainerTest : public ::testing::Test {
     context.clock = RealClock::Get();
     context.log = &log;
     context.stop = stop;
+    context.generation = generation_;
     absl::StatusOr<TrainResult> result = Trainer(options, context).Run();
     ::close(fd);
     std::ifstream in(metrics_path);
@@ -130,7 +132,35 @@ class TrainerTest : public ::testing::Test {
 
   static std::string* data_dir_;
   std::string log_;
+  int64_t generation_ = 0;  // TrainerContext::generation of Train().
 };
+
+// A sample log ("<prefix>.<rank>" files): step -> the ids trained on in that step over all
+// ranks, from the highest generation that logged the step.
+std::map<int64_t, std::set<int64_t>> ReadSampleLog(const std::string& prefix, int ranks) {
+  std::map<int64_t, std::pair<int64_t, std::set<int64_t>>> steps;
+  for (int r = 0; r < ranks; ++r) {
+    std::ifstream in(absl::StrCat(prefix, ".", r));
+    EXPECT_TRUE(in.good()) << prefix << "." << r;
+    int64_t generation, step, rank;
+    std::string ids;
+    while (in >> generation >> step >> rank >> ids) {
+      EXPECT_EQ(rank, r);
+      auto& [gen, set] = steps[step];
+      if (generation > gen) set.clear();
+      if (generation < gen) continue;
+      gen = generation;
+      for (absl::string_view id : absl::StrSplit(ids, ',')) {
+        int64_t v;
+        EXPECT_TRUE(absl::SimpleAtoi(id, &v)) << id;
+        EXPECT_TRUE(set.insert(v).second) << "sample " << v << " twice in step " << step;
+      }
+    }
+  }
+  std::map<int64_t, std::set<int64_t>> out;
+  for (auto& [step, entry] : steps) out[step] = std::move(entry.second);
+  return out;
+}
 
 std::string* TrainerTest::data_dir_ = nullptr;
 
@@ -269,6 +299,68 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
   EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
 }
 
+// With a global batch, a gang that shrinks from 2 ranks to 1 between checkpoints trains
+// on exactly the samples, step by step, of a run that never changed size, and ends with
+// the same weights up to fp32 summation order.
+TEST_F(TrainerTest, GlobalBatchResumesExactlyAtAnotherWorldSize) {
+  TrainerOptions options = MlpTrainer({32});
+  options.global_batch = 32;
+  options.batch_size = 16;
+  options.log_every = 6;
+  options.checkpoint_every = 6;
+  options.max_steps = 12;
+
+  TrainerOptions straight = options;
+  straight.checkpoint_dir = TempDir() + "/global-straight";
+  straight.sample_log = TempDir() + "/global-straight-samples";
+  MetricLines lines;
+  ASSERT_OK(Train(straight, &lines));
+  EXPECT_THAT(log_, HasSubstr("global batch 32 = 1 ranks x 2 micro-batches x 16"));
+
+  // Generation 1: two ranks (16 samples each per step) for 6 steps.
+  TrainerOptions resized = options;
+  resized.checkpoint_dir = TempDir() + "/global-resized";
+  resized.sample_log = TempDir() + "/global-resized-samples";
+  resized.max_steps = 6;
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  ASSERT_OK(train);
+  const std::vector<int64_t> steps = RunRanks<int64_t>(2, [&](Communicator& comm) {
+    MetricsWriter metrics;  // Disabled.
+    std::ostringstream log;
+    TrainerContext context;
+    context.train = train->get();
+    context.comm = &comm;
+    context.metrics = &metrics;
+    context.clock = RealClock::Get();
+    context.log = &log;
+    context.generation = 1;
+    absl::StatusOr<TrainResult> result = Trainer(resized, context).Run();
+    EXPECT_OK(result);
+    return result.ok() ? result->steps : -1;
+  });
+  EXPECT_THAT(steps, ElementsAre(6, 6));
+  // Generation 2: one rank resumes from step 6 and finishes.
+  resized.max_steps = 12;
+  generation_ = 2;
+  absl::StatusOr<TrainResult> resumed = Train(resized, &lines);
+  ASSERT_OK(resumed);
+  EXPECT_EQ(resumed->restored_from, resized.checkpoint_dir + "/ckpt-00000006.pt");
+
+  const auto want = ReadSampleLog(straight.sample_log, 1);
+  ASSERT_EQ(want.size(), 12u);
+  EXPECT_EQ(want.begin()->second.size(), 32u);
+  EXPECT_EQ(ReadSampleLog(resized.sample_log, 2), want);
+
+  const auto want_weights = LoadWeights(straight.checkpoint_dir + "/final.pt");
+  const auto got_weights = LoadWeights(resized.checkpoint_dir + "/final.pt");
+  ASSERT_EQ(got_weights.size(), want_weights.size());
+  for (size_t i = 0; i < want_weights.size(); ++i) {
+    const at::Tensor& w = want_weights[i].second;
+    const double rel = (got_weights[i].second - w).norm().item<double>() / w.norm().item<double>();
+    EXPECT_LT(rel, 1e-5) << want_weights[i].first;
+  }
+}
+
 TEST_F(TrainerTest, StopRequestEndsBeforeTheNextStep) {
   std::atomic<bool> stop{true};
   TrainerOptions options = MlpTrainer();
@@ -356,6 +448,13 @@ TEST(TrainerOptionsTest, RejectsBadOptionsNamingTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prefetch_batches")));
   EXPECT_THAT(with([](TrainerOptions& o) { o.keep_checkpoints = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--keep_checkpoints")));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.global_batch = -1; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--global_batch")));
+  EXPECT_THAT(with([](TrainerOptions& o) {
+                o.global_batch = 64;
+                o.step.accumulation_steps = 2;
+              }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--accumulation_steps at 1")));
 }
 
 TEST(MlpTest, ParsesHiddenWidthsAndInitialisesFromSeed) {

@@ -15,6 +15,13 @@
 // torch.randperm's: the same seed gives the same order on every platform, but not the
 // order PyTorch would produce.
 //
+// Global-batch mode (CreateForGlobalBatch): the data order no longer depends on the world
+// size. Optimizer step s of an epoch consumes perm[s * G, (s + 1) * G) (G = global batch;
+// floor(N / G) steps per epoch, the tail dropped), and rank r takes the contiguous slice
+// [r * G / W, (r + 1) * G / W) of it, as micro-batches of B consecutive entries. A gang
+// resized between two steps therefore continues with exactly the samples an unresized run
+// would have used: only their split over the ranks changes.
+//
 // Plain C++, immutable after construction, thread-safe.
 
 #include <cstdint>
@@ -31,6 +38,15 @@ class DistributedSampler {
   static absl::StatusOr<DistributedSampler> Create(int64_t dataset_size, int rank, int world_size,
                                                    int64_t batch_size, uint64_t seed);
 
+  // Global-batch mode (above): `global_batch` samples per optimizer step, split evenly over
+  // the ranks, each rank's share in micro-batches of `batch_size`. INVALID_ARGUMENT unless
+  // global_batch is a multiple of world_size * batch_size and dataset_size >= global_batch.
+  static absl::StatusOr<DistributedSampler> CreateForGlobalBatch(int64_t dataset_size, int rank,
+                                                                 int world_size,
+                                                                 int64_t batch_size,
+                                                                 int64_t global_batch,
+                                                                 uint64_t seed);
+
   // The permutation of [0, n) used for `epoch_seed` (= seed + epoch).
   static std::vector<int64_t> Permutation(int64_t n, uint64_t epoch_seed);
 
@@ -42,17 +58,33 @@ class DistributedSampler {
   // Full batches per rank (= optimizer steps) in one epoch; > 0.
   int64_t batches_per_epoch() const { return samples_per_rank_ / batch_size_; }
   int64_t batch_size() const { return batch_size_; }
+  // 0 in torch mode.
+  int64_t global_batch() const { return global_batch_; }
 
  private:
   DistributedSampler(int64_t dataset_size, int rank, int world_size, int64_t batch_size,
-                     uint64_t seed);
+                     uint64_t seed, int64_t global_batch);
 
   int64_t dataset_size_;
   int rank_;
   int world_size_;
   int64_t batch_size_;
   uint64_t seed_;
-  int64_t samples_per_rank_;  // floor(dataset_size_ / world_size_).
+  int64_t global_batch_;      // 0: torch mode.
+  int64_t samples_per_rank_;  // Torch mode: floor(N / W); else floor(N / G) * G / W.
 };
+
+// How a global batch is split on a gang of `world_size` ranks: each rank's share G / W in
+// `accumulation_steps` micro-batches of `micro_batch` samples, the largest micro-batch not
+// above `max_micro_batch` that divides the share.
+struct GlobalBatchSplit {
+  int64_t micro_batch = 0;
+  int64_t accumulation_steps = 0;
+};
+
+// INVALID_ARGUMENT (naming the numbers) unless global_batch > 0 is a multiple of
+// world_size and max_micro_batch > 0.
+absl::StatusOr<GlobalBatchSplit> SplitGlobalBatch(int64_t global_batch, int world_size,
+                                                  int64_t max_micro_batch);
 
 }  // namespace baton::trainer

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "common/status_matchers.h"
@@ -87,6 +88,56 @@ TEST(DistributedSamplerTest, RejectsBadArguments) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("batch_size")));
   EXPECT_THAT(DistributedSampler::Create(100, 0, 4, 30, 1),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("too small")));
+}
+
+// The samples of optimizer step s (over all ranks) do not depend on the world size, so a
+// gang resized between steps continues exactly; each step's shares are disjoint.
+TEST(GlobalBatchSamplerTest, StepSamplesAreTheSameForEveryWorldSize) {
+  constexpr int64_t kN = 1003, kGlobal = 48;
+  auto step_samples = [&](int world, int64_t max_micro) {
+    const absl::StatusOr<GlobalBatchSplit> split = SplitGlobalBatch(kGlobal, world, max_micro);
+    EXPECT_OK(split);
+    std::vector<std::set<int64_t>> steps(kN / kGlobal);
+    for (int r = 0; r < world; ++r) {
+      const absl::StatusOr<DistributedSampler> s = DistributedSampler::CreateForGlobalBatch(
+          kN, r, world, split->micro_batch, kGlobal, /*seed=*/7);
+      EXPECT_OK(s);
+      EXPECT_EQ(s->batches_per_epoch(), (kN / kGlobal) * split->accumulation_steps);
+      const std::vector<int64_t> mine = s->EpochIndices(/*epoch=*/2);
+      EXPECT_EQ(static_cast<int64_t>(mine.size()), (kN / kGlobal) * (kGlobal / world));
+      for (size_t k = 0; k < mine.size(); ++k) {
+        EXPECT_TRUE(steps[k / (kGlobal / world)].insert(mine[k]).second) << "duplicate";
+      }
+    }
+    return steps;
+  };
+  const auto one = step_samples(1, 16);
+  for (const auto& step : one) EXPECT_EQ(step.size(), static_cast<size_t>(kGlobal));
+  EXPECT_EQ(step_samples(2, 16), one);
+  EXPECT_EQ(step_samples(3, 5), one);
+  EXPECT_EQ(step_samples(4, 12), one);
+  // A different epoch is a different order.
+  const absl::StatusOr<DistributedSampler> s =
+      DistributedSampler::CreateForGlobalBatch(kN, 0, 1, 16, kGlobal, 7);
+  EXPECT_NE(s->EpochIndices(2), s->EpochIndices(3));
+}
+
+TEST(GlobalBatchSamplerTest, SplitPicksTheLargestMicroBatchThatFits) {
+  auto split = [](int64_t g, int w, int64_t max) {
+    const absl::StatusOr<GlobalBatchSplit> s = SplitGlobalBatch(g, w, max);
+    EXPECT_OK(s);
+    return std::make_pair(s->micro_batch, s->accumulation_steps);
+  };
+  EXPECT_EQ(split(128, 2, 64), std::make_pair(int64_t{64}, int64_t{1}));
+  EXPECT_EQ(split(128, 1, 64), std::make_pair(int64_t{64}, int64_t{2}));
+  EXPECT_EQ(split(96, 3, 20), std::make_pair(int64_t{16}, int64_t{2}));
+  EXPECT_EQ(split(96, 4, 7), std::make_pair(int64_t{6}, int64_t{4}));
+  EXPECT_THAT(SplitGlobalBatch(96, 5, 16),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("over 5 ranks")));
+  EXPECT_THAT(DistributedSampler::CreateForGlobalBatch(100, 0, 2, 16, 48, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a multiple")));
+  EXPECT_THAT(DistributedSampler::CreateForGlobalBatch(40, 0, 2, 8, 48, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("smaller than")));
 }
 
 }  // namespace
