@@ -18,7 +18,12 @@
 // or Budget field. A flag that is not passed takes the default documented in
 // proto/baton/v1/job.proto (image_size: 0 = the dataset's default). Non-contract tuning
 // flags: --device=auto|cpu|cuda (auto: CUDA when a GPU is visible, NCCL between ranks;
-// else CPU and Gloo), --rendezvous_timeout, --collective_timeout.
+// else CPU), --cpu_backend=auto|shm|gloo (auto: shared memory when every rank is on this
+// host, else Gloo), --rendezvous_timeout, --collective_timeout, --sample_log.
+//
+// Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
+// at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
+// kExitCheckpointed (other ranks ignore it).
 //
 // Metric lines (on BATON_METRICS_FD): one JSON object per line, numbers only, e.g.
 //   {"step":N,"epoch":E,"loss":L,"accuracy":A,"samples_per_sec":S,"lr":LR,
@@ -152,6 +157,9 @@ inline constexpr int kExitUsage = 2;         // Bad flags or environment: fix th
 inline constexpr int kExitData = 3;          // Dataset missing, unreadable or corrupt.
 inline constexpr int kExitPeer = 4;          // Rendezvous failed or a peer vanished: retryable.
 inline constexpr int kExitTerminated = 143;  // Stopped by SIGTERM/SIGINT (128 + 15).
+// Rank 0 got SIGUSR1: it saved a checkpoint at the next step boundary and left (the other
+// ranks then exit kExitPeer). Restart the gang from that checkpoint; no step is lost.
+inline constexpr int kExitCheckpointed = 75;
 
 // The exit code for a failed run with `status`.
 inline int ExitCodeForStatus(const absl::Status& status) {

@@ -171,8 +171,10 @@ class ShmPending final : public PendingCollective {
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(std::unique_ptr<Mapping> mapping, int rank, int world_size, ShmOptions options)
-      : mapping_(std::move(mapping)),
+  ShmCommunicator(c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<Mapping> mapping,
+                  int rank, int world_size, ShmOptions options)
+      : store_(std::move(store)),
+        mapping_(std::move(mapping)),
         header_(mapping_->header()),
         rank_(rank),
         world_size_(world_size),
@@ -385,6 +387,9 @@ class ShmCommunicator final : public Communicator {
     return absl::OkStatus();
   }
 
+  // Kept alive: on rank 0 it serves the store, which peers may still be reading the setup
+  // keys from after this rank finished its setup.
+  const c10::intrusive_ptr<c10d::Store> store_;
   const std::unique_ptr<Mapping> mapping_;
   Header* const header_;
   const int rank_;
@@ -487,7 +492,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
     }
     RETURN_IF_ERROR(AgreeOn(shm_store, "visible", rank, world_size, visible));
     return std::unique_ptr<Communicator>(
-        new ShmCommunicator(std::move(mapping), rank, world_size, options));
+        new ShmCommunicator(store, std::move(mapping), rank, world_size, options));
   } catch (const std::exception& e) {
     const std::string message = e.what();
     return absl::UnavailableError(absl::StrCat("shm setup through the store failed (rank ", rank,

@@ -401,6 +401,11 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
       result.stopped = true;
       break;
     }
+    if (context_.checkpoint_request != nullptr && context_.checkpoint_request->load() &&
+        comm.rank() == 0) {
+      result.checkpointed = true;
+      break;
+    }
     const absl::Time step_start = clock.Now();
     // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
     if (loader->position().batch_in_epoch + accumulation > micro_per_epoch) {
@@ -487,8 +492,11 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
       emit(step, epoch, eval_accuracy);
     }
   }
-  if (result.stopped) {
+  if (result.stopped || result.checkpointed) {
     if (window.steps > 0) emit(step, epoch, std::nullopt);
+    if (result.checkpointed && checkpoints.has_value() && last_saved != step) {
+      RETURN_IF_ERROR(save(step));
+    }
     return result;
   }
 

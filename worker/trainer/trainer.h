@@ -95,6 +95,12 @@ struct TrainerContext {
   // for the steps since the last one, and returns with `stopped` set, without evaluation,
   // checkpoint or further collectives.
   const std::atomic<bool>* stop = nullptr;
+  // Optional, honoured on rank 0 only. When it becomes true the loop stops at the next step
+  // boundary, saves a training-state checkpoint of the steps done (when checkpoint_dir is
+  // set; none is lost), writes a metric line for the steps since the last one, and returns
+  // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
+  // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
+  const std::atomic<bool>* checkpoint_request = nullptr;
   // The gang's rendezvous generation (BATON_GENERATION), for the sample log.
   int64_t generation = 0;
 };
@@ -111,6 +117,7 @@ struct TrainResult {
   std::string restored_from;    // The checkpoint this run resumed from, if any.
   int64_t skipped_steps = 0;    // fp16 overflow steps (no update applied).
   bool stopped = false;         // Ended early by TrainerContext::stop.
+  bool checkpointed = false;    // Ended by TrainerContext::checkpoint_request.
 };
 
 class Trainer {

@@ -168,4 +168,46 @@ rc=0
 wait "$pid" || rc=$?
 [[ $rc -eq 143 ]] || { cat sigterm.out >&2; fail "SIGTERM exit $rc, want 143"; }
 grep -q '^stopped: steps=' sigterm.out || fail "no stopped summary"
+
+# ---- 5. SIGUSR1: rank 0 checkpoints at the next step boundary and leaves with 75; the
+# gang restarted from that checkpoint loses no step ----------------------------------------
+PORT=$(free_port)
+pids=()
+for rank in 0 1; do
+  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" BATON_JOB_ID=j-usr1 BATON_GENERATION=1 \
+    BATON_METRICS_FD=3 \
+    timeout 120 "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 \
+      --seed=1 --hidden=64,32 --log_every=1 --threads=1 --max_steps=1000000 \
+      --checkpoint_dir=usr1 --rendezvous_timeout=60s --collective_timeout=20s \
+      3> "usr1.$rank.jsonl" > "usr1.$rank.txt" 2> "usr1-err.$rank.txt" &
+  pids+=($!)
+done
+for _ in $(seq 600); do [[ -s usr1.0.jsonl ]] && break; sleep 0.1; done  # Poll, 60 s deadline.
+[[ -s usr1.0.jsonl ]] || fail "no metric line before SIGUSR1"
+# The trainers are the children of `timeout`, which must not get the signal itself.
+kill -USR1 "$(pgrep -P "${pids[1]}")"  # Ignored by rank 1.
+kill -USR1 "$(pgrep -P "${pids[0]}")"
+rc0=0; wait "${pids[0]}" || rc0=$?
+rc1=0; wait "${pids[1]}" || rc1=$?
+[[ $rc0 -eq 75 ]] || { cat usr1.0.txt usr1-err.0.txt >&2; fail "rank 0 exited $rc0 after SIGUSR1, want 75"; }
+[[ $rc1 -eq 4 ]] || { cat usr1.1.txt usr1-err.1.txt >&2; fail "rank 1 exited $rc1 after rank 0 left, want 4"; }
+saved=$(sed -n 's/^checkpointed: steps=\([0-9]*\) .*/\1/p' usr1.0.txt)
+[[ -n $saved ]] || { cat usr1.0.txt >&2; fail "no checkpointed summary"; }
+last_logged=$(tail -n 1 usr1.0.jsonl | "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["step"]))')
+[[ $last_logged -eq $saved ]] || fail "rank 0 logged step $last_logged but checkpointed $saved"
+[[ -s usr1/ckpt-$(printf %08d "$saved").pt ]] || { ls usr1 >&2; fail "no checkpoint of step $saved"; }
+PORT=$(free_port)
+pids=()
+for rank in 0 1; do
+  env RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" BATON_JOB_ID=j-usr1 BATON_GENERATION=2 \
+    timeout 120 "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 \
+      --seed=1 --hidden=64,32 --log_every=1 --threads=1 --max_steps=$((saved + 3)) \
+      --checkpoint_dir=usr1 --rendezvous_timeout=60s > "usr1b.$rank.txt" 2>&1 &
+  pids+=($!)
+done
+for i in 0 1; do wait "${pids[$i]}" || { cat usr1b.*.txt >&2; fail "restarted rank $i failed"; }; done
+grep -q "^restored usr1/ckpt-$(printf %08d "$saved").pt at step $saved" usr1b.0.txt ||
+  { cat usr1b.0.txt >&2; fail "the restarted gang did not resume at step $saved"; }
 echo PASS

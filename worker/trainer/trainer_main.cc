@@ -123,6 +123,11 @@ extern "C" void OnStopSignal(int /*sig*/) {
 
 extern "C" void OnGraceExpired(int /*sig*/) { ::_exit(kExitTerminated); }
 
+// Set by SIGUSR1: rank 0 checkpoints at the next step boundary and exits kExitCheckpointed.
+std::atomic<bool> g_checkpoint_requested{false};
+
+extern "C" void OnCheckpointSignal(int /*sig*/) { g_checkpoint_requested.store(true); }
+
 void InstallSignalHandlers() {
   struct sigaction action = {};
   sigemptyset(&action.sa_mask);
@@ -131,6 +136,8 @@ void InstallSignalHandlers() {
   ::sigaction(SIGINT, &action, nullptr);
   action.sa_handler = OnGraceExpired;
   ::sigaction(SIGALRM, &action, nullptr);
+  action.sa_handler = OnCheckpointSignal;
+  ::sigaction(SIGUSR1, &action, nullptr);
   // A vanished metrics reader must surface as EPIPE, not kill the process.
   action.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &action, nullptr);
@@ -285,7 +292,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
   return JoinProcessGroup(options);
 }
 
-absl::Status Run(int argc, char** argv, absl::Time process_start) {
+// The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
+absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   RETURN_IF_ERROR(ParseFlags(argc, argv));
   ASSIGN_OR_RETURN(const TrainerOptions options, OptionsFromFlags());
   ASSIGN_OR_RETURN(const DataOptions data_options, DataOptionsFromFlags());
@@ -315,6 +323,7 @@ absl::Status Run(int argc, char** argv, absl::Time process_start) {
   context.clock = RealClock::Get();
   context.log = &std::cout;
   context.stop = &g_stop_requested;
+  context.checkpoint_request = &g_checkpoint_requested;
   context.generation = env.generation;
   Trainer trainer(options, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
@@ -324,7 +333,10 @@ absl::Status Run(int argc, char** argv, absl::Time process_start) {
                                : std::string("nan");
   std::cout << absl::StrFormat(
                    "%s: steps=%d loss=%.4f accuracy=%.4f eval_accuracy=%s skipped=%d wall_s=%.2f",
-                   result.stopped ? "stopped" : "done", result.steps, result.loss,
+                   result.stopped        ? "stopped"
+                   : result.checkpointed ? "checkpointed"
+                                         : "done",
+                   result.steps, result.loss,
                    result.accuracy, eval, result.skipped_steps,
                    absl::ToDoubleSeconds(absl::Now() - process_start))
             << std::endl;
@@ -334,7 +346,7 @@ absl::Status Run(int argc, char** argv, absl::Time process_start) {
   if (result.stopped) {
     return absl::CancelledError(absl::StrCat("stopped by signal after ", result.steps, " steps"));
   }
-  return absl::OkStatus();
+  return result.checkpointed ? kExitCheckpointed : kExitOk;
 }
 
 }  // namespace
@@ -346,7 +358,9 @@ int main(int argc, char** argv) {
   baton::trainer::InstallSignalHandlers();
   absl::Status status;
   try {
-    status = baton::trainer::Run(argc, argv, start);
+    absl::StatusOr<int> exit_code = baton::trainer::Run(argc, argv, start);
+    if (exit_code.ok()) return *exit_code;
+    status = exit_code.status();
   } catch (const std::exception& e) {  // Nothing should escape; this is the last boundary.
     status = absl::InternalError(e.what());
   }
