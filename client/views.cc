@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/output.h"
+#include "common/job_spec.h"
 #include "common/proto_time.h"
 
 namespace baton::cli {
@@ -120,6 +121,60 @@ std::string RenderFields(const std::vector<std::pair<std::string, std::string>>&
   return out;
 }
 
+std::string FailureClassName(baton::v1::FailureClass c) {
+  switch (c) {
+    case baton::v1::FAILURE_CLASS_INFRA:
+      return "infra";
+    case baton::v1::FAILURE_CLASS_USER:
+      return "user";
+    case baton::v1::FAILURE_CLASS_STALL:
+      return "stall";
+    default:
+      return "-";
+  }
+}
+
+bool IsSet(const google::protobuf::Timestamp& t) { return t.seconds() != 0 || t.nanos() != 0; }
+
+// "0.412s" between two recorded times, "-" if either is missing.
+std::string Phase(const google::protobuf::Timestamp& from, const google::protobuf::Timestamp& to) {
+  if (!IsSet(from) || !IsSet(to)) return "-";
+  return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(FromProto(to) - FromProto(from)));
+}
+
+// Restart counts against their budgets, then one row per failed generation with the
+// recovery phases the coordinator measured.
+std::string RenderRestarts(const Job& job) {
+  const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(job.spec().restart_policy());
+  const baton::v1::RestartStats& r = job.restarts();
+  std::string out = RenderFields(
+      {{"infra", absl::StrCat(r.infra(), "/", policy.max_infra_restarts())},
+       {"user", absl::StrCat(r.user(), "/", policy.max_user_restarts())},
+       {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())}},
+      "  ");
+  if (r.failures().empty()) return out;
+  // STOP: failure seen -> every process exited; WAIT: -> next rendezvous (backoff);
+  // RENDEZVOUS: -> every process of the next generation running; FIRST-STEP: -> its first
+  // metric point (checkpoint restore and the first steps); TOTAL: failure -> first step.
+  Table table({"GEN", "CLASS", "RANK", "WORKER", "STEP", "RESUMED", "STOP", "WAIT",
+               "RENDEZVOUS", "FIRST-STEP", "TOTAL", "CAUSE"});
+  for (const baton::v1::Failure& f : r.failures()) {
+    table.AddRow({f.next_generation() > 0 ? absl::StrCat(f.generation(), "->", f.next_generation())
+                                          : absl::StrCat(f.generation(), "->x"),
+                  FailureClassName(f.failure_class()),
+                  f.has_rank() ? absl::StrCat(f.rank()) : "-", OrDash(f.worker_id()),
+                  f.has_step() ? absl::StrCat(f.step()) : "-",
+                  f.has_resumed_step() ? absl::StrCat(f.resumed_step()) : "-",
+                  Phase(f.fail_time(), f.stopped_time()),
+                  Phase(f.stopped_time(), f.rendezvous_time()),
+                  Phase(f.rendezvous_time(), f.running_time()),
+                  Phase(f.running_time(), f.first_step_time()),
+                  Phase(f.fail_time(), f.first_step_time()), f.cause()});
+  }
+  absl::StrAppend(&out, table.Render("  "));
+  return out;
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now) {
@@ -200,6 +255,8 @@ std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone 
   } else {
     absl::StrAppend(&out, "  (none yet)\n");
   }
+
+  absl::StrAppend(&out, "\nRestarts:\n", RenderRestarts(job));
 
   absl::StrAppend(&out, "\nEvents:\n");
   if (job.events().empty()) {

@@ -22,7 +22,11 @@ std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time 
 std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now);
 
 // `baton describe`: spec summary, state, message, generation, master endpoint, times,
-// ranks table (RANK WORKER LOCAL PID EXIT), result and events (TIME STATE REASON MESSAGE).
+// ranks table (RANK WORKER LOCAL PID EXIT), result, restarts (used/budget per failure
+// class, then one row per failed generation: GEN "1->2" ("1->x" when the job did not
+// restart), CLASS, RANK, WORKER, STEP reached, RESUMED step, the recovery phases STOP,
+// WAIT, RENDEZVOUS, FIRST-STEP and TOTAL in seconds, CAUSE) and events
+// (TIME STATE REASON MESSAGE).
 std::string RenderJobDescription(const baton::v1::Job& job, absl::Time now, absl::TimeZone tz);
 
 // The result block printed at the end of `baton submit --wait`, e.g.

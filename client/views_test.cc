@@ -131,6 +131,41 @@ TEST(ViewsTest, Describe) {
   EXPECT_THAT(text, HasSubstr("  steps:     1200/5000\n"));
   EXPECT_THAT(text, HasSubstr("  accuracy:  90.0%\n"));
   EXPECT_THAT(text, HasSubstr("  2024-05-01 11:55:00   0     -> QUEUED   Submitted   queued\n"));
+  EXPECT_THAT(text, HasSubstr("Restarts:\n  infra:  0/10\n  user:   0/3\n  stall:  0/3\n"));
+}
+
+TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
+  baton::v1::Job job = RunningJob();
+  job.mutable_spec()->mutable_restart_policy()->set_max_user_restarts(5);
+  job.mutable_restarts()->set_user(1);
+  baton::v1::Failure* f = job.mutable_restarts()->add_failures();
+  f->set_generation(1);
+  f->set_next_generation(2);
+  f->set_failure_class(baton::v1::FAILURE_CLASS_USER);
+  f->set_rank(1);
+  f->set_worker_id("w-b");
+  f->set_step(120);
+  f->set_resumed_step(101);
+  f->set_cause("rank 1 on worker w-b was killed by signal 9");
+  const absl::Time t = kNow - absl::Minutes(1);
+  *f->mutable_fail_time() = ToProto(t);
+  *f->mutable_stopped_time() = ToProto(t + absl::Milliseconds(40));
+  *f->mutable_rendezvous_time() = ToProto(t + absl::Milliseconds(500));
+  *f->mutable_running_time() = ToProto(t + absl::Milliseconds(520));
+  *f->mutable_first_step_time() = ToProto(t + absl::Milliseconds(900));
+  baton::v1::Failure* fatal = job.mutable_restarts()->add_failures();
+  fatal->set_generation(2);
+  fatal->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+  fatal->set_cause("worker w-a lost");
+  const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("  user:   1/5\n"));
+  EXPECT_THAT(text, HasSubstr(
+      "  GEN    CLASS   RANK   WORKER   STEP   RESUMED   STOP     WAIT     RENDEZVOUS   "
+      "FIRST-STEP   TOTAL    CAUSE\n"
+      "  1->2   user    1      w-b      120    101       0.040s   0.460s   0.020s       "
+      "0.380s       0.900s   rank 1 on worker w-b was killed by signal 9\n"
+      "  2->x   infra   -      -        -      -         -        -        -            "
+      "-            -        worker w-a lost\n"));
 }
 
 TEST(ViewsTest, ResultAndEventLine) {

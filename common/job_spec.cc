@@ -15,6 +15,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/proto_time.h"
 #include "common/status_macros.h"
 
 namespace baton {
@@ -22,6 +24,7 @@ namespace {
 
 using baton::v1::CommandSpec;
 using baton::v1::JobSpec;
+using baton::v1::RestartPolicy;
 using baton::v1::TrainerSpec;
 
 constexpr int kDefaultBatchSize = 64;
@@ -55,6 +58,17 @@ constexpr int kDefaultGptWidth = 256;
 constexpr int kDefaultVocabSize = 50304;
 constexpr char kDefaultTask[] = "classification";
 constexpr int kDefaultKeepCheckpoints = 3;
+// RestartPolicy defaults and limits (job.proto).
+constexpr int kDefaultMaxInfraRestarts = 10;
+constexpr int kDefaultMaxUserRestarts = 3;
+constexpr int kDefaultMaxStallRestarts = 3;
+constexpr absl::Duration kDefaultBackoffInitial = absl::Milliseconds(500);
+constexpr absl::Duration kDefaultBackoffMax = absl::Seconds(30);
+constexpr double kDefaultStallFactor = 10;
+constexpr absl::Duration kDefaultStallFloor = absl::Seconds(30);
+constexpr int kMaxRestarts = 1000;
+constexpr absl::Duration kMaxBackoff = absl::Hours(1);
+constexpr absl::Duration kMinStallFloor = absl::Seconds(1);
 
 // Built-in trainer's choices.
 constexpr absl::string_view kModels[] = {"mlp", "resnet18", "resnet50", "gpt", "torchscript"};
@@ -417,7 +431,51 @@ absl::Status ValidateEnv(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateRestartPolicy(const RestartPolicy& p) {
+  RETURN_IF_ERROR(
+      CheckRange("restart_policy.max_infra_restarts", p.max_infra_restarts(), 0, kMaxRestarts));
+  RETURN_IF_ERROR(
+      CheckRange("restart_policy.max_user_restarts", p.max_user_restarts(), 0, kMaxRestarts));
+  RETURN_IF_ERROR(
+      CheckRange("restart_policy.max_stall_restarts", p.max_stall_restarts(), 0, kMaxRestarts));
+  const absl::Duration backoff_max = FromProto(p.backoff_max());
+  if (backoff_max < absl::ZeroDuration() || backoff_max > kMaxBackoff) {
+    return Invalid("restart_policy.backoff_max",
+                   absl::StrCat(absl::FormatDuration(backoff_max), " is out of range; must be 0..",
+                                absl::FormatDuration(kMaxBackoff)));
+  }
+  const absl::Duration backoff_initial = FromProto(p.backoff_initial());
+  if (backoff_initial < absl::ZeroDuration() || backoff_initial > backoff_max) {
+    return Invalid("restart_policy.backoff_initial",
+                   absl::StrCat(absl::FormatDuration(backoff_initial),
+                                " is out of range; must be 0..restart_policy.backoff_max (",
+                                absl::FormatDuration(backoff_max), ")"));
+  }
+  if (!(p.stall_factor() >= 1) || !std::isfinite(p.stall_factor())) {
+    return Invalid("restart_policy.stall_factor",
+                   absl::StrCat(p.stall_factor(), " is invalid; must be a finite number >= 1"));
+  }
+  const absl::Duration stall_floor = FromProto(p.stall_floor());
+  if (stall_floor < kMinStallFloor) {
+    return Invalid("restart_policy.stall_floor",
+                   absl::StrCat(absl::FormatDuration(stall_floor), " is too short; must be >= ",
+                                absl::FormatDuration(kMinStallFloor)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+RestartPolicy RestartPolicyWithDefaults(RestartPolicy p) {
+  if (!p.has_max_infra_restarts()) p.set_max_infra_restarts(kDefaultMaxInfraRestarts);
+  if (!p.has_max_user_restarts()) p.set_max_user_restarts(kDefaultMaxUserRestarts);
+  if (!p.has_max_stall_restarts()) p.set_max_stall_restarts(kDefaultMaxStallRestarts);
+  if (!p.has_backoff_initial()) *p.mutable_backoff_initial() = ToProto(kDefaultBackoffInitial);
+  if (!p.has_backoff_max()) *p.mutable_backoff_max() = ToProto(kDefaultBackoffMax);
+  if (!p.has_stall_factor()) p.set_stall_factor(kDefaultStallFactor);
+  if (!p.has_stall_floor()) *p.mutable_stall_floor() = ToProto(kDefaultStallFloor);
+  return p;
+}
 
 bool IsReservedEnvName(const std::string& name) {
   for (absl::string_view reserved : kReservedEnvNames) {
@@ -432,6 +490,7 @@ bool IsReservedEnvName(const std::string& name) {
 JobSpec WithDefaults(JobSpec spec) {
   if (!spec.has_slots_per_worker()) spec.set_slots_per_worker(kDefaultSlotsPerWorker);
   if (!spec.workers().has_max()) spec.mutable_workers()->set_max(spec.workers().min());
+  *spec.mutable_restart_policy() = RestartPolicyWithDefaults(spec.restart_policy());
   if (spec.has_trainer()) {
     TrainerSpec& t = *spec.mutable_trainer();
     if (t.batch_size() == 0) t.set_batch_size(kDefaultBatchSize);
@@ -532,7 +591,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
     return Invalid("budget", "the trainer needs a limit; set budget.max_steps or "
                              "budget.max_epochs to a value > 0");
   }
-  return absl::OkStatus();
+  return ValidateRestartPolicy(spec.restart_policy());
 }
 
 }  // namespace baton

@@ -33,11 +33,19 @@ inline constexpr int kMaxTrainerThreads = 256;
 //     task "classification", keep_checkpoints 3.
 //     max_grad_norm, weight_decay, nesterov, warmup_steps, lr_step_size, min_lr,
 //     base_batch and checkpoint_every default to 0/false, which needs no filling.
+//   restart_policy: see RestartPolicyWithDefaults.
 // Trainer fields without presence are proto3 scalars, so "unset" means zero (or empty);
 // fields with presence (momentum, adam_beta1, adam_beta2, adam_eps, lr_gamma) keep an
 // explicit 0.
 // Everything else is copied unchanged. Never fails.
 baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
+
+// Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
+//   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
+//   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 10, stall_floor 30 s.
+// WithDefaults applies it to spec.restart_policy; the coordinator also applies it to
+// records stored before the policy existed. Never fails.
+baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy policy);
 
 // Checks a spec that already went through WithDefaults. Returns OK or INVALID_ARGUMENT
 // whose message is "<field path>: <what is wrong>; <what is allowed>", e.g.
@@ -56,7 +64,10 @@ baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
 //     classifier on token data), .checkpoint_every, .keep_checkpoints;
 //   command.argv, command.argv[0], command.working_dir;
 //   workers.min, workers.max; slots_per_worker; env (keys in sorted order);
-//   checkpoint_dir; budget.max_steps, budget.max_epochs, then the trainer's budget rule.
+//   checkpoint_dir; budget.max_steps, budget.max_epochs, then the trainer's budget rule;
+//   restart_policy.max_infra_restarts, .max_user_restarts, .max_stall_restarts (0..1000),
+//     .backoff_max (0..1 h), .backoff_initial (0..backoff_max), .stall_factor (>= 1),
+//     .stall_floor (>= 1 s).
 // trainer.data_dir is checked on the local file system: for "synthetic" it must be empty;
 // otherwise an absolute, readable directory holding the dataset's files: mnist
 // train-images-idx3-ubyte and train-labels-idx1-ubyte; cifar10 data_batch_1.bin (in the

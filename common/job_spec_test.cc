@@ -567,6 +567,68 @@ TEST(ValidateJobSpecTest, Budget) {
   EXPECT_THAT(ValidateJobSpec(cmd), StatusIs(kInvalid, HasSubstr("budget.max_steps")));
 }
 
+TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
+  JobSpec spec = CommandJob();
+  const baton::v1::RestartPolicy& p = spec.restart_policy();
+  EXPECT_EQ(p.max_infra_restarts(), 10);
+  EXPECT_EQ(p.max_user_restarts(), 3);
+  EXPECT_EQ(p.max_stall_restarts(), 3);
+  EXPECT_EQ(p.backoff_initial().nanos(), 500000000);
+  EXPECT_EQ(p.backoff_max().seconds(), 30);
+  EXPECT_EQ(p.stall_factor(), 10);
+  EXPECT_EQ(p.stall_floor().seconds(), 30);
+
+  JobSpec zero;
+  zero.mutable_restart_policy()->set_max_user_restarts(0);
+  zero.mutable_restart_policy()->mutable_backoff_initial()->set_seconds(2);
+  zero = WithDefaults(zero);
+  EXPECT_EQ(zero.restart_policy().max_user_restarts(), 0);
+  EXPECT_EQ(zero.restart_policy().backoff_initial().seconds(), 2);
+  EXPECT_EQ(zero.restart_policy().max_infra_restarts(), 10);
+}
+
+TEST(ValidateJobSpecTest, RestartPolicy) {
+  JobSpec spec = CommandJob();
+  EXPECT_OK(ValidateJobSpec(spec));
+  auto* p = spec.mutable_restart_policy();
+  p->set_max_user_restarts(-1);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, "restart_policy.max_user_restarts: -1 is out of range; must "
+                                 "be 0..1000"));
+  p->set_max_user_restarts(0);
+  p->set_max_infra_restarts(1001);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.max_infra_restarts: 1001")));
+  p->set_max_infra_restarts(10);
+  p->set_max_stall_restarts(-3);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.max_stall_restarts: -3")));
+  p->set_max_stall_restarts(3);
+  p->mutable_backoff_max()->set_seconds(7200);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.backoff_max: 2h is out of range")));
+  p->mutable_backoff_max()->set_seconds(1);
+  p->mutable_backoff_initial()->set_seconds(2);
+  p->mutable_backoff_initial()->set_nanos(0);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, "restart_policy.backoff_initial: 2s is out of range; must be "
+                                 "0..restart_policy.backoff_max (1s)"));
+  p->mutable_backoff_initial()->set_seconds(0);
+  p->set_stall_factor(0.5);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor: 0.5 is invalid")));
+  p->set_stall_factor(std::numeric_limits<double>::infinity());
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor")));
+  p->set_stall_factor(2);
+  p->mutable_stall_floor()->set_seconds(0);
+  p->mutable_stall_floor()->set_nanos(100000000);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, "restart_policy.stall_floor: 100ms is too short; must be >= 1s"));
+  p->mutable_stall_floor()->set_seconds(1);
+  p->mutable_stall_floor()->set_nanos(0);
+  EXPECT_OK(ValidateJobSpec(spec));
+}
+
 TEST(ValidateJobSpecTest, ReportsFirstErrorInFieldOrder) {
   JobSpec spec = TrainerJob();
   spec.mutable_budget()->set_max_steps(-1);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_spec.h"
 #include "common/logging.h"
 #include "common/protocol_version.h"
 #include "common/proto_time.h"
@@ -31,6 +32,76 @@ int SlotsPerWorker(const baton::v1::JobSpec& spec) {
 
 bool Failed(const baton::v1::ProcessExit& exit) {
   return exit.signal() != 0 || exit.exit_code() != 0;
+}
+
+// "infrastructure", "user-code", "stall": how messages name a failure class.
+const char* ClassName(baton::v1::FailureClass c) {
+  switch (c) {
+    case baton::v1::FAILURE_CLASS_INFRA:
+      return "infrastructure";
+    case baton::v1::FAILURE_CLASS_USER:
+      return "user-code";
+    case baton::v1::FAILURE_CLASS_STALL:
+      return "stall";
+    default:
+      return "unclassified";
+  }
+}
+
+// The restarts used by a class (RestartStats) and allowed to it (RestartPolicy).
+int32_t RestartsUsed(const baton::v1::RestartStats& s, baton::v1::FailureClass c) {
+  switch (c) {
+    case baton::v1::FAILURE_CLASS_INFRA:
+      return s.infra();
+    case baton::v1::FAILURE_CLASS_USER:
+      return s.user();
+    case baton::v1::FAILURE_CLASS_STALL:
+      return s.stall();
+    default:
+      return 0;
+  }
+}
+void CountRestart(baton::v1::RestartStats* s, baton::v1::FailureClass c) {
+  if (c == baton::v1::FAILURE_CLASS_INFRA) s->set_infra(s->infra() + 1);
+  if (c == baton::v1::FAILURE_CLASS_USER) s->set_user(s->user() + 1);
+  if (c == baton::v1::FAILURE_CLASS_STALL) s->set_stall(s->stall() + 1);
+}
+int32_t RestartBudget(const baton::v1::RestartPolicy& p, baton::v1::FailureClass c) {
+  switch (c) {
+    case baton::v1::FAILURE_CLASS_INFRA:
+      return p.max_infra_restarts();
+    case baton::v1::FAILURE_CLASS_USER:
+      return p.max_user_restarts();
+    case baton::v1::FAILURE_CLASS_STALL:
+      return p.max_stall_restarts();
+    default:
+      return 0;
+  }
+}
+
+// Delay before the n-th restart (n >= 1): min(initial x 2^(n-1), max).
+absl::Duration Backoff(const baton::v1::RestartPolicy& p, int n) {
+  const absl::Duration max = FromProto(p.backoff_max());
+  absl::Duration d = FromProto(p.backoff_initial());
+  for (int i = 1; i < n && d < max; ++i) d *= 2;
+  return std::min(d, max);
+}
+
+// The job's newest Failure record; nullptr if none.
+baton::v1::Failure* LastFailure(baton::v1::Job* job) {
+  auto* failures = job->mutable_restarts()->mutable_failures();
+  return failures->empty() ? nullptr : &(*failures)[failures->size() - 1];
+}
+
+// A duration for messages: milliseconds from 1 s up, microseconds below.
+std::string Rounded(absl::Duration d) {
+  return absl::FormatDuration(
+      absl::Trunc(d, d >= absl::Seconds(1) ? absl::Milliseconds(1) : absl::Microseconds(1)));
+}
+
+// "step 5" / "no step reported" for messages.
+std::string StepText(const baton::v1::Failure& f) {
+  return f.has_step() ? absl::StrCat("step ", f.step()) : std::string("no step reported");
 }
 
 }  // namespace
@@ -180,8 +251,9 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
     if (job.state() == baton::v1::JOB_STATE_RENDEZVOUS && rt.started_workers.count(worker_id) == 0) {
       continue;  // its StartAssignment is still to come (or is in flight)
     }
-    Fail(id, "WorkerRestarted",
-         absl::StrCat("worker ", worker_id, " reconnected without the job's processes"));
+    FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, "WorkerRestarted",
+                   absl::StrCat("worker ", worker_id, " reconnected without the job's processes"),
+                   std::nullopt, worker_id);
   }
 }
 
@@ -206,11 +278,33 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
     case baton::v1::WorkerMessage::kMetrics: {
       const baton::v1::MetricsReport& m = msg.metrics();
       absl::StatusOr<JobState> state = jobs_->State(m.job_id());
-      const baton::v1::Job* job = jobs_->Peek(m.job_id());
+      baton::v1::Job* job = jobs_->Mutable(m.job_id());
       if (!state.ok() || job == nullptr) break;
       std::vector<baton::v1::MetricPoint> points;
+      absl::Status rejected;
+      int rejected_count = 0;
       for (const baton::v1::MetricPoint& p : m.points()) {
-        if (p.generation() == job->generation()) points.push_back(p);
+        absl::Status s = CheckGeneration(*job, p.generation());
+        if (s.ok()) {
+          points.push_back(p);
+        } else {
+          rejected = s;
+          ++rejected_count;
+        }
+      }
+      if (rejected_count > 0) {
+        BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
+                        << " point(s) rejected: " << rejected;
+      }
+      if (!points.empty() && !IsTerminal(*state)) {
+        int64_t first = points.front().step();
+        Runtime& rt = runtime_[m.job_id()];
+        for (const baton::v1::MetricPoint& p : points) {
+          first = std::min(first, p.step());
+          rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
+        }
+        NoteProgress(rt, points);
+        NoteFirstStep(job, first);
       }
       Check(jobs_->AddMetrics(m.job_id(), points), "add metrics");
       break;
@@ -259,9 +353,40 @@ void Coordinator::ReconcileOnce() {
            absl::StrCat("coordinator restarted and workers ",
                         absl::StrJoin(rt.awaiting_workers, ", "), " did not report back within ",
                         absl::FormatDuration(options_.reattach_timeout)));
+    } else if (*state == JobState::kRunning) {
+      CheckStall(id, rt);
     }
   }
+  // Restarts before scheduling: a restarting job keeps its claim on its workers.
+  for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
   Schedule();
+}
+
+absl::Status Coordinator::CheckGeneration(const baton::v1::Job& job, int64_t generation) {
+  if (generation == job.generation()) return absl::OkStatus();
+  if (generation < job.generation()) {
+    return absl::AbortedError(absl::StrCat("job ", job.id(), " generation ", generation,
+                                           " is stale; the current generation is ",
+                                           job.generation()));
+  }
+  return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), " generation ", generation,
+                                                    " was never started; the current "
+                                                    "generation is ",
+                                                    job.generation()));
+}
+
+bool Coordinator::Fenced(const std::string& worker_id, const std::string& job_id,
+                         int64_t generation, const char* what) {
+  const baton::v1::Job* job = jobs_->Peek(job_id);
+  if (job == nullptr) {
+    BATON_LOG(WARNING) << what << " from worker " << worker_id << " about unknown job "
+                       << job_id << "; ignored";
+    return true;
+  }
+  absl::Status s = CheckGeneration(*job, generation);
+  if (s.ok()) return false;
+  BATON_LOG(INFO) << what << " from worker " << worker_id << " rejected: " << s;
+  return true;
 }
 
 void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& why) {
@@ -269,8 +394,11 @@ void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::stri
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
     if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
     if (runtime_[id].awaiting_workers.count(worker_id) > 0) continue;  // not back yet anyway
-    Fail(id, "WorkerLost", absl::StrCat("worker ", worker_id, " lost: ", why));
+    FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+                   absl::StrCat("worker ", worker_id, " lost: ", why), std::nullopt, worker_id);
   }
+  // Its processes of restarting jobs count as stopped now.
+  for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
 }
 
 void Coordinator::Schedule() {
@@ -285,22 +413,22 @@ void Coordinator::Schedule() {
     queue.push_back(p);
   }
   if (queue.empty()) return;
-  const std::map<std::string, int> used = UsedSlots();
-  std::vector<WorkerCapacity> capacity;
-  for (const std::string& w : workers_->ReadyWorkers()) {
-    auto u = used.find(w);
-    capacity.push_back({w, workers_->Slots(w) - (u == used.end() ? 0 : u->second)});
-  }
-  for (const Placement& p : coordinator::Schedule(queue, capacity)) {
-    StartRendezvous(p.job_id, p.worker_ids);
+  for (const Placement& p : coordinator::Schedule(queue, FreeCapacity())) {
+    StartRendezvous(p.job_id, p.worker_ids, "Scheduled");
   }
 }
 
 void Coordinator::StartRendezvous(const std::string& job_id,
-                                  const std::vector<std::string>& worker_ids) {
+                                  const std::vector<std::string>& worker_ids,
+                                  const std::string& reason) {
   baton::v1::Job* job = jobs_->Mutable(job_id);
   const int slots = SlotsPerWorker(job->spec());
   job->set_generation(job->generation() + 1);
+  // A restart's rendezvous that was requeued (coordinator restart) continues here.
+  baton::v1::Failure* restart = LastFailure(job);
+  if (restart != nullptr && restart->next_generation() != 0 && !restart->has_running_time()) {
+    restart->set_next_generation(job->generation());
+  }
   job->clear_ranks();
   job->clear_master_addr();
   job->set_master_port(0);
@@ -315,7 +443,7 @@ void Coordinator::StartRendezvous(const std::string& job_id,
   Runtime& rt = runtime_[job_id];
   rt = Runtime();
   rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
-  Check(jobs_->Transition(job_id, JobState::kRendezvous, "Scheduled",
+  Check(jobs_->Transition(job_id, JobState::kRendezvous, reason,
                           absl::StrCat("generation ", job->generation(), ": ",
                                        job->ranks_size(), " ranks on workers ",
                                        absl::StrJoin(worker_ids, ", "))),
@@ -324,15 +452,17 @@ void Coordinator::StartRendezvous(const std::string& job_id,
   msg.mutable_reserve_port()->set_job_id(job_id);
   msg.mutable_reserve_port()->set_generation(job->generation());
   if (!workers_->Send(worker_ids.front(), msg)) {
-    Fail(job_id, "WorkerLost", absl::StrCat("worker ", worker_ids.front(),
-                                            " went away before rendezvous"));
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+                   absl::StrCat("worker ", worker_ids.front(), " went away before rendezvous"),
+                   std::nullopt, worker_ids.front());
   }
 }
 
 void Coordinator::OnPortReserved(const std::string& worker_id,
                                  const baton::v1::PortReserved& msg) {
-  baton::v1::Job* job = ActiveJob(msg.job_id(), msg.generation());
-  if (job == nullptr || job->state() != baton::v1::JOB_STATE_RENDEZVOUS ||
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "PortReserved")) return;
+  baton::v1::Job* job = jobs_->Mutable(msg.job_id());
+  if (job->state() != baton::v1::JOB_STATE_RENDEZVOUS ||
       job->master_port() != 0 || job->ranks(0).worker_id() != worker_id) {
     return;
   }
@@ -352,7 +482,8 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
       if (r.worker_id() == w) *a->add_ranks() = r;
     }
     if (!workers_->Send(w, out)) {
-      Fail(job->id(), "WorkerLost", absl::StrCat("worker ", w, " went away during rendezvous"));
+      FailGeneration(job->id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+                     absl::StrCat("worker ", w, " went away during rendezvous"), std::nullopt, w);
       return;
     }
   }
@@ -360,6 +491,16 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
 
 void Coordinator::OnAssignmentStarted(const std::string& worker_id,
                                       const baton::v1::AssignmentStarted& msg) {
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentStarted")) {
+    // Processes of a superseded generation must not run on.
+    baton::v1::CoordinatorMessage stop;
+    stop.mutable_stop_assignment()->set_job_id(msg.job_id());
+    stop.mutable_stop_assignment()->set_generation(msg.generation());
+    *stop.mutable_stop_assignment()->mutable_grace() = ToProto(options_.stop_grace);
+    stop.mutable_stop_assignment()->set_reason("generation superseded");
+    workers_->Send(worker_id, stop);
+    return;
+  }
   baton::v1::Job* job = ActiveJob(msg.job_id(), msg.generation());
   if (job == nullptr) return;
   for (const baton::v1::RankInfo& started : msg.ranks()) {
@@ -373,6 +514,10 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
   if (job->state() == baton::v1::JOB_STATE_RENDEZVOUS &&
       rt.started_workers.size() == WorkersOf(*job).size()) {
     rt.rendezvous_deadline = absl::InfiniteFuture();
+    baton::v1::Failure* f = LastFailure(job);
+    if (f != nullptr && f->next_generation() == job->generation() && !f->has_running_time()) {
+      *f->mutable_running_time() = ToProto(clock_->Now());  // saved by Transition
+    }
     Check(jobs_->Transition(msg.job_id(), JobState::kRunning, "Started",
                             absl::StrCat(job->ranks_size(), " processes running, master ",
                                          job->master_addr(), ":", job->master_port())),
@@ -384,7 +529,7 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
                                   int64_t generation, int32_t rank,
                                   const baton::v1::ProcessExit& exit) {
   baton::v1::Job* job = jobs_->Mutable(job_id);
-  if (job == nullptr || job->generation() != generation) return;
+  if (job == nullptr || Fenced(worker_id, job_id, generation, "ProcessExited")) return;
   baton::v1::RankInfo* info = nullptr;
   for (baton::v1::RankInfo& r : *job->mutable_ranks()) {
     if (r.rank() == rank && r.worker_id() == worker_id) info = &r;
@@ -397,9 +542,13 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
   Check(jobs_->RecordEvent(job_id, "RankExited", what), "record event");
 
   absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (state.ok() && *state == JobState::kRestarting) {
+    MaybeRestart(job_id);  // an expected exit of the failed generation
+    return;
+  }
   if (!state.ok() || !IsActive(*state)) return;
   if (Failed(exit)) {
-    Fail(job_id, "RankFailed", what);
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank, worker_id);
     Schedule();
     return;
   }
@@ -424,6 +573,209 @@ void Coordinator::Fail(const std::string& job_id, const std::string& reason,
   Check(jobs_->Transition(job_id, JobState::kFailed, reason, message), "transition");
   StopProcesses(*jobs_->Peek(job_id), message);
   runtime_.erase(job_id);
+}
+
+void Coordinator::FailGeneration(const std::string& job_id,
+                                 baton::v1::FailureClass failure_class,
+                                 const std::string& reason, const std::string& cause,
+                                 std::optional<int32_t> rank, const std::string& worker_id) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || !IsActive(*state)) return;
+  baton::v1::Job* job = jobs_->Mutable(job_id);
+  const int64_t generation = job->generation();
+  const baton::v1::RestartPolicy policy =
+      RestartPolicyWithDefaults(job->spec().restart_policy());
+  baton::v1::RestartStats* stats = job->mutable_restarts();
+
+  baton::v1::Failure f;
+  f.set_generation(generation);
+  f.set_failure_class(failure_class);
+  f.set_cause(cause);
+  if (rank.has_value()) f.set_rank(*rank);
+  f.set_worker_id(worker_id);
+  Runtime& rt = runtime_[job_id];
+  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
+  *f.mutable_fail_time() = ToProto(clock_->Now());
+
+  // Crash loop: this user failure and the previous generation's were at the same step.
+  const baton::v1::Failure* previous = LastFailure(job);
+  if (failure_class == baton::v1::FAILURE_CLASS_USER && previous != nullptr &&
+      previous->failure_class() == baton::v1::FAILURE_CLASS_USER &&
+      previous->generation() + 1 == generation && previous->has_step() == f.has_step() &&
+      previous->step() == f.step()) {
+    const std::string message =
+        absl::StrCat("crash loop: generations ", previous->generation(), " and ", generation,
+                     " both failed at ", StepText(f), "; last: ", cause);
+    *stats->add_failures() = std::move(f);
+    Fail(job_id, "CrashLoop", message);  // saves the record
+    return;
+  }
+  const int32_t used = RestartsUsed(*stats, failure_class);
+  const int32_t budget = RestartBudget(policy, failure_class);
+  if (used >= budget) {
+    const std::string message =
+        absl::StrCat(ClassName(failure_class), " failure in generation ", generation,
+                     " with the restart budget spent (", used, " of ", budget, " ",
+                     ClassName(failure_class), " restarts used): ", cause);
+    *stats->add_failures() = std::move(f);
+    Fail(job_id, "RestartBudgetExhausted", message);
+    return;
+  }
+  CountRestart(stats, failure_class);
+  const absl::Duration backoff =
+      Backoff(policy, stats->infra() + stats->user() + stats->stall());
+  *f.mutable_backoff() = ToProto(backoff);
+  f.set_next_generation(generation + 1);
+  *stats->add_failures() = std::move(f);
+  const std::string message = absl::StrCat(
+      "generation ", generation, " failed (", ClassName(failure_class), "): ", cause,
+      "; restart ", used + 1, " of ", budget, " ", ClassName(failure_class), " restarts after ",
+      absl::FormatDuration(backoff));
+  BATON_LOG(WARNING) << "job " << job_id << ": " << message;
+  Check(jobs_->Transition(job_id, JobState::kRestarting, reason, message), "transition");
+  rt = Runtime();
+  StopProcesses(*job, message);
+  MaybeRestart(job_id);  // with zero backoff and no live process, right away
+}
+
+void Coordinator::MaybeRestart(const std::string& job_id) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || *state != JobState::kRestarting) return;
+  baton::v1::Job* job = jobs_->Mutable(job_id);
+  const int64_t generation = job->generation();
+  baton::v1::Failure* f = LastFailure(job);
+  if (f == nullptr || f->generation() != generation || f->next_generation() != generation + 1) {
+    Fail(job_id, "RestartFailed",
+         absl::StrCat("restarting generation ", generation, " without a recorded failure"));
+    return;
+  }
+  const absl::Time now = clock_->Now();
+  const absl::Time failed_at = FromProto(f->fail_time());
+  if (!f->has_stopped_time()) {
+    // A process counts as stopped once its exit arrived or its worker is gone (a lost
+    // worker kills its processes itself).
+    const bool all_stopped =
+        std::all_of(job->ranks().begin(), job->ranks().end(), [&](const baton::v1::RankInfo& r) {
+          return r.has_exit() || !workers_->IsReady(r.worker_id());
+        });
+    const absl::Duration stop_wait = options_.stop_grace + options_.heartbeat_timeout;
+    if (!all_stopped && now < failed_at + stop_wait) return;
+    *f->mutable_stopped_time() = ToProto(now);
+    Check(jobs_->Save(job_id), "save job");
+    Check(jobs_->RecordEvent(
+              job_id, "GenerationStopped",
+              all_stopped ? absl::StrCat("every process of generation ", generation, " stopped")
+                          : absl::StrCat("not every process of generation ", generation,
+                                         " reported its exit within ",
+                                         absl::FormatDuration(stop_wait), "; restarting anyway")),
+          "record event");
+  }
+  const absl::Time restart_at =
+      std::max(failed_at + FromProto(f->backoff()), FromProto(f->stopped_time()));
+  if (now < restart_at) return;
+
+  const baton::v1::JobSpec& spec = job->spec();
+  PendingJob pending;
+  pending.job_id = job_id;
+  pending.min_workers = spec.workers().min();
+  pending.max_workers = spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
+  pending.slots_per_worker = SlotsPerWorker(spec);
+  const std::vector<WorkerCapacity> capacity = FreeCapacity(job_id);
+  const std::vector<std::string> gang = PlaceRestart(WorkersOf(*job), pending, capacity);
+  if (gang.empty()) {
+    if (now < restart_at + options_.rendezvous_timeout) return;  // wait for workers
+    const auto available = std::count_if(
+        capacity.begin(), capacity.end(),
+        [&](const WorkerCapacity& w) { return w.free_slots >= pending.slots_per_worker; });
+    Fail(job_id, "NotEnoughWorkers",
+         absl::StrCat("cannot restart after generation ", generation, " failed: only ",
+                      available, " of the ", pending.min_workers,
+                      " workers needed (workers.min) were available within ",
+                      absl::FormatDuration(options_.rendezvous_timeout)));
+    return;
+  }
+  *f->mutable_rendezvous_time() = ToProto(now);  // saved by StartRendezvous' transition
+  StartRendezvous(job_id, gang, "Restarted");
+}
+
+void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step) {
+  baton::v1::Failure* f = LastFailure(job);
+  if (f == nullptr || f->next_generation() != job->generation() || f->has_first_step_time()) {
+    return;
+  }
+  *f->mutable_first_step_time() = ToProto(clock_->Now());
+  f->set_resumed_step(step);
+  Check(jobs_->Save(job->id()), "save job");
+  Check(jobs_->RecordEvent(job->id(), "Resumed",
+                           absl::StrCat("generation ", job->generation(), " reported step ",
+                                        step, " (generation ", f->generation(), " failed at ",
+                                        StepText(*f), ")")),
+        "record event");
+}
+
+void Coordinator::NoteProgress(Runtime& rt,
+                               const std::vector<baton::v1::MetricPoint>& points) {
+  constexpr size_t kStepTimeSamples = 64;
+  const absl::Time now = clock_->Now();
+  for (const baton::v1::MetricPoint& p : points) {
+    // Step time from the worker's timestamps (one clock per rank); ours if it sent none.
+    const absl::Time point_time = p.has_time() ? FromProto(p.time()) : now;
+    auto [it, fresh] = rt.progress.try_emplace(p.rank());
+    Runtime::RankProgress& rp = it->second;
+    if (!fresh && p.step() <= rp.step) continue;
+    if (!fresh && point_time > rp.point_time) {
+      rt.step_times.push_back((point_time - rp.point_time) / (p.step() - rp.step));
+      if (rt.step_times.size() > kStepTimeSamples) rt.step_times.pop_front();
+    }
+    rp.step = p.step();
+    rp.advanced = now;
+    rp.point_time = point_time;
+  }
+}
+
+void Coordinator::CheckStall(const std::string& job_id, Runtime& rt) {
+  const baton::v1::Job* job = jobs_->Peek(job_id);
+  if (job == nullptr || rt.progress.empty()) return;
+  const baton::v1::RestartPolicy policy =
+      RestartPolicyWithDefaults(job->spec().restart_policy());
+  absl::Duration median = absl::ZeroDuration();
+  if (!rt.step_times.empty()) {
+    std::vector<absl::Duration> sorted(rt.step_times.begin(), rt.step_times.end());
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    median = sorted[sorted.size() / 2];
+  }
+  const absl::Duration timeout =
+      std::max(median * policy.stall_factor(), FromProto(policy.stall_floor()));
+  // Live ranks only: one that exited is not stalled (and its exit is handled elsewhere).
+  const baton::v1::RankInfo* suspect = nullptr;
+  const Runtime::RankProgress* suspect_progress = nullptr;
+  absl::Time latest = absl::InfinitePast();
+  for (const baton::v1::RankInfo& r : job->ranks()) {
+    if (r.has_exit()) continue;
+    auto it = rt.progress.find(r.rank());
+    // A live rank that never reported a step stopped before any that did.
+    static const Runtime::RankProgress kNone{-1, absl::InfinitePast(), absl::InfinitePast()};
+    const Runtime::RankProgress& rp = it == rt.progress.end() ? kNone : it->second;
+    if (it != rt.progress.end()) latest = std::max(latest, rp.advanced);
+    if (suspect == nullptr || rp.step < suspect_progress->step ||
+        (rp.step == suspect_progress->step && rp.advanced < suspect_progress->advanced)) {
+      suspect = &r;
+      suspect_progress = &rp;
+    }
+  }
+  if (suspect == nullptr || latest == absl::InfinitePast()) return;
+  const absl::Time now = clock_->Now();
+  if (now - latest < timeout) return;
+  const std::string cause = absl::StrCat(
+      "no rank made progress for ", Rounded(now - latest), " (stall timeout ", Rounded(timeout),
+      " = max(", policy.stall_factor(), " x median step time ", Rounded(median), ", ",
+      Rounded(FromProto(policy.stall_floor())),
+      ")); rank ", suspect->rank(), " on worker ", suspect->worker_id(), " stopped first",
+      suspect_progress->step >= 0 ? absl::StrCat(" at step ", suspect_progress->step)
+                                  : std::string(" before its first step"));
+  const int32_t rank = suspect->rank();
+  const std::string worker = suspect->worker_id();
+  FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, "Stalled", cause, rank, worker);
 }
 
 void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason) {
@@ -462,13 +814,25 @@ std::vector<std::string> Coordinator::WorkersOf(const baton::v1::Job& job) {
   return out;
 }
 
-std::map<std::string, int> Coordinator::UsedSlots() const {
+std::map<std::string, int> Coordinator::UsedSlots(const std::string& except_job) const {
   std::map<std::string, int> used;
-  for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
+  for (const std::string& id :
+       jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning, JobState::kRestarting})) {
+    if (id == except_job) continue;
     const baton::v1::Job& job = *jobs_->Peek(id);
     for (const baton::v1::RankInfo& r : job.ranks()) ++used[r.worker_id()];
   }
   return used;
+}
+
+std::vector<WorkerCapacity> Coordinator::FreeCapacity(const std::string& except_job) const {
+  const std::map<std::string, int> used = UsedSlots(except_job);
+  std::vector<WorkerCapacity> capacity;
+  for (const std::string& w : workers_->ReadyWorkers()) {
+    auto u = used.find(w);
+    capacity.push_back({w, workers_->Slots(w) - (u == used.end() ? 0 : u->second)});
+  }
+  return capacity;
 }
 
 void Coordinator::Check(const absl::Status& status, const char* what) {

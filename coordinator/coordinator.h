@@ -1,8 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/scheduler.h"
 #include "coordinator/worker_registry.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
@@ -40,8 +43,24 @@ struct CoordinatorOptions {
 // Rendezvous of a job (generation g): pick workers (Schedule) and ranks (AssignRanks),
 // go RENDEZVOUS, ask rank 0's worker for a free port (ReservePort), then send every
 // worker its StartAssignment with MASTER_ADDR/PORT; RUNNING once every worker reported
-// AssignmentStarted. SUCCEEDED when every rank exited 0; FAILED at the first rank that
-// failed or when a worker of the job is lost (the others are stopped).
+// AssignmentStarted. SUCCEEDED when every rank exited 0.
+//
+// Recovery: the first failure of generation g (a rank exited non-zero or was killed:
+// class user; a worker holding live ranks was lost or came back without them: class
+// infra; no rank made progress for the stall timeout, see CheckStall: class stall) moves a RENDEZVOUS/RUNNING job to RESTARTING, recorded as a Failure in
+// Job.restarts, and stops g's processes on every worker. Once they all exited (or their
+// worker is gone, or stop_grace + heartbeat_timeout passed) and the backoff of the
+// spec's RestartPolicy elapsed, generation g+1 re-rendezvouses on workers.min..max READY
+// workers (PlaceRestart: survivors keep their ranks) with a fresh MASTER_PORT; if fewer
+// than min are available for rendezvous_timeout the job FAILS. The job FAILS at once
+// instead of restarting when the class's budget is spent ("RestartBudgetExhausted") or
+// a user failure happens at the same step as the previous one ("CrashLoop"). Restart
+// timing is derived from the stored Job, so it survives a coordinator restart.
+//
+// Fencing: worker messages about an older generation than the job's current one are
+// rejected (CheckGeneration: ABORTED, logged; a stale AssignmentStarted also gets a
+// StopAssignment for its generation). The stream has no per-message reply, so the
+// status is not sent back.
 //
 // Threading: not thread-safe. Every method is called from one thread (the event loop);
 // nothing here blocks on the network (sends are queued).
@@ -76,9 +95,15 @@ class Coordinator {
   void OnWorkerDisconnected(const std::string& worker_id, uint64_t session);
 
   // One pass of the control loop: expire heartbeats, time out rendezvous and
-  // re-attachment, schedule queued jobs. Idempotent; the daemon calls it on a timer and
-  // after every event that may unblock work; tests call it directly.
+  // re-attachment, restart RESTARTING jobs whose backoff elapsed, schedule queued jobs.
+  // Idempotent; the daemon calls it on a timer and after every event that may unblock
+  // work; tests call it directly.
   void ReconcileOnce();
+
+  // Generation fencing. OK if `generation` is the job's current one; ABORTED if it is
+  // older (the sender's processes belong to a superseded generation and must stop);
+  // FAILED_PRECONDITION if it is newer (the coordinator never issued it).
+  static absl::Status CheckGeneration(const baton::v1::Job& job, int64_t generation);
 
  private:
   // Per-job state that lives only while the coordinator runs.
@@ -88,12 +113,26 @@ class Coordinator {
     // After a restart: workers that have yet to report this job's processes.
     std::set<std::string> awaiting_workers;
     absl::Time reattach_deadline = absl::InfiniteFuture();
+    // Highest MetricPoint.step this generation reported (any rank); unset before the first.
+    std::optional<int64_t> last_step;
+    // Stall detection, for generations that report steps. Per rank: its highest step, when
+    // the coordinator saw it grow, and the worker's timestamp of that point.
+    struct RankProgress {
+      int64_t step = 0;
+      absl::Time advanced;
+      absl::Time point_time;
+    };
+    std::map<int32_t, RankProgress> progress;
+    // Recent time-per-step samples (newest last, bounded).
+    std::deque<absl::Duration> step_times;
   };
 
   void HandleWorkerLost(const std::string& worker_id, const std::string& why);
   void ReattachAssignments(const std::string& worker_id, const baton::v1::Register& reg);
   void Schedule();
-  void StartRendezvous(const std::string& job_id, const std::vector<std::string>& worker_ids);
+  // `reason` is the event's reason ("Scheduled", "Restarted").
+  void StartRendezvous(const std::string& job_id, const std::vector<std::string>& worker_ids,
+                       const std::string& reason);
   void OnPortReserved(const std::string& worker_id, const baton::v1::PortReserved& msg);
   void OnAssignmentStarted(const std::string& worker_id,
                            const baton::v1::AssignmentStarted& msg);
@@ -101,6 +140,29 @@ class Coordinator {
                        int64_t generation, int32_t rank, const baton::v1::ProcessExit& exit);
   // Fails the job and stops its processes everywhere.
   void Fail(const std::string& job_id, const std::string& reason, const std::string& message);
+  // A failure of the current generation of a RENDEZVOUS/RUNNING job: records it and either
+  // restarts (RESTARTING, processes stopped) or fails the job (budget spent, crash loop).
+  // `rank` is the failed rank if known.
+  void FailGeneration(const std::string& job_id, baton::v1::FailureClass failure_class,
+                      const std::string& reason, const std::string& cause,
+                      std::optional<int32_t> rank, const std::string& worker_id);
+  // For a RESTARTING job: notes when its old processes stopped, and once they did and the
+  // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
+  // few workers came within rendezvous_timeout).
+  void MaybeRestart(const std::string& job_id);
+  // Rejects (logs) a message about `generation` of `job_id` unless it is current; true if
+  // rejected or the job is unknown.
+  bool Fenced(const std::string& worker_id, const std::string& job_id, int64_t generation,
+              const char* what);
+  // Records the first metric point of a restarted generation in its Failure record.
+  void NoteFirstStep(baton::v1::Job* job, int64_t step);
+  // Updates the generation's progress (stall detection) from its metric points.
+  void NoteProgress(Runtime& rt, const std::vector<baton::v1::MetricPoint>& points);
+  // Fails the generation of a RUNNING job (class stall) whose live ranks made no progress
+  // for max(stall_factor x median step time, stall_floor); the suspect is the live rank
+  // whose step counter stopped first (lowest step, then earliest). Only once the
+  // generation reported a step: programs that report none are never "stalled".
+  void CheckStall(const std::string& job_id, Runtime& rt);
   void StopProcesses(const baton::v1::Job& job, const std::string& reason);
   // The job if it exists and `generation` is its current one and it is active.
   baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation);
@@ -108,8 +170,10 @@ class Coordinator {
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
   // True if a rank of the job on that worker has not exited (as far as we know).
   static bool HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id);
-  // Slots in use per worker by RENDEZVOUS/RUNNING jobs.
-  std::map<std::string, int> UsedSlots() const;
+  // Slots in use per worker by RENDEZVOUS/RUNNING/RESTARTING jobs, except `except_job`'s.
+  std::map<std::string, int> UsedSlots(const std::string& except_job = "") const;
+  // READY workers with their free slots (UsedSlots(except_job) subtracted).
+  std::vector<WorkerCapacity> FreeCapacity(const std::string& except_job = "") const;
   // Logs (never fails the caller) a store error from a JobManager call.
   void Check(const absl::Status& status, const char* what);
 

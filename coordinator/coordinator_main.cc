@@ -20,6 +20,13 @@ ABSL_FLAG(std::string, state_dir, "baton-state",
           "Restarting with the same directory loses nothing.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound gRPC port is written here (atomically) once serving.");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7071",
+          "Prometheus metrics address (HOST:PORT), served at /metrics. Empty: no metrics "
+          "endpoint. Port 0 picks a free port; it is logged and written to "
+          "--metrics_port_file. If it cannot be bound the coordinator logs an error and "
+          "serves without it.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the bound metrics port is written here (atomically) once serving.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "How often workers must send heartbeats.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(5),
@@ -48,7 +55,8 @@ bool WritePortFile(const std::string& path, int port) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The Baton coordinator daemon.\n\n"
-      "Usage: baton-coordinator [--listen=0.0.0.0:7070] [--state_dir=DIR] [--port_file=F]\n\n"
+      "Usage: baton-coordinator [--listen=0.0.0.0:7070] [--state_dir=DIR] [--port_file=F]\n"
+      "                         [--metrics_listen=0.0.0.0:7071]\n\n"
       "Serves baton.v1.JobService and ClusterService (for the `baton` CLI), WorkerService "
       "(for baton-worker daemons), grpc.health.v1 and server reflection.");
   absl::ParseCommandLine(argc, argv);
@@ -63,6 +71,7 @@ int main(int argc, char** argv) {
   baton::coordinator::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.coordinator.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
@@ -77,6 +86,13 @@ int main(int argc, char** argv) {
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
   if (!port_file.empty() && !WritePortFile(port_file, server.port())) {
     std::fprintf(stderr, "baton-coordinator: cannot write --port_file %s\n", port_file.c_str());
+    return 1;
+  }
+  const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  if (!metrics_port_file.empty() && server.metrics_port() != 0 &&
+      !WritePortFile(metrics_port_file, server.metrics_port())) {
+    std::fprintf(stderr, "baton-coordinator: cannot write --metrics_port_file %s\n",
+                 metrics_port_file.c_str());
     return 1;
   }
   int sig = 0;

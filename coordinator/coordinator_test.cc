@@ -1,10 +1,12 @@
 #include "coordinator/coordinator.h"
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/proto_time.h"
 #include "common/protocol_version.h"
 #include "common/status_matchers.h"
 #include "coordinator/job_manager.h"
@@ -53,6 +55,16 @@ baton::v1::JobSpec CommandSpec(int min_workers, int slots = 1) {
   spec.set_slots_per_worker(slots);
   return spec;
 }
+
+// A spec whose restart budgets are `infra` and `user` (the rest default).
+baton::v1::JobSpec WithBudgets(baton::v1::JobSpec spec, int infra, int user) {
+  spec.mutable_restart_policy()->set_max_infra_restarts(infra);
+  spec.mutable_restart_policy()->set_max_user_restarts(user);
+  return spec;
+}
+
+// The default RestartPolicy's first backoff.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(500);
 
 class CoordinatorTest : public ::testing::Test {
  protected:
@@ -107,9 +119,12 @@ class CoordinatorTest : public ::testing::Test {
     Send(worker, m);
   }
 
-  // Acknowledges every StartAssignment the worker got, with pid 1000+rank.
+  // Acknowledges the latest StartAssignment the worker got, with pid 1000+rank.
   void Started(const std::string& worker) {
-    for (const auto& m : channels_[worker]->Of(baton::v1::CoordinatorMessage::kStartAssignment)) {
+    auto starts = channels_[worker]->Of(baton::v1::CoordinatorMessage::kStartAssignment);
+    ASSERT_FALSE(starts.empty()) << worker << " got no StartAssignment";
+    {
+      const auto& m = starts.back();
       baton::v1::WorkerMessage out;
       auto* s = out.mutable_assignment_started();
       s->set_job_id(m.start_assignment().job_id());
@@ -132,6 +147,48 @@ class CoordinatorTest : public ::testing::Test {
     e->mutable_exit()->set_exit_code(signal ? -1 : code);
     e->mutable_exit()->set_signal(signal);
     Send(worker, m);
+  }
+
+  // Reports a metric point of `rank` at `step`.
+  void Metric(const std::string& worker, const std::string& job, int64_t gen, int rank,
+              int64_t step) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(job);
+    auto* p = m.mutable_metrics()->add_points();
+    p->set_generation(gen);
+    p->set_rank(rank);
+    p->set_step(step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send(worker, m);
+  }
+
+  // The latest message of one kind sent to `worker`.
+  baton::v1::CoordinatorMessage Last(const std::string& worker,
+                                     baton::v1::CoordinatorMessage::MsgCase c) {
+    auto all = channels_[worker]->Of(c);
+    return all.empty() ? baton::v1::CoordinatorMessage() : all.back();
+  }
+
+  // Drives a RENDEZVOUS job of generation `gen` to RUNNING: rank 0's worker reserves a
+  // port, every worker of the gang starts.
+  void CompleteRendezvous(const std::string& id, int64_t gen, int port) {
+    const baton::v1::Job& job = *jobs_->Peek(id);
+    ASSERT_EQ(job.generation(), gen);
+    ReservedPort(job.ranks(0).worker_id(), id, gen, port);
+    std::set<std::string> gang;
+    for (const auto& r : job.ranks()) gang.insert(r.worker_id());
+    for (const std::string& w : gang) Started(w);
+    ASSERT_EQ(StateOf(id), JobState::kRunning);
+  }
+
+  // Reports every rank of generation `gen` that has not exited as stopped by SIGTERM.
+  void StopRest(const std::string& id, int64_t gen) {
+    const baton::v1::Job job = *jobs_->Peek(id);
+    for (const auto& r : job.ranks()) {
+      if (!r.has_exit() && workers_->IsReady(r.worker_id())) {
+        Exited(r.worker_id(), id, gen, r.rank(), 0, /*signal=*/15);
+      }
+    }
   }
 
   JobState StateOf(const std::string& job) { return *jobs_->State(job); }
@@ -208,46 +265,321 @@ TEST_F(CoordinatorTest, GangWaitsForMinWorkersThenRendezvousAndRuns) {
                                                "RankExited", "Completed"}));
 }
 
-TEST_F(CoordinatorTest, FailedRankFailsJobAndStopsTheOthers) {
+TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   const std::string id = RunningJob();
+  clock_.Advance(absl::Seconds(1));
+  Metric("w1", id, 1, 0, 40);
+  Metric("w2", id, 1, 1, 50);
   Exited("w2", id, 1, 1, 3);
-  EXPECT_EQ(StateOf(id), JobState::kFailed);
-  absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);
-  EXPECT_THAT(job->message(), HasSubstr("rank 1 on worker w2 exited with code 3"));
-  auto stops = channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment);
-  ASSERT_THAT(stops, SizeIs(1));
-  EXPECT_EQ(stops[0].stop_assignment().job_id(), id);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(), HasSubstr("rank 1 on worker w2 exited with code 3"));
+  EXPECT_THAT(job.message(), HasSubstr("restart 1 of 3 user-code restarts"));
+  EXPECT_EQ(job.restarts().user(), 1);
+  EXPECT_EQ(job.restarts().infra(), 0);
+  ASSERT_EQ(job.restarts().failures_size(), 1);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.generation(), 1);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.step(), 50);  // the generation's highest reported step
+  EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_FALSE(f.has_stopped_time());
+  // The survivors are told to stop generation 1.
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.job_id(), id);
+  EXPECT_EQ(stop.generation(), 1);
+
+  // Rank 0 stops; still no rendezvous before the backoff elapsed.
+  clock_.Advance(absl::Milliseconds(100));
+  Exited("w1", id, 1, 0, 0, /*signal=*/15);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_TRUE(jobs_->Peek(id)->restarts().failures(0).has_stopped_time());
+  clock_.Advance(kFirstBackoff - absl::Milliseconds(101));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  // A fresh port for generation 2, same workers keep their ranks.
+  auto reserve = Last("w1", baton::v1::CoordinatorMessage::kReservePort).reserve_port();
+  EXPECT_EQ(reserve.generation(), 2);
+  CompleteRendezvous(id, 2, 29601);
+  job = *jobs_->Get(id);
+  EXPECT_EQ(job.generation(), 2);
+  EXPECT_EQ(job.master_port(), 29601);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  EXPECT_FALSE(job.ranks(0).has_exit());
+  EXPECT_TRUE(job.restarts().failures(0).has_rendezvous_time());
+  EXPECT_TRUE(job.restarts().failures(0).has_running_time());
+
+  // A late report of generation 1 changes nothing; the first step of generation 2 is noted.
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  EXPECT_FALSE(jobs_->Peek(id)->ranks(1).has_exit());
+  Metric("w1", id, 2, 0, 41);
+  job = *jobs_->Get(id);
+  EXPECT_TRUE(job.restarts().failures(0).has_first_step_time());
+  EXPECT_EQ(job.restarts().failures(0).resumed_step(), 41);
+  std::vector<std::string> reasons;
+  for (const auto& e : job.events()) reasons.push_back(e.reason());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Submitted", "Scheduled", "Started", "RankExited",
+                                               "RankFailed", "RankExited", "GenerationStopped",
+                                               "Restarted", "Started", "Resumed"}));
+
+  // The new generation finishes normally.
+  Exited("w1", id, 2, 0, 0);
+  Exited("w2", id, 2, 1, 0);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
 }
 
-TEST_F(CoordinatorTest, SignalledRankIsAFailure) {
-  const std::string id = RunningJob();
-  Exited("w1", id, 1, 0, 0, /*signal=*/9);
-  EXPECT_EQ(StateOf(id), JobState::kFailed);
-  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("killed by signal 9"));
+TEST_F(CoordinatorTest, SignalledRankIsAUserFailure) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 0));
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  Exited("w1", job->id(), 1, 0, 0, /*signal=*/9);
+  EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
+  const baton::v1::Job done = *jobs_->Get(job->id());
+  EXPECT_THAT(done.message(), HasSubstr("killed by signal 9"));
+  EXPECT_THAT(done.message(),
+              HasSubstr("user-code failure in generation 1 with the restart budget spent (0 of "
+                        "0 user-code restarts used)"));
+  ASSERT_EQ(done.restarts().failures_size(), 1);
+  EXPECT_EQ(done.restarts().failures(0).failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(done.restarts().failures(0).next_generation(), 0);
 }
 
-TEST_F(CoordinatorTest, HeartbeatTimeoutLosesWorkerAndFailsItsJob) {
-  const std::string id = RunningJob();
+TEST_F(CoordinatorTest, HeartbeatTimeoutIsAnInfraFailureAndTooFewWorkersFailTheJob) {
+  const std::string id = RunningJob();  // min 2 workers
   clock_.Advance(absl::Seconds(3));
   baton::v1::WorkerMessage hb;
   hb.mutable_heartbeat();
   Send("w1", hb);  // w1 stays alive, w2 goes silent
   clock_.Advance(absl::Seconds(3));
   coordinator_->ReconcileOnce();
-  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
   EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("worker w2 lost"));
+  EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).failure_class(),
+            baton::v1::FAILURE_CLASS_INFRA);
   EXPECT_TRUE(channels_["w2"]->closed);
   EXPECT_FALSE(channels_["w1"]->closed);
+  StopRest(id, 1);
+  // Only w1 is left: the restart waits up to the rendezvous timeout for a second worker.
+  clock_.Advance(absl::Seconds(60));
+  Send("w1", hb);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(1));
+  Send("w1", hb);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_THAT(jobs_->Get(id)->message(),
+              HasSubstr("only 1 of the 2 workers needed (workers.min) were available within 1m"));
 }
 
-TEST_F(CoordinatorTest, DisconnectFailsJobAndFreesSlotsForTheQueue) {
+TEST_F(CoordinatorTest, WorkerLostWithThreeWorkersContinuesOnTwo) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 3);
+
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  StopRest(id, 1);  // w1 and w3 stop their ranks; w2's count as stopped (it is gone)
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");  // keeps rank 0
+  EXPECT_EQ(job.ranks(1).worker_id(), "w3");
+  auto start = Last("w3", baton::v1::CoordinatorMessage::kStartAssignment).start_assignment();
+  EXPECT_EQ(start.generation(), 2);
+  EXPECT_EQ(start.world_size(), 2);
+  EXPECT_EQ(job.restarts().infra(), 1);
+  EXPECT_EQ(job.restarts().failures(0).worker_id(), "w2");
+}
+
+TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFreesThem) {
   const std::string id = RunningJob();
   absl::StatusOr<baton::v1::Job> next = coordinator_->SubmitJob(CommandSpec(1));
   ASSERT_OK(next);
   EXPECT_EQ(StateOf(next->id()), JobState::kQueued);  // both slots busy
-  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(next->id()), JobState::kQueued);  // the restarting job keeps them
+
+  absl::StatusOr<baton::v1::Job> zero =
+      coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 0, 0));
+  ASSERT_OK(zero);
+  ASSERT_OK(coordinator_->CancelJob(id, ""));
+  ASSERT_OK(coordinator_->CancelJob(next->id(), ""));
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(zero->id(), 1, 29500);
+  const std::string w = jobs_->Peek(zero->id())->ranks(0).worker_id();
+  coordinator_->OnWorkerDisconnected(w, sessions_[w]);
+  EXPECT_EQ(StateOf(zero->id()), JobState::kFailed);
+  EXPECT_THAT(jobs_->Get(zero->id())->message(),
+              HasSubstr("infrastructure failure in generation 1 with the restart budget spent "
+                        "(0 of 0 infrastructure restarts used)"));
+}
+
+TEST_F(CoordinatorTest, BudgetExhaustionFailsWithClassAndCountAndBackoffGrows) {
+  const std::string id = [&] {
+    Connect(Reg("w1"));
+    absl::StatusOr<baton::v1::Job> job =
+        coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 2));
+    EXPECT_OK(job);
+    return job->id();
+  }();
+  CompleteRendezvous(id, 1, 29500);
+  // Generation 1 fails at step 10, generation 2 at step 20: no crash loop.
+  Metric("w1", id, 1, 0, 10);
+  Exited("w1", id, 1, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 2, 29501);
+
+  Metric("w1", id, 2, 0, 20);
+  Exited("w1", id, 2, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(FromProto(jobs_->Peek(id)->restarts().failures(1).backoff()), 2 * kFirstBackoff);
+  clock_.Advance(2 * kFirstBackoff - absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // the second backoff is twice the first
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 3, 29502);
+
+  Metric("w1", id, 3, 0, 30);
+  Exited("w1", id, 3, 0, 1);
   EXPECT_EQ(StateOf(id), JobState::kFailed);
-  EXPECT_EQ(StateOf(next->id()), JobState::kRendezvous);  // w1 is free again
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(), HasSubstr("user-code failure in generation 3 with the restart "
+                                       "budget spent (2 of 2 user-code restarts used)"));
+  EXPECT_EQ(job.restarts().user(), 2);
+  ASSERT_EQ(job.restarts().failures_size(), 3);
+  EXPECT_EQ(job.restarts().failures(2).step(), 30);
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "RestartBudgetExhausted");
+}
+
+TEST_F(CoordinatorTest, SameStepTwiceInARowIsACrashLoop) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> submitted =
+      coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 10));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 5);
+  Exited("w1", id, 1, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 2, 29501);
+  Metric("w1", id, 2, 0, 5);
+  Exited("w1", id, 2, 0, 1);
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(),
+              HasSubstr("crash loop: generations 1 and 2 both failed at step 5"));
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "CrashLoop");
+  EXPECT_EQ(job.restarts().user(), 1);  // far from the budget of 10
+  EXPECT_EQ(job.restarts().failures_size(), 2);
+}
+
+TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirst) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_restart_policy()->mutable_stall_floor()->set_seconds(2);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  baton::v1::WorkerMessage hb;
+  hb.mutable_heartbeat();
+  auto tick = [&](absl::Duration d) {
+    clock_.Advance(d);
+    Send("w1", hb);
+    Send("w2", hb);
+    coordinator_->ReconcileOnce();
+  };
+  // No metrics yet: never a stall, however long it takes.
+  tick(absl::Seconds(4));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  // 10 steps per 100 ms: median 10 ms/step, so the 2 s floor is the timeout.
+  for (int i = 1; i <= 3; ++i) {
+    Metric("w1", id, 1, 0, 10 * i);
+    Metric("w2", id, 1, 1, 10 * i);
+    tick(absl::Milliseconds(100));
+  }
+  Metric("w1", id, 1, 0, 40);  // rank 1 stops at step 30 first, then rank 0 at 40
+  tick(absl::Milliseconds(1999));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  tick(absl::Milliseconds(1));
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_EQ(job.restarts().stall(), 1);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_STALL);
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_THAT(f.cause(), HasSubstr("rank 1 on worker w2 stopped first at step 30"));
+  EXPECT_THAT(f.cause(), HasSubstr("max(10 x median step time 10ms, 2s)"));
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "Stalled");
+}
+
+TEST_F(CoordinatorTest, CheckGenerationFencesOldGenerations) {
+  baton::v1::Job job;
+  job.set_id("j-000001");
+  job.set_generation(3);
+  EXPECT_OK(Coordinator::CheckGeneration(job, 3));
+  EXPECT_THAT(Coordinator::CheckGeneration(job, 2),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("generation 2 is stale; the current generation is 3")));
+  EXPECT_THAT(Coordinator::CheckGeneration(job, 4),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("never started")));
+}
+
+TEST_F(CoordinatorTest, MessagesOfAnOldGenerationAreRejected) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  // A stale port reply does not complete generation 2's rendezvous.
+  ReservedPort("w1", id, 1, 1111);
+  EXPECT_EQ(jobs_->Peek(id)->master_port(), 0);
+  CompleteRendezvous(id, 2, 29501);
+  // A stale AssignmentStarted is answered with a StopAssignment of its generation.
+  baton::v1::WorkerMessage started;
+  started.mutable_assignment_started()->set_job_id(id);
+  started.mutable_assignment_started()->set_generation(1);
+  Send("w2", started);
+  auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.generation(), 1);
+  EXPECT_EQ(stop.reason(), "generation superseded");
+  // Stale metrics are not recorded; stale exits change nothing.
+  Metric("w1", id, 1, 0, 999);
+  EXPECT_NE(jobs_->Peek(id)->result().steps(), 999);
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures_size(), 1);
 }
 
 TEST_F(CoordinatorTest, CancelStopsProcessesAndIsFinal) {
@@ -306,8 +638,9 @@ TEST_F(CoordinatorTest, ReconnectOfWorkerWhoseRanksAllExitedIsHarmless) {
   Connect(Reg("w2"));  // supersedes the old session without listing the finished job
   EXPECT_EQ(StateOf(id), JobState::kRunning);
   Connect(Reg("w1"));  // w1 still has rank 0 running but does not list it: it restarted
-  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
   EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("reconnected without the job's processes"));
+  EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
 }
 
 TEST_F(CoordinatorTest, MetricsOfOtherGenerationsAreIgnoredAndRankZeroSetsResult) {
@@ -367,7 +700,56 @@ TEST_F(RestartTest, RunningJobReattachesWhenWorkersReportBack) {
   EXPECT_TRUE(reattached);
   clock_.Advance(absl::Minutes(5));  // past the reattach timeout: nothing happens any more
   coordinator_->ReconcileOnce();
-  EXPECT_EQ(StateOf(id), JobState::kFailed);  // heartbeats stopped meanwhile
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // heartbeats stopped meanwhile: w1 lost
+  clock_.Advance(absl::Minutes(2));  // and no worker came back for the restart
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+}
+
+TEST_F(RestartTest, RestartRendezvousInterruptedByARestartIsRequeuedAndCompletes) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);  // generation 2's rendezvous
+  Open(path_);
+  EXPECT_EQ(StateOf(id), JobState::kQueued);
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  CompleteRendezvous(id, 3, 29800);
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.next_generation(), 3);
+  EXPECT_TRUE(f.has_running_time());
+}
+
+TEST_F(RestartTest, RestartStatsSurviveRestartAndTheRestartCompletes) {
+  const std::string id = RunningJob();
+  Metric("w2", id, 1, 1, 7);
+  Exited("w2", id, 1, 1, 2);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job before = *jobs_->Get(id);
+  Open(path_);  // the coordinator restarts during the backoff
+  const baton::v1::Job after = *jobs_->Get(id);
+  EXPECT_EQ(after.state(), baton::v1::JOB_STATE_RESTARTING);
+  EXPECT_EQ(after.restarts().SerializeAsString(), before.restarts().SerializeAsString());
+  EXPECT_EQ(after.restarts().user(), 1);
+  EXPECT_EQ(after.restarts().failures(0).step(), 7);
+  clock_.Advance(absl::Seconds(20));  // past the stop wait: w1's exit never comes
+  // The workers come back (w1 still lists rank 0 of generation 1: it is stopped).
+  baton::v1::Register reg = Reg("w1");
+  auto* a = reg.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  a->add_ranks()->set_rank(0);
+  Connect(reg);
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.generation(), 1);
+  Connect(Reg("w2"));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29700);
+  EXPECT_EQ(jobs_->Get(id)->restarts().failures(0).next_generation(), 2);
 }
 
 TEST_F(RestartTest, RunningJobFailsWhenWorkersDoNotComeBack) {

@@ -17,7 +17,7 @@ absl::Status CheckTransition(JobState from, JobState to) {
       break;
     case JobState::kRendezvous:
       legal = to == JobState::kRunning || to == JobState::kQueued || to == JobState::kFailed ||
-              to == JobState::kCancelled;
+              to == JobState::kCancelled || to == JobState::kRestarting;
       break;
     case JobState::kRunning:
       legal = to == JobState::kSucceeded || to == JobState::kFailed ||

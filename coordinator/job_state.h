@@ -10,7 +10,8 @@ namespace baton::coordinator {
 // A job's lifecycle. The legal transitions are exactly:
 //
 //   kQueued     -> kRendezvous | kCancelled
-//   kRendezvous -> kRunning | kQueued (a chosen worker vanished) | kFailed | kCancelled
+//   kRendezvous -> kRunning | kQueued (a chosen worker vanished) | kFailed | kCancelled |
+//                  kRestarting (a process or worker of the new generation failed)
 //   kRunning    -> kSucceeded | kFailed | kCancelled | kRestarting
 //   kRestarting -> kRendezvous | kFailed | kCancelled
 //

@@ -41,4 +41,17 @@ struct Placement {
 std::vector<Placement> Schedule(const std::vector<PendingJob>& queue,
                                 std::vector<WorkerCapacity> workers);
 
+// The gang of a restarting job's next generation, in group-rank order; empty if fewer
+// than job.min_workers workers have job.slots_per_worker free slots. A pure function.
+//
+// `previous` is the failed generation's gang in group-rank order; `workers` are the READY
+// workers with their free slots, the job's own old slots counted as free. Each surviving
+// worker of `previous` keeps its group rank (hence its ranks); the place of a worker that
+// is gone is taken by a new worker (lowest id first), or, with none left, the later
+// survivors move down one place. Remaining new workers join at the end, up to
+// job.max_workers (survivors are preferred over new workers when the gang is capped).
+std::vector<std::string> PlaceRestart(const std::vector<std::string>& previous,
+                                      const PendingJob& job,
+                                      std::vector<WorkerCapacity> workers);
+
 }  // namespace baton::coordinator

@@ -81,5 +81,39 @@ INSTANTIATE_TEST_SUITE_P(
         ScheduleCase{"no_workers", {{"j1", 1, 1, 1}}, {}, {}}),
     [](const ::testing::TestParamInfo<ScheduleCase>& info) { return info.param.name; });
 
+// PlaceRestart, table-driven: previous gang, free slots per worker, min/max -> new gang.
+TEST(PlaceRestart, Table) {
+  struct Case {
+    const char* name;
+    std::vector<std::string> previous;
+    std::vector<WorkerCapacity> workers;
+    int min, max;
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"all survive: same places", {"w2", "w1"}, {{"w1", 1}, {"w2", 1}}, 2, 2, {"w2", "w1"}},
+      {"middle lost, none new: later survivors move down",
+       {"w1", "w2", "w3"}, {{"w1", 1}, {"w3", 1}}, 2, 3, {"w1", "w3"}},
+      {"lost worker replaced in its place",
+       {"w1", "w2", "w3"}, {{"w1", 1}, {"w3", 1}, {"w9", 1}, {"w4", 1}}, 2, 3,
+       {"w1", "w4", "w3"}},
+      {"grows to max with new workers at the end",
+       {"w1"}, {{"w1", 1}, {"w3", 1}, {"w2", 1}}, 1, 3, {"w1", "w2", "w3"}},
+      {"too few: empty", {"w1", "w2", "w3"}, {{"w1", 1}}, 2, 3, {}},
+      {"busy worker does not fit", {"w1", "w2"}, {{"w1", 1}, {"w2", 0}, {"w5", 1}}, 2, 2,
+       {"w1", "w5"}},
+      {"survivors preferred when capped", {"w3", "w4"}, {{"w1", 1}, {"w3", 1}, {"w4", 1}}, 1, 2,
+       {"w3", "w4"}},
+  };
+  for (const Case& c : cases) {
+    PendingJob job;
+    job.job_id = "j";
+    job.min_workers = c.min;
+    job.max_workers = c.max;
+    job.slots_per_worker = 1;
+    EXPECT_EQ(PlaceRestart(c.previous, job, c.workers), c.want) << c.name;
+  }
+}
+
 }  // namespace
 }  // namespace baton::coordinator

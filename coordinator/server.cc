@@ -48,6 +48,8 @@ absl::Status CoordinatorServer::Start() {
   RETURN_IF_ERROR(coordinator_->Recover());
 
   loop_ = std::make_unique<EventLoop>();
+  metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
+                                                  coordinator_.get(), clock_);
   job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get());
   cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get());
   worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get());
@@ -59,6 +61,9 @@ absl::Status CoordinatorServer::Start() {
   builder.RegisterService(job_service_.get());
   builder.RegisterService(cluster_service_.get());
   builder.RegisterService(worker_service_.get());
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(RpcMetricsInterceptor(metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   // Workers keep their streams alive through idle NATs/proxies.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
@@ -69,12 +74,26 @@ absl::Status CoordinatorServer::Start() {
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
+  if (!options_.metrics_listen.empty()) {
+    // Training does not depend on the metrics endpoint: a taken port is logged (and the
+    // scrape target shows down), the coordinator still serves.
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+        ServeMetrics(options_.metrics_listen, metrics_);
+    if (exposer.ok()) {
+      exposer_ = *std::move(exposer);
+      metrics_port_ = exposer_->GetListeningPorts().front();
+      BATON_LOG(INFO) << "metrics on port " << metrics_port_ << " (/metrics)";
+    } else {
+      BATON_LOG(ERROR) << exposer.status() << "; serving without a metrics endpoint";
+    }
+  }
   BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
                   << options_.state_dir;
   return absl::OkStatus();
 }
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {
+  exposer_.reset();  // No scrape reaches the loop after this.
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +

@@ -11,6 +11,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/event_loop.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/metrics.h"
 #include "coordinator/services.h"
 #include "coordinator/store/store.h"
 #include "coordinator/worker_registry.h"
@@ -24,6 +25,11 @@ struct ServerOptions {
   std::string state_dir = "baton-state";
   // How often the control loop runs ReconcileOnce.
   absl::Duration reconcile_period = absl::Milliseconds(100);
+  // Prometheus /metrics address, e.g. "0.0.0.0:7071"; port 0 picks a free port (see
+  // metrics_port()); empty: no metrics endpoint. If it cannot be bound, the error is
+  // logged and the coordinator serves without it.
+  std::string metrics_listen;
+  CoordinatorMetricsOptions metrics;
   CoordinatorOptions coordinator;
 };
 
@@ -41,6 +47,8 @@ class CoordinatorServer {
   absl::Status Start();
   // The bound gRPC port (after Start).
   int port() const { return port_; }
+  // The bound metrics port (after Start); 0 if metrics are not served.
+  int metrics_port() const { return metrics_port_; }
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
@@ -52,11 +60,14 @@ class CoordinatorServer {
   std::unique_ptr<WorkerRegistry> workers_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<EventLoop> loop_;
+  std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
   int port_ = 0;
+  int metrics_port_ = 0;
 };
 
 }  // namespace baton::coordinator

@@ -10,6 +10,9 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   # Storage, config, metrics, tests.
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev
+  # Prometheus server + promtool: the deploy/ rule and config checks and the e2e test that
+  # scrapes the daemons with a real Prometheus.
+  prometheus
   # LibTorch (CPU, c10d + Gloo) and a fast BLAS (the default reference BLAS is ~13x slower).
   libtorch-dev libgloo-dev libopenblas0-pthread
   # Header-only image decoding (JPEG/PNG) for image-folder datasets.

@@ -52,20 +52,26 @@ step "Generating a learnable MNIST-format data set"
 
 step "Starting a coordinator and two workers on loopback"
 "$BIN/coordinator/baton-coordinator" --listen=127.0.0.1:0 --port_file="$TMP/port" \
+  --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
   --state_dir="$TMP/state" 2>"$TMP/coordinator.log" &
 PIDS+=($!)
 wait_for test -s "$TMP/port"
 export BATON_COORDINATOR=127.0.0.1:$(cat "$TMP/port")
 for w in 1 2; do
   "$BIN/worker/baton-worker" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/worker-$w" \
-    --slots=1 2>"$TMP/worker-$w.log" &
+    --slots=1 --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/worker-$w.metrics_port" \
+    2>"$TMP/worker-$w.log" &
   PIDS+=($!)
 done
 two_ready() { [[ $("$BATON" workers | grep -c READY) -ge 2 ]]; }
 wait_for two_ready
 "$BATON" workers
+for f in coordinator worker-1 worker-2; do
+  wait_for test -s "$TMP/$f.metrics_port"
+  echo "Prometheus metrics of $f: http://127.0.0.1:$(cat "$TMP/$f.metrics_port")/metrics"
+done
 
-step "Submitting examples/quickstart.yaml (2 workers x 1 rank, MLP on MNIST, Gloo)"
+step "Submitting examples/quickstart.yaml (2 workers x 1 rank, MLP on MNIST)"
 "$BATON" submit examples/quickstart.yaml --set trainer.data_dir="$TMP/data/mnist" \
   --set checkpoint_dir="$TMP/checkpoints" --wait
 

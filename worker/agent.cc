@@ -34,11 +34,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
 
 }  // namespace
 
-Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock)
+Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock,
+             WorkerMetrics* metrics)
     : options_(std::move(options)),
       supervisor_(supervisor),
       outbox_(outbox),
       clock_(clock),
+      metrics_(metrics),
       heartbeat_interval_(options_.heartbeat_interval) {}
 
 Agent::~Agent() { Stop(); }
@@ -185,6 +187,7 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
                       << ": " << req.ranks_size() << " ranks of " << req.world_size();
       const absl::Status s = supervisor_->StartAssignment(req);
       if (!s.ok()) BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << ": " << s;
+      if (s.ok() && metrics_ != nullptr) metrics_->OnAssignmentStarted(req);
       return;
     }
     case baton::v1::CoordinatorMessage::kStopAssignment: {

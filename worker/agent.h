@@ -12,6 +12,7 @@
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 #include "worker/backoff.h"
+#include "worker/metrics.h"
 #include "worker/outbox.h"
 #include "worker/supervisor.h"
 
@@ -60,9 +61,11 @@ struct AgentOptions {
 // reports and batches. mu_ guards the connection state shared by the two.
 class Agent {
  public:
-  // `supervisor`, `outbox` and `clock` must outlive the Agent. The Outbox must be the
-  // Supervisor's listener.
-  Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock);
+  // `supervisor`, `outbox`, `clock` and `metrics` (optional) must outlive the Agent. The
+  // Outbox must receive the Supervisor's listener calls (directly or through a
+  // MetricsListener). `metrics` learns of every assignment started.
+  Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock* clock,
+        WorkerMetrics* metrics = nullptr);
   ~Agent();  // Stop().
 
   // Starts both threads and returns; connecting happens in the background.
@@ -88,6 +91,7 @@ class Agent {
   Supervisor* const supervisor_;
   Outbox* const outbox_;
   Clock* const clock_;
+  WorkerMetrics* const metrics_;  // May be null.
 
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -74,6 +74,7 @@ class WorkerE2eTest : public ::testing::Test {
         "--work_dir=" + work_dir_,
         "--heartbeat_interval=100ms",
         "--stop_grace=5s",
+        "--metrics_listen=",  // No exporter: never bind the default port in tests.
     };
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

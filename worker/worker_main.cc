@@ -7,8 +7,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +24,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "worker/agent.h"
+#include "worker/metrics.h"
 #include "worker/outbox.h"
 #include "worker/posix_process_launcher.h"
 #include "common/protocol_version.h"
@@ -50,6 +54,13 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "Heartbeat period; the coordinator's Registered message may override it.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "SIGTERM -> SIGKILL grace when a StopAssignment carries none, and on shutdown.");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7072",
+          "Prometheus metrics address (HOST:PORT), served at /metrics. Empty: no metrics "
+          "endpoint. Port 0 picks a free port; it is logged and written to "
+          "--metrics_port_file. If it cannot be bound the worker logs an error and runs "
+          "without it.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "If set, the bound metrics port is written here (atomically) once serving.");
 ABSL_FLAG(std::string, worker_id, "",
           "Worker identity. Default: read from <work_dir>/worker_id, created (random) on "
           "first start, so restarts keep the identity.");
@@ -61,6 +72,17 @@ std::string SelfExe() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// Writes "<port>\n" to `path` through a rename, so readers never see a partial file.
+bool WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.good()) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 std::string Hostname() {
@@ -123,11 +145,40 @@ int Run() {
   Clock* clock = RealClock::Get();
   PosixProcessLauncher launcher;
   Outbox outbox(OutboxOptions(), clock);
-  Supervisor supervisor(supervisor_options, &launcher, clock, &outbox);
-  Agent agent(agent_options, &supervisor, &outbox, clock);
+  Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
+  auto metrics = std::make_shared<WorkerMetrics>(
+      WorkerMetricsOptions(), clock,
+      [&supervisor_for_metrics](const std::string& job_id, int64_t generation, int32_t rank) {
+        const std::optional<RankState> state =
+            supervisor_for_metrics->GetRankState(job_id, generation, rank);
+        return state.has_value() && *state != RankState::kExited;
+      });
+  MetricsListener listener(metrics.get(), &outbox);
+  Supervisor supervisor(supervisor_options, &launcher, clock, &listener);
+  supervisor_for_metrics = &supervisor;
+  Agent agent(agent_options, &supervisor, &outbox, clock, metrics.get());
   if (absl::Status s = supervisor.Start(); !s.ok()) {
     BATON_LOG(ERROR) << s;
     return 1;
+  }
+  // Destroyed before the supervisor and the agent: scrapes read both.
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
+    // Training does not depend on the metrics endpoint: a taken port is logged (and the
+    // scrape target shows down), the worker still runs.
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> served = ServeMetrics(listen, metrics);
+    if (served.ok()) {
+      exposer = *std::move(served);
+      const int port = exposer->GetListeningPorts().front();
+      BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
+      const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
+      if (!port_file.empty() && !WritePortFile(port_file, port)) {
+        BATON_LOG(ERROR) << "cannot write --metrics_port_file " << port_file;
+        return 1;
+      }
+    } else {
+      BATON_LOG(ERROR) << served.status() << "; running without a metrics endpoint";
+    }
   }
   if (absl::Status s = agent.Start(); !s.ok()) {
     BATON_LOG(ERROR) << s;

@@ -17,10 +17,12 @@ rm -rf "$TMP"
 mkdir -p "$TMP"
 COORDINATOR_PID=
 declare -A WORKER_PIDS=()
+# Other processes a test started (e.g. a Prometheus server); stopped first on exit.
+EXTRA_PIDS=()
 
 _e2e_cleanup() {
   local rc=$?
-  local pids=("${WORKER_PIDS[@]}" $COORDINATOR_PID)
+  local pids=("${EXTRA_PIDS[@]}" "${WORKER_PIDS[@]}" $COORDINATOR_PID)
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((rc != 0)); then
@@ -53,7 +55,9 @@ wait_for() {
 start_coordinator() {
   local port=${1:-0}
   rm -f "$TMP/port"
+  rm -f "$TMP/coordinator.metrics_port"
   "$COORDINATOR_BIN" --listen="127.0.0.1:$port" --port_file="$TMP/port" \
+    --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
     --state_dir="$TMP/state" --heartbeat_timeout=3s --stop_grace=2s \
     --reattach_timeout=20s 2>>"$TMP/coordinator.log" &
   COORDINATOR_PID=$!
@@ -62,10 +66,13 @@ start_coordinator() {
   export BATON_COORDINATOR=127.0.0.1:$COORDINATOR_PORT
 }
 
-# start_worker NAME: a worker daemon with one slot and its own work dir.
+# start_worker NAME: a worker daemon with one slot and its own work dir. Its metrics port
+# (OS-chosen) lands in $TMP/NAME.metrics_port.
 start_worker() {
+  rm -f "$TMP/$1.metrics_port"
   "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$1" --slots=1 \
-    --trainer="$TRAINER_BIN" 2>>"$TMP/$1.log" &
+    --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
+    --metrics_port_file="$TMP/$1.metrics_port" 2>>"$TMP/$1.log" &
   WORKER_PIDS[$1]=$!
 }
 

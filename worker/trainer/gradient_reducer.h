@@ -19,8 +19,9 @@
 // FinishBackward(), after backward(), starts the buckets whose gradients never arrived
 // (parameters unused by the last micro-batch contribute their accumulated gradient, or
 // zeros), waits for every bucket, and writes the averages back into param.grad().
-// Averaging: each rank divides its bucket by the world size before the sum, so the
-// all-reduced value is the mean.
+// Averaging: full-width buckets are summed and divided by the world size while being
+// copied back into param.grad() (one memory pass fewer); compressed ones are divided
+// before the sum (below).
 //
 // Gradient accumulation. BeginBackward(sync=false) disarms the hooks: gradients just
 // accumulate in param.grad() locally (DDP's no_sync). Only the backward of the last

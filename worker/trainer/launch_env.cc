@@ -61,8 +61,11 @@ absl::StatusOr<LaunchEnv> ParseLaunchEnv(const EnvLookup& lookup) {
   }
   if (env.group_rank < 0) return OutOfRange(kEnvGroupRank, env.group_rank, ">= 0");
 
-  if (env.world_size > 1) {
-    const char* addr = lookup(kEnvMasterAddr);
+  // Required for a gang; optional for a world of one (a GPU then still goes through NCCL,
+  // the path multi-GPU runs take).
+  const char* master = lookup(kEnvMasterAddr);
+  if (env.world_size > 1 || (master != nullptr && *master != '\0')) {
+    const char* addr = master;
     if (addr == nullptr || *addr == '\0') {
       return absl::InvalidArgumentError(absl::StrCat("environment variable ", kEnvMasterAddr,
                                                      " is required when WORLD_SIZE > 1"));
@@ -71,7 +74,7 @@ absl::StatusOr<LaunchEnv> ParseLaunchEnv(const EnvLookup& lookup) {
     ASSIGN_OR_RETURN(const std::optional<int> port, ReadInt<int>(lookup, kEnvMasterPort));
     if (!port.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("environment variable ", kEnvMasterPort,
-                                                     " is required when WORLD_SIZE > 1"));
+                                                     " is required with MASTER_ADDR"));
     }
     if (*port < 1 || *port > 65535) return OutOfRange(kEnvMasterPort, *port, "in [1, 65535]");
     env.master_port = *port;

@@ -17,8 +17,8 @@ struct LaunchEnv {
   int local_rank = 0;
   int local_world_size = 1;
   int group_rank = 0;
-  std::string master_addr;  // Set when world_size > 1.
-  int master_port = 0;      // 1..65535 when world_size > 1.
+  std::string master_addr;  // Set when world_size > 1 (optional for a world of one).
+  int master_port = 0;      // 1..65535 when master_addr is set.
   std::string job_id;       // BATON_JOB_ID; may be empty outside Baton.
   int64_t generation = 0;   // BATON_GENERATION; 0 outside Baton.
   int metrics_fd = -1;      // BATON_METRICS_FD; -1 = not set.

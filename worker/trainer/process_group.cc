@@ -97,7 +97,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(
     return absl::InvalidArgumentError(
         absl::StrCat("no collective backend for device ", options.device.str()));
   }
-  if (rdzv.world_size == 1) {
+  // A world of one needs no collectives, except that a GPU given a rendezvous address
+  // goes through NCCL anyway: the path multi-GPU runs take (tools/gpu_check.sh uses it).
+  if (rdzv.world_size == 1 && !(cuda && !rdzv.master_addr.empty())) {
     return std::unique_ptr<Communicator>(new LocalCommunicator(options.device));
   }
   ASSIGN_OR_RETURN(c10::intrusive_ptr<c10d::Store> store, ConnectStore(rdzv));

@@ -56,8 +56,8 @@ struct ProcessGroupOptions {
   std::string gloo_interface;
 };
 
-// A LocalCommunicator on options.device for a world of one; otherwise ConnectStore and
-// the backend for the device. Errors as ConnectStore; FAILED_PRECONDITION for a CUDA
+// A LocalCommunicator on options.device for a world of one (except a CUDA device with a
+// master_addr: NCCL); otherwise ConnectStore and the backend for the device. Errors as ConnectStore; FAILED_PRECONDITION for a CUDA
 // device when this LibTorch has no NCCL.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(const ProcessGroupOptions& options);
 

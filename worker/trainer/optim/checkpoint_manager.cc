@@ -1,6 +1,7 @@
 #include "worker/trainer/optim/checkpoint_manager.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/Dict.h>
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
@@ -108,7 +109,8 @@ at::Tensor Compact(const at::Tensor& t) {
   return c;
 }
 
-// Generators: CPU always, CUDA when this LibTorch has it.
+// Generators: CPU always, CUDA when this LibTorch has it. (Context::defaultGenerator has
+// the same signature in LibTorch 1.13 and 2.x; the CUDA hooks' getter was renamed.)
 at::Tensor GetCpuRngState() {
   at::Generator gen = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(gen.mutex());
@@ -120,7 +122,8 @@ std::vector<at::Tensor> GetCudaRngStates() {
   const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
   if (!hooks.hasCUDA()) return states;
   for (int i = 0; i < hooks.getNumGPUs(); ++i) {
-    at::Generator gen = hooks.getDefaultCUDAGenerator(static_cast<at::DeviceIndex>(i));
+    at::Generator gen = at::globalContext().defaultGenerator(
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
     std::lock_guard<std::mutex> lock(gen.mutex());
     states.push_back(gen.get_state());
   }
@@ -142,7 +145,8 @@ void SetRngStates(const Decoded& d) {
                        << " devices: restoring the first " << n;
   }
   for (int i = 0; i < n; ++i) {
-    at::Generator gen = hooks.getDefaultCUDAGenerator(static_cast<at::DeviceIndex>(i));
+    at::Generator gen = at::globalContext().defaultGenerator(
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(d.rng_cuda[i]);
   }

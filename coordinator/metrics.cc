@@ -1,0 +1,458 @@
+#include "coordinator/metrics.h"
+
+#include <algorithm>
+#include <exception>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "common/proto_time.h"
+#include "coordinator/job_state.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::coordinator {
+namespace {
+
+using baton::v1::JobUpdate;
+
+// Durations of scheduling phases and RPCs, seconds: 1 ms .. 10 min.
+prometheus::Histogram::BucketBoundaries PhaseBuckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+}
+
+// "queued" for JOB_STATE_QUEUED: the label value of a state.
+std::string StateLabel(baton::v1::JobState s) {
+  return absl::AsciiStrToLower(absl::StripPrefix(baton::v1::JobState_Name(s), "JOB_STATE_"));
+}
+
+// Every proto job state but UNSPECIFIED, so states added to the proto appear by themselves.
+std::vector<baton::v1::JobState> AllStates() {
+  std::vector<baton::v1::JobState> out;
+  const google::protobuf::EnumDescriptor* d = baton::v1::JobState_descriptor();
+  for (int i = 0; i < d->value_count(); ++i) {
+    const auto s = static_cast<baton::v1::JobState>(d->value(i)->number());
+    if (s != baton::v1::JOB_STATE_UNSPECIFIED) out.push_back(s);
+  }
+  return out;
+}
+
+bool IsTerminalProto(baton::v1::JobState s) {
+  JobState state;
+  return JobStateFromProto(s, &state).ok() && IsTerminal(state);
+}
+
+prometheus::ClientMetric Sample(std::vector<prometheus::ClientMetric::Label> labels,
+                                double value, prometheus::MetricType type) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  if (type == prometheus::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+// What the metrics know of one followed job, from its update stream. Loop-owned.
+struct CoordinatorMetrics::JobTracker {
+  baton::v1::JobState state = baton::v1::JOB_STATE_UNSPECIFIED;
+  int64_t generation = 0;
+  absl::Time start = absl::InfinitePast();  // InfinitePast: not started.
+  absl::Time end = absl::InfiniteFuture();  // InfiniteFuture: not ended.
+  absl::Time create = absl::InfinitePast();
+  absl::Time queued_since = absl::InfinitePast();
+  absl::Time rendezvous_since = absl::InfinitePast();
+  absl::Time restarting_since = absl::InfinitePast();
+  int64_t restarts = 0;
+  // Goodput: rank 0's highest step so far and the productive seconds.
+  int64_t max_step = 0;
+  double productive_s = 0;
+  // Slowdown: per rank of `points_generation`, its latest time_step_s values.
+  int64_t points_generation = 0;
+  std::map<int32_t, std::deque<double>> step_times;
+};
+
+// The watch stream of one job, feeding OnUpdate. JobManager calls it on the loop only.
+class CoordinatorMetrics::Sink final : public UpdateSink {
+ public:
+  Sink(const CoordinatorMetrics* metrics, std::string job_id)
+      : metrics_(metrics), job_id_(std::move(job_id)) {}
+  bool Push(const JobUpdate& update) override {
+    metrics_->OnUpdate(job_id_, update);
+    return true;
+  }
+  void Finish(const absl::Status&) override {}
+
+ private:
+  const CoordinatorMetrics* const metrics_;
+  const std::string job_id_;
+};
+
+CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventLoop* loop,
+                                       JobManager* jobs, Coordinator* coordinator,
+                                       const Clock* clock)
+    : options_(options),
+      loop_(loop),
+      jobs_(jobs),
+      coordinator_(coordinator),
+      clock_(clock),
+      started_(clock->Now()),
+      registry_(std::make_shared<prometheus::Registry>()),
+      queue_wait_(prometheus::BuildHistogram()
+                      .Name("baton_coordinator_queue_wait_seconds")
+                      .Help("Time a job waited QUEUED before its rendezvous started.")
+                      .Register(*registry_)
+                      .Add({}, PhaseBuckets())),
+      rendezvous_(prometheus::BuildHistogram()
+                      .Name("baton_coordinator_rendezvous_duration_seconds")
+                      .Help("Time from RENDEZVOUS to RUNNING (ranks assigned, port reserved, "
+                            "every process started).")
+                      .Register(*registry_)
+                      .Add({}, PhaseBuckets())),
+      recovery_(prometheus::BuildHistogram()
+                    .Name("baton_coordinator_recovery_duration_seconds")
+                    .Help("Time from RESTARTING to RUNNING again after a failure.")
+                    .Register(*registry_)
+                    .Add({}, PhaseBuckets())),
+      restarts_(prometheus::BuildCounter()
+                    .Name("baton_coordinator_restarts_total")
+                    .Help("Job restarts (RESTARTING transitions), by the event's reason.")
+                    .Register(*registry_)),
+      rpc_(prometheus::BuildHistogram()
+               .Name("baton_coordinator_rpc_duration_seconds")
+               .Help("Server-side latency of unary RPCs, by method and gRPC status code.")
+               .Register(*registry_)) {}
+
+CoordinatorMetrics::~CoordinatorMetrics() = default;
+
+void CoordinatorMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
+                                    absl::Duration latency) {
+  static const char* const kCodes[] = {
+      "OK",      "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  const std::string code_label = c >= 0 && c <= 16 ? kCodes[c] : absl::StrCat(c);
+  rpc_.Add({{"method", method}, {"code", code_label}}, PhaseBuckets())
+      .Observe(absl::ToDoubleSeconds(latency));
+}
+
+void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& update) const {
+  auto it = trackers_.find(job_id);
+  if (it == trackers_.end()) return;
+  JobTracker& t = *it->second;
+  switch (update.update_case()) {
+    case JobUpdate::kSnapshot: {
+      const baton::v1::Job& job = update.snapshot();
+      t.state = job.state();
+      t.generation = job.generation();
+      if (job.has_create_time()) t.create = FromProto(job.create_time());
+      if (job.has_start_time()) t.start = FromProto(job.start_time());
+      if (job.has_end_time()) t.end = FromProto(job.end_time());
+      return;
+    }
+    case JobUpdate::kEvent: {
+      const baton::v1::JobEvent& e = update.event();
+      if (e.to_state() == baton::v1::JOB_STATE_UNSPECIFIED) return;
+      const absl::Time at = FromProto(e.time());
+      const auto observe_since = [&](absl::Time since, prometheus::Histogram& h) {
+        if (since != absl::InfinitePast() && at >= since) h.Observe(absl::ToDoubleSeconds(at - since));
+      };
+      if (e.from_state() == baton::v1::JOB_STATE_QUEUED &&
+          e.to_state() == baton::v1::JOB_STATE_RENDEZVOUS) {
+        observe_since(t.queued_since, queue_wait_);
+      }
+      if (e.from_state() == baton::v1::JOB_STATE_RENDEZVOUS &&
+          e.to_state() == baton::v1::JOB_STATE_RUNNING) {
+        observe_since(t.rendezvous_since, rendezvous_);
+        observe_since(t.restarting_since, recovery_);
+        t.restarting_since = absl::InfinitePast();
+      }
+      switch (e.to_state()) {
+        case baton::v1::JOB_STATE_QUEUED:
+          t.queued_since = at;
+          break;
+        case baton::v1::JOB_STATE_RENDEZVOUS:
+          t.rendezvous_since = at;
+          break;
+        case baton::v1::JOB_STATE_RESTARTING:
+          ++t.restarts;
+          restarts_.Add({{"cause", e.reason().empty() ? "unknown" : e.reason()}}).Increment();
+          if (t.restarting_since == absl::InfinitePast()) t.restarting_since = at;
+          break;
+        default:
+          if (IsTerminalProto(e.to_state())) t.restarting_since = absl::InfinitePast();
+          break;
+      }
+      return;
+    }
+    case JobUpdate::kMetric: {
+      const baton::v1::MetricPoint& p = update.metric();
+      const auto step_time = p.values().find("time_step_s");
+      if (p.rank() == 0) {
+        if (p.step() > t.max_step && step_time != p.values().end()) {
+          t.productive_s += step_time->second * static_cast<double>(p.step() - t.max_step);
+        }
+        t.max_step = std::max(t.max_step, p.step());
+      }
+      if (step_time == p.values().end()) return;
+      if (p.generation() != t.points_generation) {
+        if (p.generation() < t.points_generation) return;
+        t.points_generation = p.generation();
+        t.step_times.clear();
+      }
+      std::deque<double>& times = t.step_times[p.rank()];
+      times.push_back(step_time->second);
+      while (static_cast<int>(times.size()) > std::max(1, options_.slowdown_window)) {
+        times.pop_front();
+      }
+      return;
+    }
+    case JobUpdate::UPDATE_NOT_SET:
+      return;
+  }
+}
+
+void CoordinatorMetrics::RefreshOnLoop() const {
+  const absl::Time now = clock_->Now();
+  // Forget trackers of jobs that ended more than the retention ago.
+  for (auto it = trackers_.begin(); it != trackers_.end();) {
+    const JobTracker& t = *it->second;
+    if (IsTerminalProto(t.state) && now - t.end >= options_.terminal_retention) {
+      it = trackers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Follow every job not followed yet, unless it ended before this process started (or
+  // longer than the retention ago).
+  std::vector<JobState> all;
+  for (baton::v1::JobState s : AllStates()) {
+    JobState state;
+    if (JobStateFromProto(s, &state).ok()) all.push_back(state);
+  }
+  for (const std::string& id : jobs_->JobsIn(all)) {
+    if (followed_.count(id) > 0) continue;
+    const baton::v1::Job* job = jobs_->Peek(id);
+    if (job == nullptr) continue;
+    if (IsTerminalProto(job->state())) {
+      const absl::Time end = job->has_end_time() ? FromProto(job->end_time()) : absl::InfinitePast();
+      if (end < started_ || now - end >= options_.terminal_retention) {
+        followed_.insert(id);  // Never followed: its history predates us.
+        continue;
+      }
+    }
+    followed_.insert(id);
+    trackers_[id] = std::make_unique<JobTracker>();
+    const absl::Status s = jobs_->Watch(id, 0, std::make_shared<Sink>(this, id));
+    if (!s.ok()) BATON_LOG(WARNING) << "metrics: cannot follow job " << id << ": " << s;
+  }
+}
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const {
+  using prometheus::MetricType;
+  const absl::Time now = clock_->Now();
+  std::vector<prometheus::MetricFamily> out;
+
+  prometheus::MetricFamily jobs = Family(
+      "baton_coordinator_jobs", "Jobs known to the coordinator, by state.", MetricType::Gauge);
+  prometheus::MetricFamily queue = Family(
+      "baton_coordinator_queue_length", "Jobs waiting to be scheduled (QUEUED).",
+      MetricType::Gauge);
+  for (baton::v1::JobState s : AllStates()) {
+    JobState state;
+    if (!JobStateFromProto(s, &state).ok()) continue;
+    const double n = static_cast<double>(jobs_->JobsIn({state}).size());
+    jobs.metric.push_back(Sample({{"state", StateLabel(s)}}, n, MetricType::Gauge));
+    if (s == baton::v1::JOB_STATE_QUEUED) queue.metric.push_back(Sample({}, n, MetricType::Gauge));
+  }
+  out.push_back(std::move(jobs));
+  out.push_back(std::move(queue));
+
+  prometheus::MetricFamily workers = Family(
+      "baton_coordinator_workers", "Workers known to the coordinator, by state (ready, lost).",
+      MetricType::Gauge);
+  prometheus::MetricFamily heartbeat = Family(
+      "baton_coordinator_worker_heartbeat_age_seconds",
+      "Time since a READY worker's last heartbeat (heartbeat lag).", MetricType::Gauge);
+  double ready = 0, lost = 0;
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    if (w.state() == baton::v1::WORKER_STATE_READY) {
+      ++ready;
+      if (w.has_last_heartbeat_time()) {
+        heartbeat.metric.push_back(
+            Sample({{"worker_id", w.id()}},
+                   absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())),
+                   MetricType::Gauge));
+      }
+    } else if (w.state() == baton::v1::WORKER_STATE_LOST) {
+      ++lost;
+    }
+  }
+  workers.metric.push_back(Sample({{"state", "ready"}}, ready, MetricType::Gauge));
+  workers.metric.push_back(Sample({{"state", "lost"}}, lost, MetricType::Gauge));
+  out.push_back(std::move(workers));
+  out.push_back(std::move(heartbeat));
+
+  prometheus::MetricFamily state = Family(
+      "baton_coordinator_job_state",
+      "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
+      "ended ones).",
+      MetricType::Gauge);
+  prometheus::MetricFamily restarts = Family(
+      "baton_coordinator_job_restarts_total", "Restarts (RESTARTING transitions) of a job.",
+      MetricType::Counter);
+  prometheus::MetricFamily goodput = Family(
+      "baton_coordinator_job_goodput_ratio",
+      "Productive step time / wall time since the job started (see coordinator/metrics.h).",
+      MetricType::Gauge);
+  prometheus::MetricFamily slowdown = Family(
+      "baton_rank_slowdown_ratio",
+      "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
+      MetricType::Gauge);
+  const std::vector<baton::v1::JobState> states = AllStates();
+  for (const auto& [id, t] : trackers_) {
+    if (t->state == baton::v1::JOB_STATE_UNSPECIFIED) continue;
+    for (baton::v1::JobState s : states) {
+      state.metric.push_back(Sample({{"job_id", id}, {"state", StateLabel(s)}},
+                                    s == t->state ? 1 : 0, MetricType::Gauge));
+    }
+    restarts.metric.push_back(
+        Sample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
+    if (t->start != absl::InfinitePast()) {
+      const absl::Duration wall = std::min(now, t->end) - t->start;
+      if (wall > absl::ZeroDuration()) {
+        goodput.metric.push_back(
+            Sample({{"job_id", id}}, std::min(1.0, t->productive_s / absl::ToDoubleSeconds(wall)),
+                   MetricType::Gauge));
+      }
+    }
+    if (t->state == baton::v1::JOB_STATE_RUNNING && t->step_times.size() >= 2) {
+      std::map<int32_t, double> recent;
+      std::vector<double> values;
+      for (const auto& [rank, times] : t->step_times) {
+        double sum = 0;
+        for (double v : times) sum += v;
+        recent[rank] = sum / static_cast<double>(times.size());
+        values.push_back(recent[rank]);
+      }
+      const double median = Median(values);
+      if (median > 0) {
+        for (const auto& [rank, v] : recent) {
+          slowdown.metric.push_back(Sample({{"job_id", id}, {"rank", absl::StrCat(rank)}},
+                                           v / median, MetricType::Gauge));
+        }
+      }
+    }
+  }
+  out.push_back(std::move(state));
+  out.push_back(std::move(restarts));
+  out.push_back(std::move(goodput));
+  out.push_back(std::move(slowdown));
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
+  // The loop may run the closure after a timed-out scrape returned: it only writes into
+  // the shared result.
+  struct Result {
+    absl::Notification done;
+    std::vector<prometheus::MetricFamily> families;
+  };
+  auto result = std::make_shared<Result>();
+  loop_->Post([this, result] {
+    RefreshOnLoop();
+    result->families = SnapshotOnLoop();
+    result->done.Notify();
+  });
+  std::vector<prometheus::MetricFamily> out = registry_->Collect();
+  if (result->done.WaitForNotificationWithTimeout(options_.scrape_timeout)) {
+    for (prometheus::MetricFamily& f : result->families) {
+      if (!f.metric.empty()) out.push_back(std::move(f));
+    }
+  } else {
+    BATON_LOG(WARNING) << "metrics: no snapshot from the event loop within "
+                       << options_.scrape_timeout << "; serving event-derived families only";
+  }
+  return out;
+}
+
+namespace {
+
+class RpcInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(CoordinatorMetrics* metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)), start_(absl::Now()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_->ObserveRpc(method_, methods->GetSendStatus().error_code(), absl::Now() - start_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  CoordinatorMetrics* const metrics_;
+  const std::string method_;
+  const absl::Time start_;
+};
+
+class RpcInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(CoordinatorMetrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+    return new RpcInterceptor(metrics_, std::string(absl::StripPrefix(info->method(), "/")));
+  }
+
+ private:
+  CoordinatorMetrics* const metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptor(
+    CoordinatorMetrics* metrics) {
+  return std::make_unique<RpcInterceptorFactory>(metrics);
+}
+
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable) {
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
+  }
+  if (exposer->GetListeningPorts().empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
+  }
+  exposer->RegisterCollectable(collectable);
+  return exposer;
+}
+
+}  // namespace baton::coordinator

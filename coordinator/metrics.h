@@ -1,0 +1,140 @@
+#pragma once
+
+// baton-coordinator's Prometheus metrics: every family is built here, once.
+//
+// The metrics are data-driven: nothing in the Coordinator or the JobManager calls into
+// them. Each job is followed through the same update stream `baton watch` uses
+// (JobManager::Watch: snapshots, events, metric points), and the cluster gauges are read
+// from JobManager/Coordinator snapshots when Prometheus scrapes. Both happen on the event
+// loop, the only thread that may touch the domain objects; the HTTP thread only waits for
+// the snapshot (bounded by scrape_timeout).
+//
+// Families (labels in braces). Training jobs are the label `job_id` (`job` belongs to
+// Prometheus's target labels):
+//   baton_coordinator_jobs{state}                      jobs per state (all known jobs)
+//   baton_coordinator_queue_length                     jobs QUEUED
+//   baton_coordinator_queue_wait_seconds               histogram: QUEUED -> RENDEZVOUS
+//   baton_coordinator_rendezvous_duration_seconds      histogram: RENDEZVOUS -> RUNNING
+//   baton_coordinator_recovery_duration_seconds        histogram: RESTARTING -> RUNNING
+//   baton_coordinator_restarts_total{cause}            RESTARTING transitions by reason
+//   baton_coordinator_workers{state}                   workers READY / LOST
+//   baton_coordinator_worker_heartbeat_age_seconds{worker_id}  now - last heartbeat (READY)
+//   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
+//   baton_coordinator_job_restarts_total{job_id}       the job's RESTARTING transitions
+//   baton_coordinator_job_goodput_ratio{job_id}        see below
+//   baton_rank_slowdown_ratio{job_id,rank}             see below
+//   baton_coordinator_rpc_duration_seconds{method,code}  unary RPCs, server-side latency
+//
+// Per-job series exist for non-terminal jobs and for `terminal_retention` after a job
+// ended (so its final values are scraped); jobs that ended before this process started
+// are not followed. Histograms and counters count what this process observed, including
+// the replayed history of the jobs it follows.
+//
+// Goodput ratio of a job = productive step time / wall time, where
+//   wall time  = (end_time, or now) - start_time (the first RENDEZVOUS), and
+//   productive = sum over rank 0's metric points p, in order, of
+//                time_step_s(p) x max(0, step(p) - highest step rank 0 reported before p).
+// Steps recomputed after restoring an older checkpoint add nothing, so time lost to
+// failures, restarts, rendezvous and recomputation all lower the ratio. Capped at 1.
+//
+// Slowdown ratio of rank r = r's recent step time / median over the job's ranks of their
+// recent step times, where a rank's recent step time is the mean time_step_s of its last
+// `slowdown_window` metric points of the current generation. Exported for RUNNING jobs
+// with at least two ranks reporting.
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <grpcpp/support/server_interceptor.h>
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/event_loop.h"
+#include "coordinator/job_manager.h"
+
+namespace baton::coordinator {
+
+struct CoordinatorMetricsOptions {
+  // How long a scrape waits for the event loop's snapshot; on timeout it returns the
+  // event-derived families only.
+  absl::Duration scrape_timeout = absl::Seconds(2);
+  // How long a terminal job's series stay.
+  absl::Duration terminal_retention = absl::Minutes(10);
+  // Metric points per rank averaged for the slowdown ratio.
+  int slowdown_window = 3;
+};
+
+class CoordinatorMetrics final : public prometheus::Collectable {
+ public:
+  // All pointers must outlive this object, and the loop must run while it is scraped.
+  // `jobs` and `coordinator` are only touched on `loop`.
+  CoordinatorMetrics(CoordinatorMetricsOptions options, EventLoop* loop, JobManager* jobs,
+                     Coordinator* coordinator, const Clock* clock);
+  ~CoordinatorMetrics() override;
+
+  // Records one unary RPC (method: "baton.v1.JobService/SubmitJob"). Thread-safe.
+  void ObserveRpc(const std::string& method, grpc::StatusCode code, absl::Duration latency);
+
+  // Starts following jobs that are not followed yet and forgets those past retention.
+  // Must run on the loop; Collect() posts it (hence const: it only changes the loop-owned
+  // tracking state). Tests call it directly.
+  void RefreshOnLoop() const;
+
+  // prometheus::Collectable. Thread-safe; blocks up to scrape_timeout.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // The scrape-time families, built from the state on the loop. Must run on the loop.
+  std::vector<prometheus::MetricFamily> SnapshotOnLoop() const;
+
+ private:
+  struct JobTracker;
+  class Sink;
+
+  // Called (on the loop) by a job's watch stream.
+  void OnUpdate(const std::string& job_id, const baton::v1::JobUpdate& update) const;
+
+  const CoordinatorMetricsOptions options_;
+  EventLoop* const loop_;
+  JobManager* const jobs_;
+  Coordinator* const coordinator_;
+  const Clock* const clock_;
+  const absl::Time started_;
+  const std::shared_ptr<prometheus::Registry> registry_;
+
+  prometheus::Histogram& queue_wait_;
+  prometheus::Histogram& rendezvous_;
+  prometheus::Histogram& recovery_;
+  prometheus::Family<prometheus::Counter>& restarts_;
+  prometheus::Family<prometheus::Histogram>& rpc_;
+
+  // Loop-owned (touched only on the event loop). A job is followed once: its id stays in
+  // `followed_` after its tracker is dropped.
+  mutable std::map<std::string, std::unique_ptr<JobTracker>> trackers_;
+  mutable std::set<std::string> followed_;
+};
+
+// A gRPC server interceptor factory that times every unary RPC into `metrics`
+// (must outlive the server). Streaming RPCs (watches, log follows, worker streams) are
+// not timed: their duration is a session length, not a latency.
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptor(
+    CoordinatorMetrics* metrics);
+
+// Serves `collectable` on http://<listen>/metrics (port 0 = any free port; the bound port
+// is GetListeningPorts()[0]). UNAVAILABLE if the address cannot be bound.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
+    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable);
+
+}  // namespace baton::coordinator

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 4, case 1: SIGKILL one training process mid-run (after a checkpoint exists). The
+# job restarts as generation 2 from the newest checkpoint at the same world size and ends
+# SUCCEEDED; `baton describe` shows the user-code failure, the generation change and the
+# recovery phases; the final weights are bit-identical to an uninterrupted run of the
+# same job.
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+
+make_data "$TMP/mnist"
+start_coordinator
+start_worker w1
+start_worker w2
+wait_for_workers 2
+
+# job_yaml NAME: the same training job, checkpoints in $TMP/NAME-ckpt.
+job_yaml() {
+  cat >"$TMP/$1.yaml" <<YAML
+name: $1
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, seed: 7, hidden: [256, 128], log_every: 10, threads: 1, checkpoint_every: 25}
+workers: {min: 2}
+budget: {max_steps: 500}
+checkpoint_dir: $TMP/$1-ckpt
+YAML
+  mkdir -p "$TMP/$1-ckpt"
+}
+
+# The uninterrupted reference run.
+job_yaml reference
+"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
+  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+[[ -s "$TMP/reference-ckpt/final.pt" ]] || fail "no final weights from the reference run"
+
+# The same job, with rank 1 killed once a checkpoint exists.
+job_yaml killed
+JOB=$("$BATON" submit "$TMP/killed.yaml")
+has_checkpoint() { compgen -G "$TMP/killed-ckpt/ckpt-*.pt" >/dev/null; }
+wait_for 60 has_checkpoint
+# Generation and pid in one snapshot (an unrelated failure may have restarted it already).
+read -r GEN PID < <(job_field "$JOB" \
+  'd["generation"], [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]')
+kill -KILL "$PID" || fail "rank 1 (pid $PID) of generation $GEN was already gone"
+
+succeeded() {
+  local s
+  s=$(job_state "$JOB")
+  [[ $s == JOB_STATE_FAILED || $s == JOB_STATE_CANCELLED ]] && fail "job ended $s: $("$BATON" describe "$JOB")"
+  [[ $s == JOB_STATE_SUCCEEDED ]]
+}
+wait_for 120 succeeded
+
+"$BATON" describe "$JOB" >"$TMP/describe.out"
+cat "$TMP/describe.out"
+NEXT=$((GEN + 1))
+[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
+[[ $(job_field "$JOB" 'len(d["ranks"])') == 2 ]] || fail "expected world size 2 after recovery"
+# The kill failed generation GEN: class user. Its first reported exit is rank 1's SIGKILL
+# or rank 0's exit on the vanished peer, whichever reached the coordinator first.
+F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
+[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_USER ]] || fail "not a user failure"
+job_field "$JOB" "$F['cause']" | grep -Eq "rank 1 on worker .* was killed by signal 9|rank 0 on worker .* exited with code" \
+  || fail "cause: $(job_field "$JOB" "$F['cause']")"
+[[ $(job_field "$JOB" "int($F['next_generation'])") == "$NEXT" ]] || fail "no generation change"
+[[ $(job_field "$JOB" "'first_step_time' in $F and 'stopped_time' in $F and 'running_time' in $F") == True ]] \
+  || fail "recovery phases not recorded"
+grep -Eq "$GEN->$NEXT +user +[01] " "$TMP/describe.out" || fail "describe does not show the failure"
+grep -q "user: *[1-3]/3" "$TMP/describe.out" || fail "describe does not show the user budget"
+"$BATON" logs "$JOB" >"$TMP/logs.out"
+grep -q "restored .*ckpt-" "$TMP/logs.out" || fail "generation $NEXT did not restore a checkpoint"
+
+# Bit-identical final weights.
+"$PY" - "$TMP/reference-ckpt/final.pt" "$TMP/killed-ckpt/final.pt" <<'PY' || fail "final weights differ"
+import sys, torch
+a, b = (torch.load(p) for p in sys.argv[1:3])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+bad = [k for k in a if not torch.equal(a[k], b[k])]
+assert not bad, "differ: %s" % bad
+print("final weights identical: %d tensors" % len(a))
+PY
+echo "PASS"

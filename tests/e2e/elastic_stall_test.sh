@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Issue 4, case 3: SIGSTOP one training process. No rank makes progress any more; after
+# max(stall_factor x median step time, stall_floor) the coordinator declares the
+# generation stalled (class stall, suspect rank named), stops it (the stopped process is
+# SIGKILLed after the grace) and the job recovers from the newest checkpoint.
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+
+make_data "$TMP/mnist"
+start_coordinator
+start_worker w1
+start_worker w2
+wait_for_workers 2
+
+cat >"$TMP/job.yaml" <<YAML
+name: stalls
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, seed: 7, hidden: [256, 128], log_every: 10, threads: 1, checkpoint_every: 25}
+workers: {min: 2}
+budget: {max_steps: 400}
+checkpoint_dir: $TMP/ckpt
+restart_policy: {stall_floor: 2s}
+YAML
+mkdir -p "$TMP/ckpt"
+JOB=$("$BATON" submit "$TMP/job.yaml")
+has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
+wait_for 60 has_checkpoint
+read -r GEN PID < <(job_field "$JOB" \
+  'd["generation"], [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]')
+kill -STOP "$PID" || fail "rank 1 (pid $PID) of generation $GEN was already gone"
+
+succeeded() {
+  local s
+  s=$(job_state "$JOB")
+  [[ $s == JOB_STATE_FAILED || $s == JOB_STATE_CANCELLED ]] && fail "job ended $s: $("$BATON" describe "$JOB")"
+  [[ $s == JOB_STATE_SUCCEEDED ]]
+}
+wait_for 120 succeeded
+"$BATON" describe "$JOB" >"$TMP/describe.out"
+cat "$TMP/describe.out"
+alive "$PID" && fail "the stopped process $PID still exists"
+F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
+[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_STALL ]] \
+  || fail "not a stall: $(job_field "$JOB" "$F")"
+job_field "$JOB" "$F['cause']" | grep -Eq "no rank made progress for .* rank [01] on worker .* stopped first at step [0-9]+" \
+  || fail "cause: $(job_field "$JOB" "$F['cause']")"
+[[ $(job_field "$JOB" "int($F['next_generation'])") == $((GEN + 1)) ]] || fail "no generation change"
+[[ $(job_field "$JOB" 'd["restarts"].get("stall", 0)') == 1 ]] || fail "expected 1 stall restart"
+grep -q "stall: *1/3" "$TMP/describe.out" || fail "describe does not show the stall budget"
+echo "PASS"
