@@ -403,6 +403,38 @@ absl::Status ValidateTrainer(const TrainerSpec& t) {
   return absl::OkStatus();
 }
 
+// trainer.global_batch against every world size the job may run at (its workers and
+// slots already validated).
+absl::Status ValidateGlobalBatch(const JobSpec& spec) {
+  const TrainerSpec& t = spec.trainer();
+  const int64_t global = t.global_batch();
+  if (global == 0) return absl::OkStatus();
+  if (global < 0) {
+    return Invalid("trainer.global_batch",
+                   absl::StrCat(global, " is negative; must be >= 0 (0 = batch_size per rank)"));
+  }
+  if (t.accumulation_steps() > 1) {
+    return Invalid("trainer.accumulation_steps",
+                   absl::StrCat(t.accumulation_steps(), " is set with trainer.global_batch, "
+                                "which derives the accumulation steps per world size; unset it"));
+  }
+  const int slots = spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
+  const int min = spec.workers().min();
+  const int max = spec.workers().has_max() ? spec.workers().max() : min;
+  for (int workers = min; workers <= max; ++workers) {
+    const int64_t world = int64_t{workers} * slots;
+    if (global % world != 0) {
+      return Invalid("trainer.global_batch",
+                     absl::StrCat(global, " cannot be split evenly over ", world, " ranks (",
+                                  workers, " workers x ", slots,
+                                  " slots), a size the job may run at; use a multiple of "
+                                  "every world size in ", int64_t{min} * slots, "..",
+                                  int64_t{max} * slots));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateCommand(const CommandSpec& c) {
   if (c.argv_size() == 0) {
     return Invalid("command.argv", "is empty; must list the program and its arguments");
@@ -577,6 +609,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   }
   RETURN_IF_ERROR(ValidateEnv(spec));
   RETURN_IF_ERROR(CheckOptionalAbsolute("checkpoint_dir", spec.checkpoint_dir()));
+  if (spec.has_trainer()) RETURN_IF_ERROR(ValidateGlobalBatch(spec));
 
   const auto& budget = spec.budget();
   if (budget.max_steps() < 0) {

@@ -508,6 +508,29 @@ TEST(ValidateJobSpecTest, SlotsPerWorker) {
   EXPECT_OK(ValidateJobSpec(spec));
 }
 
+// The global batch must split evenly over every world size in workers.min..max x slots.
+TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
+  JobSpec spec = TrainerJob();
+  spec.mutable_workers()->set_min(2);
+  spec.mutable_workers()->set_max(4);
+  spec.mutable_trainer()->set_global_batch(48);  // 2, 3, 4 ranks: 24, 16, 12 each.
+  EXPECT_OK(ValidateJobSpec(spec));
+  spec.set_slots_per_worker(5);  // 10, 15, 20 ranks: 10 does not divide 48.
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, "trainer.global_batch: 48 cannot be split evenly over 10 ranks "
+                                 "(2 workers x 5 slots), a size the job may run at; use a "
+                                 "multiple of every world size in 10..20"));
+  spec.mutable_trainer()->set_global_batch(60);
+  EXPECT_OK(ValidateJobSpec(spec));
+  spec.mutable_trainer()->set_accumulation_steps(2);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.accumulation_steps: 2 is set with "
+                                           "trainer.global_batch")));
+  spec.mutable_trainer()->set_accumulation_steps(1);
+  spec.mutable_trainer()->set_global_batch(-8);
+  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
+}
+
 TEST(ValidateJobSpecTest, Env) {
   JobSpec spec = TrainerJob();
   (*spec.mutable_env())["OMP_NUM_THREADS"] = "1";

@@ -102,6 +102,9 @@ std::vector<std::string> TrainerArgv(const std::string& trainer_path,
   if (trainer.keep_checkpoints() != 0) {
     add(trainer::kFlagKeepCheckpoints, absl::StrCat(trainer.keep_checkpoints()));
   }
+  if (trainer.global_batch() != 0) {
+    add(trainer::kFlagGlobalBatch, absl::StrCat(trainer.global_batch()));
+  }
   if (budget.max_steps() != 0) add(trainer::kFlagMaxSteps, absl::StrCat(budget.max_steps()));
   if (budget.max_epochs() != 0) add(trainer::kFlagMaxEpochs, absl::StrCat(budget.max_epochs()));
   if (!checkpoint_dir.empty()) add(trainer::kFlagCheckpointDir, checkpoint_dir);

@@ -86,6 +86,7 @@ TEST(TrainerArgvTest, EveryNewFieldBecomesAFlagOfTheSameName) {
   t.set_task("language_model");
   t.set_checkpoint_every(500);
   t.set_keep_checkpoints(5);
+  t.set_global_batch(512);
   EXPECT_THAT(
       TrainerArgv("t", t, baton::v1::Budget(), ""),
       ElementsAre("t", "--precision=fp16", "--accumulation_steps=4", "--bucket_cap_mb=12.5",
@@ -97,7 +98,8 @@ TEST(TrainerArgvTest, EveryNewFieldBecomesAFlagOfTheSameName) {
                   "--image_size=160", "--context_length=256", "--synthetic_samples=1000",
                   "--num_classes=100", "--gpt_layers=6", "--gpt_heads=8", "--gpt_width=512",
                   "--vocab_size=32000", "--torchscript_path=/m/model.pt",
-                  "--task=language_model", "--checkpoint_every=500", "--keep_checkpoints=5"));
+                  "--task=language_model", "--checkpoint_every=500", "--keep_checkpoints=5",
+                  "--global_batch=512"));
 }
 
 TEST(TrainerArgvTest, FieldsWithPresencePassAnExplicitZero) {
