@@ -13,6 +13,7 @@
 #include "client/output.h"
 #include "common/job_spec.h"
 #include "common/proto_time.h"
+#include "common/restart_stats.h"
 
 namespace baton::cli {
 namespace {
@@ -256,7 +257,14 @@ std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone 
     absl::StrAppend(&out, "  (none yet)\n");
   }
 
-  absl::StrAppend(&out, "\nRestarts:\n", RenderRestarts(job));
+  // The same figures as the coordinator's metrics (goodput ratio, job restarts).
+  const std::string goodput =
+      job.has_start_time() ? absl::StrFormat("%.1f%%", 100 * job.result().goodput()) : "-";
+  absl::StrAppend(&out, "\n",
+                  RenderFields({{"Goodput", goodput},
+                                {"Restarts", absl::StrCat(TotalRestarts(job.restarts()))}},
+                               ""),
+                  RenderRestarts(job));
 
   absl::StrAppend(&out, "\nEvents:\n");
   if (job.events().empty()) {

@@ -131,7 +131,21 @@ TEST(ViewsTest, Describe) {
   EXPECT_THAT(text, HasSubstr("  steps:     1200/5000\n"));
   EXPECT_THAT(text, HasSubstr("  accuracy:  90.0%\n"));
   EXPECT_THAT(text, HasSubstr("  2024-05-01 11:55:00   0     -> QUEUED   Submitted   queued\n"));
-  EXPECT_THAT(text, HasSubstr("Restarts:\n  infra:  0/10\n  user:   0/3\n  stall:  0/3\n"));
+  // Not started: no goodput yet.
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   -\nRestarts:  0\n  infra:  0/10\n  user:   0/3\n"
+                              "  stall:  0/3\n"));
+}
+
+TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
+  baton::v1::Job job = RunningJob();
+  *job.mutable_start_time() = ToProto(kNow - absl::Minutes(4));
+  job.mutable_result()->set_goodput(0.41666);
+  job.mutable_restarts()->set_infra(2);
+  job.mutable_restarts()->set_user(1);
+  job.mutable_restarts()->set_stall(1);
+  const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  4\n  infra:  2/10\n  user:   1/3\n"
+                              "  stall:  1/3\n"));
 }
 
 TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {

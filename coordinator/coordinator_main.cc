@@ -1,7 +1,6 @@
 // baton-coordinator: accepts jobs, gangs workers, runs rendezvous, supervises training.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -10,6 +9,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/port_file.h"
 #include "coordinator/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
@@ -37,20 +37,6 @@ ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
           "After a restart, how long running jobs wait for their workers to report back.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "Time between SIGTERM and SIGKILL when stopping a job's processes.");
-
-namespace {
-
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.good()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -84,16 +70,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty() && !WritePortFile(port_file, server.port())) {
-    std::fprintf(stderr, "baton-coordinator: cannot write --port_file %s\n", port_file.c_str());
-    return 1;
+  if (!port_file.empty()) {
+    if (absl::Status s = baton::WritePortFile(port_file, server.port()); !s.ok()) {
+      std::fprintf(stderr, "baton-coordinator: --port_file: %s\n", s.ToString().c_str());
+      return 1;
+    }
   }
   const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
-  if (!metrics_port_file.empty() && server.metrics_port() != 0 &&
-      !WritePortFile(metrics_port_file, server.metrics_port())) {
-    std::fprintf(stderr, "baton-coordinator: cannot write --metrics_port_file %s\n",
-                 metrics_port_file.c_str());
-    return 1;
+  if (!metrics_port_file.empty() && server.metrics_port() != 0) {
+    if (absl::Status s = baton::WritePortFile(metrics_port_file, server.metrics_port());
+        !s.ok()) {
+      std::fprintf(stderr, "baton-coordinator: --metrics_port_file: %s\n",
+                   s.ToString().c_str());
+      return 1;
+    }
   }
   int sig = 0;
   sigwait(&stop_signals, &sig);

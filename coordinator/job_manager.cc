@@ -16,15 +16,31 @@ constexpr char kNextJobNumberKey[] = "next_job_number";
 
 }  // namespace
 
-JobManager::JobManager(Store* store, const Clock* clock) : store_(store), clock_(clock) {}
+JobManager::JobManager(Store* store, const Clock* clock, JobManagerOptions options)
+    : store_(store), clock_(clock), options_(options) {}
+
+JobManager::Record JobManager::NewRecord() const {
+  Record r;
+  r.stragglers = StragglerDetector(options_.slowdown_window, options_.straggler_threshold);
+  return r;
+}
 
 absl::Status JobManager::Load() {
   ASSIGN_OR_RETURN(std::vector<baton::v1::Job> jobs, store_->LoadJobs());
   for (baton::v1::Job& job : jobs) {
-    Record r;
+    Record r = NewRecord();
     RETURN_IF_ERROR(JobStateFromProto(job.state(), &r.state));
     ASSIGN_OR_RETURN(r.last_seq, store_->LastUpdateSeq(job.id()));
     ASSIGN_OR_RETURN(r.last_log_seq, store_->LastLogSeq(job.id()));
+    if (!IsTerminal(r.state) && job.has_start_time()) {
+      ASSIGN_OR_RETURN(std::vector<baton::v1::JobUpdate> updates,
+                       store_->ReadUpdates(job.id(), 0, 0, /*events_only=*/false));
+      for (const baton::v1::JobUpdate& u : updates) {
+        if (!u.has_metric()) continue;
+        r.productive.Add(u.metric());
+        r.stragglers.Add(u.metric());  // reported before the restart
+      }
+    }
     r.job = std::move(job);
     const std::string id = r.job.id();
     jobs_.emplace(id, std::move(r));
@@ -46,7 +62,7 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec) {
   RETURN_IF_ERROR(store_->SetMeta(kNextJobNumberKey, absl::StrCat(number + 1)));
   next_job_number_ = number + 1;
 
-  Record r;
+  Record r = NewRecord();
   r.job.set_id(absl::StrFormat("j-%06d", number));
   *r.job.mutable_spec() = std::move(spec);
   r.job.set_state(JobStateToProto(JobState::kQueued));
@@ -132,6 +148,7 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
     *r->job.mutable_result()->mutable_wall_time() =
         ToProto(r->job.has_start_time() ? now - FromProto(r->job.start_time())
                                         : absl::ZeroDuration());
+    r->job.mutable_result()->set_goodput(Goodput(*r, now));
   }
   RETURN_IF_ERROR(store_->PutJob(r->job));
 
@@ -161,11 +178,14 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
   std::vector<baton::v1::JobUpdate> updates;
   updates.reserve(points.size());
   bool result_changed = false;
+  std::vector<StragglerDetector::Straggler> stragglers;
   for (const baton::v1::MetricPoint& p : points) {
     baton::v1::JobUpdate u;
     u.set_seq(r->last_seq + 1 + static_cast<int64_t>(updates.size()));
     *u.mutable_metric() = p;
     updates.push_back(std::move(u));
+    r->productive.Add(p);
+    if (auto s = r->stragglers.Add(p)) stragglers.push_back(*s);
     if (p.rank() != 0) continue;
     baton::v1::JobResult* result = r->job.mutable_result();
     if (p.step() < result->steps()) continue;  // out of order; keep the newest
@@ -181,6 +201,16 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
   r->last_seq += static_cast<int64_t>(updates.size());
   if (result_changed) RETURN_IF_ERROR(store_->PutJob(r->job));
   for (const baton::v1::JobUpdate& u : updates) PushToWatchers(*r, u);
+  for (const StragglerDetector::Straggler& s : stragglers) {
+    baton::v1::JobEvent event;
+    event.set_reason("Straggler");
+    event.set_message(absl::StrFormat(
+        "rank %d is a straggler: its recent step time is %.2fx the median of the job's ranks "
+        "(above %.2fx for %d consecutive metric points, generation %d)",
+        s.rank, s.ratio, options_.straggler_threshold, options_.slowdown_window,
+        s.generation));
+    RETURN_IF_ERROR(AppendEvent(*r, std::move(event)));
+  }
   return absl::OkStatus();
 }
 
@@ -273,10 +303,20 @@ absl::Status JobManager::AppendEvent(Record& r, baton::v1::JobEvent event) {
 baton::v1::Job JobManager::View(const Record& r) const {
   baton::v1::Job job = r.job;
   if (job.has_start_time() && !IsTerminal(r.state)) {
-    *job.mutable_result()->mutable_wall_time() =
-        ToProto(clock_->Now() - FromProto(job.start_time()));
+    const absl::Time now = clock_->Now();
+    *job.mutable_result()->mutable_wall_time() = ToProto(now - FromProto(job.start_time()));
+    job.mutable_result()->set_goodput(Goodput(r, now));
   }
   return job;
+}
+
+double JobManager::Goodput(const Record& r, absl::Time now) {
+  const baton::v1::Job& job = r.job;
+  return GoodputRatio(r.productive,
+                      job.has_start_time() ? FromProto(job.start_time()) : absl::InfinitePast(),
+                      job.has_end_time() ? FromProto(job.end_time()) : absl::InfiniteFuture(),
+                      now)
+      .value_or(0);
 }
 
 void JobManager::PushToWatchers(Record& r, const baton::v1::JobUpdate& update) {

@@ -9,7 +9,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "coordinator/goodput.h"
 #include "coordinator/job_state.h"
+#include "coordinator/slowdown.h"
 #include "coordinator/store/store.h"
 #include "coordinator/stream_sink.h"
 #include "proto/baton/v1/job.pb.h"
@@ -19,6 +21,13 @@ namespace baton::coordinator {
 
 using UpdateSink = StreamSink<baton::v1::JobUpdate>;
 using LogSink = StreamSink<baton::v1::LogLine>;
+
+struct JobManagerOptions {
+  // Straggler events (coordinator/slowdown.h): a rank whose slowdown ratio stays above
+  // `straggler_threshold` for `slowdown_window` consecutive metric points of its own.
+  int slowdown_window = kDefaultSlowdownWindow;
+  double straggler_threshold = kDefaultStragglerThreshold;
+};
 
 // Owns every job: its record, its state machine, its history (events and metric points,
 // numbered per job), its log lines, and the streams watching it. Every change is written
@@ -30,9 +39,11 @@ using LogSink = StreamSink<baton::v1::LogLine>;
 class JobManager {
  public:
   // `store` and `clock` must outlive this object.
-  JobManager(Store* store, const Clock* clock);
+  JobManager(Store* store, const Clock* clock, JobManagerOptions options = {});
 
-  // Loads every job from the store. Call once, before anything else.
+  // Loads every job from the store. Call once, before anything else. For each job that has
+  // started and not ended it replays the recorded metric points, to rebuild the productive
+  // step time (goodput) and the straggler state.
   absl::Status Load();
 
   // Applies defaults, validates (INVALID_ARGUMENT naming the field), assigns an id and
@@ -61,7 +72,8 @@ class JobManager {
   absl::Status Save(const std::string& job_id);
 
   // Moves the job to `to` through the checked state machine and records an event with
-  // `reason`/`message` (message also becomes Job.message). Sets start/end times.
+  // `reason`/`message` (message also becomes Job.message). Sets start/end times; entering a
+  // terminal state freezes result.wall_time and result.goodput at the end time.
   // FAILED_PRECONDITION for illegal transitions, NOT_FOUND for unknown jobs.
   absl::Status Transition(const std::string& job_id, JobState to, const std::string& reason,
                           const std::string& message);
@@ -70,7 +82,10 @@ class JobManager {
                            const std::string& message);
 
   // Records metric points (the caller filtered them to the current generation) and
-  // updates Job.result from rank 0's points.
+  // updates Job.result from rank 0's points (steps, final_metrics, initial_loss, and the
+  // productive step time behind result.goodput; see coordinator/goodput.h). Records a
+  // "Straggler" event (after the points) the first time a rank of a generation is found
+  // to straggle (coordinator/slowdown.h), naming the rank and its slowdown ratio.
   absl::Status AddMetrics(const std::string& job_id,
                           const std::vector<baton::v1::MetricPoint>& points);
   // Numbers and records log lines.
@@ -95,6 +110,12 @@ class JobManager {
     JobState state = JobState::kQueued;
     int64_t last_seq = 0;
     int64_t last_log_seq = 0;
+    // Folded from every recorded metric point (rebuilt from the store by Load() for jobs
+    // that have not ended; an ended job keeps its persisted result.goodput).
+    ProductiveTime productive;
+    // Fed every recorded metric point (replayed by Load() like `productive`, so a restarted
+    // coordinator does not report a straggler twice).
+    StragglerDetector stragglers;
     std::vector<std::shared_ptr<UpdateSink>> watchers;
     std::vector<LogFollower> log_followers;
   };
@@ -104,14 +125,21 @@ class JobManager {
   // Records an event as the next update and pushes it (and, for state changes, a fresh
   // snapshot) to the watchers.
   absl::Status AppendEvent(Record& r, baton::v1::JobEvent event);
-  // The job as clients see it: result.wall_time filled in.
+  // The job as clients see it: result.wall_time and result.goodput evaluated now unless
+  // the job ended (then they are the values frozen at its end).
   baton::v1::Job View(const Record& r) const;
+  // result.goodput of the job at `now` (0 while undefined: not started, no wall time).
+  static double Goodput(const Record& r, absl::Time now);
   void PushToWatchers(Record& r, const baton::v1::JobUpdate& update);
   // Ends every stream of a terminal job.
   void FinishStreams(Record& r);
 
+  // An empty record with this manager's options.
+  Record NewRecord() const;
+
   Store* const store_;
   const Clock* const clock_;
+  const JobManagerOptions options_;
   std::map<std::string, Record> jobs_;  // by id; ids sort in submission order
   int64_t next_job_number_ = 1;
 };

@@ -1,7 +1,6 @@
 #include "coordinator/metrics.h"
 
 #include <algorithm>
-#include <exception>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +9,8 @@
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
 #include "common/proto_time.h"
+#include "common/restart_stats.h"
+#include "coordinator/goodput.h"
 #include "coordinator/job_state.h"
 #include "proto/baton/v1/job.pb.h"
 
@@ -64,11 +65,25 @@ prometheus::MetricFamily Family(std::string name, std::string help, prometheus::
   return f;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
+// The recovery phases of a Failure record: label value and the two times bounding it.
+struct RecoveryPhase {
+  const char* label;
+  const google::protobuf::Timestamp& (baton::v1::Failure::*from)() const;
+  bool (baton::v1::Failure::*has_from)() const;
+  const google::protobuf::Timestamp& (baton::v1::Failure::*to)() const;
+  bool (baton::v1::Failure::*has_to)() const;
+};
+using F = baton::v1::Failure;
+constexpr RecoveryPhase kRecoveryPhases[] = {
+    {"stop", &F::fail_time, &F::has_fail_time, &F::stopped_time, &F::has_stopped_time},
+    {"backoff", &F::stopped_time, &F::has_stopped_time, &F::rendezvous_time,
+     &F::has_rendezvous_time},
+    {"rendezvous", &F::rendezvous_time, &F::has_rendezvous_time, &F::running_time,
+     &F::has_running_time},
+    {"restore", &F::running_time, &F::has_running_time, &F::first_step_time,
+     &F::has_first_step_time},
+};
+constexpr int kNumRecoveryPhases = sizeof(kRecoveryPhases) / sizeof(kRecoveryPhases[0]);
 
 }  // namespace
 
@@ -81,14 +96,15 @@ struct CoordinatorMetrics::JobTracker {
   absl::Time create = absl::InfinitePast();
   absl::Time queued_since = absl::InfinitePast();
   absl::Time rendezvous_since = absl::InfinitePast();
-  absl::Time restarting_since = absl::InfinitePast();
+  // TotalRestarts() of the latest snapshot's Job.restarts.
   int64_t restarts = 0;
-  // Goodput: rank 0's highest step so far and the productive seconds.
-  int64_t max_step = 0;
-  double productive_s = 0;
-  // Slowdown: per rank of `points_generation`, its latest time_step_s values.
-  int64_t points_generation = 0;
-  std::map<int32_t, std::deque<double>> step_times;
+  ProductiveTime productive;
+  Slowdown slowdown;
+  // Per Failure record (by index in Job.restarts.failures, which only grows): the
+  // recovery phases already observed, bit i for kRecoveryPhases[i].
+  std::vector<unsigned> phases_observed;
+
+  explicit JobTracker(int slowdown_window) : slowdown(slowdown_window) {}
 };
 
 // The watch stream of one job, feeding OnUpdate. JobManager calls it on the loop only.
@@ -130,9 +146,10 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
                       .Add({}, PhaseBuckets())),
       recovery_(prometheus::BuildHistogram()
                     .Name("baton_coordinator_recovery_duration_seconds")
-                    .Help("Time from RESTARTING to RUNNING again after a failure.")
-                    .Register(*registry_)
-                    .Add({}, PhaseBuckets())),
+                    .Help("Duration of each recovery phase after a failure that restarted "
+                          "a job: stop (detect -> processes stopped), backoff (-> "
+                          "rendezvous), rendezvous (-> running), restore (-> first step).")
+                    .Register(*registry_)),
       restarts_(prometheus::BuildCounter()
                     .Name("baton_coordinator_restarts_total")
                     .Help("Job restarts (RESTARTING transitions), by the event's reason.")
@@ -140,7 +157,12 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
       rpc_(prometheus::BuildHistogram()
                .Name("baton_coordinator_rpc_duration_seconds")
                .Help("Server-side latency of unary RPCs, by method and gRPC status code.")
-               .Register(*registry_)) {}
+               .Register(*registry_)) {
+  // Every phase's series exists from the start (zero until a recovery).
+  for (const RecoveryPhase& phase : kRecoveryPhases) {
+    recovery_.Add({{"phase", phase.label}}, PhaseBuckets());
+  }
+}
 
 CoordinatorMetrics::~CoordinatorMetrics() = default;
 
@@ -169,6 +191,7 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
       if (job.has_create_time()) t.create = FromProto(job.create_time());
       if (job.has_start_time()) t.start = FromProto(job.start_time());
       if (job.has_end_time()) t.end = FromProto(job.end_time());
+      t.restarts = TotalRestarts(job.restarts());
       return;
     }
     case JobUpdate::kEvent: {
@@ -185,8 +208,6 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
       if (e.from_state() == baton::v1::JOB_STATE_RENDEZVOUS &&
           e.to_state() == baton::v1::JOB_STATE_RUNNING) {
         observe_since(t.rendezvous_since, rendezvous_);
-        observe_since(t.restarting_since, recovery_);
-        t.restarting_since = absl::InfinitePast();
       }
       switch (e.to_state()) {
         case baton::v1::JOB_STATE_QUEUED:
@@ -196,36 +217,16 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
           t.rendezvous_since = at;
           break;
         case baton::v1::JOB_STATE_RESTARTING:
-          ++t.restarts;
           restarts_.Add({{"cause", e.reason().empty() ? "unknown" : e.reason()}}).Increment();
-          if (t.restarting_since == absl::InfinitePast()) t.restarting_since = at;
           break;
         default:
-          if (IsTerminalProto(e.to_state())) t.restarting_since = absl::InfinitePast();
           break;
       }
       return;
     }
     case JobUpdate::kMetric: {
-      const baton::v1::MetricPoint& p = update.metric();
-      const auto step_time = p.values().find("time_step_s");
-      if (p.rank() == 0) {
-        if (p.step() > t.max_step && step_time != p.values().end()) {
-          t.productive_s += step_time->second * static_cast<double>(p.step() - t.max_step);
-        }
-        t.max_step = std::max(t.max_step, p.step());
-      }
-      if (step_time == p.values().end()) return;
-      if (p.generation() != t.points_generation) {
-        if (p.generation() < t.points_generation) return;
-        t.points_generation = p.generation();
-        t.step_times.clear();
-      }
-      std::deque<double>& times = t.step_times[p.rank()];
-      times.push_back(step_time->second);
-      while (static_cast<int>(times.size()) > std::max(1, options_.slowdown_window)) {
-        times.pop_front();
-      }
+      t.productive.Add(update.metric());
+      t.slowdown.Add(update.metric());
       return;
     }
     case JobUpdate::UPDATE_NOT_SET:
@@ -233,8 +234,32 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
   }
 }
 
+void CoordinatorMetrics::ObserveRecoveryOnLoop(JobTracker& t, const baton::v1::Job& job) const {
+  const auto& failures = job.restarts().failures();
+  if (t.phases_observed.size() < static_cast<size_t>(failures.size())) {
+    t.phases_observed.resize(failures.size(), 0);
+  }
+  for (int i = 0; i < failures.size(); ++i) {
+    const baton::v1::Failure& f = failures[i];
+    for (int p = 0; p < kNumRecoveryPhases; ++p) {
+      const RecoveryPhase& phase = kRecoveryPhases[p];
+      if ((t.phases_observed[i] & (1u << p)) != 0) continue;
+      if (!(f.*phase.has_from)() || !(f.*phase.has_to)()) continue;
+      t.phases_observed[i] |= 1u << p;
+      const absl::Duration d = FromProto((f.*phase.to)()) - FromProto((f.*phase.from)());
+      if (d >= absl::ZeroDuration()) {
+        recovery_.Add({{"phase", phase.label}}, PhaseBuckets()).Observe(absl::ToDoubleSeconds(d));
+      }
+    }
+  }
+}
+
 void CoordinatorMetrics::RefreshOnLoop() const {
   const absl::Time now = clock_->Now();
+  // Recovery phases completed since the last refresh (before ended jobs are dropped).
+  for (auto& [id, t] : trackers_) {
+    if (const baton::v1::Job* job = jobs_->Peek(id)) ObserveRecoveryOnLoop(*t, *job);
+  }
   // Forget trackers of jobs that ended more than the retention ago.
   for (auto it = trackers_.begin(); it != trackers_.end();) {
     const JobTracker& t = *it->second;
@@ -263,9 +288,10 @@ void CoordinatorMetrics::RefreshOnLoop() const {
       }
     }
     followed_.insert(id);
-    trackers_[id] = std::make_unique<JobTracker>();
+    JobTracker& t = *(trackers_[id] = std::make_unique<JobTracker>(options_.slowdown_window));
     const absl::Status s = jobs_->Watch(id, 0, std::make_shared<Sink>(this, id));
     if (!s.ok()) BATON_LOG(WARNING) << "metrics: cannot follow job " << id << ": " << s;
+    ObserveRecoveryOnLoop(t, *job);
   }
 }
 
@@ -320,7 +346,9 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
       "ended ones).",
       MetricType::Gauge);
   prometheus::MetricFamily restarts = Family(
-      "baton_coordinator_job_restarts_total", "Restarts (RESTARTING transitions) of a job.",
+      "baton_coordinator_job_restarts_total",
+      "Restarts of a job: restarts used over all failure classes, one per RESTARTING "
+      "transition (as `baton describe` shows).",
       MetricType::Counter);
   prometheus::MetricFamily goodput = Family(
       "baton_coordinator_job_goodput_ratio",
@@ -339,29 +367,13 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
     }
     restarts.metric.push_back(
         Sample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
-    if (t->start != absl::InfinitePast()) {
-      const absl::Duration wall = std::min(now, t->end) - t->start;
-      if (wall > absl::ZeroDuration()) {
-        goodput.metric.push_back(
-            Sample({{"job_id", id}}, std::min(1.0, t->productive_s / absl::ToDoubleSeconds(wall)),
-                   MetricType::Gauge));
-      }
+    if (const std::optional<double> ratio = GoodputRatio(t->productive, t->start, t->end, now)) {
+      goodput.metric.push_back(Sample({{"job_id", id}}, *ratio, MetricType::Gauge));
     }
-    if (t->state == baton::v1::JOB_STATE_RUNNING && t->step_times.size() >= 2) {
-      std::map<int32_t, double> recent;
-      std::vector<double> values;
-      for (const auto& [rank, times] : t->step_times) {
-        double sum = 0;
-        for (double v : times) sum += v;
-        recent[rank] = sum / static_cast<double>(times.size());
-        values.push_back(recent[rank]);
-      }
-      const double median = Median(values);
-      if (median > 0) {
-        for (const auto& [rank, v] : recent) {
-          slowdown.metric.push_back(Sample({{"job_id", id}, {"rank", absl::StrCat(rank)}},
-                                           v / median, MetricType::Gauge));
-        }
+    if (t->state == baton::v1::JOB_STATE_RUNNING) {
+      for (const auto& [rank, ratio] : t->slowdown.Ratios()) {
+        slowdown.metric.push_back(Sample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio,
+                                         MetricType::Gauge));
       }
     }
   }
@@ -385,8 +397,10 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
     result->families = SnapshotOnLoop();
     result->done.Notify();
   });
+  const bool refreshed = result->done.WaitForNotificationWithTimeout(options_.scrape_timeout);
+  // After the refresh, which observes recovery phases into the registry's histograms.
   std::vector<prometheus::MetricFamily> out = registry_->Collect();
-  if (result->done.WaitForNotificationWithTimeout(options_.scrape_timeout)) {
+  if (refreshed) {
     for (prometheus::MetricFamily& f : result->families) {
       if (!f.metric.empty()) out.push_back(std::move(f));
     }
@@ -437,22 +451,6 @@ class RpcInterceptorFactory final
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptor(
     CoordinatorMetrics* metrics) {
   return std::make_unique<RpcInterceptorFactory>(metrics);
-}
-
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable) {
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
-  if (exposer->GetListeningPorts().empty()) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
-  }
-  exposer->RegisterCollectable(collectable);
-  return exposer;
 }
 
 }  // namespace baton::coordinator

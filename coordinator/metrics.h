@@ -15,14 +15,16 @@
 //   baton_coordinator_queue_length                     jobs QUEUED
 //   baton_coordinator_queue_wait_seconds               histogram: QUEUED -> RENDEZVOUS
 //   baton_coordinator_rendezvous_duration_seconds      histogram: RENDEZVOUS -> RUNNING
-//   baton_coordinator_recovery_duration_seconds        histogram: RESTARTING -> RUNNING
+//   baton_coordinator_recovery_duration_seconds{phase} histogram: recovery phases, below
 //   baton_coordinator_restarts_total{cause}            RESTARTING transitions by reason
 //   baton_coordinator_workers{state}                   workers READY / LOST
 //   baton_coordinator_worker_heartbeat_age_seconds{worker_id}  now - last heartbeat (READY)
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
-//   baton_coordinator_job_restarts_total{job_id}       the job's RESTARTING transitions
-//   baton_coordinator_job_goodput_ratio{job_id}        see below
-//   baton_rank_slowdown_ratio{job_id,rank}             see below
+//   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
+//                                                      of Job.restarts (common/restart_stats.h),
+//                                                      = its RESTARTING transitions
+//   baton_coordinator_job_goodput_ratio{job_id}        coordinator/goodput.h
+//   baton_rank_slowdown_ratio{job_id,rank}             coordinator/slowdown.h
 //   baton_coordinator_rpc_duration_seconds{method,code}  unary RPCs, server-side latency
 //
 // Per-job series exist for non-terminal jobs and for `terminal_retention` after a job
@@ -30,20 +32,21 @@
 // are not followed. Histograms and counters count what this process observed, including
 // the replayed history of the jobs it follows.
 //
-// Goodput ratio of a job = productive step time / wall time, where
-//   wall time  = (end_time, or now) - start_time (the first RENDEZVOUS), and
-//   productive = sum over rank 0's metric points p, in order, of
-//                time_step_s(p) x max(0, step(p) - highest step rank 0 reported before p).
-// Steps recomputed after restoring an older checkpoint add nothing, so time lost to
-// failures, restarts, rendezvous and recomputation all lower the ratio. Capped at 1.
+// Recovery phases, from each failure's record in Job.restarts.failures (the times the
+// coordinator stamps; see `baton describe`), one observation per failure and phase once
+// both of its times are recorded (checked on the loop at each scrape):
+//   stop        fail_time -> stopped_time          (failure detected -> processes stopped)
+//   backoff     stopped_time -> rendezvous_time    (-> the next rendezvous began)
+//   rendezvous  rendezvous_time -> running_time    (-> every process running)
+//   restore     running_time -> first_step_time    (-> first metric point: restore, steps)
+// Failures that ended the job (no restart) have no recovery phases.
 //
-// Slowdown ratio of rank r = r's recent step time / median over the job's ranks of their
-// recent step times, where a rank's recent step time is the mean time_step_s of its last
-// `slowdown_window` metric points of the current generation. Exported for RUNNING jobs
-// with at least two ranks reporting.
+// The goodput ratio and JobResult.goodput (what `baton describe` shows) are the same
+// function of the same points and times (coordinator/goodput.h), so after a job ended
+// they are equal.
 
 #include <cstdint>
-#include <deque>
+#include <optional>
 #include <map>
 #include <memory>
 #include <set>
@@ -61,9 +64,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/metrics_http.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/event_loop.h"
 #include "coordinator/job_manager.h"
+#include "coordinator/slowdown.h"
 
 namespace baton::coordinator {
 
@@ -74,7 +79,7 @@ struct CoordinatorMetricsOptions {
   // How long a terminal job's series stay.
   absl::Duration terminal_retention = absl::Minutes(10);
   // Metric points per rank averaged for the slowdown ratio.
-  int slowdown_window = 3;
+  int slowdown_window = kDefaultSlowdownWindow;
 };
 
 class CoordinatorMetrics final : public prometheus::Collectable {
@@ -105,6 +110,8 @@ class CoordinatorMetrics final : public prometheus::Collectable {
 
   // Called (on the loop) by a job's watch stream.
   void OnUpdate(const std::string& job_id, const baton::v1::JobUpdate& update) const;
+  // Observes the recovery phases of `job`'s failures that completed since the last call.
+  void ObserveRecoveryOnLoop(JobTracker& tracker, const baton::v1::Job& job) const;
 
   const CoordinatorMetricsOptions options_;
   EventLoop* const loop_;
@@ -116,7 +123,7 @@ class CoordinatorMetrics final : public prometheus::Collectable {
 
   prometheus::Histogram& queue_wait_;
   prometheus::Histogram& rendezvous_;
-  prometheus::Histogram& recovery_;
+  prometheus::Family<prometheus::Histogram>& recovery_;
   prometheus::Family<prometheus::Counter>& restarts_;
   prometheus::Family<prometheus::Histogram>& rpc_;
 
@@ -132,9 +139,7 @@ class CoordinatorMetrics final : public prometheus::Collectable {
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptor(
     CoordinatorMetrics* metrics);
 
-// Serves `collectable` on http://<listen>/metrics (port 0 = any free port; the bound port
-// is GetListeningPorts()[0]). UNAVAILABLE if the address cannot be bound.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable);
+// The server serves CoordinatorMetrics with the daemons' shared endpoint.
+using ::baton::ServeMetrics;
 
 }  // namespace baton::coordinator

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "common/clock.h"
+#include "common/metrics_testing.h"
+#include "common/proto_time.h"
 #include "common/status_matchers.h"
 #include "coordinator/store/store.h"
 #include "coordinator/worker_registry.h"
@@ -18,42 +20,8 @@ namespace {
 using ::testing::DoubleNear;
 using ::testing::Optional;
 
-// One series of a scrape: a counter's or gauge's value, or a histogram's count ("count")
-// or sum ("sum"). nullopt if it is not exported.
-std::optional<double> Value(const std::vector<prometheus::MetricFamily>& families,
-                            const std::string& name,
-                            const std::map<std::string, std::string>& labels,
-                            const std::string& what = "") {
-  for (const prometheus::MetricFamily& f : families) {
-    if (f.name != name) continue;
-    for (const prometheus::ClientMetric& m : f.metric) {
-      std::map<std::string, std::string> got;
-      for (const auto& l : m.label) got[l.name] = l.value;
-      if (got != labels) continue;
-      switch (f.type) {
-        case prometheus::MetricType::Counter:
-          return m.counter.value;
-        case prometheus::MetricType::Gauge:
-          return m.gauge.value;
-        case prometheus::MetricType::Histogram:
-          return what == "sum" ? m.histogram.sample_sum
-                               : static_cast<double>(m.histogram.sample_count);
-        default:
-          return std::nullopt;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-baton::v1::MetricPoint Point(int64_t generation, int32_t rank, int64_t step, double step_s) {
-  baton::v1::MetricPoint p;
-  p.set_generation(generation);
-  p.set_rank(rank);
-  p.set_step(step);
-  (*p.mutable_values())["time_step_s"] = step_s;
-  return p;
-}
+using ::baton::metrics_testing::Point;
+using ::baton::metrics_testing::Value;
 
 class CoordinatorMetricsTest : public ::testing::Test {
  protected:
@@ -84,6 +52,31 @@ class CoordinatorMetricsTest : public ::testing::Test {
   }
   void Move(const std::string& id, JobState to, const std::string& reason) {
     ASSERT_OK(jobs_->Transition(id, to, reason, reason));
+  }
+  // What the Coordinator does when a generation fails with restarts left: counts the
+  // restart, records the failure (now) and moves the job to RESTARTING.
+  void FailAndRestart(const std::string& id, const std::string& reason) {
+    baton::v1::Job* job = jobs_->Mutable(id);
+    job->mutable_restarts()->set_infra(job->restarts().infra() + 1);
+    baton::v1::Failure* f = job->mutable_restarts()->add_failures();
+    f->set_generation(job->generation());
+    f->set_next_generation(job->generation() + 1);
+    f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+    *f->mutable_fail_time() = ToProto(clock_.Now());
+    Move(id, JobState::kRestarting, reason);
+  }
+  // Stamps a recovery time of the job's last failure (`field` is e.g. mutable_stopped_time).
+  void Stamp(const std::string& id,
+             google::protobuf::Timestamp* (baton::v1::Failure::*field)()) {
+    baton::v1::Job* job = jobs_->Mutable(id);
+    auto* failures = job->mutable_restarts()->mutable_failures();
+    *((*failures)[failures->size() - 1].*field)() = ToProto(clock_.Now());
+    ASSERT_OK(jobs_->Save(id));
+  }
+  double ResultGoodput(const std::string& id) {
+    absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);
+    EXPECT_OK(job);
+    return job.ok() ? job->result().goodput() : -1;
   }
 
   // The domain objects are only touched by this thread while no Collect() runs; Collect()
@@ -132,22 +125,43 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_restarts_total", {{"job_id", id}}),
               Optional(0.0));
 
-  Move(id, JobState::kRestarting, "WorkerLost");
+  // The recovery phases of the failure, as the coordinator stamps them.
+  FailAndRestart(id, "WorkerLost");
+  clock_.Advance(absl::Milliseconds(250));
+  Stamp(id, &baton::v1::Failure::mutable_stopped_time);
+  clock_.Advance(absl::Milliseconds(750));
+  Stamp(id, &baton::v1::Failure::mutable_rendezvous_time);
+  Move(id, JobState::kRendezvous, "Restarted");
   clock_.Advance(absl::Seconds(1));
-  Move(id, JobState::kRendezvous, "Rescheduled");
-  clock_.Advance(absl::Seconds(1));
+  Stamp(id, &baton::v1::Failure::mutable_running_time);
   Move(id, JobState::kRunning, "Started");
+  scrape = metrics_->Collect();
+  const auto recovery = [&](const char* phase, const char* what) {
+    return Value(scrape, "baton_coordinator_recovery_duration_seconds", {{"phase", phase}},
+                 what);
+  };
+  EXPECT_THAT(recovery("stop", "sum"), Optional(DoubleNear(0.25, 1e-9)));
+  EXPECT_THAT(recovery("backoff", "sum"), Optional(DoubleNear(0.75, 1e-9)));
+  EXPECT_THAT(recovery("rendezvous", "sum"), Optional(DoubleNear(1.0, 1e-9)));
+  EXPECT_THAT(recovery("restore", "count"), Optional(0.0));  // no step yet
+  clock_.Advance(absl::Milliseconds(500));
+  Stamp(id, &baton::v1::Failure::mutable_first_step_time);
   // Generation 2 restored step 8: steps 9..10 are recomputed (not productive), 11..14 are.
   ASSERT_OK(jobs_->AddMetrics(id, {Point(2, 0, 8, 0.5), Point(2, 0, 14, 0.5)}));
   scrape = metrics_->Collect();
+  // Each phase observed once for the failure, however often it is scraped.
+  for (const char* phase : {"stop", "backoff", "rendezvous", "restore"}) {
+    EXPECT_THAT(recovery(phase, "count"), Optional(1.0)) << phase;
+  }
+  EXPECT_THAT(recovery("restore", "sum"), Optional(DoubleNear(0.5, 1e-9)));
   EXPECT_THAT(Value(scrape, "baton_coordinator_restarts_total", {{"cause", "WorkerLost"}}),
               Optional(1.0));
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_restarts_total", {{"job_id", id}}),
               Optional(1.0));
-  EXPECT_THAT(Value(scrape, "baton_coordinator_recovery_duration_seconds", {}, "sum"),
-              Optional(2.0));
+  // 7 s productive over the 14.5 s since the first RENDEZVOUS; the job record agrees.
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_goodput_ratio", {{"job_id", id}}),
-              Optional(DoubleNear((5.0 + 2.0) / 14, 1e-9)));
+              Optional(DoubleNear((5.0 + 2.0) / 14.5, 1e-9)));
+  EXPECT_DOUBLE_EQ(ResultGoodput(id), (5.0 + 2.0) / 14.5);
   // Only rank 0 reported in generation 2: no slowdown ratio.
   EXPECT_EQ(Value(scrape, "baton_rank_slowdown_ratio", {{"job_id", id}, {"rank", "0"}}),
             std::nullopt);
@@ -155,6 +169,10 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   Move(id, JobState::kSucceeded, "Completed");
   clock_.Advance(absl::Minutes(9));
   scrape = metrics_->Collect();
+  // Ended: goodput frozen at the end time, in the metric and in the record alike.
+  EXPECT_THAT(Value(scrape, "baton_coordinator_job_goodput_ratio", {{"job_id", id}}),
+              Optional(ResultGoodput(id)));
+  EXPECT_DOUBLE_EQ(ResultGoodput(id), (5.0 + 2.0) / 14.5);
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_state",
                     {{"job_id", id}, {"state", "succeeded"}}),
               Optional(1.0));

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <exception>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -332,21 +331,5 @@ void MetricsListener::OnMetricPoint(const std::string& job_id, baton::v1::Metric
 }
 
 void MetricsListener::OnReportsPending() { next_->OnReportsPending(); }
-
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable) {
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    exposer = std::make_unique<prometheus::Exposer>(listen, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot serve metrics on ", listen, ": ", e.what()));
-  }
-  if (exposer->GetListeningPorts().empty()) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", listen));
-  }
-  exposer->RegisterCollectable(collectable);
-  return exposer;
-}
 
 }  // namespace baton::worker

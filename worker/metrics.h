@@ -20,14 +20,12 @@
 
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -151,11 +149,5 @@ class MetricsListener final : public SupervisorListener {
   WorkerMetrics* const metrics_;
   SupervisorListener* const next_;
 };
-
-// Serves `collectable` on http://<listen>/metrics (listen: "HOST:PORT", port 0 = any free
-// port). Returns the running exposer; its bound port is GetListeningPorts()[0].
-// Errors: UNAVAILABLE if the address cannot be bound.
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
-    const std::string& listen, std::shared_ptr<prometheus::Collectable> collectable);
 
 }  // namespace baton::worker

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/metrics_testing.h"
 
 namespace baton::worker {
 namespace {
@@ -17,42 +18,8 @@ namespace {
 using ::testing::Optional;
 using ::testing::DoubleNear;
 
-// Reads one series from a scrape: a counter's or gauge's value, or a histogram's count
-// (`what` = "count") or sum ("sum"). nullopt if the series is not exported.
-std::optional<double> Value(const std::vector<prometheus::MetricFamily>& families,
-                            const std::string& name, const std::map<std::string, std::string>& labels,
-                            const std::string& what = "") {
-  for (const prometheus::MetricFamily& f : families) {
-    if (f.name != name) continue;
-    for (const prometheus::ClientMetric& m : f.metric) {
-      std::map<std::string, std::string> got;
-      for (const auto& l : m.label) got[l.name] = l.value;
-      if (got != labels) continue;
-      switch (f.type) {
-        case prometheus::MetricType::Counter:
-          return m.counter.value;
-        case prometheus::MetricType::Gauge:
-          return m.gauge.value;
-        case prometheus::MetricType::Histogram:
-          return what == "sum" ? m.histogram.sample_sum
-                               : static_cast<double>(m.histogram.sample_count);
-        default:
-          return std::nullopt;
-      }
-    }
-  }
-  return std::nullopt;
-}
-
-baton::v1::MetricPoint Point(int64_t generation, int32_t rank, int64_t step,
-                             std::map<std::string, double> values) {
-  baton::v1::MetricPoint p;
-  p.set_generation(generation);
-  p.set_rank(rank);
-  p.set_step(step);
-  for (const auto& [k, v] : values) (*p.mutable_values())[k] = v;
-  return p;
-}
+using ::baton::metrics_testing::Point;
+using ::baton::metrics_testing::Value;
 
 baton::v1::StartAssignment Assignment(const std::string& job, int64_t generation,
                                       std::vector<int32_t> ranks, int32_t world_size) {
@@ -197,17 +164,6 @@ TEST_F(WorkerMetricsTest, GpuMemoryAndLossScaleAppearWhenReported) {
               Optional(double{1 << 20}));
   EXPECT_THAT(Value(scrape, "baton_trainer_loss_scale", {{"job_id", "j-6"}, {"rank", "0"}}),
               Optional(65536.0));
-}
-
-TEST(ServeMetricsTest, BindsAnOsChosenPortAndRefusesATakenOne) {
-  auto registry = std::make_shared<prometheus::Registry>();
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> first = ServeMetrics("127.0.0.1:0", registry);
-  ASSERT_TRUE(first.ok()) << first.status();
-  const int port = (*first)->GetListeningPorts().at(0);
-  EXPECT_GT(port, 0);
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> second =
-      ServeMetrics(absl::StrCat("127.0.0.1:", port), registry);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -23,6 +22,8 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/metrics_http.h"
+#include "common/port_file.h"
 #include "worker/agent.h"
 #include "worker/metrics.h"
 #include "worker/outbox.h"
@@ -72,17 +73,6 @@ std::string SelfExe() {
   char buf[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
-}
-
-// Writes "<port>\n" to `path` through a rename, so readers never see a partial file.
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.good()) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
 std::string Hostname() {
@@ -172,9 +162,11 @@ int Run() {
       const int port = exposer->GetListeningPorts().front();
       BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
       const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
-      if (!port_file.empty() && !WritePortFile(port_file, port)) {
-        BATON_LOG(ERROR) << "cannot write --metrics_port_file " << port_file;
-        return 1;
+      if (!port_file.empty()) {
+        if (absl::Status s = WritePortFile(port_file, port); !s.ok()) {
+          BATON_LOG(ERROR) << "--metrics_port_file: " << s;
+          return 1;
+        }
       }
     } else {
       BATON_LOG(ERROR) << served.status() << "; running without a metrics endpoint";

@@ -7,6 +7,9 @@
 #   - each rank's baton_trainer_steps_total in Prometheus equals the steps the trainer
 #     reported (Job.result.steps), and so does its step-time histogram's _count;
 #   - the job's state series changed: running was 1 during the job, succeeded is 1 after;
+#   - after the job ended, `baton describe` shows the goodput and the restart count that
+#     Prometheus has for it (baton_coordinator_job_goodput_ratio within 1e-6 in -o json, and
+#     the text view prints that value; baton_coordinator_job_restarts_total exactly);
 #   - every PromQL expression of deploy/grafana/baton.json (variables substituted with the
 #     real job and rank) returns data over the job's time range (GPU panels excepted on
 #     CPU-only runs);
@@ -130,6 +133,38 @@ succeeded_now() { [[ $(state_now succeeded) == 1 && $(state_now running) == 0 ]]
 wait_for 30 succeeded_now
 [[ $(prom_range "baton_coordinator_job_state{job_id=\"$JOB\", state=\"running\"} == 1" "$START") == 1 ]] \
   || fail "Prometheus never saw $JOB running"
+
+# describe and the metrics agree once the job ended. The succeeded state above came from a
+# scrape after the end, and so did these samples: goodput is frozen at the end time.
+prom_goodput=$(prom_query "baton_coordinator_job_goodput_ratio{job_id=\"$JOB\"}" 'repr(float(d["data"]["result"][0]["value"][1]))')
+prom_restarts=$(prom_query "baton_coordinator_job_restarts_total{job_id=\"$JOB\"}" 'int(float(d["data"]["result"][0]["value"][1]))')
+"$BATON" describe "$JOB" -o json >"$TMP/describe.json"
+"$BATON" describe "$JOB" >"$TMP/describe.txt"
+"$PY" - "$TMP/describe.json" "$TMP/describe.txt" "$prom_goodput" "$prom_restarts" <<'PY' || fail "describe and Prometheus disagree"
+import json, re, sys
+job = json.load(open(sys.argv[1]))
+text = open(sys.argv[2]).read()
+prom_goodput, prom_restarts = float(sys.argv[3]), int(sys.argv[4])
+goodput = job.get("result", {}).get("goodput", 0.0)
+r = job.get("restarts", {})
+restarts = r.get("infra", 0) + r.get("user", 0) + r.get("stall", 0)
+errors = []
+if not 0 < prom_goodput <= 1:
+    errors.append("goodput in Prometheus %r is not in (0, 1]" % prom_goodput)
+if abs(goodput - prom_goodput) > 1e-6:
+    errors.append("goodput: describe -o json %r, Prometheus %r" % (goodput, prom_goodput))
+m = re.search(r"^Goodput:\s+([0-9.]+)%$", text, re.M)
+if not m or m.group(1) != "%.1f" % (100 * goodput):
+    errors.append("describe prints %r for goodput %r" % (m and m.group(0), goodput))
+if restarts != prom_restarts:
+    errors.append("restarts: describe -o json %d, Prometheus %d" % (restarts, prom_restarts))
+m = re.search(r"^Restarts:\s+(\d+)$", text, re.M)
+if not m or int(m.group(1)) != prom_restarts:
+    errors.append("describe prints %r, Prometheus %d restarts" % (m and m.group(0), prom_restarts))
+if errors:
+    sys.exit("; ".join(errors))
+print("describe: goodput %.6f, %d restarts, as in Prometheus" % (goodput, restarts))
+PY
 
 # Every dashboard expression returns data over the job's time range.
 n=0
