@@ -1,0 +1,192 @@
+"""Driver of bench/recovery_vs_torchrun.sh (see there). Kills one training process per
+round, at a random step between two checkpoints, and reports the time from the kill to the
+first step completed after recovery, split into phases, and the steps lost."""
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+
+CKPT_EVERY = 50
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    sys.exit("timed out waiting for " + what)
+
+
+def ts(s):
+    """RFC 3339 in UTC (protobuf JSON) -> seconds since the epoch."""
+    s = s.rstrip("Z")
+    frac = ""
+    if "." in s:
+        s, frac = s.split(".")
+    t = datetime.strptime(s, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    return t + (float("0." + frac) if frac else 0.0)
+
+
+def kill_steps(rounds, rng):
+    # Round r kills at a random step strictly between checkpoints 2(r+1) and 2(r+1)+1.
+    return [CKPT_EVERY * 2 * (r + 1) + rng.randint(1, CKPT_EVERY - 1) for r in range(rounds)]
+
+
+def run_baton(args, rounds, rng, tmp):
+    os.makedirs(tmp)
+    env = dict(os.environ)
+    procs = []
+    port_file = os.path.join(tmp, "port")
+    procs.append(subprocess.Popen(
+        [args.coordinator, "--listen=127.0.0.1:0", "--port_file=" + port_file,
+         "--state_dir=" + os.path.join(tmp, "state"), "--metrics_listen=", "--stop_grace=2s"],
+        stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
+    wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30, "coordinator")
+    env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
+    for w in ("w1", "w2"):
+        procs.append(subprocess.Popen(
+            [args.worker, "--coordinator=" + env["BATON_COORDINATOR"], "--work_dir=" + os.path.join(tmp, w),
+             "--slots=1", "--trainer=" + args.trainer, "--metrics_listen="],
+            stderr=open(os.path.join(tmp, w + ".log"), "w")))
+
+    def baton(*a):
+        return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True, check=True).stdout
+
+    wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
+    job_file = os.path.join(tmp, "job.yaml")
+    with open(job_file, "w") as f:
+        f.write(f"""name: recovery
+trainer: {{model: mlp, dataset: mnist, data_dir: {args.data_dir}, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 1, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: {CKPT_EVERY}}}
+workers: {{min: 2}}
+budget: {{max_steps: 100000}}
+checkpoint_dir: {os.path.join(tmp, "ckpt")}
+restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
+""")
+    job = baton("submit", job_file).strip()
+    results = []
+    try:
+        for kill_at in kill_steps(rounds, rng):
+            def at_target():
+                d = json.loads(baton("describe", job, "-o", "json"))
+                steps = int(d.get("result", {}).get("steps", 0))
+                return d if d.get("state") == "JOB_STATE_RUNNING" and steps >= kill_at else None
+            d = wait_for(at_target, 300, "step %d" % kill_at)
+            gen = int(d["generation"])
+            pid = [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]
+            step_at_kill = int(d["result"]["steps"])
+            t_kill = time.time()
+            os.kill(pid, signal.SIGKILL)
+
+            def recovered():
+                d = json.loads(baton("describe", job, "-o", "json"))
+                fs = [f for f in d.get("restarts", {}).get("failures", [])
+                      if int(f["generation"]) == gen and "first_step_time" in f]
+                return fs[0] if fs else None
+            f = wait_for(recovered, 120, "recovery of generation %d" % gen)
+            first = ts(f["first_step_time"])
+            resumed = int(f["resumed_step"])
+            results.append(dict(
+                total=first - t_kill,
+                phases=dict(detect=ts(f["fail_time"]) - t_kill,
+                            stop=ts(f["stopped_time"]) - ts(f["fail_time"]),
+                            rendezvous=ts(f["running_time"]) - ts(f["stopped_time"]),
+                            restore_first_step=first - ts(f["running_time"])),
+                lost=step_at_kill - (resumed - 1)))
+    finally:
+        subprocess.run([args.baton, "cancel", job], env=env, capture_output=True)
+        for p in reversed(procs):
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=60)
+    return results
+
+
+def run_torchrun(args, rounds, rng, tmp, monitor_interval):
+    ckpt = os.path.join(tmp, "ckpt")
+    os.makedirs(ckpt)
+    events = os.path.join(tmp, "events.jsonl")
+    kills = kill_steps(rounds, rng)
+    cmd = ["/usr/bin/torchrun", "--nnodes=1", "--nproc_per_node=2", "--max_restarts=%d" % rounds,
+           "--monitor_interval=%s" % monitor_interval, "--rdzv_backend=c10d",
+           "--rdzv_endpoint=127.0.0.1:%d" % free_port(), "--redirects", "9:1", "--tee", "9:1",
+           os.path.join(args.bench_dir, "elastic_baseline.py"), "--data_dir=" + args.data_dir,
+           "--checkpoint_dir=" + ckpt, "--events=" + events,
+           "--kill_at=" + ",".join(map(str, kills)),
+           "--max_steps=%d" % (kills[-1] + CKPT_EVERY)]
+    env = dict(os.environ, PYTHONPATH=args.bench_dir, OMP_NUM_THREADS="1")
+    subprocess.run(cmd, env=env, stdout=open(os.path.join(tmp, "torchrun.log"), "w"),
+                   stderr=subprocess.STDOUT, timeout=900)
+    ev = [json.loads(l) for l in open(events)]
+    results = []
+    for r in range(rounds):
+        kill = [e for e in ev if e["event"] == "kill" and e["restart"] == r]
+        nxt = [e for e in ev if e["restart"] == r + 1]
+        if not kill or not nxt:
+            sys.exit("torchrun round %d did not recover (see %s)" % (r, tmp))
+        t_kill = kill[0]["t"]
+        at = {e["event"]: e for e in reversed(nxt)}  # first of each kind
+        first = [e for e in nxt if e["event"] == "step"][0]
+        results.append(dict(
+            total=first["t"] - t_kill,
+            phases=dict(detect_stop_respawn=at["start"]["t"] - t_kill,
+                        import_torch=at["imported"]["t"] - at["start"]["t"],
+                        rendezvous=at["rendezvous"]["t"] - at["imported"]["t"],
+                        restore=at["restored"]["t"] - at["rendezvous"]["t"],
+                        first_step=first["t"] - at["restored"]["t"]),
+            lost=kill[0]["step"] - (first["step"] - 1)))
+    return results
+
+
+def summary(name, results):
+    tot = sorted(r["total"] for r in results)
+    print("%-28s kill -> first step: min %.2f  median %.2f  max %.2f s; steps lost: %s" % (
+        name, tot[0], statistics.median(tot), tot[-1], [r["lost"] for r in results]))
+    for phase in results[0]["phases"]:
+        v = [r["phases"][phase] for r in results]
+        print("%-28s   %-20s median %.3f s (min %.3f, max %.3f)" % (
+            "", phase, statistics.median(v), min(v), max(v)))
+    return statistics.median(tot)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for flag in ("coordinator", "worker", "trainer", "baton", "data_dir", "bench_dir"):
+        p.add_argument("--" + flag, required=True)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=int(time.time()))
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    print("kills at random steps between checkpoints (every %d steps), seed %d, %d repeats"
+          % (CKPT_EVERY, args.seed, args.repeats))
+    with tempfile.TemporaryDirectory() as tmp:
+        baton = run_baton(args, args.repeats, rng, os.path.join(tmp, "baton"))
+        fast = run_torchrun(args, args.repeats, rng, os.path.join(tmp, "torchrun-0.1"), "0.1")
+        slow = run_torchrun(args, args.repeats, rng, os.path.join(tmp, "torchrun-5"), "5")
+    b = summary("baton", baton)
+    t1 = summary("torchrun --monitor_interval=0.1", fast)
+    t5 = summary("torchrun --monitor_interval=5", slow)
+    best = min(t1, t5)
+    print("ratio baton / torchrun best (medians, kill -> first step): %.2f" % (b / best))
+    print("ratio=%.2f" % (b / best))
+
+
+if __name__ == "__main__":
+    main()

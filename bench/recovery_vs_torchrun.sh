@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Recovery speed, side by side: Baton (coordinator + 2 workers on loopback, baton-trainer)
+# and torchrun (--max_restarts, c10d rendezvous, bench/elastic_baseline.py), the same MLP
+# 784-512-512-10, the same MNIST-format data, a checkpoint every 50 steps, one process of
+# the two SIGKILLed per round at a random step between checkpoints. Reports, min/median/max
+# over the rounds: time from the kill to the first step completed after recovery, split
+# into phases, and the steps lost (redone). torchrun runs with --monitor_interval=0.1
+# (today's default) and 5 (torch 1.13's). The last line is
+#   ratio=<Baton median / torchrun's best median, kill -> first step>
+#
+# Usage: bench/recovery_vs_torchrun.sh [REPEATS=3]. Run on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEATS=${1:-3}
+if ! build_log=$(bazel build //coordinator:baton-coordinator //worker:baton-worker \
+    //worker/trainer:baton-trainer //client:baton //tools:make_mnist 2>&1); then
+  echo "$build_log" | tail -30 >&2
+  exit 1
+fi
+BIN=$(bazel info bazel-bin 2>/dev/null)
+TMP=$(mktemp -d -t baton-recovery.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+"$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+/usr/bin/python3 bench/recovery_driver.py --coordinator="$BIN/coordinator/baton-coordinator" \
+  --worker="$BIN/worker/baton-worker" --trainer="$BIN/worker/trainer/baton-trainer" \
+  --baton="$BIN/client/baton" --data_dir="$TMP/mnist" --bench_dir="$PWD/bench" \
+  --repeats="$REPEATS"
