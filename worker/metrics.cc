@@ -65,6 +65,7 @@ struct WorkerMetrics::RankSeries {
   prometheus::Counter* samples = nullptr;
   prometheus::Counter* tokens = nullptr;
   prometheus::Counter* skipped = nullptr;
+  prometheus::Counter* allreduce_bytes = nullptr;
   prometheus::Gauge* loss = nullptr;
   prometheus::Gauge* lr = nullptr;
   prometheus::Gauge* loss_scale = nullptr;  // Created on first use (fp16 only).
@@ -98,6 +99,11 @@ WorkerMetrics::WorkerMetrics(WorkerMetricsOptions options, const Clock* clock,
                    .Name("baton_trainer_skipped_steps_total")
                    .Help("fp16 optimizer steps skipped because gradients overflowed.")
                    .Register(*registry_)),
+      allreduce_bytes_(prometheus::BuildCounter()
+                           .Name("baton_trainer_allreduce_bytes_total")
+                           .Help("Gradient bytes a rank all-reduced (as sent; 16-bit when "
+                                 "compressed). Time waited: phase=\"communication\".")
+                           .Register(*registry_)),
       loss_(prometheus::BuildGauge()
                 .Name("baton_trainer_loss")
                 .Help("Training loss, averaged over the rank's latest metric window.")
@@ -166,6 +172,7 @@ WorkerMetrics::RankSeries& WorkerMetrics::SeriesLocked(const std::string& job_id
   s.samples = &samples_.Add(labels);
   s.tokens = &tokens_.Add(labels);
   s.skipped = &skipped_.Add(labels);
+  s.allreduce_bytes = &allreduce_bytes_.Add(labels);
   s.loss = &loss_.Add(labels);
   s.lr = &lr_.Add(labels);
   s.grad_norm = &grad_norm_.Add(labels);
@@ -184,6 +191,7 @@ void WorkerMetrics::RemoveSeriesLocked(RankSeries& s) const {
   samples_.Remove(s.samples);
   tokens_.Remove(s.tokens);
   skipped_.Remove(s.skipped);
+  allreduce_bytes_.Remove(s.allreduce_bytes);
   loss_.Remove(s.loss);
   lr_.Remove(s.lr);
   if (s.loss_scale != nullptr) loss_scale_.Remove(s.loss_scale);
@@ -209,8 +217,11 @@ void WorkerMetrics::OnAssignmentStarted(const baton::v1::StartAssignment& reques
   job.samples_per_step_per_rank = 0;
   if (request.spec().has_trainer()) {
     const baton::v1::TrainerSpec& t = request.spec().trainer();
+    // With a global batch each rank's share is global_batch / world size.
     job.samples_per_step_per_rank =
-        static_cast<double>(t.batch_size()) * std::max(1, t.accumulation_steps());
+        t.global_batch() > 0 && request.world_size() > 0
+            ? static_cast<double>(t.global_batch()) / request.world_size()
+            : static_cast<double>(t.batch_size()) * std::max(1, t.accumulation_steps());
   }
   if (repeated) return;
   job.starts->Increment(request.ranks_size());
@@ -250,6 +261,9 @@ void WorkerMetrics::OnMetricPoint(const std::string& job_id, const baton::v1::Me
   }
   if (const double* v = Find(p, tr::kMetricSkippedSteps); v != nullptr && *v > 0) {
     s.skipped->Increment(*v);
+  }
+  if (const double* v = Find(p, tr::kMetricCommBytes); v != nullptr && *v > 0) {
+    s.allreduce_bytes->Increment(*v * static_cast<double>(covered));
   }
   if (const double* v = Find(p, tr::kMetricLoss)) s.loss->Set(*v);
   if (const double* v = Find(p, tr::kMetricLr)) s.lr->Set(*v);

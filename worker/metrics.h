@@ -46,6 +46,8 @@ struct WorkerMetricsOptions {
 //   baton_trainer_samples_total{job_id,rank}          samples this rank trained on
 //   baton_trainer_tokens_total{job_id,rank}           target tokens (language models)
 //   baton_trainer_skipped_steps_total{job_id,rank}    fp16 steps skipped for inf/NaN
+//   baton_trainer_allreduce_bytes_total{job_id,rank}  gradient bytes all-reduced (the time
+//                                                     waited for them: phase communication)
 //   baton_trainer_loss{job_id,rank}, baton_trainer_learning_rate, baton_trainer_loss_scale,
 //   baton_trainer_grad_norm                           latest values (gauges)
 //   baton_trainer_gpu_memory_bytes{job_id,rank,kind}  kind: allocated, reserved, peak
@@ -118,6 +120,7 @@ class WorkerMetrics final : public prometheus::Collectable {
   prometheus::Family<prometheus::Counter>& samples_;
   prometheus::Family<prometheus::Counter>& tokens_;
   prometheus::Family<prometheus::Counter>& skipped_;
+  prometheus::Family<prometheus::Counter>& allreduce_bytes_;
   prometheus::Family<prometheus::Gauge>& loss_;
   prometheus::Family<prometheus::Gauge>& lr_;
   prometheus::Family<prometheus::Gauge>& loss_scale_;

@@ -54,9 +54,10 @@ TEST_F(WorkerMetricsTest, CountsStepsSamplesAndPhasesFromWindows) {
                                                  {"time_step_s", 0.2}, {"time_data_s", 0.05},
                                                  {"time_forward_s", 0.06},
                                                  {"samples_per_sec", 160},
-                                                 {"tokens_per_sec", 1600}}));
+                                                 {"tokens_per_sec", 1600},
+                                                 {"comm_bytes", 1000}}));
   metrics_.OnMetricPoint("j-1", Point(1, 0, 15, {{"loss", 1.5}, {"time_step_s", 0.4},
-                                                 {"time_data_s", 0.1}}));
+                                                 {"time_data_s", 0.1}, {"comm_bytes", 1000}}));
   const auto scrape = metrics_.Collect();
   const std::map<std::string, std::string> l = {{"job_id", "j-1"}, {"rank", "0"}};
   EXPECT_THAT(Value(scrape, "baton_trainer_steps_total", l), Optional(15.0));
@@ -64,6 +65,7 @@ TEST_F(WorkerMetricsTest, CountsStepsSamplesAndPhasesFromWindows) {
   EXPECT_THAT(Value(scrape, "baton_trainer_samples_total", l), Optional(15.0 * 16));
   // Only the first window had tokens_per_sec: 10 steps x 16 samples x 10 tokens/sample.
   EXPECT_THAT(Value(scrape, "baton_trainer_tokens_total", l), Optional(1600.0));
+  EXPECT_THAT(Value(scrape, "baton_trainer_allreduce_bytes_total", l), Optional(15.0 * 1000));
   EXPECT_THAT(Value(scrape, "baton_trainer_loss", l), Optional(1.5));
   EXPECT_THAT(Value(scrape, "baton_trainer_learning_rate", l), Optional(0.1));
   EXPECT_THAT(Value(scrape, "baton_trainer_step_seconds", l, "count"), Optional(15.0));
@@ -86,10 +88,21 @@ TEST_F(WorkerMetricsTest, CountsStepsSamplesAndPhasesFromWindows) {
   EXPECT_THAT(Value(scrape, "baton_worker_process_starts_total", {{"job_id", "j-1"}}),
               Optional(1.0));
   EXPECT_THAT(Value(scrape, "baton_worker_process_restarts_total", {{"job_id", "j-1"}}),
-              Optional(0.0));  for (const prometheus::MetricFamily& f : scrape) {
+              Optional(0.0));
+  for (const prometheus::MetricFamily& f : scrape) {
     EXPECT_FALSE(f.help.empty()) << f.name;
     EXPECT_EQ(f.name.rfind("baton_", 0), 0u) << f.name;
   }
+}
+
+TEST_F(WorkerMetricsTest, AGlobalBatchIsSharedByTheRanks) {
+  baton::v1::StartAssignment a = Assignment("j-g", 1, {0, 1}, 4);
+  a.mutable_spec()->mutable_trainer()->set_global_batch(96);
+  metrics_.OnAssignmentStarted(a);
+  metrics_.OnMetricPoint("j-g", Point(1, 1, 10, {{"time_step_s", 0.1}}));
+  EXPECT_THAT(Value(metrics_.Collect(), "baton_trainer_samples_total",
+                    {{"job_id", "j-g"}, {"rank", "1"}}),
+              Optional(10.0 * 96 / 4));
 }
 
 TEST_F(WorkerMetricsTest, DerivesSamplesFromTheGlobalRateForCommands) {

@@ -43,7 +43,8 @@
 // unscale/overflow check, clipping, the optimizer update and the scaler update. On a GPU
 // each phase ends with a device synchronisation so the split is the device's.
 // grad_norm: mean L2 norm of the averaged (unscaled, pre-clipping) gradient over the
-// window's applied steps. Conditional keys: "tokens_per_sec" (language models:
+// window's applied steps. comm_bytes: gradient bytes this rank all-reduces per optimizer
+// step (as sent: 16-bit when compressed; 0 for one process). Conditional keys: "tokens_per_sec" (language models:
 // target tokens per second, global); "loss_scale" and "skipped_steps" (precision fp16:
 // the scale after the window's last step, steps skipped for inf/NaN in the window);
 // "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes" (CUDA: the caching
@@ -140,6 +141,7 @@ inline constexpr char kMetricSkippedSteps[] = "skipped_steps";
 inline constexpr char kMetricMemAllocated[] = "mem_allocated_bytes";
 inline constexpr char kMetricMemReserved[] = "mem_reserved_bytes";
 inline constexpr char kMetricMemPeak[] = "mem_peak_bytes";
+inline constexpr char kMetricCommBytes[] = "comm_bytes";
 
 // Final weights written by rank 0 under --checkpoint_dir: a pickled Dict[str, Tensor]
 // (parameter and buffer name -> tensor) that Python's torch.load reads. Full training

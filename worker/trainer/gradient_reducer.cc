@@ -227,6 +227,16 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
 
 bool GradientReducer::compression_emulated() const { return core_->emulated; }
 
+int64_t GradientReducer::bytes_per_sync() const {
+  if (core_->comm->world_size() == 1) return 0;
+  int64_t bytes = 0;
+  for (const Core::Bucket& bucket : core_->buckets) {
+    const at::Tensor& sent = core_->compress && !core_->emulated ? bucket.wire : bucket.buffer;
+    bytes += static_cast<int64_t>(sent.nbytes());
+  }
+  return bytes;
+}
+
 void GradientReducer::BeginBackward(bool sync) {
   absl::MutexLock lock(&core_->mu);
   core_->Reset();

@@ -97,6 +97,9 @@ class GradientReducer {
   // Parameter indices (into `params`) of each bucket, in start order.
   const std::vector<std::vector<size_t>>& buckets() const { return layout_; }
   bool compression_emulated() const;
+  // Bytes this rank all-reduces per optimizer step (the buckets as sent, 16-bit when
+  // compressed); 0 for a world of one.
+  int64_t bytes_per_sync() const;
 
   // Call before each backward(): sync=true for the micro-batch that completes an optimizer
   // step (its backward starts the all-reduces), false for the ones before it (no

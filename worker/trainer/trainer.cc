@@ -322,6 +322,8 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
     fields.emplace_back(kMetricTimeBackward, Seconds(window.time.backward) / steps);
     fields.emplace_back(kMetricTimeCommWait, Seconds(window.time.comm_wait) / steps);
     fields.emplace_back(kMetricTimeOptimizer, Seconds(window.time.optimizer) / steps);
+    fields.emplace_back(kMetricCommBytes,
+                        static_cast<double>(train_step->reducer().bytes_per_sync()));
     fields.emplace_back(kMetricGradNorm,
                         window.applied > 0 ? window.grad_norm_sum / window.applied : kNaN);
     if (loss_scaling) {

@@ -46,7 +46,9 @@ grep -q '^baton-trainer: rank 0/2 .* on cpu (shm)' out.0.txt || fail "rank 0 did
 import json, torch
 required = {"step", "epoch", "loss", "accuracy", "samples_per_sec", "lr", "time_step_s",
             "time_data_s", "time_forward_s", "time_backward_s", "time_comm_wait_s",
-            "time_optimizer_s", "grad_norm"}
+            "time_optimizer_s", "grad_norm", "comm_bytes"}
+# MLP 784-64-32-10: every fp32 gradient all-reduced once per step.
+params = 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
 evals = []
 for rank in (0, 1):
     lines = open(f"metrics.{rank}.jsonl").read().splitlines()
@@ -56,6 +58,7 @@ for rank in (0, 1):
         assert required <= set(p), p
         assert all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in p.values()), p
         assert p["lr"] == 0.05 and p["samples_per_sec"] > 0 and 0 <= p["accuracy"] <= 1, p
+        assert p["comm_bytes"] == 4 * params, p
     assert "eval_accuracy" not in points[0], points[0]
     assert points[-1]["loss"] < points[0]["loss"], points
     evals.append(points[-1]["eval_accuracy"])
