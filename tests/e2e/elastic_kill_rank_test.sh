@@ -67,6 +67,28 @@ grep -q "user: *[1-3]/3" "$TMP/describe.out" || fail "describe does not show the
 "$BATON" logs "$JOB" >"$TMP/logs.out"
 grep -q "restored .*ckpt-" "$TMP/logs.out" || fail "generation $NEXT did not restore a checkpoint"
 
+# describe and the coordinator's /metrics agree on the restarts and the goodput.
+curl -sf "http://127.0.0.1:$(cat "$TMP/coordinator.metrics_port")/metrics" >"$TMP/metrics.txt" \
+  || fail "cannot scrape the coordinator"
+"$BATON" describe "$JOB" -o json >"$TMP/describe.json"
+"$PY" - "$JOB" "$TMP/metrics.txt" "$TMP/describe.json" <<'PY' || fail "describe and /metrics disagree"
+import json, sys
+job, metrics, describe = sys.argv[1], open(sys.argv[2]).read(), json.load(open(sys.argv[3]))
+def metric(name):
+    prefix = '%s{job_id="%s"} ' % (name, job)
+    values = [float(l[len(prefix):]) for l in metrics.splitlines() if l.startswith(prefix)]
+    assert len(values) == 1, (name, values)
+    return values[0]
+r = describe["restarts"]
+restarts = sum(int(r.get(k, 0)) for k in ("infra", "user", "stall"))
+assert restarts >= 1 and metric("baton_coordinator_job_restarts_total") == restarts, restarts
+goodput = float(describe["result"]["goodput"])
+assert 0 < goodput < 1 and abs(metric("baton_coordinator_job_goodput_ratio") - goodput) < 1e-6, goodput
+print("restarts %d and goodput %.4f: describe == /metrics" % (restarts, goodput))
+PY
+grep -q "Restarts: *$(job_field "$JOB" 'sum(int(d["restarts"].get(k, 0)) for k in ("infra", "user", "stall"))')" \
+  "$TMP/describe.out" || fail "describe's text does not show the restarts"
+
 # Bit-identical final weights.
 "$PY" - "$TMP/reference-ckpt/final.pt" "$TMP/killed-ckpt/final.pt" <<'PY' || fail "final weights differ"
 import sys, torch
