@@ -154,10 +154,11 @@ std::string RenderRestarts(const Job& job) {
        {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())}},
       "  ");
   if (r.failures().empty()) return out;
-  // STOP: failure seen -> every process exited; WAIT: -> next rendezvous (backoff);
-  // RENDEZVOUS: -> every process of the next generation running; FIRST-STEP: -> its first
-  // metric point (checkpoint restore and the first steps); TOTAL: failure -> first step.
-  Table table({"GEN", "CLASS", "RANK", "WORKER", "STEP", "RESUMED", "STOP", "WAIT",
+  // DETECT: the failure happened (Failure.occurred_time) -> the coordinator knew; STOP: ->
+  // every process exited; WAIT: -> next rendezvous (backoff); RENDEZVOUS: -> every process
+  // of the next generation running; FIRST-STEP: -> its first metric point (checkpoint
+  // restore and the first steps); TOTAL: failure (happened, else known) -> first step.
+  Table table({"GEN", "CLASS", "RANK", "WORKER", "STEP", "RESUMED", "DETECT", "STOP", "WAIT",
                "RENDEZVOUS", "FIRST-STEP", "TOTAL", "CAUSE"});
   for (const baton::v1::Failure& f : r.failures()) {
     table.AddRow({f.next_generation() > 0 ? absl::StrCat(f.generation(), "->", f.next_generation())
@@ -166,11 +167,14 @@ std::string RenderRestarts(const Job& job) {
                   f.has_rank() ? absl::StrCat(f.rank()) : "-", OrDash(f.worker_id()),
                   f.has_step() ? absl::StrCat(f.step()) : "-",
                   f.has_resumed_step() ? absl::StrCat(f.resumed_step()) : "-",
+                  Phase(f.occurred_time(), f.fail_time()),
                   Phase(f.fail_time(), f.stopped_time()),
                   Phase(f.stopped_time(), f.rendezvous_time()),
                   Phase(f.rendezvous_time(), f.running_time()),
                   Phase(f.running_time(), f.first_step_time()),
-                  Phase(f.fail_time(), f.first_step_time()), f.cause()});
+                  Phase(f.has_occurred_time() ? f.occurred_time() : f.fail_time(),
+                        f.first_step_time()),
+                  f.cause()});
   }
   absl::StrAppend(&out, table.Render("  "));
   return out;

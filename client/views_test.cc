@@ -162,6 +162,7 @@ TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   f->set_resumed_step(101);
   f->set_cause("rank 1 on worker w-b was killed by signal 9");
   const absl::Time t = kNow - absl::Minutes(1);
+  *f->mutable_occurred_time() = ToProto(t - absl::Milliseconds(30));
   *f->mutable_fail_time() = ToProto(t);
   *f->mutable_stopped_time() = ToProto(t + absl::Milliseconds(40));
   *f->mutable_rendezvous_time() = ToProto(t + absl::Milliseconds(500));
@@ -174,12 +175,12 @@ TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
   EXPECT_THAT(text, HasSubstr("  user:   1/5\n"));
   EXPECT_THAT(text, HasSubstr(
-      "  GEN    CLASS   RANK   WORKER   STEP   RESUMED   STOP     WAIT     RENDEZVOUS   "
-      "FIRST-STEP   TOTAL    CAUSE\n"
-      "  1->2   user    1      w-b      120    101       0.040s   0.460s   0.020s       "
-      "0.380s       0.900s   rank 1 on worker w-b was killed by signal 9\n"
-      "  2->x   infra   -      -        -      -         -        -        -            "
-      "-            -        worker w-a lost\n"));
+      "  GEN    CLASS   RANK   WORKER   STEP   RESUMED   DETECT   STOP     WAIT     "
+      "RENDEZVOUS   FIRST-STEP   TOTAL    CAUSE\n"
+      "  1->2   user    1      w-b      120    101       0.030s   0.040s   0.460s   "
+      "0.020s       0.380s       0.930s   rank 1 on worker w-b was killed by signal 9\n"
+      "  2->x   infra   -      -        -      -         -        -        -        "
+      "-            -            -        worker w-a lost\n"));
 }
 
 TEST(ViewsTest, ResultAndEventLine) {

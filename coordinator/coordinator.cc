@@ -325,14 +325,16 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
 
 void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t session) {
   if (!workers_->Disconnect(worker_id, session)) return;
-  HandleWorkerLost(worker_id, "its stream closed");
+  HandleWorkerLost(worker_id, "its stream closed", clock_->Now());
   Schedule();  // the job's other workers are free again
 }
 
 void Coordinator::ReconcileOnce() {
   for (const std::string& id : workers_->ExpireHeartbeats(options_.heartbeat_timeout)) {
-    HandleWorkerLost(id, absl::StrCat("no heartbeat for more than ",
-                                      absl::FormatDuration(options_.heartbeat_timeout)));
+    HandleWorkerLost(id,
+                     absl::StrCat("no heartbeat for more than ",
+                                  absl::FormatDuration(options_.heartbeat_timeout)),
+                     workers_->LastHeartbeat(id));
   }
   const absl::Time now = clock_->Now();
   for (auto it = runtime_.begin(); it != runtime_.end();) {
@@ -389,13 +391,15 @@ bool Coordinator::Fenced(const std::string& worker_id, const std::string& job_id
   return true;
 }
 
-void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& why) {
+void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& why,
+                                   absl::Time occurred) {
   BATON_LOG(WARNING) << "worker " << worker_id << " lost: " << why;
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
     if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
     if (runtime_[id].awaiting_workers.count(worker_id) > 0) continue;  // not back yet anyway
     FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
-                   absl::StrCat("worker ", worker_id, " lost: ", why), std::nullopt, worker_id);
+                   absl::StrCat("worker ", worker_id, " lost: ", why), std::nullopt, worker_id,
+                   occurred);
   }
   // Its processes of restarting jobs count as stopped now.
   for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
@@ -548,7 +552,8 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
   }
   if (!state.ok() || !IsActive(*state)) return;
   if (Failed(exit)) {
-    FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank, worker_id);
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank, worker_id,
+                   exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
     Schedule();
     return;
   }
@@ -578,7 +583,8 @@ void Coordinator::Fail(const std::string& job_id, const std::string& reason,
 void Coordinator::FailGeneration(const std::string& job_id,
                                  baton::v1::FailureClass failure_class,
                                  const std::string& reason, const std::string& cause,
-                                 std::optional<int32_t> rank, const std::string& worker_id) {
+                                 std::optional<int32_t> rank, const std::string& worker_id,
+                                 absl::Time occurred) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
   baton::v1::Job* job = jobs_->Mutable(job_id);
@@ -596,6 +602,10 @@ void Coordinator::FailGeneration(const std::string& job_id,
   Runtime& rt = runtime_[job_id];
   if (rt.last_step.has_value()) f.set_step(*rt.last_step);
   *f.mutable_fail_time() = ToProto(clock_->Now());
+  // Clocks of other machines may run ahead: never after the detection.
+  if (occurred != absl::InfinitePast()) {
+    *f.mutable_occurred_time() = ToProto(std::min(occurred, clock_->Now()));
+  }
 
   // Crash loop: this user failure and the previous generation's were at the same step.
   const baton::v1::Failure* previous = LastFailure(job);
@@ -775,7 +785,8 @@ void Coordinator::CheckStall(const std::string& job_id, Runtime& rt) {
                                   : std::string(" before its first step"));
   const int32_t rank = suspect->rank();
   const std::string worker = suspect->worker_id();
-  FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, "Stalled", cause, rank, worker);
+  FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, "Stalled", cause, rank, worker,
+                 latest);
 }
 
 void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason) {

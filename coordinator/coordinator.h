@@ -127,7 +127,9 @@ class Coordinator {
     std::deque<absl::Duration> step_times;
   };
 
-  void HandleWorkerLost(const std::string& worker_id, const std::string& why);
+  // `occurred`: when the loss happened (last heartbeat, or now for a closed stream).
+  void HandleWorkerLost(const std::string& worker_id, const std::string& why,
+                        absl::Time occurred);
   void ReattachAssignments(const std::string& worker_id, const baton::v1::Register& reg);
   void Schedule();
   // `reason` is the event's reason ("Scheduled", "Restarted").
@@ -145,7 +147,8 @@ class Coordinator {
   // `rank` is the failed rank if known.
   void FailGeneration(const std::string& job_id, baton::v1::FailureClass failure_class,
                       const std::string& reason, const std::string& cause,
-                      std::optional<int32_t> rank, const std::string& worker_id);
+                      std::optional<int32_t> rank, const std::string& worker_id,
+                      absl::Time occurred = absl::InfinitePast());
   // For a RESTARTING job: notes when its old processes stopped, and once they did and the
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout).

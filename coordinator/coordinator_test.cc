@@ -137,8 +137,9 @@ class CoordinatorTest : public ::testing::Test {
     }
   }
 
+  // `at`: when the worker saw the exit (ProcessExit.time), unset if InfinitePast.
   void Exited(const std::string& worker, const std::string& job, int64_t gen, int rank,
-              int code, int signal = 0) {
+              int code, int signal = 0, absl::Time at = absl::InfinitePast()) {
     baton::v1::WorkerMessage m;
     auto* e = m.mutable_process_exited();
     e->set_job_id(job);
@@ -146,6 +147,7 @@ class CoordinatorTest : public ::testing::Test {
     e->set_rank(rank);
     e->mutable_exit()->set_exit_code(signal ? -1 : code);
     e->mutable_exit()->set_signal(signal);
+    if (at != absl::InfinitePast()) *e->mutable_exit()->mutable_time() = ToProto(at);
     Send(worker, m);
   }
 
@@ -270,7 +272,8 @@ TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   clock_.Advance(absl::Seconds(1));
   Metric("w1", id, 1, 0, 40);
   Metric("w2", id, 1, 1, 50);
-  Exited("w2", id, 1, 1, 3);
+  // The worker collected the exit 200 ms before its report arrived.
+  Exited("w2", id, 1, 1, 3, /*signal=*/0, clock_.Now() - absl::Milliseconds(200));
   EXPECT_EQ(StateOf(id), JobState::kRestarting);
   baton::v1::Job job = *jobs_->Get(id);
   EXPECT_THAT(job.message(), HasSubstr("rank 1 on worker w2 exited with code 3"));
@@ -285,6 +288,7 @@ TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   EXPECT_EQ(f.worker_id(), "w2");
   EXPECT_EQ(f.step(), 50);  // the generation's highest reported step
   EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_EQ(FromProto(f.fail_time()) - FromProto(f.occurred_time()), absl::Milliseconds(200));
   EXPECT_FALSE(f.has_stopped_time());
   // The survivors are told to stop generation 1.
   auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
@@ -368,6 +372,9 @@ TEST_F(CoordinatorTest, HeartbeatTimeoutIsAnInfraFailureAndTooFewWorkersFailTheJ
   EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
   EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).failure_class(),
             baton::v1::FAILURE_CLASS_INFRA);
+  // Detected the timeout after w2's last sign of life: it went silent 6 s ago.
+  const baton::v1::Failure& lost = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_GE(FromProto(lost.fail_time()) - FromProto(lost.occurred_time()), absl::Seconds(6));
   EXPECT_TRUE(channels_["w2"]->closed);
   EXPECT_FALSE(channels_["w1"]->closed);
   StopRest(id, 1);

@@ -75,6 +75,7 @@ struct RecoveryPhase {
 };
 using F = baton::v1::Failure;
 constexpr RecoveryPhase kRecoveryPhases[] = {
+    {"detect", &F::occurred_time, &F::has_occurred_time, &F::fail_time, &F::has_fail_time},
     {"stop", &F::fail_time, &F::has_fail_time, &F::stopped_time, &F::has_stopped_time},
     {"backoff", &F::stopped_time, &F::has_stopped_time, &F::rendezvous_time,
      &F::has_rendezvous_time},
@@ -147,7 +148,8 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
       recovery_(prometheus::BuildHistogram()
                     .Name("baton_coordinator_recovery_duration_seconds")
                     .Help("Duration of each recovery phase after a failure that restarted "
-                          "a job: stop (detect -> processes stopped), backoff (-> "
+                          "a job: detect (failure -> coordinator knows), stop (-> processes "
+                          "stopped), backoff (-> "
                           "rendezvous), rendezvous (-> running), restore (-> first step).")
                     .Register(*registry_)),
       restarts_(prometheus::BuildCounter()

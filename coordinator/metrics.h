@@ -35,6 +35,8 @@
 // Recovery phases, from each failure's record in Job.restarts.failures (the times the
 // coordinator stamps; see `baton describe`), one observation per failure and phase once
 // both of its times are recorded (checked on the loop at each scrape):
+//   detect      occurred_time -> fail_time         (failure happened -> coordinator knows;
+//                                                  only when occurred_time is known)
 //   stop        fail_time -> stopped_time          (failure detected -> processes stopped)
 //   backoff     stopped_time -> rendezvous_time    (-> the next rendezvous began)
 //   rendezvous  rendezvous_time -> running_time    (-> every process running)

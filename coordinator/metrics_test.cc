@@ -62,6 +62,8 @@ class CoordinatorMetricsTest : public ::testing::Test {
     f->set_generation(job->generation());
     f->set_next_generation(job->generation() + 1);
     f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+    // The worker's last heartbeat was 1.5 s before the coordinator noticed.
+    *f->mutable_occurred_time() = ToProto(clock_.Now() - absl::Milliseconds(1500));
     *f->mutable_fail_time() = ToProto(clock_.Now());
     Move(id, JobState::kRestarting, reason);
   }
@@ -140,6 +142,7 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
     return Value(scrape, "baton_coordinator_recovery_duration_seconds", {{"phase", phase}},
                  what);
   };
+  EXPECT_THAT(recovery("detect", "sum"), Optional(DoubleNear(1.5, 1e-9)));
   EXPECT_THAT(recovery("stop", "sum"), Optional(DoubleNear(0.25, 1e-9)));
   EXPECT_THAT(recovery("backoff", "sum"), Optional(DoubleNear(0.75, 1e-9)));
   EXPECT_THAT(recovery("rendezvous", "sum"), Optional(DoubleNear(1.0, 1e-9)));
@@ -150,7 +153,7 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   ASSERT_OK(jobs_->AddMetrics(id, {Point(2, 0, 8, 0.5), Point(2, 0, 14, 0.5)}));
   scrape = metrics_->Collect();
   // Each phase observed once for the failure, however often it is scraped.
-  for (const char* phase : {"stop", "backoff", "rendezvous", "restore"}) {
+  for (const char* phase : {"detect", "stop", "backoff", "rendezvous", "restore"}) {
     EXPECT_THAT(recovery(phase, "count"), Optional(1.0)) << phase;
   }
   EXPECT_THAT(recovery("restore", "sum"), Optional(DoubleNear(0.5, 1e-9)));

@@ -80,6 +80,11 @@ bool WorkerRegistry::IsReady(const std::string& worker_id) const {
   return it != workers_.end() && it->second.info.state() == baton::v1::WORKER_STATE_READY;
 }
 
+absl::Time WorkerRegistry::LastHeartbeat(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? absl::InfinitePast() : it->second.last_heartbeat;
+}
+
 std::string WorkerRegistry::Host(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? std::string() : it->second.info.host();

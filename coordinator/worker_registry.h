@@ -54,6 +54,8 @@ class WorkerRegistry {
   bool Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg);
 
   bool IsReady(const std::string& worker_id) const;
+  // When the worker last heartbeated (or registered); InfinitePast if unknown.
+  absl::Time LastHeartbeat(const std::string& worker_id) const;
   // The worker's dialable host; empty if unknown.
   std::string Host(const std::string& worker_id) const;
   // Slots of a READY worker (0 if not READY).

@@ -631,6 +631,7 @@ void Supervisor::PublishExit(const RankKey& key, const baton::v1::ProcessExit& e
     for (RankEntry& r : it->second.ranks) {
       if (r.info.rank() != key.rank) continue;
       *r.info.mutable_exit() = exit;
+      if (!exit.has_time()) *r.info.mutable_exit()->mutable_time() = ToProto(clock_->Now());
       r.kill_deadline = absl::InfiniteFuture();
       TransitionLocked(it->second, r, RankState::kExited,
                        exit.signal() != 0 ? absl::StrCat("Exited: signal ", exit.signal())

@@ -60,7 +60,7 @@ F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
 job_field "$JOB" "$F['cause']" | grep -Eq "rank 1 on worker .* was killed by signal 9|rank 0 on worker .* exited with code" \
   || fail "cause: $(job_field "$JOB" "$F['cause']")"
 [[ $(job_field "$JOB" "int($F['next_generation'])") == "$NEXT" ]] || fail "no generation change"
-[[ $(job_field "$JOB" "'first_step_time' in $F and 'stopped_time' in $F and 'running_time' in $F") == True ]] \
+[[ $(job_field "$JOB" "all(k in $F for k in ('occurred_time', 'stopped_time', 'running_time', 'first_step_time'))") == True ]] \
   || fail "recovery phases not recorded"
 grep -Eq "$GEN->$NEXT +user +[01] " "$TMP/describe.out" || fail "describe does not show the failure"
 grep -q "user: *[1-3]/3" "$TMP/describe.out" || fail "describe does not show the user budget"
