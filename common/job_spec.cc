@@ -610,6 +610,17 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   RETURN_IF_ERROR(ValidateEnv(spec));
   RETURN_IF_ERROR(CheckOptionalAbsolute("checkpoint_dir", spec.checkpoint_dir()));
   if (spec.has_trainer()) RETURN_IF_ERROR(ValidateGlobalBatch(spec));
+  const int max_workers = spec.workers().has_max() ? spec.workers().max() : min;
+  if (spec.has_trainer() && spec.trainer().checkpoint_every() > 0 &&
+      spec.checkpoint_dir().empty() && max_workers > 1) {
+    return Invalid(
+        "checkpoint_dir",
+        absl::StrCat("is required when the trainer checkpoints (trainer.checkpoint_every ",
+                     spec.trainer().checkpoint_every(), ") on up to ", max_workers,
+                     " workers: after a failure every rank restores the newest checkpoint, so it "
+                     "must be a directory every worker reads (a shared file system); the "
+                     "default is each worker's own work_dir"));
+  }
 
   const auto& budget = spec.budget();
   if (budget.max_steps() < 0) {

@@ -364,6 +364,7 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
   };
   for (const Case& c : cases) {
     JobSpec spec = TrainerJob();
+    spec.set_checkpoint_dir("/shared/ckpt");  // Checkpointing on 2 workers needs one.
     c.mutate(*spec.mutable_trainer());
     if (c.want.empty()) {
       EXPECT_OK(ValidateJobSpec(spec)) << spec.trainer().ShortDebugString();
@@ -564,6 +565,19 @@ TEST(ValidateJobSpecTest, CheckpointDir) {
   EXPECT_THAT(ValidateJobSpec(spec),
               StatusIs(kInvalid, HasSubstr("checkpoint_dir: 'ckpt' is relative")));
   spec.set_checkpoint_dir("/shared/ckpt");
+  EXPECT_OK(ValidateJobSpec(spec));
+
+  // Checkpoints on several workers must go to one directory they all read: after a failure
+  // every rank restores the newest one.
+  spec.mutable_trainer()->set_checkpoint_every(50);
+  EXPECT_OK(ValidateJobSpec(spec));
+  spec.clear_checkpoint_dir();
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("checkpoint_dir: is required when the trainer "
+                                           "checkpoints (trainer.checkpoint_every 50) on up to 2 "
+                                           "workers")));
+  spec.mutable_workers()->set_min(1);  // One worker: its own work_dir is enough.
+  spec.mutable_workers()->set_max(1);
   EXPECT_OK(ValidateJobSpec(spec));
 }
 
