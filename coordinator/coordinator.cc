@@ -547,6 +547,7 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
 
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (state.ok() && *state == JobState::kRestarting) {
+    ReattributeFailure(job, rank, worker_id, exit, what);
     MaybeRestart(job_id);  // an expected exit of the failed generation
     return;
   }
@@ -706,6 +707,28 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   *f->mutable_rendezvous_time() = ToProto(now);  // saved by StartRendezvous' transition
   StartRendezvous(job_id, gang, "Restarted");
+}
+
+void Coordinator::ReattributeFailure(baton::v1::Job* job, int32_t rank,
+                                     const std::string& worker_id,
+                                     const baton::v1::ProcessExit& exit,
+                                     const std::string& what) {
+  baton::v1::Failure* f = LastFailure(job);
+  if (f == nullptr || f->generation() != job->generation() ||
+      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
+      !Failed(exit) || !exit.has_time() ||
+      FromProto(exit.time()) >= FromProto(f->occurred_time())) {
+    return;
+  }
+  Check(jobs_->RecordEvent(job->id(), "FailureReattributed",
+                           absl::StrCat("generation ", f->generation(), " failed first at ",
+                                        what, " (reported after: ", f->cause(), ")")),
+        "record event");
+  f->set_cause(what);
+  f->set_rank(rank);
+  f->set_worker_id(worker_id);
+  *f->mutable_occurred_time() = exit.time();
+  Check(jobs_->Save(job->id()), "save job");
 }
 
 void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step) {

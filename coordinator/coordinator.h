@@ -157,6 +157,12 @@ class Coordinator {
   // rejected or the job is unknown.
   bool Fenced(const std::string& worker_id, const std::string& job_id, int64_t generation,
               const char* what);
+  // A failed exit of the failing generation that the workers' clocks place before the
+  // recorded failure (e.g. the killed rank, whose exit reached the coordinator after its
+  // peer's exit on the vanished peer) becomes the failure's cause: a generation's failure
+  // is its earliest failed exit. Rank, worker and occurred_time follow; class and step stay.
+  void ReattributeFailure(baton::v1::Job* job, int32_t rank, const std::string& worker_id,
+                          const baton::v1::ProcessExit& exit, const std::string& what);
   // Records the first metric point of a restarted generation in its Failure record.
   void NoteFirstStep(baton::v1::Job* job, int64_t step);
   // Updates the generation's progress (stall detection) from its metric points.

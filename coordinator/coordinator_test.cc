@@ -342,6 +342,33 @@ TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
 }
 
+// The peer's exit on the vanished peer (code 4) arrives first; the killed rank's exit,
+// which the workers' clocks place earlier, arrives next and becomes the cause. A survivor
+// stopped later changes nothing.
+TEST_F(CoordinatorTest, FailureIsAttributedToTheEarliestFailedExit) {
+  const std::string id = RunningJob();
+  const absl::Time killed = clock_.Now() - absl::Milliseconds(300);
+  Exited("w1", id, 1, 0, 4, /*signal=*/0, clock_.Now() - absl::Milliseconds(100));
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(jobs_->Peek(id)->restarts().failures(0).cause(), HasSubstr("rank 0"));
+  Exited("w2", id, 1, 1, 0, /*signal=*/9, killed);
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.cause(), "rank 1 on worker w2 was killed by signal 9");
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(FromProto(f.occurred_time()), killed);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().user(), 1);  // still one failure, one restart
+}
+
+TEST_F(CoordinatorTest, ALaterExitDoesNotTakeOverTheCause) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 3, /*signal=*/0, clock_.Now() - absl::Milliseconds(100));
+  Exited("w1", id, 1, 0, 0, /*signal=*/9, clock_.Now());  // stopped after the failure
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).cause(),
+            "rank 1 on worker w2 exited with code 3");
+}
+
 TEST_F(CoordinatorTest, SignalledRankIsAUserFailure) {
   Connect(Reg("w1"));
   absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 0));
