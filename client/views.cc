@@ -26,7 +26,7 @@ std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
 
 std::string WorkerRange(const JobSpec& spec) {
   const int min = spec.workers().min();
-  const int max = spec.workers().has_max() ? spec.workers().max() : min;
+  const int max = MaxWorkers(spec);
   return max == min ? absl::StrCat(min) : absl::StrCat(min, "-", max);
 }
 

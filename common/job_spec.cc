@@ -418,9 +418,9 @@ absl::Status ValidateGlobalBatch(const JobSpec& spec) {
                    absl::StrCat(t.accumulation_steps(), " is set with trainer.global_batch, "
                                 "which derives the accumulation steps per world size; unset it"));
   }
-  const int slots = spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
+  const int slots = SlotsPerWorker(spec);
   const int min = spec.workers().min();
-  const int max = spec.workers().has_max() ? spec.workers().max() : min;
+  const int max = MaxWorkers(spec);
   for (int workers = min; workers <= max; ++workers) {
     const int64_t world = int64_t{workers} * slots;
     if (global % world != 0) {
@@ -562,6 +562,14 @@ JobSpec WithDefaults(JobSpec spec) {
   return spec;
 }
 
+int MaxWorkers(const JobSpec& spec) {
+  return spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
+}
+
+int SlotsPerWorker(const JobSpec& spec) {
+  return spec.has_slots_per_worker() ? spec.slots_per_worker() : kDefaultSlotsPerWorker;
+}
+
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (!IsValidJobName(spec.name())) {
     return Invalid("name", absl::StrCat(spec.name().empty() ? "is empty"
@@ -610,7 +618,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   RETURN_IF_ERROR(ValidateEnv(spec));
   RETURN_IF_ERROR(CheckOptionalAbsolute("checkpoint_dir", spec.checkpoint_dir()));
   if (spec.has_trainer()) RETURN_IF_ERROR(ValidateGlobalBatch(spec));
-  const int max_workers = spec.workers().has_max() ? spec.workers().max() : min;
+  const int max_workers = MaxWorkers(spec);
   if (spec.has_trainer() && spec.trainer().checkpoint_every() > 0 &&
       spec.checkpoint_dir().empty() && max_workers > 1) {
     return Invalid(

@@ -40,6 +40,12 @@ inline constexpr int kMaxTrainerThreads = 256;
 // Everything else is copied unchanged. Never fails.
 baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
 
+// Most workers the job may run on: workers.max, or workers.min when max is unset.
+int MaxWorkers(const baton::v1::JobSpec& spec);
+// Processes per worker: slots_per_worker, or 1 when unset (WithDefaults always sets it;
+// the fallback guards specs that did not go through it).
+int SlotsPerWorker(const baton::v1::JobSpec& spec);
+
 // Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
 //   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
 //   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 10, stall_floor 30 s.
@@ -64,7 +70,10 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 //     classifier on token data), .checkpoint_every, .keep_checkpoints;
 //   command.argv, command.argv[0], command.working_dir;
 //   workers.min, workers.max; slots_per_worker; env (keys in sorted order);
-//   checkpoint_dir; budget.max_steps, budget.max_epochs, then the trainer's budget rule;
+//   checkpoint_dir; trainer.global_batch against every world size (or
+//   trainer.accumulation_steps set beside it); checkpoint_dir required when the trainer
+//   checkpoints on more than one worker; budget.max_steps, budget.max_epochs, then the
+//   trainer's budget rule;
 //   restart_policy.max_infra_restarts, .max_user_restarts, .max_stall_restarts (0..1000),
 //     .backoff_max (0..1 h), .backoff_initial (0..backoff_max), .stall_factor (>= 1),
 //     .stall_floor (>= 1 s).

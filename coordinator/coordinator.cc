@@ -24,12 +24,6 @@ std::string DescribeExit(const baton::v1::ProcessExit& exit) {
   return absl::StrCat("exited with code ", exit.exit_code());
 }
 
-// Processes per worker. Stored specs went through WithDefaults, which always sets it;
-// the fallback only guards records written by hand.
-int SlotsPerWorker(const baton::v1::JobSpec& spec) {
-  return spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
-}
-
 bool Failed(const baton::v1::ProcessExit& exit) {
   return exit.signal() != 0 || exit.exit_code() != 0;
 }
@@ -412,7 +406,7 @@ void Coordinator::Schedule() {
     PendingJob p;
     p.job_id = id;
     p.min_workers = spec.workers().min();
-    p.max_workers = spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
+    p.max_workers = MaxWorkers(spec);
     p.slots_per_worker = SlotsPerWorker(spec);
     queue.push_back(p);
   }
@@ -689,7 +683,7 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   PendingJob pending;
   pending.job_id = job_id;
   pending.min_workers = spec.workers().min();
-  pending.max_workers = spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
+  pending.max_workers = MaxWorkers(spec);
   pending.slots_per_worker = SlotsPerWorker(spec);
   const std::vector<WorkerCapacity> capacity = FreeCapacity(job_id);
   const std::vector<std::string> gang = PlaceRestart(WorkersOf(*job), pending, capacity);
