@@ -36,17 +36,10 @@ JOB=$("$BATON" submit "$TMP/killed.yaml")
 has_checkpoint() { compgen -G "$TMP/killed-ckpt/ckpt-*.pt" >/dev/null; }
 wait_for 60 has_checkpoint
 # Generation and pid in one snapshot (an unrelated failure may have restarted it already).
-read -r GEN PID < <(job_field "$JOB" \
-  'd["generation"], [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]')
+read -r GEN PID < <(generation_and_pid "$JOB" 1)
 kill -KILL "$PID" || fail "rank 1 (pid $PID) of generation $GEN was already gone"
 
-succeeded() {
-  local s
-  s=$(job_state "$JOB")
-  [[ $s == JOB_STATE_FAILED || $s == JOB_STATE_CANCELLED ]] && fail "job ended $s: $("$BATON" describe "$JOB")"
-  [[ $s == JOB_STATE_SUCCEEDED ]]
-}
-wait_for 120 succeeded
+wait_for 120 job_succeeded "$JOB"
 
 "$BATON" describe "$JOB" >"$TMP/describe.out"
 cat "$TMP/describe.out"

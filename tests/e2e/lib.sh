@@ -93,6 +93,21 @@ job_field() { "$BATON" describe "$1" -o json | json_get "$2"; }
 
 job_state() { job_field "$1" 'd.get("state", "")'; }
 
+# generation_and_pid JOB RANK: "GENERATION PID" of RANK in the job's current generation,
+# from one snapshot (so the pid belongs to that generation).
+generation_and_pid() {
+  job_field "$1" "d['generation'], [r['pid'] for r in d['ranks'] if r.get('rank', 0) == $2][0]"
+}
+
+# job_succeeded JOB: true once the job SUCCEEDED; fails the test at once if it FAILED or
+# was CANCELLED (for wait_for).
+job_succeeded() {
+  local s
+  s=$(job_state "$1")
+  [[ $s == JOB_STATE_FAILED || $s == JOB_STATE_CANCELLED ]] && fail "job ended $s: $("$BATON" describe "$1")"
+  [[ $s == JOB_STATE_SUCCEEDED ]]
+}
+
 # make_data DIR: a small learnable MNIST-format data set.
 make_data() { "$MAKE_MNIST" --out_dir="$1" --train_size=4000 --test_size=500 >/dev/null; }
 
