@@ -72,6 +72,8 @@ std::string WorkerStateName(WorkerState state) {
       return "READY";
     case baton::v1::WORKER_STATE_LOST:
       return "LOST";
+    case baton::v1::WORKER_STATE_DRAINING:
+      return "DRAINING";
     default:
       break;
   }

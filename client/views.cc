@@ -130,6 +130,8 @@ std::string FailureClassName(baton::v1::FailureClass c) {
       return "user";
     case baton::v1::FAILURE_CLASS_STALL:
       return "stall";
+    case baton::v1::FAILURE_CLASS_PLANNED:
+      return "planned";
     default:
       return "-";
   }
@@ -151,7 +153,8 @@ std::string RenderRestarts(const Job& job) {
   std::string out = RenderFields(
       {{"infra", absl::StrCat(r.infra(), "/", policy.max_infra_restarts())},
        {"user", absl::StrCat(r.user(), "/", policy.max_user_restarts())},
-       {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())}},
+       {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())},
+       {"planned", absl::StrCat(r.planned(), " (drain, scale-up; no budget)")}},
       "  ");
   if (r.failures().empty()) return out;
   // DETECT: the failure happened (Failure.occurred_time) -> the coordinator knew; STOP: ->

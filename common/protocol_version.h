@@ -7,7 +7,10 @@ namespace baton {
 // Version of the coordinator <-> worker protocol (proto/baton/v1/worker_service.proto)
 // spoken by this build. Bump it when a message's meaning changes; the coordinator
 // accepts workers in [kMinWorkerProtocolVersion, kProtocolVersion].
-inline constexpr uint32_t kProtocolVersion = 1;
+// 2: Draining, Register.draining, RequestCheckpoint (planned resizes).
+inline constexpr uint32_t kProtocolVersion = 2;
+// The first version with RequestCheckpoint.
+inline constexpr uint32_t kCheckpointRequestProtocolVersion = 2;
 inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
 
 }  // namespace baton

@@ -9,12 +9,12 @@
 
 namespace baton {
 
-// The restarts a job used over all failure classes (infra + user + stall). The coordinator
-// counts a restart against its class exactly when it moves the job to RESTARTING, so this
-// equals the job's RESTARTING transitions. A failure that ended the job (budget spent,
-// crash loop) is in `failures` but is not a restart.
+// The restarts a job went through over all classes (infra + user + stall + planned). The
+// coordinator counts a restart against its class exactly when it moves the job to
+// RESTARTING, so this equals the job's RESTARTING transitions. A failure that ended the
+// job (budget spent, crash loop) is in `failures` but is not a restart.
 inline int64_t TotalRestarts(const baton::v1::RestartStats& stats) {
-  return int64_t{stats.infra()} + stats.user() + stats.stall();
+  return int64_t{stats.infra()} + stats.user() + stats.stall() + stats.planned();
 }
 
 }  // namespace baton

@@ -37,6 +37,8 @@ const char* ClassName(baton::v1::FailureClass c) {
       return "user-code";
     case baton::v1::FAILURE_CLASS_STALL:
       return "stall";
+    case baton::v1::FAILURE_CLASS_PLANNED:
+      return "planned";
     default:
       return "unclassified";
   }
@@ -59,6 +61,7 @@ void CountRestart(baton::v1::RestartStats* s, baton::v1::FailureClass c) {
   if (c == baton::v1::FAILURE_CLASS_INFRA) s->set_infra(s->infra() + 1);
   if (c == baton::v1::FAILURE_CLASS_USER) s->set_user(s->user() + 1);
   if (c == baton::v1::FAILURE_CLASS_STALL) s->set_stall(s->stall() + 1);
+  if (c == baton::v1::FAILURE_CLASS_PLANNED) s->set_planned(s->planned() + 1);
 }
 int32_t RestartBudget(const baton::v1::RestartPolicy& p, baton::v1::FailureClass c) {
   switch (c) {
@@ -186,16 +189,18 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
         "; this coordinator supports ", kMinWorkerProtocolVersion, "..", kProtocolVersion));
   }
   const std::string host = reg.advertise_host().empty() ? peer_host : reg.advertise_host();
-  const bool known_lost = !workers_->IsReady(reg.worker_id()) && !workers_->Host(reg.worker_id()).empty();
+  const bool known_lost =
+      !workers_->IsConnected(reg.worker_id()) && !workers_->Host(reg.worker_id()).empty();
   const uint64_t session = workers_->Connect(reg, host, std::move(channel));
   BATON_LOG(INFO) << "worker " << reg.worker_id() << " connected from " << host << " ("
                   << reg.resources().slots() << " slots" << (known_lost ? ", reconnect" : "")
-                  << ")";
+                  << (reg.draining() ? ", draining" : "") << ")";
   baton::v1::CoordinatorMessage ack;
   ack.mutable_registered()->set_protocol_version(kProtocolVersion);
   *ack.mutable_registered()->mutable_heartbeat_interval() = ToProto(options_.heartbeat_interval);
   workers_->Send(reg.worker_id(), ack);
   ReattachAssignments(reg.worker_id(), reg);
+  if (reg.draining()) MoveJobsOff(reg.worker_id(), "it reconnected while draining");
   Schedule();
   return session;
 }
@@ -309,11 +314,30 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
       Check(jobs_->AddLogs(l.job_id(), {l.lines().begin(), l.lines().end()}), "add logs");
       break;
     }
+    case baton::v1::WorkerMessage::kDraining:
+      OnWorkerDraining(worker_id, msg.draining().reason());
+      break;
     case baton::v1::WorkerMessage::kRegister:
       BATON_LOG(WARNING) << "worker " << worker_id << " sent Register twice; ignored";
       break;
     case baton::v1::WorkerMessage::MSG_NOT_SET:
       break;
+  }
+}
+
+void Coordinator::OnWorkerDraining(const std::string& worker_id, const std::string& reason) {
+  if (!workers_->SetDraining(worker_id)) return;  // already draining (or gone)
+  const std::string why = reason.empty() ? std::string("it is draining")
+                                         : absl::StrCat("it is draining (", reason, ")");
+  BATON_LOG(INFO) << "worker " << worker_id << ": " << why;
+  MoveJobsOff(worker_id, why);
+  Schedule();
+}
+
+void Coordinator::MoveJobsOff(const std::string& worker_id, const std::string& why) {
+  for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
+    if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
+    Resize(id, "Draining", absl::StrCat("worker ", worker_id, " leaves: ", why), worker_id);
   }
 }
 
@@ -410,9 +434,45 @@ void Coordinator::Schedule() {
     p.slots_per_worker = SlotsPerWorker(spec);
     queue.push_back(p);
   }
-  if (queue.empty()) return;
-  for (const Placement& p : coordinator::Schedule(queue, FreeCapacity())) {
-    StartRendezvous(p.job_id, p.worker_ids, "Scheduled");
+  if (!queue.empty()) {
+    for (const Placement& p : coordinator::Schedule(queue, FreeCapacity())) {
+      StartRendezvous(p.job_id, p.worker_ids, "Scheduled");
+    }
+  }
+  MaybeScaleUp();  // with what the queue left
+}
+
+void Coordinator::MaybeScaleUp() {
+  for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
+    const baton::v1::Job& job = *jobs_->Peek(id);
+    const baton::v1::JobSpec& spec = job.spec();
+    // Only the built-in trainer checkpoints on request, so only it grows without losing
+    // steps; other programs keep their size until their next restart.
+    if (!spec.has_trainer()) continue;
+    const std::vector<std::string> current = WorkersOf(job);
+    if (static_cast<int>(current.size()) >= MaxWorkers(spec)) continue;
+    const Runtime& rt = runtime_[id];
+    // A generation resizes only once it is training: not while it restores or re-attaches.
+    if (!rt.last_step.has_value() || !rt.awaiting_workers.empty()) continue;
+    if (std::any_of(current.begin(), current.end(),
+                    [&](const std::string& w) { return !workers_->IsReady(w); })) {
+      continue;  // a restart or a drain of this job is about to happen anyway
+    }
+    std::vector<std::string> joining;
+    for (const WorkerCapacity& w : FreeCapacity(id)) {
+      if (w.free_slots >= SlotsPerWorker(spec) &&
+          std::find(current.begin(), current.end(), w.worker_id) == current.end()) {
+        joining.push_back(w.worker_id);
+      }
+    }
+    if (joining.empty()) continue;
+    const size_t grown = std::min(current.size() + joining.size(),
+                                  static_cast<size_t>(MaxWorkers(spec)));
+    joining.resize(grown - current.size());
+    Resize(id, "ScalingUp",
+           absl::StrCat("worker", joining.size() > 1 ? "s " : " ", absl::StrJoin(joining, ", "),
+                        " can join: growing from ", current.size(), " to ", grown, " workers"),
+           joining.front());
   }
 }
 
@@ -643,6 +703,59 @@ void Coordinator::FailGeneration(const std::string& job_id,
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 
+void Coordinator::Resize(const std::string& job_id, const std::string& reason,
+                         const std::string& cause, const std::string& worker_id) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || !IsActive(*state)) return;
+  baton::v1::Job* job = jobs_->Mutable(job_id);
+  const int64_t generation = job->generation();
+  Runtime& rt = runtime_[job_id];
+  const absl::Time now = clock_->Now();
+  baton::v1::Failure f;
+  f.set_generation(generation);
+  f.set_failure_class(baton::v1::FAILURE_CLASS_PLANNED);
+  f.set_cause(cause);
+  f.set_worker_id(worker_id);
+  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
+  *f.mutable_fail_time() = ToProto(now);
+  *f.mutable_occurred_time() = ToProto(now);
+  *f.mutable_backoff() = ToProto(absl::ZeroDuration());
+  f.set_next_generation(generation + 1);
+  CountRestart(job->mutable_restarts(), baton::v1::FAILURE_CLASS_PLANNED);
+  *job->mutable_restarts()->add_failures() = std::move(f);
+
+  // Rank 0 saves the state at a step boundary first, if it can be asked to.
+  const baton::v1::RankInfo* rank0 = nullptr;
+  for (const baton::v1::RankInfo& r : job->ranks()) {
+    if (r.rank() == 0) rank0 = &r;
+  }
+  const bool ask = *state == JobState::kRunning && job->spec().has_trainer() &&
+                   rank0 != nullptr && !rank0->has_exit() &&
+                   workers_->IsConnected(rank0->worker_id()) &&
+                   workers_->ProtocolVersion(rank0->worker_id()) >=
+                       kCheckpointRequestProtocolVersion;
+  const std::string message =
+      absl::StrCat("generation ", generation, " resizes (planned): ", cause,
+                   ask ? "; rank 0 checkpoints at its next step boundary first"
+                       : "; stopping its processes");
+  BATON_LOG(INFO) << "job " << job_id << ": " << message;
+  Check(jobs_->Transition(job_id, JobState::kRestarting, reason, message), "transition");
+  rt = Runtime();
+  if (ask) {
+    baton::v1::CoordinatorMessage msg;
+    baton::v1::RequestCheckpoint* req = msg.mutable_request_checkpoint();
+    req->set_job_id(job_id);
+    req->set_generation(generation);
+    req->set_rank(0);
+    req->set_reason(cause);
+    workers_->Send(rank0->worker_id(), msg);
+    rt.checkpoint_deadline = now + options_.checkpoint_timeout;
+  } else {
+    StopProcesses(*job, message);
+  }
+  MaybeRestart(job_id);
+}
+
 void Coordinator::MaybeRestart(const std::string& job_id) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || *state != JobState::kRestarting) return;
@@ -656,14 +769,35 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   const absl::Time now = clock_->Now();
   const absl::Time failed_at = FromProto(f->fail_time());
+  // A process counts as stopped once its exit arrived or its worker is gone (a lost
+  // worker kills its processes itself).
+  const bool all_stopped =
+      std::all_of(job->ranks().begin(), job->ranks().end(), [&](const baton::v1::RankInfo& r) {
+        return r.has_exit() || !workers_->IsConnected(r.worker_id());
+      });
+  Runtime& rt = runtime_[job_id];
+  if (rt.checkpoint_deadline != absl::InfiniteFuture()) {
+    // Waiting for rank 0's checkpoint: its exit (or any other) ends the wait.
+    const bool any_exited = std::any_of(job->ranks().begin(), job->ranks().end(),
+                                        [](const baton::v1::RankInfo& r) { return r.has_exit(); });
+    if (!any_exited && !all_stopped && now < rt.checkpoint_deadline) return;
+    const bool timed_out = !any_exited && !all_stopped;
+    rt.checkpoint_deadline = absl::InfiniteFuture();
+    const std::string why =
+        timed_out ? absl::StrCat("rank 0 did not checkpoint within ",
+                                 absl::FormatDuration(options_.checkpoint_timeout),
+                                 "; stopping generation ", generation, " anyway")
+                  : absl::StrCat("generation ", generation, " checkpointed for a planned resize");
+    if (timed_out) {
+      Check(jobs_->RecordEvent(job_id, "CheckpointTimeout", why), "record event");
+    }
+    StopProcesses(*job, why);
+  }
   if (!f->has_stopped_time()) {
-    // A process counts as stopped once its exit arrived or its worker is gone (a lost
-    // worker kills its processes itself).
-    const bool all_stopped =
-        std::all_of(job->ranks().begin(), job->ranks().end(), [&](const baton::v1::RankInfo& r) {
-          return r.has_exit() || !workers_->IsReady(r.worker_id());
-        });
-    const absl::Duration stop_wait = options_.stop_grace + options_.heartbeat_timeout;
+    absl::Duration stop_wait = options_.stop_grace + options_.heartbeat_timeout;
+    if (f->failure_class() == baton::v1::FAILURE_CLASS_PLANNED) {
+      stop_wait += options_.checkpoint_timeout;
+    }
     if (!all_stopped && now < failed_at + stop_wait) return;
     *f->mutable_stopped_time() = ToProto(now);
     Check(jobs_->Save(job_id), "save job");

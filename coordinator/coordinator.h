@@ -33,6 +33,9 @@ struct CoordinatorOptions {
   absl::Duration reattach_timeout = absl::Seconds(30);
   // Grace between SIGTERM and SIGKILL when stopping a job's processes.
   absl::Duration stop_grace = absl::Seconds(10);
+  // A planned resize (drain, scale-up) waits this long for rank 0 to checkpoint and exit
+  // before it stops the generation anyway.
+  absl::Duration checkpoint_timeout = absl::Seconds(60);
 };
 
 // The coordinator's brain: gang scheduling, rendezvous, supervision of running jobs,
@@ -56,6 +59,15 @@ struct CoordinatorOptions {
 // instead of restarting when the class's budget is spent ("RestartBudgetExhausted") or
 // a user failure happens at the same step as the previous one ("CrashLoop"). Restart
 // timing is derived from the stored Job, so it survives a coordinator restart.
+//
+// Planned resizes (class PLANNED: no budget, no backoff): a worker that drains (Draining,
+// or Register.draining) gets no new work and every active job with ranks on it resizes; a
+// RUNNING trainer job below workers.max resizes when a READY worker with enough free slots
+// is left over after scheduling the queue (scale-up, once the generation reported a step).
+// A RUNNING trainer job resizes by asking rank 0 to checkpoint at its next step boundary
+// (RequestCheckpoint) and stopping the other processes once any rank exited (or
+// checkpoint_timeout passed); anything else is stopped at once. The next generation is
+// placed like any restart, so it loses the draining worker or gains the new ones.
 //
 // Fencing: worker messages about an older generation than the job's current one are
 // rejected (CheckGeneration: ABORTED, logged; a stale AssignmentStarted also gets a
@@ -91,6 +103,8 @@ class Coordinator {
   // Any later message of that session (ignored if the session was superseded).
   void OnWorkerMessage(const std::string& worker_id, uint64_t session,
                        const baton::v1::WorkerMessage& msg);
+  // The worker is leaving (it sent Draining): see "Planned resizes" above.
+  void OnWorkerDraining(const std::string& worker_id, const std::string& reason);
   // The session's stream ended.
   void OnWorkerDisconnected(const std::string& worker_id, uint64_t session);
 
@@ -125,6 +139,9 @@ class Coordinator {
     std::map<int32_t, RankProgress> progress;
     // Recent time-per-step samples (newest last, bounded).
     std::deque<absl::Duration> step_times;
+    // A RESTARTING job whose rank 0 was asked to checkpoint: the generation's processes
+    // are stopped when any rank exited or at this time. InfiniteFuture: stop already sent.
+    absl::Time checkpoint_deadline = absl::InfiniteFuture();
   };
 
   // `occurred`: when the loss happened (last heartbeat, or now for a closed stream).
@@ -149,6 +166,15 @@ class Coordinator {
                       const std::string& reason, const std::string& cause,
                       std::optional<int32_t> rank, const std::string& worker_id,
                       absl::Time occurred = absl::InfinitePast());
+  // A planned resize of an active job (class PLANNED; see the class comment): records it,
+  // goes RESTARTING and asks rank 0 for a checkpoint or stops the processes. `reason` is
+  // the transition's reason ("Draining", "ScalingUp").
+  void Resize(const std::string& job_id, const std::string& reason, const std::string& cause,
+              const std::string& worker_id);
+  // Resizes the active jobs that have ranks on a draining worker.
+  void MoveJobsOff(const std::string& worker_id, const std::string& why);
+  // Resizes RUNNING trainer jobs below workers.max that free READY workers could join.
+  void MaybeScaleUp();
   // For a RESTARTING job: notes when its old processes stopped, and once they did and the
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout).

@@ -187,7 +187,7 @@ class CoordinatorTest : public ::testing::Test {
   void StopRest(const std::string& id, int64_t gen) {
     const baton::v1::Job job = *jobs_->Peek(id);
     for (const auto& r : job.ranks()) {
-      if (!r.has_exit() && workers_->IsReady(r.worker_id())) {
+      if (!r.has_exit() && workers_->IsConnected(r.worker_id())) {
         Exited(r.worker_id(), id, gen, r.rank(), 0, /*signal=*/15);
       }
     }
@@ -697,6 +697,204 @@ TEST_F(CoordinatorTest, MetricsOfOtherGenerationsAreIgnoredAndRankZeroSetsResult
   EXPECT_EQ(job->result().steps(), 20);
   EXPECT_EQ(job->result().initial_loss(), 2.0);
   EXPECT_EQ(job->result().final_metrics().at("loss"), 1.5);
+}
+
+// A built-in trainer job on min..max workers with a shared checkpoint directory.
+baton::v1::JobSpec TrainerJob(int min_workers, int max_workers) {
+  baton::v1::JobSpec spec;
+  spec.set_name("trainer-job");
+  baton::v1::TrainerSpec* t = spec.mutable_trainer();
+  t->set_model("mlp");
+  t->set_dataset("synthetic");
+  t->set_batch_size(8);
+  t->set_lr(0.1);
+  spec.mutable_workers()->set_min(min_workers);
+  spec.mutable_workers()->set_max(max_workers);
+  spec.mutable_budget()->set_max_steps(1000);
+  spec.set_checkpoint_dir("/shared/ckpt");
+  return spec;
+}
+
+TEST_F(CoordinatorTest, DrainingWorkerCheckpointsThenTheJobContinuesWithoutIt) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  for (int rank = 0; rank < 3; ++rank) Metric("w" + std::to_string(rank + 1), id, 1, rank, 10);
+
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining()->set_reason("received SIGTERM");
+  Send("w2", draining);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "Draining");
+  // Rank 0 (on w1) is asked for a checkpoint; nothing is stopped yet.
+  const auto request =
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint();
+  EXPECT_EQ(request.job_id(), id);
+  EXPECT_EQ(request.generation(), 1);
+  EXPECT_EQ(request.rank(), 0);
+  for (const std::string w : {"w1", "w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(0)) << w;
+  }
+  // w2 stays connected but gets no new work.
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    EXPECT_EQ(w.state(), w.id() == "w2" ? baton::v1::WORKER_STATE_DRAINING
+                                        : baton::v1::WORKER_STATE_READY)
+        << w.id();
+  }
+
+  // Rank 0 checkpointed at its step boundary and exited 75: the others are stopped.
+  clock_.Advance(absl::Milliseconds(300));
+  Exited("w1", id, 1, 0, 75);
+  for (const std::string w : {"w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1)) << w;
+  }
+  StopRest(id, 1);
+  // No backoff for a planned resize: the next generation rendezvouses at once, without w2.
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w3");
+  EXPECT_EQ(job.restarts().planned(), 1);
+  EXPECT_EQ(job.restarts().infra() + job.restarts().user() + job.restarts().stall(), 0);
+  ASSERT_THAT(job.restarts().failures(), SizeIs(1));
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.step(), 10);
+  EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_THAT(f.cause(), HasSubstr("worker w2 leaves: it is draining (received SIGTERM)"));
+  EXPECT_EQ(FromProto(f.stopped_time()) - FromProto(f.fail_time()), absl::Milliseconds(300));
+
+  // A new job does not land on the draining worker, though it has a free slot.
+  absl::StatusOr<baton::v1::Job> other = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(other);
+  EXPECT_EQ(StateOf(other->id()), JobState::kQueued);
+}
+
+TEST_F(CoordinatorTest, CheckpointThatNeverComesStopsTheGenerationAfterTheTimeout) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(1, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 3);
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining();
+  Send("w2", draining);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  // Both workers keep heartbeating; rank 0 never exits.
+  baton::v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  clock_.Advance(CoordinatorOptions().checkpoint_timeout - absl::Milliseconds(1));
+  for (const std::string w : {"w1", "w2"}) Send(w, heartbeat);
+  coordinator_->ReconcileOnce();
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(0));
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "CheckpointTimeout");
+  StopRest(id, 1);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 1);  // w1 alone
+}
+
+TEST_F(CoordinatorTest, ProtocolVersionOneWorkerIsStoppedInsteadOfAskedToCheckpoint) {
+  baton::v1::Register old = Reg("w1");
+  old.set_protocol_version(1);
+  Connect(old);
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(1, 2));
+  ASSERT_OK(submitted);
+  CompleteRendezvous(submitted->id(), 1, 29500);
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining();
+  Send("w2", draining);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRequestCheckpoint), SizeIs(0));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+}
+
+TEST_F(CoordinatorTest, WorkerReconnectingWhileDrainingIsDrainingAndMovesItsJobs) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  ASSERT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w1");
+  // w1 reconnects, still running its rank, and says it drains.
+  baton::v1::Register again = Reg("w1");
+  again.set_draining(true);
+  auto* a = again.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  *a->add_ranks() = jobs_->Peek(id)->ranks(0);
+  Connect(again);
+  EXPECT_FALSE(workers_->IsReady("w1"));
+  EXPECT_TRUE(workers_->IsConnected("w1"));
+  // A command job cannot checkpoint on request: stopped at once, then placed on w2.
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w2");
+}
+
+TEST_F(CoordinatorTest, WorkerJoiningARunningTrainerJobBelowMaxGrowsIt) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  // A worker that joins before the generation trained a step does not resize it yet.
+  Connect(Reg("w3"));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Metric("w1", id, 1, 0, 20);
+  Metric("w2", id, 1, 1, 20);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "ScalingUp");
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint)
+                .request_checkpoint()
+                .rank(),
+            0);
+  Exited("w1", id, 1, 0, 75);
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(job.ranks(r).worker_id(), "w" + std::to_string(r + 1));
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_EQ(f.cause(), "worker w3 can join: growing from 2 to 3 workers");
+  EXPECT_EQ(f.worker_id(), "w3");
+  // At max now: another worker does not resize it again.
+  Metric("w1", id, 2, 0, 21);
+  Connect(Reg("w4"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+}
+
+TEST_F(CoordinatorTest, QueuedJobsTakeNewWorkersAndCommandJobsDoNotGrow) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  baton::v1::JobSpec command = CommandSpec(2);
+  command.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> cmd = coordinator_->SubmitJob(command);
+  ASSERT_OK(cmd);
+  CompleteRendezvous(cmd->id(), 1, 29500);
+  Metric("w1", cmd->id(), 1, 0, 5);
+  // A queued job waiting for one worker gets the new one; the command job never grows.
+  absl::StatusOr<baton::v1::Job> queued = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(queued);
+  Connect(Reg("w3"));
+  EXPECT_EQ(StateOf(queued->id()), JobState::kRendezvous);
+  Connect(Reg("w4"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(cmd->id()), JobState::kRunning);
 }
 
 class RestartTest : public CoordinatorTest {

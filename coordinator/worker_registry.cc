@@ -6,6 +6,14 @@
 #include "common/proto_time.h"
 
 namespace baton::coordinator {
+namespace {
+
+bool Connected(const baton::v1::Worker& w) {
+  return w.state() == baton::v1::WORKER_STATE_READY ||
+         w.state() == baton::v1::WORKER_STATE_DRAINING;
+}
+
+}  // namespace
 
 WorkerRegistry::WorkerRegistry(const Clock* clock) : clock_(clock) {}
 
@@ -19,7 +27,9 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
   e.info.set_host(host);
   e.info.set_hostname(reg.hostname());
   *e.info.mutable_resources() = reg.resources();
-  e.info.set_state(baton::v1::WORKER_STATE_READY);
+  e.info.set_state(reg.draining() ? baton::v1::WORKER_STATE_DRAINING
+                                  : baton::v1::WORKER_STATE_READY);
+  e.protocol_version = reg.protocol_version();
   e.channel = std::move(channel);
   e.session = next_session_++;
   e.last_heartbeat = clock_->Now();
@@ -29,8 +39,7 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
 
 bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || it->second.session != session ||
-      it->second.info.state() != baton::v1::WORKER_STATE_READY) {
+  if (it == workers_.end() || it->second.session != session || !Connected(it->second.info)) {
     return false;
   }
   it->second.info.set_state(baton::v1::WORKER_STATE_LOST);
@@ -40,8 +49,7 @@ bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) 
 
 bool WorkerRegistry::IsCurrent(const std::string& worker_id, uint64_t session) const {
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && it->second.session == session &&
-         it->second.info.state() == baton::v1::WORKER_STATE_READY;
+  return it != workers_.end() && it->second.session == session && Connected(it->second.info);
 }
 
 void WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
@@ -55,7 +63,7 @@ std::vector<std::string> WorkerRegistry::ExpireHeartbeats(absl::Duration timeout
   std::vector<std::string> lost;
   const absl::Time now = clock_->Now();
   for (auto& [id, e] : workers_) {
-    if (e.info.state() != baton::v1::WORKER_STATE_READY) continue;
+    if (!Connected(e.info)) continue;
     if (now - e.last_heartbeat <= timeout) continue;
     e.info.set_state(baton::v1::WORKER_STATE_LOST);
     if (e.channel != nullptr) {
@@ -78,6 +86,25 @@ bool WorkerRegistry::Send(const std::string& worker_id,
 bool WorkerRegistry::IsReady(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it != workers_.end() && it->second.info.state() == baton::v1::WORKER_STATE_READY;
+}
+
+bool WorkerRegistry::IsConnected(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && Connected(it->second.info);
+}
+
+bool WorkerRegistry::SetDraining(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.info.state() != baton::v1::WORKER_STATE_READY) {
+    return false;
+  }
+  it->second.info.set_state(baton::v1::WORKER_STATE_DRAINING);
+  return true;
+}
+
+uint32_t WorkerRegistry::ProtocolVersion(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? 0 : it->second.protocol_version;
 }
 
 absl::Time WorkerRegistry::LastHeartbeat(const std::string& worker_id) const {

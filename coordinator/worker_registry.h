@@ -26,8 +26,9 @@ class WorkerChannel {
 
 // Every worker the coordinator has heard from since it started, with its liveness.
 //
-// A worker is READY while its current stream is open and heartbeats arrive within the
-// timeout, LOST otherwise. Each connection is a session; messages and disconnects of an
+// A worker is connected while its current stream is open and heartbeats arrive within the
+// timeout, LOST otherwise. A connected worker is READY (schedulable) or DRAINING (it is
+// leaving: it keeps its stream and reports, but gets no new work). Each connection is a session; messages and disconnects of an
 // older session of the same worker are ignored (a reconnect supersedes the old stream).
 //
 // Threading: not thread-safe; called from the coordinator's event loop only.
@@ -36,24 +37,32 @@ class WorkerRegistry {
   // `clock` must outlive this object.
   explicit WorkerRegistry(const Clock* clock);
 
-  // Records a (re)connected worker and returns its new session id. An older session of
-  // the same worker is closed. `host` is what other workers dial (MASTER_ADDR).
+  // Records a (re)connected worker (DRAINING if reg.draining, else READY) and returns its
+  // new session id. An older session of the same worker is closed. `host` is what other
+  // workers dial (MASTER_ADDR).
   uint64_t Connect(const baton::v1::Register& reg, const std::string& host,
                    std::shared_ptr<WorkerChannel> channel);
   // Marks the worker LOST if `session` is still its current one; returns whether it was.
   bool Disconnect(const std::string& worker_id, uint64_t session);
-  // True if `session` is the worker's current, READY session.
+  // True if `session` is the worker's current, connected session.
   bool IsCurrent(const std::string& worker_id, uint64_t session) const;
   // Records a heartbeat of the current session.
   void Heartbeat(const std::string& worker_id, uint64_t session);
-  // Marks READY workers whose last heartbeat is older than `timeout` LOST, closes their
+  // Marks connected workers whose last heartbeat is older than `timeout` LOST, closes their
   // streams, and returns their ids.
   std::vector<std::string> ExpireHeartbeats(absl::Duration timeout);
 
-  // Sends to a READY worker; false if it is unknown, LOST, or its stream is gone.
+  // Sends to a connected worker; false if it is unknown, LOST, or its stream is gone.
   bool Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg);
 
+  // READY: connected and schedulable.
   bool IsReady(const std::string& worker_id) const;
+  // READY or DRAINING: its stream is up, so its processes' exits will be reported.
+  bool IsConnected(const std::string& worker_id) const;
+  // READY -> DRAINING; false (nothing changes) if the worker is not READY.
+  bool SetDraining(const std::string& worker_id);
+  // Register.protocol_version of the worker's latest session; 0 if unknown.
+  uint32_t ProtocolVersion(const std::string& worker_id) const;
   // When the worker last heartbeated (or registered); InfinitePast if unknown.
   absl::Time LastHeartbeat(const std::string& worker_id) const;
   // The worker's dialable host; empty if unknown.
@@ -71,6 +80,7 @@ class WorkerRegistry {
     std::shared_ptr<WorkerChannel> channel;
     uint64_t session = 0;
     absl::Time last_heartbeat;
+    uint32_t protocol_version = 0;
   };
 
   const Clock* const clock_;

@@ -108,6 +108,10 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   *reg->mutable_resources() = options_.resources;
   reg->set_protocol_version(kProtocolVersion);
   for (const auto& a : snapshot) *reg->add_assignments() = a;
+  {
+    absl::MutexLock lock(&mu_);
+    reg->set_draining(draining_);
+  }
 
   baton::v1::CoordinatorMessage message;
   bool ok = stream->Write(hello) && stream->Read(&message);
@@ -138,6 +142,19 @@ absl::Status Agent::RunSession(Backoff& backoff) {
                          << " replies (log lines remain in the rank logs)";
     }
     outbox_->SetConnected(true);
+    // A Drain() between building the Register and now had its message dropped: resend.
+    bool drained_since_register;
+    std::string drain_reason;
+    {
+      absl::MutexLock lock(&mu_);
+      drained_since_register = draining_ && !reg->draining();
+      drain_reason = drain_reason_;
+    }
+    if (drained_since_register) {
+      baton::v1::WorkerMessage draining;
+      draining.mutable_draining()->set_reason(drain_reason);
+      outbox_->PushReply(std::move(draining));
+    }
     outbox_->OnReportsPending();  // Let the writer heartbeat and report right away.
     BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
                     << options_.worker_id << " (coordinator protocol "
@@ -162,6 +179,19 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   }
   outbox_->SetConnected(false);
   return FromGrpcStatus(stream->Finish());
+}
+
+void Agent::Drain(const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (draining_) return;
+    draining_ = true;
+    drain_reason_ = reason;
+  }
+  // Dropped if the stream is down right now; the next Register carries draining instead.
+  baton::v1::WorkerMessage message;
+  message.mutable_draining()->set_reason(reason);
+  outbox_->PushReply(std::move(message));
 }
 
 void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
@@ -198,6 +228,16 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
       if (req.has_grace()) grace = FromProto(req.grace());
       const absl::Status s = supervisor_->StopAssignment(req.job_id(), req.generation(), grace);
       if (!s.ok()) BATON_LOG(INFO) << "StopAssignment: " << s;
+      return;
+    }
+    case baton::v1::CoordinatorMessage::kRequestCheckpoint: {
+      const baton::v1::RequestCheckpoint& req = message.request_checkpoint();
+      BATON_LOG(INFO) << "RequestCheckpoint job " << req.job_id() << " gen " << req.generation()
+                      << " rank " << req.rank() << ": " << req.reason();
+      const absl::Status s =
+          supervisor_->RequestCheckpoint(req.job_id(), req.generation(), req.rank());
+      // Not fatal: the coordinator stops the generation after its checkpoint timeout.
+      if (!s.ok()) BATON_LOG(WARNING) << "RequestCheckpoint: " << s;
       return;
     }
     case baton::v1::CoordinatorMessage::kRegistered:

@@ -55,7 +55,8 @@ struct AgentOptions {
 // when its Write succeeded; a Register's content when Registered arrived.
 //
 // Threading: two threads. The session thread connects, writes Register, then reads the stream
-// and runs each command (ReservePort, StartAssignment, StopAssignment) inline; it never holds
+// and runs each command (ReservePort, StartAssignment, StopAssignment, RequestCheckpoint)
+// inline; it never holds
 // mu_ while calling the Supervisor or the stream. The writer thread is the only one writing on
 // an established stream: it waits in Outbox::WaitForWork() and sends heartbeats, replies,
 // reports and batches. mu_ guards the connection state shared by the two.
@@ -73,6 +74,12 @@ class Agent {
   // Sends what is pending (bounded by stop_flush_timeout), ends the stream and joins the
   // threads. Idempotent.
   void Stop();
+
+  // Tells the coordinator this worker is leaving (SIGTERM): sends Draining now and marks
+  // every later Register draining, so a reconnect during the drain says it too. The
+  // coordinator then moves the worker's jobs off it (each checkpoints and continues on
+  // the other workers) and stops its processes. Idempotent; thread-safe.
+  void Drain(const std::string& reason);
 
  private:
   using Stream = grpc::ClientReaderWriter<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
@@ -96,6 +103,9 @@ class Agent {
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by Drain(): Register says draining.
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  std::string drain_reason_ ABSL_GUARDED_BY(mu_);
   // The connection being set up or in use (nullptr between connections).
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Set once Registered arrived; the writer only writes on an attached stream.

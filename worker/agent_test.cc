@@ -231,6 +231,51 @@ TEST_F(AgentTest, ExitsWhileDisconnectedAreDeliveredByTheNextRegister) {
   EXPECT_FALSE(coordinator_->Next(WorkerMessage::kProcessExited, absl::ZeroDuration()).has_value());
 }
 
+TEST_F(AgentTest, RequestCheckpointSignalsTheRankAndItsExitIsReported) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  // Like baton-trainer: SIGUSR1 means "checkpoint and exit 75". Ready once the trap is set.
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_->Send(StartCommand(
+        "j-ckpt", "trap 'exit 75' USR1; echo ready; while :; do sleep 0.05; done"));
+  }));
+  std::optional<WorkerMessage> started = coordinator_->Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  ASSERT_TRUE(coordinator_
+                  ->Next([](const WorkerMessage& m) {
+                    return m.has_logs() && m.logs().lines_size() > 0 &&
+                           m.logs().lines(0).text() == "ready";
+                  })
+                  .has_value());
+  CoordinatorMessage request;
+  request.mutable_request_checkpoint()->set_job_id("j-ckpt");
+  request.mutable_request_checkpoint()->set_generation(1);
+  request.mutable_request_checkpoint()->set_rank(0);
+  ASSERT_TRUE(coordinator_->Send(request));
+  std::optional<WorkerMessage> exited = coordinator_->Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().exit_code(), 75);
+  EXPECT_EQ(exited->process_exited().exit().signal(), 0);
+}
+
+TEST_F(AgentTest, DrainTellsTheCoordinatorAndEveryLaterRegisterSaysDraining) {
+  StartWorker(coordinator_->address());
+  std::optional<WorkerMessage> first = coordinator_->Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_FALSE(first->register_().draining());
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->registrations() == 1; }));
+  agent_->Drain("received SIGTERM");
+  std::optional<WorkerMessage> draining = coordinator_->Next(WorkerMessage::kDraining);
+  ASSERT_TRUE(draining.has_value());
+  EXPECT_EQ(draining->draining().reason(), "received SIGTERM");
+  agent_->Drain("again");  // idempotent: nothing more is sent
+  coordinator_->BreakStream();
+  std::optional<WorkerMessage> again = coordinator_->Next(WorkerMessage::kRegister);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_TRUE(again->register_().draining());
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kDraining, absl::ZeroDuration()).has_value());
+}
+
 TEST_F(AgentTest, ConnectsOnceTheCoordinatorComesUp) {
   const absl::StatusOr<int> port = ReserveTcpPort();
   ASSERT_TRUE(port.ok());

@@ -28,7 +28,7 @@ namespace {
 // One record per SOCK_SEQPACKET message on the control socket.
 //   shim -> worker: kPid (the training process's pid) or kSpawnFailed (errno), then kExit
 //                   (wait status);
-//   worker -> shim: kSignal (SIGTERM or SIGKILL for the process group).
+//   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
 enum RecordKind : int32_t { kPid = 1, kSpawnFailed = 2, kExit = 3, kSignal = 4 };
 struct Record {
   int32_t kind;
@@ -195,7 +195,8 @@ void SetDisposition(int signo, void (*handler)(int)) {
       Record rec;
       const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
       if (n == static_cast<ssize_t>(sizeof(rec))) {
-        if (rec.kind == kSignal && (rec.value == SIGTERM || rec.value == SIGKILL)) {
+        if (rec.kind == kSignal &&
+            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
           ::kill(-child, rec.value);
         }
       } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -255,7 +256,7 @@ class ShimProcess final : public Process {
   int exit_fd() const override { return control_.get(); }
 
   absl::Status SignalGroup(int signo) override {
-    if (signo != SIGTERM && signo != SIGKILL) {
+    if (signo != SIGTERM && signo != SIGKILL && signo != SIGUSR1) {
       return absl::InvalidArgumentError(absl::StrCat("unsupported signal ", signo));
     }
     absl::MutexLock lock(&mu_);

@@ -321,6 +321,28 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t generation,
+                                           int32_t rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({job_id, generation});
+  RankEntry* entry = nullptr;
+  if (it != assignments_.end()) {
+    for (RankEntry& r : it->second.ranks) {
+      if (r.info.rank() == rank) entry = &r;
+    }
+  }
+  if (entry == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no rank ", rank, " of job ", job_id,
+                                            " generation ", generation, " on this worker"));
+  }
+  if (entry->lifecycle.state() != RankState::kRunning) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " of job ", job_id, " generation ", generation, " is ",
+                     RankStateName(entry->lifecycle.state()), ", not running"));
+  }
+  return entry->process->SignalGroup(SIGUSR1);
+}
+
 void Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason) {
   if (a.launching) {
     a.stop_while_launching =

@@ -99,6 +99,12 @@ class Supervisor {
   absl::Status StopAssignment(const std::string& job_id, int64_t generation,
                               std::optional<absl::Duration> grace);
 
+  // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
+  // process group (the built-in trainer's contract; only send it to such ranks). Errors:
+  // NOT_FOUND if the rank is unknown; FAILED_PRECONDITION if it is not RUNNING (stopping,
+  // exited); UNAVAILABLE if it cannot be signalled.
+  absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
+
   // Sends SIGKILL to stopping ranks whose grace expired (by the injected clock). Called by the
   // I/O thread; tests driving a FakeClock call it after Advance().
   void EnforceDeadlines();

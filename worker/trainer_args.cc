@@ -105,6 +105,7 @@ std::vector<std::string> TrainerArgv(const std::string& trainer_path,
   if (trainer.global_batch() != 0) {
     add(trainer::kFlagGlobalBatch, absl::StrCat(trainer.global_batch()));
   }
+  if (!trainer.sample_log().empty()) add(trainer::kFlagSampleLog, trainer.sample_log());
   if (budget.max_steps() != 0) add(trainer::kFlagMaxSteps, absl::StrCat(budget.max_steps()));
   if (budget.max_epochs() != 0) add(trainer::kFlagMaxEpochs, absl::StrCat(budget.max_epochs()));
   if (!checkpoint_dir.empty()) add(trainer::kFlagCheckpointDir, checkpoint_dir);

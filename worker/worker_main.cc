@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -55,6 +56,12 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "Heartbeat period; the coordinator's Registered message may override it.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "SIGTERM -> SIGKILL grace when a StopAssignment carries none, and on shutdown.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM (Kubernetes eviction, preemption) the worker drains: it tells the "
+          "coordinator, which has each of its jobs checkpoint at the next step boundary and "
+          "continue on the other workers, and exits once its processes ended and their exits "
+          "were reported, or after this long. SIGINT, a second SIGTERM or 0 stops at once. "
+          "Keep it below the pod's terminationGracePeriodSeconds minus --stop_grace.");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7072",
           "Prometheus metrics address (HOST:PORT), served at /metrics. Empty: no metrics "
           "endpoint. Port 0 picks a free port; it is logged and written to "
@@ -187,6 +194,29 @@ int Run() {
 
   int signo = 0;
   sigwait(&stop_signals, &signo);
+  const absl::Duration drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  if (signo == SIGTERM && drain_timeout > absl::ZeroDuration()) {
+    BATON_LOG(INFO) << "received SIGTERM; draining for up to " << drain_timeout
+                    << " (SIGINT or another SIGTERM stops at once)";
+    agent.Drain("received SIGTERM");
+    const absl::Time deadline = absl::Now() + drain_timeout;
+    // The coordinator stops this worker's processes once they checkpointed; an assignment
+    // is forgotten once its exits were reported.
+    while (supervisor.assignment_count() > 0) {
+      const absl::Duration left = deadline - absl::Now();
+      if (left <= absl::ZeroDuration()) {
+        BATON_LOG(WARNING) << "drain timed out after " << drain_timeout << " with "
+                           << supervisor.assignment_count() << " assignment(s) left";
+        break;
+      }
+      const timespec wait = absl::ToTimespec(std::min(left, absl::Milliseconds(100)));
+      if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) {
+        BATON_LOG(INFO) << "second stop signal; ending the drain";
+        break;
+      }
+    }
+    if (supervisor.assignment_count() == 0) BATON_LOG(INFO) << "drained";
+  }
   BATON_LOG(INFO) << "received " << strsignal(signo) << "; stopping all training processes"
                   << " (grace " << absl::GetFlag(FLAGS_stop_grace) << ")";
   // Processes first, while the stream is up, so their exits reach the coordinator.
