@@ -154,7 +154,7 @@ std::string RenderRestarts(const Job& job) {
       {{"infra", absl::StrCat(r.infra(), "/", policy.max_infra_restarts())},
        {"user", absl::StrCat(r.user(), "/", policy.max_user_restarts())},
        {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())},
-       {"planned", absl::StrCat(r.planned(), " (drain, scale-up; no budget)")}},
+       {"planned", absl::StrCat(r.planned())}},  // drains and scale-ups use no budget
       "  ");
   if (r.failures().empty()) return out;
   // DETECT: the failure happened (Failure.occurred_time) -> the coordinator knew; STOP: ->

@@ -132,8 +132,8 @@ TEST(ViewsTest, Describe) {
   EXPECT_THAT(text, HasSubstr("  accuracy:  90.0%\n"));
   EXPECT_THAT(text, HasSubstr("  2024-05-01 11:55:00   0     -> QUEUED   Submitted   queued\n"));
   // Not started: no goodput yet.
-  EXPECT_THAT(text, HasSubstr("\nGoodput:   -\nRestarts:  0\n  infra:  0/10\n  user:   0/3\n"
-                              "  stall:  0/3\n"));
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   -\nRestarts:  0\n  infra:    0/10\n  user:     0/3\n"
+                              "  stall:    0/3\n  planned:  0\n"));
 }
 
 TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
@@ -143,9 +143,10 @@ TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
   job.mutable_restarts()->set_infra(2);
   job.mutable_restarts()->set_user(1);
   job.mutable_restarts()->set_stall(1);
+  job.mutable_restarts()->set_planned(2);
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
-  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  4\n  infra:  2/10\n  user:   1/3\n"
-                              "  stall:  1/3\n"));
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  6\n  infra:    2/10\n"
+                              "  user:     1/3\n  stall:    1/3\n  planned:  2\n"));
 }
 
 TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
@@ -173,7 +174,7 @@ TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   fatal->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
   fatal->set_cause("worker w-a lost");
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
-  EXPECT_THAT(text, HasSubstr("  user:   1/5\n"));
+  EXPECT_THAT(text, HasSubstr("  user:     1/5\n"));
   EXPECT_THAT(text, HasSubstr(
       "  GEN    CLASS   RANK   WORKER   STEP   RESUMED   DETECT   STOP     WAIT     "
       "RENDEZVOUS   FIRST-STEP   TOTAL    CAUSE\n"
