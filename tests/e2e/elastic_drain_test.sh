@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 4, case 5: SIGTERM one worker daemon of a 3-worker job (workers.min 2), as a
+# Kubernetes eviction does. The worker drains: the coordinator has rank 0 checkpoint at its
+# next step boundary, stops the generation and continues at world size 2 without the
+# worker, which then exits 0 by itself. No step is lost (none runs twice), every step
+# trained on exactly the samples of an uninterrupted run, and the weights equal its weights
+# within an fp32 tolerance (see compare_runs in lib.sh).
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+
+make_data "$TMP/mnist"
+start_coordinator
+start_worker w1
+start_worker w2
+start_worker w3
+wait_for_workers 3
+
+elastic_job_yaml reference 3 3 400
+"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
+  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+
+elastic_job_yaml drained 2 3 400
+JOB=$("$BATON" submit "$TMP/drained.yaml")
+past_step() { (($(job_step "$JOB") >= $1)); }
+wait_for 60 past_step 40
+GEN=$(job_field "$JOB" 'd["generation"]')
+WORKER=$(worker_pid_of "$JOB" 2)
+kill -TERM "$WORKER"
+# The drained worker leaves on its own once its rank exited and was reported.
+exited() { ! alive "$WORKER"; }
+wait_for 60 exited
+wait "$WORKER" || fail "the drained worker exited with status $?"
+
+wait_for 120 job_succeeded "$JOB"
+"$BATON" describe "$JOB" >"$TMP/describe.out"
+cat "$TMP/describe.out"
+NEXT=$((GEN + 1))
+[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
+[[ $(job_field "$JOB" 'len(d["ranks"])') == 2 ]] || fail "expected world size 2 after the drain"
+F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
+[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_PLANNED ]] || fail "not planned"
+job_field "$JOB" "$F['cause']" | grep -q "leaves: it is draining (received SIGTERM)" \
+  || fail "cause: $(job_field "$JOB" "$F['cause']")"
+[[ $(job_field "$JOB" "all(k in $F for k in ('stopped_time', 'running_time', 'first_step_time'))") == True ]] \
+  || fail "recovery phases not recorded"
+grep -Eq "$GEN->$NEXT +planned " "$TMP/describe.out" || fail "describe does not show the resize"
+grep -q "planned: *1$" "$TMP/describe.out" || fail "describe does not count the resize"
+grep -q "infra: *0/" "$TMP/describe.out" || fail "a drain used the infra budget"
+"$BATON" logs "$JOB" >"$TMP/logs.out"
+grep -q "checkpointed: steps=" "$TMP/logs.out" \
+  || fail "rank 0 did not checkpoint on request"
+
+compare_runs reference drained no-repeats
+echo "PASS"

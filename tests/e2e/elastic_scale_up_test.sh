@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Issue 4, case 4: a worker joins a running 2-worker job with workers.max 3. The
+# coordinator has rank 0 checkpoint at its next step boundary and re-rendezvouses with
+# the larger world. No step is lost (none runs twice), every step trained on exactly the
+# samples of an uninterrupted run (the global batch is fixed), and the weights equal its
+# weights within an fp32 tolerance (see compare_runs in lib.sh).
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+
+make_data "$TMP/mnist"
+start_coordinator
+start_worker w1
+start_worker w2
+wait_for_workers 2
+
+elastic_job_yaml reference 2 2 600
+"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
+  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+
+elastic_job_yaml grown 2 3 600
+JOB=$("$BATON" submit "$TMP/grown.yaml")
+past_step() { (($(job_step "$JOB") >= $1)); }
+wait_for 60 past_step 30
+GEN=$(job_field "$JOB" 'd["generation"]')
+[[ $(job_field "$JOB" 'len(d["ranks"])') == 2 ]] || fail "expected world size 2 first"
+start_worker w3
+
+wait_for 120 job_succeeded "$JOB"
+"$BATON" describe "$JOB" >"$TMP/describe.out"
+cat "$TMP/describe.out"
+NEXT=$((GEN + 1))
+[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
+[[ $(job_field "$JOB" 'len(d["ranks"])') == 3 ]] || fail "expected world size 3 after the join"
+F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
+[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_PLANNED ]] || fail "not planned"
+job_field "$JOB" "$F['cause']" | grep -q "can join: growing from 2 to 3 workers" \
+  || fail "cause: $(job_field "$JOB" "$F['cause']")"
+grep -Eq "$GEN->$NEXT +planned " "$TMP/describe.out" || fail "describe does not show the resize"
+
+compare_runs reference grown no-repeats
+echo "PASS"
