@@ -37,6 +37,10 @@ ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
           "After a restart, how long running jobs wait for their workers to report back.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "Time between SIGTERM and SIGKILL when stopping a job's processes.");
+ABSL_FLAG(absl::Duration, checkpoint_timeout, absl::Seconds(60),
+          "A planned resize (a worker drains or joins) asks rank 0 to checkpoint at its next "
+          "step boundary first; after this long without its exit the generation is stopped "
+          "anyway (losing the steps since its last checkpoint).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
 
   baton::coordinator::CoordinatorServer server(options, baton::RealClock::Get());
   if (absl::Status s = server.Start(); !s.ok()) {
