@@ -145,7 +145,7 @@ TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
   job.mutable_restarts()->set_stall(1);
   job.mutable_restarts()->set_planned(2);
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
-  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  6\n  infra:    2/10\n"
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  4\n  infra:    2/10\n"
                               "  user:     1/3\n  stall:    1/3\n  planned:  2\n"));
 }
 

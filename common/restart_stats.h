@@ -9,12 +9,14 @@
 
 namespace baton {
 
-// The restarts a job went through over all classes (infra + user + stall + planned). The
-// coordinator counts a restart against its class exactly when it moves the job to
-// RESTARTING, so this equals the job's RESTARTING transitions. A failure that ended the
-// job (budget spent, crash loop) is in `failures` but is not a restart.
+// The restarts failures caused a job (infra + user + stall). The coordinator counts a
+// restart against its class exactly when a failure moves the job to RESTARTING, so this
+// equals those transitions. Planned resizes (drain, scale-up: `planned`) also pass through
+// RESTARTING but are not failures and are not counted here, so alerts on restarts do not
+// fire on an elastic cluster's normal churn. A failure that ended the job (budget spent,
+// crash loop) is in `failures` but is not a restart.
 inline int64_t TotalRestarts(const baton::v1::RestartStats& stats) {
-  return int64_t{stats.infra()} + stats.user() + stats.stall() + stats.planned();
+  return int64_t{stats.infra()} + stats.user() + stats.stall();
 }
 
 }  // namespace baton

@@ -154,7 +154,8 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
                     .Register(*registry_)),
       restarts_(prometheus::BuildCounter()
                     .Name("baton_coordinator_restarts_total")
-                    .Help("Job restarts (RESTARTING transitions), by the event's reason.")
+                    .Help("Job restarts (RESTARTING transitions), by the event's reason; planned "
+                          "resizes have reason Draining or ScalingUp.")
                     .Register(*registry_)),
       rpc_(prometheus::BuildHistogram()
                .Name("baton_coordinator_rpc_duration_seconds")
@@ -349,8 +350,9 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
       MetricType::Gauge);
   prometheus::MetricFamily restarts = Family(
       "baton_coordinator_job_restarts_total",
-      "Restarts of a job: restarts used over all failure classes, one per RESTARTING "
-      "transition (as `baton describe` shows).",
+      "Restarts of a job caused by failures: restarts used over all failure classes, one "
+      "per RESTARTING transition a failure caused (as `baton describe` shows); planned "
+      "resizes (drain, scale-up) are not counted.",
       MetricType::Counter);
   prometheus::MetricFamily goodput = Family(
       "baton_coordinator_job_goodput_ratio",

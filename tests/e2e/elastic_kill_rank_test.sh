@@ -74,13 +74,13 @@ def metric(name):
     assert len(values) == 1, (name, values)
     return values[0]
 r = describe["restarts"]
-restarts = sum(int(r.get(k, 0)) for k in ("infra", "user", "stall", "planned"))
+restarts = sum(int(r.get(k, 0)) for k in ("infra", "user", "stall"))
 assert restarts >= 1 and metric("baton_coordinator_job_restarts_total") == restarts, restarts
 goodput = float(describe["result"]["goodput"])
 assert 0 < goodput < 1 and abs(metric("baton_coordinator_job_goodput_ratio") - goodput) < 1e-6, goodput
 print("restarts %d and goodput %.4f: describe == /metrics" % (restarts, goodput))
 PY
-grep -q "Restarts: *$(job_field "$JOB" 'sum(int(d["restarts"].get(k, 0)) for k in ("infra", "user", "stall", "planned"))')" \
+grep -q "Restarts: *$(job_field "$JOB" 'sum(int(d["restarts"].get(k, 0)) for k in ("infra", "user", "stall"))')" \
   "$TMP/describe.out" || fail "describe's text does not show the restarts"
 
 # Bit-identical final weights.
