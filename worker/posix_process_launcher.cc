@@ -162,6 +162,8 @@ void SetDisposition(int signo, void (*handler)(int)) {
     ::_exit(1);
   }
   if (child == 0) RunChild(a);
+  // The child has its own copy; a stdin socket must see EOF/EPIPE once the child is gone.
+  ::close(kShimStdinFd);
   ::setpgid(child, child);  // Also done by the child; EACCES once it exec'd is fine.
   {
     const Record rec{kPid, child};
@@ -345,15 +347,26 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   }
   UniqueFd control(sv[0]);
   UniqueFd shim_control(sv[1]);
-  UniqueFd dev_null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!dev_null.valid()) {
-    return absl::InternalError(absl::StrCat("open /dev/null: ", ::strerror(errno)));
+  UniqueFd child_stdin;  // /dev/null, or the child's end of a socket pair.
+  if (request.pipe_stdin) {
+    int stdin_sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stdin_sv) != 0) {
+      return absl::InternalError(absl::StrCat("socketpair: ", ::strerror(errno)));
+    }
+    launched.stdin_fd.Reset(stdin_sv[0]);
+    child_stdin.Reset(stdin_sv[1]);
+    ::shutdown(stdin_sv[0], SHUT_RD);  // One-way: parent -> child.
+  } else {
+    child_stdin.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!child_stdin.valid()) {
+      return absl::InternalError(absl::StrCat("open /dev/null: ", ::strerror(errno)));
+    }
   }
 
   const ShimArgs args = {
-      shim_control.get(), dev_null.get(),      stdout_w.get(),
-      stderr_w.get(),     metrics_w.get(),     exec_path.ok() ? exec_path->c_str() : nullptr,
-      argv.data(),        envp.data(),         request.working_dir.c_str(),
+      shim_control.get(), child_stdin.get(), stdout_w.get(),
+      stderr_w.get(),     metrics_w.get(),   exec_path.ok() ? exec_path->c_str() : nullptr,
+      argv.data(),        envp.data(),       request.working_dir.c_str(),
       not_found.c_str(),  exec_failed.c_str(), chdir_failed.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
@@ -369,7 +382,7 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   stderr_w.Reset();
   metrics_w.Reset();
   shim_control.Reset();
-  dev_null.Reset();
+  child_stdin.Reset();
 
   Record rec{0, 0};
   struct pollfd pfd = {control.get(), POLLIN, 0};

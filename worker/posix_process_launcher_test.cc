@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,6 +98,7 @@ TEST_F(PosixProcessLauncherTest, RelaysOutputMetricsEnvironmentAndExitCode) {
          {"FOO=bar"}));
   ASSERT_OK(p);
   EXPECT_GT(p->process->pid(), 0);
+  EXPECT_FALSE(p->stdin_fd.valid());
   const Outcome o = RunToExit(*p);
   EXPECT_EQ(o.out, "out\nbar\n");
   EXPECT_EQ(o.err, "err\n");
@@ -116,6 +118,32 @@ TEST_F(PosixProcessLauncherTest, ChildGetsWorkingDirNullStdinAndNoOtherFds) {
   EXPECT_EQ(o.out, dir_ + "\n/dev/null\n0 1 2 3 ");
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 0);
+}
+
+TEST_F(PosixProcessLauncherTest, PipeStdinDeliversWhatIsWrittenThenEof) {
+  LaunchRequest r = Sh("cat; echo done; readlink /proc/$$/fd/0 | cut -d: -f1");
+  r.pipe_stdin = true;
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  ASSERT_TRUE(p->stdin_fd.valid());
+  const std::string input = "hello\n";
+  ASSERT_OK(WriteAll(p->stdin_fd.get(), input.data(), input.size()));
+  p->stdin_fd.Reset();  // EOF for cat.
+  const Outcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, "hello\ndone\nsocket\n");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+}
+
+TEST_F(PosixProcessLauncherTest, WritingToTheStdinOfAnExitedChildFailsWithEpipe) {
+  LaunchRequest r = Sh("exit 0");
+  r.pipe_stdin = true;
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const Outcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(::send(p->stdin_fd.get(), "x", 1, MSG_NOSIGNAL), -1);
+  EXPECT_EQ(errno, EPIPE);
 }
 
 TEST_F(PosixProcessLauncherTest, LooksUpArgv0OnTheChildsPath) {

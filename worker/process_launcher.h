@@ -45,16 +45,25 @@ struct LaunchRequest {
   std::vector<std::string> env;
   // Working directory; must exist.
   std::string working_dir;
+  // If true, the child's stdin is one end of an AF_UNIX SOCK_STREAM socket pair and the other
+  // end comes back as LaunchedProcess::stdin_fd (a socket, so writers can use
+  // send(MSG_NOSIGNAL) and get EPIPE instead of SIGPIPE when the child is gone). Otherwise
+  // stdin is /dev/null.
+  bool pipe_stdin = false;
 };
 
 // A started process and the read ends of its output pipes (O_NONBLOCK, O_CLOEXEC), which the
-// caller owns and drains. The child has stdin on /dev/null, stdout and stderr on the first
-// two pipes and the metrics pipe's write end at fd kMetricsFd; it inherits no other fd.
+// caller owns and drains. The child has stdin on /dev/null (or the socket of
+// LaunchRequest::pipe_stdin), stdout and stderr on the first two pipes and the metrics pipe's
+// write end at fd kMetricsFd; it inherits no other fd.
 struct LaunchedProcess {
   std::shared_ptr<Process> process;
   UniqueFd stdout_fd;
   UniqueFd stderr_fd;
   UniqueFd metrics_fd;
+  // The writing end of the child's stdin (blocking, O_CLOEXEC) when the request set
+  // pipe_stdin; invalid otherwise. Closing it gives the child EOF.
+  UniqueFd stdin_fd;
 };
 
 // Starts training processes. Implementations are thread-safe.

@@ -155,7 +155,7 @@ TEST_F(WorkerE2eTest, SigkillOfTheWorkerLeavesNoTrainingProcessOrGrandchild) {
   }
 }
 
-TEST_F(WorkerE2eTest, SigtermStopsRanksReportsExitsAndRestartKeepsIdentity) {
+TEST_F(WorkerE2eTest, SigtermDrainsUntilTheCoordinatorStopsTheRanksAndRestartKeepsIdentity) {
   StartWorker();
   std::optional<WorkerMessage> reg = coordinator_.Next(WorkerMessage::kRegister);
   ASSERT_TRUE(reg.has_value());
@@ -173,7 +173,18 @@ TEST_F(WorkerE2eTest, SigtermStopsRanksReportsExitsAndRestartKeepsIdentity) {
                   })
                   .has_value());
 
+  // SIGTERM drains: the worker tells the coordinator and keeps its rank running until the
+  // coordinator moves the job (here: stops it), then exits once the exit was reported.
   ASSERT_EQ(::kill(worker_pid_, SIGTERM), 0);
+  std::optional<WorkerMessage> draining = coordinator_.Next(WorkerMessage::kDraining);
+  ASSERT_TRUE(draining.has_value());
+  EXPECT_EQ(draining->draining().reason(), "received SIGTERM");
+  EXPECT_FALSE(ProcessGone(pid));
+  CoordinatorMessage stop;
+  stop.mutable_stop_assignment()->set_job_id("j-term");
+  stop.mutable_stop_assignment()->mutable_grace()->set_seconds(5);
+  stop.mutable_stop_assignment()->set_reason("moved off the draining worker");
+  ASSERT_TRUE(coordinator_.Send(stop));
   std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
   ASSERT_TRUE(exited.has_value());
   EXPECT_EQ(exited->process_exited().job_id(), "j-term");
@@ -188,6 +199,25 @@ TEST_F(WorkerE2eTest, SigtermStopsRanksReportsExitsAndRestartKeepsIdentity) {
   ASSERT_TRUE(reg.has_value());
   EXPECT_EQ(reg->register_().worker_id(), worker_id);
   EXPECT_EQ(reg->register_().assignments_size(), 0);
+  EXPECT_FALSE(reg->register_().draining());
+}
+
+TEST_F(WorkerE2eTest, SigintStopsRanksAtOnceAndReportsTheirExits) {
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return coordinator_.Send(StartCommand("j-int", 1, "exec sleep 1000")); }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const int pid = started->assignment_started().ranks(0).pid();
+  ASSERT_EQ(::kill(worker_pid_, SIGINT), 0);
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGTERM);
+  const int status = WaitWorkerExit();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(ProcessGone(pid));
+  EXPECT_FALSE(coordinator_.Next(WorkerMessage::kDraining, absl::ZeroDuration()).has_value());
 }
 
 }  // namespace

@@ -29,6 +29,8 @@
 #include "worker/metrics.h"
 #include "worker/outbox.h"
 #include "worker/posix_process_launcher.h"
+#include "worker/rank_env.h"
+#include "worker/standby_launcher.h"
 #include "common/protocol_version.h"
 #include "worker/resources.h"
 #include "worker/supervisor.h"
@@ -49,6 +51,13 @@ ABSL_FLAG(std::string, trainer, "",
           "Path of baton-trainer, run for jobs using the built-in trainer. Default: "
           "baton-trainer next to this binary, then <this dir>/trainer/baton-trainer, then "
           "$PATH.");
+ABSL_FLAG(int, standby_trainers, -1,
+          "Warm standby baton-trainer processes kept started (LibTorch loaded) so that a "
+          "(re)started rank of the built-in trainer skips about a second of start-up. -1: one "
+          "per slot; 0: none (every rank is fork+exec'd).");
+ABSL_FLAG(absl::Duration, standby_refill_delay, absl::Seconds(5),
+          "A used standby is replaced this long after the last trainer launch, so its "
+          "start-up does not compete with the ranks just launched.");
 ABSL_FLAG(std::string, advertise_host, "",
           "Host other workers use to reach this one (MASTER_ADDR when it runs rank 0). "
           "Empty: the coordinator uses the address this worker connects from.");
@@ -140,7 +149,19 @@ int Run() {
   agent_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
 
   Clock* clock = RealClock::Get();
-  PosixProcessLauncher launcher;
+  PosixProcessLauncher posix_launcher;
+  StandbyLauncherOptions standby_options;
+  standby_options.trainer_path = trainer;
+  standby_options.standbys = !found.ok() ? 0
+                             : absl::GetFlag(FLAGS_standby_trainers) < 0
+                                 ? resources.slots()
+                                 : absl::GetFlag(FLAGS_standby_trainers);
+  RankEnvInput standby_env;  // What a rank of a job without spec.env gets.
+  standby_env.base_env = supervisor_options.base_env;
+  standby_options.env = BuildRankEnv(standby_env);
+  standby_options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
+  StandbyLauncher launcher(standby_options, &posix_launcher, clock);
+  launcher.Start();
   Outbox outbox(OutboxOptions(), clock);
   Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
   auto metrics = std::make_shared<WorkerMetrics>(

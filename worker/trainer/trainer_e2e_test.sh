@@ -213,4 +213,66 @@ done
 for i in 0 1; do wait "${pids[$i]}" || { cat usr1b.*.txt >&2; fail "restarted rank $i failed"; }; done
 grep -q "^restored usr1/ckpt-$(printf %08d "$saved").pt at step $saved" usr1b.0.txt ||
   { cat usr1b.0.txt >&2; fail "the restarted gang did not resume at step $saved"; }
+
+# ---- 6. Warm standby (standby_protocol.h): `--standby` waits for its request on stdin; EOF
+# releases it silently; a gang started through standbys trains exactly like section 1's ----
+rc=0
+"$TRAINER" --standby < /dev/null > released.txt 2>&1 || rc=$?
+[[ $rc -eq 0 && ! -s released.txt ]] || { cat released.txt >&2; fail "released standby exited $rc"; }
+
+# handoff ENV_FILE ARGV...: one request on stdout (environment from a NUL-separated file,
+# working directory $PWD), written the way baton-worker's StandbyLauncher writes it.
+handoff() {
+  "$PY" - "$@" <<'PY'
+import os, struct, sys
+env = [e for e in open(sys.argv[1], "rb").read().split(b"\0") if e]
+argv = [a.encode() for a in sys.argv[2:]]
+fields = [str(len(argv)).encode(), *argv, str(len(env)).encode(), *env, os.getcwd().encode()]
+payload = b"".join(f + b"\0" for f in fields)
+sys.stdout.buffer.write(b"BSR1" + struct.pack("=I", len(payload)) + payload)
+PY
+}
+# The standbys' stdin is a FIFO opened read-write, so opening it never blocks.
+pids=()
+for rank in 0 1; do
+  rm -f "req.$rank" && mkfifo "req.$rank"
+  "$TRAINER" --standby 0<>"req.$rank" 3> "standby.$rank.jsonl" > "standby.$rank.txt" \
+    2> "standby-err.$rank.txt" &
+  pids+=($!)
+done
+# Both must be blocked in read(0, ...): LibTorch is loaded and initialised before the request.
+for pid in "${pids[@]}"; do
+  waiting=
+  for _ in $(seq 600); do  # Poll, 60 s deadline.
+    read -r nr fd _ < "/proc/$pid/syscall" 2>/dev/null || true
+    if [[ ${nr:-} == 0 && ${fd:-} == 0x0 ]]; then waiting=1; break; fi
+    sleep 0.1
+  done
+  [[ -n $waiting ]] || fail "standby $pid is not waiting for its request"
+done
+PORT=$(free_port)
+for rank in 0 1; do
+  (export RANK=$rank WORLD_SIZE=2 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=2 GROUP_RANK=0 \
+     MASTER_ADDR=127.0.0.1 MASTER_PORT="$PORT" BATON_JOB_ID=j-e2e BATON_GENERATION=1 \
+     BATON_METRICS_FD=3 && env -0 > "env.$rank")
+  handoff "env.$rank" "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 \
+    --lr=0.05 --momentum=0.9 --seed=1 --hidden=64,32 --log_every=20 --threads=1 \
+    --max_steps=60 --checkpoint_dir=ckpt-standby --rendezvous_timeout=60s > "req.$rank"
+done
+for i in 0 1; do
+  rc=0
+  wait "${pids[$i]}" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "standby.$i.txt" "standby-err.$i.txt" >&2; fail "standby rank $i exited $rc"; }
+done
+grep -q '^done: steps=60 ' standby.0.txt || { cat standby.0.txt >&2; fail "no summary line from the standby gang"; }
+grep -q '^baton-trainer: rank 1/2 .* on cpu (shm)' standby.1.txt || fail "standby rank 1 did not get its environment"
+"$PY" - <<'PY' || fail "the standby-started gang trained differently from the cold one"
+import json
+keys = ("step", "epoch", "loss", "accuracy", "lr", "grad_norm", "comm_bytes", "eval_accuracy")
+for rank in (0, 1):
+    cold = [json.loads(l) for l in open(f"metrics.{rank}.jsonl")]
+    warm = [json.loads(l) for l in open(f"standby.{rank}.jsonl")]
+    assert [[p.get(k) for k in keys] for p in warm] == [[p.get(k) for k in keys] for p in cold], (warm, cold)
+print("standby gang trained like the cold one; losses:", [p["loss"] for p in warm])
+PY
 echo PASS

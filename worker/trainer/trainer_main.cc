@@ -3,6 +3,10 @@
 // The worker daemon starts it with the torchrun environment and the flags below; the
 // environment, metric lines, checkpoint and exit codes are specified in contract.h.
 // This file only wires flags and environment into the trainer libraries.
+//
+// `baton-trainer --standby` is a warm standby (standby_protocol.h): it waits on stdin for
+// the argv, environment and working directory of a launch and then runs as if exec'd with
+// them, without paying for LibTorch's static initialisation on the restart path.
 
 #include <ATen/Parallel.h>
 #include <signal.h>
@@ -14,7 +18,9 @@
 #include <initializer_list>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -40,6 +46,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/precision.h"
 #include "worker/trainer/process_group.h"
+#include "worker/trainer/standby_protocol.h"
 #include "worker/trainer/trainer.h"
 
 // Contract flags: one per TrainerSpec field, same names and defaults (see contract.h and
@@ -369,7 +376,31 @@ namespace {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const absl::Time start = absl::Now();
+  absl::Time start = absl::Now();
+  if (argc == 2 && absl::string_view(argv[1]) == baton::trainer::kStandbyFlag) {
+    // A warm standby (standby_protocol.h): static initialisation is done; wait for the launch
+    // this process stands in for, then run exactly as if exec'd with it.
+    absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
+        baton::trainer::ReadStandbyRequest(0);
+    if (!request.ok()) {
+      std::cerr << "baton-trainer: " << request.status() << std::endl;
+      Exit(baton::trainer::kExitInternal);
+    }
+    if (!request->has_value()) Exit(baton::trainer::kExitOk);  // Released unused.
+    start = absl::Now();
+    if (absl::Status s = baton::trainer::ApplyStandbyRequest(**request); !s.ok()) {
+      std::cerr << "baton-worker: " << s.message() << std::endl;  // As a failed cold launch.
+      Exit(127);
+    }
+    // Lives for the rest of the process, like the argv of a fresh exec.
+    static std::vector<std::string>* const args =
+        new std::vector<std::string>(std::move((*request)->argv));
+    static std::vector<char*>* const arg_ptrs = new std::vector<char*>();
+    for (std::string& a : *args) arg_ptrs->push_back(a.data());
+    arg_ptrs->push_back(nullptr);
+    argc = static_cast<int>(args->size());
+    argv = arg_ptrs->data();
+  }
   absl::SetProgramUsageMessage("Baton's built-in data-parallel trainer (one process per rank).");
   baton::trainer::InstallSignalHandlers();
   absl::Status status;

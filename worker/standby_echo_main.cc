@@ -1,0 +1,91 @@
+// standby_echo: a stand-in for baton-trainer in standby_launcher_test. It has the trainer's
+// standby mode (`standby_echo --standby`, the same protocol code) and otherwise reports how
+// it was started, one "key=value" line each on stdout:
+//   mode=standby|cold, pid=, cwd=, stdin= (where fd 0 points), fds= (open fds 0..63),
+//   argv=<each argument>, env=<each entry, in environ order>
+// then writes {"step":1} to $BATON_METRICS_FD if set. Arguments: --exit=N exits N (default
+// 0); --wait blocks until a signal ends it.
+// In standby mode, if $STANDBY_ECHO_PID_DIR is set, it creates the file <dir>/<pid> before
+// waiting, so the test can find (and kill) idle standbys.
+
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "worker/trainer/standby_protocol.h"
+
+extern char** environ;
+
+namespace {
+
+void Print(const std::string& line) {
+  const std::string s = line + "\n";
+  (void)!::write(1, s.data(), s.size());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool standby = false;
+  std::vector<std::string> args(argv, argv + argc);
+  if (argc == 2 && absl::string_view(argv[1]) == baton::trainer::kStandbyFlag) {
+    standby = true;
+    if (const char* dir = std::getenv("STANDBY_ECHO_PID_DIR"); dir != nullptr) {
+      const std::string path = absl::StrCat(dir, "/", ::getpid());
+      ::close(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
+    }
+    absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
+        baton::trainer::ReadStandbyRequest(0);
+    if (!request.ok()) {
+      std::fprintf(stderr, "standby_echo: %s\n", request.status().ToString().c_str());
+      return 1;
+    }
+    if (!request->has_value()) return 0;
+    if (absl::Status s = baton::trainer::ApplyStandbyRequest(**request); !s.ok()) {
+      std::fprintf(stderr, "baton-worker: %s\n", std::string(s.message()).c_str());
+      return 127;
+    }
+    args = (*request)->argv;
+  }
+
+  Print(absl::StrCat("mode=", standby ? "standby" : "cold"));
+  Print(absl::StrCat("pid=", ::getpid()));
+  char cwd[PATH_MAX] = {};
+  Print(absl::StrCat("cwd=", ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : "?"));
+  char target[PATH_MAX] = {};
+  const ssize_t n = ::readlink("/proc/self/fd/0", target, sizeof(target) - 1);
+  Print(absl::StrCat("stdin=", n > 0 ? std::string(target, static_cast<size_t>(n)) : "?"));
+  std::string fds;
+  for (int fd = 0; fd < 64; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1) absl::StrAppend(&fds, fds.empty() ? "" : " ", fd);
+  }
+  Print(absl::StrCat("fds=", fds));
+  for (const std::string& a : args) Print(absl::StrCat("argv=", a));
+  for (char** e = environ; *e != nullptr; ++e) Print(absl::StrCat("env=", *e));
+  if (const char* fd = std::getenv("BATON_METRICS_FD"); fd != nullptr) {
+    int metrics_fd = -1;
+    if (absl::SimpleAtoi(fd, &metrics_fd)) (void)!::write(metrics_fd, "{\"step\":1}\n", 11);
+  }
+
+  int exit_code = 0;
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::string_view a = args[i];
+    if (absl::ConsumePrefix(&a, "--exit=")) (void)absl::SimpleAtoi(a, &exit_code);
+    if (a == "--wait") {
+      for (;;) ::pause();
+    }
+  }
+  return exit_code;
+}

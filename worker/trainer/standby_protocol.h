@@ -1,0 +1,56 @@
+#pragma once
+
+// The warm-standby handoff between baton-worker and a pre-started trainer process.
+//
+// The worker starts `<trainer> --standby` with stdin on a stream socket. The standby lets the
+// dynamic loader and its libraries' static initialisers run (about a second for LibTorch),
+// then blocks reading stdin. To launch a rank the worker writes one StandbyRequest: the argv,
+// complete environment and working directory a fresh exec would have been given. The standby
+// applies it (ApplyStandbyRequest) and continues as if it had been exec'd with it. EOF before
+// a request means "not needed": the standby exits 0 without output.
+//
+// Wire format (one request, then the worker closes its end):
+//   "BSR1"  uint32 payload length (host byte order; both ends run on one host)
+//   payload: argc, each argv entry, envc, each env entry, working_dir; every field a
+//            NUL-terminated string, counts in decimal.
+// Plain C++, no LibTorch; thread-compatible.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace baton::trainer {
+
+// argv[1] that selects standby mode (as the only argument).
+inline constexpr char kStandbyFlag[] = "--standby";
+
+// Largest accepted payload; larger requests are rejected on both ends.
+inline constexpr size_t kMaxStandbyRequestBytes = 64 << 20;
+
+struct StandbyRequest {
+  std::vector<std::string> argv;  // Non-empty; argv[0] is the program as the caller named it.
+  std::vector<std::string> env;   // The complete environment, "KEY=VALUE".
+  std::string working_dir;        // Empty: stay in the standby's directory.
+};
+
+// The request on the wire. INVALID_ARGUMENT for an empty argv, a string with a NUL byte or a
+// payload over kMaxStandbyRequestBytes.
+absl::StatusOr<std::string> EncodeStandbyRequest(const StandbyRequest& request);
+
+// Blocks until one request was read from `fd`. nullopt when `fd` reaches EOF before the first
+// byte (the launcher let the standby go). DATA_LOSS for EOF inside a request or a malformed
+// one; INTERNAL for a read error. Reads nothing past the request.
+absl::StatusOr<std::optional<StandbyRequest>> ReadStandbyRequest(int fd);
+
+// Makes this process look as if it had been exec'd with `request`: stdin reopened on
+// /dev/null, the working directory changed and the environment replaced (clearenv + putenv;
+// the strings are leaked on purpose, the environment points into them). Call it before any
+// other thread may read the environment. Errors: NOT_FOUND/PERMISSION_DENIED/INTERNAL from
+// chdir with the reason, whose message is the one the cold launcher prints; INTERNAL when
+// /dev/null cannot be opened.
+absl::Status ApplyStandbyRequest(const StandbyRequest& request);
+
+}  // namespace baton::trainer
