@@ -1,6 +1,10 @@
 """Driver of bench/recovery_vs_torchrun.sh (see there). Kills one training process per
 round, at a random step between two checkpoints, and reports the time from the kill to the
-first step completed after recovery, split into phases, and the steps lost."""
+first step completed after recovery, split into phases, and the steps lost.
+
+Rounds are ROUND_CHECKPOINTS checkpoints apart (seconds of training), so that, as with
+real failures hours apart, Baton's workers have their warm standby trainers back before
+the next kill; the driver checks that on their /metrics before it kills."""
 import argparse
 import json
 import os
@@ -12,9 +16,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from datetime import datetime, timezone
 
 CKPT_EVERY = 50
+ROUND_CHECKPOINTS = 10
 
 
 def free_port():
@@ -46,8 +52,9 @@ def ts(s):
 
 
 def kill_steps(rounds, rng):
-    # Round r kills at a random step strictly between checkpoints 2(r+1) and 2(r+1)+1.
-    return [CKPT_EVERY * 2 * (r + 1) + rng.randint(1, CKPT_EVERY - 1) for r in range(rounds)]
+    # Round r kills at a random step strictly between checkpoints k and k+1, k = 10(r+1).
+    return [CKPT_EVERY * ROUND_CHECKPOINTS * (r + 1) + rng.randint(1, CKPT_EVERY - 1)
+            for r in range(rounds)]
 
 
 def run_baton(args, rounds, rng, tmp):
@@ -61,11 +68,27 @@ def run_baton(args, rounds, rng, tmp):
         stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30, "coordinator")
     env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
+    metrics_port_files = []
     for w in ("w1", "w2"):
+        metrics_port_files.append(os.path.join(tmp, w + ".metrics_port"))
         procs.append(subprocess.Popen(
             [args.worker, "--coordinator=" + env["BATON_COORDINATOR"], "--work_dir=" + os.path.join(tmp, w),
-             "--slots=1", "--trainer=" + args.trainer, "--metrics_listen="],
+             "--slots=1", "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
+             "--metrics_port_file=" + metrics_port_files[-1]],
             stderr=open(os.path.join(tmp, w + ".log"), "w")))
+
+    def standbys_ready():
+        # Every worker has a loaded warm standby trainer.
+        for path in metrics_port_files:
+            if not os.path.exists(path):
+                return False
+            url = "http://127.0.0.1:%s/metrics" % open(path).read().strip()
+            text = urllib.request.urlopen(url, timeout=5).read().decode()
+            ready = [float(l.split()[1]) for l in text.splitlines()
+                     if l.startswith('baton_worker_standby_trainers{state="loaded"} ')]
+            if not ready or ready[0] < 1:
+                return False
+        return True
 
     def baton(*a):
         return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True, check=True).stdout
@@ -89,6 +112,8 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
                 steps = int(d.get("result", {}).get("steps", 0))
                 return d if d.get("state") == "JOB_STATE_RUNNING" and steps >= kill_at else None
             d = wait_for(at_target, 300, "step %d" % kill_at)
+            wait_for(standbys_ready, 60, "warm standby trainers")
+            d = json.loads(baton("describe", job, "-o", "json"))
             gen = int(d["generation"])
             pid = [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]
             step_at_kill = int(d["result"]["steps"])

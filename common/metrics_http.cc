@@ -25,4 +25,25 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> ServeMetrics(
   return exposer;
 }
 
+prometheus::MetricFamily MakeFamily(std::string name, std::string help,
+                                    prometheus::MetricType type) {
+  prometheus::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = type;
+  return f;
+}
+
+prometheus::ClientMetric MakeSample(std::vector<prometheus::ClientMetric::Label> labels,
+                                    double value, prometheus::MetricType type) {
+  prometheus::ClientMetric m;
+  m.label = std::move(labels);
+  if (type == prometheus::MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  return m;
+}
+
 }  // namespace baton

@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
+#include "common/metrics_http.h"
 #include "common/proto_time.h"
 #include "common/restart_stats.h"
 #include "coordinator/goodput.h"
@@ -43,26 +44,6 @@ std::vector<baton::v1::JobState> AllStates() {
 bool IsTerminalProto(baton::v1::JobState s) {
   JobState state;
   return JobStateFromProto(s, &state).ok() && IsTerminal(state);
-}
-
-prometheus::ClientMetric Sample(std::vector<prometheus::ClientMetric::Label> labels,
-                                double value, prometheus::MetricType type) {
-  prometheus::ClientMetric m;
-  m.label = std::move(labels);
-  if (type == prometheus::MetricType::Counter) {
-    m.counter.value = value;
-  } else {
-    m.gauge.value = value;
-  }
-  return m;
-}
-
-prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
-  prometheus::MetricFamily f;
-  f.name = std::move(name);
-  f.help = std::move(help);
-  f.type = type;
-  return f;
 }
 
 // The recovery phases of a Failure record: label value and the two times bounding it.
@@ -303,34 +284,37 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   const absl::Time now = clock_->Now();
   std::vector<prometheus::MetricFamily> out;
 
-  prometheus::MetricFamily jobs = Family(
+  prometheus::MetricFamily jobs = MakeFamily(
       "baton_coordinator_jobs", "Jobs known to the coordinator, by state.", MetricType::Gauge);
-  prometheus::MetricFamily queue = Family(
+  prometheus::MetricFamily queue = MakeFamily(
       "baton_coordinator_queue_length", "Jobs waiting to be scheduled (QUEUED).",
       MetricType::Gauge);
   for (baton::v1::JobState s : AllStates()) {
     JobState state;
     if (!JobStateFromProto(s, &state).ok()) continue;
     const double n = static_cast<double>(jobs_->JobsIn({state}).size());
-    jobs.metric.push_back(Sample({{"state", StateLabel(s)}}, n, MetricType::Gauge));
-    if (s == baton::v1::JOB_STATE_QUEUED) queue.metric.push_back(Sample({}, n, MetricType::Gauge));
+    jobs.metric.push_back(MakeSample({{"state", StateLabel(s)}}, n, MetricType::Gauge));
+    if (s == baton::v1::JOB_STATE_QUEUED) queue.metric.push_back(MakeSample({}, n, MetricType::Gauge));
   }
   out.push_back(std::move(jobs));
   out.push_back(std::move(queue));
 
-  prometheus::MetricFamily workers = Family(
-      "baton_coordinator_workers", "Workers known to the coordinator, by state (ready, lost).",
+  prometheus::MetricFamily workers = MakeFamily(
+      "baton_coordinator_workers",
+      "Workers known to the coordinator, by state (ready, draining, lost).",
       MetricType::Gauge);
-  prometheus::MetricFamily heartbeat = Family(
+  prometheus::MetricFamily heartbeat = MakeFamily(
       "baton_coordinator_worker_heartbeat_age_seconds",
-      "Time since a READY worker's last heartbeat (heartbeat lag).", MetricType::Gauge);
-  double ready = 0, lost = 0;
+      "Time since a connected (READY or DRAINING) worker's last heartbeat (heartbeat lag).",
+      MetricType::Gauge);
+  double ready = 0, draining = 0, lost = 0;
   for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
-    if (w.state() == baton::v1::WORKER_STATE_READY) {
-      ++ready;
+    if (w.state() == baton::v1::WORKER_STATE_READY ||
+        w.state() == baton::v1::WORKER_STATE_DRAINING) {
+      ++(w.state() == baton::v1::WORKER_STATE_READY ? ready : draining);
       if (w.has_last_heartbeat_time()) {
         heartbeat.metric.push_back(
-            Sample({{"worker_id", w.id()}},
+            MakeSample({{"worker_id", w.id()}},
                    absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())),
                    MetricType::Gauge));
       }
@@ -338,27 +322,28 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
       ++lost;
     }
   }
-  workers.metric.push_back(Sample({{"state", "ready"}}, ready, MetricType::Gauge));
-  workers.metric.push_back(Sample({{"state", "lost"}}, lost, MetricType::Gauge));
+  workers.metric.push_back(MakeSample({{"state", "ready"}}, ready, MetricType::Gauge));
+  workers.metric.push_back(MakeSample({{"state", "draining"}}, draining, MetricType::Gauge));
+  workers.metric.push_back(MakeSample({{"state", "lost"}}, lost, MetricType::Gauge));
   out.push_back(std::move(workers));
   out.push_back(std::move(heartbeat));
 
-  prometheus::MetricFamily state = Family(
+  prometheus::MetricFamily state = MakeFamily(
       "baton_coordinator_job_state",
       "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
       "ended ones).",
       MetricType::Gauge);
-  prometheus::MetricFamily restarts = Family(
+  prometheus::MetricFamily restarts = MakeFamily(
       "baton_coordinator_job_restarts_total",
       "Restarts of a job caused by failures: restarts used over all failure classes, one "
       "per RESTARTING transition a failure caused (as `baton describe` shows); planned "
       "resizes (drain, scale-up) are not counted.",
       MetricType::Counter);
-  prometheus::MetricFamily goodput = Family(
+  prometheus::MetricFamily goodput = MakeFamily(
       "baton_coordinator_job_goodput_ratio",
       "Productive step time / wall time since the job started (see coordinator/metrics.h).",
       MetricType::Gauge);
-  prometheus::MetricFamily slowdown = Family(
+  prometheus::MetricFamily slowdown = MakeFamily(
       "baton_rank_slowdown_ratio",
       "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
       MetricType::Gauge);
@@ -366,17 +351,17 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   for (const auto& [id, t] : trackers_) {
     if (t->state == baton::v1::JOB_STATE_UNSPECIFIED) continue;
     for (baton::v1::JobState s : states) {
-      state.metric.push_back(Sample({{"job_id", id}, {"state", StateLabel(s)}},
+      state.metric.push_back(MakeSample({{"job_id", id}, {"state", StateLabel(s)}},
                                     s == t->state ? 1 : 0, MetricType::Gauge));
     }
     restarts.metric.push_back(
-        Sample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
+        MakeSample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
     if (const std::optional<double> ratio = GoodputRatio(t->productive, t->start, t->end, now)) {
-      goodput.metric.push_back(Sample({{"job_id", id}}, *ratio, MetricType::Gauge));
+      goodput.metric.push_back(MakeSample({{"job_id", id}}, *ratio, MetricType::Gauge));
     }
     if (t->state == baton::v1::JOB_STATE_RUNNING) {
       for (const auto& [rank, ratio] : t->slowdown.Ratios()) {
-        slowdown.metric.push_back(Sample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio,
+        slowdown.metric.push_back(MakeSample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio,
                                          MetricType::Gauge));
       }
     }

@@ -155,7 +155,19 @@ void SetDisposition(int signo, void (*handler)(int)) {
   const int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
   ::setpgid(0, 0);
 
+  // A stop signal sent to the child's group right after the fork must not hit the shim's
+  // SIG_IGN (an ignored signal is discarded, even if blocked): fork with every signal
+  // blocked and the child's dispositions already default, so such a signal stays pending
+  // until the child unblocks it. In the shim, SIG_IGN again discards what came meanwhile.
+  sigset_t all;
+  ::sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  for (int signo : kIgnoredInShim) SetDisposition(signo, SIG_DFL);
   const pid_t child = ::_Fork();
+  if (child != 0) {
+    for (int signo : kIgnoredInShim) SetDisposition(signo, SIG_IGN);
+    ::sigprocmask(SIG_SETMASK, &chld, nullptr);
+  }
   if (child < 0) {
     const Record rec{kSpawnFailed, errno};
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
@@ -355,7 +367,6 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
     }
     launched.stdin_fd.Reset(stdin_sv[0]);
     child_stdin.Reset(stdin_sv[1]);
-    ::shutdown(stdin_sv[0], SHUT_RD);  // One-way: parent -> child.
   } else {
     child_stdin.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
     if (!child_stdin.valid()) {

@@ -214,6 +214,19 @@ TEST_F(PosixProcessLauncherTest, SignalGroupDeliversSigterm) {
   ASSERT_OK(p->process->SignalGroup(SIGKILL));  // After the exit: a no-op.
 }
 
+TEST_F(PosixProcessLauncherTest, SigtermRightAfterLaunchIsNotLost) {
+  // The signal may reach the child before it reset the shim's SIG_IGN; it must stay
+  // pending instead of being discarded. Many tries make the early window likely.
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("exec sleep 1000"));
+    ASSERT_OK(p);
+    ASSERT_OK(p->process->SignalGroup(SIGTERM));
+    const Outcome o = RunToExit(*p, absl::Seconds(10));
+    ASSERT_TRUE(o.exit.has_value()) << "try " << i << ": SIGTERM was lost";
+    EXPECT_EQ(o.exit->signal(), SIGTERM) << "try " << i;
+  }
+}
+
 TEST_F(PosixProcessLauncherTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("sleep 1000 & echo $!; exit 0"));
   ASSERT_OK(p);

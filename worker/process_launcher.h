@@ -47,8 +47,8 @@ struct LaunchRequest {
   std::string working_dir;
   // If true, the child's stdin is one end of an AF_UNIX SOCK_STREAM socket pair and the other
   // end comes back as LaunchedProcess::stdin_fd (a socket, so writers can use
-  // send(MSG_NOSIGNAL) and get EPIPE instead of SIGPIPE when the child is gone). Otherwise
-  // stdin is /dev/null.
+  // send(MSG_NOSIGNAL) and get EPIPE instead of SIGPIPE when the child is gone; it is
+  // bidirectional, so the child may answer on its stdin). Otherwise stdin is /dev/null.
   bool pipe_stdin = false;
 };
 
@@ -61,7 +61,7 @@ struct LaunchedProcess {
   UniqueFd stdout_fd;
   UniqueFd stderr_fd;
   UniqueFd metrics_fd;
-  // The writing end of the child's stdin (blocking, O_CLOEXEC) when the request set
+  // The worker's end of the child's stdin socket (blocking, O_CLOEXEC) when the request set
   // pipe_stdin; invalid otherwise. Closing it gives the child EOF.
   UniqueFd stdin_fd;
 };

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
       const std::string path = absl::StrCat(dir, "/", ::getpid());
       ::close(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
     }
+    baton::trainer::SignalStandbyLoaded(0);
     absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
         baton::trainer::ReadStandbyRequest(0);
     if (!request.ok()) {

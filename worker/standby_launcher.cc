@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "common/logging.h"
+#include "common/metrics_http.h"
 #include "worker/trainer/standby_protocol.h"
 
 namespace baton::worker {
@@ -131,9 +132,15 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
           }
         }
       }
+      PollLoadedLocked();
       if (!pool_.empty()) {
-        standby = std::move(pool_.front());
-        pool_.erase(pool_.begin());
+        // A loaded standby starts the rank at once; one still loading is still ahead of a
+        // cold start.
+        auto pick = std::find_if(pool_.begin(), pool_.end(),
+                                 [](const std::unique_ptr<Standby>& s) { return s->loaded; });
+        if (pick == pool_.end()) pick = pool_.begin();
+        standby = std::move(*pick);
+        pool_.erase(pick);
       } else {
         ++stats_.misses;
       }
@@ -287,11 +294,55 @@ void StandbyLauncher::ReconcileOnce() {
   }
 }
 
+void StandbyLauncher::PollLoadedLocked() const {
+  for (const std::unique_ptr<Standby>& s : pool_) {
+    if (s->loaded) continue;
+    char byte = 0;
+    if (::recv(s->launched.stdin_fd.get(), &byte, 1, MSG_DONTWAIT) == 1 &&
+        byte == trainer::kStandbyLoaded) {
+      s->loaded = true;
+    }
+  }
+}
+
 StandbyStats StandbyLauncher::stats() const {
   absl::MutexLock lock(&mu_);
+  PollLoadedLocked();
   StandbyStats s = stats_;
   s.ready = static_cast<int>(pool_.size());
+  s.loaded = static_cast<int>(
+      std::count_if(pool_.begin(), pool_.end(),
+                    [](const std::unique_ptr<Standby>& p) { return p->loaded; }));
   return s;
+}
+
+std::vector<prometheus::MetricFamily> StandbyMetrics::Collect() const {
+  const StandbyStats stats = launcher_->stats();
+  using prometheus::MetricType;
+  prometheus::MetricFamily ready = MakeFamily(
+      "baton_worker_standby_trainers",
+      "Warm standby baton-trainer processes waiting to become a rank, by state: loaded "
+      "(LibTorch loaded) or loading.",
+      MetricType::Gauge);
+  ready.metric.push_back(MakeSample({{"state", "loaded"}}, stats.loaded, MetricType::Gauge));
+  ready.metric.push_back(
+      MakeSample({{"state", "loading"}}, stats.ready - stats.loaded, MetricType::Gauge));
+  prometheus::MetricFamily launches = MakeFamily(
+      "baton_worker_trainer_launches_total",
+      "Ranks of the built-in trainer launched here, by how: start=\"standby\" (a warm "
+      "standby took the rank) or \"cold\" (fork+exec, no matching standby was ready).",
+      MetricType::Counter);
+  launches.metric.push_back(
+      MakeSample({{"start", "standby"}}, static_cast<double>(stats.hits), MetricType::Counter));
+  launches.metric.push_back(
+      MakeSample({{"start", "cold"}}, static_cast<double>(stats.misses), MetricType::Counter));
+  prometheus::MetricFamily early = MakeFamily(
+      "baton_worker_standby_early_exits_total",
+      "Standby trainers that exited (or could not start) before a rank used them.",
+      MetricType::Counter);
+  early.metric.push_back(
+      MakeSample({}, static_cast<double>(stats.early_exits), MetricType::Counter));
+  return {std::move(ready), std::move(launches), std::move(early)};
 }
 
 }  // namespace baton::worker

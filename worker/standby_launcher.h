@@ -7,6 +7,9 @@
 #include <thread>
 #include <vector>
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -45,7 +48,8 @@ struct StandbyLauncherOptions {
 
 // Counters since construction (for logs and metrics).
 struct StandbyStats {
-  int ready = 0;           // Standbys started and not yet used or retired.
+  int ready = 0;           // Standbys started and not yet used or retired,
+  int loaded = 0;          // of which this many finished loading (kStandbyLoaded).
   int64_t hits = 0;        // Trainer launches served by a standby.
   int64_t misses = 0;      // Trainer launches that found no matching standby (cold starts).
   int64_t early_exits = 0;  // Standbys that exited (or could not be started) before use.
@@ -56,7 +60,8 @@ struct StandbyStats {
 //
 // A standby is `trainer_path --standby` started through the inner launcher with
 // pipe_stdin; it has loaded its libraries and waits on stdin. Launch() of a request whose
-// argv[0] is trainer_path takes a matching standby out of the pool, writes the request to
+// argv[0] is trainer_path takes a matching standby out of the pool (one that said it has
+// loaded its libraries if there is one, else the oldest), writes the request to
 // it (argv, complete environment, working directory) and returns the standby's
 // LaunchedProcess: its pid, process group and pipes are the trainer's from then on, and it
 // behaves as if it had been exec'd with the request. Any other request, or a trainer
@@ -103,7 +108,11 @@ class StandbyLauncher final : public ProcessLauncher {
   struct Standby {
     LaunchedProcess launched;
     std::vector<std::string> env_key;  // MatchKey() of the environment it was started with.
+    bool loaded = false;               // It sent kStandbyLoaded.
   };
+
+  // Reads the kStandbyLoaded byte of standbys still loading (non-blocking).
+  void PollLoadedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The environment entries that must match, sorted.
   static std::vector<std::string> MatchKey(const std::vector<std::string>& env);
@@ -139,6 +148,23 @@ class StandbyLauncher final : public ProcessLauncher {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread thread_;
+};
+
+// The launcher's stats as Prometheus families, read at scrape time:
+//   baton_worker_standby_trainers{state}              gauge: standbys in the pool, state=
+//                                                     "loaded" (libraries loaded) or
+//                                                     "loading"
+//   baton_worker_trainer_launches_total{start}        counter: start="standby" (a hit) or
+//                                                     "cold" (fork+exec: no matching standby)
+//   baton_worker_standby_early_exits_total            counter: standbys that died unused
+// `launcher` must outlive it. Thread-safe.
+class StandbyMetrics final : public prometheus::Collectable {
+ public:
+  explicit StandbyMetrics(const StandbyLauncher* launcher) : launcher_(launcher) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const StandbyLauncher* const launcher_;
 };
 
 }  // namespace baton::worker

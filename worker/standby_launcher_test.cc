@@ -299,6 +299,40 @@ TEST_F(StandbyLauncherTest, PoolRefillsAfterRefillDelay) {
   for (LaunchedProcess& p : ranks) ASSERT_OK(p.process->SignalGroup(SIGKILL));
 }
 
+TEST_F(StandbyLauncherTest, MetricsShowReadyStandbysAndHowRanksStarted) {
+  StandbyLauncher launcher(Options(1), &inner_, &clock_);
+  StandbyMetrics metrics(&launcher);
+  auto value = [&](const std::string& family, const std::string& start = "") {
+    for (const prometheus::MetricFamily& f : metrics.Collect()) {
+      if (f.name != family) continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        if (!start.empty() && (m.label.empty() || m.label[0].value != start)) continue;
+        return f.type == prometheus::MetricType::Counter ? m.counter.value : m.gauge.value;
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_EQ(value("baton_worker_standby_trainers", "loaded"), 0);
+  launcher.ReconcileOnce();
+  // Started, then loaded once it sent kStandbyLoaded.
+  EXPECT_EQ(value("baton_worker_standby_trainers", "loaded") +
+                value("baton_worker_standby_trainers", "loading"),
+            1);
+  ASSERT_TRUE(WaitUntil([&] { return value("baton_worker_standby_trainers", "loaded") == 1; }));
+  EXPECT_EQ(value("baton_worker_standby_trainers", "loading"), 0);
+  std::vector<LaunchedProcess> ranks;
+  for (int rank = 0; rank < 2; ++rank) {  // The second finds the pool empty.
+    absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(rank, {"--wait"}));
+    ASSERT_OK(p);
+    ranks.push_back(*std::move(p));
+  }
+  EXPECT_EQ(value("baton_worker_standby_trainers", "loaded"), 0);
+  EXPECT_EQ(value("baton_worker_trainer_launches_total", "standby"), 1);
+  EXPECT_EQ(value("baton_worker_trainer_launches_total", "cold"), 1);
+  EXPECT_EQ(value("baton_worker_standby_early_exits_total"), 0);
+  for (LaunchedProcess& p : ranks) ASSERT_OK(p.process->SignalGroup(SIGKILL));
+}
+
 TEST_F(StandbyLauncherTest, ADifferentEnvironmentGetsAColdStartAndRetiresTheStandby) {
   StandbyLauncher launcher(Options(), &inner_, &clock_);
   launcher.ReconcileOnce();

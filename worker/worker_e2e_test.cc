@@ -205,6 +205,7 @@ TEST_F(WorkerE2eTest, SigtermDrainsUntilTheCoordinatorStopsTheRanksAndRestartKee
 TEST_F(WorkerE2eTest, SigintStopsRanksAtOnceAndReportsTheirExits) {
   StartWorker();
   ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  // Right after the spawn: a stop signal that races the child's start must still count.
   ASSERT_TRUE(WaitUntil(
       [&] { return coordinator_.Send(StartCommand("j-int", 1, "exec sleep 1000")); }));
   std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);

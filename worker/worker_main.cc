@@ -162,6 +162,8 @@ int Run() {
   standby_options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
   StandbyLauncher launcher(standby_options, &posix_launcher, clock);
   launcher.Start();
+  // Served next to WorkerMetrics; the launcher outlives the exposer (declared first).
+  auto standby_metrics = std::make_shared<StandbyMetrics>(&launcher);
   Outbox outbox(OutboxOptions(), clock);
   Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
   auto metrics = std::make_shared<WorkerMetrics>(
@@ -189,6 +191,7 @@ int Run() {
       exposer = *std::move(served);
       const int port = exposer->GetListeningPorts().front();
       BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
+      exposer->RegisterCollectable(standby_metrics);
       const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
       if (!port_file.empty()) {
         if (absl::Status s = WritePortFile(port_file, port); !s.ok()) {

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -146,6 +147,12 @@ absl::Status ApplyStandbyRequest(const StandbyRequest& request) {
     ::putenv(::strdup(entry.c_str()));  // Leaked: the environment points into it.
   }
   return absl::OkStatus();
+}
+
+void SignalStandbyLoaded(int fd) {
+  const char byte = kStandbyLoaded;
+  while (::send(fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace baton::trainer

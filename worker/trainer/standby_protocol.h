@@ -4,7 +4,8 @@
 //
 // The worker starts `<trainer> --standby` with stdin on a stream socket. The standby lets the
 // dynamic loader and its libraries' static initialisers run (about a second for LibTorch),
-// then blocks reading stdin. To launch a rank the worker writes one StandbyRequest: the argv,
+// then says so by writing kStandbyLoaded to stdin (the socket is bidirectional; see
+// SignalStandbyLoaded) and blocks reading stdin. To launch a rank the worker writes one StandbyRequest: the argv,
 // complete environment and working directory a fresh exec would have been given. The standby
 // applies it (ApplyStandbyRequest) and continues as if it had been exec'd with it. EOF before
 // a request means "not needed": the standby exits 0 without output.
@@ -26,6 +27,14 @@ namespace baton::trainer {
 
 // argv[1] that selects standby mode (as the only argument).
 inline constexpr char kStandbyFlag[] = "--standby";
+
+// The byte a standby writes to its stdin socket once its libraries are loaded, so that the
+// worker prefers loaded standbys and can report them.
+inline constexpr char kStandbyLoaded = 'L';
+
+// Writes kStandbyLoaded to `fd` (the standby's stdin socket). Best effort: a stdin that is
+// not a socket (someone runs --standby by hand) is ignored.
+void SignalStandbyLoaded(int fd);
 
 // Largest accepted payload; larger requests are rejected on both ends.
 inline constexpr size_t kMaxStandbyRequestBytes = 64 << 20;

@@ -378,8 +378,9 @@ namespace {
 int main(int argc, char** argv) {
   absl::Time start = absl::Now();
   if (argc == 2 && absl::string_view(argv[1]) == baton::trainer::kStandbyFlag) {
-    // A warm standby (standby_protocol.h): static initialisation is done; wait for the launch
-    // this process stands in for, then run exactly as if exec'd with it.
+    // A warm standby (standby_protocol.h): static initialisation is done; say so, wait for
+    // the launch this process stands in for, then run exactly as if exec'd with it.
+    baton::trainer::SignalStandbyLoaded(0);
     absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
         baton::trainer::ReadStandbyRequest(0);
     if (!request.ok()) {
