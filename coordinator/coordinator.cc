@@ -297,13 +297,15 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
       }
       if (!points.empty() && !IsTerminal(*state)) {
         int64_t first = points.front().step();
+        absl::Time first_time = absl::InfiniteFuture();
         Runtime& rt = runtime_[m.job_id()];
         for (const baton::v1::MetricPoint& p : points) {
           first = std::min(first, p.step());
+          if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
           rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
         }
         NoteProgress(rt, points);
-        NoteFirstStep(job, first);
+        NoteFirstStep(job, first, first_time);
       }
       Check(jobs_->AddMetrics(m.job_id(), points), "add metrics");
       break;
@@ -859,12 +861,16 @@ void Coordinator::ReattributeFailure(baton::v1::Job* job, int32_t rank,
   Check(jobs_->Save(job->id()), "save job");
 }
 
-void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step) {
+void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at) {
   baton::v1::Failure* f = LastFailure(job);
   if (f == nullptr || f->next_generation() != job->generation() || f->has_first_step_time()) {
     return;
   }
-  *f->mutable_first_step_time() = ToProto(clock_->Now());
+  // The worker's time of the step (not when its batch of points arrived), but never later
+  // than now nor before the generation ran (clocks of other machines may differ).
+  absl::Time when = std::min(at, clock_->Now());
+  if (f->has_running_time()) when = std::max(when, FromProto(f->running_time()));
+  *f->mutable_first_step_time() = ToProto(when);
   f->set_resumed_step(step);
   Check(jobs_->Save(job->id()), "save job");
   Check(jobs_->RecordEvent(job->id(), "Resumed",

@@ -189,8 +189,10 @@ class Coordinator {
   // is its earliest failed exit. Rank, worker and occurred_time follow; class and step stay.
   void ReattributeFailure(baton::v1::Job* job, int32_t rank, const std::string& worker_id,
                           const baton::v1::ProcessExit& exit, const std::string& what);
-  // Records the first metric point of a restarted generation in its Failure record.
-  void NoteFirstStep(baton::v1::Job* job, int64_t step);
+  // Records the first metric point of a restarted generation in its Failure record: `step`,
+  // and `at` (the earliest point time of the batch; InfiniteFuture if none had one) as the
+  // first-step time, clamped to [running_time, now].
+  void NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at);
   // Updates the generation's progress (stall detection) from its metric points.
   void NoteProgress(Runtime& rt, const std::vector<baton::v1::MetricPoint>& points);
   // Fails the generation of a RUNNING job (class stall) whose live ranks made no progress

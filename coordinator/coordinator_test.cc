@@ -326,9 +326,19 @@ TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   Exited("w2", id, 1, 1, 1);
   EXPECT_EQ(StateOf(id), JobState::kRunning);
   EXPECT_FALSE(jobs_->Peek(id)->ranks(1).has_exit());
-  Metric("w1", id, 2, 0, 41);
+  // The step completed 30 ms before its batch of points arrived: that is the first step.
+  const absl::Time running = FromProto(job.restarts().failures(0).running_time());
+  clock_.Advance(absl::Milliseconds(50));
+  baton::v1::WorkerMessage first;
+  first.mutable_metrics()->set_job_id(id);
+  auto* point = first.mutable_metrics()->add_points();
+  point->set_generation(2);
+  point->set_step(41);
+  *point->mutable_time() = ToProto(running + absl::Milliseconds(20));
+  Send("w1", first);
   job = *jobs_->Get(id);
-  EXPECT_TRUE(job.restarts().failures(0).has_first_step_time());
+  EXPECT_EQ(FromProto(job.restarts().failures(0).first_step_time()),
+            running + absl::Milliseconds(20));
   EXPECT_EQ(job.restarts().failures(0).resumed_step(), 41);
   std::vector<std::string> reasons;
   for (const auto& e : job.events()) reasons.push_back(e.reason());
