@@ -1,5 +1,9 @@
 #include "worker/trainer/process_group.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -9,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "worker/trainer/gloo_communicator.h"
 #include "worker/trainer/nccl_communicator.h"
@@ -47,6 +52,34 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
   return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, gloo);
 }
 
+// Returns once something accepts TCP connections at host:port, or at `deadline` (the
+// caller then connects anyway and reports what fails). LibTorch's TCPStore client sleeps a
+// whole second after a refused connection; ranks started from warm standbys reach the
+// rendezvous within milliseconds of each other, often before rank 0 listens, so they probe
+// every few milliseconds first.
+void WaitForListener(const std::string& host, int port, absl::Time deadline) {
+  struct addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  struct addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return;
+  for (;;) {
+    for (const struct addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      const bool connected = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      ::close(fd);
+      if (connected) {
+        ::freeaddrinfo(found);
+        return;
+      }
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ::freeaddrinfo(found);
+}
+
 }  // namespace
 
 absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name) {
@@ -73,6 +106,9 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOpt
     store_options.numWorkers = static_cast<size_t>(options.world_size);
     store_options.waitWorkers = true;
     store_options.timeout = std::chrono::milliseconds(absl::ToInt64Milliseconds(options.timeout));
+    if (options.rank != 0) {
+      WaitForListener(options.master_addr, options.master_port, absl::Now() + options.timeout);
+    }
     auto tcp_store = c10::make_intrusive<c10d::TCPStore>(options.master_addr, store_options);
     return c10::intrusive_ptr<c10d::Store>(
         c10::make_intrusive<c10d::PrefixStore>(options.store_prefix, std::move(tcp_store)));
