@@ -34,7 +34,10 @@ F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
 [[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_PLANNED ]] || fail "not planned"
 job_field "$JOB" "$F['cause']" | grep -q "can join: growing from 2 to 3 workers" \
   || fail "cause: $(job_field "$JOB" "$F['cause']")"
+[[ $(job_field "$JOB" "all(k in $F for k in ('stopped_time', 'running_time', 'first_step_time'))") == True ]] \
+  || fail "recovery phases not recorded"
 grep -Eq "$GEN->$NEXT +planned " "$TMP/describe.out" || fail "describe does not show the resize"
+grep -q "planned: *1$" "$TMP/describe.out" || fail "describe does not count the resize"
 
 compare_runs reference grown no-repeats
 echo "PASS"
