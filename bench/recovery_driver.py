@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -90,6 +91,17 @@ def run_baton(args, rounds, rng, tmp):
                 return False
         return True
 
+    def first_step_seconds(job, gen):
+        # The duration of generation gen's first step, from rank 0's log ("step_ms 12.3").
+        # The rest of RUNNING -> first step is start-up and the checkpoint restore.
+        for w in ("w1", "w2"):
+            path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
+            if os.path.exists(path):
+                m = re.search(r"step_ms ([0-9.]+)", open(path).read())
+                if m:
+                    return float(m.group(1)) / 1000
+        return None
+
     def baton(*a):
         return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True, check=True).stdout
 
@@ -128,12 +140,16 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
             f = wait_for(recovered, 120, "recovery of generation %d" % gen)
             first = ts(f["first_step_time"])
             resumed = int(f["resumed_step"])
+            step_s = wait_for(lambda: first_step_seconds(job, gen + 1), 30,
+                              "the first step line of generation %d" % (gen + 1))
             results.append(dict(
                 total=first - t_kill,
                 phases=dict(detect=ts(f["fail_time"]) - t_kill,
                             stop=ts(f["stopped_time"]) - ts(f["fail_time"]),
                             rendezvous=ts(f["running_time"]) - ts(f["stopped_time"]),
-                            restore_first_step=first - ts(f["running_time"])),
+                            # Standby handoff, data, store connect, checkpoint restore.
+                            start_restore=first - ts(f["running_time"]) - step_s,
+                            first_step=step_s),
                 lost=step_at_kill - (resumed - 1)))
     finally:
         subprocess.run([args.baton, "cancel", job], env=env, capture_output=True)
