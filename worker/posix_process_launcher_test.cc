@@ -23,35 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  std::string out, err, metrics;
-  std::optional<baton::v1::ProcessExit> exit;
-};
-
-// Reads every pipe to EOF and collects the exit, with a deadline.
-Outcome RunToExit(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
-  Outcome o;
-  const absl::Time deadline = absl::Now() + timeout;
-  UniqueFd* fds[3] = {&p.stdout_fd, &p.stderr_fd, &p.metrics_fd};
-  std::string* sinks[3] = {&o.out, &o.err, &o.metrics};
-  while (absl::Now() < deadline) {
-    struct pollfd pfd[4];
-    for (int i = 0; i < 3; ++i) pfd[i] = {fds[i]->valid() ? fds[i]->get() : -1, POLLIN, 0};
-    pfd[3] = {o.exit ? -1 : p.process->exit_fd(), POLLIN, 0};
-    if (!fds[0]->valid() && !fds[1]->valid() && !fds[2]->valid() && o.exit) break;
-    ::poll(pfd, 4, 100);
-    for (int i = 0; i < 3; ++i) {
-      if (pfd[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i]->get(), buf, sizeof(buf));
-      if (n > 0) sinks[i]->append(buf, static_cast<size_t>(n));
-      if (n == 0 || (n < 0 && errno != EAGAIN)) fds[i]->Reset();
-    }
-    if (pfd[3].revents != 0) o.exit = p.process->TryCollectExit();
-  }
-  return o;
-}
-
 // The first line the process prints on stdout.
 std::string ReadLine(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
   std::string line;
@@ -99,7 +70,7 @@ TEST_F(PosixProcessLauncherTest, RelaysOutputMetricsEnvironmentAndExitCode) {
   ASSERT_OK(p);
   EXPECT_GT(p->process->pid(), 0);
   EXPECT_FALSE(p->stdin_fd.valid());
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   EXPECT_EQ(o.out, "out\nbar\n");
   EXPECT_EQ(o.err, "err\n");
   EXPECT_EQ(o.metrics, "{\"step\":1}\n");
@@ -114,7 +85,7 @@ TEST_F(PosixProcessLauncherTest, ChildGetsWorkingDirNullStdinAndNoOtherFds) {
       Sh("pwd; readlink /proc/$$/fd/0; "
          "for n in $(seq 0 64); do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; true"));
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   EXPECT_EQ(o.out, dir_ + "\n/dev/null\n0 1 2 3 ");
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 0);
@@ -129,7 +100,7 @@ TEST_F(PosixProcessLauncherTest, PipeStdinDeliversWhatIsWrittenThenEof) {
   const std::string input = "hello\n";
   ASSERT_OK(WriteAll(p->stdin_fd.get(), input.data(), input.size()));
   p->stdin_fd.Reset();  // EOF for cat.
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   EXPECT_EQ(o.out, "hello\ndone\nsocket\n");
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 0);
@@ -140,7 +111,7 @@ TEST_F(PosixProcessLauncherTest, WritingToTheStdinOfAnExitedChildFailsWithEpipe)
   r.pipe_stdin = true;
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(::send(p->stdin_fd.get(), "x", 1, MSG_NOSIGNAL), -1);
   EXPECT_EQ(errno, EPIPE);
@@ -152,7 +123,7 @@ TEST_F(PosixProcessLauncherTest, LooksUpArgv0OnTheChildsPath) {
   r.env = {"PATH=/nonexistent:/bin:/usr/bin"};
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 3);
 }
@@ -162,7 +133,7 @@ TEST_F(PosixProcessLauncherTest, UnknownCommandExits127WithReason) {
   r.argv = {"baton-no-such-program"};
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 127);
   EXPECT_THAT(o.err, HasSubstr("baton-no-such-program: command not found"));
@@ -176,7 +147,7 @@ TEST_F(PosixProcessLauncherTest, NonExecutableFileExits126WithReason) {
   r.argv = {path};
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 126);
   EXPECT_THAT(o.err, HasSubstr("cannot execute " + path + ": Permission denied"));
@@ -187,7 +158,7 @@ TEST_F(PosixProcessLauncherTest, MissingWorkingDirExits127WithReason) {
   r.working_dir = dir_ + "/missing";
   absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 127);
   EXPECT_THAT(o.err, HasSubstr("cannot change directory to " + r.working_dir));
@@ -206,7 +177,7 @@ TEST_F(PosixProcessLauncherTest, SignalGroupDeliversSigterm) {
   EXPECT_THAT(p->process->SignalGroup(SIGINT),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unsupported")));
   ASSERT_OK(p->process->SignalGroup(SIGTERM));
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), -1);
   EXPECT_EQ(o.exit->signal(), SIGTERM);
@@ -221,7 +192,7 @@ TEST_F(PosixProcessLauncherTest, SigtermRightAfterLaunchIsNotLost) {
     absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("exec sleep 1000"));
     ASSERT_OK(p);
     ASSERT_OK(p->process->SignalGroup(SIGTERM));
-    const Outcome o = RunToExit(*p, absl::Seconds(10));
+    const ProcessOutcome o = RunToExit(*p, absl::Seconds(10));
     ASSERT_TRUE(o.exit.has_value()) << "try " << i << ": SIGTERM was lost";
     EXPECT_EQ(o.exit->signal(), SIGTERM) << "try " << i;
   }
@@ -232,7 +203,7 @@ TEST_F(PosixProcessLauncherTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
   ASSERT_OK(p);
   const pid_t grandchild = ParsePid(ReadLine(*p));
   ASSERT_GT(grandchild, 0);
-  const Outcome o = RunToExit(*p);
+  const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 0);
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));

@@ -1,10 +1,12 @@
 #include "worker/process_test_util.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <sstream>
@@ -44,6 +46,29 @@ std::string MakeTestDir(const std::string& prefix) {
   std::string templ = absl::StrCat(base != nullptr ? base : "/tmp", "/", prefix, "-XXXXXX");
   if (::mkdtemp(templ.data()) == nullptr) return "";
   return templ;
+}
+
+ProcessOutcome RunToExit(LaunchedProcess& p, absl::Duration timeout) {
+  ProcessOutcome o;
+  const absl::Time deadline = absl::Now() + timeout;
+  UniqueFd* fds[3] = {&p.stdout_fd, &p.stderr_fd, &p.metrics_fd};
+  std::string* sinks[3] = {&o.out, &o.err, &o.metrics};
+  while (absl::Now() < deadline) {
+    struct pollfd pfd[4];
+    for (int i = 0; i < 3; ++i) pfd[i] = {fds[i]->valid() ? fds[i]->get() : -1, POLLIN, 0};
+    pfd[3] = {o.exit ? -1 : p.process->exit_fd(), POLLIN, 0};
+    if (!fds[0]->valid() && !fds[1]->valid() && !fds[2]->valid() && o.exit) break;
+    ::poll(pfd, 4, 100);
+    for (int i = 0; i < 3; ++i) {
+      if (pfd[i].revents == 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(fds[i]->get(), buf, sizeof(buf));
+      if (n > 0) sinks[i]->append(buf, static_cast<size_t>(n));
+      if (n == 0 || (n < 0 && errno != EAGAIN)) fds[i]->Reset();
+    }
+    if (pfd[3].revents != 0) o.exit = p.process->TryCollectExit();
+  }
+  return o;
 }
 
 }  // namespace baton::worker

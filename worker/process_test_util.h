@@ -3,9 +3,12 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
+#include "proto/baton/v1/job.pb.h"
+#include "worker/process_launcher.h"
 
 namespace baton::worker {
 
@@ -27,5 +30,14 @@ std::string ReadFileOrEmpty(const std::string& path);
 
 // A fresh directory under $TEST_TMPDIR (or /tmp).
 std::string MakeTestDir(const std::string& prefix);
+
+// What a launched process wrote and how it ended.
+struct ProcessOutcome {
+  std::string out, err, metrics;
+  std::optional<baton::v1::ProcessExit> exit;  // Unset if it did not end in time.
+};
+
+// Reads every pipe of `p` to EOF and collects its exit, with a deadline.
+ProcessOutcome RunToExit(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20));
 
 }  // namespace baton::worker

@@ -39,11 +39,9 @@ std::string EchoBinary() {
                       "/worker/standby_echo");
 }
 
-struct Outcome {
-  std::string out, err, metrics;
-  std::optional<baton::v1::ProcessExit> exit;
-
-  // Values of the "key=value" lines of standby_echo's report, in order.
+// standby_echo's report ("key=value" lines on stdout) of a finished process.
+struct Outcome : ProcessOutcome {
+  // Values of one key, in order.
   std::vector<std::string> Values(const std::string& key) const {
     std::vector<std::string> values;
     for (absl::string_view line : absl::StrSplit(out, '\n')) {
@@ -57,29 +55,8 @@ struct Outcome {
   }
 };
 
-// Reads every pipe to EOF and collects the exit, with a deadline.
-Outcome RunToExit(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
-  Outcome o;
-  const absl::Time deadline = absl::Now() + timeout;
-  UniqueFd* fds[3] = {&p.stdout_fd, &p.stderr_fd, &p.metrics_fd};
-  std::string* sinks[3] = {&o.out, &o.err, &o.metrics};
-  while (absl::Now() < deadline) {
-    struct pollfd pfd[4];
-    for (int i = 0; i < 3; ++i) pfd[i] = {fds[i]->valid() ? fds[i]->get() : -1, POLLIN, 0};
-    pfd[3] = {o.exit ? -1 : p.process->exit_fd(), POLLIN, 0};
-    if (!fds[0]->valid() && !fds[1]->valid() && !fds[2]->valid() && o.exit) break;
-    ::poll(pfd, 4, 100);
-    for (int i = 0; i < 3; ++i) {
-      if (pfd[i].revents == 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(fds[i]->get(), buf, sizeof(buf));
-      if (n > 0) sinks[i]->append(buf, static_cast<size_t>(n));
-      if (n == 0 || (n < 0 && errno != EAGAIN)) fds[i]->Reset();
-    }
-    if (pfd[3].revents != 0) o.exit = p.process->TryCollectExit();
-  }
-  return o;
-}
+// RunToExit, read as standby_echo's report.
+Outcome RunEcho(LaunchedProcess& p) { return Outcome{RunToExit(p)}; }
 
 // Forwards to a PosixProcessLauncher and counts the launches (standbys included).
 class CountingLauncher final : public ProcessLauncher {
@@ -169,7 +146,7 @@ TEST_F(StandbyLauncherTest, TrainerLaunchIsServedByAStandbyExactlyAsRequested) {
   ASSERT_OK(p);
   EXPECT_EQ(p->process->pid(), standby_pid);  // Started before Launch().
   EXPECT_FALSE(p->stdin_fd.valid());
-  const Outcome o = RunToExit(*p);
+  const Outcome o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
   EXPECT_EQ(o.Value("pid"), absl::StrCat(standby_pid));
   EXPECT_THAT(o.Values("argv"), ElementsAreArray(request.argv));
@@ -196,8 +173,8 @@ TEST_F(StandbyLauncherTest, StandbyAndColdLaunchReportTheSame) {
   ASSERT_OK(warm);
   absl::StatusOr<LaunchedProcess> cold = launcher.Launch(request);  // The pool is empty now.
   ASSERT_OK(cold);
-  const Outcome w = RunToExit(*warm);
-  const Outcome c = RunToExit(*cold);
+  const Outcome w = RunEcho(*warm);
+  const Outcome c = RunEcho(*cold);
   EXPECT_EQ(w.Value("mode"), "standby");
   EXPECT_EQ(c.Value("mode"), "cold");
   for (const char* key : {"argv", "env", "cwd", "stdin", "fds"}) {
@@ -226,7 +203,7 @@ TEST_F(StandbyLauncherTest, SignalsReachAStandbyStartedTrainer) {
     return absl::StrContains(out, "argv=--wait");
   }));
   ASSERT_OK(p->process->SignalGroup(SIGTERM));
-  const Outcome o = RunToExit(*p);
+  const Outcome o = RunEcho(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->signal(), SIGTERM);
 }
@@ -245,7 +222,7 @@ TEST_F(StandbyLauncherTest, OtherProgramsAndAnEmptyPoolGoToTheInnerLauncher) {
   sh.working_dir = dir_;
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(sh);
   ASSERT_OK(p);
-  Outcome o = RunToExit(*p);
+  Outcome o = RunEcho(*p);
   EXPECT_EQ(o.out, "plain\n");
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 4);
@@ -253,7 +230,7 @@ TEST_F(StandbyLauncherTest, OtherProgramsAndAnEmptyPoolGoToTheInnerLauncher) {
 
   p = launcher.Launch(TrainerRequest(0));
   ASSERT_OK(p);
-  o = RunToExit(*p);
+  o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "cold");
   EXPECT_EQ(launcher.stats().misses, 1);
 
@@ -265,7 +242,7 @@ TEST_F(StandbyLauncherTest, OtherProgramsAndAnEmptyPoolGoToTheInnerLauncher) {
   EXPECT_EQ(launcher.stats().ready, 1);
   p = launcher.Launch(TrainerRequest(1));  // Another rank: only per-rank names differ.
   ASSERT_OK(p);
-  o = RunToExit(*p);
+  o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "standby");
   EXPECT_THAT(o.Values("env"), ElementsAreArray(TrainerRequest(1).env));
   EXPECT_EQ(launcher.stats().hits, 1);
@@ -343,7 +320,7 @@ TEST_F(StandbyLauncherTest, ADifferentEnvironmentGetsAColdStartAndRetiresTheStan
   request.env.push_back("OPENBLAS_NUM_THREADS=2");  // Read at load time: must not match.
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(request);
   ASSERT_OK(p);
-  const Outcome o = RunToExit(*p);
+  const Outcome o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "cold");
   EXPECT_EQ(launcher.stats().misses, 1);
   EXPECT_EQ(launcher.stats().ready, 0);
@@ -356,7 +333,7 @@ TEST_F(StandbyLauncherTest, ADifferentEnvironmentGetsAColdStartAndRetiresTheStan
   request.env[3] = "RANK=1";
   p = launcher.Launch(request);
   ASSERT_OK(p);
-  EXPECT_EQ(RunToExit(*p).Value("mode"), "standby");
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "standby");
 }
 
 TEST_F(StandbyLauncherTest, AKilledStandbyIsNoticedAndReplacedAfterABackoff) {
@@ -381,7 +358,7 @@ TEST_F(StandbyLauncherTest, AKilledStandbyIsNoticedAndReplacedAfterABackoff) {
   // A trainer launch still gets a standby.
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(0));
   ASSERT_OK(p);
-  EXPECT_EQ(RunToExit(*p).Value("mode"), "standby");
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "standby");
 }
 
 TEST_F(StandbyLauncherTest, AStandbyThatDiedUnnoticedFallsBackToAColdStart) {
@@ -395,7 +372,7 @@ TEST_F(StandbyLauncherTest, AStandbyThatDiedUnnoticedFallsBackToAColdStart) {
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(0, {"--exit=5"}));
   ASSERT_OK(p);
   EXPECT_NE(p->process->pid(), standby);
-  const Outcome o = RunToExit(*p);
+  const Outcome o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "cold");
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->exit_code(), 5);
@@ -448,7 +425,7 @@ TEST_F(StandbyLauncherTest, ZeroStandbysIsAPlainPassThrough) {
   EXPECT_EQ(inner_.launches, 0);
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(0));
   ASSERT_OK(p);
-  EXPECT_EQ(RunToExit(*p).Value("mode"), "cold");
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "cold");
   EXPECT_EQ(launcher.stats().misses, 0);
   EXPECT_THAT(StandbyPids(), IsEmpty());
 }
