@@ -15,8 +15,7 @@ start_worker w3
 wait_for_workers 3
 
 elastic_job_yaml reference 3 3 400
-"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
-  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+run_reference
 
 elastic_job_yaml drained 2 3 400
 JOB=$("$BATON" submit "$TMP/drained.yaml")

@@ -26,8 +26,7 @@ YAML
 
 # The uninterrupted reference run.
 job_yaml reference
-"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
-  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+run_reference
 [[ -s "$TMP/reference-ckpt/final.pt" ]] || fail "no final weights from the reference run"
 
 # The same job, with rank 1 killed once a checkpoint exists.
@@ -84,12 +83,5 @@ grep -q "Restarts: *$(job_field "$JOB" 'sum(int(d["restarts"].get(k, 0)) for k i
   "$TMP/describe.out" || fail "describe's text does not show the restarts"
 
 # Bit-identical final weights.
-"$PY" - "$TMP/reference-ckpt/final.pt" "$TMP/killed-ckpt/final.pt" <<'PY' || fail "final weights differ"
-import sys, torch
-a, b = (torch.load(p) for p in sys.argv[1:3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-bad = [k for k in a if not torch.equal(a[k], b[k])]
-assert not bad, "differ: %s" % bad
-print("final weights identical: %d tensors" % len(a))
-PY
+weights_identical reference killed
 echo "PASS"

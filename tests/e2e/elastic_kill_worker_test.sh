@@ -16,8 +16,7 @@ start_worker w3
 wait_for_workers 3
 
 elastic_job_yaml reference 3 3 300
-"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
-  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+run_reference
 
 elastic_job_yaml killed 2 3 300
 JOB=$("$BATON" submit "$TMP/killed.yaml")

@@ -13,8 +13,7 @@ start_worker w2
 wait_for_workers 2
 
 elastic_job_yaml reference 2 2 600
-"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
-  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+run_reference
 
 elastic_job_yaml grown 2 3 600
 JOB=$("$BATON" submit "$TMP/grown.yaml")

@@ -27,8 +27,7 @@ YAML
 
 # The uninterrupted reference run.
 job_yaml reference
-"$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
-  || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+run_reference
 
 job_yaml stalled
 JOB=$("$BATON" submit "$TMP/stalled.yaml")
@@ -53,12 +52,5 @@ grep -q "stall: *1/3" "$TMP/describe.out" || fail "describe does not show the st
   || fail "recovery phases not recorded"
 
 # Restored at the same world size from a checkpoint: bit-identical final weights.
-"$PY" - "$TMP/reference-ckpt/final.pt" "$TMP/stalled-ckpt/final.pt" <<'PY' || fail "final weights differ"
-import sys, torch
-a, b = (torch.load(p) for p in sys.argv[1:3])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-bad = [k for k in a if not torch.equal(a[k], b[k])]
-assert not bad, "differ: %s" % bad
-print("final weights identical: %d tensors" % len(a))
-PY
+weights_identical reference stalled
 echo "PASS"

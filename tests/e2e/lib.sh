@@ -130,6 +130,24 @@ worker_pid_of() {
   fail "no worker daemon of this test runs $id"
 }
 
+# run_reference: the uninterrupted run of $TMP/reference.yaml, to its end (SUCCEEDED).
+run_reference() {
+  "$BATON" submit "$TMP/reference.yaml" --wait >"$TMP/reference.out" 2>&1 \
+    || { cat "$TMP/reference.out"; fail "reference run did not succeed"; }
+}
+
+# weights_identical A B: the final weights in $TMP/A-ckpt and $TMP/B-ckpt are bit-identical.
+weights_identical() {
+  "$PY" - "$TMP/$1-ckpt/final.pt" "$TMP/$2-ckpt/final.pt" <<'PY' || fail "final weights differ"
+import sys, torch
+a, b = (torch.load(p) for p in sys.argv[1:3])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+bad = [k for k in a if not torch.equal(a[k], b[k])]
+assert not bad, "differ: %s" % bad
+print("final weights identical: %d tensors" % len(a))
+PY
+}
+
 # elastic_job_yaml NAME MIN MAX STEPS: a trainer job with a fixed global batch (96: a
 # multiple of every world size 1..3), a checkpoint every 25 steps in $TMP/NAME-ckpt (all
 # kept) and a sample log at $TMP/NAME-samples.<rank>, in $TMP/NAME.yaml.
