@@ -30,18 +30,8 @@ wait_for 60 exited
 wait "$WORKER" || fail "the drained worker exited with status $?"
 
 wait_for 120 job_succeeded "$JOB"
-"$BATON" describe "$JOB" >"$TMP/describe.out"
-cat "$TMP/describe.out"
-NEXT=$((GEN + 1))
-[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
-[[ $(job_field "$JOB" 'len(d["ranks"])') == 2 ]] || fail "expected world size 2 after the drain"
-F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
-[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_PLANNED ]] || fail "not planned"
-job_field "$JOB" "$F['cause']" | grep -q "leaves: it is draining (received SIGTERM)" \
-  || fail "cause: $(job_field "$JOB" "$F['cause']")"
-[[ $(job_field "$JOB" "all(k in $F for k in ('stopped_time', 'running_time', 'first_step_time'))") == True ]] \
-  || fail "recovery phases not recorded"
-grep -Eq "$GEN->$NEXT +planned " "$TMP/describe.out" || fail "describe does not show the resize"
+expect_recovered "$JOB" "$GEN" 2 planned "leaves: it is draining \(received SIGTERM\)" \
+  stopped_time running_time first_step_time
 grep -q "planned: *1$" "$TMP/describe.out" || fail "describe does not count the resize"
 grep -q "infra: *0/" "$TMP/describe.out" || fail "a drain used the infra budget"
 "$BATON" logs "$JOB" >"$TMP/logs.out"

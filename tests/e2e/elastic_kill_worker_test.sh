@@ -28,18 +28,8 @@ WORKER=$(worker_pid_of "$JOB" 1)
 kill -KILL "$WORKER"
 
 wait_for 120 job_succeeded "$JOB"
-"$BATON" describe "$JOB" >"$TMP/describe.out"
-cat "$TMP/describe.out"
-NEXT=$((GEN + 1))
-[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
-[[ $(job_field "$JOB" 'len(d["ranks"])') == 2 ]] || fail "expected world size 2 after recovery"
-F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
-[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_INFRA ]] || fail "not an infra failure"
-job_field "$JOB" "$F['cause']" | grep -q "lost: its stream closed" \
-  || fail "cause: $(job_field "$JOB" "$F['cause']")"
-[[ $(job_field "$JOB" "all(k in $F for k in ('occurred_time', 'stopped_time', 'running_time', 'first_step_time'))") == True ]] \
-  || fail "recovery phases not recorded"
-grep -Eq "$GEN->$NEXT +infra " "$TMP/describe.out" || fail "describe does not show the failure"
+expect_recovered "$JOB" "$GEN" 2 infra "lost: its stream closed" \
+  occurred_time stopped_time running_time first_step_time
 grep -q "infra: *1/" "$TMP/describe.out" || fail "describe does not show the infra budget"
 
 compare_runs reference killed

@@ -24,18 +24,8 @@ GEN=$(job_field "$JOB" 'd["generation"]')
 start_worker w3
 
 wait_for 120 job_succeeded "$JOB"
-"$BATON" describe "$JOB" >"$TMP/describe.out"
-cat "$TMP/describe.out"
-NEXT=$((GEN + 1))
-[[ $(job_field "$JOB" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
-[[ $(job_field "$JOB" 'len(d["ranks"])') == 3 ]] || fail "expected world size 3 after the join"
-F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
-[[ $(job_field "$JOB" "$F['failure_class']") == FAILURE_CLASS_PLANNED ]] || fail "not planned"
-job_field "$JOB" "$F['cause']" | grep -q "can join: growing from 2 to 3 workers" \
-  || fail "cause: $(job_field "$JOB" "$F['cause']")"
-[[ $(job_field "$JOB" "all(k in $F for k in ('stopped_time', 'running_time', 'first_step_time'))") == True ]] \
-  || fail "recovery phases not recorded"
-grep -Eq "$GEN->$NEXT +planned " "$TMP/describe.out" || fail "describe does not show the resize"
+expect_recovered "$JOB" "$GEN" 3 planned "can join: growing from 2 to 3 workers" \
+  stopped_time running_time first_step_time
 grep -q "planned: *1$" "$TMP/describe.out" || fail "describe does not count the resize"
 
 compare_runs reference grown no-repeats

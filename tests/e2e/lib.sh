@@ -148,6 +148,33 @@ print("final weights identical: %d tensors" % len(a))
 PY
 }
 
+# expect_recovered JOB GEN WORLD CLASS CAUSE_ERE PHASE...: the job, after its generation GEN
+# failed or resized, runs as generation GEN+1 at world size WORLD; GEN's Failure record
+# has class CLASS (infra, user, stall or planned), a cause matching CAUSE_ERE and every
+# PHASE time (e.g. stopped_time); `baton describe` (printed, and kept in
+# $TMP/describe.out) shows the row "GEN->GEN+1 CLASS". Sets NEXT and F (the record, as an
+# expression for job_field) for further checks.
+expect_recovered() {
+  local job=$1 gen=$2 world=$3 class=$4 cause=$5
+  shift 5
+  local phases
+  phases=$(printf "'%s', " "$@")
+  "$BATON" describe "$job" >"$TMP/describe.out"
+  cat "$TMP/describe.out"
+  NEXT=$((gen + 1))
+  F="[f for f in d['restarts']['failures'] if int(f['generation']) == $gen][0]"
+  [[ $(job_field "$job" 'd["generation"]') == "$NEXT" ]] || fail "expected generation $NEXT"
+  [[ $(job_field "$job" 'len(d["ranks"])') == "$world" ]] \
+    || fail "expected world size $world in generation $NEXT"
+  [[ $(job_field "$job" "$F['failure_class']") == "FAILURE_CLASS_${class^^}" ]] \
+    || fail "not a $class failure: $(job_field "$job" "$F")"
+  job_field "$job" "$F['cause']" | grep -Eq "$cause" \
+    || fail "cause: $(job_field "$job" "$F['cause']")"
+  [[ $(job_field "$job" "all(k in $F for k in ($phases))") == True ]] \
+    || fail "recovery phases not recorded"
+  grep -Eq "$gen->$NEXT +$class " "$TMP/describe.out" || fail "describe does not show it"
+}
+
 # elastic_job_yaml NAME MIN MAX STEPS: a trainer job with a fixed global batch (96: a
 # multiple of every world size 1..3), a checkpoint every 25 steps in $TMP/NAME-ckpt (all
 # kept) and a sample log at $TMP/NAME-samples.<rank>, in $TMP/NAME.yaml.
