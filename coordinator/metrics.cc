@@ -286,23 +286,23 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
 
   prometheus::MetricFamily jobs = MakeFamily(
       "baton_coordinator_jobs", "Jobs known to the coordinator, by state.", MetricType::Gauge);
-  prometheus::MetricFamily queue = MakeFamily(
-      "baton_coordinator_queue_length", "Jobs waiting to be scheduled (QUEUED).",
-      MetricType::Gauge);
+  prometheus::MetricFamily queue =
+      MakeFamily("baton_coordinator_queue_length", "Jobs waiting to be scheduled (QUEUED).",
+                 MetricType::Gauge);
   for (baton::v1::JobState s : AllStates()) {
     JobState state;
     if (!JobStateFromProto(s, &state).ok()) continue;
     const double n = static_cast<double>(jobs_->JobsIn({state}).size());
     jobs.metric.push_back(MakeSample({{"state", StateLabel(s)}}, n, MetricType::Gauge));
-    if (s == baton::v1::JOB_STATE_QUEUED) queue.metric.push_back(MakeSample({}, n, MetricType::Gauge));
+    if (s == baton::v1::JOB_STATE_QUEUED)
+      queue.metric.push_back(MakeSample({}, n, MetricType::Gauge));
   }
   out.push_back(std::move(jobs));
   out.push_back(std::move(queue));
 
   prometheus::MetricFamily workers = MakeFamily(
       "baton_coordinator_workers",
-      "Workers known to the coordinator, by state (ready, draining, lost).",
-      MetricType::Gauge);
+      "Workers known to the coordinator, by state (ready, draining, lost).", MetricType::Gauge);
   prometheus::MetricFamily heartbeat = MakeFamily(
       "baton_coordinator_worker_heartbeat_age_seconds",
       "Time since a connected (READY or DRAINING) worker's last heartbeat (heartbeat lag).",
@@ -313,10 +313,9 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
         w.state() == baton::v1::WORKER_STATE_DRAINING) {
       ++(w.state() == baton::v1::WORKER_STATE_READY ? ready : draining);
       if (w.has_last_heartbeat_time()) {
-        heartbeat.metric.push_back(
-            MakeSample({{"worker_id", w.id()}},
-                   absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())),
-                   MetricType::Gauge));
+        heartbeat.metric.push_back(MakeSample(
+            {{"worker_id", w.id()}},
+            absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())), MetricType::Gauge));
       }
     } else if (w.state() == baton::v1::WORKER_STATE_LOST) {
       ++lost;
@@ -328,11 +327,11 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   out.push_back(std::move(workers));
   out.push_back(std::move(heartbeat));
 
-  prometheus::MetricFamily state = MakeFamily(
-      "baton_coordinator_job_state",
-      "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
-      "ended ones).",
-      MetricType::Gauge);
+  prometheus::MetricFamily state =
+      MakeFamily("baton_coordinator_job_state",
+                 "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
+                 "ended ones).",
+                 MetricType::Gauge);
   prometheus::MetricFamily restarts = MakeFamily(
       "baton_coordinator_job_restarts_total",
       "Restarts of a job caused by failures: restarts used over all failure classes, one "
@@ -343,16 +342,16 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
       "baton_coordinator_job_goodput_ratio",
       "Productive step time / wall time since the job started (see coordinator/metrics.h).",
       MetricType::Gauge);
-  prometheus::MetricFamily slowdown = MakeFamily(
-      "baton_rank_slowdown_ratio",
-      "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
-      MetricType::Gauge);
+  prometheus::MetricFamily slowdown =
+      MakeFamily("baton_rank_slowdown_ratio",
+                 "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
+                 MetricType::Gauge);
   const std::vector<baton::v1::JobState> states = AllStates();
   for (const auto& [id, t] : trackers_) {
     if (t->state == baton::v1::JOB_STATE_UNSPECIFIED) continue;
     for (baton::v1::JobState s : states) {
       state.metric.push_back(MakeSample({{"job_id", id}, {"state", StateLabel(s)}},
-                                    s == t->state ? 1 : 0, MetricType::Gauge));
+                                        s == t->state ? 1 : 0, MetricType::Gauge));
     }
     restarts.metric.push_back(
         MakeSample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
@@ -361,8 +360,8 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
     }
     if (t->state == baton::v1::JOB_STATE_RUNNING) {
       for (const auto& [rank, ratio] : t->slowdown.Ratios()) {
-        slowdown.metric.push_back(MakeSample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio,
-                                         MetricType::Gauge));
+        slowdown.metric.push_back(
+            MakeSample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio, MetricType::Gauge));
       }
     }
   }
