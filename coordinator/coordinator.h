@@ -50,8 +50,9 @@ struct CoordinatorOptions {
 //
 // Recovery: the first failure of generation g (a rank exited non-zero or was killed:
 // class user; a worker holding live ranks was lost or came back without them: class
-// infra; no rank made progress for the stall timeout, see CheckStall: class stall) moves a RENDEZVOUS/RUNNING job to RESTARTING, recorded as a Failure in
-// Job.restarts, and stops g's processes on every worker. Once they all exited (or their
+// infra; no rank made progress for the stall timeout, see CheckStall: class stall) moves
+// a RENDEZVOUS/RUNNING job to RESTARTING, recorded as a Failure in Job.restarts, and stops
+// g's processes on every worker. Once they all exited (or their
 // worker is gone, or stop_grace + heartbeat_timeout passed) and the backoff of the
 // spec's RestartPolicy elapsed, generation g+1 re-rendezvouses on workers.min..max READY
 // workers (PlaceRestart: survivors keep their ranks) with a fresh MASTER_PORT; if fewer

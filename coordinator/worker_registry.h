@@ -28,8 +28,9 @@ class WorkerChannel {
 //
 // A worker is connected while its current stream is open and heartbeats arrive within the
 // timeout, LOST otherwise. A connected worker is READY (schedulable) or DRAINING (it is
-// leaving: it keeps its stream and reports, but gets no new work). Each connection is a session; messages and disconnects of an
-// older session of the same worker are ignored (a reconnect supersedes the old stream).
+// leaving: it keeps its stream and reports, but gets no new work). Each connection is a
+// session; messages and disconnects of an older session of the same worker are ignored (a
+// reconnect supersedes the old stream).
 //
 // Threading: not thread-safe; called from the coordinator's event loop only.
 class WorkerRegistry {

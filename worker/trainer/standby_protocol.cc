@@ -143,7 +143,8 @@ absl::Status ApplyStandbyRequest(const StandbyRequest& request) {
   }
   ::clearenv();
   for (const std::string& entry : request.env) {
-    if (entry.find('=') == std::string::npos) continue;  // execve would pass it; getenv can't see it.
+    // execve would pass an entry without '='; getenv could not see it.
+    if (entry.find('=') == std::string::npos) continue;
     ::putenv(::strdup(entry.c_str()));  // Leaked: the environment points into it.
   }
   return absl::OkStatus();

@@ -5,10 +5,11 @@
 // The worker starts `<trainer> --standby` with stdin on a stream socket. The standby lets the
 // dynamic loader and its libraries' static initialisers run (about a second for LibTorch),
 // then says so by writing kStandbyLoaded to stdin (the socket is bidirectional; see
-// SignalStandbyLoaded) and blocks reading stdin. To launch a rank the worker writes one StandbyRequest: the argv,
-// complete environment and working directory a fresh exec would have been given. The standby
-// applies it (ApplyStandbyRequest) and continues as if it had been exec'd with it. EOF before
-// a request means "not needed": the standby exits 0 without output.
+// SignalStandbyLoaded) and blocks reading stdin. To launch a rank the worker writes one
+// StandbyRequest: the argv, complete environment and working directory a fresh exec would
+// have been given. The standby applies it (ApplyStandbyRequest) and continues as if it had
+// been exec'd with it. EOF before a request means "not needed": the standby exits 0
+// without output.
 //
 // Wire format (one request, then the worker closes its end):
 //   "BSR1"  uint32 payload length (host byte order; both ends run on one host)
