@@ -650,19 +650,8 @@ void Coordinator::FailGeneration(const std::string& job_id,
       RestartPolicyWithDefaults(job->spec().restart_policy());
   baton::v1::RestartStats* stats = job->mutable_restarts();
 
-  baton::v1::Failure f;
-  f.set_generation(generation);
-  f.set_failure_class(failure_class);
-  f.set_cause(cause);
-  if (rank.has_value()) f.set_rank(*rank);
-  f.set_worker_id(worker_id);
   Runtime& rt = runtime_[job_id];
-  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
-  *f.mutable_fail_time() = ToProto(clock_->Now());
-  // Clocks of other machines may run ahead: never after the detection.
-  if (occurred != absl::InfinitePast()) {
-    *f.mutable_occurred_time() = ToProto(std::min(occurred, clock_->Now()));
-  }
+  baton::v1::Failure f = NewFailure(*job, rt, failure_class, cause, rank, worker_id, occurred);
 
   // Crash loop: this user failure and the previous generation's were at the same step.
   const baton::v1::Failure* previous = LastFailure(job);
@@ -713,14 +702,8 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
   const int64_t generation = job->generation();
   Runtime& rt = runtime_[job_id];
   const absl::Time now = clock_->Now();
-  baton::v1::Failure f;
-  f.set_generation(generation);
-  f.set_failure_class(baton::v1::FAILURE_CLASS_PLANNED);
-  f.set_cause(cause);
-  f.set_worker_id(worker_id);
-  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
-  *f.mutable_fail_time() = ToProto(now);
-  *f.mutable_occurred_time() = ToProto(now);
+  baton::v1::Failure f = NewFailure(*job, rt, baton::v1::FAILURE_CLASS_PLANNED, cause,
+                                    std::nullopt, worker_id, now);
   *f.mutable_backoff() = ToProto(absl::ZeroDuration());
   f.set_next_generation(generation + 1);
   CountRestart(job->mutable_restarts(), baton::v1::FAILURE_CLASS_PLANNED);
@@ -756,6 +739,28 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
     StopProcesses(*job, message);
   }
   MaybeRestart(job_id);
+}
+
+baton::v1::Failure Coordinator::NewFailure(const baton::v1::Job& job, const Runtime& rt,
+                                           baton::v1::FailureClass failure_class,
+                                           const std::string& cause,
+                                           std::optional<int32_t> rank,
+                                           const std::string& worker_id,
+                                           absl::Time occurred) const {
+  baton::v1::Failure f;
+  f.set_generation(job.generation());
+  f.set_failure_class(failure_class);
+  f.set_cause(cause);
+  if (rank.has_value()) f.set_rank(*rank);
+  f.set_worker_id(worker_id);
+  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
+  const absl::Time now = clock_->Now();
+  *f.mutable_fail_time() = ToProto(now);
+  // Clocks of other machines may run ahead: never after the detection.
+  if (occurred != absl::InfinitePast()) {
+    *f.mutable_occurred_time() = ToProto(std::min(occurred, now));
+  }
+  return f;
 }
 
 void Coordinator::MaybeRestart(const std::string& job_id) {

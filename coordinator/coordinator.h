@@ -172,6 +172,13 @@ class Coordinator {
   // the transition's reason ("Draining", "ScalingUp").
   void Resize(const std::string& job_id, const std::string& reason, const std::string& cause,
               const std::string& worker_id);
+  // A Failure record of the job's current generation: class, cause, rank and worker as
+  // given, the generation's highest reported step, fail_time now, occurred_time
+  // `occurred` (not after now; unset if InfinitePast).
+  baton::v1::Failure NewFailure(const baton::v1::Job& job, const Runtime& rt,
+                                baton::v1::FailureClass failure_class,
+                                const std::string& cause, std::optional<int32_t> rank,
+                                const std::string& worker_id, absl::Time occurred) const;
   // Resizes the active jobs that have ranks on a draining worker.
   void MoveJobsOff(const std::string& worker_id, const std::string& why);
   // Resizes RUNNING trainer jobs below workers.max that free READY workers could join.
