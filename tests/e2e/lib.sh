@@ -19,9 +19,13 @@ COORDINATOR_PID=
 declare -A WORKER_PIDS=()
 # Other processes a test started (e.g. a Prometheus server); stopped first on exit.
 EXTRA_PIDS=()
+# Functions run first on exit, failure or not (e.g. tearing down a multi-host cluster).
+CLEANUP_HOOKS=()
 
 _e2e_cleanup() {
   local rc=$?
+  local hook
+  for hook in "${CLEANUP_HOOKS[@]}"; do "$hook" || true; done
   local pids=("${EXTRA_PIDS[@]}" "${WORKER_PIDS[@]}" $COORDINATOR_PID)
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
