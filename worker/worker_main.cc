@@ -26,6 +26,7 @@
 #include "common/metrics_http.h"
 #include "common/port_file.h"
 #include "worker/agent.h"
+#include "worker/host_address.h"
 #include "worker/metrics.h"
 #include "worker/outbox.h"
 #include "worker/posix_process_launcher.h"
@@ -59,8 +60,15 @@ ABSL_FLAG(absl::Duration, standby_refill_delay, absl::Seconds(5),
           "A used standby is replaced this long after the last trainer launch, so its "
           "start-up does not compete with the ranks just launched.");
 ABSL_FLAG(std::string, advertise_host, "",
-          "Host other workers use to reach this one (MASTER_ADDR when it runs rank 0). "
-          "Empty: the coordinator uses the address this worker connects from.");
+          "Address other workers reach this one at (MASTER_ADDR when it runs rank 0). Empty: "
+          "the address of --interface if set, else the source address of this host's route "
+          "to the coordinator (what its network sees), else the address the coordinator "
+          "sees this worker connect from.");
+ABSL_FLAG(std::string, interface, "",
+          "Network interface for training traffic between hosts: ranks get "
+          "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME set to it (unless the worker's "
+          "environment or the job's env sets them). Empty: the interface of the route to "
+          "the coordinator.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "Heartbeat period; the coordinator's Registered message may override it.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
@@ -94,6 +102,40 @@ std::string SelfExe() {
 std::string Hostname() {
   char buf[HOST_NAME_MAX + 1] = {};
   return ::gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : "unknown";
+}
+
+// The address to advertise and the interface ranks use, from --advertise_host, --interface
+// and the route to the coordinator (see the flags). An unusable --interface is an error; a
+// route that cannot be found (the coordinator's name does not resolve yet) leaves both to
+// the defaults: the coordinator uses the peer address, Gloo and NCCL their own choice.
+absl::StatusOr<HostAddress> NetworkIdentity() {
+  HostAddress identity;
+  if (const std::string name = absl::GetFlag(FLAGS_interface); !name.empty()) {
+    absl::StatusOr<HostAddress> found = AddressOf(name);
+    if (!found.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--interface=", name, ": ", found.status().message()));
+    }
+    identity = *found;
+  } else {
+    absl::StatusOr<HostAddress> route = RouteTo(absl::GetFlag(FLAGS_coordinator));
+    if (route.ok()) {
+      identity = *route;
+    } else {
+      BATON_LOG(WARNING) << "cannot tell which address other hosts reach this one at: "
+                         << route.status()
+                         << "; advertising the address the coordinator sees (set "
+                            "--advertise_host and --interface to choose)";
+    }
+  }
+  if (const std::string host = absl::GetFlag(FLAGS_advertise_host); !host.empty()) {
+    identity.address = host;
+  }
+  BATON_LOG(INFO) << "advertising "
+                  << (identity.address.empty() ? "the peer address" : identity.address)
+                  << ", training traffic on "
+                  << (identity.interface.empty() ? "the default interface" : identity.interface);
+  return identity;
 }
 
 int Run() {
@@ -133,18 +175,32 @@ int Run() {
   }
   const baton::v1::Resources resources =
       DetectResources(absl::GetFlag(FLAGS_slots), ResourceProbe());
+  absl::StatusOr<HostAddress> network = NetworkIdentity();
+  if (!network.ok()) {
+    BATON_LOG(ERROR) << network.status();
+    return 1;
+  }
 
   SupervisorOptions supervisor_options;
   supervisor_options.work_dir = work_dir;
   supervisor_options.trainer_path = trainer;
   for (char** e = environ; *e != nullptr; ++e) supervisor_options.base_env.push_back(*e);
+  // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
+  // resolve the hostname, often to a loopback address that no peer can dial).
+  if (!network->interface.empty()) {
+    for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
+      if (std::getenv(name) == nullptr) {
+        supervisor_options.base_env.push_back(absl::StrCat(name, "=", network->interface));
+      }
+    }
+  }
   supervisor_options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
 
   AgentOptions agent_options;
   agent_options.coordinator = absl::GetFlag(FLAGS_coordinator);
   agent_options.worker_id = worker_id;
   agent_options.hostname = Hostname();
-  agent_options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  agent_options.advertise_host = network->address;
   agent_options.resources = resources;
   agent_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
 

@@ -73,6 +73,13 @@ on() {
   nsenter -t "${HOST_ANCHOR[h]}" --net --mount --uts --wd="$PWD" -- "$@"
 }
 
+# Daemons: `(on_exec HOST CMD...) &` leaves CMD's own pid in $! (the subshell becomes it).
+on_exec() {
+  local h=$1
+  shift
+  exec nsenter -t "${HOST_ANCHOR[h]}" --net --mount --uts --wd="$PWD" -- "$@"
+}
+
 # host_pids HOST: every process in the host's network namespace.
 host_pids() { ip netns pids "${HOST_NS[$1]}" 2>/dev/null; }
 
@@ -172,10 +179,10 @@ cluster_start_coordinator() {
   shift || true
   [[ $TMP != /tmp/* ]] || fail "TMP ($TMP) is under /tmp, which every host has privately"
   rm -f "$TMP/port" "$TMP/coordinator.metrics_port"
-  on 0 "$COORDINATOR_BIN" --listen="${HOST_ADDR[0]}:$port" --port_file="$TMP/port" \
+  (on_exec 0 "$COORDINATOR_BIN" --listen="${HOST_ADDR[0]}:$port" --port_file="$TMP/port" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
     --state_dir="$TMP/state" --stop_grace=2s --reattach_timeout=20s "$@" \
-    2>>"$TMP/coordinator.log" &
+    2>>"$TMP/coordinator.log") &
   COORDINATOR_PID=$!
   wait_for 30 test -s "$TMP/port"
   COORDINATOR_PORT=$(cat "$TMP/port")
@@ -188,8 +195,8 @@ cluster_start_worker() {
   local name=$1 host=$2 slots=$3
   shift 3
   rm -f "$TMP/$name.metrics_port"
-  on "$host" "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$name" \
+  (on_exec "$host" "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$name" \
     --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
-    --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log" &
+    --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log") &
   WORKER_PIDS[$name]=$!
 }
