@@ -161,12 +161,14 @@ std::string RenderRestarts(const Job& job) {
   // every process exited; WAIT: -> next rendezvous (backoff); RENDEZVOUS: -> every process
   // of the next generation running; FIRST-STEP: -> its first metric point (checkpoint
   // restore and the first steps); TOTAL: failure (happened, else known) -> first step.
-  Table table({"GEN", "CLASS", "RANK", "WORKER", "STEP", "RESUMED", "DETECT", "STOP", "WAIT",
-               "RENDEZVOUS", "FIRST-STEP", "TOTAL", "CAUSE"});
+  // REASON: the kind of failure (LeaseExpired: the worker was silent for its lease, a
+  // partition or a dead host; WorkerLost: its stream closed; RankFailed; ...).
+  Table table({"GEN", "CLASS", "REASON", "RANK", "WORKER", "STEP", "RESUMED", "DETECT", "STOP",
+               "WAIT", "RENDEZVOUS", "FIRST-STEP", "TOTAL", "CAUSE"});
   for (const baton::v1::Failure& f : r.failures()) {
     table.AddRow({f.next_generation() > 0 ? absl::StrCat(f.generation(), "->", f.next_generation())
                                           : absl::StrCat(f.generation(), "->x"),
-                  FailureClassName(f.failure_class()),
+                  FailureClassName(f.failure_class()), OrDash(f.reason()),
                   f.has_rank() ? absl::StrCat(f.rank()) : "-", OrDash(f.worker_id()),
                   f.has_step() ? absl::StrCat(f.step()) : "-",
                   f.has_resumed_step() ? absl::StrCat(f.resumed_step()) : "-",

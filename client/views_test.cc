@@ -161,6 +161,7 @@ TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   f->set_worker_id("w-b");
   f->set_step(120);
   f->set_resumed_step(101);
+  f->set_reason("RankFailed");
   f->set_cause("rank 1 on worker w-b was killed by signal 9");
   const absl::Time t = kNow - absl::Minutes(1);
   *f->mutable_occurred_time() = ToProto(t - absl::Milliseconds(30));
@@ -172,16 +173,17 @@ TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   baton::v1::Failure* fatal = job.mutable_restarts()->add_failures();
   fatal->set_generation(2);
   fatal->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+  fatal->set_reason("LeaseExpired");
   fatal->set_cause("worker w-a lost");
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
   EXPECT_THAT(text, HasSubstr("  user:     1/5\n"));
   EXPECT_THAT(text, HasSubstr(
-      "  GEN    CLASS   RANK   WORKER   STEP   RESUMED   DETECT   STOP     WAIT     "
-      "RENDEZVOUS   FIRST-STEP   TOTAL    CAUSE\n"
-      "  1->2   user    1      w-b      120    101       0.030s   0.040s   0.460s   "
-      "0.020s       0.380s       0.930s   rank 1 on worker w-b was killed by signal 9\n"
-      "  2->x   infra   -      -        -      -         -        -        -        "
-      "-            -            -        worker w-a lost\n"));
+      "  GEN    CLASS   REASON         RANK   WORKER   STEP   RESUMED   DETECT   STOP     "
+      "WAIT     RENDEZVOUS   FIRST-STEP   TOTAL    CAUSE\n"
+      "  1->2   user    RankFailed     1      w-b      120    101       0.030s   0.040s   "
+      "0.460s   0.020s       0.380s       0.930s   rank 1 on worker w-b was killed by signal 9\n"
+      "  2->x   infra   LeaseExpired   -      -        -      -         -        -        "
+      "-        -            -            -        worker w-a lost\n"));
 }
 
 TEST(ViewsTest, ResultAndEventLine) {

@@ -8,9 +8,13 @@ namespace baton {
 // spoken by this build. Bump it when a message's meaning changes; the coordinator
 // accepts workers in [kMinWorkerProtocolVersion, kProtocolVersion].
 // 2: Draining, Register.draining, RequestCheckpoint (planned resizes).
-inline constexpr uint32_t kProtocolVersion = 2;
+// 3: leases (Heartbeat.seq, HeartbeatAck, Registered.lease), AssignmentFailed,
+//    Register.probe_port and StartAssignment.peers (peer reachability).
+inline constexpr uint32_t kProtocolVersion = 3;
 // The first version with RequestCheckpoint.
 inline constexpr uint32_t kCheckpointRequestProtocolVersion = 2;
+// The first version whose workers hold leases and probe their peers.
+inline constexpr uint32_t kLeaseProtocolVersion = 3;
 inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
 
 }  // namespace baton

@@ -188,6 +188,9 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
         "worker ", reg.worker_id(), " speaks protocol version ", reg.protocol_version(),
         "; this coordinator supports ", kMinWorkerProtocolVersion, "..", kProtocolVersion));
   }
+  if (absl::Status admitted = workers_->Admit(reg.worker_id()); !admitted.ok()) {
+    return admitted;
+  }
   const std::string host = reg.advertise_host().empty() ? peer_host : reg.advertise_host();
   const bool known_lost =
       !workers_->IsConnected(reg.worker_id()) && !workers_->Host(reg.worker_id()).empty();
@@ -198,6 +201,9 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
   baton::v1::CoordinatorMessage ack;
   ack.mutable_registered()->set_protocol_version(kProtocolVersion);
   *ack.mutable_registered()->mutable_heartbeat_interval() = ToProto(options_.heartbeat_interval);
+  if (workers_->HasLease(reg.worker_id())) {
+    *ack.mutable_registered()->mutable_lease() = ToProto(workers_->lease().lease);
+  }
   workers_->Send(reg.worker_id(), ack);
   ReattachAssignments(reg.worker_id(), reg);
   if (reg.draining()) MoveJobsOff(reg.worker_id(), "it reconnected while draining");
@@ -207,8 +213,21 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
 
 void Coordinator::ReattachAssignments(const std::string& worker_id,
                                       const baton::v1::Register& reg) {
-  std::set<std::string> reported;
+  std::set<std::string> reported;  // active jobs the worker listed
+  std::set<std::string> listed;    // jobs whose current generation the worker listed
   for (const baton::v1::AssignmentStatus& a : reg.assignments()) {
+    const baton::v1::Job* current = jobs_->Peek(a.job_id());
+    if (current != nullptr && current->generation() == a.generation()) {
+      listed.insert(a.job_id());
+      // Exits of a restarting generation still count: its restart waits for them.
+      if (current->state() == baton::v1::JOB_STATE_RESTARTING) {
+        for (const baton::v1::RankInfo& r : a.ranks()) {
+          if (r.has_exit()) {
+            OnProcessExited(worker_id, a.job_id(), a.generation(), r.rank(), r.exit());
+          }
+        }
+      }
+    }
     baton::v1::Job* job = ActiveJob(a.job_id(), a.generation());
     if (job == nullptr) {
       // Unknown, finished or superseded: its processes must not run on.
@@ -254,6 +273,25 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
                    absl::StrCat("worker ", worker_id, " reconnected without the job's processes"),
                    std::nullopt, worker_id);
   }
+  // A restarting job waits for its processes to stop: those a worker no longer runs did.
+  for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) {
+    if (listed.count(id) > 0) continue;
+    baton::v1::Job* job = jobs_->Mutable(id);
+    bool changed = false;
+    for (baton::v1::RankInfo& r : *job->mutable_ranks()) {
+      if (r.worker_id() != worker_id || r.has_exit()) continue;
+      r.mutable_exit()->set_exit_code(-1);  // unknown: it ended while the worker was away
+      *r.mutable_exit()->mutable_time() = ToProto(clock_->Now());
+      changed = true;
+    }
+    if (!changed) continue;
+    Check(jobs_->Save(id), "save job");
+    Check(jobs_->RecordEvent(id, "RanksGone",
+                             absl::StrCat("worker ", worker_id, " reconnected without generation ",
+                                          job->generation(), "'s processes: they ended")),
+          "record event");
+    MaybeRestart(id);
+  }
 }
 
 void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session,
@@ -261,7 +299,11 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
   if (!workers_->IsCurrent(worker_id, session)) return;
   switch (msg.msg_case()) {
     case baton::v1::WorkerMessage::kHeartbeat:
-      workers_->Heartbeat(worker_id, session);
+      if (workers_->Heartbeat(worker_id, session)) {
+        baton::v1::CoordinatorMessage ack;
+        ack.mutable_heartbeat_ack()->set_seq(msg.heartbeat().seq());
+        workers_->Send(worker_id, ack);
+      }
       break;
     case baton::v1::WorkerMessage::kPortReserved:
       OnPortReserved(worker_id, msg.port_reserved());
@@ -319,6 +361,9 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
     case baton::v1::WorkerMessage::kDraining:
       OnWorkerDraining(worker_id, msg.draining().reason());
       break;
+    case baton::v1::WorkerMessage::kAssignmentFailed:
+      OnAssignmentFailed(worker_id, msg.assignment_failed());
+      break;
     case baton::v1::WorkerMessage::kRegister:
       BATON_LOG(WARNING) << "worker " << worker_id << " sent Register twice; ignored";
       break;
@@ -345,15 +390,19 @@ void Coordinator::MoveJobsOff(const std::string& worker_id, const std::string& w
 
 void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t session) {
   if (!workers_->Disconnect(worker_id, session)) return;
-  HandleWorkerLost(worker_id, "its stream closed", clock_->Now());
+  HandleWorkerLost(worker_id, "WorkerLost", "its stream closed", clock_->Now());
   Schedule();  // the job's other workers are free again
 }
 
 void Coordinator::ReconcileOnce() {
-  for (const std::string& id : workers_->ExpireHeartbeats(options_.heartbeat_timeout)) {
-    HandleWorkerLost(id,
-                     absl::StrCat("no heartbeat for more than ",
-                                  absl::FormatDuration(options_.heartbeat_timeout)),
+  for (const std::string& id : workers_->ExpireLeases()) {
+    const LeaseOptions& lease = workers_->lease();
+    HandleWorkerLost(id, "LeaseExpired",
+                     absl::StrCat("its lease expired: no heartbeat for more than ",
+                                  absl::FormatDuration(lease.lease + lease.margin), " (lease ",
+                                  absl::FormatDuration(lease.lease), " + margin ",
+                                  absl::FormatDuration(lease.margin),
+                                  "); partitioned or down, its processes are stopped"),
                      workers_->LastHeartbeat(id));
   }
   const absl::Time now = clock_->Now();
@@ -371,10 +420,16 @@ void Coordinator::ReconcileOnce() {
            absl::StrCat("rendezvous did not complete within ",
                         absl::FormatDuration(options_.rendezvous_timeout)));
     } else if (*state == JobState::kRunning && now >= rt.reattach_deadline) {
-      Fail(id, "ReattachTimeout",
-           absl::StrCat("coordinator restarted and workers ",
-                        absl::StrJoin(rt.awaiting_workers, ", "), " did not report back within ",
-                        absl::FormatDuration(options_.reattach_timeout)));
+      // Their leases ran out long ago: their processes are stopped, the job restarts.
+      const std::string missing = absl::StrJoin(rt.awaiting_workers, ", ");
+      const std::string first = *rt.awaiting_workers.begin();
+      rt.awaiting_workers.clear();
+      rt.reattach_deadline = absl::InfiniteFuture();
+      FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, "ReattachTimeout",
+                     absl::StrCat("coordinator restarted and workers ", missing,
+                                  " did not report back within ",
+                                  absl::FormatDuration(options_.reattach_timeout)),
+                     std::nullopt, first);
     } else if (*state == JobState::kRunning) {
       CheckStall(id, rt);
     }
@@ -411,13 +466,13 @@ bool Coordinator::Fenced(const std::string& worker_id, const std::string& job_id
   return true;
 }
 
-void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& why,
-                                   absl::Time occurred) {
+void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
+                                   const std::string& why, absl::Time occurred) {
   BATON_LOG(WARNING) << "worker " << worker_id << " lost: " << why;
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
     if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
     if (runtime_[id].awaiting_workers.count(worker_id) > 0) continue;  // not back yet anyway
-    FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+    FailGeneration(id, baton::v1::FAILURE_CLASS_INFRA, reason,
                    absl::StrCat("worker ", worker_id, " lost: ", why), std::nullopt, worker_id,
                    occurred);
   }
@@ -541,6 +596,13 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
     for (const baton::v1::RankInfo& r : job->ranks()) {
       if (r.worker_id() == w) *a->add_ranks() = r;
     }
+    for (const std::string& peer : WorkersOf(*job)) {
+      if (peer == w || workers_->ProbePort(peer) == 0) continue;
+      baton::v1::Peer* p = a->add_peers();
+      p->set_worker_id(peer);
+      p->set_host(workers_->Host(peer));
+      p->set_probe_port(workers_->ProbePort(peer));
+    }
     if (!workers_->Send(w, out)) {
       FailGeneration(job->id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
                      absl::StrCat("worker ", w, " went away during rendezvous"), std::nullopt, w);
@@ -583,6 +645,17 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
                                          job->master_addr(), ":", job->master_port())),
           "transition");
   }
+}
+
+void Coordinator::OnAssignmentFailed(const std::string& worker_id,
+                                     const baton::v1::AssignmentFailed& msg) {
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentFailed")) return;
+  if (ActiveJob(msg.job_id(), msg.generation()) == nullptr) return;
+  FailGeneration(msg.job_id(), baton::v1::FAILURE_CLASS_INFRA,
+                 msg.reason().empty() ? std::string("AssignmentFailed") : msg.reason(),
+                 absl::StrCat("worker ", worker_id, " could not start its processes: ",
+                              msg.message()),
+                 std::nullopt, worker_id);
 }
 
 void Coordinator::OnProcessExited(const std::string& worker_id, const std::string& job_id,
@@ -651,7 +724,8 @@ void Coordinator::FailGeneration(const std::string& job_id,
   baton::v1::RestartStats* stats = job->mutable_restarts();
 
   Runtime& rt = runtime_[job_id];
-  baton::v1::Failure f = NewFailure(*job, rt, failure_class, cause, rank, worker_id, occurred);
+  baton::v1::Failure f =
+      NewFailure(*job, rt, failure_class, reason, cause, rank, worker_id, occurred);
 
   // Crash loop: this user failure and the previous generation's were at the same step.
   const baton::v1::Failure* previous = LastFailure(job);
@@ -702,7 +776,7 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
   const int64_t generation = job->generation();
   Runtime& rt = runtime_[job_id];
   const absl::Time now = clock_->Now();
-  baton::v1::Failure f = NewFailure(*job, rt, baton::v1::FAILURE_CLASS_PLANNED, cause,
+  baton::v1::Failure f = NewFailure(*job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
                                     std::nullopt, worker_id, now);
   *f.mutable_backoff() = ToProto(absl::ZeroDuration());
   f.set_next_generation(generation + 1);
@@ -743,13 +817,14 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
 
 baton::v1::Failure Coordinator::NewFailure(const baton::v1::Job& job, const Runtime& rt,
                                            baton::v1::FailureClass failure_class,
-                                           const std::string& cause,
+                                           const std::string& reason, const std::string& cause,
                                            std::optional<int32_t> rank,
                                            const std::string& worker_id,
                                            absl::Time occurred) const {
   baton::v1::Failure f;
   f.set_generation(job.generation());
   f.set_failure_class(failure_class);
+  f.set_reason(reason);
   f.set_cause(cause);
   if (rank.has_value()) f.set_rank(*rank);
   f.set_worker_id(worker_id);
@@ -776,12 +851,8 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   const absl::Time now = clock_->Now();
   const absl::Time failed_at = FromProto(f->fail_time());
-  // A process counts as stopped once its exit arrived or its worker is gone (a lost
-  // worker kills its processes itself).
-  const bool all_stopped =
-      std::all_of(job->ranks().begin(), job->ranks().end(), [&](const baton::v1::RankInfo& r) {
-        return r.has_exit() || !workers_->IsConnected(r.worker_id());
-      });
+  absl::Time lease_expired = absl::InfinitePast();
+  bool all_stopped = GenerationStopped(*job, &lease_expired);
   Runtime& rt = runtime_[job_id];
   if (rt.checkpoint_deadline != absl::InfiniteFuture()) {
     // Waiting for rank 0's checkpoint: its exit (or any other) ends the wait.
@@ -801,19 +872,32 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
     StopProcesses(*job, why);
   }
   if (!f->has_stopped_time()) {
-    absl::Duration stop_wait = options_.stop_grace + options_.heartbeat_timeout;
+    absl::Duration stop_wait = options_.stop_grace + workers_->lease().lease;
     if (f->failure_class() == baton::v1::FAILURE_CLASS_PLANNED) {
       stop_wait += options_.checkpoint_timeout;
     }
-    if (!all_stopped && now < failed_at + stop_wait) return;
+    if (!all_stopped) {
+      if (now < failed_at + stop_wait) return;
+      // Never a new generation beside a live one: wait for leases to run out, revoking
+      // those of connected workers whose processes ignore the stop. Only workers without
+      // leases (protocol < 3) are given up on.
+      if (!RevokeUnstopped(*job, stop_wait)) return;
+    }
     *f->mutable_stopped_time() = ToProto(now);
+    if (lease_expired != absl::InfinitePast()) {
+      *f->mutable_lease_expired_time() = ToProto(std::min(lease_expired, now));
+    }
     Check(jobs_->Save(job_id), "save job");
     Check(jobs_->RecordEvent(
               job_id, "GenerationStopped",
-              all_stopped ? absl::StrCat("every process of generation ", generation, " stopped")
-                          : absl::StrCat("not every process of generation ", generation,
-                                         " reported its exit within ",
-                                         absl::FormatDuration(stop_wait), "; restarting anyway")),
+              all_stopped
+                  ? absl::StrCat("every process of generation ", generation, " stopped",
+                                 lease_expired != absl::InfinitePast()
+                                     ? " (a lost worker's lease expired, so its processes did)"
+                                     : "")
+                  : absl::StrCat("not every process of generation ", generation,
+                                 " reported its exit within ", absl::FormatDuration(stop_wait),
+                                 " on workers without leases; restarting anyway")),
           "record event");
   }
   const absl::Time restart_at =
@@ -842,6 +926,47 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   *f->mutable_rendezvous_time() = ToProto(now);  // saved by StartRendezvous' transition
   StartRendezvous(job_id, gang, "Restarted");
+}
+
+bool Coordinator::GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const {
+  bool all = true;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (r.has_exit()) continue;
+    if (!workers_->ProcessesStopped(r.worker_id())) {
+      all = false;
+    } else {
+      *lease_expired = std::max(*lease_expired, workers_->LeaseExpiry(r.worker_id()));
+    }
+  }
+  return all;
+}
+
+bool Coordinator::RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited) {
+  bool waiting = false;
+  std::set<std::string> revoked;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    const std::string& w = r.worker_id();
+    if (r.has_exit() || workers_->ProcessesStopped(w)) continue;
+    if (!workers_->IsConnected(w)) {
+      waiting = true;  // lost: its lease is still running out
+    } else if (workers_->HasLease(w)) {
+      waiting = true;
+      // A worker that (re)connected since was asked to stop then: give it as long.
+      if (clock_->Now() < workers_->ConnectedSince(w) + waited) continue;
+      if (!revoked.insert(w).second) continue;
+      const std::string why = absl::StrCat("rank ", r.rank(), " of job ", job.id(), " generation ",
+                                           job.generation(), " did not exit within ",
+                                           absl::FormatDuration(waited), " of the stop");
+      BATON_LOG(WARNING) << "revoking the lease of worker " << w << ": " << why;
+      workers_->Revoke(w, why);
+      Check(jobs_->RecordEvent(job.id(), "LeaseRevoked",
+                               absl::StrCat("worker ", w, ": ", why,
+                                            "; the next generation starts once its lease ran "
+                                            "out, which kills its processes")),
+            "record event");
+    }
+  }
+  return !waiting;
 }
 
 void Coordinator::ReattributeFailure(baton::v1::Job* job, int32_t rank,

@@ -22,16 +22,17 @@
 namespace baton::coordinator {
 
 struct CoordinatorOptions {
-  // Interval workers are told to heartbeat at.
+  // Interval workers are told to heartbeat at. (How long a silent worker is trusted, its
+  // lease, is the WorkerRegistry's.)
   absl::Duration heartbeat_interval = absl::Seconds(1);
-  // A READY worker with no heartbeat for this long is LOST.
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
   // A job stuck in RENDEZVOUS (port reservation or process start) this long fails.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
   // After a coordinator restart, how long RUNNING jobs wait for their workers to
   // reconnect and report their processes before they fail.
   absl::Duration reattach_timeout = absl::Seconds(30);
-  // Grace between SIGTERM and SIGKILL when stopping a job's processes.
+  // Grace between SIGTERM and SIGKILL when stopping a job's processes. A connected worker
+  // whose processes of a restarting generation have not all exited stop_grace + lease
+  // after the failure has its lease revoked (WorkerRegistry::Revoke).
   absl::Duration stop_grace = absl::Seconds(10);
   // A planned resize (drain, scale-up) waits this long for rank 0 to checkpoint and exit
   // before it stops the generation anyway.
@@ -49,12 +50,15 @@ struct CoordinatorOptions {
 // AssignmentStarted. SUCCEEDED when every rank exited 0.
 //
 // Recovery: the first failure of generation g (a rank exited non-zero or was killed:
-// class user; a worker holding live ranks was lost or came back without them: class
-// infra; no rank made progress for the stall timeout, see CheckStall: class stall) moves
-// a RENDEZVOUS/RUNNING job to RESTARTING, recorded as a Failure in Job.restarts, and stops
-// g's processes on every worker. Once they all exited (or their
-// worker is gone, or stop_grace + heartbeat_timeout passed) and the backoff of the
-// spec's RestartPolicy elapsed, generation g+1 re-rendezvouses on workers.min..max READY
+// class user; a worker holding live ranks was lost, its lease expired, it came back
+// without them, or it could not reach a peer: class infra; no rank made progress for the
+// stall timeout, see CheckStall: class stall) moves a RENDEZVOUS/RUNNING job to
+// RESTARTING, recorded as a Failure in Job.restarts, and stops g's processes on every
+// worker. Two generations never run at the same time: g+1 starts only once every process
+// of g reported its exit or its worker is lost and its lease has certainly expired
+// (WorkerRegistry::ProcessesStopped); a connected worker whose processes do not stop
+// within stop_grace + lease has its lease revoked. Once they all stopped and the backoff
+// of the spec's RestartPolicy elapsed, generation g+1 re-rendezvouses on workers.min..max READY
 // workers (PlaceRestart: survivors keep their ranks) with a fresh MASTER_PORT; if fewer
 // than min are available for rendezvous_timeout the job FAILS. The job FAILS at once
 // instead of restarting when the class's budget is spent ("RestartBudgetExhausted") or
@@ -145,9 +149,12 @@ class Coordinator {
     absl::Time checkpoint_deadline = absl::InfiniteFuture();
   };
 
-  // `occurred`: when the loss happened (last heartbeat, or now for a closed stream).
-  void HandleWorkerLost(const std::string& worker_id, const std::string& why,
-                        absl::Time occurred);
+  // `reason`: "WorkerLost" (stream closed) or "LeaseExpired"; `occurred`: when the loss
+  // happened (last heartbeat, or now for a closed stream).
+  void HandleWorkerLost(const std::string& worker_id, const std::string& reason,
+                        const std::string& why, absl::Time occurred);
+  // A worker could not carry out a StartAssignment (AssignmentFailed).
+  void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   void ReattachAssignments(const std::string& worker_id, const baton::v1::Register& reg);
   void Schedule();
   // `reason` is the event's reason ("Scheduled", "Restarted").
@@ -172,12 +179,13 @@ class Coordinator {
   // the transition's reason ("Draining", "ScalingUp").
   void Resize(const std::string& job_id, const std::string& reason, const std::string& cause,
               const std::string& worker_id);
-  // A Failure record of the job's current generation: class, cause, rank and worker as
+  // A Failure record of the job's current generation: class, reason, cause, rank and worker as
   // given, the generation's highest reported step, fail_time now, occurred_time
   // `occurred` (not after now; unset if InfinitePast).
   baton::v1::Failure NewFailure(const baton::v1::Job& job, const Runtime& rt,
                                 baton::v1::FailureClass failure_class,
-                                const std::string& cause, std::optional<int32_t> rank,
+                                const std::string& reason, const std::string& cause,
+                                std::optional<int32_t> rank,
                                 const std::string& worker_id, absl::Time occurred) const;
   // Resizes the active jobs that have ranks on a draining worker.
   void MoveJobsOff(const std::string& worker_id, const std::string& why);
@@ -187,6 +195,14 @@ class Coordinator {
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout).
   void MaybeRestart(const std::string& job_id);
+  // True if every process of the job's current generation is stopped: its exit arrived, or
+  // its worker is lost and the lease has certainly expired (WorkerRegistry). Raises
+  // `lease_expired` to the latest such expiry.
+  bool GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const;
+  // For a generation not stopped `waited` after its stop: revokes the lease of each
+  // connected worker (with leases) whose processes have not exited. True if nothing is
+  // left to wait for (only workers without leases hold unstopped processes).
+  bool RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited);
   // Rejects (logs) a message about `generation` of `job_id` unless it is current; true if
   // rejected or the job is unknown.
   bool Fenced(const std::string& worker_id, const std::string& job_id, int64_t generation,

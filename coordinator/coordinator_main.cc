@@ -29,8 +29,18 @@ ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the bound metrics port is written here (atomically) once serving.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "How often workers must send heartbeats.");
-ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(5),
-          "A worker with no heartbeat for this long is lost and its jobs fail.");
+ABSL_FLAG(absl::Duration, worker_lease, absl::Seconds(10),
+          "Worker lease. A worker kills its training processes when the coordinator has not "
+          "acknowledged a heartbeat for this long (a partition, a dead coordinator); the "
+          "coordinator counts a worker not heard from for this long plus "
+          "--worker_lease_margin as lost, its processes as stopped, and only then starts "
+          "its jobs' next generation elsewhere. Longer rides out longer coordinator outages "
+          "and network blips without stopping training; shorter recovers faster from a "
+          "partitioned or dead host. Keep it well above --heartbeat_interval and a "
+          "coordinator restart.");
+ABSL_FLAG(absl::Duration, worker_lease_margin, absl::Seconds(1),
+          "Added to --worker_lease before the coordinator counts a silent worker's lease as "
+          "certainly expired: the worker noticing the expiry and its processes dying.");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(60),
           "A job whose processes have not all started this long after scheduling fails.");
 ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
@@ -63,7 +73,17 @@ int main(int argc, char** argv) {
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  options.coordinator.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  options.lease.lease = absl::GetFlag(FLAGS_worker_lease);
+  options.lease.margin = absl::GetFlag(FLAGS_worker_lease_margin);
+  if (options.lease.lease <= 2 * options.coordinator.heartbeat_interval ||
+      options.lease.margin < absl::ZeroDuration()) {
+    std::fprintf(stderr,
+                 "baton-coordinator: --worker_lease (%s) must exceed twice "
+                 "--heartbeat_interval (%s), and --worker_lease_margin must be >= 0\n",
+                 absl::FormatDuration(options.lease.lease).c_str(),
+                 absl::FormatDuration(options.coordinator.heartbeat_interval).c_str());
+    return 2;
+  }
   options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);

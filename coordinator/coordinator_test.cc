@@ -151,6 +151,13 @@ class CoordinatorTest : public ::testing::Test {
     Send(worker, m);
   }
 
+  // A heartbeat numbered `seq` from `worker`.
+  void Heartbeat(const std::string& worker, uint64_t seq) {
+    baton::v1::WorkerMessage hb;
+    hb.mutable_heartbeat()->set_seq(seq);
+    Send(worker, hb);
+  }
+
   // Reports a metric point of `rank` at `step`.
   void Metric(const std::string& worker, const std::string& job, int64_t gen, int rank,
               int64_t step) {
@@ -396,32 +403,39 @@ TEST_F(CoordinatorTest, SignalledRankIsAUserFailure) {
   EXPECT_EQ(done.restarts().failures(0).next_generation(), 0);
 }
 
-TEST_F(CoordinatorTest, HeartbeatTimeoutIsAnInfraFailureAndTooFewWorkersFailTheJob) {
-  const std::string id = RunningJob();  // min 2 workers
+TEST_F(CoordinatorTest, SilentWorkerIsLostOnceItsLeaseCertainlyExpiredAndTooFewWorkersFailTheJob) {
+  const std::string id = RunningJob();  // min 2 workers; lease 10 s + margin 1 s
   clock_.Advance(absl::Seconds(3));
-  baton::v1::WorkerMessage hb;
-  hb.mutable_heartbeat();
-  Send("w1", hb);  // w1 stays alive, w2 goes silent
-  clock_.Advance(absl::Seconds(3));
+  Heartbeat("w1", 1);  // w1 stays alive, w2 goes silent
+  clock_.Advance(absl::Seconds(8));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);  // silent for the lease: not yet certain
+  clock_.Advance(absl::Milliseconds(1));
+  Heartbeat("w1", 2);
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kRestarting);
-  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("worker w2 lost"));
+  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("worker w2 lost: its lease expired"));
   EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
-  EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).failure_class(),
-            baton::v1::FAILURE_CLASS_INFRA);
-  // Detected the timeout after w2's last sign of life: it went silent 6 s ago.
   const baton::v1::Failure& lost = jobs_->Peek(id)->restarts().failures(0);
-  EXPECT_GE(FromProto(lost.fail_time()) - FromProto(lost.occurred_time()), absl::Seconds(6));
+  EXPECT_EQ(lost.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(lost.reason(), "LeaseExpired");
+  // Detected after w2's last sign of life plus the lease and its margin.
+  EXPECT_EQ(FromProto(lost.fail_time()) - FromProto(lost.occurred_time()),
+            absl::Seconds(11) + absl::Milliseconds(1));
   EXPECT_TRUE(channels_["w2"]->closed);
   EXPECT_FALSE(channels_["w1"]->closed);
   StopRest(id, 1);
+  // w2's processes are certainly dead (its lease expired): nothing to wait for there.
+  EXPECT_TRUE(jobs_->Peek(id)->restarts().failures(0).has_lease_expired_time());
   // Only w1 is left: the restart waits up to the rendezvous timeout for a second worker.
-  clock_.Advance(absl::Seconds(60));
-  Send("w1", hb);
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    Heartbeat("w1", 3 + i);
+  }
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kRestarting);
   clock_.Advance(absl::Seconds(1));
-  Send("w1", hb);
+  Heartbeat("w1", 10);
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kFailed);
   EXPECT_THAT(jobs_->Get(id)->message(),
@@ -438,12 +452,28 @@ TEST_F(CoordinatorTest, WorkerLostWithThreeWorkersContinuesOnTwo) {
   CompleteRendezvous(id, 1, 29500);
   EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 3);
 
+  clock_.Advance(absl::Seconds(2));
   coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
   EXPECT_EQ(StateOf(id), JobState::kRestarting);
-  StopRest(id, 1);  // w1 and w3 stop their ranks; w2's count as stopped (it is gone)
+  StopRest(id, 1);  // w1 and w3 stop their ranks
+  // w2's processes may still run (its stream closed, it may be cut off) until the lease it
+  // was last granted, at registration 2 s ago, has certainly expired: 10 s + 1 s margin.
   clock_.Advance(kFirstBackoff);
   coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(9) - kFirstBackoff - absl::Milliseconds(1));
+  for (const char* w : {"w1", "w3"}) Heartbeat(w, 1);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
   ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  {
+    const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+    EXPECT_EQ(f.reason(), "WorkerLost");
+    EXPECT_EQ(FromProto(f.lease_expired_time()), FromProto(f.fail_time()) + absl::Seconds(9));
+    EXPECT_EQ(FromProto(f.stopped_time()), FromProto(f.lease_expired_time()));
+  }
   CompleteRendezvous(id, 2, 29501);
   const baton::v1::Job job = *jobs_->Get(id);
   ASSERT_EQ(job.ranks_size(), 2);
@@ -454,6 +484,153 @@ TEST_F(CoordinatorTest, WorkerLostWithThreeWorkersContinuesOnTwo) {
   EXPECT_EQ(start.world_size(), 2);
   EXPECT_EQ(job.restarts().infra(), 1);
   EXPECT_EQ(job.restarts().failures(0).worker_id(), "w2");
+}
+
+TEST_F(CoordinatorTest, RegisteredGrantsTheLeaseAndHeartbeatsAreAcknowledged) {
+  Connect(Reg("w1"));
+  const auto registered = Last("w1", baton::v1::CoordinatorMessage::kRegistered).registered();
+  EXPECT_EQ(FromProto(registered.lease()), absl::Seconds(10));
+  Heartbeat("w1", 41);
+  Heartbeat("w1", 42);
+  auto acks = channels_["w1"]->Of(baton::v1::CoordinatorMessage::kHeartbeatAck);
+  ASSERT_THAT(acks, SizeIs(2));
+  EXPECT_EQ(acks[1].heartbeat_ack().seq(), 42);
+  const std::vector<baton::v1::Worker> listed = coordinator_->ListWorkers();
+  ASSERT_THAT(listed, SizeIs(1));
+  EXPECT_EQ(FromProto(listed[0].lease()), absl::Seconds(10));
+  EXPECT_EQ(FromProto(listed[0].lease_renew_time()), clock_.Now());
+}
+
+TEST_F(CoordinatorTest, WorkersWithoutLeasesGetNoneAndTheirProcessesCountAsStoppedWhenLost) {
+  baton::v1::Register old = Reg("w1");
+  old.set_protocol_version(2);
+  Connect(old);
+  Connect(Reg("w2"));
+  EXPECT_FALSE(Last("w1", baton::v1::CoordinatorMessage::kRegistered).registered().has_lease());
+  Heartbeat("w1", 1);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kHeartbeatAck), SizeIs(0));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  ASSERT_EQ(jobs_->Peek(job->id())->ranks(0).worker_id(), "w1");
+  coordinator_->OnWorkerDisconnected("w1", sessions_["w1"]);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();  // as before leases: no lease to wait for
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);
+}
+
+// The split-brain rule with one worker per generation: w1 is cut off with the job's only
+// rank; the job moves to w2 only once w1's lease has certainly run out (w1 kills its
+// processes when it does), never while w1's rank may still run.
+TEST_F(CoordinatorTest, SingleWorkerJobMovesOnlyAfterTheCutOffWorkersLeaseExpired) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(job);
+  const std::string id = job->id();
+  CompleteRendezvous(id, 1, 29500);
+  Connect(Reg("w2"));
+  clock_.Advance(absl::Seconds(4));
+  Heartbeat("w1", 1);  // its last: then the partition
+  for (int i = 0; i < 11; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w2", i + 1);
+    coordinator_->ReconcileOnce();
+    ASSERT_EQ(StateOf(id), JobState::kRunning) << "after " << i + 1 << " s of silence";
+  }
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  Heartbeat("w2", 20);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w2");
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "LeaseExpired");
+  EXPECT_EQ(FromProto(f.lease_expired_time()), FromProto(f.occurred_time()) + absl::Seconds(11));
+  EXPECT_LE(FromProto(f.lease_expired_time()), FromProto(f.rendezvous_time()));
+  // w1 comes back (the partition healed) still listing its old rank as killed: it is
+  // fenced as generation 1, and w1 is READY again.
+  baton::v1::Register back = Reg("w1");
+  auto* a = back.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  auto* r = a->add_ranks();
+  r->set_rank(0);
+  r->mutable_exit()->set_signal(9);
+  Connect(back);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_TRUE(workers_->IsReady("w1"));
+}
+
+TEST_F(CoordinatorTest, ConnectedWorkerWhoseProcessesIgnoreTheStopHasItsLeaseRevoked) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 3);  // generation 1 fails; w1's rank 0 never exits
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  // Within stop_grace (10 s) + lease (10 s) it is only waited for, heartbeats and all.
+  for (int i = 1; i <= 19; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w1", i);
+    Heartbeat("w2", i);
+    coordinator_->ReconcileOnce();
+  }
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_FALSE(channels_["w1"]->closed);
+  clock_.Advance(absl::Seconds(1));
+  Heartbeat("w1", 20);
+  Heartbeat("w2", 20);
+  coordinator_->ReconcileOnce();
+  EXPECT_TRUE(channels_["w1"]->closed);
+  EXPECT_THAT(channels_["w1"]->close_status.message(), HasSubstr("lease revoked"));
+  EXPECT_FALSE(channels_["w2"]->closed);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  // w1 may not register again until its lease (renewed just now) has run out.
+  clock_.Advance(absl::Seconds(10));
+  auto ch = std::make_shared<FakeChannel>();
+  EXPECT_THAT(coordinator_->OnWorkerConnected(Reg("w1"), "10.0.0.1", ch),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("lease was revoked")));
+  Heartbeat("w2", 21);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(1));
+  Heartbeat("w2", 22);
+  coordinator_->ReconcileOnce();  // w1's lease certainly ran out: its processes are dead
+  bool revoked_event = false;
+  const baton::v1::Job with_events = *jobs_->Get(id);
+  for (const auto& e : with_events.events()) revoked_event |= e.reason() == "LeaseRevoked";
+  EXPECT_TRUE(revoked_event);
+  Connect(Reg("w1"));  // admitted again
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+}
+
+TEST_F(CoordinatorTest, StartAssignmentNamesThePeersAndAnUnreachablePeerFailsTheGeneration) {
+  for (const std::string w : {"w1", "w2"}) {
+    baton::v1::Register reg = Reg(w);
+    reg.set_probe_port(w == "w1" ? 7001 : 7002);
+    Connect(reg);
+  }
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  ReservedPort("w1", job->id(), 1, 29500);
+  auto start = Last("w2", baton::v1::CoordinatorMessage::kStartAssignment).start_assignment();
+  ASSERT_THAT(start.peers(), SizeIs(1));
+  EXPECT_EQ(start.peers(0).worker_id(), "w1");
+  EXPECT_EQ(start.peers(0).host(), "10.0.0.1");
+  EXPECT_EQ(start.peers(0).probe_port(), 7001);
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("PeerUnreachable");
+  failed.mutable_assignment_failed()->set_message("cannot reach worker w1 at 10.0.0.1:7001");
+  Send("w2", failed);
+  EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
+  const baton::v1::Failure& f = jobs_->Peek(job->id())->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "PeerUnreachable");
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_THAT(f.cause(), HasSubstr("worker w2 could not start its processes: cannot reach "
+                                   "worker w1 at 10.0.0.1:7001"));
 }
 
 TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFreesThem) {
@@ -977,8 +1154,9 @@ TEST_F(RestartTest, RestartStatsSurviveRestartAndTheRestartCompletes) {
   EXPECT_EQ(after.restarts().SerializeAsString(), before.restarts().SerializeAsString());
   EXPECT_EQ(after.restarts().user(), 1);
   EXPECT_EQ(after.restarts().failures(0).step(), 7);
-  clock_.Advance(absl::Seconds(20));  // past the stop wait: w1's exit never comes
-  // The workers come back (w1 still lists rank 0 of generation 1: it is stopped).
+  clock_.Advance(absl::Seconds(20));  // past the stop wait: w1's exit never came
+  // The workers come back; w1 still runs rank 0 of generation 1, so it is told to stop it,
+  // and generation 2 waits for that exit.
   baton::v1::Register reg = Reg("w1");
   auto* a = reg.add_assignments();
   a->set_job_id(id);
@@ -989,12 +1167,16 @@ TEST_F(RestartTest, RestartStatsSurviveRestartAndTheRestartCompletes) {
   EXPECT_EQ(stop.generation(), 1);
   Connect(Reg("w2"));
   coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_FALSE(channels_["w1"]->closed);  // just reconnected: it gets its stop grace
+  Exited("w1", id, 1, 0, 0, /*signal=*/15);
+  coordinator_->ReconcileOnce();
   ASSERT_EQ(StateOf(id), JobState::kRendezvous);
   CompleteRendezvous(id, 2, 29700);
   EXPECT_EQ(jobs_->Get(id)->restarts().failures(0).next_generation(), 2);
 }
 
-TEST_F(RestartTest, RunningJobFailsWhenWorkersDoNotComeBack) {
+TEST_F(RestartTest, RunningJobRestartsWhenWorkersDoNotComeBack) {
   const std::string id = RunningJob();
   Open(path_);
   clock_.Advance(absl::Seconds(29));
@@ -1002,8 +1184,18 @@ TEST_F(RestartTest, RunningJobFailsWhenWorkersDoNotComeBack) {
   EXPECT_EQ(StateOf(id), JobState::kRunning);
   clock_.Advance(absl::Seconds(2));
   coordinator_->ReconcileOnce();
-  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  // Whatever lease the old coordinator granted ran out long ago: the processes are dead.
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
   EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("did not report back"));
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "ReattachTimeout");
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  clock_.Advance(kFirstBackoff);
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29600);
 }
 
 TEST_F(RestartTest, HistorySurvivesRestart) {

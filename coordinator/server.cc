@@ -42,7 +42,7 @@ absl::Status CoordinatorServer::Start() {
   ASSIGN_OR_RETURN(store_, Store::Open(options_.state_dir + "/coordinator.db"));
   jobs_ = std::make_unique<JobManager>(store_.get(), clock_);
   RETURN_IF_ERROR(jobs_->Load());
-  workers_ = std::make_unique<WorkerRegistry>(clock_);
+  workers_ = std::make_unique<WorkerRegistry>(clock_, options_.lease);
   coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), clock_,
                                                options_.coordinator);
   RETURN_IF_ERROR(coordinator_->Recover());

@@ -31,6 +31,7 @@ struct ServerOptions {
   std::string metrics_listen;
   CoordinatorMetricsOptions metrics;
   CoordinatorOptions coordinator;
+  LeaseOptions lease;
 };
 
 // The baton-coordinator daemon: store + domain objects + event loop + gRPC server

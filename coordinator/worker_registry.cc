@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/proto_time.h"
+#include "common/protocol_version.h"
 
 namespace baton::coordinator {
 namespace {
@@ -15,7 +16,25 @@ bool Connected(const baton::v1::Worker& w) {
 
 }  // namespace
 
-WorkerRegistry::WorkerRegistry(const Clock* clock) : clock_(clock) {}
+WorkerRegistry::WorkerRegistry(const Clock* clock, LeaseOptions lease)
+    : clock_(clock), lease_(lease), start_(clock->Now()) {}
+
+void WorkerRegistry::Lose(Entry& e, const absl::Status& status) {
+  e.info.set_state(baton::v1::WORKER_STATE_LOST);
+  if (e.channel != nullptr) {
+    e.channel->Close(status);
+    e.channel.reset();
+  }
+}
+
+absl::Status WorkerRegistry::Admit(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || clock_->Now() >= it->second.revoked_until) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "worker ", worker_id, " may not register before ",
+      absl::FormatTime(it->second.revoked_until), ": its lease was revoked (",
+      it->second.revoked_why, ") and must run out first, which stops its processes"));
+}
 
 uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::string& host,
                                  std::shared_ptr<WorkerChannel> channel) {
@@ -30,9 +49,13 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
   e.info.set_state(reg.draining() ? baton::v1::WORKER_STATE_DRAINING
                                   : baton::v1::WORKER_STATE_READY);
   e.protocol_version = reg.protocol_version();
+  e.leased = reg.protocol_version() >= kLeaseProtocolVersion;
+  e.probe_port = reg.probe_port();
   e.channel = std::move(channel);
   e.session = next_session_++;
   e.last_heartbeat = clock_->Now();
+  e.connected = e.last_heartbeat;
+  e.lease_renewed = e.last_heartbeat;
   *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
   return e.session;
 }
@@ -44,6 +67,7 @@ bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) 
   }
   it->second.info.set_state(baton::v1::WORKER_STATE_LOST);
   it->second.channel.reset();
+  it->second.info.set_stream_losses(it->second.info.stream_losses() + 1);
   return true;
 }
 
@@ -52,28 +76,51 @@ bool WorkerRegistry::IsCurrent(const std::string& worker_id, uint64_t session) c
   return it != workers_.end() && it->second.session == session && Connected(it->second.info);
 }
 
-void WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
-  if (!IsCurrent(worker_id, session)) return;
+bool WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
+  if (!IsCurrent(worker_id, session)) return false;
   Entry& e = workers_[worker_id];
   e.last_heartbeat = clock_->Now();
+  e.lease_renewed = e.last_heartbeat;
   *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
+  return e.leased;
 }
 
-std::vector<std::string> WorkerRegistry::ExpireHeartbeats(absl::Duration timeout) {
+std::vector<std::string> WorkerRegistry::ExpireLeases() {
   std::vector<std::string> lost;
   const absl::Time now = clock_->Now();
   for (auto& [id, e] : workers_) {
     if (!Connected(e.info)) continue;
-    if (now - e.last_heartbeat <= timeout) continue;
-    e.info.set_state(baton::v1::WORKER_STATE_LOST);
-    if (e.channel != nullptr) {
-      e.channel->Close(absl::UnavailableError(
-          absl::StrCat("no heartbeat for ", absl::FormatDuration(now - e.last_heartbeat))));
-      e.channel.reset();
-    }
+    const absl::Duration silent = now - e.last_heartbeat;
+    if (silent <= lease_.lease + lease_.margin) continue;
+    e.info.set_lease_expirations(e.info.lease_expirations() + 1);
+    Lose(e, absl::UnavailableError(absl::StrCat("no heartbeat for ", absl::FormatDuration(silent),
+                                                ": the worker lease expired")));
     lost.push_back(id);
   }
   return lost;
+}
+
+void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.leased || !Connected(it->second.info)) return;
+  Entry& e = it->second;
+  e.revoked_until = e.lease_renewed + lease_.lease + lease_.margin;
+  e.revoked_why = why;
+  e.info.set_lease_revocations(e.info.lease_revocations() + 1);
+  Lose(e, absl::UnavailableError(absl::StrCat("lease revoked: ", why)));
+}
+
+absl::Time WorkerRegistry::LeaseExpiry(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return start_ + lease_.lease + lease_.margin;
+  const Entry& e = it->second;
+  if (Connected(e.info)) return absl::InfiniteFuture();
+  if (!e.leased) return absl::InfinitePast();
+  return e.lease_renewed + lease_.lease + lease_.margin;
+}
+
+bool WorkerRegistry::ProcessesStopped(const std::string& worker_id) const {
+  return clock_->Now() >= LeaseExpiry(worker_id);
 }
 
 bool WorkerRegistry::Send(const std::string& worker_id,
@@ -107,6 +154,16 @@ uint32_t WorkerRegistry::ProtocolVersion(const std::string& worker_id) const {
   return it == workers_.end() ? 0 : it->second.protocol_version;
 }
 
+bool WorkerRegistry::HasLease(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.leased;
+}
+
+absl::Time WorkerRegistry::ConnectedSince(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? absl::InfinitePast() : it->second.connected;
+}
+
 absl::Time WorkerRegistry::LastHeartbeat(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? absl::InfinitePast() : it->second.last_heartbeat;
@@ -115,6 +172,11 @@ absl::Time WorkerRegistry::LastHeartbeat(const std::string& worker_id) const {
 std::string WorkerRegistry::Host(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? std::string() : it->second.info.host();
+}
+
+int WorkerRegistry::ProbePort(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? 0 : it->second.probe_port;
 }
 
 int WorkerRegistry::Slots(const std::string& worker_id) const {
@@ -131,7 +193,13 @@ std::vector<std::string> WorkerRegistry::ReadyWorkers() const {
 
 std::vector<baton::v1::Worker> WorkerRegistry::List() const {
   std::vector<baton::v1::Worker> out;
-  for (const auto& [id, e] : workers_) out.push_back(e.info);
+  for (const auto& [id, e] : workers_) {
+    out.push_back(e.info);
+    if (e.leased) {
+      *out.back().mutable_lease_renew_time() = ToProto(e.lease_renewed);
+      *out.back().mutable_lease() = ToProto(lease_.lease);
+    }
+  }
   return out;
 }
 

@@ -24,34 +24,67 @@ class WorkerChannel {
   virtual void Close(const absl::Status& status) = 0;
 };
 
-// Every worker the coordinator has heard from since it started, with its liveness.
+struct LeaseOptions {
+  // How long a worker's processes may run without a word from the coordinator, and how
+  // long the coordinator trusts a silent worker (see worker_service.proto, "Leases").
+  absl::Duration lease = absl::Seconds(10);
+  // Added on the coordinator's side before it counts a lease as certainly expired: covers
+  // the worker noticing the expiry and its processes dying after SIGKILL.
+  absl::Duration margin = absl::Seconds(1);
+};
+
+// Every worker the coordinator has heard from since it started, with its liveness and
+// lease.
 //
-// A worker is connected while its current stream is open and heartbeats arrive within the
-// timeout, LOST otherwise. A connected worker is READY (schedulable) or DRAINING (it is
-// leaving: it keeps its stream and reports, but gets no new work). Each connection is a
-// session; messages and disconnects of an older session of the same worker are ignored (a
-// reconnect supersedes the old stream).
+// A worker is connected while its current stream is open and its lease holds, LOST
+// otherwise. A connected worker is READY (schedulable) or DRAINING (it is leaving: it keeps
+// its stream and reports, but gets no new work). Each connection is a session; messages and
+// disconnects of an older session of the same worker are ignored (a reconnect supersedes
+// the old stream).
+//
+// Leases (protocol >= 3): registering and every heartbeat of the current session renew the
+// worker's lease (the coordinator acknowledges them); a worker kills its processes when
+// its lease runs out. So once a worker is no longer connected, its processes are certainly
+// stopped at LeaseExpiry(): the last renewal + lease + margin, or, for a worker this process
+// never heard from (after a coordinator restart), its start + lease + margin (the previous
+// process may have renewed a lease just before it died). Workers of older protocols have
+// no lease: their processes count as stopped once they are lost, as before leases.
 //
 // Threading: not thread-safe; called from the coordinator's event loop only.
 class WorkerRegistry {
  public:
   // `clock` must outlive this object.
-  explicit WorkerRegistry(const Clock* clock);
+  explicit WorkerRegistry(const Clock* clock, LeaseOptions lease = LeaseOptions());
 
-  // Records a (re)connected worker (DRAINING if reg.draining, else READY) and returns its
-  // new session id. An older session of the same worker is closed. `host` is what other
-  // workers dial (MASTER_ADDR).
+  // OK if the worker may register now; UNAVAILABLE while its lease is revoked (Revoke),
+  // naming until when and why.
+  absl::Status Admit(const std::string& worker_id) const;
+  // Records a (re)connected worker (DRAINING if reg.draining, else READY), renews its lease
+  // and returns its new session id. An older session of the same worker is closed. `host`
+  // is what other workers dial (MASTER_ADDR).
   uint64_t Connect(const baton::v1::Register& reg, const std::string& host,
                    std::shared_ptr<WorkerChannel> channel);
   // Marks the worker LOST if `session` is still its current one; returns whether it was.
   bool Disconnect(const std::string& worker_id, uint64_t session);
   // True if `session` is the worker's current, connected session.
   bool IsCurrent(const std::string& worker_id, uint64_t session) const;
-  // Records a heartbeat of the current session.
-  void Heartbeat(const std::string& worker_id, uint64_t session);
-  // Marks connected workers whose last heartbeat is older than `timeout` LOST, closes their
-  // streams, and returns their ids.
-  std::vector<std::string> ExpireHeartbeats(absl::Duration timeout);
+  // Records a heartbeat of the current session and renews the lease. True if the caller
+  // must acknowledge it (HeartbeatAck): a current session of a worker with leases.
+  bool Heartbeat(const std::string& worker_id, uint64_t session);
+  // Marks connected workers not heard from for lease + margin LOST (their lease has
+  // certainly expired), closes their streams, and returns their ids.
+  std::vector<std::string> ExpireLeases();
+  // Fences a worker whose processes did not stop when asked: marks it LOST, closes its
+  // stream and refuses its registration (Admit) until its lease has certainly expired,
+  // which kills them. No-op for a worker without leases or not connected.
+  void Revoke(const std::string& worker_id, const std::string& why);
+  // When the worker's processes are certainly stopped if it is not connected (see the
+  // class comment); InfiniteFuture while it is connected, InfinitePast for a lost worker
+  // without leases.
+  absl::Time LeaseExpiry(const std::string& worker_id) const;
+  // Not connected and LeaseExpiry() has passed.
+  bool ProcessesStopped(const std::string& worker_id) const;
+  const LeaseOptions& lease() const { return lease_; }
 
   // Sends to a connected worker; false if it is unknown, LOST, or its stream is gone.
   bool Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg);
@@ -66,8 +99,14 @@ class WorkerRegistry {
   uint32_t ProtocolVersion(const std::string& worker_id) const;
   // When the worker last heartbeated (or registered); InfinitePast if unknown.
   absl::Time LastHeartbeat(const std::string& worker_id) const;
+  // Whether the worker's latest session has leases (protocol >= 3).
+  bool HasLease(const std::string& worker_id) const;
+  // When the worker's current session began; InfinitePast if unknown.
+  absl::Time ConnectedSince(const std::string& worker_id) const;
   // The worker's dialable host; empty if unknown.
   std::string Host(const std::string& worker_id) const;
+  // Register.probe_port of the worker's latest session; 0 if none or unknown.
+  int ProbePort(const std::string& worker_id) const;
   // Slots of a READY worker (0 if not READY).
   int Slots(const std::string& worker_id) const;
   // Ids of READY workers, sorted.
@@ -81,10 +120,21 @@ class WorkerRegistry {
     std::shared_ptr<WorkerChannel> channel;
     uint64_t session = 0;
     absl::Time last_heartbeat;
+    absl::Time connected = absl::InfinitePast();
     uint32_t protocol_version = 0;
+    bool leased = false;
+    int probe_port = 0;
+    absl::Time lease_renewed = absl::InfinitePast();
+    absl::Time revoked_until = absl::InfinitePast();
+    std::string revoked_why;
   };
 
+  // Marks a connected entry LOST and closes its stream with `status`.
+  static void Lose(Entry& e, const absl::Status& status);
+
   const Clock* const clock_;
+  const LeaseOptions lease_;
+  const absl::Time start_;
   std::map<std::string, Entry> workers_;
   uint64_t next_session_ = 1;
 };

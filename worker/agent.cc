@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "worker/peer_probe.h"
 #include "worker/reserve_port.h"
 
 namespace baton::worker {
@@ -107,6 +108,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   reg->set_advertise_host(options_.advertise_host);
   *reg->mutable_resources() = options_.resources;
   reg->set_protocol_version(kProtocolVersion);
+  reg->set_probe_port(options_.probe_port);
   for (const auto& a : snapshot) *reg->add_assignments() = a;
   {
     absl::MutexLock lock(&mu_);
@@ -114,6 +116,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   }
 
   baton::v1::CoordinatorMessage message;
+  const absl::Time register_sent = clock_->Now();
   bool ok = stream->Write(hello) && stream->Read(&message);
   if (ok && !message.has_registered()) {
     BATON_LOG(ERROR) << "coordinator answered Register with something else than Registered";
@@ -124,6 +127,8 @@ absl::Status Agent::RunSession(Backoff& backoff) {
     // The coordinator has read the Register: everything it listed is delivered.
     supervisor_->MarkReported(snapshot);
     const baton::v1::Registered& registered = message.registered();
+    lease_.OnRegistered(register_sent, registered.has_lease() ? FromProto(registered.lease())
+                                                              : absl::ZeroDuration());
     {
       absl::MutexLock lock(&mu_);
       register_deadline_ = absl::InfiniteFuture();
@@ -181,6 +186,54 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   return FromGrpcStatus(stream->Finish());
 }
 
+void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
+  BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
+                  << ": " << req.ranks_size() << " ranks of " << req.world_size();
+  std::string reason;
+  absl::Status s;
+  if (!lease_.Valid(clock_->Now())) {
+    reason = "LeaseExpired";
+    s = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
+                                            absl::FormatTime(lease_.expiry()),
+                                            "; it starts nothing until it registers again"));
+  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()},
+                            options_.peer_probe_timeout);
+             !s.ok()) {
+    reason = "PeerUnreachable";
+  } else {
+    s = supervisor_->StartAssignment(req);
+    if (!s.ok()) BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << ": " << s;
+    if (s.ok() && metrics_ != nullptr) metrics_->OnAssignmentStarted(req);
+    return;
+  }
+  BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
+                   << " refused: " << s;
+  baton::v1::WorkerMessage reply;
+  baton::v1::AssignmentFailed* failed = reply.mutable_assignment_failed();
+  failed->set_job_id(req.job_id());
+  failed->set_generation(req.generation());
+  failed->set_reason(reason);
+  failed->set_message(std::string(s.message()));
+  outbox_->PushReply(std::move(reply));
+}
+
+void Agent::EnforceLease() {
+  if (lease_.Valid(clock_->Now())) return;
+  const int killed = supervisor_->KillAll("LeaseExpired");
+  if (killed == 0) return;
+  BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_.expiry())
+                     << " (no heartbeat acknowledged by " << options_.coordinator << " for "
+                     << lease_.duration() << "): killed " << killed
+                     << " training process(es) so the coordinator can restart them elsewhere";
+  absl::MutexLock lock(&mu_);
+  ++lease_expirations_;
+}
+
+int64_t Agent::lease_expirations() const {
+  absl::MutexLock lock(&mu_);
+  return lease_expirations_;
+}
+
 void Agent::Drain(const std::string& reason) {
   {
     absl::MutexLock lock(&mu_);
@@ -211,15 +264,12 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
       outbox_->PushReply(std::move(reply));
       return;
     }
-    case baton::v1::CoordinatorMessage::kStartAssignment: {
-      const baton::v1::StartAssignment& req = message.start_assignment();
-      BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
-                      << ": " << req.ranks_size() << " ranks of " << req.world_size();
-      const absl::Status s = supervisor_->StartAssignment(req);
-      if (!s.ok()) BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << ": " << s;
-      if (s.ok() && metrics_ != nullptr) metrics_->OnAssignmentStarted(req);
+    case baton::v1::CoordinatorMessage::kStartAssignment:
+      StartAssignment(message.start_assignment());
       return;
-    }
+    case baton::v1::CoordinatorMessage::kHeartbeatAck:
+      lease_.OnAck(message.heartbeat_ack().seq());
+      return;
     case baton::v1::CoordinatorMessage::kStopAssignment: {
       const baton::v1::StopAssignment& req = message.stop_assignment();
       BATON_LOG(INFO) << "StopAssignment job " << req.job_id() << " gen " << req.generation()
@@ -286,6 +336,7 @@ void Agent::WriterLoop() {
       if (!ok && context_ != nullptr) context_->TryCancel();
     }
     if (stopping) break;
+    EnforceLease();
     absl::Duration wait = kMaxWriterWait;
     if (stream != nullptr) {
       const absl::Time now = clock_->Now();
@@ -305,6 +356,7 @@ bool Agent::SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_f
   if (now >= *next_heartbeat) {
     baton::v1::WorkerMessage heartbeat;
     *heartbeat.mutable_heartbeat()->mutable_time() = ToProto(now);
+    heartbeat.mutable_heartbeat()->set_seq(lease_.OnHeartbeatSent(now));
     if (!stream->Write(heartbeat)) return false;
     absl::MutexLock lock(&mu_);
     *next_heartbeat = now + heartbeat_interval_;

@@ -12,6 +12,7 @@
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 #include "worker/backoff.h"
+#include "worker/lease.h"
 #include "worker/metrics.h"
 #include "worker/outbox.h"
 #include "worker/supervisor.h"
@@ -30,6 +31,11 @@ struct AgentOptions {
   std::string hostname;
   std::string advertise_host;
   baton::v1::Resources resources;
+  // Port of this worker's ProbeListener (Register.probe_port); 0: none.
+  int probe_port = 0;
+  // How long the worker waits for its peers' probe ports before it refuses a
+  // StartAssignment (AssignmentFailed "PeerUnreachable").
+  absl::Duration peer_probe_timeout = absl::Seconds(5);
   // Heartbeat period until Registered.heartbeat_interval (when set) overrides it.
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // Delay between connection attempts.
@@ -53,6 +59,13 @@ struct AgentOptions {
 // coordinator's commands on the Supervisor, and sends replies, the Supervisor's reports
 // (AssignmentStarted, ProcessExited) and the Outbox's batches. A report counts as delivered
 // when its Write succeeded; a Register's content when Registered arrived.
+//
+// Lease (worker_service.proto, "Leases"): Registered and each HeartbeatAck renew it; when it
+// runs out (no acknowledgement for the lease: a partition, a dead coordinator) every
+// process is killed at once, and StartAssignment is refused (AssignmentFailed
+// "LeaseExpired") until a registration grants a new one. Before starting processes the
+// worker connects to its peers' probe ports (StartAssignment.peers) and refuses
+// (AssignmentFailed "PeerUnreachable") if one cannot be reached.
 //
 // Threading: two threads. The session thread connects, writes Register, then reads the stream
 // and runs each command (ReservePort, StartAssignment, StopAssignment, RequestCheckpoint)
@@ -81,6 +94,11 @@ class Agent {
   // the other workers) and stops its processes. Idempotent; thread-safe.
   void Drain(const std::string& reason);
 
+  // The lease as this worker holds it (for metrics).
+  const Lease& lease() const { return lease_; }
+  // Times the lease ran out with processes running, which were then killed.
+  int64_t lease_expirations() const;
+
  private:
   using Stream = grpc::ClientReaderWriter<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
 
@@ -93,14 +111,20 @@ class Agent {
   void WriterLoop();
   // Writes everything that is due; false if the stream broke.
   bool SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_flush);
+  // Kills every process if the lease ran out. Called by the writer thread each round.
+  void EnforceLease();
+  // StartAssignment, unless the lease ran out or a peer is unreachable: then
+  // AssignmentFailed. Called on the session thread.
+  void StartAssignment(const baton::v1::StartAssignment& req);
 
   const AgentOptions options_;
   Supervisor* const supervisor_;
   Outbox* const outbox_;
   Clock* const clock_;
   WorkerMetrics* const metrics_;  // May be null.
+  Lease lease_;
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Drain(): Register says draining.
@@ -115,6 +139,7 @@ class Agent {
   // While waiting for Registered: when to give up on this connection.
   absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread session_thread_;
   std::thread writer_thread_;

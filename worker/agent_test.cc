@@ -5,11 +5,13 @@
 #include <memory>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/fake_coordinator.h"
 #include "worker/outbox.h"
+#include "worker/peer_probe.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/process_test_util.h"
 #include "common/protocol_version.h"
@@ -285,6 +287,117 @@ TEST_F(AgentTest, ConnectsOnceTheCoordinatorComesUp) {
   std::optional<WorkerMessage> reg = coordinator_->Next(WorkerMessage::kRegister);
   ASSERT_TRUE(reg.has_value());
   EXPECT_EQ(reg->register_().worker_id(), "w-agent-test");
+}
+
+}  // namespace
+}  // namespace baton::worker
+
+namespace baton::worker {
+namespace {
+
+// A command assignment of `job_id` whose rank runs `script`, listing `peers`.
+CoordinatorMessage StartWithPeers(const std::string& job_id, const std::string& script,
+                                  const std::vector<baton::v1::Peer>& peers) {
+  CoordinatorMessage m = StartCommand(job_id, script);
+  for (const baton::v1::Peer& p : peers) *m.mutable_start_assignment()->add_peers() = p;
+  return m;
+}
+
+FakeCoordinator::Predicate ExitOf(const std::string& job_id) {
+  return [job_id](const WorkerMessage& m) {
+    return m.has_process_exited() && m.process_exited().job_id() == job_id;
+  };
+}
+
+FakeCoordinator::Predicate FailureOf(const std::string& job_id) {
+  return [job_id](const WorkerMessage& m) {
+    return m.has_assignment_failed() && m.assignment_failed().job_id() == job_id;
+  };
+}
+
+TEST_F(AgentTest, HeartbeatsAreNumberedForTheirAcknowledgement) {
+  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  StartWorker(coordinator_->address());
+  std::optional<WorkerMessage> a = coordinator_->Next(WorkerMessage::kHeartbeat);
+  std::optional<WorkerMessage> b = coordinator_->Next(WorkerMessage::kHeartbeat);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  EXPECT_GT(a->heartbeat().seq(), 0u);
+  EXPECT_GT(b->heartbeat().seq(), a->heartbeat().seq());
+}
+
+// The coordinator goes silent (its acknowledgements stop; the stream stays up): once the
+// lease runs out the worker kills its processes and reports them killed, and starts no new
+// ones until the coordinator acknowledges it again.
+TEST_F(AgentTest, ProcessesAreKilledWhenTheLeaseRunsOutAndNothingStartsWithoutOne) {
+  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  coordinator_->set_lease(absl::Seconds(1));
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-lease", "exec sleep 600")));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  coordinator_->set_ack_heartbeats(false);
+  std::optional<WorkerMessage> exited = coordinator_->Next(ExitOf("j-lease"));
+  ASSERT_TRUE(exited.has_value()) << "the rank outlived the lease";
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
+  EXPECT_EQ(agent_->lease_expirations(), 1);
+
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-refused", "exit 0")));
+  std::optional<WorkerMessage> refused = coordinator_->Next(FailureOf("j-refused"));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->assignment_failed().reason(), "LeaseExpired");
+  EXPECT_EQ(refused->assignment_failed().generation(), 1);
+
+  coordinator_->set_ack_heartbeats(true);  // renewed by the next acknowledged heartbeat
+  auto valid = [this] { return agent_->lease().Valid(absl::Now()); };
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!valid() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(valid());
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-ok", "exit 0")));
+  std::optional<WorkerMessage> done = coordinator_->Next(ExitOf("j-ok"));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->process_exited().exit().exit_code(), 0);
+}
+
+TEST_F(AgentTest, AcknowledgedHeartbeatsKeepProcessesRunningPastTheLease) {
+  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  coordinator_->set_lease(absl::Seconds(1));
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  // The rank lives three leases long, then exits 0 on its own.
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-long", "sleep 3; exit 0")));
+  std::optional<WorkerMessage> done = coordinator_->Next(ExitOf("j-long"));
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->process_exited().exit().signal(), 0);
+  EXPECT_EQ(done->process_exited().exit().exit_code(), 0);
+  EXPECT_EQ(agent_->lease_expirations(), 0);
+}
+
+TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  absl::StatusOr<std::unique_ptr<ProbeListener>> reachable = ProbeListener::Start(0);
+  ASSERT_TRUE(reachable.ok());
+  absl::StatusOr<int> closed = ReserveTcpPort();
+  ASSERT_TRUE(closed.ok());
+  baton::v1::Peer good, bad;
+  good.set_worker_id("w-good");
+  good.set_host("127.0.0.1");
+  good.set_probe_port((*reachable)->port());
+  bad.set_worker_id("w-bad");
+  bad.set_host("127.0.0.1");
+  bad.set_probe_port(*closed);
+  ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-cut", "exit 0", {good, bad})));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-cut"));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->assignment_failed().reason(), "PeerUnreachable");
+  EXPECT_THAT(failed->assignment_failed().message(),
+              ::testing::HasSubstr(absl::StrCat("worker w-bad at 127.0.0.1:", *closed)));
+  EXPECT_THAT(failed->assignment_failed().message(),
+              ::testing::Not(::testing::HasSubstr("w-good")));
+  EXPECT_EQ(supervisor_->assignment_count(), 0u);
+  // With every peer reachable it starts.
+  ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-ok", "exit 0", {good})));
+  ASSERT_TRUE(coordinator_->Next(ExitOf("j-ok")).has_value());
 }
 
 }  // namespace

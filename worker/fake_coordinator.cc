@@ -47,6 +47,16 @@ void FakeCoordinator::set_accept_registrations(bool accept) {
   accept_ = accept;
 }
 
+void FakeCoordinator::set_lease(absl::Duration lease) {
+  absl::MutexLock lock(&mu_);
+  lease_ = lease;
+}
+
+void FakeCoordinator::set_ack_heartbeats(bool ack) {
+  absl::MutexLock lock(&mu_);
+  ack_heartbeats_ = ack;
+}
+
 void FakeCoordinator::Record(baton::v1::WorkerMessage message) {
   absl::MutexLock lock(&mu_);
   messages_.push_back(std::move(message));
@@ -69,6 +79,7 @@ grpc::Status FakeCoordinator::HandleConnect(grpc::ServerContext* context, Server
     if (heartbeat_interval_ > absl::ZeroDuration()) {
       *reply.mutable_registered()->mutable_heartbeat_interval() = ToProto(heartbeat_interval_);
     }
+    if (lease_ > absl::ZeroDuration()) *reply.mutable_registered()->mutable_lease() = ToProto(lease_);
   }
   if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
   {
@@ -78,7 +89,17 @@ grpc::Status FakeCoordinator::HandleConnect(grpc::ServerContext* context, Server
     ++registrations_;
   }
   baton::v1::WorkerMessage message;
-  while (stream->Read(&message)) Record(message);
+  while (stream->Read(&message)) {
+    if (message.has_heartbeat()) {
+      absl::MutexLock lock(&mu_);  // Writes are serialised under mu_ (see Send).
+      if (ack_heartbeats_) {
+        baton::v1::CoordinatorMessage ack;
+        ack.mutable_heartbeat_ack()->set_seq(message.heartbeat().seq());
+        stream->Write(ack);
+      }
+    }
+    Record(message);
+  }
   absl::MutexLock lock(&mu_);
   if (current_ == stream) {
     current_ = nullptr;

@@ -34,6 +34,11 @@ class FakeCoordinator {
   void set_heartbeat_interval(absl::Duration interval);
   // When false, Register is recorded but answered by ending the stream with UNAVAILABLE.
   void set_accept_registrations(bool accept);
+  // Put into Registered.lease (unset if zero: no lease).
+  void set_lease(absl::Duration lease);
+  // Whether heartbeats are answered with HeartbeatAck (true at first): false is a
+  // coordinator that went silent while the stream stays up.
+  void set_ack_heartbeats(bool ack);
 
   // Removes and returns the oldest recorded message satisfying `pred`, waiting up to
   // `timeout` for one to arrive. Other messages stay recorded.
@@ -69,6 +74,8 @@ class FakeCoordinator {
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   bool accept_ ABSL_GUARDED_BY(mu_) = true;
+  absl::Duration lease_ ABSL_GUARDED_BY(mu_);
+  bool ack_heartbeats_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace baton::worker

@@ -321,6 +321,25 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
   return absl::OkStatus();
 }
 
+int Supervisor::KillAll(absl::string_view reason) {
+  int live = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, a] : assignments_) {
+      for (const RankEntry& r : a.ranks) {
+        const RankState state = r.lifecycle.state();
+        if (state == RankState::kRunning || state == RankState::kStopping ||
+            (a.launching && state == RankState::kStarting)) {
+          ++live;
+        }
+      }
+      StopRanksLocked(a, absl::ZeroDuration(), reason);
+    }
+  }
+  Wake();
+  return live;
+}
+
 absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t generation,
                                            int32_t rank) {
   absl::MutexLock lock(&mu_);

@@ -99,6 +99,11 @@ class Supervisor {
   absl::Status StopAssignment(const std::string& job_id, int64_t generation,
                               std::optional<absl::Duration> grace);
 
+  // Kills every process of every assignment at once (SIGKILL to each process group, no
+  // grace; also those still being spawned, as soon as they are), e.g. when the worker's
+  // lease expired. Returns how many ranks were running, stopping or being spawned.
+  int KillAll(absl::string_view reason);
+
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
   // process group (the built-in trainer's contract; only send it to such ranks). Errors:
   // NOT_FOUND if the rank is unknown; FAILED_PRECONDITION if it is not RUNNING (stopping,

@@ -29,6 +29,7 @@
 #include "worker/host_address.h"
 #include "worker/metrics.h"
 #include "worker/outbox.h"
+#include "worker/peer_probe.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/rank_env.h"
 #include "worker/standby_launcher.h"
@@ -69,6 +70,14 @@ ABSL_FLAG(std::string, interface, "",
           "GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME set to it (unless the worker's "
           "environment or the job's env sets them). Empty: the interface of the route to "
           "the coordinator.");
+ABSL_FLAG(int, probe_port, 0,
+          "TCP port of the reachability probe listener (all interfaces): before starting a "
+          "job's processes, every worker of the job connects to the others' probe ports at "
+          "their advertised addresses, so an unreachable address fails the job's generation "
+          "at once, naming it, instead of hanging its rendezvous. 0: a free port.");
+ABSL_FLAG(absl::Duration, peer_probe_timeout, absl::Seconds(5),
+          "How long a worker waits for its peers' probe ports before it refuses to start a "
+          "job's processes.");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
           "Heartbeat period; the coordinator's Registered message may override it.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
@@ -203,6 +212,14 @@ int Run() {
   agent_options.advertise_host = network->address;
   agent_options.resources = resources;
   agent_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  agent_options.peer_probe_timeout = absl::GetFlag(FLAGS_peer_probe_timeout);
+  absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
+      ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
+  if (!probe.ok()) {
+    BATON_LOG(ERROR) << "--probe_port: " << probe.status();
+    return 1;
+  }
+  agent_options.probe_port = (*probe)->port();
 
   Clock* clock = RealClock::Get();
   PosixProcessLauncher posix_launcher;

@@ -62,7 +62,7 @@ start_coordinator() {
   rm -f "$TMP/coordinator.metrics_port"
   "$COORDINATOR_BIN" --listen="127.0.0.1:$port" --port_file="$TMP/port" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
-    --state_dir="$TMP/state" --heartbeat_timeout=3s --stop_grace=2s \
+    --state_dir="$TMP/state" --worker_lease=3s --stop_grace=2s \
     --reattach_timeout=20s 2>>"$TMP/coordinator.log" &
   COORDINATOR_PID=$!
   wait_for 30 test -s "$TMP/port"
