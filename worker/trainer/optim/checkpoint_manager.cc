@@ -605,9 +605,8 @@ absl::StatusOr<std::vector<char>> CheckpointManager::EncodeCheckpoint(
 absl::StatusOr<std::string> CheckpointManager::CommitCheckpoint(
     int64_t step, const std::vector<char>& sealed) const {
   const std::string path = PathForStep(step);
-  RETURN_IF_ERROR(WriteFileAtomically(path, absl::string_view(sealed.data(), sealed.size()), [&] {
-    return CheckNotSuperseded(absl::StrCat("refusing to commit ", path));
-  }));
+  RETURN_IF_ERROR(WriteFenced(path, absl::string_view(sealed.data(), sealed.size()),
+                              absl::StrCat("refusing to commit ", path)));
   RETURN_IF_ERROR(CheckCommitted(step, path));
   Prune(step);
   return path;
@@ -620,6 +619,18 @@ absl::Status CheckpointManager::CheckNotSuperseded(absl::string_view what) const
     return Superseded(options_.generation, *newest, what);
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckpointManager::WriteFenced(const std::string& path, absl::string_view contents,
+                                            absl::string_view refused) const {
+  const absl::Status status =
+      WriteFileAtomically(path, contents, [&] { return CheckNotSuperseded(refused); });
+  if (status.ok() || absl::IsFailedPrecondition(status)) return status;
+  // A newer generation's writer removes older writers' temporary files: maybe this one's.
+  if (absl::Status fenced = CheckNotSuperseded(refused); absl::IsFailedPrecondition(fenced)) {
+    return fenced;
+  }
+  return status;
 }
 
 absl::Status CheckpointManager::CheckCommitted(int64_t step, const std::string& path) const {
@@ -729,8 +740,7 @@ absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
     BATON_LOG(WARNING) << path << " exists already; it is kept (a generation starts once)";
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(WriteFileAtomically(path, StartRecordText(options_.generation, resumed_step),
-                                      [&] { return CheckNotSuperseded(refused); }));
+  RETURN_IF_ERROR(WriteFenced(path, StartRecordText(options_.generation, resumed_step), refused));
   // A newer generation's record that appeared just before the rename: this one started
   // after it, so its record must not count (it could make the newer one's files stale).
   absl::Status after =
@@ -742,9 +752,8 @@ absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
 absl::Status CheckpointManager::SaveWeights(const NamedTensors& tensors,
                                             const std::string& path) const {
   ASSIGN_OR_RETURN(const std::vector<char> bytes, EncodeWeights(tensors, path));
-  RETURN_IF_ERROR(WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()), [&] {
-    return CheckNotSuperseded(absl::StrCat("refusing to write ", path));
-  }));
+  RETURN_IF_ERROR(WriteFenced(path, absl::string_view(bytes.data(), bytes.size()),
+                              absl::StrCat("refusing to write ", path)));
   return CheckNotSuperseded(absl::StrCat("it started as ", path, " was written"));
 }
 

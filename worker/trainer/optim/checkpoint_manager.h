@@ -215,9 +215,15 @@ class CheckpointManager {
  private:
   explicit CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {}
 
-  // FAILED_PRECONDITION naming the newest newer generation if one has started (`action`
-  // says what is refused); INTERNAL if the directory cannot be listed.
-  absl::Status CheckNotSuperseded(absl::string_view action) const;
+  // FAILED_PRECONDITION naming the newest newer generation if one has started (`what`
+  // ends the message: what is refused, or what happened); INTERNAL if the directory cannot
+  // be listed.
+  absl::Status CheckNotSuperseded(absl::string_view what) const;
+  // WriteFileAtomically of `path`, refused with CheckNotSuperseded(refused) right before
+  // the rename. A write that fails otherwise while this generation is superseded reports
+  // the supersession (a newer writer may have removed the temporary file).
+  absl::Status WriteFenced(const std::string& path, absl::string_view contents,
+                           absl::string_view refused) const;
   // Right after a checkpoint of `step` was renamed to `path`: OK unless a newer generation
   // has started; then removes the file if that makes it stale and returns
   // FAILED_PRECONDITION.
