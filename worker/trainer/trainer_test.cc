@@ -86,6 +86,16 @@ TrainerOptions MlpTrainer(std::vector<int64_t> hidden = {256, 128}) {
   return options;
 }
 
+// 12 steps of a small MLP, checkpointed every 6 steps into TempDir()/<dir>.
+TrainerOptions CheckpointingTrainer(const std::string& dir) {
+  TrainerOptions options = MlpTrainer({32});
+  options.log_every = 6;
+  options.checkpoint_every = 6;
+  options.checkpoint_dir = TempDir() + "/" + dir;
+  options.max_steps = 12;
+  return options;
+}
+
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -272,11 +282,7 @@ TEST_F(TrainerTest, AccumulationStepsCountOptimizerSteps) {
 // checkpoint, end with the weights of 24 steps in one go (data position, momentum and
 // the step counter are restored).
 TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
-  TrainerOptions options = MlpTrainer({32});
-  options.log_every = 6;
-  options.checkpoint_every = 6;
-  options.checkpoint_dir = TempDir() + "/resumed";
-  options.max_steps = 12;
+  TrainerOptions options = CheckpointingTrainer("resumed");
   MetricLines first, second, straight;
   ASSERT_OK(Train(options, &first));
   options.max_steps = 24;
@@ -304,11 +310,7 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
 // generation resumes from an older one's files and records where it started; from then on
 // the older generation refuses to train, and writes and deletes nothing.
 TEST_F(TrainerTest, ASupersededGenerationRefusesToTrain) {
-  TrainerOptions options = MlpTrainer({32});
-  options.log_every = 6;
-  options.checkpoint_every = 6;
-  options.checkpoint_dir = TempDir() + "/fenced";
-  options.max_steps = 12;
+  TrainerOptions options = CheckpointingTrainer("fenced");
   MetricLines lines;
   generation_ = 2;
   ASSERT_OK(Train(options, &lines));
