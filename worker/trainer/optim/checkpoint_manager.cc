@@ -27,7 +27,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -475,8 +474,8 @@ absl::Status ReadStartRecords(std::vector<StartRecord>& starts) {
         lines[1] != absl::StrCat("generation ", start.generation) || !resumed_step.has_value() ||
         !lines[3].empty()) {
       return absl::DataLossError(absl::StrCat(
-          "malformed start record ", start.path, ": want the three lines \"",
-          absl::CEscape(StartRecordText(start.generation, 0)), "\" with its resumed step"));
+          "malformed start record ", start.path, ": want the three lines \"", kStartFormat,
+          "\", \"generation ", start.generation, "\", \"resumed_step <step>\""));
     }
     start.resumed_step = *resumed_step;
     read.push_back(std::move(start));

@@ -567,7 +567,8 @@ TEST(GenerationTest, OnlyStaleFilesLeaveNothingToRestore) {
   // A start record someone edited: staleness cannot be judged, so nothing is restored.
   WriteRaw(dir + "/gen-00000006.start", std::vector<char>{'?', '\n'});
   EXPECT_THAT(ManagerOf(dir, 7).RestoreLatest(state),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("gen-00000006.start")));
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("malformed start record " + dir + "/gen-00000006.start")));
 }
 
 TEST(GenerationTest, TheSameStepOfTwoGenerationsIsTwoFilesAndRestorePicksTheNewer) {
