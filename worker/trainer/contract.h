@@ -156,6 +156,8 @@ inline constexpr char kMetricCommBytes[] = "comm_bytes";
 // generation (one left running by a network partition) refuses to train, checkpoint,
 // write final.pt or delete anything there: it exits kExitData with the line
 // "baton-trainer: FAILED_PRECONDITION: generation <g> is superseded by generation <g'> ...".
+// So a checkpoint directory serves one job: a new job reusing it must remove the earlier
+// job's gen-*.start files first.
 inline constexpr char kFinalCheckpointName[] = "final.pt";
 
 // Exit codes. Every non-zero exit prints exactly one "baton-trainer: <CODE>: <reason>" line,

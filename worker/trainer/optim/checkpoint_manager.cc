@@ -732,7 +732,11 @@ absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
   if (resumed_step < 0) return absl::InvalidArgumentError("resumed step must be >= 0");
   if (options_.generation == 0) return absl::OkStatus();
   const std::string path = (fs::path(options_.dir) / StartRecordName(options_.generation)).string();
-  const std::string refused = absl::StrCat("refusing to record its start in ", path);
+  // Generations are numbered per job: a new job's generation 1 in a directory an earlier
+  // job used looks superseded too.
+  const std::string refused =
+      absl::StrCat("refusing to record its start in ", path,
+                   " (a new job reusing the directory must remove the old gen-*.start files)");
   RETURN_IF_ERROR(CheckNotSuperseded(refused));
   std::error_code ec;
   if (fs::exists(path, ec)) {

@@ -54,6 +54,9 @@
 // * Generation 0 writes no start record, so a directory without start records behaves as
 //   before generations existed. A generation-0 writer in a directory that has start records
 //   is superseded like any older generation.
+// * Generations are numbered per job, so a directory serves one job: a new job's
+//   generations (from 1 again) are superseded by an earlier job's start records until those
+//   are removed (RecordStart's error says so).
 //
 // Restore. Every rank calls RestoreLatest at start: it tries the non-stale step checkpoints
 // newest first (by step, then the higher generation) and loads the first one that passes

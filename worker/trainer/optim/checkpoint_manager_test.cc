@@ -508,7 +508,11 @@ TEST(GenerationTest, AStaleWriterCannotCommitOrDeleteOnceANewerGenerationStarted
                          HasSubstr("generation 5 is superseded by generation 6")));
   }
   EXPECT_THAT(old_writer.RecordStart(10),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("generation 6")));
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("generation 6 (", dir,
+                                              "/gen-00000006.start exists): refusing to record "
+                                              "its start in ",
+                                              dir, "/gen-00000005.start"))));
   EXPECT_EQ(Names(dir), before) << "nothing written, replaced or deleted";
   EXPECT_EQ(ReadAll(dir + "/ckpt-00000012-g6.pt"), newest);
   EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig), 612);
