@@ -152,9 +152,10 @@ inline constexpr char kMetricCommBytes[] = "comm_bytes";
 // ckpt-<step, 8 digits>-g<generation>.pt (ckpt-<step>.pt when BATON_GENERATION is 0 or
 // unset), every --checkpoint_every steps and after the last step; every rank resumes from
 // the newest valid one that is not stale at start. Then rank 0 of generation g >= 1 writes
-// gen-<g, 8 digits>.start (the step it resumed from); from then on a process of an older
-// generation (one left running by a network partition) refuses to train, checkpoint,
-// write final.pt or delete anything there: it exits kExitData with the line
+// gen-<g, 8 digits>.start (the step it resumed from). From then on a process of an older
+// generation (one left running by a network partition) writes, replaces and deletes
+// nothing there: it exits kExitData at its next checkpoint or final save (at once, if it
+// starts only now) with the line
 // "baton-trainer: FAILED_PRECONDITION: generation <g> is superseded by generation <g'> ...".
 // So a checkpoint directory serves one job: a new job reusing it must remove the earlier
 // job's gen-*.start files first.
