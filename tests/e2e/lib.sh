@@ -210,7 +210,7 @@ job_step() { job_field "$1" 'int(d.get("result", {}).get("steps", 0))'; }
 #   within 0.1 of REFERENCE's (the same basin; measured differences are 1e-7 to 4e-2).
 compare_runs() {
   "$PY" - "$TMP/$1" "$TMP/$2" "${3:-}" <<'PY'
-import glob, os, sys, torch
+import glob, os, re, sys, torch
 ref, run, mode = sys.argv[1], sys.argv[2], sys.argv[3]
 def history(prefix):
     by_step = {}  # step -> generation -> sample ids of every rank
@@ -238,9 +238,18 @@ if mode == "no-repeats":
 def max_diff(a, b):
     assert sorted(a) == sorted(b), (sorted(a), sorted(b))
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
+def checkpoint(prefix, step):
+    # The file of `step` with the highest generation: ckpt-<step>-g<generation>.pt, or a
+    # legacy ckpt-<step>.pt (generation 0).
+    found = {}
+    for path in glob.glob(prefix + "-ckpt/ckpt-*.pt"):
+        m = re.fullmatch(r"ckpt-(\d+)(?:-g(\d+))?\.pt", os.path.basename(path))
+        if m and int(m.group(1)) == step:
+            found[int(m.group(2) or 0)] = path
+    assert found, "no checkpoint of step %d in %s-ckpt" % (step, prefix)
+    return found[max(found)]
 step = -(-resumed // 25) * 25  # the first checkpoint of the last generation
-name = "-ckpt/ckpt-%08d.pt" % step
-a, b = (torch.load(p + name)["model"] for p in (ref, run))
+a, b = (torch.load(checkpoint(p, step))["model"] for p in (ref, run))
 diff = max_diff(a, b)
 print("step %d (%d steps after the resume): max |weight difference| %.3g (tolerance 1e-5)"
       % (step, step - resumed + 1, diff))

@@ -11,6 +11,9 @@
 //   WORLD_SIZE > 1, MASTER_ADDR/MASTER_PORT too; rank 0 serves the c10d TCPStore on
 //   MASTER_PORT (all interfaces) and the others connect to MASTER_ADDR:MASTER_PORT.
 //   BATON_METRICS_FD: an inherited, writable fd (e.g. a pipe); unset = no metric lines.
+//   BATON_GENERATION: the rendezvous generation, an integer >= 0 (anything else is a usage
+//   error); unset or 0 = unknown (a run outside Baton). It names the checkpoints and fences
+//   the checkpoint directory against older generations (see kFinalCheckpointName).
 //   Optional: GLOO_SOCKET_IFNAME picks the interface Gloo binds (as in PyTorch).
 //
 // Flags: `--name=value` for each kFlag* below; each maps to the TrainerSpec field of the
@@ -145,9 +148,17 @@ inline constexpr char kMetricCommBytes[] = "comm_bytes";
 
 // Final weights written by rank 0 under --checkpoint_dir: a pickled Dict[str, Tensor]
 // (parameter and buffer name -> tensor) that Python's torch.load reads. Full training
-// state checkpoints (ckpt-<step>.pt, see optim/checkpoint_manager.h) go to the same
-// directory: every --checkpoint_every steps and after the last step, and every rank
-// resumes from the newest valid one at start.
+// state checkpoints go to the same directory (see optim/checkpoint_manager.h):
+// ckpt-<step, 8 digits>-g<generation>.pt (ckpt-<step>.pt when BATON_GENERATION is 0 or
+// unset), every --checkpoint_every steps and after the last step; every rank resumes from
+// the newest valid one that is not stale at start. Then rank 0 of generation g >= 1 writes
+// gen-<g, 8 digits>.start (the step it resumed from). From then on a process of an older
+// generation (one left running by a network partition) writes, replaces and deletes
+// nothing there: it exits kExitData at its next checkpoint or final save (at once, if it
+// starts only now) with the line
+// "baton-trainer: FAILED_PRECONDITION: generation <g> is superseded by generation <g'> ...".
+// So a checkpoint directory serves one job: a new job reusing it must remove the earlier
+// job's gen-*.start files first.
 inline constexpr char kFinalCheckpointName[] = "final.pt";
 
 // Exit codes. Every non-zero exit prints exactly one "baton-trainer: <CODE>: <reason>" line,
@@ -156,7 +167,9 @@ inline constexpr char kFinalCheckpointName[] = "final.pt";
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitInternal = 1;      // Bug or unexpected runtime error.
 inline constexpr int kExitUsage = 2;         // Bad flags or environment: fix the spec.
-inline constexpr int kExitData = 3;          // Dataset missing, unreadable or corrupt.
+// Dataset missing, unreadable or corrupt; a checkpoint that does not fit the job; or this
+// generation is superseded by a newer one in --checkpoint_dir (see kFinalCheckpointName).
+inline constexpr int kExitData = 3;
 inline constexpr int kExitPeer = 4;          // Rendezvous failed or a peer vanished: retryable.
 inline constexpr int kExitTerminated = 143;  // Stopped by SIGTERM/SIGINT (128 + 15).
 // Rank 0 got SIGUSR1: it saved a checkpoint at the next step boundary and left (the other

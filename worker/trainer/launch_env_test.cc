@@ -57,6 +57,7 @@ TEST(LaunchEnvTest, WorldOfOneNeedsNoMaster) {
   absl::StatusOr<LaunchEnv> env = Parse({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
   ASSERT_OK(env);
   EXPECT_EQ(env->world_size, 1);
+  EXPECT_EQ(env->generation, 0) << "no BATON_GENERATION: unknown";
 }
 
 TEST(LaunchEnvTest, RejectsInconsistentValuesNamingTheVariable) {
@@ -83,6 +84,10 @@ TEST(LaunchEnvTest, RejectsInconsistentValuesNamingTheVariable) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MASTER_ADDR")));
   EXPECT_THAT(Parse(with("MASTER_PORT", "70000")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("MASTER_PORT=70000")));
+  EXPECT_THAT(Parse(with("BATON_GENERATION", "3x")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BATON_GENERATION='3x'")));
+  EXPECT_THAT(Parse(with("BATON_GENERATION", "-1")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BATON_GENERATION=-1")));
   EXPECT_THAT(Parse(with("BATON_METRICS_FD", "-3")),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("BATON_METRICS_FD")));
   EXPECT_THAT(Parse({{"RANK", "1"}}),
@@ -94,6 +99,7 @@ TEST(ContractTest, ExitCodesByStatus) {
   EXPECT_EQ(ExitCodeForStatus(absl::InvalidArgumentError("")), kExitUsage);
   EXPECT_EQ(ExitCodeForStatus(absl::NotFoundError("")), kExitData);
   EXPECT_EQ(ExitCodeForStatus(absl::DataLossError("")), kExitData);
+  EXPECT_EQ(ExitCodeForStatus(absl::FailedPreconditionError("")), kExitData);  // Superseded.
   EXPECT_EQ(ExitCodeForStatus(absl::UnavailableError("")), kExitPeer);
   EXPECT_EQ(ExitCodeForStatus(absl::CancelledError("")), kExitTerminated);
   EXPECT_EQ(ExitCodeForStatus(absl::InternalError("")), kExitInternal);

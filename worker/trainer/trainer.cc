@@ -227,6 +227,7 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
     manager_options.dir = options_.checkpoint_dir;
     manager_options.checkpoint_every = options_.checkpoint_every;
     manager_options.keep = options_.keep_checkpoints;
+    manager_options.generation = context_.generation;
     ASSIGN_OR_RETURN(CheckpointManager manager, CheckpointManager::Create(manager_options));
     checkpoints.emplace(std::move(manager));
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints->RestoreLatest(state);
@@ -264,6 +265,9 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
       return absl::AbortedError(
           absl::StrCat("ranks restored different checkpoints (this rank: step ", step, ")"));
     }
+    // From here on older generations' writers are fenced off the directory; if a newer
+    // generation has started already, this one is superseded and must not train.
+    if (comm.rank() == 0) RETURN_IF_ERROR(checkpoints->RecordStart(step));
   }
   result.steps = step;
 
@@ -503,9 +507,9 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   }
 
   if (checkpoints.has_value() && last_saved != step) RETURN_IF_ERROR(save(step));
-  if (comm.rank() == 0 && !options_.checkpoint_dir.empty()) {
+  if (comm.rank() == 0 && checkpoints.has_value()) {
     const std::string path = options_.checkpoint_dir + "/" + kFinalCheckpointName;
-    RETURN_IF_ERROR(SaveWeights(named, path));
+    RETURN_IF_ERROR(checkpoints->SaveWeights(named, path));
     result.checkpoint_path = path;
   }
   return result;

@@ -9,8 +9,9 @@
 // parameters and buffers from rank 0); the optimizer, LR schedule (optim/) and the step
 // engine (train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
 // loss scaling, clipping) are built over its parameters. With a checkpoint_dir, every rank
-// restores the newest valid training-state checkpoint (optim/checkpoint_manager.h) and the
-// ranks check they restored the same step.
+// restores the newest valid training-state checkpoint (optim/checkpoint_manager.h), the
+// ranks check they restored the same step, and rank 0 records the generation's start there,
+// which fences older generations' writers off the directory.
 //
 // Step: accumulation_steps micro-batches of batch_size samples from this rank's Loader
 // (data/loader.h, which follows the DistributedSampler), forward + loss under autocast,
@@ -101,7 +102,8 @@ struct TrainerContext {
   // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
   const std::atomic<bool>* checkpoint_request = nullptr;
-  // The gang's rendezvous generation (BATON_GENERATION), for the sample log.
+  // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
+  // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
   int64_t generation = 0;
 };
 
@@ -128,8 +130,10 @@ class Trainer {
   // fit the data or a dataset too small for world_size x batch_size x accumulation_steps;
   // UNAVAILABLE when a collective fails; ABORTED when the ranks restored different
   // checkpoints; the checkpoint manager's errors for a checkpoint that cannot be restored;
-  // INTERNAL for LibTorch errors or a failed checkpoint write. A failed metrics write is
-  // logged and not fatal.
+  // FAILED_PRECONDITION naming the newer generation when one has started in checkpoint_dir
+  // (found at the start, at a checkpoint or at the final save: this generation is
+  // superseded and must stop); INTERNAL for LibTorch errors or a failed checkpoint write.
+  // A failed metrics write is logged and not fatal.
   absl::StatusOr<TrainResult> Run();
 
  private:

@@ -40,7 +40,9 @@ grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
 # Both ranks on this host: the default CPU backend is shared memory.
 grep -q '^baton-trainer: rank 0/2 .* on cpu (shm)' out.0.txt || fail "rank 0 did not use shm"
 [[ ! -e ckpt/final.pt.tmp.* ]] || fail "temporary checkpoint left behind"
-[[ -s ckpt/ckpt-00000060.pt ]] || fail "no training-state checkpoint of the last step"
+[[ -s ckpt/ckpt-00000060-g1.pt ]] || fail "no training-state checkpoint of the last step"
+[[ $(cat ckpt/gen-00000001.start) == $'baton-generation-start-v1\ngeneration 1\nresumed_step 0' ]] ||
+  fail "no start record of generation 1"
 
 "$PY" - <<'PY' || fail "metrics or checkpoint check failed"
 import json, torch
@@ -94,8 +96,8 @@ for i in 0 1; do
   wait "${pids[$i]}" || rc=$?
   [[ $rc -eq 0 ]] || { cat "resume.$i.txt" "resume-err.$i.txt" >&2; fail "resumed rank $i exited $rc"; }
 done
-grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.0.txt || { cat resume.0.txt >&2; fail "rank 0 did not resume"; }
-grep -q '^restored ckpt/ckpt-00000060.pt at step 60' resume.1.txt || fail "rank 1 did not resume"
+grep -q '^restored ckpt/ckpt-00000060-g1.pt at step 60' resume.0.txt || { cat resume.0.txt >&2; fail "rank 0 did not resume"; }
+grep -q '^restored ckpt/ckpt-00000060-g1.pt at step 60' resume.1.txt || fail "rank 1 did not resume"
 grep -q '^done: steps=80 ' resume.0.txt || fail "no summary line after resuming"
 grep -q '^baton-trainer: rank 0/2 .* on cpu (gloo)' resume.0.txt || fail "--cpu_backend=gloo ignored"
 "$PY" - <<'PY' || fail "resumed metrics check failed"
@@ -199,7 +201,7 @@ saved=$(sed -n 's/^checkpointed: steps=\([0-9]*\) .*/\1/p' usr1.0.txt)
 [[ -n $saved ]] || { cat usr1.0.txt >&2; fail "no checkpointed summary"; }
 last_logged=$(tail -n 1 usr1.0.jsonl | "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["step"]))')
 [[ $last_logged -eq $saved ]] || fail "rank 0 logged step $last_logged but checkpointed $saved"
-[[ -s usr1/ckpt-$(printf %08d "$saved").pt ]] || { ls usr1 >&2; fail "no checkpoint of step $saved"; }
+[[ -s usr1/ckpt-$(printf %08d "$saved")-g1.pt ]] || { ls usr1 >&2; fail "no checkpoint of step $saved"; }
 PORT=$(free_port)
 pids=()
 for rank in 0 1; do
@@ -211,7 +213,7 @@ for rank in 0 1; do
   pids+=($!)
 done
 for i in 0 1; do wait "${pids[$i]}" || { cat usr1b.*.txt >&2; fail "restarted rank $i failed"; }; done
-grep -q "^restored usr1/ckpt-$(printf %08d "$saved").pt at step $saved" usr1b.0.txt ||
+grep -q "^restored usr1/ckpt-$(printf %08d "$saved")-g1.pt at step $saved" usr1b.0.txt ||
   { cat usr1b.0.txt >&2; fail "the restarted gang did not resume at step $saved"; }
 
 # ---- 6. Warm standby (standby_protocol.h): `--standby` waits for its request on stdin; EOF
@@ -275,4 +277,46 @@ for rank in (0, 1):
     assert [[p.get(k) for k in keys] for p in warm] == [[p.get(k) for k in keys] for p in cold], (warm, cold)
 print("standby gang trained like the cold one; losses:", [p["loss"] for p in warm])
 PY
+
+# ---- 7. Split brain (optim/checkpoint_manager.h): generation 2 is cut off (SIGSTOP, as by a
+# partition) while it checkpoints; generation 3 resumes from its newest file and trains on in
+# the same directory; thawed, generation 2 is refused at its next checkpoint and exits
+# naming generation 3, having replaced or deleted none of generation 3's files -------------
+SPLIT_FLAGS=(--model=mlp --dataset=mnist --data_dir=data --batch_size=32 --seed=1
+  --hidden=64,32 --threads=1 --log_every=1000 --checkpoint_every=5 --checkpoint_dir=split)
+BATON_GENERATION=2 timeout 120 "$TRAINER" "${SPLIT_FLAGS[@]}" --max_steps=1000000 \
+  > split2.out 2> split2.err &
+pid=$!
+gen2_saved() { compgen -G "split/ckpt-*-g2.pt" > /dev/null; }
+for _ in $(seq 600); do gen2_saved && break; sleep 0.1; done  # Poll, 60 s deadline.
+gen2_saved || { cat split2.out split2.err >&2; fail "generation 2 wrote no checkpoint"; }
+stale=$(pgrep -P "$pid")  # The trainer, not `timeout`.
+kill -STOP "$stale"
+# steps_of GENERATION: the steps of its checkpoint files in split/, ascending.
+steps_of() { ls split | sed -n "s/^ckpt-0*\([0-9][0-9]*\)-g$1\.pt\$/\1/p" | sort -n; }
+newest=$(steps_of 2 | tail -n 1)
+BATON_GENERATION=3 timeout 120 "$TRAINER" "${SPLIT_FLAGS[@]}" --max_steps=$((newest + 10)) \
+  > split3.out 2>&1 || { cat split3.out >&2; fail "generation 3 failed"; }
+grep -q "^restored split/ckpt-$(printf %08d "$newest")-g2.pt at step $newest" split3.out ||
+  { cat split3.out >&2; fail "generation 3 did not resume from generation 2's step $newest"; }
+grep -q "^done: steps=$((newest + 10)) " split3.out || fail "generation 3 did not train on"
+mkdir kept && cp split/*-g3.pt split/gen-00000003.start split/final.pt kept/
+kill -CONT "$stale"
+rc=0
+wait "$pid" || rc=$?
+[[ $rc -eq 3 ]] || { cat split2.out split2.err >&2; fail "stale generation 2 exited $rc, want 3"; }
+tail -n 1 split2.err |
+  grep -q '^baton-trainer: FAILED_PRECONDITION: generation 2 is superseded by generation 3 ' ||
+  { cat split2.err >&2; fail "generation 2's last line does not name generation 3"; }
+for f in kept/*; do
+  cmp -s "$f" "split/${f#kept/}" || { ls split >&2; fail "split/${f#kept/} replaced or deleted"; }
+done
+[[ $(steps_of 2 | tail -n 1) -eq $newest ]] || { ls split >&2; fail "generation 2 committed after $newest"; }
+# A generation-2 process started now refuses at once; generation 4 resumes from generation 3.
+expect_exit 3 "generation 2 is superseded by generation 3" -- \
+  env BATON_GENERATION=2 "$TRAINER" "${SPLIT_FLAGS[@]}" --max_steps=1000000
+BATON_GENERATION=4 timeout 120 "$TRAINER" "${SPLIT_FLAGS[@]}" --max_steps=$((newest + 15)) \
+  > split4.out 2>&1 || { cat split4.out >&2; fail "generation 4 failed"; }
+grep -q "^restored split/ckpt-$(printf %08d $((newest + 10)))-g3.pt at step $((newest + 10))" \
+  split4.out || { cat split4.out >&2; fail "generation 4 did not resume from generation 3"; }
 echo PASS

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -82,6 +83,16 @@ TrainerOptions MlpTrainer(std::vector<int64_t> hidden = {256, 128}) {
   TrainerOptions options;
   options.model.model = "mlp";
   options.model.hidden = std::move(hidden);
+  return options;
+}
+
+// 12 steps of a small MLP, checkpointed every 6 steps into TempDir()/<dir>.
+TrainerOptions CheckpointingTrainer(const std::string& dir) {
+  TrainerOptions options = MlpTrainer({32});
+  options.log_every = 6;
+  options.checkpoint_every = 6;
+  options.checkpoint_dir = TempDir() + "/" + dir;
+  options.max_steps = 12;
   return options;
 }
 
@@ -271,11 +282,7 @@ TEST_F(TrainerTest, AccumulationStepsCountOptimizerSteps) {
 // checkpoint, end with the weights of 24 steps in one go (data position, momentum and
 // the step counter are restored).
 TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
-  TrainerOptions options = MlpTrainer({32});
-  options.log_every = 6;
-  options.checkpoint_every = 6;
-  options.checkpoint_dir = TempDir() + "/resumed";
-  options.max_steps = 12;
+  TrainerOptions options = CheckpointingTrainer("resumed");
   MetricLines first, second, straight;
   ASSERT_OK(Train(options, &first));
   options.max_steps = 24;
@@ -297,6 +304,48 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
     EXPECT_TRUE(got[i].second.equal(want[i].second)) << want[i].first;
   }
   EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
+}
+
+// The generation fences the checkpoint directory (optim/checkpoint_manager.h): a newer
+// generation resumes from an older one's files and records where it started; from then on
+// the older generation refuses to train, and writes and deletes nothing.
+TEST_F(TrainerTest, ASupersededGenerationRefusesToTrain) {
+  TrainerOptions options = CheckpointingTrainer("fenced");
+  MetricLines lines;
+  generation_ = 2;
+  ASSERT_OK(Train(options, &lines));
+  generation_ = 3;
+  options.max_steps = 18;
+  absl::StatusOr<TrainResult> resumed = Train(options, &lines);
+  ASSERT_OK(resumed);
+  EXPECT_EQ(resumed->restored_from, options.checkpoint_dir + "/ckpt-00000012-g2.pt");
+  EXPECT_EQ(resumed->steps, 18);
+  std::ifstream record(options.checkpoint_dir + "/gen-00000003.start");
+  const std::string text((std::istreambuf_iterator<char>(record)),
+                         std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "baton-generation-start-v1\ngeneration 3\nresumed_step 12\n");
+
+  auto names = [&] {
+    std::set<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(options.checkpoint_dir)) {
+      out.insert(entry.path().filename().string());
+    }
+    return out;
+  };
+  const std::set<std::string> before = names();
+  EXPECT_EQ(before.count("ckpt-00000018-g3.pt"), 1u);
+  const auto final_weights = LoadWeights(options.checkpoint_dir + "/final.pt");
+  generation_ = 2;
+  options.max_steps = 24;
+  EXPECT_THAT(Train(options, &lines),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("generation 2 is superseded by generation 3")));
+  EXPECT_EQ(names(), before);
+  const auto after = LoadWeights(options.checkpoint_dir + "/final.pt");
+  ASSERT_EQ(after.size(), final_weights.size());
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_TRUE(after[i].second.equal(final_weights[i].second)) << after[i].first;
+  }
 }
 
 // With a global batch, a gang that shrinks from 2 ranks to 1 between checkpoints trains
@@ -344,7 +393,7 @@ TEST_F(TrainerTest, GlobalBatchResumesExactlyAtAnotherWorldSize) {
   generation_ = 2;
   absl::StatusOr<TrainResult> resumed = Train(resized, &lines);
   ASSERT_OK(resumed);
-  EXPECT_EQ(resumed->restored_from, resized.checkpoint_dir + "/ckpt-00000006.pt");
+  EXPECT_EQ(resumed->restored_from, resized.checkpoint_dir + "/ckpt-00000006-g1.pt");
 
   const auto want = ReadSampleLog(straight.sample_log, 1);
   ASSERT_EQ(want.size(), 12u);

@@ -122,7 +122,8 @@ absl::Status VerifySealedArchive(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 const std::function<absl::Status()>& before_rename) {
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
@@ -130,12 +131,13 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("creating ", dir.string(), ": ", ec.message()));
 
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  const std::string tmp = absl::StrCat(path, kTemporaryInfix, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return OsError("creating", tmp);
   absl::Status status = WriteAll(fd, contents, tmp);
   if (status.ok() && ::fsync(fd) != 0) status = OsError("fsync", tmp);
   if (::close(fd) != 0 && status.ok()) status = OsError("closing", tmp);
+  if (status.ok() && before_rename) status = before_rename();
   if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     status = OsError("renaming to", path);
   }

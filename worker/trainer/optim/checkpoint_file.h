@@ -17,6 +17,7 @@
 // VerifySealedArchive.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,11 +42,18 @@ absl::Status SealArchive(std::vector<char>& archive);
 // saying what is wrong otherwise.
 absl::Status VerifySealedArchive(absl::string_view bytes);
 
+// The temporary file WriteFileAtomically writes first: <path><kTemporaryInfix><pid>.
+inline constexpr char kTemporaryInfix[] = ".tmp.";
+
 // Replaces `path` with `contents` atomically: writes <path>.tmp.<pid> in the same
 // directory, fsyncs it, renames it over `path` and fsyncs the directory, so a reader sees
 // either the old file or the whole new one, even after a crash. Creates missing parent
 // directories. INTERNAL (with the OS error) on failure; the temporary file is removed.
-absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
+// `before_rename`, when set, runs once the temporary file is durable, immediately before
+// the rename; if it returns an error, the temporary file is removed, `path` is left as it
+// was, and that error is returned.
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents,
+                                 const std::function<absl::Status()>& before_rename = nullptr);
 
 // The whole file. NOT_FOUND if it does not exist, INTERNAL on other read errors.
 absl::StatusOr<std::vector<char>> ReadFileBytes(const std::string& path);

@@ -1,9 +1,12 @@
 #include "worker/trainer/optim/checkpoint_file.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -97,6 +100,37 @@ TEST(AtomicFileTest, WritesReplacesAndLeavesNoTemporary) {
   }
   EXPECT_EQ(files, 1);
   EXPECT_THAT(ReadFileBytes(dir + "/missing"), StatusIs(absl::StatusCode::kNotFound, _));
+}
+
+TEST(AtomicFileTest, AFailedPreconditionBeforeTheRenameLeavesTheOldFile) {
+  const std::string dir = ::testing::TempDir() + "/atomic_precondition";
+  const std::string path = dir + "/f.bin";
+  ASSERT_OK(WriteFileAtomically(path, "old"));
+  bool ran = false;
+  EXPECT_THAT(WriteFileAtomically(path, "new",
+                                  [&] {
+                                    ran = true;
+                                    // The temporary file is complete when the check runs.
+                                    EXPECT_EQ(std::filesystem::file_size(
+                                                  absl::StrCat(path, kTemporaryInfix, ::getpid())),
+                                              3u);
+                                    return absl::FailedPreconditionError("fenced");
+                                  }),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("fenced")));
+  EXPECT_TRUE(ran);
+  absl::StatusOr<std::vector<char>> bytes = ReadFileBytes(path);
+  ASSERT_OK(bytes);
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "old");
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "f.bin");
+  }
+  EXPECT_EQ(files, 1);
+  ASSERT_OK(WriteFileAtomically(path, "new", [] { return absl::OkStatus(); }));
+  bytes = ReadFileBytes(path);
+  ASSERT_OK(bytes);
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "new");
 }
 
 }  // namespace

@@ -21,15 +21,18 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <system_error>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/trainer/optim/checkpoint_file.h"
@@ -40,10 +43,16 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kFormat[] = "baton-checkpoint-v1";
+// File names (see the header).
 constexpr char kPrefix[] = "ckpt-";
+constexpr char kGenerationInfix[] = "-g";
 constexpr char kSuffix[] = ".pt";
-constexpr char kTmpInfix[] = ".pt.tmp.";
+constexpr char kStartPrefix[] = "gen-";
+constexpr char kStartSuffix[] = ".start";
+constexpr char kStartFormat[] = "baton-generation-start-v1";
 constexpr int32_t kDefaultKeep = 3;
+// Start records of this many of the newest generations are never pruned.
+constexpr size_t kStartRecordsKept = 4;
 
 // Keys of the pickled dict (see the header).
 constexpr char kKeyFormat[] = "format";
@@ -323,16 +332,193 @@ absl::Status Apply(const Decoded& d, TrainingState& state, const RestoreOptions&
   return absl::OkStatus();
 }
 
-// Parses "ckpt-<digits>.pt".
-std::optional<int64_t> StepOfName(const std::string& name) {
-  if (!absl::StartsWith(name, kPrefix) || !absl::EndsWith(name, kSuffix)) return std::nullopt;
-  const absl::string_view digits = absl::string_view(name).substr(
-      sizeof(kPrefix) - 1, name.size() - (sizeof(kPrefix) - 1) - (sizeof(kSuffix) - 1));
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit))
+// ---- names, the directory listing and start records ---------------------------------
+
+// A non-empty run of decimal digits.
+std::optional<int64_t> ParseNumber(absl::string_view digits) {
+  int64_t n;
+  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), absl::ascii_isdigit) ||
+      !absl::SimpleAtoi(digits, &n)) {
     return std::nullopt;
-  int64_t step;
-  if (!absl::SimpleAtoi(digits, &step)) return std::nullopt;
-  return step;
+  }
+  return n;
+}
+
+std::string CheckpointName(int64_t step, int64_t generation) {
+  if (generation == 0) return absl::StrFormat("%s%08d%s", kPrefix, step, kSuffix);
+  return absl::StrFormat("%s%08d%s%d%s", kPrefix, step, kGenerationInfix, generation, kSuffix);
+}
+
+std::string StartRecordName(int64_t generation) {
+  return absl::StrFormat("%s%08d%s", kStartPrefix, generation, kStartSuffix);
+}
+
+// Parses "ckpt-<step>.pt" (generation 0) and "ckpt-<step>-g<generation >= 1>.pt".
+std::optional<CheckpointFile> ParseCheckpointName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kPrefix) || !absl::ConsumeSuffix(&name, kSuffix)) {
+    return std::nullopt;
+  }
+  CheckpointFile file;
+  if (const size_t g = name.find(kGenerationInfix); g != absl::string_view::npos) {
+    const std::optional<int64_t> generation =
+        ParseNumber(name.substr(g + std::strlen(kGenerationInfix)));
+    if (!generation.has_value() || *generation < 1) return std::nullopt;
+    file.generation = *generation;
+    name = name.substr(0, g);
+  }
+  const std::optional<int64_t> step = ParseNumber(name);
+  if (!step.has_value()) return std::nullopt;
+  file.step = *step;
+  return file;
+}
+
+// Parses "gen-<generation >= 1>.start".
+std::optional<int64_t> ParseStartRecordName(absl::string_view name) {
+  if (!absl::ConsumePrefix(&name, kStartPrefix) || !absl::ConsumeSuffix(&name, kStartSuffix)) {
+    return std::nullopt;
+  }
+  const std::optional<int64_t> generation = ParseNumber(name);
+  if (!generation.has_value() || *generation < 1) return std::nullopt;
+  return generation;
+}
+
+// A generation's start record (see the header).
+struct StartRecord {
+  int64_t generation = 0;
+  int64_t resumed_step = 0;  // Set by ReadStartRecords.
+  std::string path;
+};
+
+// What an unfinished WriteFileAtomically of a checkpoint or a start record left behind.
+struct Temporary {
+  int64_t generation = 0;  // Of the file it was to become.
+  int64_t pid = 0;         // Of its writer.
+  std::string path;
+};
+
+// Parses "<checkpoint or start record name><kTemporaryInfix><pid>".
+std::optional<Temporary> ParseTemporaryName(absl::string_view name) {
+  const size_t infix = name.rfind(kTemporaryInfix);
+  if (infix == absl::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> pid = ParseNumber(name.substr(infix + std::strlen(kTemporaryInfix)));
+  if (!pid.has_value()) return std::nullopt;
+  const absl::string_view target = name.substr(0, infix);
+  if (const std::optional<CheckpointFile> file = ParseCheckpointName(target)) {
+    return Temporary{file->generation, *pid, ""};
+  }
+  if (const std::optional<int64_t> generation = ParseStartRecordName(target)) {
+    return Temporary{*generation, *pid, ""};
+  }
+  return std::nullopt;
+}
+
+// The directory's files that the manager owns, by kind.
+struct Listing {
+  std::vector<CheckpointFile> checkpoints;  // Ascending by (step, generation).
+  std::vector<StartRecord> starts;          // Ascending by generation; resumed_step unread.
+  std::vector<Temporary> temporaries;
+
+  // The start record of the highest generation; null when there is none.
+  const StartRecord* Newest() const { return starts.empty() ? nullptr : &starts.back(); }
+};
+
+// An empty listing when `dir` does not exist; INTERNAL when it cannot be read (a fence
+// must never pass because the directory was unreadable).
+absl::StatusOr<Listing> ListDirectory(const std::string& dir) {
+  Listing listing;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec == std::errc::no_such_file_or_directory) return listing;
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const std::string path = (fs::path(dir) / name).string();
+    if (std::optional<CheckpointFile> file = ParseCheckpointName(name)) {
+      file->path = path;
+      listing.checkpoints.push_back(std::move(*file));
+    } else if (const std::optional<int64_t> generation = ParseStartRecordName(name)) {
+      listing.starts.push_back(StartRecord{*generation, 0, path});
+    } else if (std::optional<Temporary> temporary = ParseTemporaryName(name)) {
+      temporary->path = path;
+      listing.temporaries.push_back(std::move(*temporary));
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("listing ", dir, ": ", ec.message()));
+  std::sort(listing.checkpoints.begin(), listing.checkpoints.end(),
+            [](const CheckpointFile& a, const CheckpointFile& b) {
+              return std::tie(a.step, a.generation) < std::tie(b.step, b.generation);
+            });
+  std::sort(listing.starts.begin(), listing.starts.end(),
+            [](const StartRecord& a, const StartRecord& b) { return a.generation < b.generation; });
+  return listing;
+}
+
+std::string StartRecordText(int64_t generation, int64_t resumed_step) {
+  return absl::StrCat(kStartFormat, "\ngeneration ", generation, "\nresumed_step ", resumed_step,
+                      "\n");
+}
+
+// Fills in every record's resumed_step. A record that vanished since the listing (pruned)
+// is dropped. DATA_LOSS naming a record that does not parse; INTERNAL on read errors.
+absl::Status ReadStartRecords(std::vector<StartRecord>& starts) {
+  std::vector<StartRecord> read;
+  for (StartRecord& start : starts) {
+    absl::StatusOr<std::vector<char>> bytes = ReadFileBytes(start.path);
+    if (absl::IsNotFound(bytes.status())) continue;
+    if (!bytes.ok()) return bytes.status();
+    const std::vector<absl::string_view> lines =
+        absl::StrSplit(absl::string_view(bytes->data(), bytes->size()), '\n');
+    absl::string_view step = lines.size() == 4 ? lines[2] : "";
+    const std::optional<int64_t> resumed_step =
+        absl::ConsumePrefix(&step, "resumed_step ") ? ParseNumber(step) : std::nullopt;
+    if (lines.size() != 4 || lines[0] != kStartFormat ||
+        lines[1] != absl::StrCat("generation ", start.generation) || !resumed_step.has_value() ||
+        !lines[3].empty()) {
+      return absl::DataLossError(absl::StrCat(
+          "malformed start record ", start.path, ": want the three lines \"", kStartFormat,
+          "\", \"generation ", start.generation, "\", \"resumed_step <step>\""));
+    }
+    start.resumed_step = *resumed_step;
+    read.push_back(std::move(start));
+  }
+  starts = std::move(read);
+  return absl::OkStatus();
+}
+
+// The start record that makes `file` stale: one of a newer generation that resumed from an
+// earlier step. Null when the file is not stale.
+const StartRecord* StaleBy(const CheckpointFile& file, const std::vector<StartRecord>& starts) {
+  for (const StartRecord& start : starts) {
+    if (start.generation > file.generation && start.resumed_step < file.step) return &start;
+  }
+  return nullptr;
+}
+
+std::string StaleReason(const StartRecord& by) {
+  return absl::StrCat("stale: generation ", by.generation, " started from step ", by.resumed_step);
+}
+
+// `what` is refused (or happened) because `newer` has started.
+absl::Status Superseded(int64_t generation, const StartRecord& newer, absl::string_view what) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("generation ", generation, " is superseded by generation ", newer.generation,
+                   " (", newer.path, " exists): ", what));
+}
+
+// The pickled Dict[str, Tensor] of the final weights.
+absl::StatusOr<std::vector<char>> EncodeWeights(const NamedTensors& tensors,
+                                                const std::string& path) {
+  try {
+    c10::Dict<std::string, at::Tensor> dict;
+    for (const auto& [name, tensor] : tensors) {
+      if (dict.contains(name)) {
+        return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name \"", name, "\""));
+      }
+      dict.insert(name, Compact(tensor));
+    }
+    return torch::jit::pickle_save(c10::IValue(dict));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("serialising ", path, ": ", e.what()));
+  }
 }
 
 }  // namespace
@@ -343,6 +529,9 @@ absl::StatusOr<CheckpointManager> CheckpointManager::Create(CheckpointManagerOpt
     return absl::InvalidArgumentError("trainer.checkpoint_every: must be >= 0");
   }
   if (options.keep < 0) return absl::InvalidArgumentError("trainer.keep_checkpoints: must be >= 0");
+  if (options.generation < 0) {
+    return absl::InvalidArgumentError("checkpoint generation: must be >= 0");
+  }
   if (options.keep == 0) options.keep = kDefaultKeep;
   return CheckpointManager(std::move(options));
 }
@@ -352,7 +541,7 @@ bool CheckpointManager::ShouldSave(int64_t step) const {
 }
 
 std::string CheckpointManager::PathForStep(int64_t step) const {
-  return (fs::path(options_.dir) / absl::StrFormat("%s%08d%s", kPrefix, step, kSuffix)).string();
+  return (fs::path(options_.dir) / CheckpointName(step, options_.generation)).string();
 }
 
 absl::StatusOr<std::vector<char>> CheckpointManager::EncodeCheckpoint(
@@ -415,37 +604,160 @@ absl::StatusOr<std::vector<char>> CheckpointManager::EncodeCheckpoint(
 absl::StatusOr<std::string> CheckpointManager::CommitCheckpoint(
     int64_t step, const std::vector<char>& sealed) const {
   const std::string path = PathForStep(step);
-  RETURN_IF_ERROR(WriteFileAtomically(path, absl::string_view(sealed.data(), sealed.size())));
+  RETURN_IF_ERROR(WriteFenced(path, absl::string_view(sealed.data(), sealed.size()),
+                              absl::StrCat("refusing to commit ", path)));
+  RETURN_IF_ERROR(CheckCommitted(step, path));
+  Prune(step);
+  return path;
+}
 
-  // Prune. Files of later steps than this one are from an abandoned timeline (they were
-  // skipped as corrupt at restore, or belong to an earlier run): they go, so that they can
-  // neither be restored later nor push this run's checkpoints out. Of the rest, the newest
-  // `keep` stay. Temporary files of other (dead) writers go too.
-  std::vector<int64_t> steps = ListSteps();
-  std::vector<int64_t> remove;
-  for (int64_t s : steps) {
-    if (s > step) remove.push_back(s);
+absl::Status CheckpointManager::CheckNotSuperseded(absl::string_view what) const {
+  ASSIGN_OR_RETURN(const Listing listing, ListDirectory(options_.dir));
+  const StartRecord* newest = listing.Newest();
+  if (newest != nullptr && newest->generation > options_.generation) {
+    return Superseded(options_.generation, *newest, what);
   }
-  steps.erase(std::remove_if(steps.begin(), steps.end(), [&](int64_t s) { return s > step; }),
-              steps.end());
-  const size_t keep = static_cast<size_t>(options_.keep);
-  for (size_t i = 0; i + keep < steps.size(); ++i) remove.push_back(steps[i]);
-  for (int64_t s : remove) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointManager::WriteFenced(const std::string& path, absl::string_view contents,
+                                            absl::string_view refused) const {
+  const absl::Status status =
+      WriteFileAtomically(path, contents, [&] { return CheckNotSuperseded(refused); });
+  if (status.ok() || absl::IsFailedPrecondition(status)) return status;
+  // A newer generation's writer removes older writers' temporary files: maybe this one's.
+  if (absl::Status fenced = CheckNotSuperseded(refused); absl::IsFailedPrecondition(fenced)) {
+    return fenced;
+  }
+  return status;
+}
+
+absl::Status CheckpointManager::CheckCommitted(int64_t step, const std::string& path) const {
+  ASSIGN_OR_RETURN(const Listing listing, ListDirectory(options_.dir));
+  const StartRecord* newest = listing.Newest();
+  if (newest == nullptr || newest->generation <= options_.generation) return absl::OkStatus();
+  // A newer generation started between the check before the rename and now. If it resumed
+  // from an earlier step, the file is a fork it did not adopt: stale, so it goes. (If it
+  // resumed from this step or later it may have restored this very file: it stays.)
+  std::vector<StartRecord> newer;
+  for (const StartRecord& start : listing.starts) {
+    if (start.generation > options_.generation) newer.push_back(start);
+  }
+  std::string outcome = "kept it";
+  if (absl::Status read = ReadStartRecords(newer); !read.ok()) {
+    outcome = absl::StrCat("kept it (", read.message(), ")");
+  } else if (const StartRecord* by =
+                 StaleBy(CheckpointFile{step, options_.generation, path}, newer)) {
     std::error_code ec;
-    fs::remove(PathForStep(s), ec);
-    if (ec) BATON_LOG(WARNING) << "removing checkpoint " << PathForStep(s) << ": " << ec.message();
+    fs::remove(path, ec);
+    outcome = ec ? absl::StrCat("cannot remove it (", ec.message(), ")")
+                 : absl::StrCat("removed it (", StaleReason(*by), ")");
   }
-  const std::string own_tmp_suffix = absl::StrCat(kTmpInfix, ::getpid());
+  return Superseded(options_.generation, *newest,
+                    absl::StrCat("it started as ", path, " was committed; ", outcome));
+}
+
+absl::Status CheckpointManager::RemoveUnlessSuperseded(const std::string& path) const {
+  RETURN_IF_ERROR(CheckNotSuperseded(absl::StrCat("refusing to delete ", path)));
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (absl::StartsWith(name, kPrefix) && absl::StrContains(name, kTmpInfix) &&
-        !absl::EndsWith(name, own_tmp_suffix)) {
-      std::error_code rm;
-      fs::remove(entry.path(), rm);
+  fs::remove(path, ec);
+  if (ec) return absl::InternalError(absl::StrCat("removing ", path, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+void CheckpointManager::Prune(int64_t committed_step) const {
+  absl::StatusOr<Listing> listing = ListDirectory(options_.dir);
+  if (listing.ok()) {
+    const StartRecord* newest = listing->Newest();
+    if (newest != nullptr && newest->generation > options_.generation) return;  // Superseded.
+    if (absl::Status read = ReadStartRecords(listing->starts); !read.ok()) listing = read;
+  }
+  if (!listing.ok()) {
+    BATON_LOG(WARNING) << "not pruning " << options_.dir << ": " << listing.status().message();
+    return;
+  }
+  const int64_t own = options_.generation;
+  std::vector<std::string> remove;
+  std::vector<const CheckpointFile*> live;  // Ascending by (step, generation).
+  for (const CheckpointFile& file : listing->checkpoints) {
+    if (file.generation > own) continue;  // Never a newer generation's (none has started).
+    if (StaleBy(file, listing->starts) != nullptr || file.step > committed_step) {
+      remove.push_back(file.path);
+    } else {
+      live.push_back(&file);
     }
   }
-  return path;
+  const size_t keep = static_cast<size_t>(options_.keep);
+  for (size_t i = 0; i + keep < live.size(); ++i) remove.push_back(live[i]->path);
+  for (const Temporary& temporary : listing->temporaries) {
+    if (temporary.generation <= own && temporary.pid != ::getpid()) {
+      remove.push_back(temporary.path);
+    }
+  }
+  absl::flat_hash_set<std::string> removed;
+  auto remove_one = [&](const std::string& path) {
+    const absl::Status status = RemoveUnlessSuperseded(path);
+    if (status.ok()) {
+      removed.insert(path);
+    } else {
+      BATON_LOG(WARNING) << "pruning: " << status.message();
+    }
+    return status;
+  };
+  for (const std::string& path : remove) {
+    if (absl::IsFailedPrecondition(remove_one(path))) return;  // Superseded: touch nothing.
+  }
+  // Start records: the newest kStartRecordsKept stay. An older one goes unless it is the
+  // only record left that makes some remaining file stale (one whose deletion failed).
+  std::vector<StartRecord> records = listing->starts;  // Those still there.
+  for (size_t i = 0; i + kStartRecordsKept < records.size();) {
+    std::vector<StartRecord> others = records;
+    others.erase(others.begin() + static_cast<ptrdiff_t>(i));
+    const bool needed = std::any_of(
+        listing->checkpoints.begin(), listing->checkpoints.end(), [&](const CheckpointFile& f) {
+          return !removed.contains(f.path) && StaleBy(f, {records[i]}) != nullptr &&
+                 StaleBy(f, others) == nullptr;
+        });
+    const absl::Status status = needed ? absl::OkStatus() : remove_one(records[i].path);
+    if (absl::IsFailedPrecondition(status)) return;
+    if (!needed && status.ok()) {
+      records.erase(records.begin() + static_cast<ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
+  if (resumed_step < 0) return absl::InvalidArgumentError("resumed step must be >= 0");
+  if (options_.generation == 0) return absl::OkStatus();
+  const std::string path = (fs::path(options_.dir) / StartRecordName(options_.generation)).string();
+  // Generations are numbered per job: a new job's generation 1 in a directory an earlier
+  // job used looks superseded too.
+  const std::string refused =
+      absl::StrCat("refusing to record its start in ", path,
+                   " (a new job reusing the directory must remove the old gen-*.start files)");
+  RETURN_IF_ERROR(CheckNotSuperseded(refused));
+  std::error_code ec;
+  if (fs::exists(path, ec)) {
+    BATON_LOG(WARNING) << path << " exists already; it is kept (a generation starts once)";
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(WriteFenced(path, StartRecordText(options_.generation, resumed_step), refused));
+  // A newer generation's record that appeared just before the rename: this one started
+  // after it, so its record must not count (it could make the newer one's files stale).
+  absl::Status after =
+      CheckNotSuperseded(absl::StrCat("it started as ", path, " was written; removed it again"));
+  if (absl::IsFailedPrecondition(after)) fs::remove(path, ec);
+  return after;
+}
+
+absl::Status CheckpointManager::SaveWeights(const NamedTensors& tensors,
+                                            const std::string& path) const {
+  ASSIGN_OR_RETURN(const std::vector<char> bytes, EncodeWeights(tensors, path));
+  RETURN_IF_ERROR(WriteFenced(path, absl::string_view(bytes.data(), bytes.size()),
+                              absl::StrCat("refusing to write ", path)));
+  return CheckNotSuperseded(absl::StrCat("it started as ", path, " was written"));
 }
 
 absl::StatusOr<std::string> CheckpointManager::Save(const TrainingState& state) const {
@@ -453,15 +765,18 @@ absl::StatusOr<std::string> CheckpointManager::Save(const TrainingState& state) 
   return CommitCheckpoint(state.progress.step, sealed);
 }
 
+std::vector<CheckpointFile> CheckpointManager::ListCheckpoints() const {
+  absl::StatusOr<Listing> listing = ListDirectory(options_.dir);
+  if (!listing.ok()) {
+    BATON_LOG(WARNING) << listing.status().message();
+    return {};
+  }
+  return std::move(listing->checkpoints);
+}
+
 std::vector<int64_t> CheckpointManager::ListSteps() const {
   std::vector<int64_t> steps;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(options_.dir, ec)) {
-    if (std::optional<int64_t> step = StepOfName(entry.path().filename().string())) {
-      steps.push_back(*step);
-    }
-  }
-  std::sort(steps.begin(), steps.end());
+  for (const CheckpointFile& file : ListCheckpoints()) steps.push_back(file.step);
   steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
   return steps;
 }
@@ -474,41 +789,42 @@ absl::Status CheckpointManager::RestoreFrom(const std::string& path, TrainingSta
 
 absl::StatusOr<RestoredCheckpoint> CheckpointManager::RestoreLatest(
     TrainingState& state, const RestoreOptions& options) const {
+  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
+  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
   RestoredCheckpoint result;
-  const std::vector<int64_t> steps = ListSteps();
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    const std::string path = PathForStep(*it);
-    absl::StatusOr<Decoded> decoded = ReadCheckpoint(path);
+  std::vector<const CheckpointFile*> candidates;  // Ascending by (step, generation).
+  for (const CheckpointFile& file : listing.checkpoints) {
+    if (const StartRecord* by = StaleBy(file, listing.starts)) {
+      BATON_LOG(WARNING) << "ignoring checkpoint " << file.path << ": " << StaleReason(*by);
+      result.stale.push_back(absl::StrCat(file.path, ": ", StaleReason(*by)));
+    } else {
+      candidates.push_back(&file);
+    }
+  }
+  for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
+    const CheckpointFile& file = **it;
+    absl::StatusOr<Decoded> decoded = ReadCheckpoint(file.path);
     if (!decoded.ok()) {
-      BATON_LOG(WARNING) << "skipping checkpoint " << path << ": " << decoded.status().message();
-      result.skipped.push_back(absl::StrCat(path, ": ", decoded.status().message()));
+      BATON_LOG(WARNING) << "skipping checkpoint " << file.path << ": "
+                         << decoded.status().message();
+      result.skipped.push_back(absl::StrCat(file.path, ": ", decoded.status().message()));
       continue;
     }
     RETURN_IF_ERROR(Apply(*decoded, state, options));
-    result.path = path;
+    result.path = file.path;
     result.step = decoded->progress.step;
+    result.generation = file.generation;
     return result;
   }
-  return absl::NotFoundError(steps.empty()
+  return absl::NotFoundError(listing.checkpoints.empty()
                                  ? absl::StrCat("no checkpoint in ", options_.dir)
                                  : absl::StrCat("no valid checkpoint in ", options_.dir, " (",
-                                                result.skipped.size(), " corrupt)"));
+                                                result.skipped.size(), " corrupt, ",
+                                                result.stale.size(), " stale)"));
 }
 
 absl::Status SaveWeights(const NamedTensors& tensors, const std::string& path) {
-  std::vector<char> bytes;
-  try {
-    c10::Dict<std::string, at::Tensor> dict;
-    for (const auto& [name, tensor] : tensors) {
-      if (dict.contains(name)) {
-        return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name \"", name, "\""));
-      }
-      dict.insert(name, Compact(tensor));
-    }
-    bytes = torch::jit::pickle_save(c10::IValue(dict));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("serialising ", path, ": ", e.what()));
-  }
+  ASSIGN_OR_RETURN(const std::vector<char> bytes, EncodeWeights(tensors, path));
   return WriteFileAtomically(path, absl::string_view(bytes.data(), bytes.size()));
 }
 

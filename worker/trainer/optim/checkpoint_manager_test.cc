@@ -193,12 +193,29 @@ std::string NewDir(const std::string& name) {
   return dir;
 }
 
-CheckpointManager Manager(const std::string& dir, int32_t keep = 3, int64_t every = 1) {
+CheckpointManager Manager(const std::string& dir, int32_t keep = 3, int64_t every = 1,
+                          int64_t generation = 0) {
   CheckpointManagerOptions options;
   options.dir = dir;
   options.keep = keep;
   options.checkpoint_every = every;
+  options.generation = generation;
   return CheckpointManager::Create(options).value();
+}
+
+// The writer of `generation` in `dir`, keeping `keep` checkpoints.
+CheckpointManager ManagerOf(const std::string& dir, int64_t generation, int32_t keep = 3) {
+  return Manager(dir, keep, /*every=*/1, generation);
+}
+
+// The names in `dir`, sorted.
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 std::vector<char> ReadAll(const std::string& path) { return ReadFileBytes(path).value(); }
@@ -375,12 +392,7 @@ TEST(CheckpointManagerTest, KeepsTheNewestAndRemovesStaleTemporaries) {
     ASSERT_OK(manager.Save(StateOf(*a)));
   }
   EXPECT_THAT(manager.ListSteps(), ElementsAre(4, 5));
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  EXPECT_THAT(names, ElementsAre("ckpt-00000004.pt", "ckpt-00000005.pt", "notes.txt"));
+  EXPECT_THAT(Names(dir), ElementsAre("ckpt-00000004.pt", "ckpt-00000005.pt", "notes.txt"));
 
   // After a restore skipped a corrupt ckpt-9 (the loop resumed from 5), saving step 6
   // drops the abandoned later file instead of pruning the new one away.
@@ -401,6 +413,10 @@ TEST(CheckpointManagerTest, KeepsTheNewestAndRemovesStaleTemporaries) {
   defaults.keep = -1;
   EXPECT_THAT(CheckpointManager::Create(defaults).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("keep_checkpoints")));
+  defaults.keep = 3;
+  defaults.generation = -1;
+  EXPECT_THAT(CheckpointManager::Create(defaults).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("generation")));
   defaults.dir = "";
   EXPECT_THAT(CheckpointManager::Create(defaults).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, _));
@@ -436,6 +452,246 @@ TEST(CheckpointManagerTest, RejectsStateThatDoesNotFitAndLeavesItAlone) {
   state.tensors.push_back(state.tensors.front());
   EXPECT_THAT(manager.Save(state),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate")));
+}
+
+// ---- generations: fencing a superseded writer (split-brain safety) ----------------------
+
+// A rig whose extra tensor "pad" carries a marker, so a test can tell which writer's
+// checkpoint a restore loaded.
+std::unique_ptr<Rig> MarkedRig() {
+  std::unique_ptr<Rig> rig = MakeRig(1, "sgd");
+  rig->pad = torch::zeros({1});
+  return rig;
+}
+
+absl::StatusOr<std::string> SaveMarked(const CheckpointManager& manager, Rig& rig, int64_t step,
+                                       float marker) {
+  rig.pad.fill_(marker);
+  rig.progress.step = step;
+  return manager.Save(StateOf(rig));
+}
+
+// Restores into `rig` and returns the marker of the checkpoint loaded.
+float RestoreMarker(const CheckpointManager& manager, Rig& rig,
+                    RestoredCheckpoint* restored = nullptr) {
+  TrainingState state = StateOf(rig);
+  absl::StatusOr<RestoredCheckpoint> result = manager.RestoreLatest(state);
+  EXPECT_OK(result);
+  if (!result.ok()) return -1;
+  if (restored != nullptr) *restored = *result;
+  return rig.pad.item<float>();
+}
+
+TEST(GenerationTest, AStaleWriterCannotCommitOrDeleteOnceANewerGenerationStarted) {
+  const std::string dir = NewDir("fenced_writer");
+  const CheckpointManager old_writer = ManagerOf(dir, 5, /*keep=*/1);
+  const CheckpointManager new_writer = ManagerOf(dir, 6);
+  std::unique_ptr<Rig> rig = MarkedRig();
+  ASSERT_OK(old_writer.RecordStart(0));
+  ASSERT_OK(SaveMarked(old_writer, *rig, 10, 510));
+  RestoredCheckpoint restored;
+  EXPECT_EQ(RestoreMarker(new_writer, *rig, &restored), 510);
+  EXPECT_EQ(restored.generation, 5);
+  ASSERT_OK(new_writer.RecordStart(restored.step));
+  ASSERT_OK(SaveMarked(new_writer, *rig, 11, 611));
+  ASSERT_OK(SaveMarked(new_writer, *rig, 12, 612));
+  const std::vector<std::string> before = Names(dir);
+  EXPECT_THAT(before,
+              ElementsAre("ckpt-00000010-g5.pt", "ckpt-00000011-g6.pt", "ckpt-00000012-g6.pt",
+                          "gen-00000005.start", "gen-00000006.start"));
+  const std::vector<char> newest = ReadAll(dir + "/ckpt-00000012-g6.pt");
+
+  // The stale writer (keep=1: it would prune everything but its own file) goes on.
+  for (int64_t step : {11, 12, 13}) {
+    EXPECT_THAT(SaveMarked(old_writer, *rig, step, 500 + step),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr("generation 5 is superseded by generation 6")));
+  }
+  EXPECT_THAT(old_writer.RecordStart(10),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("generation 6 (", dir,
+                                              "/gen-00000006.start exists): refusing to record "
+                                              "its start in ",
+                                              dir, "/gen-00000005.start"))));
+  EXPECT_EQ(Names(dir), before) << "nothing written, replaced or deleted";
+  EXPECT_EQ(ReadAll(dir + "/ckpt-00000012-g6.pt"), newest);
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig), 612);
+
+  // Even without generation 6's start record (lost), generation 5's pruning leaves
+  // generation 6's files alone.
+  fs::remove(dir + "/gen-00000006.start");
+  ASSERT_OK(SaveMarked(old_writer, *rig, 14, 514));
+  EXPECT_THAT(Names(dir), ElementsAre("ckpt-00000011-g6.pt", "ckpt-00000012-g6.pt",
+                                      "ckpt-00000014-g5.pt", "gen-00000005.start"));
+}
+
+TEST(GenerationTest, AForkWrittenBeforeTheNewerStartIsIgnoredByRestoreAndPruned) {
+  const std::string dir = NewDir("stale_fork");
+  const CheckpointManager old_writer = ManagerOf(dir, 5);
+  const CheckpointManager new_writer = ManagerOf(dir, 6);
+  std::unique_ptr<Rig> rig = MarkedRig();
+  ASSERT_OK(old_writer.RecordStart(0));
+  ASSERT_OK(SaveMarked(old_writer, *rig, 10, 510));
+  ASSERT_OK(SaveMarked(old_writer, *rig, 20, 520));
+  RestoredCheckpoint restored;
+  EXPECT_EQ(RestoreMarker(new_writer, *rig, &restored), 520);
+  // Generation 5 commits step 30 after generation 6 restored, before its start record:
+  // allowed (nothing newer has started yet), and a fork of the lineage generation 6 took.
+  ASSERT_OK(SaveMarked(old_writer, *rig, 30, 530));
+  ASSERT_OK(new_writer.RecordStart(restored.step));
+  const std::vector<char> record = ReadAll(dir + "/gen-00000006.start");
+  EXPECT_EQ(std::string(record.begin(), record.end()),
+            "baton-generation-start-v1\ngeneration 6\nresumed_step 20\n");
+
+  // Any later restore (generation 6 crashed before its first checkpoint) skips the fork.
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig, &restored), 520);
+  EXPECT_EQ(restored.path, dir + "/ckpt-00000020-g5.pt");
+  ASSERT_THAT(restored.stale, SizeIs(1));
+  EXPECT_THAT(restored.stale[0],
+              HasSubstr("ckpt-00000030-g5.pt: stale: generation 6 started from step 20"));
+  EXPECT_THAT(restored.skipped, SizeIs(0));
+
+  // The newer writer's first commit (of a later step than the fork's) prunes the fork.
+  ASSERT_OK(SaveMarked(new_writer, *rig, 40, 640));
+  EXPECT_THAT(Names(dir),
+              ElementsAre("ckpt-00000010-g5.pt", "ckpt-00000020-g5.pt", "ckpt-00000040-g6.pt",
+                          "gen-00000005.start", "gen-00000006.start"));
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig), 640);
+}
+
+TEST(GenerationTest, OnlyStaleFilesLeaveNothingToRestore) {
+  const std::string dir = NewDir("only_stale");
+  std::unique_ptr<Rig> rig = MarkedRig();
+  ASSERT_OK(SaveMarked(ManagerOf(dir, 5), *rig, 30, 530));
+  ASSERT_OK(ManagerOf(dir, 6).RecordStart(0));
+  TrainingState state = StateOf(*rig);
+  EXPECT_THAT(ManagerOf(dir, 7).RestoreLatest(state),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("(0 corrupt, 1 stale)")));
+
+  // A start record someone edited: staleness cannot be judged, so nothing is restored.
+  WriteRaw(dir + "/gen-00000006.start", std::vector<char>{'?', '\n'});
+  EXPECT_THAT(ManagerOf(dir, 7).RestoreLatest(state),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("malformed start record " + dir + "/gen-00000006.start")));
+}
+
+TEST(GenerationTest, TheSameStepOfTwoGenerationsIsTwoFilesAndRestorePicksTheNewer) {
+  const std::string dir = NewDir("same_step");
+  const CheckpointManager old_writer = ManagerOf(dir, 5);
+  const CheckpointManager new_writer = ManagerOf(dir, 6);
+  std::unique_ptr<Rig> rig = MarkedRig();
+  ASSERT_OK(SaveMarked(old_writer, *rig, 10, 510));
+  ASSERT_OK(new_writer.RecordStart(10));
+  // Generation 6 saves the step it resumed from at once (a SIGUSR1 before its first step).
+  absl::StatusOr<std::string> path = SaveMarked(new_writer, *rig, 10, 610);
+  ASSERT_OK(path);
+  EXPECT_EQ(*path, dir + "/ckpt-00000010-g6.pt");
+  EXPECT_THAT(Names(dir),
+              ElementsAre("ckpt-00000010-g5.pt", "ckpt-00000010-g6.pt", "gen-00000006.start"));
+  const std::vector<CheckpointFile> files = new_writer.ListCheckpoints();
+  ASSERT_THAT(files, SizeIs(2));
+  EXPECT_EQ(files[0].generation, 5);
+  EXPECT_EQ(files[1].generation, 6);
+  EXPECT_THAT(new_writer.ListSteps(), ElementsAre(10));
+
+  RestoredCheckpoint restored;
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig, &restored), 610);
+  EXPECT_EQ(restored.generation, 6);
+  EXPECT_THAT(restored.stale, SizeIs(0)) << "step 10 of generation 5 is not stale";
+
+  // The stale writer cannot replace either file.
+  EXPECT_THAT(SaveMarked(old_writer, *rig, 10, 999),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("generation 6")));
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig), 610);
+
+  // Generation 6's file corrupt: the fallback is generation 5's of the same step.
+  WriteRaw(dir + "/ckpt-00000010-g6.pt", std::vector<char>(100, 'x'));
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig, &restored), 510);
+  EXPECT_THAT(restored.skipped, SizeIs(1));
+}
+
+TEST(GenerationTest, LegacyNamesRestoreAsGenerationZero) {
+  const std::string dir = NewDir("legacy");
+  std::unique_ptr<Rig> rig = MarkedRig();
+  const CheckpointManager legacy = Manager(dir);
+  ASSERT_OK(SaveMarked(legacy, *rig, 10, 10));
+  ASSERT_OK(SaveMarked(legacy, *rig, 20, 20));
+  ASSERT_OK(legacy.RecordStart(20));  // No start record for generation 0.
+  EXPECT_THAT(Names(dir), ElementsAre("ckpt-00000010.pt", "ckpt-00000020.pt"));
+
+  const CheckpointManager writer = ManagerOf(dir, 1);
+  RestoredCheckpoint restored;
+  EXPECT_EQ(RestoreMarker(writer, *rig, &restored), 20);
+  EXPECT_EQ(restored.path, dir + "/ckpt-00000020.pt");
+  EXPECT_EQ(restored.generation, 0);
+  ASSERT_OK(writer.RecordStart(restored.step));
+  ASSERT_OK(SaveMarked(writer, *rig, 30, 130));
+  EXPECT_THAT(Names(dir), ElementsAre("ckpt-00000010.pt", "ckpt-00000020.pt", "ckpt-00000030-g1.pt",
+                                      "gen-00000001.start"));
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 2), *rig), 130);
+  // A generation-0 writer in a directory with start records is an older generation.
+  EXPECT_THAT(SaveMarked(legacy, *rig, 40, 40),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("generation 0 is superseded by generation 1")));
+}
+
+TEST(GenerationTest, StartRecordsAreBoundedButKeptWhileOnlyTheyMakeAFileStale) {
+  const std::string dir = NewDir("bounded_records");
+  std::unique_ptr<Rig> rig = MarkedRig();
+  // A file that cannot be deleted (a non-empty directory under a checkpoint name). Only
+  // generation 2's record (resumed from step 10) makes it stale; later ones resumed from
+  // step 20 and beyond.
+  fs::create_directories(dir + "/ckpt-00000015-g1.pt");
+  WriteRaw(dir + "/ckpt-00000015-g1.pt/x", std::vector<char>(1, 'x'));
+  auto run_generation = [&](int64_t generation) {
+    const CheckpointManager manager = ManagerOf(dir, generation);
+    TrainingState state = StateOf(*rig);
+    absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+    ASSERT_OK(manager.RecordStart(restored.ok() ? restored->step : 0));
+    ASSERT_OK(SaveMarked(manager, *rig, generation * 10, static_cast<float>(generation)));
+  };
+  auto records = [&] {
+    std::vector<std::string> names;
+    for (const std::string& name : Names(dir)) {
+      if (absl::EndsWith(name, ".start")) names.push_back(name);
+    }
+    return names;
+  };
+  for (int64_t generation = 1; generation <= 10; ++generation) run_generation(generation);
+  EXPECT_THAT(records(),
+              ElementsAre("gen-00000002.start", "gen-00000007.start", "gen-00000008.start",
+                          "gen-00000009.start", "gen-00000010.start"));
+  EXPECT_THAT(ManagerOf(dir, 10).ListSteps(), ElementsAre(15, 80, 90, 100));
+
+  fs::remove_all(dir + "/ckpt-00000015-g1.pt");
+  run_generation(11);
+  EXPECT_THAT(records(), ElementsAre("gen-00000008.start", "gen-00000009.start",
+                                     "gen-00000010.start", "gen-00000011.start"));
+  EXPECT_THAT(ManagerOf(dir, 11).ListSteps(), ElementsAre(90, 100, 110));
+  EXPECT_EQ(RestoreMarker(ManagerOf(dir, 12), *rig), 11);
+}
+
+TEST(GenerationTest, AFencedFinalSaveIsRefused) {
+  const std::string dir = NewDir("fenced_final");
+  const std::string final_path = dir + "/final.pt";
+  std::unique_ptr<Rig> rig = MarkedRig();
+  rig->pad.fill_(5);
+  const CheckpointManager old_writer = ManagerOf(dir, 5);
+  ASSERT_OK(old_writer.SaveWeights(LiveTensors(*rig), final_path));
+  const std::vector<char> written = ReadAll(final_path);
+
+  ASSERT_OK(ManagerOf(dir, 6).RecordStart(0));
+  rig->pad.fill_(55);
+  EXPECT_THAT(
+      old_writer.SaveWeights(LiveTensors(*rig), final_path),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("superseded by generation 6")));
+  EXPECT_EQ(ReadAll(final_path), written);
+  EXPECT_THAT(Names(dir), ElementsAre("final.pt", "gen-00000006.start"));
+
+  rig->pad.fill_(6);
+  ASSERT_OK(ManagerOf(dir, 6).SaveWeights(LiveTensors(*rig), final_path));
+  const c10::IValue loaded = torch::jit::pickle_load(ReadAll(final_path));
+  EXPECT_EQ(loaded.toGenericDict().at("pad").toTensor().item<float>(), 6);
 }
 
 // ---- crash safety: a writer killed with SIGKILL at points of the write protocol ---------
@@ -618,8 +874,9 @@ TEST(CheckpointPythonTest, TorchLoadReadsStepCheckpointsAndFinalWeights) {
   std::unique_ptr<Rig> a = MakeRig(1, "adamw");
   TrainSteps(*a, 3);
   a->progress.scaler_scale = 1024.0;
-  absl::StatusOr<std::string> path = Manager(dir).Save(StateOf(*a));
+  absl::StatusOr<std::string> path = ManagerOf(dir, 3).Save(StateOf(*a));
   ASSERT_OK(path);
+  EXPECT_EQ(*path, dir + "/ckpt-00000003-g3.pt");
   ASSERT_OK(SaveWeights(LiveTensors(*a), dir + "/final.pt"));
 
   const std::string script = absl::StrCat(R"py(
