@@ -228,6 +228,7 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
     manager_options.checkpoint_every = options_.checkpoint_every;
     manager_options.keep = options_.keep_checkpoints;
     manager_options.generation = context_.generation;
+    manager_options.job = context_.job_id;
     ASSIGN_OR_RETURN(CheckpointManager manager, CheckpointManager::Create(manager_options));
     checkpoints.emplace(std::move(manager));
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints->RestoreLatest(state);

@@ -105,6 +105,8 @@ struct TrainerContext {
   // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
   // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
   int64_t generation = 0;
+  // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
+  std::string job_id;
 };
 
 struct TrainResult {

@@ -41,7 +41,7 @@ grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
 grep -q '^baton-trainer: rank 0/2 .* on cpu (shm)' out.0.txt || fail "rank 0 did not use shm"
 [[ ! -e ckpt/final.pt.tmp.* ]] || fail "temporary checkpoint left behind"
 [[ -s ckpt/ckpt-00000060-g1.pt ]] || fail "no training-state checkpoint of the last step"
-[[ $(cat ckpt/gen-00000001.start) == $'baton-generation-start-v1\ngeneration 1\nresumed_step 0' ]] ||
+[[ $(cat ckpt/gen-00000001.start) == $'baton-generation-start-v1\njob j-e2e\ngeneration 1\nresumed_step 0' ]] ||
   fail "no start record of generation 1"
 
 "$PY" - <<'PY' || fail "metrics or checkpoint check failed"

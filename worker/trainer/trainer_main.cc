@@ -333,6 +333,7 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   context.stop = &g_stop_requested;
   context.checkpoint_request = &g_checkpoint_requested;
   context.generation = env.generation;
+  context.job_id = env.job_id;
   Trainer trainer(options, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
 

@@ -323,7 +323,7 @@ TEST_F(TrainerTest, ASupersededGenerationRefusesToTrain) {
   std::ifstream record(options.checkpoint_dir + "/gen-00000003.start");
   const std::string text((std::istreambuf_iterator<char>(record)),
                          std::istreambuf_iterator<char>());
-  EXPECT_EQ(text, "baton-generation-start-v1\ngeneration 3\nresumed_step 12\n");
+  EXPECT_EQ(text, "baton-generation-start-v1\njob \ngeneration 3\nresumed_step 12\n");
 
   auto names = [&] {
     std::set<std::string> out;

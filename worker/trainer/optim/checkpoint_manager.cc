@@ -385,7 +385,8 @@ std::optional<int64_t> ParseStartRecordName(absl::string_view name) {
 // A generation's start record (see the header).
 struct StartRecord {
   int64_t generation = 0;
-  int64_t resumed_step = 0;  // Set by ReadStartRecords.
+  int64_t resumed_step = 0;  // Set by ReadStartRecords,
+  std::string job;           // like this.
   std::string path;
 };
 
@@ -436,7 +437,7 @@ absl::StatusOr<Listing> ListDirectory(const std::string& dir) {
       file->path = path;
       listing.checkpoints.push_back(std::move(*file));
     } else if (const std::optional<int64_t> generation = ParseStartRecordName(name)) {
-      listing.starts.push_back(StartRecord{*generation, 0, path});
+      listing.starts.push_back(StartRecord{*generation, 0, "", path});
     } else if (std::optional<Temporary> temporary = ParseTemporaryName(name)) {
       temporary->path = path;
       listing.temporaries.push_back(std::move(*temporary));
@@ -452,9 +453,9 @@ absl::StatusOr<Listing> ListDirectory(const std::string& dir) {
   return listing;
 }
 
-std::string StartRecordText(int64_t generation, int64_t resumed_step) {
-  return absl::StrCat(kStartFormat, "\ngeneration ", generation, "\nresumed_step ", resumed_step,
-                      "\n");
+std::string StartRecordText(const std::string& job, int64_t generation, int64_t resumed_step) {
+  return absl::StrCat(kStartFormat, "\njob ", job, "\ngeneration ", generation,
+                      "\nresumed_step ", resumed_step, "\n");
 }
 
 // Fills in every record's resumed_step. A record that vanished since the listing (pruned)
@@ -467,16 +468,18 @@ absl::Status ReadStartRecords(std::vector<StartRecord>& starts) {
     if (!bytes.ok()) return bytes.status();
     const std::vector<absl::string_view> lines =
         absl::StrSplit(absl::string_view(bytes->data(), bytes->size()), '\n');
-    absl::string_view step = lines.size() == 4 ? lines[2] : "";
+    absl::string_view job = lines.size() == 5 ? lines[1] : "";
+    absl::string_view step = lines.size() == 5 ? lines[3] : "";
     const std::optional<int64_t> resumed_step =
         absl::ConsumePrefix(&step, "resumed_step ") ? ParseNumber(step) : std::nullopt;
-    if (lines.size() != 4 || lines[0] != kStartFormat ||
-        lines[1] != absl::StrCat("generation ", start.generation) || !resumed_step.has_value() ||
-        !lines[3].empty()) {
+    if (lines.size() != 5 || lines[0] != kStartFormat || !absl::ConsumePrefix(&job, "job ") ||
+        lines[2] != absl::StrCat("generation ", start.generation) || !resumed_step.has_value() ||
+        !lines[4].empty()) {
       return absl::DataLossError(absl::StrCat(
-          "malformed start record ", start.path, ": want the three lines \"", kStartFormat,
-          "\", \"generation ", start.generation, "\", \"resumed_step <step>\""));
+          "malformed start record ", start.path, ": want the four lines \"", kStartFormat,
+          "\", \"job <job id>\", \"generation ", start.generation, "\", \"resumed_step <step>\""));
     }
+    start.job = std::string(job);
     start.resumed_step = *resumed_step;
     read.push_back(std::move(start));
   }
@@ -497,11 +500,23 @@ std::string StaleReason(const StartRecord& by) {
   return absl::StrCat("stale: generation ", by.generation, " started from step ", by.resumed_step);
 }
 
+// The record that supersedes generation `generation` of `job`: one of a newer generation of
+// the job, or, unless `same_job_only`, any record of another job (a later job adopted the
+// directory). Null if none. `starts` must have been read (ReadStartRecords).
+const StartRecord* SupersededBy(const std::vector<StartRecord>& starts, const std::string& job,
+                                int64_t generation, bool same_job_only = false) {
+  for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
+    if (it->job == job ? it->generation > generation : !same_job_only) return &*it;
+  }
+  return nullptr;
+}
+
 // `what` is refused (or happened) because `newer` has started.
 absl::Status Superseded(int64_t generation, const StartRecord& newer, absl::string_view what) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("generation ", generation, " is superseded by generation ", newer.generation,
-                   " (", newer.path, " exists): ", what));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "generation ", generation, " is superseded by generation ", newer.generation,
+      newer.job.empty() ? std::string() : absl::StrCat(" of job ", newer.job), " (", newer.path,
+      " exists): ", what));
 }
 
 // The pickled Dict[str, Tensor] of the final weights.
@@ -611,11 +626,13 @@ absl::StatusOr<std::string> CheckpointManager::CommitCheckpoint(
   return path;
 }
 
-absl::Status CheckpointManager::CheckNotSuperseded(absl::string_view what) const {
-  ASSIGN_OR_RETURN(const Listing listing, ListDirectory(options_.dir));
-  const StartRecord* newest = listing.Newest();
-  if (newest != nullptr && newest->generation > options_.generation) {
-    return Superseded(options_.generation, *newest, what);
+absl::Status CheckpointManager::CheckNotSuperseded(absl::string_view what,
+                                                   bool same_job_only) const {
+  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
+  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
+  if (const StartRecord* by =
+          SupersededBy(listing.starts, options_.job, options_.generation, same_job_only)) {
+    return Superseded(options_.generation, *by, what);
   }
   return absl::OkStatus();
 }
@@ -633,9 +650,14 @@ absl::Status CheckpointManager::WriteFenced(const std::string& path, absl::strin
 }
 
 absl::Status CheckpointManager::CheckCommitted(int64_t step, const std::string& path) const {
-  ASSIGN_OR_RETURN(const Listing listing, ListDirectory(options_.dir));
-  const StartRecord* newest = listing.Newest();
-  if (newest == nullptr || newest->generation <= options_.generation) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
+  if (absl::Status read = ReadStartRecords(listing.starts); !read.ok()) {
+    return absl::Status(read.code(), absl::StrCat("after committing ", path, ": ", read.message()));
+  }
+  const StartRecord* by_record =
+      SupersededBy(listing.starts, options_.job, options_.generation);
+  if (by_record == nullptr) return absl::OkStatus();
+  const StartRecord newest = *by_record;
   // A newer generation started between the check before the rename and now. If it resumed
   // from an earlier step, the file is a fork it did not adopt: stale, so it goes. (If it
   // resumed from this step or later it may have restored this very file: it stays.)
@@ -644,16 +666,13 @@ absl::Status CheckpointManager::CheckCommitted(int64_t step, const std::string& 
     if (start.generation > options_.generation) newer.push_back(start);
   }
   std::string outcome = "kept it";
-  if (absl::Status read = ReadStartRecords(newer); !read.ok()) {
-    outcome = absl::StrCat("kept it (", read.message(), ")");
-  } else if (const StartRecord* by =
-                 StaleBy(CheckpointFile{step, options_.generation, path}, newer)) {
+  if (const StartRecord* by = StaleBy(CheckpointFile{step, options_.generation, path}, newer)) {
     std::error_code ec;
     fs::remove(path, ec);
     outcome = ec ? absl::StrCat("cannot remove it (", ec.message(), ")")
                  : absl::StrCat("removed it (", StaleReason(*by), ")");
   }
-  return Superseded(options_.generation, *newest,
+  return Superseded(options_.generation, newest,
                     absl::StrCat("it started as ", path, " was committed; ", outcome));
 }
 
@@ -668,10 +687,9 @@ absl::Status CheckpointManager::RemoveUnlessSuperseded(const std::string& path) 
 void CheckpointManager::Prune(int64_t committed_step) const {
   absl::StatusOr<Listing> listing = ListDirectory(options_.dir);
   if (listing.ok()) {
-    const StartRecord* newest = listing->Newest();
-    if (newest != nullptr && newest->generation > options_.generation) return;  // Superseded.
     if (absl::Status read = ReadStartRecords(listing->starts); !read.ok()) listing = read;
   }
+  if (listing.ok() && SupersededBy(listing->starts, options_.job, options_.generation)) return;
   if (!listing.ok()) {
     BATON_LOG(WARNING) << "not pruning " << options_.dir << ": " << listing.status().message();
     return;
@@ -732,18 +750,28 @@ absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
   if (resumed_step < 0) return absl::InvalidArgumentError("resumed step must be >= 0");
   if (options_.generation == 0) return absl::OkStatus();
   const std::string path = (fs::path(options_.dir) / StartRecordName(options_.generation)).string();
-  // Generations are numbered per job: a new job's generation 1 in a directory an earlier
-  // job used looks superseded too.
-  const std::string refused =
-      absl::StrCat("refusing to record its start in ", path,
-                   " (a new job reusing the directory must remove the old gen-*.start files)");
-  RETURN_IF_ERROR(CheckNotSuperseded(refused));
+  const std::string refused = absl::StrCat("refusing to record its start in ", path);
+  RETURN_IF_ERROR(CheckNotSuperseded(refused, /*same_job_only=*/true));
+  // An earlier job's records: this job adopts the directory (see the header). Its own
+  // record, written next, fences that job's writers.
+  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
+  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
   std::error_code ec;
+  for (const StartRecord& start : listing.starts) {
+    if (start.job == options_.job) continue;
+    BATON_LOG(INFO) << "job " << options_.job << " adopts " << options_.dir << ": removing job "
+                    << start.job << "'s start record " << start.path;
+    fs::remove(start.path, ec);
+    if (ec) {
+      return absl::InternalError(absl::StrCat("removing ", start.path, ": ", ec.message()));
+    }
+  }
   if (fs::exists(path, ec)) {
     BATON_LOG(WARNING) << path << " exists already; it is kept (a generation starts once)";
     return absl::OkStatus();
   }
-  RETURN_IF_ERROR(WriteFenced(path, StartRecordText(options_.generation, resumed_step), refused));
+  RETURN_IF_ERROR(WriteFenced(path, StartRecordText(options_.job, options_.generation, resumed_step),
+                              refused));
   // A newer generation's record that appeared just before the rename: this one started
   // after it, so its record must not count (it could make the newer one's files stale).
   absl::Status after =

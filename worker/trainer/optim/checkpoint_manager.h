@@ -28,11 +28,13 @@
 //   restore never picks a stale generation's file written after the newer one started.
 // * Start records. Rank 0 of generation g >= 1 calls RecordStart after its restore and
 //   before training: <dir>/gen-<g, 8+ digits>.start (e.g. gen-00000003.start), written
-//   atomically and once, holds the step g resumed from (0 if none) as three text lines:
-//   "baton-generation-start-v1", "generation <g>", "resumed_step <step>".
+//   atomically and once, holds the job and the step g resumed from (0 if none) as four text
+//   lines: "baton-generation-start-v1", "job <job id>", "generation <g>",
+//   "resumed_step <step>".
 // * Stale files. Checkpoint (g, s) is stale iff the start record of some generation g' > g
 //   holds a resumed step < s: a fork the newer lineage did not adopt.
-// * Fencing. Generation g is superseded once a start record of any g' > g exists. Its
+// * Fencing. Generation g is superseded once a start record of any g' > g of its job, or
+//   any record of another job, exists (see "Jobs" below). Its
 //   writer then refuses (FAILED_PRECONDITION naming g') to commit a checkpoint, to write
 //   its start record or final weights (SaveWeights) and to delete anything. Each write
 //   checks right before its rename and again after it: a checkpoint renamed just as g'
@@ -54,9 +56,13 @@
 // * Generation 0 writes no start record, so a directory without start records behaves as
 //   before generations existed. A generation-0 writer in a directory that has start records
 //   is superseded like any older generation.
-// * Generations are numbered per job, so a directory serves one job: a new job's
-//   generations (from 1 again) are superseded by an earlier job's start records until those
-//   are removed (RecordStart's error says so).
+// * Jobs. Generations are numbered per job, so a directory serves one job at a time. A job
+//   that starts in a directory an earlier job used restores that job's newest checkpoint
+//   (it continues its training, as before generations) and adopts the directory: its
+//   RecordStart removes the earlier job's start records, and from then on its own fence a
+//   writer of the earlier job, should one still run (a record of another job supersedes).
+//   The earlier job's checkpoints stay: they are older than anything the new job writes,
+//   but pruning never deletes files of a generation above the writer's own.
 //
 // Restore. Every rank calls RestoreLatest at start: it tries the non-stale step checkpoints
 // newest first (by step, then the higher generation) and loads the first one that passes
@@ -124,6 +130,7 @@ struct CheckpointManagerOptions {
   int64_t checkpoint_every = 0;  // TrainerSpec.checkpoint_every; 0: ShouldSave is false.
   int32_t keep = 3;              // TrainerSpec.keep_checkpoints (0 -> default 3). >= 1.
   int64_t generation = 0;        // BATON_GENERATION; 0 = unknown (legacy names). >= 0.
+  std::string job;               // BATON_JOB_ID; empty outside Baton.
 };
 
 struct RestoreOptions {
@@ -171,9 +178,11 @@ class CheckpointManager {
   absl::StatusOr<std::string> CommitCheckpoint(int64_t step, const std::vector<char>& sealed) const;
 
   // Records that this generation started from `resumed_step` (0 when nothing was restored):
-  // rank 0 calls it once, after RestoreLatest and before training. A no-op for generation
-  // 0, and when this generation's record exists already (it is never rewritten).
-  //   FAILED_PRECONDITION: a newer generation has started (named); this one must not train.
+  // rank 0 calls it once, after RestoreLatest and before training. Removes other jobs'
+  // start records first (the job adopts the directory). A no-op for generation 0, and when
+  // this generation's record exists already (it is never rewritten).
+  //   FAILED_PRECONDITION: a newer generation of this job has started (named); this one must
+  //     not train.
   //   INVALID_ARGUMENT: resumed_step < 0. INTERNAL: an I/O error.
   absl::Status RecordStart(int64_t resumed_step) const;
 
@@ -218,10 +227,11 @@ class CheckpointManager {
  private:
   explicit CheckpointManager(CheckpointManagerOptions options) : options_(std::move(options)) {}
 
-  // FAILED_PRECONDITION naming the newest newer generation if one has started (`what`
-  // ends the message: what is refused, or what happened); INTERNAL if the directory cannot
-  // be listed.
-  absl::Status CheckNotSuperseded(absl::string_view what) const;
+  // FAILED_PRECONDITION naming the record that supersedes this generation, if one exists: a
+  // newer generation of this job or, unless `same_job_only`, another job's (`what` ends the
+  // message: what is refused, or what happened); INTERNAL if the directory cannot be
+  // listed, DATA_LOSS if a start record does not parse.
+  absl::Status CheckNotSuperseded(absl::string_view what, bool same_job_only = false) const;
   // WriteFileAtomically of `path`, refused with CheckNotSuperseded(refused) right before
   // the rename. A write that fails otherwise while this generation is superseded reports
   // the supersession (a newer writer may have removed the temporary file).

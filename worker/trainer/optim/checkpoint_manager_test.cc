@@ -482,6 +482,47 @@ float RestoreMarker(const CheckpointManager& manager, Rig& rig,
   return rig.pad.item<float>();
 }
 
+// The writer of `generation` of `job` in `dir`.
+CheckpointManager JobManagerOf(const std::string& dir, const std::string& job,
+                               int64_t generation) {
+  CheckpointManagerOptions options;
+  options.dir = dir;
+  options.checkpoint_every = 1;
+  options.generation = generation;
+  options.job = job;
+  return CheckpointManager::Create(options).value();
+}
+
+// A job resubmitted into the directory of an earlier one continues from that job's newest
+// checkpoint and adopts the directory: the earlier job's records go, its writers are fenced.
+TEST(GenerationTest, ALaterJobContinuesFromAnEarlierJobsCheckpointsAndAdoptsTheDirectory) {
+  const std::string dir = NewDir("adopted");
+  std::unique_ptr<Rig> rig = MarkedRig();
+  const CheckpointManager a1 = JobManagerOf(dir, "j-a", 1);
+  const CheckpointManager a3 = JobManagerOf(dir, "j-a", 3);
+  ASSERT_OK(a1.RecordStart(0));
+  ASSERT_OK(SaveMarked(a1, *rig, 10, 110));
+  ASSERT_OK(a3.RecordStart(10));
+  ASSERT_OK(SaveMarked(a3, *rig, 20, 320));
+  const std::string record = absl::StrCat(dir, "/gen-00000003.start");
+  const std::vector<char> text = ReadAll(record);
+  EXPECT_EQ(std::string(text.begin(), text.end()),
+            "baton-generation-start-v1\njob j-a\ngeneration 3\nresumed_step 10\n");
+
+  const CheckpointManager b1 = JobManagerOf(dir, "j-b", 1);
+  RestoredCheckpoint restored;
+  EXPECT_EQ(RestoreMarker(b1, *rig, &restored), 320);  // j-a's newest, though its generation is 3
+  ASSERT_OK(b1.RecordStart(restored.step));
+  EXPECT_THAT(Names(dir), ElementsAre("ckpt-00000010-g1.pt", "ckpt-00000020-g3.pt",
+                                      "gen-00000001.start"));
+  ASSERT_OK(SaveMarked(b1, *rig, 21, 121));
+  // j-a's generation 3, were it still running, is fenced by j-b's record.
+  EXPECT_THAT(SaveMarked(a3, *rig, 22, 322),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("generation 3 is superseded by generation 1 of job j-b")));
+  EXPECT_EQ(RestoreMarker(JobManagerOf(dir, "j-b", 2), *rig), 121);
+}
+
 TEST(GenerationTest, AStaleWriterCannotCommitOrDeleteOnceANewerGenerationStarted) {
   const std::string dir = NewDir("fenced_writer");
   const CheckpointManager old_writer = ManagerOf(dir, 5, /*keep=*/1);
@@ -541,7 +582,7 @@ TEST(GenerationTest, AForkWrittenBeforeTheNewerStartIsIgnoredByRestoreAndPruned)
   ASSERT_OK(new_writer.RecordStart(restored.step));
   const std::vector<char> record = ReadAll(dir + "/gen-00000006.start");
   EXPECT_EQ(std::string(record.begin(), record.end()),
-            "baton-generation-start-v1\ngeneration 6\nresumed_step 20\n");
+            "baton-generation-start-v1\njob \ngeneration 6\nresumed_step 20\n");
 
   // Any later restore (generation 6 crashed before its first checkpoint) skips the fork.
   EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig, &restored), 520);
