@@ -13,16 +13,13 @@
 // parity, so a rank may write piece k+1 while a slower peer still reads piece k. Every rank
 // reads the same sum, so results are bit-identical across ranks.
 //
-// Setup (CreateShmCommunicator) goes through the job's c10d store: rank 0 creates a
-// uniquely named segment and publishes its name and a random token; every rank maps it,
-// checks the token and that it can see its peers' processes; rank 0 then unlinks the name,
-// so nothing is left in /dev/shm even if every process is killed. If any rank cannot
-// attach (e.g. containers with separate IPC namespaces on one node), every rank gets the
-// same FAILED_PRECONDITION and may fall back to Gloo.
+// Setup (CreateShmCommunicator) goes through the job's c10d store (shm_segment.h): if any
+// rank cannot attach (e.g. containers with separate IPC namespaces on one node), every
+// rank gets the same FAILED_PRECONDITION and may fall back to Gloo.
 //
-// Failure: a rank waiting at a barrier checks every `poll_interval` whether a peer process
-// has exited or a peer gave up, and gives up after `collective_timeout`; the collective
-// then fails with UNAVAILABLE and so does every later one (the communicator is broken).
+// Failure: a rank waiting for its peers notices a peer's exit or a peer giving up, or
+// gives up after `collective_timeout`; the collective then fails with UNAVAILABLE and so
+// does every later one (the communicator is broken).
 //
 // Threading: as Communicator. Collectives run in order on one communication thread per
 // rank, so StartAllReduceSum returns at once (overlap with backward) and Broadcast waits.
@@ -32,20 +29,10 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "worker/trainer/communicator.h"
+#include "worker/trainer/shm_segment.h"
 
 namespace baton::trainer {
-
-struct ShmOptions {
-  // How long one collective may wait for its peers before it fails (a hung peer).
-  absl::Duration collective_timeout = absl::Minutes(5);
-  // How often a waiting rank checks that its peers are alive.
-  absl::Duration poll_interval = absl::Milliseconds(100);
-  // Bytes of one rank's slot (half per parity buffer). The segment is world_size slots;
-  // keep it within /dev/shm (Docker's default is 64 MiB).
-  size_t slot_bytes = size_t{8} << 20;
-};
 
 // Builds the communicator through `store` (keys under "shm/"): blocks until every rank
 // attached or one failed to. INVALID_ARGUMENT if rank is not in [0, world_size) or
