@@ -32,7 +32,9 @@ using ::testing::HasSubstr;
 using ::baton::trainer::testing::CommunicatorFactory;
 using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::RunRanks;
+using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
+using ::baton::trainer::testing::SetUpRanks;
 
 // Shared-memory ranks with small slots, so that tensors of a few KiB take several pieces.
 CommunicatorFactory MakeShm(size_t slot_bytes = 4096,
@@ -323,6 +325,29 @@ TEST(ShmCommunicatorTest, HungPeerTimesOutAndBreaksTheGroup) {
     EXPECT_THAT(comm.AllReduceSum(t), StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
     return 0;
   });
+}
+
+// A segment that cannot be sized (its byte count overflows off_t) stands for a /dev/shm
+// that is too small: every rank gets the same FAILED_PRECONDITION at once (so all may fall
+// back to Gloo), not a store timeout.
+TEST(ShmCommunicatorTest, UnusableSegmentFailsEveryRankAlike) {
+  const auto results = SetUpRanks(3, MakeShm(size_t{1} << 62));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kFailedPrecondition,
+                                     HasSubstr("shared memory unusable (rank 0): sizing")))
+        << "rank " << r;
+  }
+}
+
+// A rank whose communicator is destroyed counts as gone: a peer waiting for it fails.
+TEST(ShmCommunicatorTest, DestroyedPeerFailsTheCollective) {
+  const std::vector<absl::Status> got = RunRanksOwning<absl::Status>(
+      2, MakeShm(), [](std::unique_ptr<Communicator> comm) {
+        if (comm->rank() == 1) return absl::OkStatus();  // Destroyed on return.
+        at::Tensor t = at::ones({100});
+        return comm->AllReduceSum(t);
+      });
+  EXPECT_THAT(got[0], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left")));
 }
 
 std::string PeerBinary() {

@@ -41,7 +41,8 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
           0);
 }
 
-bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+// A member's pid slot holds 0 once it left (ShmSegment destroyed).
+bool ProcessExists(pid_t pid) { return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM); }
 
 }  // namespace
 
@@ -122,8 +123,9 @@ absl::StatusOr<std::unique_ptr<ShmSegment::Mapping>> ShmSegment::MapGroupSegment
     const std::string name = absl::StrCat("/baton-", getpid(), "-", absl::Hex(token));
     absl::StatusOr<std::unique_ptr<Mapping>> mapping = Mapping::Map(name, bytes, /*create=*/true);
     if (!mapping.ok()) {
+      // The others wait for the record, then for every member's outcome: this one's too.
       StoreSetString(store, "segment", absl::StrCat("!", mapping.status().message()));
-      return mapping.status();
+      return AgreeOn(store, "attached", index, members, mapping.status(), kUnusable, ranks);
     }
     Header* h = (*mapping)->header();
     h->token = token;
@@ -214,7 +216,12 @@ ShmSegment::ShmSegment(std::unique_ptr<Mapping> mapping, int index, std::vector<
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
 }
 
-ShmSegment::~ShmSegment() = default;
+ShmSegment::~ShmSegment() {
+  // Leaving: a peer waiting for this member now fails at its next check, as if this
+  // process had exited.
+  header_->pids[index_].store(0);
+  FutexWakeAll(&header_->round);
+}
 
 char* ShmSegment::Buffer(int slot, uint64_t parity) const {
   return mapping_->bytes() + kHeaderBytes + slot * options_.slot_bytes +
@@ -274,8 +281,11 @@ absl::Status ShmSegment::WhyStuck(absl::Time deadline) const {
   for (int i = 0; i < size(); ++i) {
     const pid_t pid = header_->pids[i].load(std::memory_order_relaxed);
     if (i != index_ && !ProcessExists(pid)) {
-      return absl::UnavailableError(absl::StrCat("shm collective failed: rank ", ranks_[i],
-                                                 " (pid ", pid, ") exited"));
+      return absl::UnavailableError(
+          pid == 0 ? absl::StrCat("shm collective failed: rank ", ranks_[i],
+                                  " left (its communicator was destroyed)")
+                   : absl::StrCat("shm collective failed: rank ", ranks_[i], " (pid ", pid,
+                                  ") exited"));
     }
   }
   if (cancelled_.load()) return absl::CancelledError("shm communicator shutting down");

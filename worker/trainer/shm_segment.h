@@ -13,7 +13,7 @@
 // FAILED_PRECONDITION.
 //
 // Failure: a member waiting at the barrier checks every `poll_interval` whether a peer
-// process has exited or a peer gave up, and gives up after `collective_timeout`; its wait
+// process has exited, a peer left (destroyed its ShmSegment) or gave up, and gives up after `collective_timeout`; its wait
 // then fails with UNAVAILABLE, and so does every later one on every member (the group is
 // out of step for good).
 //
@@ -67,6 +67,7 @@ class ShmSegment {
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Attach(c10d::Store& store, int index,
                                                             std::vector<int> ranks,
                                                             const ShmOptions& options);
+  // Leaves the group: peers still waiting for this member fail as if its process exited.
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
