@@ -50,12 +50,17 @@ class ShmPending final : public PendingCollective {
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<ShmSegment> segment,
-                  ShmOptions options)
-      : store_(std::move(store)),
-        segment_(std::move(segment)),
-        rank_(segment_->index()),
-        world_size_(segment_->size()),
+  ShmCommunicator(ShmGroup group, ShmOptions options)
+      : store_(std::move(group.store)),
+        topology_(std::move(group.topology)),
+        segment_(std::move(group.segment)),
+        leaders_(std::move(group.leaders)),
+        leaders_reduce_(std::move(group.leaders_reduce)),
+        backend_(std::move(group.backend)),
+        rank_(group.rank),
+        host_(topology_.host_of[rank_]),
+        local_rank_(topology_.local_rank_of[rank_]),
+        local_size_(static_cast<int>(topology_.hosts[host_].size())),
         options_(options),
         thread_([this] { Loop(); }) {}
 
@@ -65,16 +70,17 @@ class ShmCommunicator final : public Communicator {
       stopping_ = true;
     }
     cv_.notify_all();
-    segment_->Cancel();
+    if (segment_ != nullptr) segment_->Cancel();
     thread_.join();
   }
 
   int rank() const override { return rank_; }
-  int world_size() const override { return world_size_; }
+  int world_size() const override { return topology_.world_size(); }
   c10::Device device() const override { return c10::Device(c10::kCPU); }
-  std::string backend() const override { return "shm"; }
+  std::string backend() const override { return backend_; }
   bool CanReduce(c10::ScalarType dtype) const override {
-    return at::isFloatingType(dtype) || dtype == at::kInt || dtype == at::kLong;
+    return (at::isFloatingType(dtype) || dtype == at::kInt || dtype == at::kLong) &&
+           (leaders_reduce_ == nullptr || leaders_reduce_(dtype));
   }
 
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
@@ -82,15 +88,15 @@ class ShmCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckTensor(tensor));
     if (!CanReduce(tensor.scalar_type())) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "shm cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
+          backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
     }
     return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(tensor), -1)));
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
-    if (root < 0 || root >= world_size_) {
+    if (root < 0 || root >= world_size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("broadcast root ", root, " not in world of ", world_size_));
+          absl::StrCat("broadcast root ", root, " not in world of ", world_size()));
     }
     RETURN_IF_ERROR(CheckTensor(tensor));
     return ShmPending(Enqueue(tensor, root)).Wait();
@@ -152,7 +158,8 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
-  // Elements of one piece (half a slot), a multiple of kChunkAlign.
+  // Elements of one piece (half a slot), a multiple of kChunkAlign. The same on every rank,
+  // with or without a segment: the leaders' collectives must match piece for piece.
   int64_t PieceElements(const at::Tensor& t) const {
     const int64_t n = static_cast<int64_t>(options_.slot_bytes / 2) / t.element_size();
     return std::max<int64_t>(kChunkAlign, n / kChunkAlign * kChunkAlign);
@@ -163,41 +170,75 @@ class ShmCommunicator final : public Communicator {
     return at::from_blob(segment_->Buffer(slot, parity), {len}, like.options());
   }
 
+  bool MultiHost() const { return topology_.num_hosts() > 1; }
+
+  // Passes on the outcome of a leaders' collective; a failure is also this host's ranks'
+  // (the segment is marked failed, so their waits end with UNAVAILABLE).
+  absl::Status CrossHost(const absl::Status& status) {
+    if (status.ok()) return status;
+    if (segment_ != nullptr) segment_->GiveUp(ShmSegment::GiveUpReason::kCrossHost);
+    return absl::Status(status.code(), absl::StrCat("cross-host stage: ", status.message()));
+  }
+
   absl::Status RunAllReduce(at::Tensor& flat) {
     const int64_t n = flat.numel();
     const int64_t piece = PieceElements(flat);
     for (int64_t off = 0; off < n; off += piece) {
       const int64_t len = std::min(piece, n - off);
-      const uint64_t parity = pieces_++ & 1;
       at::Tensor mine = flat.narrow(0, off, len);
-      View(rank_, parity, len, flat).copy_(mine);
+      if (segment_ == nullptr) {  // Alone on this host: only the leaders' stage, in place.
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(mine)));
+        continue;
+      }
+      const uint64_t parity = pieces_++ & 1;
+      View(local_rank_, parity, len, flat).copy_(mine);
       RETURN_IF_ERROR(segment_->Barrier());
       // This rank's chunk of the piece, summed over every slot into slot 0.
-      const int64_t begin = len * rank_ / world_size_ / kChunkAlign * kChunkAlign;
-      const int64_t end =
-          rank_ == world_size_ - 1 ? len : len * (rank_ + 1) / world_size_ / kChunkAlign * kChunkAlign;
+      const int64_t begin = len * local_rank_ / local_size_ / kChunkAlign * kChunkAlign;
+      const int64_t end = local_rank_ == local_size_ - 1
+                              ? len
+                              : len * (local_rank_ + 1) / local_size_ / kChunkAlign * kChunkAlign;
+      at::Tensor sum = View(0, parity, len, flat);
       if (end > begin) {
-        at::Tensor sum = View(0, parity, len, flat).narrow(0, begin, end - begin);
-        for (int s = 1; s < world_size_; ++s) {
-          sum.add_(View(s, parity, len, flat).narrow(0, begin, end - begin));
+        at::Tensor chunk = sum.narrow(0, begin, end - begin);
+        for (int s = 1; s < local_size_; ++s) {
+          chunk.add_(View(s, parity, len, flat).narrow(0, begin, end - begin));
         }
       }
       RETURN_IF_ERROR(segment_->Barrier());
-      mine.copy_(View(0, parity, len, flat));
+      if (MultiHost()) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(sum)));
+        RETURN_IF_ERROR(segment_->Barrier());
+      }
+      mine.copy_(sum);
     }
     return absl::OkStatus();
   }
 
   absl::Status RunBroadcast(at::Tensor& flat, int root) {
+    const int root_host = topology_.host_of[root];
+    // The slot this host's ranks read the value from: the root's on its host, else the
+    // leader's, which receives it from the other leaders.
+    const int source = root_host == host_ ? topology_.local_rank_of[root] : 0;
     const int64_t n = flat.numel();
     const int64_t piece = PieceElements(flat);
     for (int64_t off = 0; off < n; off += piece) {
       const int64_t len = std::min(piece, n - off);
-      const uint64_t parity = pieces_++ & 1;
       at::Tensor mine = flat.narrow(0, off, len);
-      if (rank_ == root) View(root, parity, len, flat).copy_(mine);
+      if (segment_ == nullptr) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(mine, root_host)));
+        continue;
+      }
+      const uint64_t parity = pieces_++ & 1;
+      at::Tensor value = View(source, parity, len, flat);
+      if (rank_ == root) value.copy_(mine);
+      if (MultiHost()) {
+        // On the root's host the leader sends once the root's copy is in.
+        if (source != 0) RETURN_IF_ERROR(segment_->Barrier());
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(value, root_host)));
+      }
       RETURN_IF_ERROR(segment_->Barrier());
-      if (rank_ != root) mine.copy_(View(root, parity, len, flat));
+      if (rank_ != root) mine.copy_(value);
     }
     return absl::OkStatus();
   }
@@ -205,13 +246,19 @@ class ShmCommunicator final : public Communicator {
   // Kept alive: on rank 0 it serves the store, which peers may still be reading the setup
   // keys from after this rank finished its setup.
   const c10::intrusive_ptr<c10d::Store> store_;
-  const std::unique_ptr<ShmSegment> segment_;
+  const HostTopology topology_;
+  const std::unique_ptr<ShmSegment> segment_;  // Null if alone on this host.
+  const std::unique_ptr<Communicator> leaders_;  // Set on a leader of several hosts.
+  const std::function<bool(c10::ScalarType)> leaders_reduce_;
+  const std::string backend_;
   const int rank_;
-  const int world_size_;
+  const int host_;
+  const int local_rank_;
+  const int local_size_;
   const ShmOptions options_;
 
   // Communication thread only.
-  uint64_t pieces_ = 0;   // Pieces moved so far (their parity picks the buffer).
+  uint64_t pieces_ = 0;   // Pieces moved through the segment (their parity picks the buffer).
   absl::Status broken_;   // First failure; fails every later collective.
 
   std::mutex mu_;
@@ -238,12 +285,38 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
     c10d::PrefixStore shm_store("shm", store);
     ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
                      ShmSegment::Attach(shm_store, rank, std::move(ranks), options));
-    return std::unique_ptr<Communicator>(new ShmCommunicator(store, std::move(segment), options));
+    ShmGroup group;
+    group.store = store;
+    group.topology = SingleHost(world_size);
+    group.rank = rank;
+    group.segment = std::move(segment);
+    return NewShmCommunicator(std::move(group), options);
   } catch (const std::exception& e) {
     const std::string message = e.what();
     return absl::UnavailableError(absl::StrCat("shm setup through the store failed (rank ", rank,
                                                "): ", message.substr(0, message.find('\n'))));
   }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NewShmCommunicator(ShmGroup group,
+                                                                 const ShmOptions& options) {
+  const HostTopology& t = group.topology;
+  if (group.rank < 0 || group.rank >= t.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", group.rank, " not in world of ", t.world_size()));
+  }
+  const int host_size = static_cast<int>(t.hosts[t.host_of[group.rank]].size());
+  const bool wants_leaders = t.num_hosts() > 1 && t.IsLeader(group.rank);
+  if ((group.segment == nullptr && host_size > 1) ||
+      (group.segment != nullptr && (group.segment->size() != host_size ||
+                                    group.segment->index() != t.local_rank_of[group.rank])) ||
+      (group.leaders == nullptr) == wants_leaders ||
+      (t.num_hosts() > 1 && group.leaders_reduce == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("shm parts of rank ", group.rank,
+                                                   " do not fit the topology ", t.ToString()));
+  }
+  RETURN_IF_ERROR(ValidateShmOptions(options));
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(group), options));
 }
 
 }  // namespace baton::trainer
