@@ -1,0 +1,34 @@
+# Shared by the bench scripts: reading baton-trainer's metric lines and summarising
+# repeats. Source it after setting PY (a python3) and WARMUP (steps left out of the rates).
+
+# baton_rate METRICS: steady-state global samples/s of a run from its metric lines (steps
+# after the warmup): harmonic mean of the per-window rates (equal-step windows).
+baton_rate() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rates = [json.loads(l)["samples_per_sec"] for l in open(sys.argv[1])
+         if l.strip() and json.loads(l)["step"] > int(sys.argv[2]) and "samples_per_sec" in json.loads(l)]
+print(len(rates) / sum(1.0 / r for r in rates))
+PYEOF
+}
+
+# baton_split METRICS: mean step-time split (ms) of a run's metric lines after the warmup.
+baton_split() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r["step"] > int(sys.argv[2]) and "time_step_s" in r]
+keys = ["step", "data", "forward", "backward", "comm_wait", "optimizer"]
+print("  ".join("%s %.2f" % (k, 1e3 * sum(r["time_%s_s" % k] for r in rows) / len(rows))
+                for k in keys))
+PYEOF
+}
+
+# stats VALUE...: "min M  median M  max M".
+stats() { $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print("min %.0f  median %.0f  max %.0f" % (v[0], statistics.median(v), v[-1]))' "$@"; }
+
+# median VALUE...
+median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))' "$@"; }
+
+# ratio A B: A / B with two decimals.
+ratio() { $PY -c "print('%.2f' % ($1 / $2))"; }
