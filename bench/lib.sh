@@ -1,5 +1,17 @@
-# Shared by the bench scripts: reading baton-trainer's metric lines and summarising
-# repeats. Source it after setting PY (a python3) and WARMUP (steps left out of the rates).
+# Shared by the bench scripts: building baton-trainer, reading its metric lines and
+# summarising repeats. Source it from the repository root after setting PY (a python3) and
+# WARMUP (steps left out of the rates).
+
+# build_trainer: builds baton-trainer and make_mnist (on failure prints the build's last
+# lines and exits) and sets BIN to bazel-bin.
+build_trainer() {
+  local build_log
+  if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
+    echo "$build_log" | tail -30 >&2
+    exit 1
+  fi
+  BIN=$(bazel info bazel-bin 2>/dev/null)
+}
 
 # baton_rate METRICS: steady-state global samples/s of a run from its metric lines (steps
 # after the warmup): harmonic mean of the per-window rates (equal-step windows).

@@ -18,11 +18,7 @@ WARMUP=30
 LOG_EVERY=10
 PY=/usr/bin/python3
 source bench/lib.sh
-if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
-  echo "$build_log" | tail -30 >&2
-  exit 1
-fi
-BIN=$(bazel info bazel-bin 2>/dev/null)
+build_trainer
 TRAINER=$BIN/worker/trainer/baton-trainer
 TMP=$(mktemp -d -t baton-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
