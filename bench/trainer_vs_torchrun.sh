@@ -17,11 +17,8 @@ RESNET_STEPS=${3:-10}
 WARMUP=30
 LOG_EVERY=10
 PY=/usr/bin/python3
-if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
-  echo "$build_log" | tail -30 >&2
-  exit 1
-fi
-BIN=$(bazel info bazel-bin 2>/dev/null)
+source bench/lib.sh
+build_trainer
 TRAINER=$BIN/worker/trainer/baton-trainer
 TMP=$(mktemp -d -t baton-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -36,29 +33,6 @@ echo "python3-torch: $($PY -c '
 import torch, re
 torch.ones(64, 64) @ torch.ones(64, 64)
 print(sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l}))')"
-
-# Steady-state global samples/s of a baton-trainer run from its metric lines (steps after
-# the warmup): harmonic mean of the per-window rates (equal-step windows).
-baton_rate() {
-  $PY - "$1" "$WARMUP" <<'PYEOF'
-import json, sys
-rates = [json.loads(l)["samples_per_sec"] for l in open(sys.argv[1])
-         if l.strip() and json.loads(l)["step"] > int(sys.argv[2]) and "samples_per_sec" in json.loads(l)]
-print(len(rates) / sum(1.0 / r for r in rates))
-PYEOF
-}
-
-# Mean step-time split (ms) of a baton-trainer run's metric lines after the warmup.
-baton_split() {
-  $PY - "$1" "$WARMUP" <<'PYEOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rows = [r for r in rows if r["step"] > int(sys.argv[2]) and "time_step_s" in r]
-keys = ["step", "data", "forward", "backward", "comm_wait", "optimizer"]
-print("  ".join("%s %.2f" % (k, 1e3 * sum(r["time_%s_s" % k] for r in rows) / len(rows))
-                for k in keys))
-PYEOF
-}
 
 # run_baton WORLD MODEL_FLAGS...: prints samples/s.
 run_baton() {
@@ -94,9 +68,6 @@ for l in sys.stdin:
     if l.startswith("{"): print(json.loads(l)["samples_per_sec"])'
 }
 
-stats() { $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print("min %.0f  median %.0f  max %.0f" % (v[0], statistics.median(v), v[-1]))' "$@"; }
-median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))' "$@"; }
-
 echo "== MLP 784-512-512-10 on MNIST-format data, batch 64/rank, ${STEPS} timed steps after ${WARMUP}, ${REPEATS} repeats"
 MLP=(--model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)
 B2=(); G2=(); B1=(); T2=()
@@ -118,10 +89,10 @@ echo "step-time split, rank 0, last repeat (ms):"
 echo "  baton x2 shm:   $(baton_split "$TMP/split-shm.jsonl")"
 echo "  baton x2 gloo:  $(baton_split "$TMP/split-gloo.jsonl")"
 echo "  baton x1:       $(baton_split "$TMP/split-one.jsonl")"
-MLP_RATIO=$($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${T2[@]}")))")
+MLP_RATIO=$(ratio "$(median "${B2[@]}")" "$(median "${T2[@]}")")
 echo "ratio baton/torchrun (2 ranks, medians):      $MLP_RATIO"
-echo "ratio baton gloo/torchrun (2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${G2[@]}") / $(median "${T2[@]}")))")"
-echo "ratio baton 2 ranks / 1 rank (medians):       $($PY -c "print('%.2f' % ($(median "${B2[@]}") / $(median "${B1[@]}")))")"
+echo "ratio baton gloo/torchrun (2 ranks, medians): $(ratio "$(median "${G2[@]}")" "$(median "${T2[@]}")")"
+echo "ratio baton 2 ranks / 1 rank (medians):       $(ratio "$(median "${B2[@]}")" "$(median "${B1[@]}")")"
 
 if ((RESNET_STEPS > 0)); then
   STEPS=$RESNET_STEPS WARMUP=3 LOG_EVERY=1
@@ -136,7 +107,7 @@ if ((RESNET_STEPS > 0)); then
   echo "baton-trainer, 2 ranks:  $(stats "${RB[@]}") samples/s"
   echo "torchrun+DDP,  2 ranks:  $(stats "${RT[@]}") samples/s"
   echo "step-time split, rank 0, last repeat (ms): $(baton_split "$TMP/split-resnet.jsonl")"
-  echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $($PY -c "print('%.2f' % ($(median "${RB[@]}") / $(median "${RT[@]}")))")"
+  echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $(ratio "$(median "${RB[@]}")" "$(median "${RT[@]}")")"
 fi
 # The contract for scripts: the MLP ratio, last.
 echo "ratio=$MLP_RATIO"

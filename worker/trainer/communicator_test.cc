@@ -32,7 +32,9 @@ using ::testing::HasSubstr;
 using ::baton::trainer::testing::CommunicatorFactory;
 using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::RunRanks;
+using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
+using ::baton::trainer::testing::SetUpRanks;
 
 // Shared-memory ranks with small slots, so that tensors of a few KiB take several pieces.
 CommunicatorFactory MakeShm(size_t slot_bytes = 4096,
@@ -325,6 +327,29 @@ TEST(ShmCommunicatorTest, HungPeerTimesOutAndBreaksTheGroup) {
   });
 }
 
+// A segment that cannot be sized (its byte count overflows off_t) stands for a /dev/shm
+// that is too small: every rank gets the same FAILED_PRECONDITION at once (so all may fall
+// back to Gloo), not a store timeout.
+TEST(ShmCommunicatorTest, UnusableSegmentFailsEveryRankAlike) {
+  const auto results = SetUpRanks(3, MakeShm(size_t{1} << 62));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(results[r], StatusIs(absl::StatusCode::kFailedPrecondition,
+                                     HasSubstr("shared memory unusable (rank 0): sizing")))
+        << "rank " << r;
+  }
+}
+
+// A rank whose communicator is destroyed counts as gone: a peer waiting for it fails.
+TEST(ShmCommunicatorTest, DestroyedPeerFailsTheCollective) {
+  const std::vector<absl::Status> got = RunRanksOwning<absl::Status>(
+      2, MakeShm(), [](std::unique_ptr<Communicator> comm) {
+        if (comm->rank() == 1) return absl::OkStatus();  // Destroyed on return.
+        at::Tensor t = at::ones({100});
+        return comm->AllReduceSum(t);
+      });
+  EXPECT_THAT(got[0], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left")));
+}
+
 std::string PeerBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
@@ -373,8 +398,84 @@ TEST(ProcessGroupTest, CpuBackendNames) {
   EXPECT_EQ(ParseCpuBackend("auto").value(), CpuBackend::kAuto);
   EXPECT_EQ(ParseCpuBackend("shm").value(), CpuBackend::kShm);
   EXPECT_EQ(ParseCpuBackend("gloo").value(), CpuBackend::kGloo);
+  EXPECT_EQ(ParseCpuBackend("hierarchical").value(), CpuBackend::kHierarchical);
   EXPECT_THAT(ParseCpuBackend("tcp"),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("auto, shm, gloo")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'tcp' is not one of auto, shm, gloo, hierarchical")));
+}
+
+// Ranks as threads whose host keys are keys[rank] (as BATON_HOST_KEY sets them).
+CommunicatorFactory MakeCpu(CpuBackend backend, std::vector<std::string> keys,
+                            size_t slot_bytes = ShmOptions().slot_bytes) {
+  return [backend, keys, slot_bytes](const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                     int world) {
+    ProcessGroupOptions options;
+    options.rendezvous.rank = rank;
+    options.rendezvous.world_size = world;
+    options.rendezvous.master_addr = "127.0.0.1";
+    options.cpu_backend = backend;
+    options.collective_timeout = absl::Seconds(30);
+    options.host_key = keys.at(rank);
+    options.shm_slot_bytes = slot_bytes;
+    return CreateCpuCommunicator(store, options);
+  };
+}
+
+TEST(ProcessGroupTest, CpuBackendFollowsTheHosts) {
+  struct Case {
+    CpuBackend backend;
+    std::vector<std::string> keys;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {CpuBackend::kAuto, {"a", "a"}, "shm"},
+      {CpuBackend::kAuto, {"a", "a", "b", "b"}, "hierarchical(shm+gloo, 2 hosts)"},
+      {CpuBackend::kAuto, {"a", "a", "b"}, "hierarchical(shm+gloo, 2 hosts)"},
+      {CpuBackend::kAuto, {"a", "b"}, "gloo"},
+      {CpuBackend::kGloo, {"a", "a", "b", "b"}, "gloo"},
+      {CpuBackend::kHierarchical, {"a", "b"}, "hierarchical(shm+gloo, 2 hosts)"},
+      {CpuBackend::kHierarchical, {"a", "a"}, "hierarchical(shm+gloo, 1 host)"},
+      {CpuBackend::kShm, {"a", "a"}, "shm"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(static_cast<int>(c.backend), " ", c.keys.size(), " ranks: ",
+                              c.want));
+    const int world = static_cast<int>(c.keys.size());
+    const std::vector<at::Tensor> got =
+        RunRanksWith<at::Tensor>(world, MakeCpu(c.backend, c.keys), [&](Communicator& comm) {
+          EXPECT_EQ(comm.backend(), c.want);
+          at::Tensor t = at::full({3}, static_cast<double>(comm.rank()), at::kFloat);
+          EXPECT_OK(comm.AllReduceSum(t));
+          return t;
+        });
+    for (const at::Tensor& t : got) {
+      EXPECT_TRUE(t.equal(at::full({3}, world * (world - 1) / 2.0, at::kFloat)));
+    }
+  }
+}
+
+// Shared memory that cannot be set up (a segment too large to size): auto falls back to
+// flat Gloo on every rank and says why on stderr; hierarchical and shm fail.
+TEST(ProcessGroupTest, UnusableSharedMemoryFallsBackToGlooUnlessForced) {
+  const std::vector<std::string> keys = {"a", "a", "b", "b"};
+  const size_t unusable = size_t{1} << 62;
+  ::testing::internal::CaptureStderr();
+  RunRanksWith<int>(4, MakeCpu(CpuBackend::kAuto, keys, unusable), [](Communicator& comm) {
+    EXPECT_EQ(comm.backend(), "gloo");
+    at::Tensor t = at::ones({2});
+    EXPECT_OK(comm.AllReduceSum(t));
+    EXPECT_TRUE(t.equal(at::full({2}, 4.0)));
+    return 0;
+  });
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("baton-trainer: shared memory unusable (2 hosts: 0,1 | 2,3), using flat "
+                        "Gloo: host 0 (ranks 0,1): shared memory unusable (rank 0): sizing"));
+  for (const auto& result : SetUpRanks(4, MakeCpu(CpuBackend::kHierarchical, keys, unusable))) {
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("host 0")));
+  }
+  for (const auto& result : SetUpRanks(2, MakeCpu(CpuBackend::kShm, {"a", "a"}, unusable))) {
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("sizing")));
+  }
 }
 
 }  // namespace

@@ -15,14 +15,20 @@
 //   error); unset or 0 = unknown (a run outside Baton). It names the checkpoints and fences
 //   the checkpoint directory against older generations (see kFinalCheckpointName).
 //   Optional: GLOO_SOCKET_IFNAME picks the interface Gloo binds (as in PyTorch).
+//   Optional: BATON_HOST_KEY, if set and non-empty, replaces this rank's host key: ranks
+//   with equal keys count as one host for the CPU backends (default: derived from the
+//   kernel's boot id, /dev/shm's device and the PID namespace; tests use it to simulate
+//   several hosts on one machine).
 //
 // Flags: `--name=value` for each kFlag* below; each maps to the TrainerSpec field of the
 // same name (hidden: comma-separated widths, e.g. --hidden=256,128; booleans: true/false)
 // or Budget field. A flag that is not passed takes the default documented in
 // proto/baton/v1/job.proto (image_size: 0 = the dataset's default). Non-contract tuning
 // flags: --device=auto|cpu|cuda (auto: CUDA when a GPU is visible, NCCL between ranks;
-// else CPU), --cpu_backend=auto|shm|gloo (auto: shared memory when every rank is on this
-// host, else Gloo), --rendezvous_timeout, --collective_timeout, --sample_log.
+// else CPU), --cpu_backend=auto|shm|gloo|hierarchical (auto: shared memory when every rank
+// is on one host; hierarchical, i.e. shared memory inside each host and Gloo between one
+// leader per host, when ranks are on several hosts and some host has more than one; else
+// Gloo), --rendezvous_timeout, --collective_timeout, --sample_log.
 //
 // Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
 // at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
@@ -72,6 +78,7 @@ inline constexpr char kEnvMasterPort[] = "MASTER_PORT";
 inline constexpr char kEnvJobId[] = "BATON_JOB_ID";
 inline constexpr char kEnvGeneration[] = "BATON_GENERATION";
 inline constexpr char kEnvMetricsFd[] = "BATON_METRICS_FD";
+inline constexpr char kEnvHostKey[] = "BATON_HOST_KEY";
 
 // Flag names (without the leading "--"): TrainerSpec fields, in field order.
 inline constexpr char kFlagModel[] = "model";

@@ -16,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/hierarchical_communicator.h"
+#include "worker/trainer/host_topology.h"
 #include "worker/trainer/nccl_communicator.h"
 #include "worker/trainer/shm_communicator.h"
 
@@ -24,32 +26,6 @@ namespace {
 
 bool IsLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
-absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
-    const c10::intrusive_ptr<c10d::Store>& store, const ProcessGroupOptions& options) {
-  const RendezvousOptions& rdzv = options.rendezvous;
-  // Ranks on other hosts cannot open the segment, so trying is how "one host" is found
-  // out: it works for two single-slot workers on one machine too, which LOCAL_WORLD_SIZE
-  // would not show.
-  if (options.cpu_backend != CpuBackend::kGloo) {
-    ShmOptions shm;
-    shm.collective_timeout = options.collective_timeout;
-    absl::StatusOr<std::unique_ptr<Communicator>> comm =
-        CreateShmCommunicator(store, rdzv.rank, rdzv.world_size, shm);
-    // Every rank gets the same FAILED_PRECONDITION, so all of them fall back together.
-    if (comm.ok() || options.cpu_backend == CpuBackend::kShm ||
-        comm.status().code() != absl::StatusCode::kFailedPrecondition) {
-      return comm;
-    }
-    std::fprintf(stderr, "baton-trainer: shared memory unusable, using Gloo: %s\n",
-                 std::string(comm.status().message()).c_str());
-  }
-  GlooOptions gloo;
-  gloo.collective_timeout = options.collective_timeout;
-  gloo.interface = options.gloo_interface;
-  if (gloo.interface.empty() && IsLoopback(rdzv.master_addr)) gloo.hostname = "127.0.0.1";
-  return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, gloo);
 }
 
 // Returns once something accepts TCP connections at host:port, or at `deadline` (the
@@ -86,8 +62,51 @@ absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name) {
   if (name == "auto") return CpuBackend::kAuto;
   if (name == "shm") return CpuBackend::kShm;
   if (name == "gloo") return CpuBackend::kGloo;
+  if (name == "hierarchical") return CpuBackend::kHierarchical;
   return absl::InvalidArgumentError(
-      absl::StrCat("cpu_backend '", name, "' is not one of auto, shm, gloo"));
+      absl::StrCat("cpu_backend '", name, "' is not one of auto, shm, gloo, hierarchical"));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
+    const c10::intrusive_ptr<c10d::Store>& store, const ProcessGroupOptions& options) {
+  const RendezvousOptions& rdzv = options.rendezvous;
+  HierarchicalOptions layers;
+  layers.shm.collective_timeout = options.collective_timeout;
+  layers.shm.slot_bytes = options.shm_slot_bytes;
+  layers.gloo.collective_timeout = options.collective_timeout;
+  layers.gloo.interface = options.gloo_interface;
+  if (layers.gloo.interface.empty() && IsLoopback(rdzv.master_addr)) {
+    layers.gloo.hostname = "127.0.0.1";
+  }
+  switch (options.cpu_backend) {
+    case CpuBackend::kGloo:
+      return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, layers.gloo);
+    case CpuBackend::kShm:
+      return CreateShmCommunicator(store, rdzv.rank, rdzv.world_size, layers.shm);
+    case CpuBackend::kAuto:
+    case CpuBackend::kHierarchical:
+      break;
+  }
+  ASSIGN_OR_RETURN(const HostTopology topology,
+                   ExchangeHostKeys(store, rdzv.rank, rdzv.world_size, options.host_key));
+  if (options.cpu_backend == CpuBackend::kHierarchical) {
+    return CreateHierarchicalCommunicator(store, rdzv.rank, topology, layers);
+  }
+  absl::StatusOr<std::unique_ptr<Communicator>> comm;
+  if (topology.num_hosts() == 1) {
+    // The keys only propose one host; trying the segment is what proves it (and works for
+    // two single-slot workers on one machine, which LOCAL_WORLD_SIZE would not show).
+    comm = CreateShmCommunicator(store, rdzv.rank, rdzv.world_size, layers.shm);
+  } else if (topology.AnyHostShared()) {
+    comm = CreateHierarchicalCommunicator(store, rdzv.rank, topology, layers);
+  } else {
+    return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, layers.gloo);
+  }
+  // Every rank gets the same FAILED_PRECONDITION, so all of them fall back together.
+  if (comm.ok() || comm.status().code() != absl::StatusCode::kFailedPrecondition) return comm;
+  std::fprintf(stderr, "baton-trainer: shared memory unusable (%s), using flat Gloo: %s\n",
+               topology.ToString().c_str(), std::string(comm.status().message()).c_str());
+  return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, layers.gloo);
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOptions& options) {

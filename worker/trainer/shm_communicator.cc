@@ -2,148 +2,27 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <signal.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
-#include <climits>
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <mutex>
-#include <random>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 
 namespace baton::trainer {
 namespace {
 
-constexpr uint64_t kMagic = 0x6d6873206e6f7461;  // "aton shm"
-constexpr int kMaxRanks = 256;
-constexpr size_t kHeaderBytes = 4096;
 // Chunk boundaries inside a piece fall on multiples of this many elements (cache lines).
 constexpr int64_t kChunkAlign = 16;
-// Barrier polls before sleeping on the futex (a peer is usually microseconds away).
-constexpr int kSpins = 4000;
-
-// The segment starts with this header; world_size slots follow at kHeaderBytes.
-struct Header {
-  uint64_t magic;
-  uint64_t token;  // Random, checked by every attaching rank.
-  uint32_t world_size;
-  uint32_t reserved;
-  uint64_t slot_bytes;
-  // Sense-free barrier: arrivals in the current round, and the round (the futex word).
-  std::atomic<uint32_t> arrived;
-  std::atomic<uint32_t> round;
-  // 1 + the rank that gave up on a collective, 0 while none did.
-  std::atomic<uint32_t> failed_rank;
-  std::atomic<int32_t> pids[kMaxRanks];
-};
-static_assert(sizeof(Header) <= kHeaderBytes, "header must fit its page");
-static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
-
-void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
-  const timespec ts = absl::ToTimespec(timeout);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
-void FutexWakeAll(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
-          0);
-}
-
-bool ProcessExists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
-
-// A mapped segment; unmapped on destruction. The name is unlinked by its creator.
-class Mapping {
- public:
-  Mapping(void* base, size_t bytes) : base_(base), bytes_(bytes) {}
-  ~Mapping() { munmap(base_, bytes_); }
-  Mapping(const Mapping&) = delete;
-  Mapping& operator=(const Mapping&) = delete;
-
-  Header* header() const { return static_cast<Header*>(base_); }
-  char* bytes() const { return static_cast<char*>(base_); }
-
- private:
-  void* const base_;
-  const size_t bytes_;
-};
-
-absl::StatusOr<std::unique_ptr<Mapping>> MapSegment(const std::string& name, size_t bytes,
-                                                    bool create) {
-  const int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
-                        : shm_open(name.c_str(), O_RDWR, 0);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("shm_open(", name, "): ", std::strerror(errno)));
-  }
-  // Reserve every page now: a /dev/shm too small for the segment fails here rather than
-  // with SIGBUS mid-training.
-  if (create) {
-    int err = ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
-    if (err == 0) err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (err != 0) {
-      close(fd);
-      shm_unlink(name.c_str());
-      return absl::FailedPreconditionError(absl::StrCat("sizing ", name, " to ", bytes,
-                                                        " bytes: ", std::strerror(err)));
-    }
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  close(fd);
-  if (base == MAP_FAILED) {
-    if (create) shm_unlink(name.c_str());
-    return absl::FailedPreconditionError(
-        absl::StrCat("mmap of ", name, ": ", std::strerror(err)));
-  }
-  return std::make_unique<Mapping>(base, bytes);
-}
-
-// ---- the store protocol -------------------------------------------------------------
-
-std::string StoreGet(c10d::Store& store, const std::string& key) {
-  const std::vector<uint8_t> v = store.get(key);
-  return std::string(v.begin(), v.end());
-}
-
-void StoreSet(c10d::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
-}
-
-// Every rank publishes "<phase>/<rank>" = "ok" or "!<error>"; returns the first error
-// (the same on every rank) or OK.
-absl::Status AgreeOn(c10d::Store& store, const std::string& phase, int rank, int world_size,
-                     const absl::Status& mine) {
-  StoreSet(store, absl::StrCat(phase, "/", rank),
-           mine.ok() ? "ok" : absl::StrCat("!", mine.message()));
-  for (int r = 0; r < world_size; ++r) {
-    const std::string v = StoreGet(store, absl::StrCat(phase, "/", r));
-    if (v != "ok") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("shared memory unusable (rank ", r, "): ", v.substr(1)));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // ---- the communicator ----------------------------------------------------------------
 
@@ -171,13 +50,17 @@ class ShmPending final : public PendingCollective {
 
 class ShmCommunicator final : public Communicator {
  public:
-  ShmCommunicator(c10::intrusive_ptr<c10d::Store> store, std::unique_ptr<Mapping> mapping,
-                  int rank, int world_size, ShmOptions options)
-      : store_(std::move(store)),
-        mapping_(std::move(mapping)),
-        header_(mapping_->header()),
-        rank_(rank),
-        world_size_(world_size),
+  ShmCommunicator(ShmGroup group, ShmOptions options)
+      : store_(std::move(group.store)),
+        topology_(std::move(group.topology)),
+        segment_(std::move(group.segment)),
+        leaders_(std::move(group.leaders)),
+        leaders_reduce_(std::move(group.leaders_reduce)),
+        backend_(std::move(group.backend)),
+        rank_(group.rank),
+        host_(topology_.host_of[rank_]),
+        local_rank_(topology_.local_rank_of[rank_]),
+        local_size_(static_cast<int>(topology_.hosts[host_].size())),
         options_(options),
         thread_([this] { Loop(); }) {}
 
@@ -187,15 +70,17 @@ class ShmCommunicator final : public Communicator {
       stopping_ = true;
     }
     cv_.notify_all();
+    if (segment_ != nullptr) segment_->Cancel();
     thread_.join();
   }
 
   int rank() const override { return rank_; }
-  int world_size() const override { return world_size_; }
+  int world_size() const override { return topology_.world_size(); }
   c10::Device device() const override { return c10::Device(c10::kCPU); }
-  std::string backend() const override { return "shm"; }
+  std::string backend() const override { return backend_; }
   bool CanReduce(c10::ScalarType dtype) const override {
-    return at::isFloatingType(dtype) || dtype == at::kInt || dtype == at::kLong;
+    return (at::isFloatingType(dtype) || dtype == at::kInt || dtype == at::kLong) &&
+           (leaders_reduce_ == nullptr || leaders_reduce_(dtype));
   }
 
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
@@ -203,15 +88,15 @@ class ShmCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckTensor(tensor));
     if (!CanReduce(tensor.scalar_type())) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "shm cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
+          backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
     }
     return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(tensor), -1)));
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
-    if (root < 0 || root >= world_size_) {
+    if (root < 0 || root >= world_size()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("broadcast root ", root, " not in world of ", world_size_));
+          absl::StrCat("broadcast root ", root, " not in world of ", world_size()));
     }
     RETURN_IF_ERROR(CheckTensor(tensor));
     return ShmPending(Enqueue(tensor, root)).Wait();
@@ -273,17 +158,26 @@ class ShmCommunicator final : public Communicator {
     }
   }
 
-  // Elements of one piece (half a slot), a multiple of kChunkAlign.
+  // Elements of one piece (half a slot), a multiple of kChunkAlign. The same on every rank,
+  // with or without a segment: the leaders' collectives must match piece for piece.
   int64_t PieceElements(const at::Tensor& t) const {
-    const int64_t n = static_cast<int64_t>(header_->slot_bytes / 2) / t.element_size();
+    const int64_t n = static_cast<int64_t>(options_.slot_bytes / 2) / t.element_size();
     return std::max<int64_t>(kChunkAlign, n / kChunkAlign * kChunkAlign);
   }
 
   // `len` elements of slot `slot`'s buffer for `parity`, typed like `like`.
   at::Tensor View(int slot, uint64_t parity, int64_t len, const at::Tensor& like) const {
-    char* p = mapping_->bytes() + kHeaderBytes + slot * header_->slot_bytes +
-              parity * (header_->slot_bytes / 2);
-    return at::from_blob(p, {len}, like.options());
+    return at::from_blob(segment_->Buffer(slot, parity), {len}, like.options());
+  }
+
+  bool MultiHost() const { return topology_.num_hosts() > 1; }
+
+  // Passes on the outcome of a leaders' collective; a failure is also this host's ranks'
+  // (the segment is marked failed, so their waits end with UNAVAILABLE).
+  absl::Status CrossHost(const absl::Status& status) {
+    if (status.ok()) return status;
+    if (segment_ != nullptr) segment_->GiveUp(ShmSegment::GiveUpReason::kCrossHost);
+    return absl::Status(status.code(), absl::StrCat("cross-host stage: ", status.message()));
   }
 
   absl::Status RunAllReduce(at::Tensor& flat) {
@@ -291,98 +185,60 @@ class ShmCommunicator final : public Communicator {
     const int64_t piece = PieceElements(flat);
     for (int64_t off = 0; off < n; off += piece) {
       const int64_t len = std::min(piece, n - off);
-      const uint64_t parity = pieces_++ & 1;
       at::Tensor mine = flat.narrow(0, off, len);
-      View(rank_, parity, len, flat).copy_(mine);
-      RETURN_IF_ERROR(Barrier());
+      if (segment_ == nullptr) {  // Alone on this host: only the leaders' stage, in place.
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(mine)));
+        continue;
+      }
+      const uint64_t parity = pieces_++ & 1;
+      View(local_rank_, parity, len, flat).copy_(mine);
+      RETURN_IF_ERROR(segment_->Barrier());
       // This rank's chunk of the piece, summed over every slot into slot 0.
-      const int64_t begin = len * rank_ / world_size_ / kChunkAlign * kChunkAlign;
-      const int64_t end =
-          rank_ == world_size_ - 1 ? len : len * (rank_ + 1) / world_size_ / kChunkAlign * kChunkAlign;
+      const int64_t begin = len * local_rank_ / local_size_ / kChunkAlign * kChunkAlign;
+      const int64_t end = local_rank_ == local_size_ - 1
+                              ? len
+                              : len * (local_rank_ + 1) / local_size_ / kChunkAlign * kChunkAlign;
+      at::Tensor sum = View(0, parity, len, flat);
       if (end > begin) {
-        at::Tensor sum = View(0, parity, len, flat).narrow(0, begin, end - begin);
-        for (int s = 1; s < world_size_; ++s) {
-          sum.add_(View(s, parity, len, flat).narrow(0, begin, end - begin));
+        at::Tensor chunk = sum.narrow(0, begin, end - begin);
+        for (int s = 1; s < local_size_; ++s) {
+          chunk.add_(View(s, parity, len, flat).narrow(0, begin, end - begin));
         }
       }
-      RETURN_IF_ERROR(Barrier());
-      mine.copy_(View(0, parity, len, flat));
+      RETURN_IF_ERROR(segment_->Barrier());
+      if (MultiHost()) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(sum)));
+        RETURN_IF_ERROR(segment_->Barrier());
+      }
+      mine.copy_(sum);
     }
     return absl::OkStatus();
   }
 
   absl::Status RunBroadcast(at::Tensor& flat, int root) {
+    const int root_host = topology_.host_of[root];
+    // The slot this host's ranks read the value from: the root's on its host, else the
+    // leader's, which receives it from the other leaders.
+    const int source = root_host == host_ ? topology_.local_rank_of[root] : 0;
     const int64_t n = flat.numel();
     const int64_t piece = PieceElements(flat);
     for (int64_t off = 0; off < n; off += piece) {
       const int64_t len = std::min(piece, n - off);
-      const uint64_t parity = pieces_++ & 1;
       at::Tensor mine = flat.narrow(0, off, len);
-      if (rank_ == root) View(root, parity, len, flat).copy_(mine);
-      RETURN_IF_ERROR(Barrier());
-      if (rank_ != root) mine.copy_(View(root, parity, len, flat));
-    }
-    return absl::OkStatus();
-  }
-
-  // Returns once every rank arrived; UNAVAILABLE if a peer exited or gave up or the
-  // timeout passed (then peers are told this rank gave up).
-  absl::Status Barrier() {
-    RETURN_IF_ERROR(PeerGaveUp());
-    const uint32_t round = round_;
-    if (header_->arrived.fetch_add(1, std::memory_order_acq_rel) ==
-        static_cast<uint32_t>(world_size_ - 1)) {
-      header_->arrived.store(0, std::memory_order_relaxed);
-      header_->round.store(round + 1, std::memory_order_release);
-      FutexWakeAll(&header_->round);
-    } else {
-      const absl::Time deadline = absl::Now() + options_.collective_timeout;
-      for (int spin = 0; header_->round.load(std::memory_order_acquire) == round; ++spin) {
-        if (spin < kSpins) {
-          __builtin_ia32_pause();
-          continue;
-        }
-        FutexWait(&header_->round, round, options_.poll_interval);
-        if (header_->round.load(std::memory_order_acquire) != round) break;
-        absl::Status why = WhyStuck(deadline);
-        if (!why.ok()) {
-          uint32_t none = 0;
-          header_->failed_rank.compare_exchange_strong(none, rank_ + 1);
-          FutexWakeAll(&header_->round);
-          return why;
-        }
+      if (segment_ == nullptr) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(mine, root_host)));
+        continue;
       }
-    }
-    round_ = round + 1;
-    // A rank that gave up left its arrival counted: a barrier completed after that is void.
-    return PeerGaveUp();
-  }
-
-  // UNAVAILABLE once any rank gave up on a collective: the ranks are out of step for good.
-  absl::Status PeerGaveUp() const {
-    const uint32_t failed = header_->failed_rank.load(std::memory_order_acquire);
-    if (failed == 0) return absl::OkStatus();
-    return absl::UnavailableError(
-        absl::StrCat("shm collective failed: rank ", failed - 1, " gave up"));
-  }
-
-  absl::Status WhyStuck(absl::Time deadline) const {
-    RETURN_IF_ERROR(PeerGaveUp());
-    for (int r = 0; r < world_size_; ++r) {
-      const pid_t pid = header_->pids[r].load(std::memory_order_relaxed);
-      if (r != rank_ && !ProcessExists(pid)) {
-        return absl::UnavailableError(absl::StrCat(
-            "shm collective failed: rank ", r, " (pid ", pid, ") exited"));
+      const uint64_t parity = pieces_++ & 1;
+      at::Tensor value = View(source, parity, len, flat);
+      if (rank_ == root) value.copy_(mine);
+      if (MultiHost()) {
+        // On the root's host the leader sends once the root's copy is in.
+        if (source != 0) RETURN_IF_ERROR(segment_->Barrier());
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(value, root_host)));
       }
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return absl::CancelledError("shm communicator shutting down");
-    }
-    if (absl::Now() >= deadline) {
-      return absl::UnavailableError(
-          absl::StrCat("shm collective timed out after ",
-                       absl::FormatDuration(options_.collective_timeout), " (a peer hung?)"));
+      RETURN_IF_ERROR(segment_->Barrier());
+      if (rank_ != root) mine.copy_(value);
     }
     return absl::OkStatus();
   }
@@ -390,18 +246,22 @@ class ShmCommunicator final : public Communicator {
   // Kept alive: on rank 0 it serves the store, which peers may still be reading the setup
   // keys from after this rank finished its setup.
   const c10::intrusive_ptr<c10d::Store> store_;
-  const std::unique_ptr<Mapping> mapping_;
-  Header* const header_;
+  const HostTopology topology_;
+  const std::unique_ptr<ShmSegment> segment_;  // Null if alone on this host.
+  const std::unique_ptr<Communicator> leaders_;  // Set on a leader of several hosts.
+  const std::function<bool(c10::ScalarType)> leaders_reduce_;
+  const std::string backend_;
   const int rank_;
-  const int world_size_;
+  const int host_;
+  const int local_rank_;
+  const int local_size_;
   const ShmOptions options_;
 
   // Communication thread only.
-  uint32_t round_ = 0;    // Barrier rounds this rank passed.
-  uint64_t pieces_ = 0;   // Pieces moved so far (their parity picks the buffer).
+  uint64_t pieces_ = 0;   // Pieces moved through the segment (their parity picks the buffer).
   absl::Status broken_;   // First failure; fails every later collective.
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;  // Guarded by mu_.
   bool stopping_ = false;  // Guarded by mu_.
@@ -409,95 +269,54 @@ class ShmCommunicator final : public Communicator {
   std::thread thread_;  // Last: starts after every member above is constructed.
 };
 
-absl::StatusOr<std::unique_ptr<Mapping>> Attach(c10d::Store& store, int rank, int world_size,
-                                                size_t bytes, const ShmOptions& options) {
-  if (rank == 0) {
-    std::random_device random;
-    const uint64_t token = (uint64_t{random()} << 32) ^ random();
-    const std::string name = absl::StrCat("/baton-", getpid(), "-", absl::Hex(token));
-    absl::StatusOr<std::unique_ptr<Mapping>> mapping = MapSegment(name, bytes, /*create=*/true);
-    if (!mapping.ok()) {
-      StoreSet(store, "segment", absl::StrCat("!", mapping.status().message()));
-      return mapping.status();
-    }
-    Header* h = (*mapping)->header();
-    h->token = token;
-    h->world_size = static_cast<uint32_t>(world_size);
-    h->slot_bytes = options.slot_bytes;
-    h->pids[0].store(getpid());
-    h->magic = kMagic;
-    std::atomic_thread_fence(std::memory_order_release);
-    StoreSet(store, "segment", absl::StrCat(name, " ", token));
-    // Once every rank mapped it (or failed to), the name is no longer needed.
-    const absl::Status attached = AgreeOn(store, "attached", rank, world_size, absl::OkStatus());
-    shm_unlink(name.c_str());
-    RETURN_IF_ERROR(attached);
-    return mapping;
-  }
-  const std::string segment = StoreGet(store, "segment");
-  absl::StatusOr<std::unique_ptr<Mapping>> mapping =
-      absl::FailedPreconditionError(segment.substr(1));
-  if (!absl::StartsWith(segment, "!")) {
-    const std::vector<std::string> parts = absl::StrSplit(segment, ' ');
-    uint64_t token = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[1], &token)) {
-      mapping = absl::InternalError(absl::StrCat("bad segment record '", segment, "'"));
-    } else {
-      mapping = MapSegment(parts[0], bytes, /*create=*/false);
-      if (mapping.ok()) {
-        std::atomic_thread_fence(std::memory_order_acquire);
-        Header* h = (*mapping)->header();
-        if (h->magic != kMagic || h->token != token ||
-            h->world_size != static_cast<uint32_t>(world_size)) {
-          mapping = absl::FailedPreconditionError(
-              absl::StrCat(parts[0], " is not this job's segment (another IPC namespace?)"));
-        } else {
-          h->pids[rank].store(getpid());
-        }
-      }
-    }
-  }
-  RETURN_IF_ERROR(AgreeOn(store, "attached", rank, world_size, mapping.status()));
-  return mapping;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     const ShmOptions& options) {
-  if (world_size < 1 || world_size > kMaxRanks || rank < 0 || rank >= world_size) {
+  if (world_size < 1 || world_size > ShmSegment::kMaxMembers || rank < 0 || rank >= world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("rank ", rank, " not in world of ", world_size, " (shm: at most ",
-                     kMaxRanks, " ranks)"));
+                     ShmSegment::kMaxMembers, " ranks)"));
   }
-  if (options.slot_bytes < 2 * kChunkAlign * sizeof(double) || options.slot_bytes % 64 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shm slot_bytes ", options.slot_bytes, " must be a multiple of 64, >= 256"));
-  }
-  const size_t bytes = kHeaderBytes + options.slot_bytes * world_size;
+  std::vector<int> ranks(world_size);
+  for (int r = 0; r < world_size; ++r) ranks[r] = r;
   try {
     c10d::PrefixStore shm_store("shm", store);
-    ASSIGN_OR_RETURN(std::unique_ptr<Mapping> mapping,
-                     Attach(shm_store, rank, world_size, bytes, options));
-    // Peers' processes must be visible to detect their exit (separate PID namespaces
-    // would make every peer look dead).
-    absl::Status visible;
-    for (int r = 0; r < world_size && visible.ok(); ++r) {
-      const pid_t pid = mapping->header()->pids[r].load();
-      if (!ProcessExists(pid)) {
-        visible = absl::FailedPreconditionError(
-            absl::StrCat("cannot see rank ", r, "'s process ", pid, " (PID namespaces?)"));
-      }
-    }
-    RETURN_IF_ERROR(AgreeOn(shm_store, "visible", rank, world_size, visible));
-    return std::unique_ptr<Communicator>(
-        new ShmCommunicator(store, std::move(mapping), rank, world_size, options));
+    ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
+                     ShmSegment::Attach(shm_store, rank, std::move(ranks), options));
+    ShmGroup group;
+    group.store = store;
+    group.topology = SingleHost(world_size);
+    group.rank = rank;
+    group.segment = std::move(segment);
+    return NewShmCommunicator(std::move(group), options);
   } catch (const std::exception& e) {
     const std::string message = e.what();
     return absl::UnavailableError(absl::StrCat("shm setup through the store failed (rank ", rank,
                                                "): ", message.substr(0, message.find('\n'))));
   }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NewShmCommunicator(ShmGroup group,
+                                                                 const ShmOptions& options) {
+  const HostTopology& t = group.topology;
+  if (group.rank < 0 || group.rank >= t.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", group.rank, " not in world of ", t.world_size()));
+  }
+  const int host_size = static_cast<int>(t.hosts[t.host_of[group.rank]].size());
+  const bool wants_leaders = t.num_hosts() > 1 && t.IsLeader(group.rank);
+  if ((group.segment == nullptr && host_size > 1) ||
+      (group.segment != nullptr && (group.segment->size() != host_size ||
+                                    group.segment->index() != t.local_rank_of[group.rank])) ||
+      (group.leaders == nullptr) == wants_leaders ||
+      (t.num_hosts() > 1 && group.leaders_reduce == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("shm parts of rank ", group.rank,
+                                                   " do not fit the topology ", t.ToString()));
+  }
+  RETURN_IF_ERROR(ValidateShmOptions(options));
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(group), options));
 }
 
 }  // namespace baton::trainer

@@ -4,14 +4,7 @@
 #   args: <make_mnist> <baton-trainer>
 set -euo pipefail
 
-MAKE_MNIST=$(realpath "$1")
-TRAINER=$(realpath "$2")
-PY=/usr/bin/python3  # Debian's python3-torch lives here (not in a pyenv python).
-WORK=$(mktemp -d "${TEST_TMPDIR:-/tmp}/e2e.XXXXXX")
-cd "$WORK"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])"; }
+source worker/trainer/testing/e2e_lib.sh "$@"
 
 "$MAKE_MNIST" --out_dir=data --train_size=2000 --test_size=500 --seed=5 > /dev/null
 

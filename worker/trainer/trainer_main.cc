@@ -110,8 +110,10 @@ ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Minutes(5),
           "How long to wait for all ranks to join.");
 ABSL_FLAG(std::string, cpu_backend, "auto",
           "Collectives between CPU ranks: shm (shared memory; every rank on this host), gloo "
-          "(TCP, any hosts) or auto (shm when every rank can map one shared-memory segment, "
-          "i.e. all share this host; else gloo).");
+          "(TCP, any hosts), hierarchical (shared memory inside each host, Gloo between one "
+          "leader per host) or auto (shm when every rank is on one host; hierarchical when "
+          "ranks are on several hosts and some host has more than one; else gloo; where "
+          "shared memory turns out unusable, gloo). Hosts: see BATON_HOST_KEY.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "How long one all-reduce may take before the run fails.");
 
@@ -297,6 +299,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
   if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr) {
     options.gloo_interface = iface;
   }
+  if (const char* key = std::getenv(kEnvHostKey); key != nullptr) options.host_key = key;
   return JoinProcessGroup(options);
 }
 

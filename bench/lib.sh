@@ -1,0 +1,46 @@
+# Shared by the bench scripts: building baton-trainer, reading its metric lines and
+# summarising repeats. Source it from the repository root after setting PY (a python3) and
+# WARMUP (steps left out of the rates).
+
+# build_trainer: builds baton-trainer and make_mnist (on failure prints the build's last
+# lines and exits) and sets BIN to bazel-bin.
+build_trainer() {
+  local build_log
+  if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
+    echo "$build_log" | tail -30 >&2
+    exit 1
+  fi
+  BIN=$(bazel info bazel-bin 2>/dev/null)
+}
+
+# baton_rate METRICS: steady-state global samples/s of a run from its metric lines (steps
+# after the warmup): harmonic mean of the per-window rates (equal-step windows).
+baton_rate() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rates = [json.loads(l)["samples_per_sec"] for l in open(sys.argv[1])
+         if l.strip() and json.loads(l)["step"] > int(sys.argv[2]) and "samples_per_sec" in json.loads(l)]
+print(len(rates) / sum(1.0 / r for r in rates))
+PYEOF
+}
+
+# baton_split METRICS: mean step-time split (ms) of a run's metric lines after the warmup.
+baton_split() {
+  $PY - "$1" "$WARMUP" <<'PYEOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [r for r in rows if r["step"] > int(sys.argv[2]) and "time_step_s" in r]
+keys = ["step", "data", "forward", "backward", "comm_wait", "optimizer"]
+print("  ".join("%s %.2f" % (k, 1e3 * sum(r["time_%s_s" % k] for r in rows) / len(rows))
+                for k in keys))
+PYEOF
+}
+
+# stats VALUE...: "min M  median M  max M".
+stats() { $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[1:])); print("min %.0f  median %.0f  max %.0f" % (v[0], statistics.median(v), v[-1]))' "$@"; }
+
+# median VALUE...
+median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.argv[1:])))' "$@"; }
+
+# ratio A B: A / B with two decimals.
+ratio() { $PY -c "print('%.2f' % ($1 / $2))"; }
