@@ -476,8 +476,11 @@ void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::stri
                    absl::StrCat("worker ", worker_id, " lost: ", why), std::nullopt, worker_id,
                    occurred);
   }
-  // Its processes of restarting jobs count as stopped now.
-  for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
+  for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) {
+    ReattributeToLoss(jobs_->Mutable(id), worker_id, reason,
+                      absl::StrCat("worker ", worker_id, " lost: ", why), occurred);
+    MaybeRestart(id);  // its processes may count as stopped now
+  }
 }
 
 void Coordinator::Schedule() {
@@ -764,7 +767,11 @@ void Coordinator::FailGeneration(const std::string& job_id,
   BATON_LOG(WARNING) << "job " << job_id << ": " << message;
   Check(jobs_->Transition(job_id, JobState::kRestarting, reason, message), "transition");
   rt = Runtime();
-  StopProcesses(*job, message);
+  // The survivors of a lost worker wait on it inside a collective: no step can finish, so
+  // a grace would only delay the restart.
+  const bool peer_lost = reason == "WorkerLost" || reason == "LeaseExpired";
+  StopProcesses(*job, message,
+                peer_lost ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 
@@ -991,6 +998,35 @@ void Coordinator::ReattributeFailure(baton::v1::Job* job, int32_t rank,
   Check(jobs_->Save(job->id()), "save job");
 }
 
+void Coordinator::ReattributeToLoss(baton::v1::Job* job, const std::string& worker_id,
+                                    const std::string& reason, const std::string& cause,
+                                    absl::Time occurred) {
+  baton::v1::Failure* f = LastFailure(job);
+  if (f == nullptr || f->generation() != job->generation() ||
+      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
+      occurred >= FromProto(f->occurred_time()) ||
+      std::none_of(job->ranks().begin(), job->ranks().end(),
+                   [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; })) {
+    return;
+  }
+  Check(jobs_->RecordEvent(job->id(), "FailureReattributed",
+                           absl::StrCat("generation ", f->generation(), " failed first at ",
+                                        cause, " (its peers' exits followed: ", f->cause(), ")")),
+        "record event");
+  baton::v1::RestartStats* stats = job->mutable_restarts();
+  if (f->next_generation() != 0) {
+    stats->set_user(stats->user() - 1);
+    stats->set_infra(stats->infra() + 1);
+  }
+  f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+  f->set_reason(reason);
+  f->set_cause(cause);
+  f->clear_rank();
+  f->set_worker_id(worker_id);
+  *f->mutable_occurred_time() = ToProto(occurred);
+  Check(jobs_->Save(job->id()), "save job");
+}
+
 void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at) {
   baton::v1::Failure* f = LastFailure(job);
   if (f == nullptr || f->next_generation() != job->generation() || f->has_first_step_time()) {
@@ -1076,13 +1112,14 @@ void Coordinator::CheckStall(const std::string& job_id, Runtime& rt) {
                  latest);
 }
 
-void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason) {
+void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason,
+                                std::optional<absl::Duration> grace) {
   for (const std::string& w : WorkersOf(job)) {
     baton::v1::CoordinatorMessage msg;
     baton::v1::StopAssignment* stop = msg.mutable_stop_assignment();
     stop->set_job_id(job.id());
     stop->set_generation(job.generation());
-    *stop->mutable_grace() = ToProto(options_.stop_grace);
+    *stop->mutable_grace() = ToProto(grace.value_or(options_.stop_grace));
     stop->set_reason(reason);
     workers_->Send(w, msg);  // a lost worker kills its processes itself
   }

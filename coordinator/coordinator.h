@@ -224,7 +224,17 @@ class Coordinator {
   // whose step counter stopped first (lowest step, then earliest). Only once the
   // generation reported a step: programs that report none are never "stalled".
   void CheckStall(const std::string& job_id, Runtime& rt);
-  void StopProcesses(const baton::v1::Job& job, const std::string& reason);
+  // StopAssignment of the job's generation to each of its workers, with `grace` (default:
+  // options.stop_grace).
+  void StopProcesses(const baton::v1::Job& job, const std::string& reason,
+                     std::optional<absl::Duration> grace = std::nullopt);
+  // A user failure recorded for the current generation of a RESTARTING job that the loss
+  // of `worker_id` (a worker holding ranks of it, silent since `occurred`) preceded: the
+  // survivors' exits were its consequence. The failure becomes the loss (class infra,
+  // `reason`, `cause`), and the restart counts move from user to infra.
+  void ReattributeToLoss(baton::v1::Job* job, const std::string& worker_id,
+                         const std::string& reason, const std::string& cause,
+                         absl::Time occurred);
   // The job if it exists and `generation` is its current one and it is active.
   baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation);
   // Distinct workers holding ranks of the job, in rank order.

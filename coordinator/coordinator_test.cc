@@ -563,6 +563,61 @@ TEST_F(CoordinatorTest, SingleWorkerJobMovesOnlyAfterTheCutOffWorkersLeaseExpire
   EXPECT_TRUE(workers_->IsReady("w1"));
 }
 
+// A worker cut off from the coordinator but not from its peers: its lease runs out and it
+// kills its rank; the peers' collectives fail and their exits reach the coordinator first,
+// as a user failure. Once the worker counts as lost, the failure is reattributed to the
+// loss that preceded those exits, and the restart is counted as infra.
+TEST_F(CoordinatorTest, PeersExitingBecauseAWorkerWasCutOffIsTheLossNotAUserFailure) {
+  const std::string id = RunningJob();
+  const absl::Time cut = clock_.Now();  // w2's last heartbeat: the partition begins
+  clock_.Advance(absl::Milliseconds(3100));
+  Heartbeat("w1", 1);
+  Exited("w1", id, 1, 0, 4, 0, clock_.Now());  // rank 0: "gloo all-reduce failed"
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().user(), 1);
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w1", 2 + i);
+    coordinator_->ReconcileOnce();  // w2 silent for lease + margin (11 s): lost at the end
+  }
+  const baton::v1::Job job = *jobs_->Get(id);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.reason(), "LeaseExpired");
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(FromProto(f.occurred_time()), cut);
+  EXPECT_EQ(job.restarts().user(), 0);
+  EXPECT_EQ(job.restarts().infra(), 1);
+  bool reattributed = false;
+  for (const auto& e : job.events()) reattributed |= e.reason() == "FailureReattributed";
+  EXPECT_TRUE(reattributed);
+  clock_.Advance(kFirstBackoff);
+  Heartbeat("w1", 20);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // min 2 workers: waits for one
+}
+
+TEST_F(CoordinatorTest, AGenerationThatLostAWorkerIsStoppedWithoutGrace) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(spec);
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  coordinator_->OnWorkerDisconnected("w3", sessions_["w3"]);
+  // The survivors wait on w3 inside a collective: SIGKILL at once.
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(FromProto(stop.grace()), absl::ZeroDuration());
+}
+
+TEST_F(CoordinatorTest, AFailedRankLeavesItsPeersTheStopGrace) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.job_id(), id);
+  EXPECT_EQ(FromProto(stop.grace()), absl::Seconds(10));
+}
+
 TEST_F(CoordinatorTest, ConnectedWorkerWhoseProcessesIgnoreTheStopHasItsLeaseRevoked) {
   const std::string id = RunningJob();
   Exited("w2", id, 1, 1, 3);  // generation 1 fails; w1's rank 0 never exits

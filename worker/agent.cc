@@ -129,6 +129,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
     const baton::v1::Registered& registered = message.registered();
     lease_.OnRegistered(register_sent, registered.has_lease() ? FromProto(registered.lease())
                                                               : absl::ZeroDuration());
+    PublishLease();
     {
       absl::MutexLock lock(&mu_);
       register_deadline_ = absl::InfiniteFuture();
@@ -217,22 +218,7 @@ void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
   outbox_->PushReply(std::move(reply));
 }
 
-void Agent::EnforceLease() {
-  if (lease_.Valid(clock_->Now())) return;
-  const int killed = supervisor_->KillAll("LeaseExpired");
-  if (killed == 0) return;
-  BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_.expiry())
-                     << " (no heartbeat acknowledged by " << options_.coordinator << " for "
-                     << lease_.duration() << "): killed " << killed
-                     << " training process(es) so the coordinator can restart them elsewhere";
-  absl::MutexLock lock(&mu_);
-  ++lease_expirations_;
-}
-
-int64_t Agent::lease_expirations() const {
-  absl::MutexLock lock(&mu_);
-  return lease_expirations_;
-}
+void Agent::PublishLease() { supervisor_->SetLeaseExpiry(lease_.expiry()); }
 
 void Agent::Drain(const std::string& reason) {
   {
@@ -269,6 +255,7 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
       return;
     case baton::v1::CoordinatorMessage::kHeartbeatAck:
       lease_.OnAck(message.heartbeat_ack().seq());
+      PublishLease();
       return;
     case baton::v1::CoordinatorMessage::kStopAssignment: {
       const baton::v1::StopAssignment& req = message.stop_assignment();
@@ -336,7 +323,6 @@ void Agent::WriterLoop() {
       if (!ok && context_ != nullptr) context_->TryCancel();
     }
     if (stopping) break;
-    EnforceLease();
     absl::Duration wait = kMaxWriterWait;
     if (stream != nullptr) {
       const absl::Time now = clock_->Now();

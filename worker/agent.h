@@ -61,8 +61,10 @@ struct AgentOptions {
 // when its Write succeeded; a Register's content when Registered arrived.
 //
 // Lease (worker_service.proto, "Leases"): Registered and each HeartbeatAck renew it; when it
-// runs out (no acknowledgement for the lease: a partition, a dead coordinator) every
-// process is killed at once, and StartAssignment is refused (AssignmentFailed
+// runs out (no acknowledgement for the lease: a partition, a dead coordinator) the
+// Supervisor kills every process at once (Supervisor::SetLeaseExpiry: its own thread keeps
+// the time, since the stream's threads may block on a cut network), and StartAssignment is
+// refused (AssignmentFailed
 // "LeaseExpired") until a registration grants a new one. Before starting processes the
 // worker connects to its peers' probe ports (StartAssignment.peers) and refuses
 // (AssignmentFailed "PeerUnreachable") if one cannot be reached.
@@ -96,8 +98,6 @@ class Agent {
 
   // The lease as this worker holds it (for metrics).
   const Lease& lease() const { return lease_; }
-  // Times the lease ran out with processes running, which were then killed.
-  int64_t lease_expirations() const;
 
  private:
   using Stream = grpc::ClientReaderWriter<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
@@ -111,8 +111,8 @@ class Agent {
   void WriterLoop();
   // Writes everything that is due; false if the stream broke.
   bool SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_flush);
-  // Kills every process if the lease ran out. Called by the writer thread each round.
-  void EnforceLease();
+  // Hands the lease's expiry to the Supervisor, which enforces it.
+  void PublishLease();
   // StartAssignment, unless the lease ran out or a peer is unreachable: then
   // AssignmentFailed. Called on the session thread.
   void StartAssignment(const baton::v1::StartAssignment& req);
@@ -139,7 +139,6 @@ class Agent {
   // While waiting for Registered: when to give up on this connection.
   absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
-  int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread session_thread_;
   std::thread writer_thread_;

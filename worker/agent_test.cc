@@ -339,7 +339,7 @@ TEST_F(AgentTest, ProcessesAreKilledWhenTheLeaseRunsOutAndNothingStartsWithoutOn
   std::optional<WorkerMessage> exited = coordinator_->Next(ExitOf("j-lease"));
   ASSERT_TRUE(exited.has_value()) << "the rank outlived the lease";
   EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
-  EXPECT_EQ(agent_->lease_expirations(), 1);
+  EXPECT_EQ(supervisor_->lease_expirations(), 1);
 
   ASSERT_TRUE(coordinator_->Send(StartCommand("j-refused", "exit 0")));
   std::optional<WorkerMessage> refused = coordinator_->Next(FailureOf("j-refused"));
@@ -369,7 +369,7 @@ TEST_F(AgentTest, AcknowledgedHeartbeatsKeepProcessesRunningPastTheLease) {
   ASSERT_TRUE(done.has_value());
   EXPECT_EQ(done->process_exited().exit().signal(), 0);
   EXPECT_EQ(done->process_exited().exit().exit_code(), 0);
-  EXPECT_EQ(agent_->lease_expirations(), 0);
+  EXPECT_EQ(supervisor_->lease_expirations(), 0);
 }
 
 TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {

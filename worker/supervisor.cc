@@ -321,23 +321,34 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
   return absl::OkStatus();
 }
 
-int Supervisor::KillAll(absl::string_view reason) {
+int Supervisor::KillAllLocked(absl::string_view reason) {
   int live = 0;
+  for (auto& [key, a] : assignments_) {
+    for (const RankEntry& r : a.ranks) {
+      const RankState state = r.lifecycle.state();
+      if (state == RankState::kRunning || state == RankState::kStopping ||
+          (a.launching && state == RankState::kStarting)) {
+        ++live;
+      }
+    }
+    StopRanksLocked(a, absl::ZeroDuration(), reason);
+  }
+  return live;
+}
+
+void Supervisor::SetLeaseExpiry(absl::Time expiry) {
   {
     absl::MutexLock lock(&mu_);
-    for (auto& [key, a] : assignments_) {
-      for (const RankEntry& r : a.ranks) {
-        const RankState state = r.lifecycle.state();
-        if (state == RankState::kRunning || state == RankState::kStopping ||
-            (a.launching && state == RankState::kStarting)) {
-          ++live;
-        }
-      }
-      StopRanksLocked(a, absl::ZeroDuration(), reason);
-    }
+    if (expiry == lease_expiry_) return;
+    lease_expiry_ = expiry;
+    lease_enforced_ = false;
   }
-  Wake();
-  return live;
+  Wake();  // The I/O thread's next deadline changed.
+}
+
+int64_t Supervisor::lease_expirations() const {
+  absl::MutexLock lock(&mu_);
+  return lease_expirations_;
 }
 
 absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t generation,
@@ -391,6 +402,15 @@ void Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::stri
 void Supervisor::EnforceDeadlines() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
+  if (!lease_enforced_ && now >= lease_expiry_) {
+    lease_enforced_ = true;
+    if (const int killed = KillAllLocked("LeaseExpired"); killed > 0) {
+      ++lease_expirations_;
+      BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_expiry_)
+                         << " (no heartbeat acknowledged by the coordinator): killed " << killed
+                         << " training process(es) so the coordinator can restart them elsewhere";
+    }
+  }
   for (auto& [key, a] : assignments_) {
     for (RankEntry& r : a.ranks) {
       if (r.lifecycle.state() != RankState::kStopping || now < r.kill_deadline) continue;
@@ -403,7 +423,7 @@ void Supervisor::EnforceDeadlines() {
 }
 
 absl::Time Supervisor::NextDeadlineLocked() const {
-  absl::Time next = absl::InfiniteFuture();
+  absl::Time next = lease_enforced_ ? absl::InfiniteFuture() : lease_expiry_;
   for (const auto& [key, a] : assignments_) {
     for (const RankEntry& r : a.ranks) next = std::min(next, r.kill_deadline);
   }

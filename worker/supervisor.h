@@ -99,10 +99,14 @@ class Supervisor {
   absl::Status StopAssignment(const std::string& job_id, int64_t generation,
                               std::optional<absl::Duration> grace);
 
-  // Kills every process of every assignment at once (SIGKILL to each process group, no
-  // grace; also those still being spawned, as soon as they are), e.g. when the worker's
-  // lease expired. Returns how many ranks were running, stopping or being spawned.
-  int KillAll(absl::string_view reason);
+  // The worker's lease (lease.h) runs out at `expiry` (InfiniteFuture: no lease). When it
+  // does, the I/O thread kills every process of every assignment at once (SIGKILL to each
+  // process group, no grace; those being spawned as soon as they are): it keeps time on its own,
+  // whatever the network or the agent's threads do. A later expiry set after that arms it
+  // again. Thread-safe.
+  void SetLeaseExpiry(absl::Time expiry);
+  // How often the lease ran out with processes to kill.
+  int64_t lease_expirations() const;
 
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
   // process group (the built-in trainer's contract; only send it to such ranks). Errors:
@@ -110,8 +114,9 @@ class Supervisor {
   // exited); UNAVAILABLE if it cannot be signalled.
   absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
 
-  // Sends SIGKILL to stopping ranks whose grace expired (by the injected clock). Called by the
-  // I/O thread; tests driving a FakeClock call it after Advance().
+  // Sends SIGKILL to stopping ranks whose grace expired, and to every rank once the lease
+  // ran out (by the injected clock). Called by the I/O thread; tests driving a FakeClock call
+  // it after Advance().
   void EnforceDeadlines();
 
   struct PendingReports {
@@ -191,6 +196,9 @@ class Supervisor {
   void MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
                          std::vector<Assignment>* forgotten) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SIGKILL to every rank of every assignment; returns how many were running, stopping or
+  // being spawned.
+  int KillAllLocked(absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake();
 
@@ -211,6 +219,9 @@ class Supervisor {
   std::vector<std::unique_ptr<Channel>> incoming_channels_ ABSL_GUARDED_BY(mu_);
   std::vector<ExitWatch> incoming_watches_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time lease_expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool lease_enforced_ ABSL_GUARDED_BY(mu_) = false;  // for lease_expiry_
+  int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
   bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
 
   UniqueFd wake_read_;  // Written to wake the I/O thread from poll().

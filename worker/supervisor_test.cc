@@ -264,6 +264,38 @@ TEST_F(SupervisorFakeTest, StopWithZeroGraceKillsAtOnceAndGenerationZeroMeansAny
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("other")));
 }
 
+// The lease is kept by the Supervisor's own clock: when it runs out every process gets
+// SIGKILL once, whatever its state, and a renewed lease arms it again.
+TEST_F(SupervisorFakeTest, ExpiredLeaseKillsEveryProcessOnceAndARenewalArmsItAgain) {
+  supervisor_->SetLeaseExpiry(clock_.Now() + absl::Seconds(3));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 2, {"x"})));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("k", 4, 1, {"x"})));
+  ASSERT_OK(supervisor_->StopAssignment("k", 4, absl::Seconds(60)));  // stopping, with grace
+  clock_.Advance(absl::Seconds(2));
+  supervisor_->EnforceDeadlines();
+  EXPECT_THAT(launcher_.process(0)->signals(), IsEmpty());
+  EXPECT_EQ(supervisor_->lease_expirations(), 0);
+  clock_.Advance(absl::Seconds(1));
+  supervisor_->EnforceDeadlines();
+  supervisor_->EnforceDeadlines();
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGKILL));
+  EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGKILL));
+  EXPECT_THAT(launcher_.process(2)->signals(), ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kKilling);
+  EXPECT_EQ(supervisor_->lease_expirations(), 1);
+
+  supervisor_->SetLeaseExpiry(clock_.Now() + absl::Seconds(3));  // registered again
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("m", 1, 1, {"x"})));
+  clock_.Advance(absl::Seconds(3));
+  supervisor_->EnforceDeadlines();
+  EXPECT_THAT(launcher_.process(3)->signals(), ElementsAre(SIGKILL));
+  EXPECT_EQ(supervisor_->lease_expirations(), 2);
+  supervisor_->SetLeaseExpiry(absl::InfiniteFuture());  // a coordinator without leases
+  clock_.Advance(absl::Hours(1000));
+  supervisor_->EnforceDeadlines();
+  EXPECT_EQ(supervisor_->lease_expirations(), 2);
+}
+
 TEST_F(SupervisorFakeTest, DefaultGraceAndSecondStopOnlyShortens) {
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
   ASSERT_OK(supervisor_->StopAssignment("j", 1, std::nullopt));  // 10 s default.

@@ -16,6 +16,7 @@
 # (their owner's pid is kept in $CLUSTER_REGISTRY).
 
 CLUSTER_REGISTRY=/run/baton-test-clusters
+declare -A WORKER_HOST=()  # worker name -> host index
 CLUSTER=
 CLUSTER_HOSTS=0
 declare -a HOST_NS=() HOST_ANCHOR=() HOST_ADDR=()
@@ -199,4 +200,81 @@ cluster_start_worker() {
     --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
     --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log") &
   WORKER_PIDS[$name]=$!
+  WORKER_HOST[$name]=$host
+}
+
+# host_of_rank JOB RANK: the host index of the worker running RANK of the job's generation.
+host_of_rank() {
+  local id name
+  id=$(job_field "$1" "[r['worker_id'] for r in d['ranks'] if r.get('rank', 0) == $2][0]")
+  for name in "${!WORKER_HOST[@]}"; do
+    if [[ $(cat "$TMP/$name/worker_id" 2>/dev/null) == "$id" ]]; then
+      echo "${WORKER_HOST[$name]}"
+      return 0
+    fi
+  done
+  fail "no worker of this test runs $id"
+}
+
+# worker_on_host HOST: the name of the worker started on HOST.
+worker_on_host() {
+  local name
+  for name in "${!WORKER_HOST[@]}"; do
+    [[ ${WORKER_HOST[$name]} == "$1" ]] && { echo "$name"; return 0; }
+  done
+  fail "no worker on host $1"
+}
+
+# watch_stale JOB GEN PID: in the background until PID is gone, checks the split-brain rule:
+# PID (a process of generation GEN) is never alive once the job has moved past GEN. Each
+# round reads the generation first, then whether PID lives: a live PID after a newer
+# generation was seen is an overlap, written to $TMP/overlap. `expect_no_overlap` waits for
+# the watcher and fails the test on one.
+watch_stale() {
+  local job=$1 gen=$2 pid=$3
+  rm -f "$TMP/overlap"
+  (
+    while alive "$pid"; do
+      now_gen=$(job_field "$job" 'd["generation"]' 2>/dev/null) || continue
+      if ((now_gen > gen)) && alive "$pid"; then
+        echo "process $pid of generation $gen alive while the job runs generation $now_gen" \
+          >>"$TMP/overlap"
+      fi
+    done
+  ) &
+  WATCHER_PID=$!
+}
+expect_no_overlap() {
+  local deadline=$((SECONDS + 60))
+  while alive "$WATCHER_PID" && ((SECONDS < deadline)); do sleep 0.05; done
+  alive "$WATCHER_PID" && fail "the stale process never ended"
+  [[ ! -s $TMP/overlap ]] || fail "two generations ran at once: $(cat "$TMP/overlap")"
+}
+
+# checkpoints_fenced DIR JOB GEN: every checkpoint of generation GEN or older in DIR was
+# written before generation GEN+1's rendezvous began (none came from a stale process), and
+# the newer generations' files are intact.
+checkpoints_fenced() {
+  "$BATON" describe "$2" -o json >"$TMP/fenced.json"
+  "$PY" - "$1" "$TMP/fenced.json" "$3" <<'PY' || fail "a stale generation wrote a checkpoint"
+import glob, json, os, re, sys
+from datetime import datetime, timezone
+ckpt_dir, job, gen = sys.argv[1], json.load(open(sys.argv[2])), int(sys.argv[3])
+f = [f for f in job["restarts"]["failures"] if int(f["generation"]) == gen][0]
+t = f["rendezvous_time"].rstrip("Z")
+whole, _, frac = t.partition(".")
+started = (datetime.fromisoformat(whole).replace(tzinfo=timezone.utc).timestamp()
+           + float("0." + (frac or "0")))
+files = glob.glob(os.path.join(ckpt_dir, "ckpt-*.pt"))
+assert files, "no checkpoints in %s" % ckpt_dir
+late = []
+for path in files:
+    m = re.search(r"-g(\d+)\.pt$", path)
+    g = int(m.group(1)) if m else 0
+    if g <= gen and os.stat(path).st_mtime > started:
+        late.append((os.path.basename(path), os.stat(path).st_mtime - started))
+assert not late, "written by generation <= %d after generation %d started: %s" % (gen, gen + 1, late)
+print("%d checkpoints; none of generation <= %d written after generation %d started"
+      % (len(files), gen, gen + 1))
+PY
 }
