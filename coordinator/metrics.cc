@@ -307,8 +307,22 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
       "baton_coordinator_worker_heartbeat_age_seconds",
       "Time since a connected (READY or DRAINING) worker's last heartbeat (heartbeat lag).",
       MetricType::Gauge);
+  prometheus::MetricFamily lease = MakeFamily(
+      "baton_coordinator_worker_lease_remaining_seconds",
+      "Time until a connected worker's lease runs out unless renewed (it kills its training "
+      "processes then); workers with leases only.",
+      MetricType::Gauge);
+  prometheus::MetricFamily losses = MakeFamily(
+      "baton_coordinator_worker_losses_total",
+      "Workers lost, by cause: lease_expired (silent for the lease: a network partition or a "
+      "dead host), stream_closed, lease_revoked (its processes did not stop when asked).",
+      MetricType::Counter);
   double ready = 0, draining = 0, lost = 0;
+  double lease_expired = 0, stream_closed = 0, lease_revoked = 0;
   for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    lease_expired += w.lease_expirations();
+    stream_closed += w.stream_losses();
+    lease_revoked += w.lease_revocations();
     if (w.state() == baton::v1::WORKER_STATE_READY ||
         w.state() == baton::v1::WORKER_STATE_DRAINING) {
       ++(w.state() == baton::v1::WORKER_STATE_READY ? ready : draining);
@@ -317,6 +331,12 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
             {{"worker_id", w.id()}},
             absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())), MetricType::Gauge));
       }
+      if (w.has_lease_renew_time()) {
+        lease.metric.push_back(MakeSample(
+            {{"worker_id", w.id()}},
+            absl::ToDoubleSeconds(FromProto(w.lease_renew_time()) + FromProto(w.lease()) - now),
+            MetricType::Gauge));
+      }
     } else if (w.state() == baton::v1::WORKER_STATE_LOST) {
       ++lost;
     }
@@ -324,8 +344,16 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   workers.metric.push_back(MakeSample({{"state", "ready"}}, ready, MetricType::Gauge));
   workers.metric.push_back(MakeSample({{"state", "draining"}}, draining, MetricType::Gauge));
   workers.metric.push_back(MakeSample({{"state", "lost"}}, lost, MetricType::Gauge));
+  losses.metric.push_back(
+      MakeSample({{"cause", "lease_expired"}}, lease_expired, MetricType::Counter));
+  losses.metric.push_back(
+      MakeSample({{"cause", "stream_closed"}}, stream_closed, MetricType::Counter));
+  losses.metric.push_back(
+      MakeSample({{"cause", "lease_revoked"}}, lease_revoked, MetricType::Counter));
   out.push_back(std::move(workers));
   out.push_back(std::move(heartbeat));
+  out.push_back(std::move(lease));
+  out.push_back(std::move(losses));
 
   prometheus::MetricFamily state =
       MakeFamily("baton_coordinator_job_state",

@@ -19,6 +19,9 @@
 //   baton_coordinator_restarts_total{cause}            RESTARTING transitions by reason
 //   baton_coordinator_workers{state}                   workers READY / LOST
 //   baton_coordinator_worker_heartbeat_age_seconds{worker_id}  now - last heartbeat (READY)
+//   baton_coordinator_worker_lease_remaining_seconds{worker_id}  lease renewal + lease - now
+//   baton_coordinator_worker_losses_total{cause}       lease_expired (partitions, dead hosts),
+//                                                      stream_closed, lease_revoked
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
 //   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
 //                                                      of Job.restarts (common/restart_stats.h),

@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/metrics_testing.h"
 #include "common/proto_time.h"
+#include "common/protocol_version.h"
 #include "common/status_matchers.h"
 #include "coordinator/store/store.h"
 #include "coordinator/worker_registry.h"
@@ -209,6 +210,49 @@ TEST_F(CoordinatorMetricsTest, TimesRpcsByMethodAndCode) {
   EXPECT_THAT(Value(metrics_->Collect(), "baton_coordinator_rpc_duration_seconds",
                     {{"method", "baton.v1.JobService/GetJob"}, {"code", "NOT_FOUND"}}, "count"),
               Optional(1.0));
+}
+
+}  // namespace
+}  // namespace baton::coordinator
+
+namespace baton::coordinator {
+namespace {
+
+class NullChannel : public WorkerChannel {
+ public:
+  bool Send(const baton::v1::CoordinatorMessage&) override { return true; }
+  void Close(const absl::Status&) override {}
+};
+
+TEST_F(CoordinatorMetricsTest, WorkerLeasesAndLossesByCause) {
+  baton::v1::Register reg;
+  reg.set_protocol_version(kProtocolVersion);
+  reg.mutable_resources()->set_slots(1);
+  for (const std::string id : {"w1", "w2", "w3"}) {
+    reg.set_worker_id(id);
+    ASSERT_OK(coordinator_->OnWorkerConnected(reg, "10.0.0.1", std::make_shared<NullChannel>()));
+  }
+  clock_.Advance(absl::Seconds(4));
+  auto scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_lease_remaining_seconds",
+                    {{"worker_id", "w1"}}),
+              Optional(DoubleNear(6.0, 1e-9)));  // default lease 10 s, renewed 4 s ago
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "lease_expired"}}),
+              Optional(0.0));
+  // w3's stream closes; w1 and w2 fall silent past their lease and its margin.
+  coordinator_->OnWorkerDisconnected("w3", 3);
+  clock_.Advance(absl::Seconds(8));
+  coordinator_->ReconcileOnce();
+  scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "lease_expired"}}),
+              Optional(2.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "stream_closed"}}),
+              Optional(1.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "lease_revoked"}}),
+              Optional(0.0));
+  EXPECT_EQ(Value(scrape, "baton_coordinator_worker_lease_remaining_seconds",
+                  {{"worker_id", "w1"}}),
+            std::nullopt);  // lost: no lease left to show
 }
 
 }  // namespace

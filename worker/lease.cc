@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/metrics_http.h"
+
 namespace baton::worker {
 
 uint64_t Lease::OnHeartbeatSent(absl::Time sent) {
@@ -45,6 +47,27 @@ absl::Time Lease::expiry() const {
 absl::Duration Lease::duration() const {
   absl::MutexLock lock(&mu_);
   return lease_;
+}
+
+std::vector<prometheus::MetricFamily> LeaseMetrics::Collect() const {
+  using prometheus::MetricType;
+  prometheus::MetricFamily remaining = MakeFamily(
+      "baton_worker_lease_remaining_seconds",
+      "Time until this worker's lease runs out unless the coordinator renews it; then its "
+      "training processes are killed. Absent while no lease is held.",
+      MetricType::Gauge);
+  if (const absl::Time expiry = lease_->expiry(); expiry != absl::InfiniteFuture()) {
+    remaining.metric.push_back(
+        MakeSample({}, absl::ToDoubleSeconds(expiry - clock_->Now()), MetricType::Gauge));
+  }
+  prometheus::MetricFamily expired = MakeFamily(
+      "baton_worker_lease_expirations_total",
+      "Times the lease ran out (no word from the coordinator: a partition, a dead "
+      "coordinator) with training processes, which were killed.",
+      MetricType::Counter);
+  expired.metric.push_back(
+      MakeSample({}, static_cast<double>(expirations_()), MetricType::Counter));
+  return {std::move(remaining), std::move(expired)};
 }
 
 }  // namespace baton::worker

@@ -1,11 +1,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <vector>
+
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace baton::worker {
 
@@ -48,6 +54,23 @@ class Lease {
   absl::Time expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, absl::Time> sent_ ABSL_GUARDED_BY(mu_);  // seq -> send time
+};
+
+// The worker's lease on /metrics:
+//   baton_worker_lease_remaining_seconds   until the lease runs out unless renewed (absent
+//                                          while no lease is held)
+//   baton_worker_lease_expirations_total   times it ran out with processes, which were killed
+class LeaseMetrics final : public prometheus::Collectable {
+ public:
+  // All must outlive this object; `expirations` must be thread-safe.
+  LeaseMetrics(const Lease* lease, std::function<int64_t()> expirations, const Clock* clock)
+      : lease_(lease), expirations_(std::move(expirations)), clock_(clock) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const Lease* const lease_;
+  const std::function<int64_t()> expirations_;
+  const Clock* const clock_;
 };
 
 }  // namespace baton::worker

@@ -1,6 +1,10 @@
 #include "worker/lease.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "common/metrics_testing.h"
 
 namespace baton::worker {
 namespace {
@@ -61,6 +65,24 @@ TEST(LeaseTest, RemembersABoundedNumberOfHeartbeats) {
   for (size_t i = 0; i < Lease::kMaxOutstanding; ++i) lease.OnHeartbeatSent(kT0 + absl::Seconds(2));
   lease.OnAck(first);  // forgotten
   EXPECT_EQ(lease.expiry(), kT0 + absl::Seconds(10));
+}
+
+TEST(LeaseMetricsTest, RemainingLeaseAndExpirations) {
+  FakeClock clock;
+  Lease lease;
+  int64_t expirations = 0;
+  LeaseMetrics metrics(&lease, [&] { return expirations; }, &clock);
+  auto scrape = metrics.Collect();
+  EXPECT_EQ(metrics_testing::Value(scrape, "baton_worker_lease_remaining_seconds", {}),
+            std::nullopt);  // none held
+  lease.OnRegistered(clock.Now(), absl::Seconds(10));
+  clock.Advance(absl::Seconds(4));
+  expirations = 2;
+  scrape = metrics.Collect();
+  EXPECT_THAT(metrics_testing::Value(scrape, "baton_worker_lease_remaining_seconds", {}),
+              ::testing::Optional(6.0));
+  EXPECT_THAT(metrics_testing::Value(scrape, "baton_worker_lease_expirations_total", {}),
+              ::testing::Optional(2.0));
 }
 
 }  // namespace

@@ -254,6 +254,8 @@ int Run() {
     BATON_LOG(ERROR) << s;
     return 1;
   }
+  auto lease_metrics = std::make_shared<LeaseMetrics>(
+      &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock);
   // Destroyed before the supervisor and the agent: scrapes read both.
   std::unique_ptr<prometheus::Exposer> exposer;
   if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
@@ -265,6 +267,7 @@ int Run() {
       const int port = exposer->GetListeningPorts().front();
       BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
       exposer->RegisterCollectable(standby_metrics);
+      exposer->RegisterCollectable(lease_metrics);
       const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
       if (!port_file.empty()) {
         if (absl::Status s = WritePortFile(port_file, port); !s.ok()) {

@@ -203,6 +203,14 @@ cluster_start_worker() {
   WORKER_HOST[$name]=$host
 }
 
+# scrape HOST PORT_FILE: the /metrics text of the daemon on HOST whose metrics port is in
+# PORT_FILE (its metrics listen on the host's loopback).
+scrape() {
+  on "$1" "$PY" -c "import sys, urllib.request
+print(urllib.request.urlopen('http://127.0.0.1:%s/metrics' % sys.argv[1], timeout=10).read().decode())" \
+    "$(cat "$2")"
+}
+
 # host_of_rank JOB RANK: the host index of the worker running RANK of the job's generation.
 host_of_rank() {
   local id name

@@ -56,6 +56,14 @@ F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
 [[ $(job_field "$JOB" "'lease_expired_time' in $F") == True ]] || fail "no lease expiry recorded"
 "$BATON" describe "$JOB" | tee "$TMP/describe.out"
 grep -Eq "$GEN->$NEXT +infra +LeaseExpired" "$TMP/describe.out" || fail "describe lacks the row"
+# The partition as metrics: the coordinator lost a worker to lease expiry, the cut-off
+# worker killed its rank when its lease ran out.
+scrape 0 "$TMP/coordinator.metrics_port" >"$TMP/coordinator.metrics"
+grep -q '^baton_coordinator_worker_losses_total{cause="lease_expired"} 1$' \
+  "$TMP/coordinator.metrics" || fail "$(grep worker_losses "$TMP/coordinator.metrics")"
+scrape "$CUT" "$TMP/$NAME.metrics_port" >"$TMP/$NAME.metrics"
+grep -q '^baton_worker_lease_expirations_total 1$' "$TMP/$NAME.metrics" \
+  || fail "$(grep lease "$TMP/$NAME.metrics")"
 # Files of the new generation so far: they must be there, unchanged, at the end.
 wait_for 120 compgen -G "$TMP/ckpt/ckpt-*-g$NEXT.pt"
 NEW_FILES=$(cd "$TMP/ckpt" && stat -c '%n %i %Y' ckpt-*-g"$NEXT".pt)
