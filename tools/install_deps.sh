@@ -19,6 +19,9 @@ PACKAGES=(
   libstb-dev
   # Python torch for torchrun-style jobs and for checking checkpoints load in Python.
   python3 python3-torch
+  # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and
+  # partitions made with nftables rules.
+  iproute2 util-linux nftables
 )
 
 missing=()
