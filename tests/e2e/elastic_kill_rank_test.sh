@@ -46,7 +46,7 @@ wait_for 120 job_succeeded "$JOB"
 expect_recovered "$JOB" "$GEN" 2 user "^rank 1 on worker .* was killed by signal 9$" \
   occurred_time stopped_time running_time first_step_time
 [[ $(job_field "$JOB" "int($F['next_generation'])") == "$NEXT" ]] || fail "no generation change"
-grep -Eq "$GEN->$NEXT +user +1 " "$TMP/describe.out" || fail "describe does not show the failure"
+grep -Eq "$GEN->$NEXT +user +RankFailed +1 " "$TMP/describe.out" || fail "describe does not show the failure"
 grep -q "user: *[1-3]/3" "$TMP/describe.out" || fail "describe does not show the user budget"
 "$BATON" logs "$JOB" >"$TMP/logs.out"
 grep -q "restored .*ckpt-" "$TMP/logs.out" || fail "generation $NEXT did not restore a checkpoint"

@@ -120,18 +120,25 @@ alive() {
   [[ -e /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null
 }
 
-# worker_pid_of JOB RANK: the pid of the worker daemon (started by start_worker) running
-# RANK of the job's current generation.
-worker_pid_of() {
+# worker_name_of JOB RANK: the name (as started by start_worker) of the worker daemon
+# running RANK of the job's current generation.
+worker_name_of() {
   local id name
   id=$(job_field "$1" "[r['worker_id'] for r in d['ranks'] if r.get('rank', 0) == $2][0]")
   for name in "${!WORKER_PIDS[@]}"; do
     if [[ $(cat "$TMP/$name/worker_id" 2>/dev/null) == "$id" ]]; then
-      echo "${WORKER_PIDS[$name]}"
+      echo "$name"
       return 0
     fi
   done
   fail "no worker daemon of this test runs $id"
+}
+
+# worker_pid_of JOB RANK: the pid of that worker daemon.
+worker_pid_of() {
+  local name
+  name=$(worker_name_of "$1" "$2")
+  echo "${WORKER_PIDS[$name]}"
 }
 
 # run_reference: the uninterrupted run of $TMP/reference.yaml, to its end (SUCCEEDED).

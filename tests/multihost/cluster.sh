@@ -213,24 +213,17 @@ print(urllib.request.urlopen('http://127.0.0.1:%s/metrics' % sys.argv[1], timeou
 
 # host_of_rank JOB RANK: the host index of the worker running RANK of the job's generation.
 host_of_rank() {
-  local id name
-  id=$(job_field "$1" "[r['worker_id'] for r in d['ranks'] if r.get('rank', 0) == $2][0]")
-  for name in "${!WORKER_HOST[@]}"; do
-    if [[ $(cat "$TMP/$name/worker_id" 2>/dev/null) == "$id" ]]; then
-      echo "${WORKER_HOST[$name]}"
-      return 0
-    fi
-  done
-  fail "no worker of this test runs $id"
+  local name
+  name=$(worker_name_of "$1" "$2")
+  echo "${WORKER_HOST[$name]}"
 }
 
-# worker_on_host HOST: the name of the worker started on HOST.
-worker_on_host() {
-  local name
-  for name in "${!WORKER_HOST[@]}"; do
-    [[ ${WORKER_HOST[$name]} == "$1" ]] && { echo "$name"; return 0; }
-  done
-  fail "no worker on host $1"
+# submit_until_checkpoint YAML: submits the job (JOB is its id) and waits for its first
+# checkpoint in $TMP/ckpt.
+submit_until_checkpoint() {
+  JOB=$("$BATON" submit "$1")
+  _has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
+  wait_for 120 _has_checkpoint
 }
 
 # watch_stale JOB GEN PID: in the background until PID is gone, checks the split-brain rule:

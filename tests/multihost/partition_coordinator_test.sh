@@ -23,9 +23,7 @@ workers: {min: 2}
 budget: {max_steps: 100000}
 checkpoint_dir: $TMP/ckpt
 YAML
-JOB=$("$BATON" submit "$TMP/job.yaml")
-has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
-wait_for 120 has_checkpoint
+submit_until_checkpoint "$TMP/job.yaml"
 read -r GEN PID0 < <(generation_and_pid "$JOB" 0)
 read -r _ PID1 < <(generation_and_pid "$JOB" 1)
 

@@ -22,11 +22,10 @@ workers: {min: 1, max: 1}
 budget: {max_steps: 3000}
 checkpoint_dir: $TMP/ckpt
 YAML
-JOB=$("$BATON" submit "$TMP/job.yaml")
-has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
-wait_for 120 has_checkpoint
+submit_until_checkpoint "$TMP/job.yaml"
 read -r GEN PID < <(generation_and_pid "$JOB" 0)
-CUT=$(host_of_rank "$JOB" 0)
+NAME=$(worker_name_of "$JOB" 0)
+CUT=${WORKER_HOST[$NAME]}
 echo "cutting host $CUT (pid $PID, generation $GEN) from everything"
 watch_stale "$JOB" "$GEN" "$PID"
 isolate "$CUT"
@@ -37,7 +36,7 @@ moved_on() {
 wait_for 120 moved_on
 expect_no_overlap
 [[ $(host_of_rank "$JOB" 0) != "$CUT" ]] || fail "the job stayed on the cut-off host"
-grep -q "lease ran out" "$TMP/$(worker_on_host "$CUT").log" \
+grep -q "lease ran out" "$TMP/$NAME.log" \
   || fail "the cut-off worker did not kill its rank when its lease ran out"
 rejoin "$CUT"
 wait_for 120 job_succeeded "$JOB"

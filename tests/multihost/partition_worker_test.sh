@@ -23,13 +23,11 @@ workers: {min: 2, max: 3}
 budget: {max_steps: 100000}
 checkpoint_dir: $TMP/ckpt
 YAML
-JOB=$("$BATON" submit "$TMP/job.yaml")
-has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
-wait_for 120 has_checkpoint
+submit_until_checkpoint "$TMP/job.yaml"
 [[ $(job_field "$JOB" 'len(d["ranks"])') == 3 ]] || fail "expected world size 3 first"
 read -r GEN PID < <(generation_and_pid "$JOB" 1)
-CUT=$(host_of_rank "$JOB" 1)
-NAME=$(worker_on_host "$CUT")
+NAME=$(worker_name_of "$JOB" 1)
+CUT=${WORKER_HOST[$NAME]}
 echo "cutting host $CUT ($NAME, rank 1, pid $PID) from $MODE in generation $GEN"
 watch_stale "$JOB" "$GEN" "$PID"
 case $MODE in
