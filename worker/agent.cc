@@ -197,8 +197,7 @@ void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
     s = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
                                             absl::FormatTime(lease_.expiry()),
                                             "; it starts nothing until it registers again"));
-  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()},
-                            options_.peer_probe_timeout);
+  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout());
              !s.ok()) {
     reason = "PeerUnreachable";
   } else {
@@ -216,6 +215,14 @@ void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
   failed->set_reason(reason);
   failed->set_message(std::string(s.message()));
   outbox_->PushReply(std::move(reply));
+}
+
+absl::Duration Agent::ProbeTimeout() const {
+  // The probe blocks this thread, which also takes the acknowledgements that renew the
+  // lease: at most half of it, so a probe of a cut-off peer cannot cost the lease.
+  const absl::Duration lease = lease_.duration();
+  return lease > absl::ZeroDuration() ? std::min(options_.peer_probe_timeout, lease / 2)
+                                      : options_.peer_probe_timeout;
 }
 
 void Agent::PublishLease() { supervisor_->SetLeaseExpiry(lease_.expiry()); }

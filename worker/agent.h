@@ -34,7 +34,7 @@ struct AgentOptions {
   // Port of this worker's ProbeListener (Register.probe_port); 0: none.
   int probe_port = 0;
   // How long the worker waits for its peers' probe ports before it refuses a
-  // StartAssignment (AssignmentFailed "PeerUnreachable").
+  // StartAssignment (AssignmentFailed "PeerUnreachable"); at most half the lease.
   absl::Duration peer_probe_timeout = absl::Seconds(5);
   // Heartbeat period until Registered.heartbeat_interval (when set) overrides it.
   absl::Duration heartbeat_interval = absl::Seconds(1);
@@ -113,6 +113,8 @@ class Agent {
   bool SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_flush);
   // Hands the lease's expiry to the Supervisor, which enforces it.
   void PublishLease();
+  // options.peer_probe_timeout, at most half the lease.
+  absl::Duration ProbeTimeout() const;
   // StartAssignment, unless the lease ran out or a peer is unreachable: then
   // AssignmentFailed. Called on the session thread.
   void StartAssignment(const baton::v1::StartAssignment& req);

@@ -1,6 +1,10 @@
 #include "worker/agent.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <memory>
 
@@ -80,6 +84,7 @@ class AgentTest : public ::testing::Test {
     ao.advertise_host = "10.1.2.3";
     ao.resources.set_slots(2);
     ao.resources.set_cpu_cores(4);
+    ao.peer_probe_timeout = peer_probe_timeout_;
     ao.backoff.initial = absl::Milliseconds(20);
     ao.backoff.max = absl::Milliseconds(200);
     agent_ = std::make_unique<Agent>(ao, supervisor_.get(), &outbox_, RealClock::Get());
@@ -97,6 +102,7 @@ class AgentTest : public ::testing::Test {
   Outbox outbox_{OutboxOptions(), RealClock::Get()};
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<Agent> agent_;
+  absl::Duration peer_probe_timeout_ = absl::Seconds(5);
 };
 
 TEST_F(AgentTest, RegistersWithResourcesThenHeartbeatsAtTheCoordinatorsInterval) {
@@ -398,6 +404,61 @@ TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {
   // With every peer reachable it starts.
   ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-ok", "exit 0", {good})));
   ASSERT_TRUE(coordinator_->Next(ExitOf("j-ok")).has_value());
+}
+
+// A listening socket that never accepts, its backlog full: a connect to it hangs, like one
+// to a cut-off host. Closed on destruction.
+class BlackHole {
+ public:
+  BlackHole() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr = {};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    ::listen(listener_, 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    for (int i = 0; i < 4; ++i) {  // fill the backlog
+      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+      fillers_.push_back(fd);
+    }
+  }
+  ~BlackHole() {
+    for (int fd : fillers_) ::close(fd);
+    ::close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+// A peer that never answers is given at most half the lease: the probe blocks the thread
+// that takes the acknowledgements, and must not cost the running processes their lease.
+TEST_F(AgentTest, AProbeOfACutOffPeerDoesNotOutlastHalfTheLease) {
+  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  coordinator_->set_lease(absl::Seconds(2));
+  peer_probe_timeout_ = absl::Seconds(60);
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-running", "exec sleep 600")));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  BlackHole hole;
+  baton::v1::Peer silent;
+  silent.set_worker_id("w-silent");
+  silent.set_host("127.0.0.1");
+  silent.set_probe_port(hole.port());
+  ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-cut", "exit 0", {silent})));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-cut"), absl::Seconds(30));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_THAT(failed->assignment_failed().message(), ::testing::HasSubstr("no answer within 1s"));
+  EXPECT_EQ(supervisor_->lease_expirations(), 0);
+  EXPECT_EQ(supervisor_->GetRankState("j-running", 1, 0), RankState::kRunning);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # Issue 10: the built-in trainer across separate hosts. A coordinator on host 0 and workers
 # on hosts 1-3 (2 slots each) that were told nothing about addresses: each advertises the
 # source address of its route to the coordinator and hands its interface to Gloo. World
-# size 6 trains and its loss falls; its final weights match the same job on ONE host
+# size 6 trains (the hierarchical all-reduce: shared memory inside a host, Gloo between
+# the 3 leaders) and its loss falls; its final weights match the same job on ONE host
 # (6 ranks, same global batch) within an fp32 tolerance, since the ranks' gradients are
 # summed in another order; world size 2 on two hosts (one rank each) sums a + b like
 # world size 2 on one host, so those final weights are bit-identical.
@@ -61,6 +62,8 @@ run_job three-hosts
 [[ $(job_field "$JOB" 'd["result"]["final_metrics"]["loss"] < d["result"]["initial_loss"]') == True ]] \
   || fail "loss did not fall: $("$BATON" describe "$JOB")"
 "$BATON" logs "$JOB" --rank 0 >"$TMP/three-hosts.log"
+grep -q "on cpu (hierarchical(shm+gloo, 3 hosts))" "$TMP/three-hosts.log" \
+  || fail "3 hosts x 2 ranks did not use the hierarchical all-reduce: $(grep 'on cpu' "$TMP/three-hosts.log")"
 
 job_yaml two-hosts 1 2
 run_job two-hosts
