@@ -27,9 +27,11 @@ submit_until_checkpoint "$TMP/job.yaml"
 read -r GEN PID0 < <(generation_and_pid "$JOB" 0)
 read -r _ PID1 < <(generation_and_pid "$JOB" 1)
 
-# Short: a third of the lease. (The sleep is the length of the outage, not a wait.)
+# Short: a sixth of the lease, so that TCP's retransmission backoff after the heal (the
+# heartbeats queued during the outage arrive up to a few seconds late) stays well inside
+# the lease. (The sleep is the length of the outage, not a wait.)
 isolate 0
-sleep $((LEASE / 3))
+sleep $((LEASE / 6))
 rejoin 0
 STEP=$(job_step "$JOB")
 progressed() { (($(job_step "$JOB") > STEP + 20)); }
