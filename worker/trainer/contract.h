@@ -159,13 +159,14 @@ inline constexpr char kMetricCommBytes[] = "comm_bytes";
 // ckpt-<step, 8 digits>-g<generation>.pt (ckpt-<step>.pt when BATON_GENERATION is 0 or
 // unset), every --checkpoint_every steps and after the last step; every rank resumes from
 // the newest valid one that is not stale at start. Then rank 0 of generation g >= 1 writes
-// gen-<g, 8 digits>.start (the step it resumed from). From then on a process of an older
-// generation (one left running by a network partition) writes, replaces and deletes
-// nothing there: it exits kExitData at its next checkpoint or final save (at once, if it
-// starts only now) with the line
+// gen-<g, 8 digits>.start (its job, BATON_JOB_ID, and the step it resumed from). From then
+// on a process of an older generation (one left running by a network partition) writes,
+// replaces and deletes nothing there: it exits kExitData at its next checkpoint or final
+// save (at once, if it starts only now) with the line
 // "baton-trainer: FAILED_PRECONDITION: generation <g> is superseded by generation <g'> ...".
-// So a checkpoint directory serves one job: a new job reusing it must remove the earlier
-// job's gen-*.start files first.
+// A directory serves one job at a time: a new job started in an earlier job's directory
+// continues from that job's newest checkpoint and takes the directory over (the earlier
+// job's start records go; a writer of that job is fenced like an older generation).
 inline constexpr char kFinalCheckpointName[] = "final.pt";
 
 // Exit codes. Every non-zero exit prints exactly one "baton-trainer: <CODE>: <reason>" line,
