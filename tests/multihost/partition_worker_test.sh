@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 10, partition cases 1 and 2: one worker host of a running 3-worker job (min 2,
-# max 3) is cut off, either from the coordinator only ("coordinator": its peers still reach
-# it) or from every host ("everything"). Its lease runs out, it kills its ranks, and only
-# then does the coordinator start the next generation on the other two: no process of the
-# old generation is alive once the job moved on, and no checkpoint of the old generation is
-# written after the new one started. After the heal the worker registers again, is READY,
+# max 3) is cut off, either from the coordinator only ("coordinator": nftables rules; its
+# peers still reach it) or from every host ("everything": its link taken down). Its lease
+# runs out, it kills its ranks, and only then does the coordinator start the next
+# generation on the other two: no process of the old generation is alive once the job
+# moved on, and no checkpoint of the old generation is written after the new one started. After the heal the worker registers again, is READY,
 # and the job (below workers.max) scales back onto it.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
@@ -31,8 +31,8 @@ CUT=${WORKER_HOST[$NAME]}
 echo "cutting host $CUT ($NAME, rank 1, pid $PID) from $MODE in generation $GEN"
 watch_stale "$JOB" "$GEN" "$PID"
 case $MODE in
-  coordinator) cut "$CUT" 0 ;;
-  everything) isolate "$CUT" ;;
+  coordinator) cut "$CUT" 0 ;;      # nftables drop rules between it and host 0
+  everything) link_down "$CUT" ;;  # its cable pulled
   *) fail "unknown mode $MODE" ;;
 esac
 
@@ -69,7 +69,7 @@ NEW_FILES=$(cd "$TMP/ckpt" && stat -c '%n %i %Y' ckpt-*-g"$NEXT".pt)
 # Heal: the worker comes back, is READY, and the job grows back to 3 workers.
 case $MODE in
   coordinator) heal "$CUT" 0 ;;
-  everything) rejoin "$CUT" ;;
+  everything) link_up "$CUT" ;;
 esac
 grown() {
   [[ $(job_field "$JOB" 'd["generation"]') -gt $NEXT ]] \
