@@ -55,7 +55,6 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
   e.session = next_session_++;
   e.last_heartbeat = clock_->Now();
   e.connected = e.last_heartbeat;
-  e.lease_renewed = e.last_heartbeat;
   *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
   return e.session;
 }
@@ -80,7 +79,6 @@ bool WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
   if (!IsCurrent(worker_id, session)) return false;
   Entry& e = workers_[worker_id];
   e.last_heartbeat = clock_->Now();
-  e.lease_renewed = e.last_heartbeat;
   *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
   return e.leased;
 }
@@ -104,7 +102,7 @@ void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || !it->second.leased || !Connected(it->second.info)) return;
   Entry& e = it->second;
-  e.revoked_until = e.lease_renewed + lease_.lease + lease_.margin;
+  e.revoked_until = e.last_heartbeat + lease_.lease + lease_.margin;
   e.revoked_why = why;
   e.info.set_lease_revocations(e.info.lease_revocations() + 1);
   Lose(e, absl::UnavailableError(absl::StrCat("lease revoked: ", why)));
@@ -116,7 +114,7 @@ absl::Time WorkerRegistry::LeaseExpiry(const std::string& worker_id) const {
   const Entry& e = it->second;
   if (Connected(e.info)) return absl::InfiniteFuture();
   if (!e.leased) return absl::InfinitePast();
-  return e.lease_renewed + lease_.lease + lease_.margin;
+  return e.last_heartbeat + lease_.lease + lease_.margin;
 }
 
 bool WorkerRegistry::ProcessesStopped(const std::string& worker_id) const {
@@ -196,7 +194,7 @@ std::vector<baton::v1::Worker> WorkerRegistry::List() const {
   for (const auto& [id, e] : workers_) {
     out.push_back(e.info);
     if (e.leased) {
-      *out.back().mutable_lease_renew_time() = ToProto(e.lease_renewed);
+      *out.back().mutable_lease_renew_time() = ToProto(e.last_heartbeat);
       *out.back().mutable_lease() = ToProto(lease_.lease);
     }
   }

@@ -119,12 +119,12 @@ class WorkerRegistry {
     baton::v1::Worker info;
     std::shared_ptr<WorkerChannel> channel;
     uint64_t session = 0;
+    // Its last heartbeat or registration: also when its lease was last renewed.
     absl::Time last_heartbeat;
     absl::Time connected = absl::InfinitePast();
     uint32_t protocol_version = 0;
     bool leased = false;
     int probe_port = 0;
-    absl::Time lease_renewed = absl::InfinitePast();
     absl::Time revoked_until = absl::InfinitePast();
     std::string revoked_why;
   };

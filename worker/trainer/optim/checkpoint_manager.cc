@@ -416,15 +416,13 @@ std::optional<Temporary> ParseTemporaryName(absl::string_view name) {
 // The directory's files that the manager owns, by kind.
 struct Listing {
   std::vector<CheckpointFile> checkpoints;  // Ascending by (step, generation).
-  std::vector<StartRecord> starts;          // Ascending by generation; resumed_step unread.
+  std::vector<StartRecord> starts;          // Ascending by generation.
   std::vector<Temporary> temporaries;
-
-  // The start record of the highest generation; null when there is none.
-  const StartRecord* Newest() const { return starts.empty() ? nullptr : &starts.back(); }
 };
 
 // An empty listing when `dir` does not exist; INTERNAL when it cannot be read (a fence
 // must never pass because the directory was unreadable).
+// Start records are listed, not read (ReadStartRecords, ListWithRecords).
 absl::StatusOr<Listing> ListDirectory(const std::string& dir) {
   Listing listing;
   std::error_code ec;
@@ -485,6 +483,14 @@ absl::Status ReadStartRecords(std::vector<StartRecord>& starts) {
   }
   starts = std::move(read);
   return absl::OkStatus();
+}
+
+// ListDirectory with every start record read (ReadStartRecords): what each fence decision
+// needs. Errors as the two.
+absl::StatusOr<Listing> ListWithRecords(const std::string& dir) {
+  ASSIGN_OR_RETURN(Listing listing, ListDirectory(dir));
+  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
+  return listing;
 }
 
 // The start record that makes `file` stale: one of a newer generation that resumed from an
@@ -628,8 +634,7 @@ absl::StatusOr<std::string> CheckpointManager::CommitCheckpoint(
 
 absl::Status CheckpointManager::CheckNotSuperseded(absl::string_view what,
                                                    bool same_job_only) const {
-  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
-  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
+  ASSIGN_OR_RETURN(Listing listing, ListWithRecords(options_.dir));
   if (const StartRecord* by =
           SupersededBy(listing.starts, options_.job, options_.generation, same_job_only)) {
     return Superseded(options_.generation, *by, what);
@@ -650,10 +655,12 @@ absl::Status CheckpointManager::WriteFenced(const std::string& path, absl::strin
 }
 
 absl::Status CheckpointManager::CheckCommitted(int64_t step, const std::string& path) const {
-  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
-  if (absl::Status read = ReadStartRecords(listing.starts); !read.ok()) {
-    return absl::Status(read.code(), absl::StrCat("after committing ", path, ": ", read.message()));
+  absl::StatusOr<Listing> read = ListWithRecords(options_.dir);
+  if (!read.ok()) {
+    return absl::Status(read.status().code(),
+                        absl::StrCat("after committing ", path, ": ", read.status().message()));
   }
+  const Listing& listing = *read;
   const StartRecord* by_record =
       SupersededBy(listing.starts, options_.job, options_.generation);
   if (by_record == nullptr) return absl::OkStatus();
@@ -685,10 +692,7 @@ absl::Status CheckpointManager::RemoveUnlessSuperseded(const std::string& path) 
 }
 
 void CheckpointManager::Prune(int64_t committed_step) const {
-  absl::StatusOr<Listing> listing = ListDirectory(options_.dir);
-  if (listing.ok()) {
-    if (absl::Status read = ReadStartRecords(listing->starts); !read.ok()) listing = read;
-  }
+  absl::StatusOr<Listing> listing = ListWithRecords(options_.dir);
   if (listing.ok() && SupersededBy(listing->starts, options_.job, options_.generation)) return;
   if (!listing.ok()) {
     BATON_LOG(WARNING) << "not pruning " << options_.dir << ": " << listing.status().message();
@@ -754,8 +758,7 @@ absl::Status CheckpointManager::RecordStart(int64_t resumed_step) const {
   RETURN_IF_ERROR(CheckNotSuperseded(refused, /*same_job_only=*/true));
   // An earlier job's records: this job adopts the directory (see the header). Its own
   // record, written next, fences that job's writers.
-  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
-  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
+  ASSIGN_OR_RETURN(Listing listing, ListWithRecords(options_.dir));
   std::error_code ec;
   for (const StartRecord& start : listing.starts) {
     if (start.job == options_.job) continue;
@@ -817,8 +820,7 @@ absl::Status CheckpointManager::RestoreFrom(const std::string& path, TrainingSta
 
 absl::StatusOr<RestoredCheckpoint> CheckpointManager::RestoreLatest(
     TrainingState& state, const RestoreOptions& options) const {
-  ASSIGN_OR_RETURN(Listing listing, ListDirectory(options_.dir));
-  RETURN_IF_ERROR(ReadStartRecords(listing.starts));
+  ASSIGN_OR_RETURN(Listing listing, ListWithRecords(options_.dir));
   RestoredCheckpoint result;
   std::vector<const CheckpointFile*> candidates;  // Ascending by (step, generation).
   for (const CheckpointFile& file : listing.checkpoints) {
