@@ -41,14 +41,16 @@ void EventLoop::Run() {
         return !tasks_.empty() || stopping_;
       };
       mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick_);
-      if (!tasks_.empty()) {
+      // The periodic task goes first when due: a queue that never empties must not
+      // starve it (the reconcile expires leases and times out rendezvous).
+      if (periodic_ && absl::Now() >= next_tick_) {
+        task = periodic_;
+        next_tick_ = absl::Now() + period_;
+      } else if (!tasks_.empty()) {
         task = std::move(tasks_.front());
         tasks_.pop_front();
       } else if (stopping_) {
         return;
-      } else if (absl::Now() >= next_tick_) {
-        task = periodic_;
-        next_tick_ = absl::Now() + period_;
       }
     }
     if (task) task();

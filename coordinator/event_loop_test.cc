@@ -1,5 +1,8 @@
 #include "coordinator/event_loop.h"
 
+#include <atomic>
+#include <cstdint>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -38,6 +41,28 @@ TEST(EventLoop, PeriodicTaskRuns) {
     if (++ticks == 3) ticked.Notify();
   });
   EXPECT_TRUE(ticked.WaitForNotificationWithTimeout(absl::Seconds(30)));
+}
+
+// A queue that never empties (every task posts the next) does not starve the periodic
+// task: the reconcile that expires leases runs on time under any load.
+TEST(EventLoop, PeriodicTaskRunsWhileTheQueueNeverEmpties) {
+  EventLoop loop;
+  std::atomic<bool> flooding{true};
+  std::atomic<int64_t> flood_tasks{0};
+  std::function<void()> flood = [&] {
+    ++flood_tasks;
+    if (flooding) loop.Post(flood);
+  };
+  for (int i = 0; i < 4; ++i) loop.Post(flood);
+  absl::Notification ticked;
+  int ticks = 0;
+  loop.Every(absl::Milliseconds(1), [&] {
+    if (++ticks == 3) ticked.Notify();
+  });
+  EXPECT_TRUE(ticked.WaitForNotificationWithTimeout(absl::Seconds(30)))
+      << "the periodic task never ran behind " << flood_tasks.load() << " queued tasks";
+  flooding = false;
+  loop.Stop();
 }
 
 TEST(EventLoop, StopDrainsQueuedTasksAndDropsLaterOnes) {
