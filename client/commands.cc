@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <random>
 #include <string>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "client/job_file.h"
 #include "client/output.h"
 #include "client/progress.h"
@@ -79,6 +81,17 @@ int PrintJson(const CommandContext& ctx, const google::protobuf::Message& messag
   *ctx.out << *json << "\n";
   return kExitOk;
 }
+
+}  // namespace
+
+std::string RandomRequestId() {
+  std::random_device random;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += absl::StrFormat("%08x", random());
+  return id;
+}
+
+namespace {
 
 // Runs `attempt` (one streaming call) until it returns OK or a non-retryable status, or
 // UNAVAILABLE more than max_attempts times in a row. `attempt(&progressed)` sets
@@ -157,10 +170,14 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
 
   baton::v1::SubmitJobRequest request;
   *request.mutable_spec() = *std::move(spec);
+  // Retrying with the same request_id cannot create the job twice.
+  request.set_request_id(ctx.new_request_id());
   baton::v1::SubmitJobResponse response;
-  grpc::ClientContext call;
-  SetDeadline(&call, ctx.rpc_timeout);
-  grpc::Status status = ctx.jobs->SubmitJob(&call, request, &response);
+  grpc::Status status = RunResumable(ctx, [&](bool*) {
+    grpc::ClientContext call;
+    SetDeadline(&call, ctx.rpc_timeout);
+    return ctx.jobs->SubmitJob(&call, request, &response);
+  });
   if (!status.ok()) {
     return ReportError(ctx, status, {"cannot submit " + args.file, "", args.file});
   }

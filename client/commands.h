@@ -32,6 +32,9 @@ inline constexpr int kExitUsage = 2;
 
 enum class OutputFormat { kTable, kJson };
 
+// 32 random hex digits, e.g. for SubmitJobRequest.request_id.
+std::string RandomRequestId();
+
 // How a broken watch / follow stream is resumed: on UNAVAILABLE (or a stream that ends
 // before the job is terminal) the call is retried up to `max_attempts` times in a row,
 // sleeping initial_backoff, 2x, 4x ... capped at max_backoff. Receiving any message resets
@@ -61,6 +64,8 @@ struct CommandContext {
   absl::Duration logs_timeout = absl::Seconds(60);
   RetryPolicy retry;
   std::function<void(absl::Duration)> sleep = [](absl::Duration d) { absl::SleepFor(d); };
+  // A fresh SubmitJobRequest.request_id (one per submit command; its retries reuse it).
+  std::function<std::string()> new_request_id = RandomRequestId;
 };
 
 struct SubmitArgs {

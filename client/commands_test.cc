@@ -52,6 +52,12 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
                          baton::v1::SubmitJobResponse* response) override {
     absl::MutexLock lock(&mu_);
     submitted_.push_back(request->spec());
+    request_ids_.push_back(request->request_id());
+    if (!submit_failures_.empty()) {
+      grpc::Status failure = submit_failures_.front();
+      submit_failures_.pop_front();
+      return failure;
+    }
     if (!submit_error_.ok()) return submit_error_;
     Job* job = response->mutable_job();
     job->set_id("j-000001");
@@ -150,6 +156,15 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     absl::MutexLock lock(&mu_);
     submit_error_ = status;
   }
+  // The next SubmitJob calls fail with these, in order.
+  void FailNextSubmits(std::vector<grpc::Status> failures) {
+    absl::MutexLock lock(&mu_);
+    submit_failures_.assign(failures.begin(), failures.end());
+  }
+  std::vector<std::string> request_ids() {
+    absl::MutexLock lock(&mu_);
+    return request_ids_;
+  }
   void SetLogs(std::vector<baton::v1::LogLine> lines, int breaks) {
     absl::MutexLock lock(&mu_);
     logs_ = std::move(lines);
@@ -175,6 +190,8 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
   std::vector<int64_t> watch_after_seqs_ ABSL_GUARDED_BY(mu_);
   std::vector<baton::v1::JobSpec> submitted_ ABSL_GUARDED_BY(mu_);
   grpc::Status submit_error_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
+  std::deque<grpc::Status> submit_failures_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
   std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);
   int logs_breaks_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<baton::v1::GetLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);
@@ -361,6 +378,26 @@ TEST_F(CommandsTest, WatchGivesUpAfterBoundedRetries) {
   EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitFailure);
   EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0, 0, 0));
   EXPECT_THAT(err_.str(), StartsWith("baton: cannot reach the coordinator at 127.0.0.1:"));
+}
+
+// A submit that cannot reach the coordinator is retried with the same request id, so the
+// coordinator creates the job at most once; each invocation has its own id.
+TEST_F(CommandsTest, SubmitRetriesWithOneRequestId) {
+  fake_.FailNextSubmits({grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset"),
+                         grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset")});
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, false}), kExitOk);
+  EXPECT_EQ(out_.str(), "j-000001\n");
+  EXPECT_THAT(sleeps_, ElementsAre(absl::Milliseconds(500), absl::Seconds(1)));
+  std::vector<std::string> ids = fake_.request_ids();
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0].size(), 32u);
+  EXPECT_EQ(ids[1], ids[0]);
+  EXPECT_EQ(ids[2], ids[0]);
+
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, false}), kExitOk);
+  ids = fake_.request_ids();
+  ASSERT_EQ(ids.size(), 4u);
+  EXPECT_NE(ids[3], ids[0]);
 }
 
 TEST_F(CommandsTest, SubmitRejectedByServerNamesTheFile) {

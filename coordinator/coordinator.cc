@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/protocol_version.h"
 #include "common/proto_time.h"
+#include "common/status_macros.h"
 #include "coordinator/rank_assignment.h"
 #include "coordinator/scheduler.h"
 
@@ -96,6 +97,14 @@ std::string Rounded(absl::Duration d) {
       absl::Trunc(d, d >= absl::Seconds(1) ? absl::Milliseconds(1) : absl::Microseconds(1)));
 }
 
+// A non-state event for JobManager::Update.
+baton::v1::JobEvent Event(const std::string& reason, const std::string& message) {
+  baton::v1::JobEvent event;
+  event.set_reason(reason);
+  event.set_message(message);
+  return event;
+}
+
 // "step 5" / "no step reported" for messages.
 std::string StepText(const baton::v1::Failure& f) {
   return f.has_step() ? absl::StrCat("step ", f.step()) : std::string("no step reported");
@@ -109,29 +118,31 @@ Coordinator::Coordinator(JobManager* jobs, WorkerRegistry* workers, const Clock*
 
 absl::Status Coordinator::Recover() {
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous})) {
-    absl::Status s = jobs_->Transition(id, JobState::kQueued, "CoordinatorRestarted",
-                                       "coordinator restarted during rendezvous; requeued");
-    if (!s.ok()) return s;
+    RETURN_IF_ERROR(jobs_->Transition(id, JobState::kQueued, "CoordinatorRestarted",
+                                      "coordinator restarted during rendezvous; requeued"));
   }
   const absl::Time deadline = clock_->Now() + options_.reattach_timeout;
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
     Runtime& rt = runtime_[id];
     for (const std::string& w : WorkersOf(*jobs_->Peek(id))) rt.awaiting_workers.insert(w);
     rt.reattach_deadline = deadline;
-    Check(jobs_->RecordEvent(id, "AwaitingWorkers",
-                             absl::StrCat("coordinator restarted; waiting up to ",
-                                          absl::FormatDuration(options_.reattach_timeout),
-                                          " for workers ",
-                                          absl::StrJoin(rt.awaiting_workers, ", "),
-                                          " to report back")),
-          "record event");
+    RETURN_IF_ERROR(jobs_->RecordEvent(
+        id, "AwaitingWorkers",
+        absl::StrCat("coordinator restarted; waiting up to ",
+                     absl::FormatDuration(options_.reattach_timeout), " for workers ",
+                     absl::StrJoin(rt.awaiting_workers, ", "), " to report back")));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec) {
-  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec));
-  if (!job.ok()) return job.status();
+absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
+                                                      const std::string& request_id) {
+  RETURN_IF_ERROR(halted_);
+  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id);
+  if (!job.ok()) {
+    if (!jobs_->store_error().ok()) Halt(jobs_->store_error());
+    return job.status();  // e.g. INVALID_ARGUMENT: the caller's to fix, not ours to log
+  }
   Schedule();
   // Return the state after scheduling (it may already be in RENDEZVOUS).
   absl::StatusOr<baton::v1::Job> now = jobs_->Get(job->id());
@@ -141,6 +152,7 @@ absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec) {
 
 absl::StatusOr<baton::v1::Job> Coordinator::CancelJob(const std::string& job_id,
                                                       const std::string& reason) {
+  RETURN_IF_ERROR(halted_);
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok()) return state.status();
   if (IsTerminal(*state)) {
@@ -150,7 +162,7 @@ absl::StatusOr<baton::v1::Job> Coordinator::CancelJob(const std::string& job_id,
   const std::string message =
       reason.empty() ? std::string("cancelled by user") : absl::StrCat("cancelled: ", reason);
   absl::Status s = jobs_->Transition(job_id, JobState::kCancelled, "Cancelled", message);
-  if (!s.ok()) return s;
+  if (!Ok(s, "cancel")) return s;
   StopProcesses(*jobs_->Peek(job_id), message);
   runtime_.erase(job_id);
   Schedule();  // freed slots
@@ -179,6 +191,7 @@ std::vector<baton::v1::Worker> Coordinator::ListWorkers() const {
 absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Register& reg,
                                                         const std::string& peer_host,
                                                         std::shared_ptr<WorkerChannel> channel) {
+  RETURN_IF_ERROR(halted_);
   if (reg.worker_id().empty()) {
     return absl::InvalidArgumentError("register.worker_id: must not be empty");
   }
@@ -204,7 +217,7 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
   if (workers_->HasLease(reg.worker_id())) {
     *ack.mutable_registered()->mutable_lease() = ToProto(workers_->lease().lease);
   }
-  workers_->Send(reg.worker_id(), ack);
+  Send(reg.worker_id(), ack);
   ReattachAssignments(reg.worker_id(), reg);
   if (reg.draining()) MoveJobsOff(reg.worker_id(), "it reconnected while draining");
   Schedule();
@@ -228,38 +241,40 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
         }
       }
     }
-    baton::v1::Job* job = ActiveJob(a.job_id(), a.generation());
-    if (job == nullptr) {
+    const baton::v1::Job* active = ActiveJob(a.job_id(), a.generation());
+    if (active == nullptr) {
       // Unknown, finished or superseded: its processes must not run on.
-      baton::v1::CoordinatorMessage stop;
-      stop.mutable_stop_assignment()->set_job_id(a.job_id());
-      stop.mutable_stop_assignment()->set_generation(a.generation());
-      *stop.mutable_stop_assignment()->mutable_grace() = ToProto(options_.stop_grace);
-      stop.mutable_stop_assignment()->set_reason("job is not running this generation");
-      workers_->Send(worker_id, stop);
+      SendStop(worker_id, a.job_id(), a.generation(), "job is not running this generation");
       continue;
     }
     reported.insert(a.job_id());
+    baton::v1::Job job = *active;
     for (const baton::v1::RankInfo& r : a.ranks()) {
-      for (baton::v1::RankInfo& mine : *job->mutable_ranks()) {
+      for (baton::v1::RankInfo& mine : *job.mutable_ranks()) {
         if (mine.rank() == r.rank() && mine.worker_id() == worker_id) mine.set_pid(r.pid());
       }
     }
-    Check(jobs_->Save(a.job_id()), "save job");
     Runtime& rt = runtime_[a.job_id()];
-    rt.started_workers.insert(worker_id);
-    if (rt.awaiting_workers.erase(worker_id) > 0 && rt.awaiting_workers.empty()) {
-      rt.reattach_deadline = absl::InfiniteFuture();
-      Check(jobs_->RecordEvent(a.job_id(), "Reattached",
-                               "every worker reported its processes after the restart"),
-            "record event");
+    std::vector<baton::v1::JobEvent> events;
+    const bool all_back = rt.awaiting_workers.count(worker_id) > 0 &&
+                          rt.awaiting_workers.size() == 1;
+    if (all_back) {
+      events.push_back(Event("Reattached", "every worker reported its processes after the restart"));
     }
+    if (!Ok(jobs_->Update(job, std::move(events)), "reattach")) return;
+    rt.started_workers.insert(worker_id);
+    rt.awaiting_workers.erase(worker_id);
+    if (all_back) rt.reattach_deadline = absl::InfiniteFuture();
     for (const baton::v1::RankInfo& r : a.ranks()) {
       if (r.has_exit()) OnProcessExited(worker_id, a.job_id(), a.generation(), r.rank(), r.exit());
     }
   }
-  // Active jobs that count on this worker but it does not run them: it restarted and
-  // their processes are gone.
+  FailJobsWithoutProcesses(worker_id, reported);
+  ForgetStoppedRanks(worker_id, listed);
+}
+
+void Coordinator::FailJobsWithoutProcesses(const std::string& worker_id,
+                                           const std::set<std::string>& reported) {
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning, JobState::kRendezvous})) {
     if (reported.count(id) > 0) continue;
     const baton::v1::Job& job = *jobs_->Peek(id);
@@ -273,36 +288,38 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
                    absl::StrCat("worker ", worker_id, " reconnected without the job's processes"),
                    std::nullopt, worker_id);
   }
+}
+
+void Coordinator::ForgetStoppedRanks(const std::string& worker_id,
+                                     const std::set<std::string>& listed) {
   // A restarting job waits for its processes to stop: those a worker no longer runs did.
   for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) {
     if (listed.count(id) > 0) continue;
-    baton::v1::Job* job = jobs_->Mutable(id);
+    baton::v1::Job job = *jobs_->Peek(id);
     bool changed = false;
-    for (baton::v1::RankInfo& r : *job->mutable_ranks()) {
+    for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
       if (r.worker_id() != worker_id || r.has_exit()) continue;
       r.mutable_exit()->set_exit_code(-1);  // unknown: it ended while the worker was away
       *r.mutable_exit()->mutable_time() = ToProto(clock_->Now());
       changed = true;
     }
     if (!changed) continue;
-    Check(jobs_->Save(id), "save job");
-    Check(jobs_->RecordEvent(id, "RanksGone",
-                             absl::StrCat("worker ", worker_id, " reconnected without generation ",
-                                          job->generation(), "'s processes: they ended")),
-          "record event");
+    const std::string what = absl::StrCat("worker ", worker_id, " reconnected without generation ",
+                                          job.generation(), "'s processes: they ended");
+    if (!Ok(jobs_->Update(job, {Event("RanksGone", what)}), "ranks gone")) return;
     MaybeRestart(id);
   }
 }
 
 void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session,
                                   const baton::v1::WorkerMessage& msg) {
-  if (!workers_->IsCurrent(worker_id, session)) return;
+  if (!halted_.ok() || !workers_->IsCurrent(worker_id, session)) return;
   switch (msg.msg_case()) {
     case baton::v1::WorkerMessage::kHeartbeat:
       if (workers_->Heartbeat(worker_id, session)) {
         baton::v1::CoordinatorMessage ack;
         ack.mutable_heartbeat_ack()->set_seq(msg.heartbeat().seq());
-        workers_->Send(worker_id, ack);
+        Send(worker_id, ack);
       }
       break;
     case baton::v1::WorkerMessage::kPortReserved:
@@ -316,46 +333,13 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
       OnProcessExited(worker_id, e.job_id(), e.generation(), e.rank(), e.exit());
       break;
     }
-    case baton::v1::WorkerMessage::kMetrics: {
-      const baton::v1::MetricsReport& m = msg.metrics();
-      absl::StatusOr<JobState> state = jobs_->State(m.job_id());
-      baton::v1::Job* job = jobs_->Mutable(m.job_id());
-      if (!state.ok() || job == nullptr) break;
-      std::vector<baton::v1::MetricPoint> points;
-      absl::Status rejected;
-      int rejected_count = 0;
-      for (const baton::v1::MetricPoint& p : m.points()) {
-        absl::Status s = CheckGeneration(*job, p.generation());
-        if (s.ok()) {
-          points.push_back(p);
-        } else {
-          rejected = s;
-          ++rejected_count;
-        }
-      }
-      if (rejected_count > 0) {
-        BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
-                        << " point(s) rejected: " << rejected;
-      }
-      if (!points.empty() && !IsTerminal(*state)) {
-        int64_t first = points.front().step();
-        absl::Time first_time = absl::InfiniteFuture();
-        Runtime& rt = runtime_[m.job_id()];
-        for (const baton::v1::MetricPoint& p : points) {
-          first = std::min(first, p.step());
-          if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
-          rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
-        }
-        NoteProgress(rt, points);
-        NoteFirstStep(job, first, first_time);
-      }
-      Check(jobs_->AddMetrics(m.job_id(), points), "add metrics");
+    case baton::v1::WorkerMessage::kMetrics:
+      OnMetrics(worker_id, msg.metrics());
       break;
-    }
     case baton::v1::WorkerMessage::kLogs: {
       const baton::v1::LogsReport& l = msg.logs();
       if (!jobs_->State(l.job_id()).ok()) break;
-      Check(jobs_->AddLogs(l.job_id(), {l.lines().begin(), l.lines().end()}), "add logs");
+      Ok(jobs_->AddLogs(l.job_id(), {l.lines().begin(), l.lines().end()}), "add logs");
       break;
     }
     case baton::v1::WorkerMessage::kDraining:
@@ -372,8 +356,43 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
   }
 }
 
+void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
+  absl::StatusOr<JobState> state = jobs_->State(m.job_id());
+  if (!state.ok()) return;
+  const baton::v1::Job& job = *jobs_->Peek(m.job_id());
+  std::vector<baton::v1::MetricPoint> points;
+  absl::Status rejected;
+  int rejected_count = 0;
+  for (const baton::v1::MetricPoint& p : m.points()) {
+    absl::Status s = CheckGeneration(job, p.generation());
+    if (s.ok()) {
+      points.push_back(p);
+    } else {
+      rejected = s;
+      ++rejected_count;
+    }
+  }
+  if (rejected_count > 0) {
+    BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
+                    << " point(s) rejected: " << rejected;
+  }
+  if (!points.empty() && !IsTerminal(*state)) {
+    int64_t first = points.front().step();
+    absl::Time first_time = absl::InfiniteFuture();
+    Runtime& rt = runtime_[m.job_id()];
+    for (const baton::v1::MetricPoint& p : points) {
+      first = std::min(first, p.step());
+      if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
+      rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
+    }
+    NoteProgress(rt, points);
+    if (!NoteFirstStep(m.job_id(), first, first_time)) return;
+  }
+  Ok(jobs_->AddMetrics(m.job_id(), points), "add metrics");
+}
+
 void Coordinator::OnWorkerDraining(const std::string& worker_id, const std::string& reason) {
-  if (!workers_->SetDraining(worker_id)) return;  // already draining (or gone)
+  if (!halted_.ok() || !workers_->SetDraining(worker_id)) return;  // already draining (or gone)
   const std::string why = reason.empty() ? std::string("it is draining")
                                          : absl::StrCat("it is draining (", reason, ")");
   BATON_LOG(INFO) << "worker " << worker_id << ": " << why;
@@ -389,12 +408,13 @@ void Coordinator::MoveJobsOff(const std::string& worker_id, const std::string& w
 }
 
 void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t session) {
-  if (!workers_->Disconnect(worker_id, session)) return;
+  if (!workers_->Disconnect(worker_id, session) || !halted_.ok()) return;
   HandleWorkerLost(worker_id, "WorkerLost", "its stream closed", clock_->Now());
   Schedule();  // the job's other workers are free again
 }
 
 void Coordinator::ReconcileOnce() {
+  if (!halted_.ok()) return;
   for (const std::string& id : workers_->ExpireLeases()) {
     const LeaseOptions& lease = workers_->lease();
     HandleWorkerLost(id, "LeaseExpired",
@@ -477,8 +497,10 @@ void Coordinator::HandleWorkerLost(const std::string& worker_id, const std::stri
                    occurred);
   }
   for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) {
-    ReattributeToLoss(jobs_->Mutable(id), worker_id, reason,
-                      absl::StrCat("worker ", worker_id, " lost: ", why), occurred);
+    if (!ReattributeToLoss(id, worker_id, reason,
+                           absl::StrCat("worker ", worker_id, " lost: ", why), occurred)) {
+      return;
+    }
     MaybeRestart(id);  // its processes may count as stopped now
   }
 }
@@ -496,7 +518,7 @@ void Coordinator::Schedule() {
   }
   if (!queue.empty()) {
     for (const Placement& p : coordinator::Schedule(queue, FreeCapacity())) {
-      StartRendezvous(p.job_id, p.worker_ids, "Scheduled");
+      StartRendezvous(*jobs_->Peek(p.job_id), p.worker_ids, "Scheduled");
     }
   }
   MaybeScaleUp();  // with what the queue left
@@ -536,40 +558,41 @@ void Coordinator::MaybeScaleUp() {
   }
 }
 
-void Coordinator::StartRendezvous(const std::string& job_id,
-                                  const std::vector<std::string>& worker_ids,
+void Coordinator::StartRendezvous(baton::v1::Job job, const std::vector<std::string>& worker_ids,
                                   const std::string& reason) {
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  const int slots = SlotsPerWorker(job->spec());
-  job->set_generation(job->generation() + 1);
+  const std::string job_id = job.id();
+  const int slots = SlotsPerWorker(job.spec());
+  job.set_generation(job.generation() + 1);
   // A restart's rendezvous that was requeued (coordinator restart) continues here.
-  baton::v1::Failure* restart = LastFailure(job);
+  baton::v1::Failure* restart = LastFailure(&job);
   if (restart != nullptr && restart->next_generation() != 0 && !restart->has_running_time()) {
-    restart->set_next_generation(job->generation());
+    restart->set_next_generation(job.generation());
   }
-  job->clear_ranks();
-  job->clear_master_addr();
-  job->set_master_port(0);
+  job.clear_ranks();
+  job.clear_master_addr();
+  job.set_master_port(0);
   for (const RankSlot& s : AssignRanks(worker_ids, slots)) {
-    baton::v1::RankInfo* r = job->add_ranks();
+    baton::v1::RankInfo* r = job.add_ranks();
     r->set_rank(s.rank);
     r->set_local_rank(s.local_rank);
     r->set_local_world_size(s.local_world_size);
     r->set_group_rank(s.group_rank);
     r->set_worker_id(s.worker_id);
   }
+  if (!Ok(jobs_->Transition(job_id, JobState::kRendezvous, reason,
+                            absl::StrCat("generation ", job.generation(), ": ", job.ranks_size(),
+                                         " ranks on workers ", absl::StrJoin(worker_ids, ", ")),
+                            &job),
+          "start rendezvous")) {
+    return;
+  }
   Runtime& rt = runtime_[job_id];
   rt = Runtime();
   rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
-  Check(jobs_->Transition(job_id, JobState::kRendezvous, reason,
-                          absl::StrCat("generation ", job->generation(), ": ",
-                                       job->ranks_size(), " ranks on workers ",
-                                       absl::StrJoin(worker_ids, ", "))),
-        "transition");
   baton::v1::CoordinatorMessage msg;
   msg.mutable_reserve_port()->set_job_id(job_id);
-  msg.mutable_reserve_port()->set_generation(job->generation());
-  if (!workers_->Send(worker_ids.front(), msg)) {
+  msg.mutable_reserve_port()->set_generation(job.generation());
+  if (!Send(worker_ids.front(), msg)) {
     FailGeneration(job_id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
                    absl::StrCat("worker ", worker_ids.front(), " went away before rendezvous"),
                    std::nullopt, worker_ids.front());
@@ -579,35 +602,35 @@ void Coordinator::StartRendezvous(const std::string& job_id,
 void Coordinator::OnPortReserved(const std::string& worker_id,
                                  const baton::v1::PortReserved& msg) {
   if (Fenced(worker_id, msg.job_id(), msg.generation(), "PortReserved")) return;
-  baton::v1::Job* job = jobs_->Mutable(msg.job_id());
-  if (job->state() != baton::v1::JOB_STATE_RENDEZVOUS ||
-      job->master_port() != 0 || job->ranks(0).worker_id() != worker_id) {
+  baton::v1::Job job = *jobs_->Peek(msg.job_id());
+  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
+      job.master_port() != 0 || job.ranks(0).worker_id() != worker_id) {
     return;
   }
-  job->set_master_addr(workers_->Host(worker_id));
-  job->set_master_port(msg.port());
-  Check(jobs_->Save(msg.job_id()), "save job");
-  for (const std::string& w : WorkersOf(*job)) {
+  job.set_master_addr(workers_->Host(worker_id));
+  job.set_master_port(msg.port());
+  if (!Ok(jobs_->Update(job), "port reserved")) return;
+  for (const std::string& w : WorkersOf(job)) {
     baton::v1::CoordinatorMessage out;
     baton::v1::StartAssignment* a = out.mutable_start_assignment();
-    a->set_job_id(job->id());
-    a->set_generation(job->generation());
-    *a->mutable_spec() = job->spec();
-    a->set_world_size(job->ranks_size());
-    a->set_master_addr(job->master_addr());
-    a->set_master_port(job->master_port());
-    for (const baton::v1::RankInfo& r : job->ranks()) {
+    a->set_job_id(job.id());
+    a->set_generation(job.generation());
+    *a->mutable_spec() = job.spec();
+    a->set_world_size(job.ranks_size());
+    a->set_master_addr(job.master_addr());
+    a->set_master_port(job.master_port());
+    for (const baton::v1::RankInfo& r : job.ranks()) {
       if (r.worker_id() == w) *a->add_ranks() = r;
     }
-    for (const std::string& peer : WorkersOf(*job)) {
+    for (const std::string& peer : WorkersOf(job)) {
       if (peer == w || workers_->ProbePort(peer) == 0) continue;
       baton::v1::Peer* p = a->add_peers();
       p->set_worker_id(peer);
       p->set_host(workers_->Host(peer));
       p->set_probe_port(workers_->ProbePort(peer));
     }
-    if (!workers_->Send(w, out)) {
-      FailGeneration(job->id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+    if (!Send(w, out)) {
+      FailGeneration(job.id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
                      absl::StrCat("worker ", w, " went away during rendezvous"), std::nullopt, w);
       return;
     }
@@ -618,36 +641,37 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
                                       const baton::v1::AssignmentStarted& msg) {
   if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentStarted")) {
     // Processes of a superseded generation must not run on.
-    baton::v1::CoordinatorMessage stop;
-    stop.mutable_stop_assignment()->set_job_id(msg.job_id());
-    stop.mutable_stop_assignment()->set_generation(msg.generation());
-    *stop.mutable_stop_assignment()->mutable_grace() = ToProto(options_.stop_grace);
-    stop.mutable_stop_assignment()->set_reason("generation superseded");
-    workers_->Send(worker_id, stop);
+    SendStop(worker_id, msg.job_id(), msg.generation(), "generation superseded");
     return;
   }
-  baton::v1::Job* job = ActiveJob(msg.job_id(), msg.generation());
-  if (job == nullptr) return;
+  const baton::v1::Job* active = ActiveJob(msg.job_id(), msg.generation());
+  if (active == nullptr) return;
+  baton::v1::Job job = *active;
   for (const baton::v1::RankInfo& started : msg.ranks()) {
-    for (baton::v1::RankInfo& r : *job->mutable_ranks()) {
+    for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
       if (r.rank() == started.rank() && r.worker_id() == worker_id) r.set_pid(started.pid());
     }
   }
-  Check(jobs_->Save(msg.job_id()), "save job");
   Runtime& rt = runtime_[msg.job_id()];
-  rt.started_workers.insert(worker_id);
-  if (job->state() == baton::v1::JOB_STATE_RENDEZVOUS &&
-      rt.started_workers.size() == WorkersOf(*job).size()) {
-    rt.rendezvous_deadline = absl::InfiniteFuture();
-    baton::v1::Failure* f = LastFailure(job);
-    if (f != nullptr && f->next_generation() == job->generation() && !f->has_running_time()) {
-      *f->mutable_running_time() = ToProto(clock_->Now());  // saved by Transition
-    }
-    Check(jobs_->Transition(msg.job_id(), JobState::kRunning, "Started",
-                            absl::StrCat(job->ranks_size(), " processes running, master ",
-                                         job->master_addr(), ":", job->master_port())),
-          "transition");
+  std::set<std::string> started = rt.started_workers;
+  started.insert(worker_id);
+  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS || started.size() != WorkersOf(job).size()) {
+    if (Ok(jobs_->Update(job), "assignment started")) rt.started_workers = std::move(started);
+    return;
   }
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f != nullptr && f->next_generation() == job.generation() && !f->has_running_time()) {
+    *f->mutable_running_time() = ToProto(clock_->Now());
+  }
+  if (!Ok(jobs_->Transition(msg.job_id(), JobState::kRunning, "Started",
+                            absl::StrCat(job.ranks_size(), " processes running, master ",
+                                         job.master_addr(), ":", job.master_port()),
+                            &job),
+          "running")) {
+    return;
+  }
+  rt.started_workers = std::move(started);
+  rt.rendezvous_deadline = absl::InfiniteFuture();
 }
 
 void Coordinator::OnAssignmentFailed(const std::string& worker_id,
@@ -664,51 +688,54 @@ void Coordinator::OnAssignmentFailed(const std::string& worker_id,
 void Coordinator::OnProcessExited(const std::string& worker_id, const std::string& job_id,
                                   int64_t generation, int32_t rank,
                                   const baton::v1::ProcessExit& exit) {
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  if (job == nullptr || Fenced(worker_id, job_id, generation, "ProcessExited")) return;
+  if (jobs_->Peek(job_id) == nullptr || Fenced(worker_id, job_id, generation, "ProcessExited")) {
+    return;
+  }
+  baton::v1::Job job = *jobs_->Peek(job_id);
   baton::v1::RankInfo* info = nullptr;
-  for (baton::v1::RankInfo& r : *job->mutable_ranks()) {
+  for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
     if (r.rank() == rank && r.worker_id() == worker_id) info = &r;
   }
   if (info == nullptr || info->has_exit()) return;  // unknown or already recorded
   *info->mutable_exit() = exit;
-  Check(jobs_->Save(job_id), "save job");
   const std::string what =
       absl::StrCat("rank ", rank, " on worker ", worker_id, " ", DescribeExit(exit));
-  Check(jobs_->RecordEvent(job_id, "RankExited", what), "record event");
+  if (!Ok(jobs_->Update(job, {Event("RankExited", what)}), "rank exited")) return;
 
-  absl::StatusOr<JobState> state = jobs_->State(job_id);
-  if (state.ok() && *state == JobState::kRestarting) {
-    ReattributeFailure(job, rank, worker_id, exit, what);
+  const JobState state = *jobs_->State(job_id);
+  if (state == JobState::kRestarting) {
+    if (!ReattributeFailure(job_id, rank, worker_id, exit, what)) return;
     MaybeRestart(job_id);  // an expected exit of the failed generation
     return;
   }
-  if (!state.ok() || !IsActive(*state)) return;
+  if (!IsActive(state)) return;
   if (Failed(exit)) {
     FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank, worker_id,
                    exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
     Schedule();
     return;
   }
-  const bool all_done = std::all_of(job->ranks().begin(), job->ranks().end(),
+  const bool all_done = std::all_of(job.ranks().begin(), job.ranks().end(),
                                     [](const baton::v1::RankInfo& r) {
                                       return r.has_exit() && !Failed(r.exit());
                                     });
-  if (all_done && *state == JobState::kRunning) {
+  if (all_done && state == JobState::kRunning) {
+    if (!Ok(jobs_->Transition(job_id, JobState::kSucceeded, "Completed",
+                              absl::StrCat("all ", job.ranks_size(), " ranks exited 0")),
+            "succeeded")) {
+      return;
+    }
     runtime_.erase(job_id);
-    Check(jobs_->Transition(job_id, JobState::kSucceeded, "Completed",
-                            absl::StrCat("all ", job->ranks_size(), " ranks exited 0")),
-          "transition");
     Schedule();
   }
 }
 
 void Coordinator::Fail(const std::string& job_id, const std::string& reason,
-                       const std::string& message) {
+                       const std::string& message, const baton::v1::Job* record) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || IsTerminal(*state)) return;
   BATON_LOG(WARNING) << "job " << job_id << " failed: " << message;
-  Check(jobs_->Transition(job_id, JobState::kFailed, reason, message), "transition");
+  if (!Ok(jobs_->Transition(job_id, JobState::kFailed, reason, message, record), "fail")) return;
   StopProcesses(*jobs_->Peek(job_id), message);
   runtime_.erase(job_id);
 }
@@ -720,18 +747,17 @@ void Coordinator::FailGeneration(const std::string& job_id,
                                  absl::Time occurred) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  const int64_t generation = job->generation();
-  const baton::v1::RestartPolicy policy =
-      RestartPolicyWithDefaults(job->spec().restart_policy());
-  baton::v1::RestartStats* stats = job->mutable_restarts();
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  const int64_t generation = job.generation();
+  const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(job.spec().restart_policy());
+  baton::v1::RestartStats* stats = job.mutable_restarts();
 
   Runtime& rt = runtime_[job_id];
   baton::v1::Failure f =
-      NewFailure(*job, rt, failure_class, reason, cause, rank, worker_id, occurred);
+      NewFailure(job, rt, failure_class, reason, cause, rank, worker_id, occurred);
 
   // Crash loop: this user failure and the previous generation's were at the same step.
-  const baton::v1::Failure* previous = LastFailure(job);
+  const baton::v1::Failure* previous = LastFailure(&job);
   if (failure_class == baton::v1::FAILURE_CLASS_USER && previous != nullptr &&
       previous->failure_class() == baton::v1::FAILURE_CLASS_USER &&
       previous->generation() + 1 == generation && previous->has_step() == f.has_step() &&
@@ -740,7 +766,7 @@ void Coordinator::FailGeneration(const std::string& job_id,
         absl::StrCat("crash loop: generations ", previous->generation(), " and ", generation,
                      " both failed at ", StepText(f), "; last: ", cause);
     *stats->add_failures() = std::move(f);
-    Fail(job_id, "CrashLoop", message);  // saves the record
+    Fail(job_id, "CrashLoop", message, &job);
     return;
   }
   const int32_t used = RestartsUsed(*stats, failure_class);
@@ -751,7 +777,7 @@ void Coordinator::FailGeneration(const std::string& job_id,
                      " with the restart budget spent (", used, " of ", budget, " ",
                      ClassName(failure_class), " restarts used): ", cause);
     *stats->add_failures() = std::move(f);
-    Fail(job_id, "RestartBudgetExhausted", message);
+    Fail(job_id, "RestartBudgetExhausted", message, &job);
     return;
   }
   CountRestart(stats, failure_class);
@@ -765,12 +791,14 @@ void Coordinator::FailGeneration(const std::string& job_id,
       "; restart ", used + 1, " of ", budget, " ", ClassName(failure_class), " restarts after ",
       absl::FormatDuration(backoff));
   BATON_LOG(WARNING) << "job " << job_id << ": " << message;
-  Check(jobs_->Transition(job_id, JobState::kRestarting, reason, message), "transition");
+  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, message, &job), "restart")) {
+    return;
+  }
   rt = Runtime();
   // The survivors of a lost worker wait on it inside a collective: no step can finish, so
   // a grace would only delay the restart.
   const bool peer_lost = reason == "WorkerLost" || reason == "LeaseExpired";
-  StopProcesses(*job, message,
+  StopProcesses(job, message,
                 peer_lost ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
@@ -779,23 +807,23 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
                          const std::string& cause, const std::string& worker_id) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  const int64_t generation = job->generation();
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  const int64_t generation = job.generation();
   Runtime& rt = runtime_[job_id];
   const absl::Time now = clock_->Now();
-  baton::v1::Failure f = NewFailure(*job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
+  baton::v1::Failure f = NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
                                     std::nullopt, worker_id, now);
   *f.mutable_backoff() = ToProto(absl::ZeroDuration());
   f.set_next_generation(generation + 1);
-  CountRestart(job->mutable_restarts(), baton::v1::FAILURE_CLASS_PLANNED);
-  *job->mutable_restarts()->add_failures() = std::move(f);
+  CountRestart(job.mutable_restarts(), baton::v1::FAILURE_CLASS_PLANNED);
+  *job.mutable_restarts()->add_failures() = std::move(f);
 
   // Rank 0 saves the state at a step boundary first, if it can be asked to.
   const baton::v1::RankInfo* rank0 = nullptr;
-  for (const baton::v1::RankInfo& r : job->ranks()) {
+  for (const baton::v1::RankInfo& r : job.ranks()) {
     if (r.rank() == 0) rank0 = &r;
   }
-  const bool ask = *state == JobState::kRunning && job->spec().has_trainer() &&
+  const bool ask = *state == JobState::kRunning && job.spec().has_trainer() &&
                    rank0 != nullptr && !rank0->has_exit() &&
                    workers_->IsConnected(rank0->worker_id()) &&
                    workers_->ProtocolVersion(rank0->worker_id()) >=
@@ -805,7 +833,9 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
                    ask ? "; rank 0 checkpoints at its next step boundary first"
                        : "; stopping its processes");
   BATON_LOG(INFO) << "job " << job_id << ": " << message;
-  Check(jobs_->Transition(job_id, JobState::kRestarting, reason, message), "transition");
+  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, message, &job), "resize")) {
+    return;
+  }
   rt = Runtime();
   if (ask) {
     baton::v1::CoordinatorMessage msg;
@@ -814,10 +844,10 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
     req->set_generation(generation);
     req->set_rank(0);
     req->set_reason(cause);
-    workers_->Send(rank0->worker_id(), msg);
+    Send(rank0->worker_id(), msg);
     rt.checkpoint_deadline = now + options_.checkpoint_timeout;
   } else {
-    StopProcesses(*job, message);
+    StopProcesses(job, message);
   }
   MaybeRestart(job_id);
 }
@@ -848,9 +878,9 @@ baton::v1::Failure Coordinator::NewFailure(const baton::v1::Job& job, const Runt
 void Coordinator::MaybeRestart(const std::string& job_id) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || *state != JobState::kRestarting) return;
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  const int64_t generation = job->generation();
-  baton::v1::Failure* f = LastFailure(job);
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  const int64_t generation = job.generation();
+  baton::v1::Failure* f = LastFailure(&job);
   if (f == nullptr || f->generation() != generation || f->next_generation() != generation + 1) {
     Fail(job_id, "RestartFailed",
          absl::StrCat("restarting generation ", generation, " without a recorded failure"));
@@ -859,25 +889,8 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   const absl::Time now = clock_->Now();
   const absl::Time failed_at = FromProto(f->fail_time());
   absl::Time lease_expired = absl::InfinitePast();
-  bool all_stopped = GenerationStopped(*job, &lease_expired);
-  Runtime& rt = runtime_[job_id];
-  if (rt.checkpoint_deadline != absl::InfiniteFuture()) {
-    // Waiting for rank 0's checkpoint: its exit (or any other) ends the wait.
-    const bool any_exited = std::any_of(job->ranks().begin(), job->ranks().end(),
-                                        [](const baton::v1::RankInfo& r) { return r.has_exit(); });
-    if (!any_exited && !all_stopped && now < rt.checkpoint_deadline) return;
-    const bool timed_out = !any_exited && !all_stopped;
-    rt.checkpoint_deadline = absl::InfiniteFuture();
-    const std::string why =
-        timed_out ? absl::StrCat("rank 0 did not checkpoint within ",
-                                 absl::FormatDuration(options_.checkpoint_timeout),
-                                 "; stopping generation ", generation, " anyway")
-                  : absl::StrCat("generation ", generation, " checkpointed for a planned resize");
-    if (timed_out) {
-      Check(jobs_->RecordEvent(job_id, "CheckpointTimeout", why), "record event");
-    }
-    StopProcesses(*job, why);
-  }
+  const bool all_stopped = GenerationStopped(job, &lease_expired);
+  if (!AwaitCheckpoint(job, all_stopped)) return;
   if (!f->has_stopped_time()) {
     absl::Duration stop_wait = options_.stop_grace + workers_->lease().lease;
     if (f->failure_class() == baton::v1::FAILURE_CLASS_PLANNED) {
@@ -888,37 +901,37 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
       // Never a new generation beside a live one: wait for leases to run out, revoking
       // those of connected workers whose processes ignore the stop. Only workers without
       // leases (protocol < 3) are given up on.
-      if (!RevokeUnstopped(*job, stop_wait)) return;
+      if (!RevokeUnstopped(job, stop_wait)) return;
     }
     *f->mutable_stopped_time() = ToProto(now);
     if (lease_expired != absl::InfinitePast()) {
       *f->mutable_lease_expired_time() = ToProto(std::min(lease_expired, now));
     }
-    Check(jobs_->Save(job_id), "save job");
-    Check(jobs_->RecordEvent(
-              job_id, "GenerationStopped",
-              all_stopped
-                  ? absl::StrCat("every process of generation ", generation, " stopped",
-                                 lease_expired != absl::InfinitePast()
-                                     ? " (a lost worker's lease expired, so its processes did)"
-                                     : "")
-                  : absl::StrCat("not every process of generation ", generation,
-                                 " reported its exit within ", absl::FormatDuration(stop_wait),
-                                 " on workers without leases; restarting anyway")),
-          "record event");
+    const std::string what =
+        all_stopped
+            ? absl::StrCat("every process of generation ", generation, " stopped",
+                           lease_expired != absl::InfinitePast()
+                               ? " (a lost worker's lease expired, so its processes did)"
+                               : "")
+            : absl::StrCat("not every process of generation ", generation,
+                           " reported its exit within ", absl::FormatDuration(stop_wait),
+                           " on workers without leases; restarting anyway");
+    if (!Ok(jobs_->Update(job, {Event("GenerationStopped", what)}), "generation stopped")) {
+      return;
+    }
   }
   const absl::Time restart_at =
       std::max(failed_at + FromProto(f->backoff()), FromProto(f->stopped_time()));
   if (now < restart_at) return;
 
-  const baton::v1::JobSpec& spec = job->spec();
+  const baton::v1::JobSpec& spec = job.spec();
   PendingJob pending;
   pending.job_id = job_id;
   pending.min_workers = spec.workers().min();
   pending.max_workers = MaxWorkers(spec);
   pending.slots_per_worker = SlotsPerWorker(spec);
   const std::vector<WorkerCapacity> capacity = FreeCapacity(job_id);
-  const std::vector<std::string> gang = PlaceRestart(WorkersOf(*job), pending, capacity);
+  const std::vector<std::string> gang = PlaceRestart(WorkersOf(job), pending, capacity);
   if (gang.empty()) {
     if (now < restart_at + options_.rendezvous_timeout) return;  // wait for workers
     const auto available = std::count_if(
@@ -931,8 +944,30 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
                       absl::FormatDuration(options_.rendezvous_timeout)));
     return;
   }
-  *f->mutable_rendezvous_time() = ToProto(now);  // saved by StartRendezvous' transition
-  StartRendezvous(job_id, gang, "Restarted");
+  *f->mutable_rendezvous_time() = ToProto(now);  // stored by StartRendezvous' transition
+  StartRendezvous(std::move(job), gang, "Restarted");
+}
+
+bool Coordinator::AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped) {
+  Runtime& rt = runtime_[job.id()];
+  if (rt.checkpoint_deadline == absl::InfiniteFuture()) return true;
+  // Waiting for rank 0's checkpoint: its exit (or any other) ends the wait.
+  const bool any_exited = std::any_of(job.ranks().begin(), job.ranks().end(),
+                                      [](const baton::v1::RankInfo& r) { return r.has_exit(); });
+  if (!any_exited && !all_stopped && clock_->Now() < rt.checkpoint_deadline) return false;
+  const bool timed_out = !any_exited && !all_stopped;
+  const std::string why =
+      timed_out ? absl::StrCat("rank 0 did not checkpoint within ",
+                               absl::FormatDuration(options_.checkpoint_timeout),
+                               "; stopping generation ", job.generation(), " anyway")
+                : absl::StrCat("generation ", job.generation(),
+                               " checkpointed for a planned resize");
+  if (timed_out && !Ok(jobs_->RecordEvent(job.id(), "CheckpointTimeout", why), "checkpoint")) {
+    return false;
+  }
+  rt.checkpoint_deadline = absl::InfiniteFuture();
+  StopProcesses(job, why);
+  return true;
 }
 
 bool Coordinator::GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const {
@@ -964,56 +999,58 @@ bool Coordinator::RevokeUnstopped(const baton::v1::Job& job, absl::Duration wait
       const std::string why = absl::StrCat("rank ", r.rank(), " of job ", job.id(), " generation ",
                                            job.generation(), " did not exit within ",
                                            absl::FormatDuration(waited), " of the stop");
+      if (!Ok(jobs_->RecordEvent(job.id(), "LeaseRevoked",
+                                 absl::StrCat("worker ", w, ": ", why,
+                                              "; the next generation starts once its lease ran "
+                                              "out, which kills its processes")),
+              "lease revoked")) {
+        return false;
+      }
       BATON_LOG(WARNING) << "revoking the lease of worker " << w << ": " << why;
       workers_->Revoke(w, why);
-      Check(jobs_->RecordEvent(job.id(), "LeaseRevoked",
-                               absl::StrCat("worker ", w, ": ", why,
-                                            "; the next generation starts once its lease ran "
-                                            "out, which kills its processes")),
-            "record event");
     }
   }
   return !waiting;
 }
 
-void Coordinator::ReattributeFailure(baton::v1::Job* job, int32_t rank,
+bool Coordinator::ReattributeFailure(const std::string& job_id, int32_t rank,
                                      const std::string& worker_id,
                                      const baton::v1::ProcessExit& exit,
                                      const std::string& what) {
-  baton::v1::Failure* f = LastFailure(job);
-  if (f == nullptr || f->generation() != job->generation() ||
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->generation() != job.generation() ||
       f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
       !Failed(exit) || !exit.has_time() ||
       FromProto(exit.time()) >= FromProto(f->occurred_time())) {
-    return;
+    return true;
   }
-  Check(jobs_->RecordEvent(job->id(), "FailureReattributed",
-                           absl::StrCat("generation ", f->generation(), " failed first at ",
-                                        what, " (reported after: ", f->cause(), ")")),
-        "record event");
+  baton::v1::JobEvent event = Event(
+      "FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
+                                          what, " (reported after: ", f->cause(), ")"));
   f->set_cause(what);
   f->set_rank(rank);
   f->set_worker_id(worker_id);
   *f->mutable_occurred_time() = exit.time();
-  Check(jobs_->Save(job->id()), "save job");
+  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute failure");
 }
 
-void Coordinator::ReattributeToLoss(baton::v1::Job* job, const std::string& worker_id,
+bool Coordinator::ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
                                     const std::string& reason, const std::string& cause,
                                     absl::Time occurred) {
-  baton::v1::Failure* f = LastFailure(job);
-  if (f == nullptr || f->generation() != job->generation() ||
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->generation() != job.generation() ||
       f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
       occurred >= FromProto(f->occurred_time()) ||
-      std::none_of(job->ranks().begin(), job->ranks().end(),
+      std::none_of(job.ranks().begin(), job.ranks().end(),
                    [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; })) {
-    return;
+    return true;
   }
-  Check(jobs_->RecordEvent(job->id(), "FailureReattributed",
-                           absl::StrCat("generation ", f->generation(), " failed first at ",
-                                        cause, " (its peers' exits followed: ", f->cause(), ")")),
-        "record event");
-  baton::v1::RestartStats* stats = job->mutable_restarts();
+  baton::v1::JobEvent event = Event(
+      "FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
+                                          cause, " (its peers' exits followed: ", f->cause(), ")"));
+  baton::v1::RestartStats* stats = job.mutable_restarts();
   if (f->next_generation() != 0) {
     stats->set_user(stats->user() - 1);
     stats->set_infra(stats->infra() + 1);
@@ -1024,13 +1061,14 @@ void Coordinator::ReattributeToLoss(baton::v1::Job* job, const std::string& work
   f->clear_rank();
   f->set_worker_id(worker_id);
   *f->mutable_occurred_time() = ToProto(occurred);
-  Check(jobs_->Save(job->id()), "save job");
+  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute to loss");
 }
 
-void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at) {
-  baton::v1::Failure* f = LastFailure(job);
-  if (f == nullptr || f->next_generation() != job->generation() || f->has_first_step_time()) {
-    return;
+bool Coordinator::NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at) {
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->next_generation() != job.generation() || f->has_first_step_time()) {
+    return true;
   }
   // The worker's time of the step (not when its batch of points arrived), but never later
   // than now nor before the generation ran (clocks of other machines may differ).
@@ -1038,12 +1076,11 @@ void Coordinator::NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at
   if (f->has_running_time()) when = std::max(when, FromProto(f->running_time()));
   *f->mutable_first_step_time() = ToProto(when);
   f->set_resumed_step(step);
-  Check(jobs_->Save(job->id()), "save job");
-  Check(jobs_->RecordEvent(job->id(), "Resumed",
-                           absl::StrCat("generation ", job->generation(), " reported step ",
-                                        step, " (generation ", f->generation(), " failed at ",
-                                        StepText(*f), ")")),
-        "record event");
+  baton::v1::JobEvent event =
+      Event("Resumed", absl::StrCat("generation ", job.generation(), " reported step ", step,
+                                    " (generation ", f->generation(), " failed at ",
+                                    StepText(*f), ")"));
+  return Ok(jobs_->Update(job, {std::move(event)}), "first step");
 }
 
 void Coordinator::NoteProgress(Runtime& rt,
@@ -1115,22 +1152,32 @@ void Coordinator::CheckStall(const std::string& job_id, Runtime& rt) {
 void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason,
                                 std::optional<absl::Duration> grace) {
   for (const std::string& w : WorkersOf(job)) {
-    baton::v1::CoordinatorMessage msg;
-    baton::v1::StopAssignment* stop = msg.mutable_stop_assignment();
-    stop->set_job_id(job.id());
-    stop->set_generation(job.generation());
-    *stop->mutable_grace() = ToProto(grace.value_or(options_.stop_grace));
-    stop->set_reason(reason);
-    workers_->Send(w, msg);  // a lost worker kills its processes itself
+    SendStop(w, job.id(), job.generation(), reason, grace);  // a lost worker stops them itself
   }
 }
 
-baton::v1::Job* Coordinator::ActiveJob(const std::string& job_id, int64_t generation) {
+void Coordinator::SendStop(const std::string& worker_id, const std::string& job_id,
+                           int64_t generation, const std::string& reason,
+                           std::optional<absl::Duration> grace) {
+  baton::v1::CoordinatorMessage msg;
+  baton::v1::StopAssignment* stop = msg.mutable_stop_assignment();
+  stop->set_job_id(job_id);
+  stop->set_generation(generation);
+  *stop->mutable_grace() = ToProto(grace.value_or(options_.stop_grace));
+  stop->set_reason(reason);
+  Send(worker_id, msg);
+}
+
+bool Coordinator::Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg) {
+  // Nothing leaves a halted coordinator: the change behind it may not be on disk.
+  return halted_.ok() && workers_->Send(worker_id, msg);
+}
+
+const baton::v1::Job* Coordinator::ActiveJob(const std::string& job_id, int64_t generation) const {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return nullptr;
-  baton::v1::Job* job = jobs_->Mutable(job_id);
-  if (job->generation() != generation) return nullptr;
-  return job;
+  const baton::v1::Job* job = jobs_->Peek(job_id);
+  return job->generation() == generation ? job : nullptr;
 }
 
 bool Coordinator::HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id) {
@@ -1170,8 +1217,24 @@ std::vector<WorkerCapacity> Coordinator::FreeCapacity(const std::string& except_
   return capacity;
 }
 
-void Coordinator::Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) BATON_LOG(ERROR) << what << " failed: " << status;
+bool Coordinator::Ok(const absl::Status& status, const char* what) {
+  if (status.ok()) return true;
+  if (!jobs_->store_error().ok()) {
+    Halt(jobs_->store_error());
+  } else {
+    // A broken invariant (e.g. an illegal transition): the change is abandoned whole.
+    BATON_LOG(ERROR) << what << " refused: " << status;
+  }
+  return false;
+}
+
+void Coordinator::Halt(const absl::Status& cause) {
+  if (!halted_.ok()) return;
+  halted_ = absl::UnavailableError(
+      absl::StrCat("the coordinator stopped: its state store failed (", cause.message(),
+                   "); it serves nothing more until restarted, and recovers from disk then"));
+  BATON_LOG(ERROR) << halted_.message();
+  if (on_halt_) on_halt_(halted_);
 }
 
 }  // namespace baton::coordinator

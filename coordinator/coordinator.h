@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,6 +80,13 @@ struct CoordinatorOptions {
 // StopAssignment for its generation). The stream has no per-message reply, so the
 // status is not sent back.
 //
+// Durable, then act: every decision is committed through JobManager (one transaction per
+// change) before the messages it causes are sent. If a commit fails because the store
+// failed, the coordinator halts: it sends nothing more, every entry point answers
+// UNAVAILABLE or does nothing, and the halt handler runs once (the daemon stops serving and
+// exits; a restart recovers from disk). A change refused for another reason (a broken
+// invariant, such as an illegal transition) is abandoned whole and logged.
+//
 // Threading: not thread-safe. Every method is called from one thread (the event loop);
 // nothing here blocks on the network (sends are queued).
 class Coordinator {
@@ -91,8 +99,17 @@ class Coordinator {
   // ones wait up to reattach_timeout for their workers to report back.
   absl::Status Recover();
 
+  // Called once, when the coordinator halts (see the class comment), with the reason.
+  void SetHaltHandler(std::function<void(const absl::Status&)> on_halt) {
+    on_halt_ = std::move(on_halt);
+  }
+  // OK until halted; then UNAVAILABLE with the reason.
+  const absl::Status& halted() const { return halted_; }
+
   // --- JobService ---
-  absl::StatusOr<baton::v1::Job> SubmitJob(baton::v1::JobSpec spec);
+  // See JobManager::Submit (`request_id` makes it idempotent).
+  absl::StatusOr<baton::v1::Job> SubmitJob(baton::v1::JobSpec spec,
+                                           const std::string& request_id = "");
   // FAILED_PRECONDITION if the job is already terminal; NOT_FOUND if unknown.
   absl::StatusOr<baton::v1::Job> CancelJob(const std::string& job_id,
                                            const std::string& reason);
@@ -156,17 +173,27 @@ class Coordinator {
   // A worker could not carry out a StartAssignment (AssignmentFailed).
   void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   void ReattachAssignments(const std::string& worker_id, const baton::v1::Register& reg);
+  // Active jobs that count on a reconnected worker that did not report them (it restarted
+  // and their processes are gone) fail their generation.
+  void FailJobsWithoutProcesses(const std::string& worker_id,
+                                const std::set<std::string>& reported);
+  // Ranks of restarting jobs on a reconnected worker that did not list them ended.
+  void ForgetStoppedRanks(const std::string& worker_id, const std::set<std::string>& listed);
+  void OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m);
   void Schedule();
-  // `reason` is the event's reason ("Scheduled", "Restarted").
-  void StartRendezvous(const std::string& job_id, const std::vector<std::string>& worker_ids,
+  // Starts the next generation of `job` (its current record, possibly changed by the
+  // caller; stored with the transition). `reason` is the event's reason ("Scheduled",
+  // "Restarted").
+  void StartRendezvous(baton::v1::Job job, const std::vector<std::string>& worker_ids,
                        const std::string& reason);
   void OnPortReserved(const std::string& worker_id, const baton::v1::PortReserved& msg);
   void OnAssignmentStarted(const std::string& worker_id,
                            const baton::v1::AssignmentStarted& msg);
   void OnProcessExited(const std::string& worker_id, const std::string& job_id,
                        int64_t generation, int32_t rank, const baton::v1::ProcessExit& exit);
-  // Fails the job and stops its processes everywhere.
-  void Fail(const std::string& job_id, const std::string& reason, const std::string& message);
+  // Fails the job (storing `record` with it if given) and stops its processes everywhere.
+  void Fail(const std::string& job_id, const std::string& reason, const std::string& message,
+            const baton::v1::Job* record = nullptr);
   // A failure of the current generation of a RENDEZVOUS/RUNNING job: records it and either
   // restarts (RESTARTING, processes stopped) or fails the job (budget spent, crash loop).
   // `rank` is the failed rank if known.
@@ -195,6 +222,9 @@ class Coordinator {
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout).
   void MaybeRestart(const std::string& job_id);
+  // For a RESTARTING job whose rank 0 was asked to checkpoint: false while that wait goes
+  // on; once it ends (an exit, or checkpoint_timeout) stops the processes, true.
+  bool AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped);
   // True if every process of the job's current generation is stopped: its exit arrived, or
   // its worker is lost and the lease has certainly expired (WorkerRegistry). Raises
   // `lease_expired` to the latest such expiry.
@@ -211,12 +241,14 @@ class Coordinator {
   // recorded failure (e.g. the killed rank, whose exit reached the coordinator after its
   // peer's exit on the vanished peer) becomes the failure's cause: a generation's failure
   // is its earliest failed exit. Rank, worker and occurred_time follow; class and step stay.
-  void ReattributeFailure(baton::v1::Job* job, int32_t rank, const std::string& worker_id,
+  // False if the change could not be committed.
+  bool ReattributeFailure(const std::string& job_id, int32_t rank, const std::string& worker_id,
                           const baton::v1::ProcessExit& exit, const std::string& what);
   // Records the first metric point of a restarted generation in its Failure record: `step`,
   // and `at` (the earliest point time of the batch; InfiniteFuture if none had one) as the
   // first-step time, clamped to [running_time, now].
-  void NoteFirstStep(baton::v1::Job* job, int64_t step, absl::Time at);
+  // False if the change could not be committed.
+  bool NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at);
   // Updates the generation's progress (stall detection) from its metric points.
   void NoteProgress(Runtime& rt, const std::vector<baton::v1::MetricPoint>& points);
   // Fails the generation of a RUNNING job (class stall) whose live ranks made no progress
@@ -228,15 +260,20 @@ class Coordinator {
   // options.stop_grace).
   void StopProcesses(const baton::v1::Job& job, const std::string& reason,
                      std::optional<absl::Duration> grace = std::nullopt);
+  void SendStop(const std::string& worker_id, const std::string& job_id, int64_t generation,
+                const std::string& reason, std::optional<absl::Duration> grace = std::nullopt);
+  // WorkerRegistry::Send, unless halted (then false).
+  bool Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg);
   // A user failure recorded for the current generation of a RESTARTING job that the loss
   // of `worker_id` (a worker holding ranks of it, silent since `occurred`) preceded: the
   // survivors' exits were its consequence. The failure becomes the loss (class infra,
   // `reason`, `cause`), and the restart counts move from user to infra.
-  void ReattributeToLoss(baton::v1::Job* job, const std::string& worker_id,
+  // False if the change could not be committed.
+  bool ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
                          const std::string& reason, const std::string& cause,
                          absl::Time occurred);
   // The job if it exists and `generation` is its current one and it is active.
-  baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation);
+  const baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation) const;
   // Distinct workers holding ranks of the job, in rank order.
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
   // True if a rank of the job on that worker has not exited (as far as we know).
@@ -245,14 +282,18 @@ class Coordinator {
   std::map<std::string, int> UsedSlots(const std::string& except_job = "") const;
   // READY workers with their free slots (UsedSlots(except_job) subtracted).
   std::vector<WorkerCapacity> FreeCapacity(const std::string& except_job = "") const;
-  // Logs (never fails the caller) a store error from a JobManager call.
-  void Check(const absl::Status& status, const char* what);
+  // True if a JobManager write succeeded. Otherwise halts if the store failed, else logs
+  // the refused change (`what`); the caller then abandons the change and its side effects.
+  bool Ok(const absl::Status& status, const char* what);
+  void Halt(const absl::Status& cause);
 
   JobManager* const jobs_;
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   const CoordinatorOptions options_;
   std::map<std::string, Runtime> runtime_;  // by job id
+  absl::Status halted_;
+  std::function<void(const absl::Status&)> on_halt_;
 };
 
 }  // namespace baton::coordinator

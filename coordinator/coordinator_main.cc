@@ -1,4 +1,7 @@
 // baton-coordinator: accepts jobs, gangs workers, runs rendezvous, supervises training.
+#include <signal.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -89,6 +92,11 @@ int main(int argc, char** argv) {
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
 
+  // A store that cannot commit stops the coordinator: memory must never run ahead of disk.
+  options.on_halt = [](const absl::Status& why) {
+    std::fprintf(stderr, "baton-coordinator: %s\n", std::string(why.message()).c_str());
+    kill(getpid(), SIGTERM);  // wakes the sigwait below; the exit status says it failed
+  };
   baton::coordinator::CoordinatorServer server(options, baton::RealClock::Get());
   if (absl::Status s = server.Start(); !s.ok()) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
@@ -112,7 +120,8 @@ int main(int argc, char** argv) {
   }
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  BATON_LOG(INFO) << "signal " << sig << ": shutting down";
+  const bool halted = server.halted();
+  if (!halted) BATON_LOG(INFO) << "signal " << sig << ": shutting down";
   server.Shutdown();
-  return 0;
+  return halted ? 1 : 0;
 }

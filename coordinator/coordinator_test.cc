@@ -11,6 +11,7 @@
 #include "common/status_matchers.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/store/store.h"
+#include "coordinator/testing/fake_channel.h"
 #include "coordinator/worker_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,32 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
-
-// Records what the coordinator sends to one worker.
-class FakeChannel : public WorkerChannel {
- public:
-  bool Send(const baton::v1::CoordinatorMessage& msg) override {
-    if (closed) return false;
-    sent.push_back(msg);
-    return true;
-  }
-  void Close(const absl::Status& status) override {
-    closed = true;
-    close_status = status;
-  }
-  // Messages of one kind, in order.
-  std::vector<baton::v1::CoordinatorMessage> Of(baton::v1::CoordinatorMessage::MsgCase c) const {
-    std::vector<baton::v1::CoordinatorMessage> out;
-    for (const auto& m : sent) {
-      if (m.msg_case() == c) out.push_back(m);
-    }
-    return out;
-  }
-
-  std::vector<baton::v1::CoordinatorMessage> sent;
-  bool closed = false;
-  absl::Status close_status;
-};
 
 baton::v1::JobSpec CommandSpec(int min_workers, int slots = 1) {
   baton::v1::JobSpec spec;

@@ -8,6 +8,7 @@
 #include "common/job_spec.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace baton::coordinator {
 namespace {
@@ -43,6 +44,7 @@ absl::Status JobManager::Load() {
     }
     r.job = std::move(job);
     const std::string id = r.job.id();
+    if (!r.job.request_id().empty()) by_request_id_[r.job.request_id()] = id;
     jobs_.emplace(id, std::move(r));
   }
   absl::StatusOr<std::string> next = store_->GetMeta(kNextJobNumberKey);
@@ -54,30 +56,48 @@ absl::Status JobManager::Load() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec) {
+absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
+                                                  const std::string& request_id) {
   spec = WithDefaults(std::move(spec));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
+  if (!request_id.empty()) {
+    auto it = by_request_id_.find(request_id);
+    if (it != by_request_id_.end()) {
+      const Record& existing = jobs_.at(it->second);
+      if (!google::protobuf::util::MessageDifferencer::Equals(existing.job.spec(), spec)) {
+        return absl::AlreadyExistsError(absl::StrCat(
+            "request_id \"", request_id, "\" already created job ", it->second,
+            " with a different spec; use a new request_id for a new job"));
+      }
+      return View(existing);
+    }
+  }
 
   const int64_t number = next_job_number_;
-  RETURN_IF_ERROR(store_->SetMeta(kNextJobNumberKey, absl::StrCat(number + 1)));
-  next_job_number_ = number + 1;
-
-  Record r = NewRecord();
-  r.job.set_id(absl::StrFormat("j-%06d", number));
-  *r.job.mutable_spec() = std::move(spec);
-  r.job.set_state(JobStateToProto(JobState::kQueued));
-  *r.job.mutable_create_time() = ToProto(clock_->Now());
-  r.job.set_message("waiting for workers");
-  RETURN_IF_ERROR(store_->PutJob(r.job));
-  const std::string id = r.job.id();
-  Record& stored = jobs_.emplace(id, std::move(r)).first->second;
-
+  baton::v1::Job job;
+  job.set_id(absl::StrFormat("j-%06d", number));
+  *job.mutable_spec() = std::move(spec);
+  job.set_state(JobStateToProto(JobState::kQueued));
+  *job.mutable_create_time() = ToProto(clock_->Now());
+  job.set_message("waiting for workers");
+  job.set_request_id(request_id);
   baton::v1::JobEvent event;
   event.set_to_state(JobStateToProto(JobState::kQueued));
   event.set_reason("Submitted");
-  event.set_message(absl::StrCat("job '", stored.job.spec().name(), "' queued"));
-  RETURN_IF_ERROR(AppendEvent(stored, std::move(event)));
-  return View(stored);
+  event.set_message(absl::StrCat("job '", job.spec().name(), "' queued"));
+  std::vector<baton::v1::JobUpdate> updates = {EventUpdate(1, std::move(event), job)};
+
+  WriteBatch batch;
+  batch.jobs.push_back(job);
+  batch.updates[job.id()] = updates;
+  batch.meta[kNextJobNumberKey] = absl::StrCat(number + 1);
+  RETURN_IF_ERROR(Write(batch));
+  next_job_number_ = number + 1;
+  if (!request_id.empty()) by_request_id_[request_id] = job.id();
+  Record& r = jobs_.emplace(job.id(), NewRecord()).first->second;
+  r.job = std::move(job);
+  r.last_seq = 1;
+  return View(r);
 }
 
 absl::StatusOr<baton::v1::Job> JobManager::Get(const std::string& job_id) const {
@@ -121,43 +141,59 @@ const baton::v1::Job* JobManager::Peek(const std::string& job_id) const {
   return it == jobs_.end() ? nullptr : &it->second.job;
 }
 
-baton::v1::Job* JobManager::Mutable(const std::string& job_id) {
-  auto it = jobs_.find(job_id);
-  return it == jobs_.end() ? nullptr : &it->second.job;
-}
-
-absl::Status JobManager::Save(const std::string& job_id) {
-  ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  return store_->PutJob(r->job);
+absl::Status JobManager::Update(const baton::v1::Job& job,
+                                std::vector<baton::v1::JobEvent> events) {
+  ASSIGN_OR_RETURN(Record * r, Find(job.id()));
+  if (job.state() != r->job.state()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.id(), ": Update may not change the state (",
+                     JobStateName(r->state), " -> ", baton::v1::JobState_Name(job.state()),
+                     "); use Transition"));
+  }
+  WriteBatch batch;
+  batch.jobs.push_back(job);
+  std::vector<baton::v1::JobUpdate> updates;
+  for (baton::v1::JobEvent& e : events) {
+    updates.push_back(EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()),
+                                  std::move(e), job));
+  }
+  if (!updates.empty()) batch.updates[job.id()] = updates;
+  return Commit(*r, std::move(batch), job, std::move(updates));
 }
 
 absl::Status JobManager::Transition(const std::string& job_id, JobState to,
-                                    const std::string& reason, const std::string& message) {
+                                    const std::string& reason, const std::string& message,
+                                    const baton::v1::Job* record) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
   RETURN_IF_ERROR(CheckTransition(r->state, to));
+  if (record != nullptr && (record->id() != job_id || record->state() != r->job.state())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, ": the record given to Transition is of job ", record->id(),
+        " in state ", baton::v1::JobState_Name(record->state())));
+  }
+  baton::v1::Job job = record != nullptr ? *record : r->job;
   const absl::Time now = clock_->Now();
-  const JobState from = r->state;
-  r->state = to;
-  r->job.set_state(JobStateToProto(to));
-  r->job.set_message(message);
-  if (to == JobState::kRendezvous && !r->job.has_start_time()) {
-    *r->job.mutable_start_time() = ToProto(now);
+  job.set_state(JobStateToProto(to));
+  job.set_message(message);
+  if (to == JobState::kRendezvous && !job.has_start_time()) {
+    *job.mutable_start_time() = ToProto(now);
   }
   if (IsTerminal(to)) {
-    *r->job.mutable_end_time() = ToProto(now);
-    *r->job.mutable_result()->mutable_wall_time() =
-        ToProto(r->job.has_start_time() ? now - FromProto(r->job.start_time())
-                                        : absl::ZeroDuration());
-    r->job.mutable_result()->set_goodput(Goodput(*r, now));
+    *job.mutable_end_time() = ToProto(now);
+    *job.mutable_result()->mutable_wall_time() =
+        ToProto(job.has_start_time() ? now - FromProto(job.start_time()) : absl::ZeroDuration());
+    job.mutable_result()->set_goodput(Goodput(r->productive, job, now));
   }
-  RETURN_IF_ERROR(store_->PutJob(r->job));
-
   baton::v1::JobEvent event;
-  event.set_from_state(JobStateToProto(from));
+  event.set_from_state(JobStateToProto(r->state));
   event.set_to_state(JobStateToProto(to));
   event.set_reason(reason);
   event.set_message(message);
-  RETURN_IF_ERROR(AppendEvent(*r, std::move(event)));
+  std::vector<baton::v1::JobUpdate> updates = {EventUpdate(r->last_seq + 1, std::move(event), job)};
+  WriteBatch batch;
+  batch.jobs.push_back(job);
+  batch.updates[job_id] = updates;
+  RETURN_IF_ERROR(Commit(*r, std::move(batch), std::move(job), std::move(updates)));
   if (IsTerminal(to)) FinishStreams(*r);
   return absl::OkStatus();
 }
@@ -168,26 +204,33 @@ absl::Status JobManager::RecordEvent(const std::string& job_id, const std::strin
   baton::v1::JobEvent event;
   event.set_reason(reason);
   event.set_message(message);
-  return AppendEvent(*r, std::move(event));
+  std::vector<baton::v1::JobUpdate> updates = {
+      EventUpdate(r->last_seq + 1, std::move(event), r->job)};
+  WriteBatch batch;
+  batch.updates[job_id] = updates;
+  return Commit(*r, std::move(batch), r->job, std::move(updates));
 }
 
 absl::Status JobManager::AddMetrics(const std::string& job_id,
                                     const std::vector<baton::v1::MetricPoint>& points) {
   if (points.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
+  // Everything derived is computed on copies and installed once the points are durable.
+  baton::v1::Job job = r->job;
+  ProductiveTime productive = r->productive;
+  StragglerDetector stragglers = r->stragglers;
   std::vector<baton::v1::JobUpdate> updates;
   updates.reserve(points.size());
-  bool result_changed = false;
-  std::vector<StragglerDetector::Straggler> stragglers;
+  std::vector<StragglerDetector::Straggler> found;
   for (const baton::v1::MetricPoint& p : points) {
     baton::v1::JobUpdate u;
     u.set_seq(r->last_seq + 1 + static_cast<int64_t>(updates.size()));
     *u.mutable_metric() = p;
     updates.push_back(std::move(u));
-    r->productive.Add(p);
-    if (auto s = r->stragglers.Add(p)) stragglers.push_back(*s);
+    productive.Add(p);
+    if (auto s = stragglers.Add(p)) found.push_back(*s);
     if (p.rank() != 0) continue;
-    baton::v1::JobResult* result = r->job.mutable_result();
+    baton::v1::JobResult* result = job.mutable_result();
     if (p.step() < result->steps()) continue;  // out of order; keep the newest
     result->set_steps(p.step());
     for (const auto& [k, v] : p.values()) (*result->mutable_final_metrics())[k] = v;
@@ -195,13 +238,8 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
     if (result->initial_loss() == 0 && loss != p.values().end()) {
       result->set_initial_loss(loss->second);
     }
-    result_changed = true;
   }
-  RETURN_IF_ERROR(store_->AppendUpdates(job_id, updates));
-  r->last_seq += static_cast<int64_t>(updates.size());
-  if (result_changed) RETURN_IF_ERROR(store_->PutJob(r->job));
-  for (const baton::v1::JobUpdate& u : updates) PushToWatchers(*r, u);
-  for (const StragglerDetector::Straggler& s : stragglers) {
+  for (const StragglerDetector::Straggler& s : found) {
     baton::v1::JobEvent event;
     event.set_reason("Straggler");
     event.set_message(absl::StrFormat(
@@ -209,8 +247,15 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
         "(above %.2fx for %d consecutive metric points, generation %d)",
         s.rank, s.ratio, options_.straggler_threshold, options_.slowdown_window,
         s.generation));
-    RETURN_IF_ERROR(AppendEvent(*r, std::move(event)));
+    updates.push_back(EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()),
+                                  std::move(event), job));
   }
+  WriteBatch batch;
+  if (!google::protobuf::util::MessageDifferencer::Equals(job, r->job)) batch.jobs.push_back(job);
+  batch.updates[job_id] = updates;
+  RETURN_IF_ERROR(Commit(*r, std::move(batch), std::move(job), std::move(updates)));
+  r->productive = std::move(productive);
+  r->stragglers = std::move(stragglers);
   return absl::OkStatus();
 }
 
@@ -220,7 +265,9 @@ absl::Status JobManager::AddLogs(const std::string& job_id,
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
   int64_t seq = r->last_log_seq;
   for (baton::v1::LogLine& line : lines) line.set_seq(++seq);
-  RETURN_IF_ERROR(store_->AppendLogs(job_id, lines));
+  WriteBatch batch;
+  batch.logs[job_id] = lines;
+  RETURN_IF_ERROR(Write(batch));
   r->last_log_seq = seq;
   for (const baton::v1::LogLine& line : lines) {
     auto& followers = r->log_followers;
@@ -282,16 +329,38 @@ absl::StatusOr<const JobManager::Record*> JobManager::Find(const std::string& jo
   return &it->second;
 }
 
-absl::Status JobManager::AppendEvent(Record& r, baton::v1::JobEvent event) {
+baton::v1::JobUpdate JobManager::EventUpdate(int64_t seq, baton::v1::JobEvent event,
+                                             const baton::v1::Job& job) const {
   *event.mutable_time() = ToProto(clock_->Now());
-  event.set_generation(r.job.generation());
+  event.set_generation(job.generation());
   baton::v1::JobUpdate u;
-  u.set_seq(r.last_seq + 1);
-  const bool state_change = event.to_state() != baton::v1::JOB_STATE_UNSPECIFIED;
+  u.set_seq(seq);
   *u.mutable_event() = std::move(event);
-  RETURN_IF_ERROR(store_->AppendUpdates(r.job.id(), {u}));
-  r.last_seq = u.seq();
-  PushToWatchers(r, u);
+  return u;
+}
+
+absl::Status JobManager::Write(const WriteBatch& batch) {
+  if (!store_error_.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the coordinator's state store failed earlier and nothing more is written until it "
+        "restarts: ",
+        store_error_.message()));
+  }
+  absl::Status s = store_->Write(batch);
+  if (!s.ok()) store_error_ = s;
+  return s;
+}
+
+absl::Status JobManager::Commit(Record& r, WriteBatch batch, baton::v1::Job job,
+                                std::vector<baton::v1::JobUpdate> updates) {
+  RETURN_IF_ERROR(Write(batch));
+  JobState state = r.state;
+  RETURN_IF_ERROR(JobStateFromProto(job.state(), &state));
+  const bool state_change = state != r.state;
+  r.job = std::move(job);
+  r.state = state;
+  if (!updates.empty()) r.last_seq = updates.back().seq();
+  for (const baton::v1::JobUpdate& u : updates) PushToWatchers(r, u);
   if (state_change) {
     baton::v1::JobUpdate snapshot;
     *snapshot.mutable_snapshot() = View(r);
@@ -305,14 +374,14 @@ baton::v1::Job JobManager::View(const Record& r) const {
   if (job.has_start_time() && !IsTerminal(r.state)) {
     const absl::Time now = clock_->Now();
     *job.mutable_result()->mutable_wall_time() = ToProto(now - FromProto(job.start_time()));
-    job.mutable_result()->set_goodput(Goodput(r, now));
+    job.mutable_result()->set_goodput(Goodput(r.productive, job, now));
   }
   return job;
 }
 
-double JobManager::Goodput(const Record& r, absl::Time now) {
-  const baton::v1::Job& job = r.job;
-  return GoodputRatio(r.productive,
+double JobManager::Goodput(const ProductiveTime& productive, const baton::v1::Job& job,
+                           absl::Time now) {
+  return GoodputRatio(productive,
                       job.has_start_time() ? FromProto(job.start_time()) : absl::InfinitePast(),
                       job.has_end_time() ? FromProto(job.end_time()) : absl::InfiniteFuture(),
                       now)

@@ -29,9 +29,21 @@ struct JobManagerOptions {
   double straggler_threshold = kDefaultStragglerThreshold;
 };
 
+// Orders job ids as numbers: "j-999999" < "j-1000000" (ids grow past six digits).
+struct JobIdLess {
+  bool operator()(const std::string& a, const std::string& b) const {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  }
+};
+
 // Owns every job: its record, its state machine, its history (events and metric points,
-// numbered per job), its log lines, and the streams watching it. Every change is written
-// to the Store before the method returns, so a crash loses nothing acknowledged.
+// numbered per job), its log lines, and the streams watching it.
+//
+// Durable, then visible: every change is one Store transaction (the job's row with the
+// events it causes), committed before memory changes and before any watcher hears of it.
+// A write that fails changes nothing here, and latches: every later write fails too
+// (UNAVAILABLE, naming the first error), since the coordinator must stop and recover from
+// disk rather than run ahead of it (store_error()).
 //
 // Knows nothing of workers or gRPC; the Coordinator drives it.
 // Threading: not thread-safe. All calls come from one thread (the coordinator's event
@@ -47,8 +59,11 @@ class JobManager {
   absl::Status Load();
 
   // Applies defaults, validates (INVALID_ARGUMENT naming the field), assigns an id and
-  // records the job as QUEUED with a "Submitted" event.
-  absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec);
+  // records the job as QUEUED with a "Submitted" event: one transaction with the next job
+  // number. With a `request_id` that created a job before, returns that job instead
+  // (ALREADY_EXISTS if its spec differs from this one after defaults).
+  absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec,
+                                        const std::string& request_id = "");
 
   // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
   absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;
@@ -64,22 +79,28 @@ class JobManager {
   // Read-only access to a job's record (without events); nullptr for unknown ids. Valid
   // until the next Submit().
   const baton::v1::Job* Peek(const std::string& job_id) const;
-  // Mutable access to a job's record (ranks, generation, rendezvous endpoint) for the
-  // Coordinator; call Save() after changing it. nullptr for unknown ids. The pointer is
-  // valid until the next Submit().
-  baton::v1::Job* Mutable(const std::string& job_id);
-  // Persists the record after a Mutable() change.
-  absl::Status Save(const std::string& job_id);
+
+  // Records a new version of a job's record (ranks, generation, restarts, ...): `job` is
+  // the whole record (a copy of Peek's, changed), named by its id, in the job's current
+  // state (FAILED_PRECONDITION otherwise: states change through Transition). `events`
+  // (reason and message set; time and generation are filled in) are recorded after it in
+  // the same transaction. NOT_FOUND for unknown jobs.
+  absl::Status Update(const baton::v1::Job& job, std::vector<baton::v1::JobEvent> events = {});
 
   // Moves the job to `to` through the checked state machine and records an event with
-  // `reason`/`message` (message also becomes Job.message). Sets start/end times; entering a
-  // terminal state freezes result.wall_time and result.goodput at the end time.
-  // FAILED_PRECONDITION for illegal transitions, NOT_FOUND for unknown jobs.
+  // `reason`/`message` (message also becomes Job.message), with `record` (the job's new
+  // record, as for Update; default: the current one) in the same transaction. Sets start/end
+  // times; entering a terminal state freezes result.wall_time and result.goodput at the end
+  // time and ends the job's streams. FAILED_PRECONDITION for illegal transitions (nothing
+  // is written), NOT_FOUND for unknown jobs.
   absl::Status Transition(const std::string& job_id, JobState to, const std::string& reason,
-                          const std::string& message);
+                          const std::string& message, const baton::v1::Job* record = nullptr);
   // Records a non-state event (e.g. "RankExited").
   absl::Status RecordEvent(const std::string& job_id, const std::string& reason,
                            const std::string& message);
+
+  // OK until a store write failed; then that failure (the coordinator must stop).
+  const absl::Status& store_error() const { return store_error_; }
 
   // Records metric points (the caller filtered them to the current generation) and
   // updates Job.result from rank 0's points (steps, final_metrics, initial_loss, and the
@@ -122,26 +143,37 @@ class JobManager {
 
   absl::StatusOr<Record*> Find(const std::string& job_id);
   absl::StatusOr<const Record*> Find(const std::string& job_id) const;
-  // Records an event as the next update and pushes it (and, for state changes, a fresh
-  // snapshot) to the watchers.
-  absl::Status AppendEvent(Record& r, baton::v1::JobEvent event);
   // The job as clients see it: result.wall_time and result.goodput evaluated now unless
   // the job ended (then they are the values frozen at its end).
   baton::v1::Job View(const Record& r) const;
-  // result.goodput of the job at `now` (0 while undefined: not started, no wall time).
-  static double Goodput(const Record& r, absl::Time now);
+  // result.goodput of `job` at `now` (0 while undefined: not started, no wall time).
+  static double Goodput(const ProductiveTime& productive, const baton::v1::Job& job,
+                        absl::Time now);
   void PushToWatchers(Record& r, const baton::v1::JobUpdate& update);
   // Ends every stream of a terminal job.
   void FinishStreams(Record& r);
 
   // An empty record with this manager's options.
   Record NewRecord() const;
+  // The update recording `event` as the seq-th of a job whose record is `job`: time now,
+  // the job's generation.
+  baton::v1::JobUpdate EventUpdate(int64_t seq, baton::v1::JobEvent event,
+                                   const baton::v1::Job& job) const;
+  // Commits `batch` (see the class comment: a failure latches); then installs `job` as r's
+  // record, appends `updates` (which `batch` holds) to its history and pushes them to the
+  // watchers, with a fresh snapshot after a state change.
+  absl::Status Commit(Record& r, WriteBatch batch, baton::v1::Job job,
+                      std::vector<baton::v1::JobUpdate> updates);
+  // Store::Write with the latch.
+  absl::Status Write(const WriteBatch& batch);
 
   Store* const store_;
   const Clock* const clock_;
   const JobManagerOptions options_;
-  std::map<std::string, Record> jobs_;  // by id; ids sort in submission order
+  std::map<std::string, Record, JobIdLess> jobs_;  // by id: submission order
+  std::map<std::string, std::string> by_request_id_;  // SubmitJob request_id -> job id
   int64_t next_job_number_ = 1;
+  absl::Status store_error_;
 };
 
 }  // namespace baton::coordinator

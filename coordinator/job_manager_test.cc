@@ -11,6 +11,8 @@
 #include "common/metrics_testing.h"
 #include "common/status_matchers.h"
 #include "coordinator/store/store.h"
+#include "coordinator/store/testing/faulty_store.h"
+#include "coordinator/testing/recording_sink.h"
 
 namespace baton::coordinator {
 namespace {
@@ -42,8 +44,9 @@ class JobManagerTest : public ::testing::Test {
     absl::StatusOr<baton::v1::Job> job = jobs_->Submit(spec);
     EXPECT_OK(job);
     if (!job.ok()) return "";
-    jobs_->Mutable(job->id())->set_generation(1);
-    EXPECT_OK(jobs_->Transition(job->id(), JobState::kRendezvous, "Scheduled", ""));
+    baton::v1::Job record = *jobs_->Peek(job->id());
+    record.set_generation(1);
+    EXPECT_OK(jobs_->Transition(job->id(), JobState::kRendezvous, "Scheduled", "", &record));
     EXPECT_OK(jobs_->Transition(job->id(), JobState::kRunning, "Started", ""));
     return job->id();
   }
@@ -123,8 +126,9 @@ TEST_F(JobManagerTest, RecordsAStragglerOncePerGenerationAndRank) {
 
   // A new generation reports it again.
   ASSERT_OK(reloaded->Transition(id, JobState::kRestarting, "WorkerLost", ""));
-  reloaded->Mutable(id)->set_generation(2);
-  ASSERT_OK(reloaded->Transition(id, JobState::kRendezvous, "Restarted", ""));
+  baton::v1::Job record = *reloaded->Peek(id);
+  record.set_generation(2);
+  ASSERT_OK(reloaded->Transition(id, JobState::kRendezvous, "Restarted", "", &record));
   ASSERT_OK(reloaded->Transition(id, JobState::kRunning, "Started", ""));
   for (int64_t step = 8; step <= 11; ++step) {
     ASSERT_OK(reloaded->AddMetrics(
@@ -144,6 +148,114 @@ TEST_F(JobManagerTest, AShortSlowdownIsNotAStraggler) {
   // a fast third one brings its mean to 1.43 s against a median of 1.22 s: 1.18x.
   ASSERT_OK(jobs_->AddMetrics(id, {Point(1, 0, 3, 1.0), Point(1, 1, 3, 0.3)}));
   EXPECT_TRUE(Stragglers(Get(*jobs_, id)).empty());
+}
+
+}  // namespace
+}  // namespace baton::coordinator
+
+namespace baton::coordinator {
+namespace {
+
+baton::v1::JobSpec NamedSpec(const std::string& name) {
+  baton::v1::JobSpec spec;
+  spec.set_name(name);
+  spec.mutable_command()->add_argv("/bin/true");
+  spec.mutable_workers()->set_min(1);
+  return spec;
+}
+
+class JobManagerDurabilityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(":memory:");
+    ASSERT_OK(base);
+    store_ = std::make_unique<FaultyStore>(std::move(*base));
+    jobs_ = std::make_unique<JobManager>(store_.get(), &clock_);
+    ASSERT_OK(jobs_->Load());
+  }
+  FakeClock clock_;
+  std::unique_ptr<FaultyStore> store_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+TEST_F(JobManagerDurabilityTest, ARetriedSubmitReturnsTheSameJob) {
+  absl::StatusOr<baton::v1::Job> first = jobs_->Submit(NamedSpec("a"), "req-1");
+  ASSERT_OK(first);
+  EXPECT_EQ(first->request_id(), "req-1");
+  absl::StatusOr<baton::v1::Job> again = jobs_->Submit(NamedSpec("a"), "req-1");
+  ASSERT_OK(again);
+  EXPECT_EQ(again->id(), first->id());
+  EXPECT_EQ(jobs_->List({}, 0).size(), 1u);
+  EXPECT_THAT(jobs_->Submit(NamedSpec("b"), "req-1"),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr(first->id())));
+
+  // A restarted coordinator still knows the request id.
+  JobManager reloaded(store_.get(), &clock_);
+  ASSERT_OK(reloaded.Load());
+  absl::StatusOr<baton::v1::Job> after_restart = reloaded.Submit(NamedSpec("a"), "req-1");
+  ASSERT_OK(after_restart);
+  EXPECT_EQ(after_restart->id(), first->id());
+  // Without a request id every call is a new job.
+  ASSERT_OK(reloaded.Submit(NamedSpec("a")));
+  EXPECT_EQ(reloaded.List({}, 0).size(), 2u);
+}
+
+TEST_F(JobManagerDurabilityTest, ASubmitWhoseCommitFailsCreatesNothing) {
+  store_->FailWrite(1);
+  EXPECT_THAT(jobs_->Submit(NamedSpec("a"), "req-1"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
+  EXPECT_TRUE(jobs_->List({}, 0).empty());
+  EXPECT_THAT(jobs_->store_error(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
+  // Latched: the store works again, but nothing more is written by this manager.
+  EXPECT_THAT(jobs_->Submit(NamedSpec("b")),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed earlier")));
+  JobManager reloaded(store_.get(), &clock_);
+  ASSERT_OK(reloaded.Load());
+  EXPECT_TRUE(reloaded.List({}, 0).empty());
+  // The job number was not used up: the next job is the first.
+  absl::StatusOr<baton::v1::Job> job = reloaded.Submit(NamedSpec("a"), "req-1");
+  ASSERT_OK(job);
+  EXPECT_EQ(job->id(), "j-000001");
+}
+
+TEST_F(JobManagerDurabilityTest, AFailedTransitionLeavesMemoryAndWatchersAlone) {
+  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(NamedSpec("a"));
+  ASSERT_OK(job);
+  auto sink = std::make_shared<RecordingSink<baton::v1::JobUpdate>>();
+  ASSERT_OK(jobs_->Watch(job->id(), 0, sink));
+  const size_t seen = sink->items.size();
+  store_->FailWrite(1);
+  EXPECT_THAT(jobs_->Transition(job->id(), JobState::kCancelled, "Cancelled", "bye"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
+  EXPECT_EQ(*jobs_->State(job->id()), JobState::kQueued);
+  EXPECT_EQ(jobs_->Peek(job->id())->state(), baton::v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(sink->items.size(), seen) << "a watcher heard of an uncommitted change";
+  EXPECT_FALSE(sink->finished);
+}
+
+TEST_F(JobManagerDurabilityTest, IdsStayInSubmissionOrderPastAMillionJobs) {
+  ASSERT_OK(store_->SetMeta("next_job_number", "999999"));
+  JobManager jobs(store_.get(), &clock_);
+  ASSERT_OK(jobs.Load());
+  absl::StatusOr<baton::v1::Job> older = jobs.Submit(NamedSpec("older"));
+  absl::StatusOr<baton::v1::Job> newer = jobs.Submit(NamedSpec("newer"));
+  ASSERT_OK(older);
+  ASSERT_OK(newer);
+  EXPECT_EQ(older->id(), "j-999999");
+  EXPECT_EQ(newer->id(), "j-1000000");
+  // Oldest first for the scheduler's FIFO, newest first for listings, before and after a
+  // restart.
+  for (JobManager* m : {&jobs}) {
+    EXPECT_THAT(m->JobsIn({JobState::kQueued}), ::testing::ElementsAre("j-999999", "j-1000000"));
+    std::vector<baton::v1::Job> listed = m->List({}, 0);
+    ASSERT_EQ(listed.size(), 2u);
+    EXPECT_EQ(listed[0].id(), "j-1000000");
+  }
+  JobManager reloaded(store_.get(), &clock_);
+  ASSERT_OK(reloaded.Load());
+  EXPECT_THAT(reloaded.JobsIn({JobState::kQueued}),
+              ::testing::ElementsAre("j-999999", "j-1000000"));
+  EXPECT_EQ(reloaded.List({}, 1)[0].id(), "j-1000000");
 }
 
 }  // namespace

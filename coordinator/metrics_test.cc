@@ -57,24 +57,24 @@ class CoordinatorMetricsTest : public ::testing::Test {
   // What the Coordinator does when a generation fails with restarts left: counts the
   // restart, records the failure (now) and moves the job to RESTARTING.
   void FailAndRestart(const std::string& id, const std::string& reason) {
-    baton::v1::Job* job = jobs_->Mutable(id);
-    job->mutable_restarts()->set_infra(job->restarts().infra() + 1);
-    baton::v1::Failure* f = job->mutable_restarts()->add_failures();
-    f->set_generation(job->generation());
-    f->set_next_generation(job->generation() + 1);
+    baton::v1::Job job = *jobs_->Peek(id);
+    job.mutable_restarts()->set_infra(job.restarts().infra() + 1);
+    baton::v1::Failure* f = job.mutable_restarts()->add_failures();
+    f->set_generation(job.generation());
+    f->set_next_generation(job.generation() + 1);
     f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
     // The worker's last heartbeat was 1.5 s before the coordinator noticed.
     *f->mutable_occurred_time() = ToProto(clock_.Now() - absl::Milliseconds(1500));
     *f->mutable_fail_time() = ToProto(clock_.Now());
-    Move(id, JobState::kRestarting, reason);
+    ASSERT_OK(jobs_->Transition(id, JobState::kRestarting, reason, reason, &job));
   }
   // Stamps a recovery time of the job's last failure (`field` is e.g. mutable_stopped_time).
   void Stamp(const std::string& id,
              google::protobuf::Timestamp* (baton::v1::Failure::*field)()) {
-    baton::v1::Job* job = jobs_->Mutable(id);
-    auto* failures = job->mutable_restarts()->mutable_failures();
+    baton::v1::Job job = *jobs_->Peek(id);
+    auto* failures = job.mutable_restarts()->mutable_failures();
     *((*failures)[failures->size() - 1].*field)() = ToProto(clock_.Now());
-    ASSERT_OK(jobs_->Save(id));
+    ASSERT_OK(jobs_->Update(job));
   }
   double ResultGoodput(const std::string& id) {
     absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);

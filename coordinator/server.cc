@@ -39,7 +39,8 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status CoordinatorServer::Start() {
   RETURN_IF_ERROR(MakeDirs(options_.state_dir));
-  ASSIGN_OR_RETURN(store_, Store::Open(options_.state_dir + "/coordinator.db"));
+  ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
+  ASSIGN_OR_RETURN(store_, options_.open_store(options_.state_dir + "/coordinator.db"));
   jobs_ = std::make_unique<JobManager>(store_.get(), clock_);
   RETURN_IF_ERROR(jobs_->Load());
   workers_ = std::make_unique<WorkerRegistry>(clock_, options_.lease);
@@ -73,6 +74,11 @@ absl::Status CoordinatorServer::Start() {
   }
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
+  coordinator_->SetHaltHandler([this](const absl::Status& why) {
+    halted_ = true;
+    server_->GetHealthCheckService()->SetServingStatus(false);  // every service
+    if (options_.on_halt) options_.on_halt(why);
+  });
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
   if (!options_.metrics_listen.empty()) {
     // Training does not depend on the metrics endpoint: a taken port is logged (and the

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,6 +15,7 @@
 #include "coordinator/job_manager.h"
 #include "coordinator/metrics.h"
 #include "coordinator/services.h"
+#include "coordinator/store/state_dir_lock.h"
 #include "coordinator/store/store.h"
 #include "coordinator/worker_registry.h"
 
@@ -32,6 +35,13 @@ struct ServerOptions {
   CoordinatorMetricsOptions metrics;
   CoordinatorOptions coordinator;
   LeaseOptions lease;
+  // Opens the state store at a path (default: Store::Open, SQLite).
+  std::function<absl::StatusOr<std::unique_ptr<Store>>(const std::string& path)> open_store =
+      &Store::Open;
+  // Runs once, on the event loop, if the coordinator halts because its store failed
+  // (Coordinator::halted()), after every health status was set to NOT_SERVING. The daemon
+  // exits non-zero from here; a restart recovers from disk.
+  std::function<void(const absl::Status&)> on_halt;
 };
 
 // The baton-coordinator daemon: store + domain objects + event loop + gRPC server
@@ -43,19 +53,24 @@ class CoordinatorServer {
   CoordinatorServer(ServerOptions options, const Clock* clock);
   ~CoordinatorServer();
 
-  // Opens the state, recovers jobs and starts serving. Errors: the state file cannot be
-  // opened (UNAVAILABLE/FAILED_PRECONDITION), the address cannot be bound (UNAVAILABLE).
+  // Locks the state directory, opens the state, recovers jobs and starts serving. Errors:
+  // another coordinator holds the directory (FAILED_PRECONDITION naming its pid), the state
+  // file cannot be opened (UNAVAILABLE/FAILED_PRECONDITION), the address cannot be bound
+  // (UNAVAILABLE).
   absl::Status Start();
   // The bound gRPC port (after Start).
   int port() const { return port_; }
   // The bound metrics port (after Start); 0 if metrics are not served.
   int metrics_port() const { return metrics_port_; }
+  // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
+  bool halted() const { return halted_.load(); }
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
  private:
   const ServerOptions options_;
   const Clock* const clock_;
+  std::unique_ptr<StateDirLock> state_lock_;  // released after everything below
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<WorkerRegistry> workers_;
@@ -69,6 +84,7 @@ class CoordinatorServer {
   std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
   int port_ = 0;
   int metrics_port_ = 0;
+  std::atomic<bool> halted_{false};
 };
 
 }  // namespace baton::coordinator

@@ -2,15 +2,21 @@
 // a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
 #include "coordinator/server.h"
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/synchronization/notification.h"
 #include "common/protocol_version.h"
 #include "common/status_matchers.h"
+#include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"
@@ -25,14 +31,47 @@ std::chrono::system_clock::time_point Deadline(int seconds = 20) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
+// grpc.health.v1.Health/Check of `service` with a hand-encoded HealthCheckRequest; the
+// serialized HealthCheckResponse ("\x08\x01": SERVING, "\x08\x02": NOT_SERVING).
+std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  grpc::GenericStub generic(channel);
+  std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  grpc::Status status;
+  absl::Notification done;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
+                    [&](grpc::Status s) {
+                      status = s;
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(resp.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(Options()); }
+
+  ServerOptions Options() {
     ServerOptions options;
     options.listen = "127.0.0.1:0";
     options.state_dir = std::string(getenv("TEST_TMPDIR")) + "/" +
                         ::testing::UnitTest::GetInstance()->current_test_info()->name();
     options.reconcile_period = absl::Milliseconds(20);
+    return options;
+  }
+
+  // (Re)starts the server with `options`.
+  void Start(ServerOptions options) {
+    server_.reset();
     server_ = std::make_unique<CoordinatorServer>(options, RealClock::Get());
     ASSERT_OK(server_->Start());
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
@@ -50,9 +89,10 @@ class ServerTest : public ::testing::Test {
     return spec;
   }
 
-  grpc::Status Submit(const baton::v1::JobSpec& spec, baton::v1::Job* job) {
+  grpc::Status Submit(const baton::v1::JobSpec& spec, baton::v1::Job* job,
+                      std::chrono::system_clock::time_point deadline = Deadline()) {
     grpc::ClientContext ctx;
-    ctx.set_deadline(Deadline());
+    ctx.set_deadline(deadline);
     baton::v1::SubmitJobRequest req;
     *req.mutable_spec() = spec;
     baton::v1::SubmitJobResponse resp;
@@ -92,33 +132,91 @@ TEST_F(ServerTest, JobServiceErrorsAreRealGrpcStatuses) {
 }
 
 TEST_F(ServerTest, HealthServiceReportsServing) {
-  // grpc.health.v1.Health/Check with a hand-encoded HealthCheckRequest{service}.
-  grpc::GenericStub generic(channel_);
-  const std::string service = "baton.v1.JobService";
-  std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
-  grpc::Slice slice(request);
-  grpc::ByteBuffer req(&slice, 1), resp;
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+}
+
+// Fail-stop: a store that cannot commit takes the coordinator out of service (health
+// NOT_SERVING, every call UNAVAILABLE, the halt handler called once, as the daemon exits
+// there), and a restart over the same directory recovers what was committed.
+TEST_F(ServerTest, AStoreFailureStopsServing) {
+  ServerOptions options = Options();
+  FaultyStore* faulty = nullptr;
+  options.open_store = [&faulty](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    faulty = store.get();
+    return store;
+  };
+  std::atomic<int> halts{0};
+  absl::Notification halted;
+  options.on_halt = [&](const absl::Status&) {
+    if (++halts == 1) halted.Notify();
+  };
+  Start(options);
+  baton::v1::Job kept;
+  ASSERT_TRUE(Submit(Spec(1), &kept).ok());
+
+  faulty->FailWrite(1, /*sticky=*/true);
+  baton::v1::Job job;
+  grpc::Status s = Submit(Spec(1), &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("injected"));
+  ASSERT_TRUE(halted.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_TRUE(server_->halted());
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
+  EXPECT_EQ(HealthCheck(channel_, ""), std::string("\x08\x02", 2));
+  s = Submit(Spec(1), &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("store failed"));
+  EXPECT_EQ(halts.load(), 1);
+
+  Start(Options());  // what a restart finds: the committed job only
   grpc::ClientContext ctx;
   ctx.set_deadline(Deadline());
-  grpc::Status status;
-  bool done = false;
-  std::mutex mu;
-  std::condition_variable cv;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
-                    [&](grpc::Status s) {
-                      std::lock_guard<std::mutex> l(mu);
-                      status = s;
-                      done = true;
-                      cv.notify_all();
-                    });
-  std::unique_lock<std::mutex> l(mu);
-  cv.wait(l, [&] { return done; });
-  ASSERT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  ASSERT_TRUE(resp.Dump(&slices).ok());
-  std::string bytes;
-  for (auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
-  EXPECT_EQ(bytes, std::string("\x08\x01", 2));  // status: SERVING
+  baton::v1::ListJobsResponse list;
+  ASSERT_TRUE(jobs_->ListJobs(&ctx, baton::v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).id(), kept.id());
+}
+
+// A SubmitJob whose client gave up while it waited for the event loop creates nothing.
+TEST_F(ServerTest, ASubmitWhoseClientHasGoneCreatesNothing) {
+  ServerOptions options = Options();
+  absl::Notification blocked, release;
+  options.open_store = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    // The first commit (the first submit's) holds the event loop until released.
+    store->SetBeforeWrite([&, first = true]() mutable {
+      if (!std::exchange(first, false)) return;
+      blocked.Notify();
+      release.WaitForNotification();
+    });
+    return store;
+  };
+  Start(options);
+  baton::v1::Job first;
+  grpc::Status first_status;
+  std::thread submitter([&] { first_status = Submit(Spec(1), &first); });
+  blocked.WaitForNotification();
+  // Queued behind the blocked loop until its deadline passes (seen by the client).
+  baton::v1::Job late;
+  grpc::Status s = Submit(Spec(1), &late, std::chrono::system_clock::now() +
+                                              std::chrono::milliseconds(200));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  release.Notify();
+  submitter.join();
+  ASSERT_TRUE(first_status.ok()) << first_status.error_message();
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  baton::v1::ListJobsResponse list;
+  ASSERT_TRUE(jobs_->ListJobs(&ctx, baton::v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1) << "the late submit created a job its client never saw";
+  EXPECT_EQ(list.jobs(0).id(), first.id());
 }
 
 TEST_F(ServerTest, WorkerMustRegisterFirst) {

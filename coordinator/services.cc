@@ -1,5 +1,6 @@
 #include "coordinator/services.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -153,8 +154,17 @@ std::string HostFromPeer(const std::string& peer) {
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const baton::v1::SubmitJobRequest* req,
                                                     baton::v1::SubmitJobResponse* resp) {
-  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
-    absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(req->spec());
+  return OnLoop(loop_, ctx, [this, ctx, req, resp]() -> absl::Status {
+    // A client that gave up before its turn must not find a job it was told failed.
+    if (ctx->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call before the job was created");
+    }
+    if (ctx->deadline() <= std::chrono::system_clock::now()) {
+      return absl::DeadlineExceededError(
+          "the call's deadline passed before the job was created; nothing was submitted");
+    }
+    absl::StatusOr<baton::v1::Job> job =
+        coordinator_->SubmitJob(req->spec(), req->request_id());
     if (!job.ok()) return job.status();
     *resp->mutable_job() = std::move(*job);
     return absl::OkStatus();

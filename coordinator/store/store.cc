@@ -213,19 +213,15 @@ class SqliteStore final : public Store {
  public:
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
 
-  absl::Status PutJob(const Job& job) override;
+  absl::Status Write(const WriteBatch& batch) override;
   absl::StatusOr<std::vector<Job>> LoadJobs() override;
-  absl::Status AppendUpdates(const std::string& job_id,
-                             const std::vector<JobUpdate>& updates) override;
   absl::StatusOr<std::vector<JobUpdate>> ReadUpdates(const std::string& job_id,
                                                      int64_t after_seq, int64_t limit,
                                                      bool events_only) override;
   absl::StatusOr<int64_t> LastUpdateSeq(const std::string& job_id) override;
-  absl::Status AppendLogs(const std::string& job_id, const std::vector<LogLine>& lines) override;
   absl::StatusOr<std::vector<LogLine>> ReadLogs(const std::string& job_id, int32_t rank,
                                                 int64_t after_seq, int64_t limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override;
-  absl::Status SetMeta(const std::string& key, const std::string& value) override;
   absl::StatusOr<std::string> GetMeta(const std::string& key) override;
 
  private:
@@ -237,6 +233,11 @@ class SqliteStore final : public Store {
   // `SELECT COALESCE(MAX(seq), 0) ... WHERE job_id = ?1` through `stmt`.
   absl::StatusOr<int64_t> MaxSeq(sqlite3_stmt* stmt, const std::string& job_id,
                                  absl::string_view op);
+  // The parts of Write, inside its transaction.
+  absl::Status PutJob(const Job& job);
+  absl::Status AppendUpdates(const std::string& job_id, const std::vector<JobUpdate>& updates);
+  absl::Status AppendLogs(const std::string& job_id, const std::vector<LogLine>& lines);
+  absl::Status SetMeta(const std::string& key, const std::string& value);
 
   // Declared first so that it is closed after the statements are finalised.
   DbPtr db_;
@@ -396,6 +397,19 @@ absl::StatusOr<int64_t> SqliteStore::MaxSeq(sqlite3_stmt* stmt, const std::strin
   return query.ColumnInt(0);
 }
 
+absl::Status SqliteStore::Write(const WriteBatch& batch) {
+  if (batch.empty()) return absl::OkStatus();
+  Transaction txn(db_.get());
+  RETURN_IF_ERROR(txn.Begin("Write"));
+  for (const Job& job : batch.jobs) RETURN_IF_ERROR(PutJob(job));
+  for (const auto& [job_id, updates] : batch.updates) {
+    RETURN_IF_ERROR(AppendUpdates(job_id, updates));
+  }
+  for (const auto& [job_id, lines] : batch.logs) RETURN_IF_ERROR(AppendLogs(job_id, lines));
+  for (const auto& [key, value] : batch.meta) RETURN_IF_ERROR(SetMeta(key, value));
+  return txn.Commit("Write");
+}
+
 absl::Status SqliteStore::PutJob(const Job& job) {
   if (job.id().empty()) return absl::InvalidArgumentError("PutJob: job.id is empty");
   Job stored = job;
@@ -422,9 +436,6 @@ absl::StatusOr<std::vector<Job>> SqliteStore::LoadJobs() {
 absl::Status SqliteStore::AppendUpdates(const std::string& job_id,
                                         const std::vector<JobUpdate>& updates) {
   if (job_id.empty()) return absl::InvalidArgumentError("AppendUpdates: empty job_id");
-  if (updates.empty()) return absl::OkStatus();
-  Transaction txn(db_.get());
-  RETURN_IF_ERROR(txn.Begin("AppendUpdates"));
   ASSIGN_OR_RETURN(int64_t last, MaxSeq(last_update_seq_.get(), job_id, "AppendUpdates"));
   for (const JobUpdate& update : updates) {
     if (update.seq() <= last) {
@@ -440,7 +451,7 @@ absl::Status SqliteStore::AppendUpdates(const std::string& job_id,
     insert.BindBlob(4, update.SerializeAsString());
     RETURN_IF_ERROR(insert.Run());
   }
-  return txn.Commit("AppendUpdates");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<JobUpdate>> SqliteStore::ReadUpdates(const std::string& job_id,
@@ -473,9 +484,6 @@ absl::StatusOr<int64_t> SqliteStore::LastUpdateSeq(const std::string& job_id) {
 absl::Status SqliteStore::AppendLogs(const std::string& job_id,
                                      const std::vector<LogLine>& lines) {
   if (job_id.empty()) return absl::InvalidArgumentError("AppendLogs: empty job_id");
-  if (lines.empty()) return absl::OkStatus();
-  Transaction txn(db_.get());
-  RETURN_IF_ERROR(txn.Begin("AppendLogs"));
   ASSIGN_OR_RETURN(int64_t last, MaxSeq(last_log_seq_.get(), job_id, "AppendLogs"));
   for (const LogLine& line : lines) {
     if (line.seq() <= last) {
@@ -491,7 +499,7 @@ absl::Status SqliteStore::AppendLogs(const std::string& job_id,
     insert.BindBlob(4, line.SerializeAsString());
     RETURN_IF_ERROR(insert.Run());
   }
-  return txn.Commit("AppendLogs");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<LogLine>> SqliteStore::ReadLogs(const std::string& job_id,
@@ -542,6 +550,33 @@ absl::StatusOr<std::string> SqliteStore::GetMeta(const std::string& key) {
 }
 
 }  // namespace
+
+absl::Status Store::PutJob(const Job& job) {
+  WriteBatch batch;
+  batch.jobs.push_back(job);
+  return Write(batch);
+}
+
+absl::Status Store::AppendUpdates(const std::string& job_id,
+                                  const std::vector<JobUpdate>& updates) {
+  if (job_id.empty()) return absl::InvalidArgumentError("AppendUpdates: empty job_id");
+  WriteBatch batch;
+  if (!updates.empty()) batch.updates[job_id] = updates;
+  return Write(batch);
+}
+
+absl::Status Store::AppendLogs(const std::string& job_id, const std::vector<LogLine>& lines) {
+  if (job_id.empty()) return absl::InvalidArgumentError("AppendLogs: empty job_id");
+  WriteBatch batch;
+  if (!lines.empty()) batch.logs[job_id] = lines;
+  return Write(batch);
+}
+
+absl::Status Store::SetMeta(const std::string& key, const std::string& value) {
+  WriteBatch batch;
+  batch.meta[key] = value;
+  return Write(batch);
+}
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   return SqliteStore::Open(path);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,6 +33,24 @@ namespace baton::coordinator {
 //              keyed by (job_id, seq); seq is assigned by the caller and strictly increasing.
 //   - logs:    per job, LogLine rows keyed by (job_id, seq).
 //   - meta:    small key/value pairs (e.g. the next job number).
+
+// Writes that Store::Write commits in one transaction: all of them or none.
+struct WriteBatch {
+  // Inserted or replaced, keyed by job.id() (empty is INVALID_ARGUMENT); `events` are
+  // not stored.
+  std::vector<baton::v1::Job> jobs;
+  // Appended per job id; each update's seq must exceed every stored one of that job and
+  // the previous one in its list (so seq >= 1), else FAILED_PRECONDITION.
+  std::map<std::string, std::vector<baton::v1::JobUpdate>> updates;
+  // Appended per job id; the same seq rule as `updates`.
+  std::map<std::string, std::vector<baton::v1::LogLine>> logs;
+  // Set (inserted or replaced). The key "schema_version" belongs to the store:
+  // INVALID_ARGUMENT.
+  std::map<std::string, std::string> meta;
+
+  bool empty() const { return jobs.empty() && updates.empty() && logs.empty() && meta.empty(); }
+};
+
 class Store {
  public:
   // Opens (creating if needed) the database at `path`, a file in an existing writable
@@ -44,19 +63,20 @@ class Store {
 
   virtual ~Store() = default;
 
-  // Inserts or replaces a job (keyed by job.id(); empty is INVALID_ARGUMENT). `events`
-  // are not stored here.
-  virtual absl::Status PutJob(const baton::v1::Job& job) = 0;
+  // Commits every write of `batch` in one transaction, durable on return; on any error
+  // nothing of it was written. An empty batch is a no-op. This is the only way state
+  // changes; the single-purpose writers below are shorthands for one-item batches.
+  virtual absl::Status Write(const WriteBatch& batch) = 0;
+
+  // Inserts or replaces a job: Write of a batch holding only `job`.
+  absl::Status PutJob(const baton::v1::Job& job);
   // Every job, in creation order: the order of each id's first PutJob (a replace keeps
   // the job's place). For the coordinator's zero-padded ids this is also id order.
   virtual absl::StatusOr<std::vector<baton::v1::Job>> LoadJobs() = 0;
 
-  // Appends updates (all with the same job id; empty is INVALID_ARGUMENT). Each
-  // update's seq must be greater than every stored one of that job and than the
-  // previous one in `updates` (so seq >= 1), else FAILED_PRECONDITION. Atomic: all or
-  // none. An empty `updates` is a no-op.
-  virtual absl::Status AppendUpdates(const std::string& job_id,
-                                     const std::vector<baton::v1::JobUpdate>& updates) = 0;
+  // Appends updates of one job (empty id is INVALID_ARGUMENT; see WriteBatch::updates).
+  absl::Status AppendUpdates(const std::string& job_id,
+                             const std::vector<baton::v1::JobUpdate>& updates);
   // Updates with seq > after_seq in seq order, at most `limit` (0 = no limit; negative
   // is INVALID_ARGUMENT). With `events_only`, metric points are skipped (snapshots and
   // events are kept). An unknown job has no updates.
@@ -65,10 +85,9 @@ class Store {
   // Largest stored update seq of the job, 0 if none.
   virtual absl::StatusOr<int64_t> LastUpdateSeq(const std::string& job_id) = 0;
 
-  // Appends log lines (their seq set by the caller, strictly increasing per job). Same
-  // rules as AppendUpdates: FAILED_PRECONDITION and nothing written otherwise.
-  virtual absl::Status AppendLogs(const std::string& job_id,
-                                  const std::vector<baton::v1::LogLine>& lines) = 0;
+  // Appends log lines of one job (see WriteBatch::logs).
+  absl::Status AppendLogs(const std::string& job_id,
+                          const std::vector<baton::v1::LogLine>& lines);
   // Lines with seq > after_seq in seq order, of `rank` (or all ranks when rank < 0), at
   // most `limit` (0 = no limit; negative is INVALID_ARGUMENT).
   virtual absl::StatusOr<std::vector<baton::v1::LogLine>> ReadLogs(const std::string& job_id,
@@ -79,9 +98,8 @@ class Store {
   virtual absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) = 0;
 
   // Small key/value metadata; values are arbitrary bytes. GetMeta of a missing key is
-  // NOT_FOUND. The key "schema_version" belongs to the store: SetMeta of it is
-  // INVALID_ARGUMENT.
-  virtual absl::Status SetMeta(const std::string& key, const std::string& value) = 0;
+  // NOT_FOUND. SetMeta: see WriteBatch::meta.
+  absl::Status SetMeta(const std::string& key, const std::string& value);
   virtual absl::StatusOr<std::string> GetMeta(const std::string& key) = 0;
 };
 

@@ -235,6 +235,29 @@ TEST_F(StoreTest, NonIncreasingUpdateSeqWritesNothing) {
   EXPECT_THAT(store_->LastUpdateSeq("j-1"), IsOkAndHolds(3));
 }
 
+TEST_F(StoreTest, BatchIsAllOrNothing) {
+  ASSERT_OK(store_->AppendLogs("j-1", {Line(1, 0, "old")}));
+  // A job row, its event, a log line and a meta key in one batch whose last part is
+  // invalid (log seq 1 is taken): none of it may be written.
+  WriteBatch bad;
+  bad.jobs.push_back(MakeJob("j-1", baton::v1::JOB_STATE_QUEUED));
+  bad.updates["j-1"] = {Event(1, "Submitted")};
+  bad.logs["j-1"] = {Line(1, 0, "dup")};
+  bad.meta["next_job_number"] = "2";
+  EXPECT_THAT(store_->Write(bad), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("seq 1")));
+  EXPECT_THAT(store_->LoadJobs(), IsOkAndHolds(IsEmpty()));
+  EXPECT_THAT(store_->LastUpdateSeq("j-1"), IsOkAndHolds(0));
+  EXPECT_THAT(store_->GetMeta("next_job_number"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("next_job_number")));
+
+  WriteBatch good = bad;
+  good.logs["j-1"] = {Line(2, 0, "new")};
+  ASSERT_OK(store_->Write(good));
+  EXPECT_THAT(store_->LoadJobs(), IsOkAndHolds(Pointwise(ProtoEq(), good.jobs)));
+  EXPECT_THAT(store_->LastUpdateSeq("j-1"), IsOkAndHolds(1));
+  EXPECT_THAT(store_->LastLogSeq("j-1"), IsOkAndHolds(2));
+  EXPECT_THAT(store_->GetMeta("next_job_number"), IsOkAndHolds("2"));
+}
+
 TEST_F(StoreTest, LogsByRankAndAll) {
   const std::vector<LogLine> lines = {Line(1, 0, "r0 a"), Line(2, 1, "r1 a"),
                                       Line(3, 0, "r0 b"), Line(4, 1, "r1 b"),

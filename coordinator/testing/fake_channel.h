@@ -1,0 +1,38 @@
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/worker_registry.h"
+#include "proto/baton/v1/worker_service.pb.h"
+
+namespace baton::coordinator {
+
+// A WorkerChannel that records what the coordinator sends to one worker. Not thread-safe:
+// for tests that drive the Coordinator from one thread.
+class FakeChannel : public WorkerChannel {
+ public:
+  bool Send(const baton::v1::CoordinatorMessage& msg) override {
+    if (closed) return false;
+    sent.push_back(msg);
+    return true;
+  }
+  void Close(const absl::Status& status) override {
+    closed = true;
+    close_status = status;
+  }
+  // Messages of one kind, in order.
+  std::vector<baton::v1::CoordinatorMessage> Of(baton::v1::CoordinatorMessage::MsgCase c) const {
+    std::vector<baton::v1::CoordinatorMessage> out;
+    for (const auto& m : sent) {
+      if (m.msg_case() == c) out.push_back(m);
+    }
+    return out;
+  }
+
+  std::vector<baton::v1::CoordinatorMessage> sent;
+  bool closed = false;
+  absl::Status close_status;
+};
+
+}  // namespace baton::coordinator

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "coordinator/stream_sink.h"
+
+namespace baton::coordinator {
+
+// A StreamSink that keeps what it is given. Not thread-safe: for single-threaded tests.
+template <typename T>
+class RecordingSink final : public StreamSink<T> {
+ public:
+  bool Push(const T& item) override {
+    if (finished) return false;
+    items.push_back(item);
+    return true;
+  }
+  void Finish(const absl::Status& s) override {
+    finished = true;
+    status = s;
+  }
+
+  std::vector<T> items;
+  bool finished = false;
+  absl::Status status;
+};
+
+}  // namespace baton::coordinator
