@@ -123,18 +123,8 @@ std::string RenderFields(const std::vector<std::pair<std::string, std::string>>&
 }
 
 std::string FailureClassName(baton::v1::FailureClass c) {
-  switch (c) {
-    case baton::v1::FAILURE_CLASS_INFRA:
-      return "infra";
-    case baton::v1::FAILURE_CLASS_USER:
-      return "user";
-    case baton::v1::FAILURE_CLASS_STALL:
-      return "stall";
-    case baton::v1::FAILURE_CLASS_PLANNED:
-      return "planned";
-    default:
-      return "-";
-  }
+  const FailureClassInfo* info = FindFailureClass(c);
+  return info == nullptr ? "-" : info->name;
 }
 
 bool IsSet(const google::protobuf::Timestamp& t) { return t.seconds() != 0 || t.nanos() != 0; }
@@ -150,12 +140,14 @@ std::string Phase(const google::protobuf::Timestamp& from, const google::protobu
 std::string RenderRestarts(const Job& job) {
   const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(job.spec().restart_policy());
   const baton::v1::RestartStats& r = job.restarts();
-  std::string out = RenderFields(
-      {{"infra", absl::StrCat(r.infra(), "/", policy.max_infra_restarts())},
-       {"user", absl::StrCat(r.user(), "/", policy.max_user_restarts())},
-       {"stall", absl::StrCat(r.stall(), "/", policy.max_stall_restarts())},
-       {"planned", absl::StrCat(r.planned())}},  // drains and scale-ups use no budget
-      "  ");
+  std::vector<std::pair<std::string, std::string>> counts;
+  for (const FailureClassInfo& c : kFailureClasses) {
+    // Drains and scale-ups use no budget.
+    counts.push_back({c.name, c.budget == nullptr
+                                  ? absl::StrCat((r.*c.used)())
+                                  : absl::StrCat((r.*c.used)(), "/", (policy.*c.budget)())});
+  }
+  std::string out = RenderFields(counts, "  ");
   if (r.failures().empty()) return out;
   // DETECT: the failure happened (Failure.occurred_time) -> the coordinator knew; STOP: ->
   // every process exited; WAIT: -> next rendezvous (backoff); RENDEZVOUS: -> every process

@@ -11,6 +11,7 @@
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "coordinator/rank_assignment.h"
+#include "coordinator/restart_policy.h"
 #include "coordinator/scheduler.h"
 
 namespace baton::coordinator {
@@ -29,85 +30,12 @@ bool Failed(const baton::v1::ProcessExit& exit) {
   return exit.signal() != 0 || exit.exit_code() != 0;
 }
 
-// "infrastructure", "user-code", "stall": how messages name a failure class.
-const char* ClassName(baton::v1::FailureClass c) {
-  switch (c) {
-    case baton::v1::FAILURE_CLASS_INFRA:
-      return "infrastructure";
-    case baton::v1::FAILURE_CLASS_USER:
-      return "user-code";
-    case baton::v1::FAILURE_CLASS_STALL:
-      return "stall";
-    case baton::v1::FAILURE_CLASS_PLANNED:
-      return "planned";
-    default:
-      return "unclassified";
-  }
-}
-
-// The restarts used by a class (RestartStats) and allowed to it (RestartPolicy).
-int32_t RestartsUsed(const baton::v1::RestartStats& s, baton::v1::FailureClass c) {
-  switch (c) {
-    case baton::v1::FAILURE_CLASS_INFRA:
-      return s.infra();
-    case baton::v1::FAILURE_CLASS_USER:
-      return s.user();
-    case baton::v1::FAILURE_CLASS_STALL:
-      return s.stall();
-    default:
-      return 0;
-  }
-}
-void CountRestart(baton::v1::RestartStats* s, baton::v1::FailureClass c) {
-  if (c == baton::v1::FAILURE_CLASS_INFRA) s->set_infra(s->infra() + 1);
-  if (c == baton::v1::FAILURE_CLASS_USER) s->set_user(s->user() + 1);
-  if (c == baton::v1::FAILURE_CLASS_STALL) s->set_stall(s->stall() + 1);
-  if (c == baton::v1::FAILURE_CLASS_PLANNED) s->set_planned(s->planned() + 1);
-}
-int32_t RestartBudget(const baton::v1::RestartPolicy& p, baton::v1::FailureClass c) {
-  switch (c) {
-    case baton::v1::FAILURE_CLASS_INFRA:
-      return p.max_infra_restarts();
-    case baton::v1::FAILURE_CLASS_USER:
-      return p.max_user_restarts();
-    case baton::v1::FAILURE_CLASS_STALL:
-      return p.max_stall_restarts();
-    default:
-      return 0;
-  }
-}
-
-// Delay before the n-th restart (n >= 1): min(initial x 2^(n-1), max).
-absl::Duration Backoff(const baton::v1::RestartPolicy& p, int n) {
-  const absl::Duration max = FromProto(p.backoff_max());
-  absl::Duration d = FromProto(p.backoff_initial());
-  for (int i = 1; i < n && d < max; ++i) d *= 2;
-  return std::min(d, max);
-}
-
-// The job's newest Failure record; nullptr if none.
-baton::v1::Failure* LastFailure(baton::v1::Job* job) {
-  auto* failures = job->mutable_restarts()->mutable_failures();
-  return failures->empty() ? nullptr : &(*failures)[failures->size() - 1];
-}
-
-// A duration for messages: milliseconds from 1 s up, microseconds below.
-std::string Rounded(absl::Duration d) {
-  return absl::FormatDuration(
-      absl::Trunc(d, d >= absl::Seconds(1) ? absl::Milliseconds(1) : absl::Microseconds(1)));
-}
-
 // A non-state event for JobManager::Update.
 baton::v1::JobEvent Event(const std::string& reason, const std::string& message) {
   baton::v1::JobEvent event;
   event.set_reason(reason);
   event.set_message(message);
   return event;
-}
-
-// "step 5" / "no step reported" for messages.
-std::string StepText(const baton::v1::Failure& f) {
-  return f.has_step() ? absl::StrCat("step ", f.step()) : std::string("no step reported");
 }
 
 }  // namespace
@@ -385,7 +313,7 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
       if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
       rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
     }
-    NoteProgress(rt, points);
+    rt.stall.Note(points, clock_->Now());
     if (!NoteFirstStep(m.job_id(), first, first_time)) return;
   }
   Ok(jobs_->AddMetrics(m.job_id(), points), "add metrics");
@@ -451,7 +379,10 @@ void Coordinator::ReconcileOnce() {
                                   absl::FormatDuration(options_.reattach_timeout)),
                      std::nullopt, first);
     } else if (*state == JobState::kRunning) {
-      CheckStall(id, rt);
+      if (std::optional<StallDetector::Stall> stall = rt.stall.Check(*jobs_->Peek(id), now)) {
+        FailGeneration(id, baton::v1::FAILURE_CLASS_STALL, "Stalled", stall->cause, stall->rank,
+                       stall->worker_id, stall->since);
+      }
     }
   }
   // Restarts before scheduling: a restarting job keeps its claim on its workers.
@@ -748,57 +679,22 @@ void Coordinator::FailGeneration(const std::string& job_id,
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
   baton::v1::Job job = *jobs_->Peek(job_id);
-  const int64_t generation = job.generation();
-  const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(job.spec().restart_policy());
-  baton::v1::RestartStats* stats = job.mutable_restarts();
-
   Runtime& rt = runtime_[job_id];
-  baton::v1::Failure f =
-      NewFailure(job, rt, failure_class, reason, cause, rank, worker_id, occurred);
-
-  // Crash loop: this user failure and the previous generation's were at the same step.
-  const baton::v1::Failure* previous = LastFailure(&job);
-  if (failure_class == baton::v1::FAILURE_CLASS_USER && previous != nullptr &&
-      previous->failure_class() == baton::v1::FAILURE_CLASS_USER &&
-      previous->generation() + 1 == generation && previous->has_step() == f.has_step() &&
-      previous->step() == f.step()) {
-    const std::string message =
-        absl::StrCat("crash loop: generations ", previous->generation(), " and ", generation,
-                     " both failed at ", StepText(f), "; last: ", cause);
-    *stats->add_failures() = std::move(f);
-    Fail(job_id, "CrashLoop", message, &job);
+  const RestartDecision d = DecideRestart(
+      &job, NewFailure(job, rt, failure_class, reason, cause, rank, worker_id, occurred));
+  if (d.kind != RestartDecision::Kind::kRestart) {
+    Fail(job_id, d.reason, d.message, &job);
     return;
   }
-  const int32_t used = RestartsUsed(*stats, failure_class);
-  const int32_t budget = RestartBudget(policy, failure_class);
-  if (used >= budget) {
-    const std::string message =
-        absl::StrCat(ClassName(failure_class), " failure in generation ", generation,
-                     " with the restart budget spent (", used, " of ", budget, " ",
-                     ClassName(failure_class), " restarts used): ", cause);
-    *stats->add_failures() = std::move(f);
-    Fail(job_id, "RestartBudgetExhausted", message, &job);
-    return;
-  }
-  CountRestart(stats, failure_class);
-  const absl::Duration backoff =
-      Backoff(policy, stats->infra() + stats->user() + stats->stall());
-  *f.mutable_backoff() = ToProto(backoff);
-  f.set_next_generation(generation + 1);
-  *stats->add_failures() = std::move(f);
-  const std::string message = absl::StrCat(
-      "generation ", generation, " failed (", ClassName(failure_class), "): ", cause,
-      "; restart ", used + 1, " of ", budget, " ", ClassName(failure_class), " restarts after ",
-      absl::FormatDuration(backoff));
-  BATON_LOG(WARNING) << "job " << job_id << ": " << message;
-  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, message, &job), "restart")) {
+  BATON_LOG(WARNING) << "job " << job_id << ": " << d.message;
+  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, d.message, &job), "restart")) {
     return;
   }
   rt = Runtime();
   // The survivors of a lost worker wait on it inside a collective: no step can finish, so
   // a grace would only delay the restart.
   const bool peer_lost = reason == "WorkerLost" || reason == "LeaseExpired";
-  StopProcesses(job, message,
+  StopProcesses(job, d.message,
                 peer_lost ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
@@ -811,12 +707,8 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
   const int64_t generation = job.generation();
   Runtime& rt = runtime_[job_id];
   const absl::Time now = clock_->Now();
-  baton::v1::Failure f = NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
-                                    std::nullopt, worker_id, now);
-  *f.mutable_backoff() = ToProto(absl::ZeroDuration());
-  f.set_next_generation(generation + 1);
-  CountRestart(job.mutable_restarts(), baton::v1::FAILURE_CLASS_PLANNED);
-  *job.mutable_restarts()->add_failures() = std::move(f);
+  RecordPlannedRestart(&job, NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
+                                        std::nullopt, worker_id, now));
 
   // Rank 0 saves the state at a step boundary first, if it can be asked to.
   const baton::v1::RankInfo* rank0 = nullptr;
@@ -1081,72 +973,6 @@ bool Coordinator::NoteFirstStep(const std::string& job_id, int64_t step, absl::T
                                     " (generation ", f->generation(), " failed at ",
                                     StepText(*f), ")"));
   return Ok(jobs_->Update(job, {std::move(event)}), "first step");
-}
-
-void Coordinator::NoteProgress(Runtime& rt,
-                               const std::vector<baton::v1::MetricPoint>& points) {
-  constexpr size_t kStepTimeSamples = 64;
-  const absl::Time now = clock_->Now();
-  for (const baton::v1::MetricPoint& p : points) {
-    // Step time from the worker's timestamps (one clock per rank); ours if it sent none.
-    const absl::Time point_time = p.has_time() ? FromProto(p.time()) : now;
-    auto [it, fresh] = rt.progress.try_emplace(p.rank());
-    Runtime::RankProgress& rp = it->second;
-    if (!fresh && p.step() <= rp.step) continue;
-    if (!fresh && point_time > rp.point_time) {
-      rt.step_times.push_back((point_time - rp.point_time) / (p.step() - rp.step));
-      if (rt.step_times.size() > kStepTimeSamples) rt.step_times.pop_front();
-    }
-    rp.step = p.step();
-    rp.advanced = now;
-    rp.point_time = point_time;
-  }
-}
-
-void Coordinator::CheckStall(const std::string& job_id, Runtime& rt) {
-  const baton::v1::Job* job = jobs_->Peek(job_id);
-  if (job == nullptr || rt.progress.empty()) return;
-  const baton::v1::RestartPolicy policy =
-      RestartPolicyWithDefaults(job->spec().restart_policy());
-  absl::Duration median = absl::ZeroDuration();
-  if (!rt.step_times.empty()) {
-    std::vector<absl::Duration> sorted(rt.step_times.begin(), rt.step_times.end());
-    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
-    median = sorted[sorted.size() / 2];
-  }
-  const absl::Duration timeout =
-      std::max(median * policy.stall_factor(), FromProto(policy.stall_floor()));
-  // Live ranks only: one that exited is not stalled (and its exit is handled elsewhere).
-  const baton::v1::RankInfo* suspect = nullptr;
-  const Runtime::RankProgress* suspect_progress = nullptr;
-  absl::Time latest = absl::InfinitePast();
-  for (const baton::v1::RankInfo& r : job->ranks()) {
-    if (r.has_exit()) continue;
-    auto it = rt.progress.find(r.rank());
-    // A live rank that never reported a step stopped before any that did.
-    static const Runtime::RankProgress kNone{-1, absl::InfinitePast(), absl::InfinitePast()};
-    const Runtime::RankProgress& rp = it == rt.progress.end() ? kNone : it->second;
-    if (it != rt.progress.end()) latest = std::max(latest, rp.advanced);
-    if (suspect == nullptr || rp.step < suspect_progress->step ||
-        (rp.step == suspect_progress->step && rp.advanced < suspect_progress->advanced)) {
-      suspect = &r;
-      suspect_progress = &rp;
-    }
-  }
-  if (suspect == nullptr || latest == absl::InfinitePast()) return;
-  const absl::Time now = clock_->Now();
-  if (now - latest < timeout) return;
-  const std::string cause = absl::StrCat(
-      "no rank made progress for ", Rounded(now - latest), " (stall timeout ", Rounded(timeout),
-      " = max(", policy.stall_factor(), " x median step time ", Rounded(median), ", ",
-      Rounded(FromProto(policy.stall_floor())),
-      ")); rank ", suspect->rank(), " on worker ", suspect->worker_id(), " stopped first",
-      suspect_progress->step >= 0 ? absl::StrCat(" at step ", suspect_progress->step)
-                                  : std::string(" before its first step"));
-  const int32_t rank = suspect->rank();
-  const std::string worker = suspect->worker_id();
-  FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, "Stalled", cause, rank, worker,
-                 latest);
 }
 
 void Coordinator::StopProcesses(const baton::v1::Job& job, const std::string& reason,

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,6 +15,7 @@
 #include "common/clock.h"
 #include "coordinator/job_manager.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/stall_detector.h"
 #include "coordinator/worker_registry.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
@@ -53,7 +53,7 @@ struct CoordinatorOptions {
 // Recovery: the first failure of generation g (a rank exited non-zero or was killed:
 // class user; a worker holding live ranks was lost, its lease expired, it came back
 // without them, or it could not reach a peer: class infra; no rank made progress for the
-// stall timeout, see CheckStall: class stall) moves a RENDEZVOUS/RUNNING job to
+// stall timeout, see StallDetector: class stall) moves a RENDEZVOUS/RUNNING job to
 // RESTARTING, recorded as a Failure in Job.restarts, and stops g's processes on every
 // worker. Two generations never run at the same time: g+1 starts only once every process
 // of g reported its exit or its worker is lost and its lease has certainly expired
@@ -151,16 +151,8 @@ class Coordinator {
     absl::Time reattach_deadline = absl::InfiniteFuture();
     // Highest MetricPoint.step this generation reported (any rank); unset before the first.
     std::optional<int64_t> last_step;
-    // Stall detection, for generations that report steps. Per rank: its highest step, when
-    // the coordinator saw it grow, and the worker's timestamp of that point.
-    struct RankProgress {
-      int64_t step = 0;
-      absl::Time advanced;
-      absl::Time point_time;
-    };
-    std::map<int32_t, RankProgress> progress;
-    // Recent time-per-step samples (newest last, bounded).
-    std::deque<absl::Duration> step_times;
+    // Stall detection, for generations that report steps.
+    StallDetector stall;
     // A RESTARTING job whose rank 0 was asked to checkpoint: the generation's processes
     // are stopped when any rank exited or at this time. InfiniteFuture: stop already sent.
     absl::Time checkpoint_deadline = absl::InfiniteFuture();
@@ -249,13 +241,6 @@ class Coordinator {
   // first-step time, clamped to [running_time, now].
   // False if the change could not be committed.
   bool NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at);
-  // Updates the generation's progress (stall detection) from its metric points.
-  void NoteProgress(Runtime& rt, const std::vector<baton::v1::MetricPoint>& points);
-  // Fails the generation of a RUNNING job (class stall) whose live ranks made no progress
-  // for max(stall_factor x median step time, stall_floor); the suspect is the live rank
-  // whose step counter stopped first (lowest step, then earliest). Only once the
-  // generation reported a step: programs that report none are never "stalled".
-  void CheckStall(const std::string& job_id, Runtime& rt);
   // StopAssignment of the job's generation to each of its workers, with `grace` (default:
   // options.stop_grace).
   void StopProcesses(const baton::v1::Job& job, const std::string& reason,

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::coordinator {
+
+// What a failure of a job's current generation leads to (pure; see DecideRestart).
+struct RestartDecision {
+  enum class Kind {
+    kRestart,          // next generation after `backoff`
+    kCrashLoop,        // fail the job: the same user failure at the same step twice
+    kBudgetExhausted,  // fail the job: the class's restart budget is spent
+  };
+  Kind kind = Kind::kRestart;
+  // The job's new message (and the event's): why it restarts or fails.
+  std::string message;
+  // Before the next rendezvous (kRestart only).
+  absl::Duration backoff = absl::ZeroDuration();
+  // The failing transition's reason: "CrashLoop" / "RestartBudgetExhausted", or
+  // `failure.reason()` for a restart.
+  std::string reason;
+};
+
+// Records `failure` (of `job`'s current generation, class infra/user/stall) in
+// job->restarts() and decides, from the spec's RestartPolicy (defaults applied):
+//   - crash loop: a user failure at the same step (or both with none) as a user failure of
+//     the previous generation: fail;
+//   - budget spent: the class used all its restarts: fail;
+//   - otherwise: count the restart, set failure.backoff (the n-th restart waits
+//     min(backoff_initial x 2^(n-1), backoff_max), n counting every class) and
+//     failure.next_generation, restart.
+RestartDecision DecideRestart(baton::v1::Job* job, baton::v1::Failure failure);
+
+// Records a planned resize (class planned: no budget, no backoff) of `job`'s current
+// generation in job->restarts().
+void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure);
+
+// The job's newest Failure record; nullptr if none.
+baton::v1::Failure* LastFailure(baton::v1::Job* job);
+
+// "step 5" / "no step reported", for messages.
+std::string StepText(const baton::v1::Failure& f);
+
+}  // namespace baton::coordinator
