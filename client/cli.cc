@@ -14,10 +14,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "common/message_limits.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {
 namespace {
+
+// gRPC's message size limit of the CLI's channel (common/message_limits.h).
+grpc::ChannelArguments MessageSizeArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  return args;
+}
 
 struct FlagSpec {
   std::string name;        // long name, without "--"
@@ -334,7 +343,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   ctx.format = inv.format;
   ctx.tty = env.stdout_is_tty;
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(ctx.coordinator, grpc::InsecureChannelCredentials());
+      grpc::CreateCustomChannel(ctx.coordinator, grpc::InsecureChannelCredentials(),
+                                MessageSizeArgs());
   std::unique_ptr<baton::v1::JobService::Stub> jobs = baton::v1::JobService::NewStub(channel);
   std::unique_ptr<baton::v1::ClusterService::Stub> cluster =
       baton::v1::ClusterService::NewStub(channel);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "common/message_limits.h"
 #include "common/proto_time.h"
 #include "common/status_macros.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -58,6 +59,7 @@ absl::Status JobManager::Load() {
 
 absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
                                                   const std::string& request_id) {
+  RETURN_IF_ERROR(CheckMessageLimits(spec));
   spec = WithDefaults(std::move(spec));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
   if (!request_id.empty()) {
@@ -264,7 +266,14 @@ absl::Status JobManager::AddLogs(const std::string& job_id,
   if (lines.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
   int64_t seq = r->last_log_seq;
-  for (baton::v1::LogLine& line : lines) line.set_seq(++seq);
+  for (baton::v1::LogLine& line : lines) {
+    line.set_seq(++seq);
+    // Workers cut long lines; one that did not (an older or broken worker) is cut here.
+    if (static_cast<int64_t>(line.text().size()) > kMaxLogLineBytes) {
+      line.mutable_text()->resize(kMaxLogLineBytes);
+      line.mutable_text()->append(" [line truncated]");
+    }
+  }
   WriteBatch batch;
   batch.logs[job_id] = lines;
   RETURN_IF_ERROR(Write(batch));

@@ -7,7 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/message_limits.h"
 #include "common/metrics_testing.h"
 #include "common/status_matchers.h"
 #include "coordinator/store/store.h"
@@ -256,6 +258,50 @@ TEST_F(JobManagerDurabilityTest, IdsStayInSubmissionOrderPastAMillionJobs) {
   EXPECT_THAT(reloaded.JobsIn({JobState::kQueued}),
               ::testing::ElementsAre("j-999999", "j-1000000"));
   EXPECT_EQ(reloaded.List({}, 1)[0].id(), "j-1000000");
+}
+
+}  // namespace
+}  // namespace baton::coordinator
+
+namespace baton::coordinator {
+namespace {
+
+TEST(JobManagerLimitsTest, OversizedSpecsAreRejectedAtSubmit) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(":memory:");
+  ASSERT_OK(store);
+  FakeClock clock;
+  JobManager jobs(store->get(), &clock);
+  ASSERT_OK(jobs.Load());
+  baton::v1::JobSpec spec = NamedSpec("big");
+  (*spec.mutable_env())["BLOB"] = std::string(4 << 20, 'x');  // 4 MiB
+  EXPECT_THAT(jobs.Submit(spec), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("env.BLOB: 4194304 bytes is too large")));
+  spec = NamedSpec("many");
+  for (int i = 0; i <= kMaxEnvVars; ++i) (*spec.mutable_env())[absl::StrCat("V", i)] = "1";
+  EXPECT_THAT(jobs.Submit(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("env: 1025 variables")));
+  spec = NamedSpec("args");
+  for (int i = 0; i < 40; ++i) spec.mutable_command()->add_argv(std::string(30 << 10, 'a'));
+  EXPECT_THAT(jobs.Submit(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("spec: ")));
+  EXPECT_TRUE(jobs.List({}, 0).empty());
+}
+
+TEST(JobManagerLimitsTest, OverlongLogLinesAreCut) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(":memory:");
+  ASSERT_OK(store);
+  FakeClock clock;
+  JobManager jobs(store->get(), &clock);
+  ASSERT_OK(jobs.Load());
+  absl::StatusOr<baton::v1::Job> job = jobs.Submit(NamedSpec("a"));
+  ASSERT_OK(job);
+  baton::v1::LogLine line;
+  line.set_text(std::string(kMaxLogLineBytes + 1000, 'y'));
+  ASSERT_OK(jobs.AddLogs(job->id(), {line}));
+  absl::StatusOr<std::vector<baton::v1::LogLine>> stored = (*store)->ReadLogs(job->id(), -1, 0, 0);
+  ASSERT_OK(stored);
+  ASSERT_EQ(stored->size(), 1u);
+  EXPECT_EQ((*stored)[0].text().size(), kMaxLogLineBytes + std::string(" [line truncated]").size());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/message_limits.h"
 #include "common/status_macros.h"
 
 namespace baton::coordinator {
@@ -59,6 +60,10 @@ absl::Status CoordinatorServer::Start() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  // Above every message the coordinator sends or accepts (common/message_limits.h): a spec
+  // too large is an INVALID_ARGUMENT at submit, never a broken worker stream later.
+  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   builder.RegisterService(job_service_.get());
   builder.RegisterService(cluster_service_.get());
   builder.RegisterService(worker_service_.get());

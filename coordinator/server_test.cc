@@ -131,6 +131,17 @@ TEST_F(ServerTest, JobServiceErrorsAreRealGrpcStatuses) {
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A spec over the limits reaches the coordinator (gRPC's message limit is set above them)
+// and is rejected there, naming the field, rather than cut off by gRPC.
+TEST_F(ServerTest, AFourMebibyteEnvValueIsInvalidArgument) {
+  baton::v1::JobSpec spec = Spec(1);
+  (*spec.mutable_env())["BLOB"] = std::string(4 << 20, 'x');
+  baton::v1::Job job;
+  grpc::Status s = Submit(spec, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("env.BLOB"));
+}
+
 TEST_F(ServerTest, HealthServiceReportsServing) {
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/message_limits.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/proto_time.h"
@@ -25,6 +26,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   // Our own backoff paces attempts; keep gRPC's reconnect backoff from adding more.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.backoff.initial)));

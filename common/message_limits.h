@@ -1,0 +1,38 @@
+#pragma once
+
+// Size limits of what crosses the wire, in one place: the coordinator checks a spec against
+// them at submit (so nothing it accepts can break a worker's stream later), and both ends
+// set gRPC's message size limit from them.
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton {
+
+// A serialized JobSpec.
+inline constexpr int64_t kMaxJobSpecBytes = 1 << 20;
+// JobSpec.env: entries, and bytes of one name or value.
+inline constexpr int kMaxEnvVars = 1024;
+inline constexpr int64_t kMaxEnvNameBytes = 256;
+inline constexpr int64_t kMaxEnvValueBytes = 32 << 10;
+// CommandSpec.argv: entries, and bytes of one.
+inline constexpr int kMaxArgs = 4096;
+inline constexpr int64_t kMaxArgBytes = 32 << 10;
+// One LogLine.text; the worker cuts longer lines ("[line truncated]") and the coordinator
+// cuts anything longer it is sent.
+inline constexpr int64_t kMaxLogLineBytes = 64 << 10;
+// gRPC's limit on one message, both directions, on every channel and server. Larger than
+// anything Baton sends: a StartAssignment carries one spec (<= kMaxJobSpecBytes) and a
+// bounded peer list; Job replies carry a bounded event history.
+inline constexpr int kMaxGrpcMessageBytes = 16 << 20;
+
+static_assert(kMaxGrpcMessageBytes >= 4 * kMaxJobSpecBytes,
+              "a StartAssignment (one spec, peers, ranks) must fit in a message with room");
+
+// INVALID_ARGUMENT naming the field and the limit if `spec` exceeds one of the limits
+// above; OK otherwise.
+absl::Status CheckMessageLimits(const baton::v1::JobSpec& spec);
+
+}  // namespace baton
