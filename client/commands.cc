@@ -223,11 +223,20 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
 
 int ListJobs(const CommandContext& ctx) {
   baton::v1::ListJobsRequest request;
-  baton::v1::ListJobsResponse response;
-  grpc::ClientContext call;
-  SetDeadline(&call, ctx.rpc_timeout);
-  grpc::Status status = ctx.jobs->ListJobs(&call, request, &response);
-  if (!status.ok()) return ReportError(ctx, status, {"cannot list jobs", "", ""});
+  baton::v1::ListJobsResponse response;  // every page's jobs
+  do {
+    baton::v1::ListJobsResponse page;
+    grpc::ClientContext call;
+    SetDeadline(&call, ctx.rpc_timeout);
+    grpc::Status status = ctx.jobs->ListJobs(&call, request, &page);
+    if (!status.ok()) return ReportError(ctx, status, {"cannot list jobs", "", ""});
+    if (!page.next_page_token().empty() && page.next_page_token() == request.page_token()) {
+      *ctx.err << "baton: cannot list jobs: the coordinator returned the same page twice\n";
+      return kExitFailure;
+    }
+    for (Job& job : *page.mutable_jobs()) *response.add_jobs() = std::move(job);
+    request.set_page_token(page.next_page_token());
+  } while (!request.page_token().empty());
   if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, response);
   *ctx.out << RenderJobsTable(response, ctx.clock->Now());
   return kExitOk;

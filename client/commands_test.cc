@@ -78,11 +78,23 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     return grpc::Status::OK;
   }
 
-  grpc::Status ListJobs(grpc::ServerContext*, const baton::v1::ListJobsRequest*,
+  // One job per page; the token is the index of the next one.
+  grpc::Status ListJobs(grpc::ServerContext*, const baton::v1::ListJobsRequest* request,
                         baton::v1::ListJobsResponse* response) override {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, job] : jobs_) *response->add_jobs() = job;
+    ++list_calls_;
+    size_t index = 0;
+    if (!request->page_token().empty()) index = std::stoul(request->page_token());
+    auto it = jobs_.begin();
+    std::advance(it, std::min(index, jobs_.size()));
+    if (it == jobs_.end()) return grpc::Status::OK;
+    *response->add_jobs() = it->second;
+    if (index + 1 < jobs_.size()) response->set_next_page_token(std::to_string(index + 1));
     return grpc::Status::OK;
+  }
+  int list_calls() {
+    absl::MutexLock lock(&mu_);
+    return list_calls_;
   }
 
   grpc::Status CancelJob(grpc::ServerContext*, const baton::v1::CancelJobRequest* request,
@@ -192,6 +204,7 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
   grpc::Status submit_error_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
   std::deque<grpc::Status> submit_failures_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
+  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);
   int logs_breaks_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<baton::v1::GetLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);
@@ -434,6 +447,20 @@ TEST_F(CommandsTest, DescribeAndJobsAsJson) {
   EXPECT_EQ(ListJobs(ctx_), kExitOk);
   EXPECT_THAT(out_.str(), StartsWith("{\n \"jobs\": [\n"));
   EXPECT_THAT(out_.str(), HasSubstr("\"id\": \"j-000001\""));
+}
+
+TEST_F(CommandsTest, JobsFollowsEveryPage) {
+  for (const std::string id : {"j-000001", "j-000002", "j-000003"}) {
+    Job job = FinalJob(baton::v1::JOB_STATE_SUCCEEDED, "");
+    job.set_id(id);
+    fake_.AddJob(job);
+  }
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(ListJobs(ctx_), kExitOk);
+  EXPECT_EQ(fake_.list_calls(), 3);
+  for (const std::string id : {"j-000001", "j-000002", "j-000003"}) {
+    EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("\"id\": \"", id, "\"")));
+  }
 }
 
 TEST_F(CommandsTest, CancelAndWorkers) {

@@ -112,9 +112,11 @@ absl::StatusOr<baton::v1::Job> JobManager::Get(const std::string& job_id) const 
 }
 
 std::vector<baton::v1::Job> JobManager::List(const std::vector<baton::v1::JobState>& states,
-                                             int limit) const {
+                                             int limit, const std::string& before_id) const {
   std::vector<baton::v1::Job> out;
-  for (auto it = jobs_.rbegin(); it != jobs_.rend(); ++it) {
+  auto start = before_id.empty() ? jobs_.rbegin()
+                                 : std::make_reverse_iterator(jobs_.lower_bound(before_id));
+  for (auto it = start; it != jobs_.rend(); ++it) {
     if (limit > 0 && static_cast<int>(out.size()) >= limit) break;
     if (!states.empty() &&
         std::find(states.begin(), states.end(), it->second.job.state()) == states.end()) {

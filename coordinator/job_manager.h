@@ -67,9 +67,11 @@ class JobManager {
 
   // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
   absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;
-  // Jobs, newest first, without events; only `states` if non-empty; at most `limit` (0: all).
-  std::vector<baton::v1::Job> List(const std::vector<baton::v1::JobState>& states,
-                                   int limit) const;
+  // Jobs, newest first, without events; only `states` if non-empty; at most `limit` (0: all);
+  // only jobs older than `before_id` if it is non-empty (the last id of a previous page: the
+  // listing continues there even if that job is gone).
+  std::vector<baton::v1::Job> List(const std::vector<baton::v1::JobState>& states, int limit,
+                                   const std::string& before_id = "") const;
 
   // Current state. NOT_FOUND for unknown ids.
   absl::StatusOr<JobState> State(const std::string& job_id) const;

@@ -142,6 +142,51 @@ TEST_F(ServerTest, AFourMebibyteEnvValueIsInvalidArgument) {
   EXPECT_THAT(s.error_message(), HasSubstr("env.BLOB"));
 }
 
+TEST_F(ServerTest, ListJobsPages) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    baton::v1::Job job;
+    ASSERT_TRUE(Submit(Spec(3), &job).ok());
+    ids.insert(ids.begin(), job.id());  // newest first
+  }
+  auto list = [&](int page_size, int limit, const std::string& token,
+                  baton::v1::ListJobsResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    baton::v1::ListJobsRequest req;
+    req.set_page_size(page_size);
+    req.set_limit(limit);
+    req.set_page_token(token);
+    return jobs_->ListJobs(&ctx, req, resp);
+  };
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    baton::v1::ListJobsResponse resp;
+    ASSERT_TRUE(list(2, 0, token, &resp).ok());
+    for (const auto& job : resp.jobs()) seen.push_back(job.id());
+    token = resp.next_page_token();
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(seen, ids);
+  EXPECT_EQ(pages, 3);
+
+  // A limit spans pages: 3 jobs in pages of 2.
+  baton::v1::ListJobsResponse first, second;
+  ASSERT_TRUE(list(2, 3, "", &first).ok());
+  ASSERT_EQ(first.jobs_size(), 2);
+  ASSERT_TRUE(list(2, 0, first.next_page_token(), &second).ok());
+  ASSERT_EQ(second.jobs_size(), 1);
+  EXPECT_EQ(second.jobs(0).id(), ids[2]);
+  EXPECT_TRUE(second.next_page_token().empty());
+
+  baton::v1::ListJobsResponse bad;
+  grpc::Status s = list(2, 0, "garbage", &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("page_token"));
+}
+
 TEST_F(ServerTest, HealthServiceReportsServing) {
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
 }

@@ -1,17 +1,62 @@
 #include "coordinator/services.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
+#include "common/status_macros.h"
 #include "coordinator/write_queue.h"
 
 namespace baton::coordinator {
 namespace {
+
+constexpr int kDefaultPageSize = 500;
+constexpr int kMaxPageSize = 1000;
+constexpr char kPageTokenPrefix[] = "p1.";
+
+// One ListJobs page: its size, where it starts, and how many of `limit` are left after the
+// previous pages (0: no limit).
+struct ListPage {
+  int size = kDefaultPageSize;
+  std::string before_id;
+  int left = 0;
+};
+
+std::string MakeListPageToken(const std::string& last_id, int left) {
+  return absl::StrCat(kPageTokenPrefix, absl::WebSafeBase64Escape(absl::StrCat(last_id, "\n", left)));
+}
+
+absl::StatusOr<ListPage> ParseListPage(const baton::v1::ListJobsRequest& req) {
+  if (req.limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
+  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must be >= 0");
+  ListPage page;
+  page.left = req.limit();
+  if (!req.page_token().empty()) {
+    std::string decoded;
+    std::vector<std::string> parts;
+    if (absl::StartsWith(req.page_token(), kPageTokenPrefix) &&
+        absl::WebSafeBase64Unescape(req.page_token().substr(3), &decoded)) {
+      parts = absl::StrSplit(decoded, '\n');
+    }
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &page.left) ||
+        page.left < 0) {
+      return absl::InvalidArgumentError(
+          "page_token: not a token from ListJobs; pass next_page_token unchanged");
+    }
+    page.before_id = parts[0];
+  }
+  if (req.page_size() > 0) page.size = std::min(req.page_size(), kMaxPageSize);
+  if (page.left > 0) page.size = std::min(page.size, page.left);
+  return page;
+}
 
 // Runs `fn` (returning absl::Status) on the loop and finishes the unary call with it.
 template <typename Fn>
@@ -186,11 +231,18 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
                                                    const baton::v1::ListJobsRequest* req,
                                                    baton::v1::ListJobsResponse* resp) {
   return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
-    if (req->limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
+    ASSIGN_OR_RETURN(ListPage page, ParseListPage(*req));
     std::vector<baton::v1::JobState> states;
     for (int s : req->states()) states.push_back(static_cast<baton::v1::JobState>(s));
-    for (baton::v1::Job& job : jobs_->List(states, req->limit())) {
-      *resp->add_jobs() = std::move(job);
+    // One more than the page, to know whether another follows.
+    std::vector<baton::v1::Job> jobs = jobs_->List(states, page.size + 1, page.before_id);
+    const bool more = static_cast<int>(jobs.size()) > page.size &&
+                      (page.left == 0 || page.left > page.size);
+    if (static_cast<int>(jobs.size()) > page.size) jobs.resize(page.size);
+    for (baton::v1::Job& job : jobs) *resp->add_jobs() = std::move(job);
+    if (more) {
+      resp->set_next_page_token(MakeListPageToken(resp->jobs(page.size - 1).id(),
+                                                  page.left == 0 ? 0 : page.left - page.size));
     }
     return absl::OkStatus();
   });
