@@ -187,7 +187,8 @@ void Coordinator::ReattachAssignments(const std::string& worker_id,
     const bool all_back = rt.awaiting_workers.count(worker_id) > 0 &&
                           rt.awaiting_workers.size() == 1;
     if (all_back) {
-      events.push_back(Event("Reattached", "every worker reported its processes after the restart"));
+      events.push_back(
+          Event("Reattached", "every worker reported its processes after the restart"));
     }
     if (!Ok(jobs_->Update(job, std::move(events)), "reattach")) return;
     rt.started_workers.insert(worker_id);

@@ -38,8 +38,8 @@ class Harness {
     jobs_ = std::make_unique<JobManager>(store_.get(), &clock_);
     EXPECT_OK(jobs_->Load());
     workers_ = std::make_unique<WorkerRegistry>(&clock_);
-    coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), &clock_,
-                                                 CoordinatorOptions());
+    coordinator_ =
+        std::make_unique<Coordinator>(jobs_.get(), workers_.get(), &clock_, CoordinatorOptions());
     coordinator_->SetHaltHandler([this](const absl::Status&) { ++halts_; });
   }
 
@@ -173,8 +173,8 @@ class Harness {
       }
     });
   }
-  void Exited(const std::string& worker, const std::string& job_id, int64_t generation,
-              int rank, int code, int signal = 0) {
+  void Exited(const std::string& worker, const std::string& job_id, int64_t generation, int rank,
+              int code, int signal = 0) {
     Message(worker, [&](auto& m) {
       auto* e = m.mutable_process_exited();
       e->set_job_id(job_id);

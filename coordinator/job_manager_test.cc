@@ -207,7 +207,8 @@ TEST_F(JobManagerDurabilityTest, ASubmitWhoseCommitFailsCreatesNothing) {
   EXPECT_THAT(jobs_->Submit(NamedSpec("a"), "req-1"),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
   EXPECT_TRUE(jobs_->List({}, 0).empty());
-  EXPECT_THAT(jobs_->store_error(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
+  EXPECT_THAT(jobs_->store_error(),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
   // Latched: the store works again, but nothing more is written by this manager.
   EXPECT_THAT(jobs_->Submit(NamedSpec("b")),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("failed earlier")));

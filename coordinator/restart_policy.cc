@@ -60,8 +60,8 @@ RestartDecision DecideRestart(baton::v1::Job* job, baton::v1::Failure failure) {
     d.kind = RestartDecision::Kind::kBudgetExhausted;
     d.reason = "RestartBudgetExhausted";
     d.message = absl::StrCat(name, " failure in generation ", failure.generation(),
-                             " with the restart budget spent (", used, " of ", budget, " ",
-                             name, " restarts used): ", cause);
+                             " with the restart budget spent (", used, " of ", budget, " ", name,
+                             " restarts used): ", cause);
     *stats->add_failures() = std::move(failure);
     return d;
   }
@@ -70,8 +70,8 @@ RestartDecision DecideRestart(baton::v1::Job* job, baton::v1::Failure failure) {
   d.reason = failure.reason();
   d.backoff = Backoff(policy, TotalRestarts(*stats));
   d.message = absl::StrCat("generation ", failure.generation(), " failed (", name, "): ", cause,
-                           "; restart ", used + 1, " of ", budget, " ", name,
-                           " restarts after ", absl::FormatDuration(d.backoff));
+                           "; restart ", used + 1, " of ", budget, " ", name, " restarts after ",
+                           absl::FormatDuration(d.backoff));
   *failure.mutable_backoff() = ToProto(d.backoff);
   failure.set_next_generation(failure.generation() + 1);
   *stats->add_failures() = std::move(failure);

@@ -48,25 +48,97 @@ TEST(RestartPolicyTest, Table) {
   constexpr auto kUser = baton::v1::FAILURE_CLASS_USER;
   constexpr auto kInfra = baton::v1::FAILURE_CLASS_INFRA;
   const std::vector<Case> cases = {
-      {"first failure restarts after the initial backoff", 3, 3, {}, kUser, 1, 5, Kind::kRestart,
-       absl::Milliseconds(500), "restart 1 of 3 user-code restarts after 500ms"},
-      {"backoff doubles across classes", 3, 3, {{kInfra, 1, 5}, {kInfra, 2, 9}}, kUser, 3, 12,
-       Kind::kRestart, absl::Seconds(2), "restart 1 of 3 user-code"},
-      {"same user step twice is a crash loop", 3, 3, {{kUser, 1, 5}}, kUser, 2, 5,
-       Kind::kCrashLoop, absl::ZeroDuration(), "generations 1 and 2 both failed at step 5"},
-      {"no step twice is a crash loop", 3, 3, {{kUser, 1, std::nullopt}}, kUser, 2,
-       std::nullopt, Kind::kCrashLoop, absl::ZeroDuration(), "no step reported"},
-      {"an infra failure between breaks the loop", 3, 3, {{kUser, 1, 5}, {kInfra, 2, 5}}, kUser,
-       3, 5, Kind::kRestart, absl::Seconds(2), "restart 2 of 3"},
-      {"progress breaks the loop", 3, 3, {{kUser, 1, 5}}, kUser, 2, 6, Kind::kRestart,
-       absl::Seconds(1), "restart 2 of 3"},
-      {"budget spent", 1, 3, {{kUser, 1, 5}}, kUser, 2, 9, Kind::kBudgetExhausted,
-       absl::ZeroDuration(), "user-code failure in generation 2 with the restart budget spent "
-                             "(1 of 1 user-code restarts used)"},
-      {"zero budget fails the first failure", 0, 3, {}, kUser, 1, 5, Kind::kBudgetExhausted,
-       absl::ZeroDuration(), "(0 of 0 user-code restarts used)"},
-      {"budgets are per class", 1, 3, {{kUser, 1, 5}}, kInfra, 2, 9, Kind::kRestart,
-       absl::Seconds(1), "restart 1 of 3 infrastructure restarts"},
+      {"first failure restarts after the initial backoff",
+       3,
+       3,
+       {},
+       kUser,
+       1,
+       5,
+       Kind::kRestart,
+       absl::Milliseconds(500),
+       "restart 1 of 3 user-code restarts after 500ms"},
+      {"backoff doubles across classes",
+       3,
+       3,
+       {{kInfra, 1, 5}, {kInfra, 2, 9}},
+       kUser,
+       3,
+       12,
+       Kind::kRestart,
+       absl::Seconds(2),
+       "restart 1 of 3 user-code"},
+      {"same user step twice is a crash loop",
+       3,
+       3,
+       {{kUser, 1, 5}},
+       kUser,
+       2,
+       5,
+       Kind::kCrashLoop,
+       absl::ZeroDuration(),
+       "generations 1 and 2 both failed at step 5"},
+      {"no step twice is a crash loop",
+       3,
+       3,
+       {{kUser, 1, std::nullopt}},
+       kUser,
+       2,
+       std::nullopt,
+       Kind::kCrashLoop,
+       absl::ZeroDuration(),
+       "no step reported"},
+      {"an infra failure between breaks the loop",
+       3,
+       3,
+       {{kUser, 1, 5}, {kInfra, 2, 5}},
+       kUser,
+       3,
+       5,
+       Kind::kRestart,
+       absl::Seconds(2),
+       "restart 2 of 3"},
+      {"progress breaks the loop",
+       3,
+       3,
+       {{kUser, 1, 5}},
+       kUser,
+       2,
+       6,
+       Kind::kRestart,
+       absl::Seconds(1),
+       "restart 2 of 3"},
+      {"budget spent",
+       1,
+       3,
+       {{kUser, 1, 5}},
+       kUser,
+       2,
+       9,
+       Kind::kBudgetExhausted,
+       absl::ZeroDuration(),
+       "user-code failure in generation 2 with the restart budget spent "
+       "(1 of 1 user-code restarts used)"},
+      {"zero budget fails the first failure",
+       0,
+       3,
+       {},
+       kUser,
+       1,
+       5,
+       Kind::kBudgetExhausted,
+       absl::ZeroDuration(),
+       "(0 of 0 user-code restarts used)"},
+      {"budgets are per class",
+       1,
+       3,
+       {{kUser, 1, 5}},
+       kInfra,
+       2,
+       9,
+       Kind::kRestart,
+       absl::Seconds(1),
+       "restart 1 of 3 infrastructure restarts"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -78,7 +150,8 @@ TEST(RestartPolicyTest, Table) {
                 Kind::kRestart);
     }
     const int before = job.restarts().failures_size();
-    const RestartDecision d = DecideRestart(&job, MakeFailure(c.failure_class, c.generation, c.step));
+    const RestartDecision d =
+        DecideRestart(&job, MakeFailure(c.failure_class, c.generation, c.step));
     EXPECT_EQ(d.kind, c.want);
     EXPECT_THAT(d.message, HasSubstr(c.want_message));
     EXPECT_THAT(d.message, HasSubstr("the cause"));
@@ -104,8 +177,7 @@ TEST(RestartPolicyTest, PlannedRestartsUseNoBudgetAndNoBackoff) {
   EXPECT_EQ(LastFailure(&job)->next_generation(), 5);
   EXPECT_EQ(FromProto(LastFailure(&job)->backoff()), absl::ZeroDuration());
   // Planned resizes count in no budget and make no backoff grow.
-  const RestartDecision d =
-      DecideRestart(&job, MakeFailure(baton::v1::FAILURE_CLASS_INFRA, 5, 9));
+  const RestartDecision d = DecideRestart(&job, MakeFailure(baton::v1::FAILURE_CLASS_INFRA, 5, 9));
   EXPECT_EQ(d.kind, Kind::kRestart);
   EXPECT_EQ(d.backoff, absl::Milliseconds(500));
 }

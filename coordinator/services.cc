@@ -31,7 +31,8 @@ struct ListPage {
 };
 
 std::string MakeListPageToken(const std::string& last_id, int left) {
-  return absl::StrCat(kPageTokenPrefix, absl::WebSafeBase64Escape(absl::StrCat(last_id, "\n", left)));
+  return absl::StrCat(kPageTokenPrefix,
+                      absl::WebSafeBase64Escape(absl::StrCat(last_id, "\n", left)));
 }
 
 absl::StatusOr<ListPage> ParseListPage(const baton::v1::ListJobsRequest& req) {

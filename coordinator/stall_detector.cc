@@ -75,13 +75,13 @@ std::optional<StallDetector::Stall> StallDetector::Check(const baton::v1::Job& j
   stall.rank = suspect->rank();
   stall.worker_id = suspect->worker_id();
   stall.since = latest;
-  stall.cause = absl::StrCat(
-      "no rank made progress for ", Rounded(now - latest), " (stall timeout ", Rounded(timeout),
-      " = max(", policy.stall_factor(), " x median step time ", Rounded(median), ", ",
-      Rounded(FromProto(policy.stall_floor())), ")); rank ", suspect->rank(), " on worker ",
-      suspect->worker_id(), " stopped first",
-      suspect_progress.step >= 0 ? absl::StrCat(" at step ", suspect_progress.step)
-                                 : std::string(" before its first step"));
+  stall.cause =
+      absl::StrCat("no rank made progress for ", Rounded(now - latest), " (stall timeout ",
+                   Rounded(timeout), " = max(", policy.stall_factor(), " x median step time ",
+                   Rounded(median), ", ", Rounded(FromProto(policy.stall_floor())), ")); rank ",
+                   suspect->rank(), " on worker ", suspect->worker_id(), " stopped first",
+                   suspect_progress.step >= 0 ? absl::StrCat(" at step ", suspect_progress.step)
+                                              : std::string(" before its first step"));
   return stall;
 }
 

@@ -54,11 +54,20 @@ TEST(StallDetectorTest, Table) {
   // so the timeout is max(10 x 10 s, 30 s) = 100 s after the last progress (rank 0's).
   const std::vector<Case> cases = {
       {"within the timeout", {}, absl::Seconds(99), std::nullopt, ""},
-      {"past it: the rank that stopped first", {}, absl::Seconds(100), 1,
+      {"past it: the rank that stopped first",
+       {},
+       absl::Seconds(100),
+       1,
        "rank 1 on worker w1 stopped first at step 3"},
-      {"an exited rank is never the suspect", {1}, absl::Seconds(100), 0,
+      {"an exited rank is never the suspect",
+       {1},
+       absl::Seconds(100),
+       0,
        "rank 0 on worker w0 stopped first at step 5"},
-      {"a live rank without steps stopped before any", {}, absl::Seconds(100), 2,
+      {"a live rank without steps stopped before any",
+       {},
+       absl::Seconds(100),
+       2,
        "before its first step"},
   };
   for (const Case& c : cases) {
@@ -78,7 +87,8 @@ TEST(StallDetectorTest, Table) {
     EXPECT_EQ(stall->rank, *c.want_rank);
     EXPECT_EQ(stall->since, last);
     EXPECT_THAT(stall->cause, HasSubstr(c.want_cause));
-    EXPECT_THAT(stall->cause, HasSubstr("stall timeout 1m40s = max(10 x median step time 10s, 30s)"));
+    EXPECT_THAT(stall->cause,
+                HasSubstr("stall timeout 1m40s = max(10 x median step time 10s, 30s)"));
   }
 }
 

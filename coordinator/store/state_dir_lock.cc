@@ -39,12 +39,11 @@ absl::StatusOr<std::unique_ptr<StateDirLock>> StateDirLock::Acquire(const std::s
     const std::string holder = HolderPid(fd);
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "state directory ", dir, " is in use by another baton-coordinator (pid ", holder,
-          "); stop it first, or give this one its own --state_dir"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("state directory ", dir, " is in use by another baton-coordinator (pid ",
+                       holder, "); stop it first, or give this one its own --state_dir"));
     }
-    return absl::UnavailableError(
-        absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
+    return absl::UnavailableError(absl::StrCat("cannot lock ", path, ": ", std::strerror(err)));
   }
   const std::string pid = absl::StrCat(::getpid(), "\n");
   if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {

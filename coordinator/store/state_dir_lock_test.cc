@@ -36,10 +36,10 @@ TEST(StateDirLockTest, OneHolderAtATimeAndReleasedOnExit) {
   ASSERT_EQ(read(to_parent[0], &ok, 1), 1);
   ASSERT_EQ(ok, 'y');
 
-  EXPECT_THAT(StateDirLock::Acquire(dir),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr(absl::StrCat("in use by another baton-coordinator (pid ",
-                                              child, ")"))));
+  EXPECT_THAT(
+      StateDirLock::Acquire(dir),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr(absl::StrCat("in use by another baton-coordinator (pid ", child, ")"))));
   ASSERT_EQ(write(to_child[1], "x", 1), 1);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -244,10 +244,12 @@ TEST_F(StoreTest, BatchIsAllOrNothing) {
   bad.updates["j-1"] = {Event(1, "Submitted")};
   bad.logs["j-1"] = {Line(1, 0, "dup")};
   bad.meta["next_job_number"] = "2";
-  EXPECT_THAT(store_->Write(bad), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("seq 1")));
+  EXPECT_THAT(store_->Write(bad),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("seq 1")));
   EXPECT_THAT(store_->LoadJobs(), IsOkAndHolds(IsEmpty()));
   EXPECT_THAT(store_->LastUpdateSeq("j-1"), IsOkAndHolds(0));
-  EXPECT_THAT(store_->GetMeta("next_job_number"), StatusIs(absl::StatusCode::kNotFound, HasSubstr("next_job_number")));
+  EXPECT_THAT(store_->GetMeta("next_job_number"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("next_job_number")));
 
   WriteBatch good = bad;
   good.logs["j-1"] = {Line(2, 0, "new")};

@@ -48,16 +48,15 @@ class FaultyStore final : public Store {
   }
   absl::StatusOr<std::vector<baton::v1::Job>> LoadJobs() override { return base_->LoadJobs(); }
   absl::StatusOr<std::vector<baton::v1::JobUpdate>> ReadUpdates(const std::string& job_id,
-                                                                int64_t after_seq,
-                                                                int64_t limit,
+                                                                int64_t after_seq, int64_t limit,
                                                                 bool events_only) override {
     return base_->ReadUpdates(job_id, after_seq, limit, events_only);
   }
   absl::StatusOr<int64_t> LastUpdateSeq(const std::string& job_id) override {
     return base_->LastUpdateSeq(job_id);
   }
-  absl::StatusOr<std::vector<baton::v1::LogLine>> ReadLogs(const std::string& job_id,
-                                                           int32_t rank, int64_t after_seq,
+  absl::StatusOr<std::vector<baton::v1::LogLine>> ReadLogs(const std::string& job_id, int32_t rank,
+                                                           int64_t after_seq,
                                                            int64_t limit) override {
     return base_->ReadLogs(job_id, rank, after_seq, limit);
   }
