@@ -389,6 +389,8 @@ void Coordinator::ReconcileOnce() {
   // Restarts before scheduling: a restarting job keeps its claim on its workers.
   for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
   Schedule();
+  // A little retention work each pass keeps every pass short.
+  Ok(jobs_->Prune(/*max_jobs=*/2), "prune");
 }
 
 absl::Status Coordinator::CheckGeneration(const baton::v1::Job& job, int64_t generation) {

@@ -48,6 +48,15 @@ ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(60),
           "A job whose processes have not all started this long after scheduling fails.");
 ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
           "After a restart, how long running jobs wait for their workers to report back.");
+ABSL_FLAG(absl::Duration, history_retention, absl::Hours(24 * 7),
+          "Metric points and log lines older than this are deleted from the state.");
+ABSL_FLAG(int64_t, max_points_per_job, 100000,
+          "Newest metric points kept per job (0: no limit); older ones are deleted.");
+ABSL_FLAG(int64_t, max_log_bytes_per_job, int64_t{50} << 20,
+          "Newest log lines kept per job, up to this many bytes of text (0: no limit).");
+ABSL_FLAG(absl::Duration, job_retention, absl::Hours(24 * 30),
+          "A finished job (row, events, points, logs) is deleted this long after it ended "
+          "('inf': never).");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "Time between SIGTERM and SIGKILL when stopping a job's processes.");
 ABSL_FLAG(absl::Duration, checkpoint_timeout, absl::Seconds(60),
@@ -90,6 +99,18 @@ int main(int argc, char** argv) {
   options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.retention.history_max_age = absl::GetFlag(FLAGS_history_retention);
+  options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
+  options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);
+  options.retention.job_retention = absl::GetFlag(FLAGS_job_retention);
+  if (options.retention.history_max_age <= absl::ZeroDuration() ||
+      options.retention.job_retention <= absl::ZeroDuration() ||
+      options.retention.max_points_per_job < 0 || options.retention.max_log_bytes_per_job < 0) {
+    std::fprintf(stderr,
+                 "baton-coordinator: --history_retention and --job_retention must be > 0, "
+                 "--max_points_per_job and --max_log_bytes_per_job >= 0\n");
+    return 2;
+  }
   options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
 
   // A store that cannot commit stops the coordinator: memory must never run ahead of disk.

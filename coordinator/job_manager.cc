@@ -340,6 +340,45 @@ absl::StatusOr<const JobManager::Record*> JobManager::Find(const std::string& jo
   return &it->second;
 }
 
+absl::Status JobManager::Prune(int max_jobs) {
+  const RetentionOptions& opt = options_.retention;
+  const absl::Time now = clock_->Now();
+  RetentionLimits limits;
+  limits.min_time = now - opt.history_max_age;
+  limits.max_points = opt.max_points_per_job;
+  limits.max_log_bytes = opt.max_log_bytes_per_job;
+  // Round robin from the job after the cursor, wrapping once.
+  std::vector<std::string> due;
+  auto start = jobs_.upper_bound(prune_cursor_);
+  for (size_t i = 0; i < jobs_.size() && static_cast<int>(due.size()) < max_jobs; ++i) {
+    if (start == jobs_.end()) start = jobs_.begin();
+    if (now >= start->second.next_prune) due.push_back(start->first);
+    ++start;
+  }
+  for (const std::string& id : due) {
+    prune_cursor_ = id;
+    Record& r = jobs_.at(id);
+    r.next_prune = now + opt.prune_interval;
+    if (IsTerminal(r.state) && r.job.has_end_time() &&
+        now >= FromProto(r.job.end_time()) + opt.job_retention) {
+      WriteBatch batch;
+      batch.delete_jobs.push_back(id);
+      RETURN_IF_ERROR(Write(batch));
+      FinishStreams(r);
+      by_request_id_.erase(r.job.request_id());
+      jobs_.erase(id);
+      continue;
+    }
+    if (!store_error_.ok()) return store_error_;
+    absl::StatusOr<int64_t> pruned = store_->Prune(id, limits);
+    if (!pruned.ok()) {
+      store_error_ = pruned.status();
+      return store_error_;
+    }
+  }
+  return absl::OkStatus();
+}
+
 baton::v1::JobUpdate JobManager::EventUpdate(int64_t seq, baton::v1::JobEvent event,
                                              const baton::v1::Job& job) const {
   *event.mutable_time() = ToProto(clock_->Now());

@@ -22,11 +22,27 @@ namespace baton::coordinator {
 using UpdateSink = StreamSink<baton::v1::JobUpdate>;
 using LogSink = StreamSink<baton::v1::LogLine>;
 
+// How much history the coordinator keeps (see JobManager::Prune).
+struct RetentionOptions {
+  // Metric points and log lines older than this are deleted.
+  absl::Duration history_max_age = absl::Hours(24 * 7);
+  // Per job: the newest metric points kept, and the newest log lines kept up to this many
+  // bytes of text (0: no limit).
+  int64_t max_points_per_job = 100'000;
+  int64_t max_log_bytes_per_job = int64_t{50} << 20;
+  // A finished job (its row, events, points and logs) is deleted this long after it ended
+  // (InfiniteDuration: never).
+  absl::Duration job_retention = absl::Hours(24 * 30);
+  // Each job's history is pruned at most this often.
+  absl::Duration prune_interval = absl::Minutes(1);
+};
+
 struct JobManagerOptions {
   // Straggler events (coordinator/slowdown.h): a rank whose slowdown ratio stays above
   // `straggler_threshold` for `slowdown_window` consecutive metric points of its own.
   int slowdown_window = kDefaultSlowdownWindow;
   double straggler_threshold = kDefaultStragglerThreshold;
+  RetentionOptions retention;
 };
 
 // Orders job ids as numbers: "j-999999" < "j-1000000" (ids grow past six digits).
@@ -101,6 +117,17 @@ class JobManager {
   absl::Status RecordEvent(const std::string& job_id, const std::string& reason,
                            const std::string& message);
 
+  // Applies RetentionOptions to at most `max_jobs` jobs whose last prune is
+  // prune_interval old (round robin): deletes finished jobs past job_retention (they
+  // vanish from listings; their request ids are forgotten) and prunes the others' metric
+  // points and log lines (Store::Prune; events are kept). A job whose points were pruned
+  // keeps its result; after a coordinator restart its goodput and straggler state are
+  // rebuilt from the points kept. Each prune is its own transaction; a failure latches
+  // like any write.
+  absl::Status Prune(int max_jobs);
+  // Bytes the state occupies on disk (Store::DiskBytes).
+  absl::StatusOr<int64_t> StateBytes() const { return store_->DiskBytes(); }
+
   // OK until a store write failed; then that failure (the coordinator must stop).
   const absl::Status& store_error() const { return store_error_; }
 
@@ -141,6 +168,7 @@ class JobManager {
     StragglerDetector stragglers;
     std::vector<std::shared_ptr<UpdateSink>> watchers;
     std::vector<LogFollower> log_followers;
+    absl::Time next_prune = absl::InfinitePast();
   };
 
   absl::StatusOr<Record*> Find(const std::string& job_id);
@@ -176,6 +204,7 @@ class JobManager {
   std::map<std::string, std::string> by_request_id_;  // SubmitJob request_id -> job id
   int64_t next_job_number_ = 1;
   absl::Status store_error_;
+  std::string prune_cursor_;  // the last job Prune() visited
 };
 
 }  // namespace baton::coordinator

@@ -307,3 +307,41 @@ TEST(JobManagerLimitsTest, OverlongLogLinesAreCut) {
 
 }  // namespace
 }  // namespace baton::coordinator
+
+namespace baton::coordinator {
+namespace {
+
+TEST(JobManagerRetentionTest, FinishedJobsGoAfterJobRetention) {
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(":memory:");
+  ASSERT_OK(store);
+  FakeClock clock;
+  JobManagerOptions options;
+  options.retention.job_retention = absl::Hours(24);
+  options.retention.prune_interval = absl::Minutes(1);
+  JobManager jobs(store->get(), &clock, options);
+  ASSERT_OK(jobs.Load());
+  absl::StatusOr<baton::v1::Job> done = jobs.Submit(NamedSpec("done"), "req-done");
+  absl::StatusOr<baton::v1::Job> queued = jobs.Submit(NamedSpec("queued"));
+  ASSERT_OK(done);
+  ASSERT_OK(queued);
+  ASSERT_OK(jobs.Transition(done->id(), JobState::kCancelled, "Cancelled", "bye"));
+
+  clock.Advance(absl::Hours(23));
+  ASSERT_OK(jobs.Prune(10));
+  EXPECT_EQ(jobs.List({}, 0).size(), 2u);
+  clock.Advance(absl::Hours(1));
+  ASSERT_OK(jobs.Prune(10));
+  ASSERT_EQ(jobs.List({}, 0).size(), 1u);
+  EXPECT_EQ(jobs.List({}, 0)[0].id(), queued->id());  // never a job that is not finished
+  EXPECT_THAT(jobs.Get(done->id()), StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+  // Gone from disk too, and its request id is free again.
+  JobManager reloaded(store->get(), &clock, options);
+  ASSERT_OK(reloaded.Load());
+  EXPECT_EQ(reloaded.List({}, 0).size(), 1u);
+  absl::StatusOr<baton::v1::Job> again = jobs.Submit(NamedSpec("done"), "req-done");
+  ASSERT_OK(again);
+  EXPECT_NE(again->id(), done->id());
+}
+
+}  // namespace
+}  // namespace baton::coordinator

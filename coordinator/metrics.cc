@@ -299,6 +299,14 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   }
   out.push_back(std::move(jobs));
   out.push_back(std::move(queue));
+  if (absl::StatusOr<int64_t> bytes = jobs_->StateBytes(); bytes.ok()) {
+    prometheus::MetricFamily state = MakeFamily(
+        "baton_coordinator_state_bytes",
+        "Bytes the coordinator's state (SQLite database and write-ahead log) occupies on disk.",
+        MetricType::Gauge);
+    state.metric.push_back(MakeSample({}, static_cast<double>(*bytes), MetricType::Gauge));
+    out.push_back(std::move(state));
+  }
 
   prometheus::MetricFamily workers = MakeFamily(
       "baton_coordinator_workers",

@@ -93,6 +93,33 @@ class CoordinatorMetricsTest : public ::testing::Test {
   std::unique_ptr<CoordinatorMetrics> metrics_;
 };
 
+// The state directory's size on disk, for an alert before the disk fills.
+TEST(CoordinatorMetricsStateTest, ExportsTheStateSize) {
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/state.db";
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_OK(store);
+  FakeClock clock;
+  JobManager jobs(store->get(), &clock);
+  ASSERT_OK(jobs.Load());
+  WorkerRegistry workers(&clock);
+  Coordinator coordinator(&jobs, &workers, &clock, CoordinatorOptions());
+  EventLoop loop;
+  CoordinatorMetrics metrics(CoordinatorMetricsOptions(), &loop, &jobs, &coordinator, &clock);
+  const std::optional<double> before = Value(metrics.Collect(), "baton_coordinator_state_bytes", {});
+  ASSERT_TRUE(before.has_value());
+  EXPECT_GT(*before, 0);
+  baton::v1::JobSpec spec;
+  spec.set_name("big");
+  spec.mutable_command()->add_argv("/bin/true");
+  spec.mutable_workers()->set_min(1);
+  (*spec.mutable_env())["PAD"] = std::string(30000, 'p');
+  for (int i = 0; i < 20; ++i) ASSERT_OK(jobs.Submit(spec));
+  const std::optional<double> after = Value(metrics.Collect(), "baton_coordinator_state_bytes", {});
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GT(*after, *before + 20 * 30000);
+  loop.Stop();
+}
+
 TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   const std::string id = Submit();
   auto scrape = metrics_->Collect();

@@ -42,7 +42,9 @@ absl::Status CoordinatorServer::Start() {
   RETURN_IF_ERROR(MakeDirs(options_.state_dir));
   ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
   ASSIGN_OR_RETURN(store_, options_.open_store(options_.state_dir + "/coordinator.db"));
-  jobs_ = std::make_unique<JobManager>(store_.get(), clock_);
+  JobManagerOptions job_options;
+  job_options.retention = options_.retention;
+  jobs_ = std::make_unique<JobManager>(store_.get(), clock_, job_options);
   RETURN_IF_ERROR(jobs_->Load());
   workers_ = std::make_unique<WorkerRegistry>(clock_, options_.lease);
   coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), clock_,

@@ -35,6 +35,7 @@ struct ServerOptions {
   CoordinatorMetricsOptions metrics;
   CoordinatorOptions coordinator;
   LeaseOptions lease;
+  RetentionOptions retention;
   // Opens the state store at a path (default: Store::Open, SQLite).
   std::function<absl::StatusOr<std::unique_ptr<Store>>(const std::string& path)> open_store =
       &Store::Open;

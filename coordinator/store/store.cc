@@ -1,6 +1,7 @@
 #include "coordinator/store/store.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <memory>
@@ -30,7 +31,7 @@ using ::baton::v1::LogLine;
 
 // Version of the schema below. Bump it (and add a migration in MigrateSchema) whenever
 // a table changes. A binary refuses files written by a newer schema.
-constexpr int64_t kSchemaVersion = 1;
+constexpr int64_t kSchemaVersion = 2;
 constexpr char kSchemaVersionKey[] = "schema_version";
 
 // How long a statement waits for another connection's lock before failing with
@@ -47,22 +48,35 @@ constexpr char kCreateSchemaSql[] = R"sql(
     job BLOB NOT NULL
   );
   -- Per-job append-only stream. `body` is a serialised baton.v1.JobUpdate.
+  -- `time_us`: the point's or event's time (Unix microseconds; 0: unknown, never pruned
+  -- by age).
   CREATE TABLE updates (
     job_id    TEXT    NOT NULL,
     seq       INTEGER NOT NULL,
     is_metric INTEGER NOT NULL,
     body      BLOB    NOT NULL,
+    time_us   INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, seq)
   ) WITHOUT ROWID;
-  -- Per-job log lines. `body` is a serialised baton.v1.LogLine.
+  -- Per-job log lines. `body` is a serialised baton.v1.LogLine; `bytes` its text's size.
   CREATE TABLE logs (
-    job_id TEXT    NOT NULL,
-    seq    INTEGER NOT NULL,
-    rank   INTEGER NOT NULL,
-    body   BLOB    NOT NULL,
+    job_id  TEXT    NOT NULL,
+    seq     INTEGER NOT NULL,
+    rank    INTEGER NOT NULL,
+    body    BLOB    NOT NULL,
+    time_us INTEGER NOT NULL DEFAULT 0,
+    bytes   INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (job_id, seq)
   ) WITHOUT ROWID;
   CREATE INDEX logs_by_rank ON logs (job_id, rank, seq);
+)sql";
+
+// Schema 1 -> 2: times and sizes for retention (older rows: unknown, 0).
+constexpr char kMigrateTo2Sql[] = R"sql(
+  ALTER TABLE updates ADD COLUMN time_us INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE logs ADD COLUMN time_us INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE logs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+  UPDATE meta SET value = '2' WHERE key = 'schema_version';
 )sql";
 
 using sqlite::DbPtr;
@@ -75,6 +89,11 @@ using sqlite::Transaction;
 
 bool ParseProto(absl::string_view bytes, google::protobuf::MessageLite* message) {
   return message->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+}
+
+// Unix microseconds of a timestamp; 0 if unset.
+int64_t TimeMicros(const google::protobuf::Timestamp& t) {
+  return t.seconds() * 1'000'000 + t.nanos() / 1000;
 }
 
 // SQLite's LIMIT takes -1 for "no limit"; ours is 0.
@@ -99,6 +118,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<LogLine>> ReadLogs(const std::string& job_id, int32_t rank,
                                                 int64_t after_seq, int64_t limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override;
+  absl::StatusOr<int64_t> Prune(const std::string& job_id, const RetentionLimits& limits) override;
+  absl::StatusOr<int64_t> DiskBytes() override;
   absl::StatusOr<std::string> GetMeta(const std::string& key) override;
 
  private:
@@ -107,6 +128,7 @@ class SqliteStore final : public Store {
   absl::Status Configure(bool in_memory);
   absl::Status MigrateSchema();
   absl::Status PrepareStatements();
+  absl::Status PrepareRetention();
   // `SELECT COALESCE(MAX(seq), 0) ... WHERE job_id = ?1` through `stmt`.
   absl::StatusOr<int64_t> MaxSeq(sqlite3_stmt* stmt, const std::string& job_id,
                                  absl::string_view op);
@@ -130,6 +152,13 @@ class SqliteStore final : public Store {
   StatementPtr last_log_seq_;
   StatementPtr set_meta_;
   StatementPtr get_meta_;
+  // Retention (see Prune and WriteBatch::delete_jobs), each bound to ?1 = job id.
+  StatementPtr delete_job_[3];
+  StatementPtr prune_points_by_age_;
+  StatementPtr prune_points_by_count_;
+  StatementPtr prune_logs_by_age_;
+  StatementPtr prune_logs_by_bytes_;
+  std::string path_;  // empty for ":memory:"
 };
 
 absl::StatusOr<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path) {
@@ -151,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path
   sqlite3_extended_result_codes(db.get(), 1);
 
   auto store = absl::WrapUnique(new SqliteStore(std::move(db)));
+  if (path != ":memory:") store->path_ = path;
   const auto annotate = [&op](const absl::Status& s) {
     return absl::Status(s.code(), absl::StrCat(op, ": ", s.message()));
   };
@@ -222,7 +252,7 @@ absl::Status SqliteStore::MigrateSchema() {
         "database schema_version ", version, " is newer than this binary supports (",
         kSchemaVersion, "); run a newer coordinator"));
   }
-  // version == kSchemaVersion: nothing to migrate yet.
+  if (version == 1) RETURN_IF_ERROR(Exec(db, kMigrateTo2Sql, "migrating schema 1 to 2"));
   return txn.Commit("schema");
 }
 
@@ -234,8 +264,8 @@ absl::Status SqliteStore::PrepareStatements() {
                           &put_job_));
   RETURN_IF_ERROR(Prepare(db, "SELECT id, job FROM jobs ORDER BY ord", &load_jobs_));
   RETURN_IF_ERROR(Prepare(db,
-                          "INSERT INTO updates (job_id, seq, is_metric, body) "
-                          "VALUES (?1, ?2, ?3, ?4)",
+                          "INSERT INTO updates (job_id, seq, is_metric, body, time_us) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5)",
                           &insert_update_));
   RETURN_IF_ERROR(Prepare(db,
                           "SELECT seq, body FROM updates "
@@ -245,7 +275,8 @@ absl::Status SqliteStore::PrepareStatements() {
   RETURN_IF_ERROR(Prepare(db, "SELECT COALESCE(MAX(seq), 0) FROM updates WHERE job_id = ?1",
                           &last_update_seq_));
   RETURN_IF_ERROR(Prepare(db,
-                          "INSERT INTO logs (job_id, seq, rank, body) VALUES (?1, ?2, ?3, ?4)",
+                          "INSERT INTO logs (job_id, seq, rank, body, time_us, bytes) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                           &insert_log_));
   RETURN_IF_ERROR(Prepare(db,
                           "SELECT seq, body FROM logs WHERE job_id = ?1 AND seq > ?2 "
@@ -262,7 +293,70 @@ absl::Status SqliteStore::PrepareStatements() {
                           "INSERT INTO meta (key, value) VALUES (?1, ?2) "
                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                           &set_meta_));
-  return Prepare(db, "SELECT value FROM meta WHERE key = ?1", &get_meta_);
+  RETURN_IF_ERROR(Prepare(db, "SELECT value FROM meta WHERE key = ?1", &get_meta_));
+  return PrepareRetention();
+}
+
+absl::Status SqliteStore::PrepareRetention() {
+  sqlite3* db = db_.get();
+  RETURN_IF_ERROR(Prepare(db, "DELETE FROM jobs WHERE id = ?1", &delete_job_[0]));
+  RETURN_IF_ERROR(Prepare(db, "DELETE FROM updates WHERE job_id = ?1", &delete_job_[1]));
+  RETURN_IF_ERROR(Prepare(db, "DELETE FROM logs WHERE job_id = ?1", &delete_job_[2]));
+  RETURN_IF_ERROR(Prepare(db,
+                          "DELETE FROM updates WHERE job_id = ?1 AND is_metric = 1 "
+                          "AND time_us > 0 AND time_us < ?2",
+                          &prune_points_by_age_));
+  // The newest ?2 points stay: delete those older than the ?2-th newest.
+  RETURN_IF_ERROR(Prepare(db,
+                          "DELETE FROM updates WHERE job_id = ?1 AND is_metric = 1 AND seq < "
+                          "(SELECT seq FROM updates WHERE job_id = ?1 AND is_metric = 1 "
+                          "ORDER BY seq DESC LIMIT 1 OFFSET ?2 - 1)",
+                          &prune_points_by_count_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "DELETE FROM logs WHERE job_id = ?1 AND time_us > 0 AND time_us < ?2",
+                          &prune_logs_by_age_));
+  // The newest lines whose text adds up to at most ?2 bytes stay.
+  return Prepare(db,
+                 "DELETE FROM logs WHERE job_id = ?1 AND seq <= "
+                 "(SELECT seq FROM (SELECT seq, SUM(bytes) OVER (ORDER BY seq DESC) AS total "
+                 "FROM logs WHERE job_id = ?1) WHERE total > ?2 ORDER BY seq DESC LIMIT 1)",
+                 &prune_logs_by_bytes_);
+}
+
+absl::StatusOr<int64_t> SqliteStore::Prune(const std::string& job_id,
+                                           const RetentionLimits& limits) {
+  Transaction txn(db_.get());
+  RETURN_IF_ERROR(txn.Begin("Prune"));
+  int64_t deleted = 0;
+  auto run = [&](sqlite3_stmt* stmt, std::optional<int64_t> arg) -> absl::Status {
+    Query query(stmt, "Prune");
+    query.BindText(1, job_id);
+    if (arg.has_value()) query.BindInt(2, *arg);
+    RETURN_IF_ERROR(query.Run());
+    deleted += sqlite3_changes(db_.get());
+    return absl::OkStatus();
+  };
+  if (limits.min_time != absl::InfinitePast()) {
+    const int64_t cutoff = absl::ToUnixMicros(limits.min_time);
+    RETURN_IF_ERROR(run(prune_points_by_age_.get(), cutoff));
+    RETURN_IF_ERROR(run(prune_logs_by_age_.get(), cutoff));
+  }
+  if (limits.max_points > 0) RETURN_IF_ERROR(run(prune_points_by_count_.get(), limits.max_points));
+  if (limits.max_log_bytes > 0) {
+    RETURN_IF_ERROR(run(prune_logs_by_bytes_.get(), limits.max_log_bytes));
+  }
+  RETURN_IF_ERROR(txn.Commit("Prune"));
+  return deleted;
+}
+
+absl::StatusOr<int64_t> SqliteStore::DiskBytes() {
+  if (path_.empty()) return 0;
+  int64_t total = 0;
+  for (const std::string& file : {path_, path_ + "-wal"}) {
+    struct stat st;
+    if (::stat(file.c_str(), &st) == 0) total += st.st_size;
+  }
+  return total;
 }
 
 absl::StatusOr<int64_t> SqliteStore::MaxSeq(sqlite3_stmt* stmt, const std::string& job_id,
@@ -278,6 +372,13 @@ absl::Status SqliteStore::Write(const WriteBatch& batch) {
   if (batch.empty()) return absl::OkStatus();
   Transaction txn(db_.get());
   RETURN_IF_ERROR(txn.Begin("Write"));
+  for (const std::string& id : batch.delete_jobs) {
+    for (StatementPtr& stmt : delete_job_) {
+      Query query(stmt.get(), "Write (delete job)");
+      query.BindText(1, id);
+      RETURN_IF_ERROR(query.Run());
+    }
+  }
   for (const Job& job : batch.jobs) RETURN_IF_ERROR(PutJob(job));
   for (const auto& [job_id, updates] : batch.updates) {
     RETURN_IF_ERROR(AppendUpdates(job_id, updates));
@@ -326,6 +427,9 @@ absl::Status SqliteStore::AppendUpdates(const std::string& job_id,
     insert.BindInt(2, update.seq());
     insert.BindInt(3, update.has_metric() ? 1 : 0);
     insert.BindBlob(4, update.SerializeAsString());
+    const google::protobuf::Timestamp& t =
+        update.has_metric() ? update.metric().time() : update.event().time();
+    insert.BindInt(5, TimeMicros(t));
     RETURN_IF_ERROR(insert.Run());
   }
   return absl::OkStatus();
@@ -374,6 +478,8 @@ absl::Status SqliteStore::AppendLogs(const std::string& job_id,
     insert.BindInt(2, line.seq());
     insert.BindInt(3, line.rank());
     insert.BindBlob(4, line.SerializeAsString());
+    insert.BindInt(5, TimeMicros(line.time()));
+    insert.BindInt(6, static_cast<int64_t>(line.text().size()));
     RETURN_IF_ERROR(insert.Run());
   }
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/job_service.pb.h"
 
@@ -47,8 +48,25 @@ struct WriteBatch {
   // Set (inserted or replaced). The key "schema_version" belongs to the store:
   // INVALID_ARGUMENT.
   std::map<std::string, std::string> meta;
+  // Jobs deleted with everything they own (row, updates, logs), before the writes above.
+  std::vector<std::string> delete_jobs;
 
-  bool empty() const { return jobs.empty() && updates.empty() && logs.empty() && meta.empty(); }
+  bool empty() const {
+    return jobs.empty() && updates.empty() && logs.empty() && meta.empty() &&
+           delete_jobs.empty();
+  }
+};
+
+// How much of a job's history Store::Prune keeps. Events and the job's row are never
+// pruned (they are small and `baton describe` shows them).
+struct RetentionLimits {
+  // Metric points and log lines with a time before this are deleted (rows of unknown
+  // time, written before schema 2, are not).
+  absl::Time min_time = absl::InfinitePast();
+  // Newest metric points kept (0: no limit).
+  int64_t max_points = 0;
+  // Newest log lines kept, up to this many bytes of text in all (0: no limit).
+  int64_t max_log_bytes = 0;
 };
 
 class Store {
@@ -96,6 +114,14 @@ class Store {
                                                                    int64_t limit) = 0;
   // Largest stored log seq of the job, 0 if none.
   virtual absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) = 0;
+
+  // Deletes the job's metric points and log lines beyond `limits`, in one transaction.
+  // Returns how many rows were deleted.
+  virtual absl::StatusOr<int64_t> Prune(const std::string& job_id,
+                                        const RetentionLimits& limits) = 0;
+  // Bytes the store occupies on disk (the database file and its write-ahead log); 0 for
+  // an in-memory store.
+  virtual absl::StatusOr<int64_t> DiskBytes() = 0;
 
   // Small key/value metadata; values are arbitrary bytes. GetMeta of a missing key is
   // NOT_FOUND. SetMeta: see WriteBatch::meta.

@@ -16,6 +16,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/job_service.pb.h"
@@ -260,6 +261,60 @@ TEST_F(StoreTest, BatchIsAllOrNothing) {
   EXPECT_THAT(store_->GetMeta("next_job_number"), IsOkAndHolds("2"));
 }
 
+TEST_F(StoreTest, PruneKeepsTheNewestPointsAndLogBytesAndEveryEvent) {
+  const absl::Time t0 = absl::FromUnixSeconds(1'700'000'000);
+  std::vector<JobUpdate> updates;
+  std::vector<LogLine> lines;
+  for (int64_t seq = 1; seq <= 20; ++seq) {
+    JobUpdate u = seq % 5 == 0 ? Event(seq, "e") : Metric(seq, 1.0);
+    google::protobuf::Timestamp* t =
+        u.has_metric() ? u.mutable_metric()->mutable_time() : u.mutable_event()->mutable_time();
+    t->set_seconds(absl::ToUnixSeconds(t0 + absl::Seconds(seq)));
+    updates.push_back(u);
+    LogLine line = Line(seq, 0, std::string(10, 'a'));
+    line.mutable_time()->set_seconds(absl::ToUnixSeconds(t0 + absl::Seconds(seq)));
+    lines.push_back(line);
+  }
+  ASSERT_OK(store_->AppendUpdates("j-1", updates));
+  ASSERT_OK(store_->AppendLogs("j-1", lines));
+  ASSERT_OK(store_->AppendUpdates("j-2", {Metric(1, 1.0)}));
+
+  RetentionLimits limits;
+  limits.max_points = 6;      // of 16 points
+  limits.max_log_bytes = 35;  // 3 lines of 10 bytes
+  limits.min_time = t0 + absl::Seconds(3);
+  // Points: age removes 1, 2; count keeps 14, 16, 17, 18, 19 and 13 (events 5..20 stay).
+  absl::StatusOr<int64_t> deleted = store_->Prune("j-1", limits);
+  ASSERT_OK(deleted);
+  absl::StatusOr<std::vector<JobUpdate>> left = store_->ReadUpdates("j-1", 0, 0, false);
+  ASSERT_OK(left);
+  EXPECT_THAT(Seqs(*left), ElementsAre(5, 10, 13, 14, 15, 16, 17, 18, 19, 20));
+  absl::StatusOr<std::vector<LogLine>> logs = store_->ReadLogs("j-1", -1, 0, 0);
+  ASSERT_OK(logs);
+  ASSERT_EQ(logs->size(), 3u);
+  EXPECT_EQ((*logs)[0].seq(), 18);
+  EXPECT_EQ(*deleted, 10 + 17);
+  // Other jobs are untouched; a second prune finds nothing.
+  EXPECT_THAT(store_->LastUpdateSeq("j-2"), IsOkAndHolds(1));
+  EXPECT_THAT(store_->Prune("j-1", limits), IsOkAndHolds(0));
+}
+
+TEST_F(StoreTest, DeletedJobsLeaveNothing) {
+  ASSERT_OK(store_->PutJob(MakeJob("j-1", baton::v1::JOB_STATE_SUCCEEDED)));
+  ASSERT_OK(store_->PutJob(MakeJob("j-2", baton::v1::JOB_STATE_RUNNING)));
+  ASSERT_OK(store_->AppendUpdates("j-1", {Event(1, "a")}));
+  ASSERT_OK(store_->AppendLogs("j-1", {Line(1, 0, "x")}));
+  WriteBatch batch;
+  batch.delete_jobs.push_back("j-1");
+  ASSERT_OK(store_->Write(batch));
+  absl::StatusOr<std::vector<Job>> jobs = store_->LoadJobs();
+  ASSERT_OK(jobs);
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].id(), "j-2");
+  EXPECT_THAT(store_->LastUpdateSeq("j-1"), IsOkAndHolds(0));
+  EXPECT_THAT(store_->LastLogSeq("j-1"), IsOkAndHolds(0));
+}
+
 TEST_F(StoreTest, LogsByRankAndAll) {
   const std::vector<LogLine> lines = {Line(1, 0, "r0 a"), Line(2, 1, "r1 a"),
                                       Line(3, 0, "r0 b"), Line(4, 1, "r1 b"),
@@ -357,10 +412,42 @@ TEST(StoreFileTest, ReopenFindsEverything) {
 TEST(StoreFileTest, NewerSchemaVersionIsFailedPrecondition) {
   const std::string path = TempDbPath();
   ASSERT_OK(Store::Open(path));
-  RawSql(path, "UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+  RawSql(path, "UPDATE meta SET value = '3' WHERE key = 'schema_version'");
 
   EXPECT_THAT(Store::Open(path), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                          HasSubstr("schema_version 2 is newer")));
+                                          HasSubstr("schema_version 3 is newer")));
+}
+
+// A file of schema 1 (no time or size columns) is migrated in place and keeps its rows;
+// they have no time, so age never prunes them.
+TEST(StoreFileTest, SchemaOneIsMigrated) {
+  const std::string path = TempDbPath();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+         "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL) WITHOUT ROWID;"
+         "INSERT INTO meta VALUES ('schema_version', '1');"
+         "CREATE TABLE jobs (ord INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, job BLOB NOT NULL);"
+         "CREATE TABLE updates (job_id TEXT NOT NULL, seq INTEGER NOT NULL, is_metric INTEGER "
+         "NOT NULL, body BLOB NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+         "CREATE TABLE logs (job_id TEXT NOT NULL, seq INTEGER NOT NULL, rank INTEGER NOT NULL, "
+         "body BLOB NOT NULL, PRIMARY KEY (job_id, seq)) WITHOUT ROWID;"
+         "CREATE INDEX logs_by_rank ON logs (job_id, rank, seq);"
+         "INSERT INTO updates VALUES ('j-1', 1, 1, x'');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ASSERT_OK(store);
+  EXPECT_THAT((*store)->LastUpdateSeq("j-1"), IsOkAndHolds(1));
+  RetentionLimits limits;
+  limits.min_time = absl::Now();
+  EXPECT_THAT((*store)->Prune("j-1", limits), IsOkAndHolds(0));
+  JobUpdate later = Metric(2, 1.0);
+  *later.mutable_metric()->mutable_time() = google::protobuf::util::TimeUtil::GetCurrentTime();
+  EXPECT_OK((*store)->AppendUpdates("j-1", {later}));
+  store->reset();
+  EXPECT_OK(Store::Open(path));  // reopening a migrated file changes nothing
 }
 
 TEST(StoreFileTest, MissingDirectoryIsUnavailable) {

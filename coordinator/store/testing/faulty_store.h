@@ -63,6 +63,10 @@ class FaultyStore final : public Store {
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override {
     return base_->LastLogSeq(job_id);
   }
+  absl::StatusOr<int64_t> Prune(const std::string& job_id, const RetentionLimits& limits) override {
+    return base_->Prune(job_id, limits);
+  }
+  absl::StatusOr<int64_t> DiskBytes() override { return base_->DiskBytes(); }
   absl::StatusOr<std::string> GetMeta(const std::string& key) override {
     return base_->GetMeta(key);
   }
