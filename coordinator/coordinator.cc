@@ -391,6 +391,7 @@ void Coordinator::ReconcileOnce() {
   Schedule();
   // A little retention work each pass keeps every pass short.
   Ok(jobs_->Prune(/*max_jobs=*/2), "prune");
+  jobs_->PumpStreams();  // history to watchers whose clients keep up
 }
 
 absl::Status Coordinator::CheckGeneration(const baton::v1::Job& job, int64_t generation) {

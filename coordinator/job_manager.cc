@@ -19,7 +19,10 @@ constexpr char kNextJobNumberKey[] = "next_job_number";
 }  // namespace
 
 JobManager::JobManager(Store* store, const Clock* clock, JobManagerOptions options)
-    : store_(store), clock_(clock), options_(options) {}
+    : store_(store),
+      clock_(clock),
+      options_(options),
+      streams_(store, [this](const std::string& id) { return View(jobs_.at(id)); }) {}
 
 JobManager::Record JobManager::NewRecord() const {
   Record r;
@@ -198,7 +201,7 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
   batch.jobs.push_back(job);
   batch.updates[job_id] = updates;
   RETURN_IF_ERROR(Commit(*r, std::move(batch), std::move(job), std::move(updates)));
-  if (IsTerminal(to)) FinishStreams(*r);
+  if (IsTerminal(to)) streams_.End(job_id);
   return absl::OkStatus();
 }
 
@@ -280,52 +283,21 @@ absl::Status JobManager::AddLogs(const std::string& job_id,
   batch.logs[job_id] = lines;
   RETURN_IF_ERROR(Write(batch));
   r->last_log_seq = seq;
-  for (const baton::v1::LogLine& line : lines) {
-    auto& followers = r->log_followers;
-    followers.erase(std::remove_if(followers.begin(), followers.end(),
-                                   [&](const LogFollower& f) {
-                                     if (f.rank >= 0 && f.rank != line.rank()) return false;
-                                     return !f.sink->Push(line);
-                                   }),
-                    followers.end());
-  }
+  streams_.PublishLogs(job_id, lines);
   return absl::OkStatus();
 }
 
 absl::Status JobManager::Watch(const std::string& job_id, int64_t after_seq,
                                std::shared_ptr<UpdateSink> sink) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  ASSIGN_OR_RETURN(std::vector<baton::v1::JobUpdate> backlog,
-                   store_->ReadUpdates(job_id, after_seq, 0, /*events_only=*/false));
-  baton::v1::JobUpdate snapshot;
-  *snapshot.mutable_snapshot() = View(*r);
-  if (!sink->Push(snapshot)) return absl::OkStatus();
-  for (const baton::v1::JobUpdate& u : backlog) {
-    if (!sink->Push(u)) return absl::OkStatus();
-  }
-  if (IsTerminal(r->state)) {
-    sink->Finish(absl::OkStatus());
-  } else {
-    r->watchers.push_back(std::move(sink));
-  }
-  return absl::OkStatus();
+  return streams_.Watch(job_id, after_seq, IsTerminal(r->state), std::move(sink));
 }
 
 absl::Status JobManager::FollowLogs(const std::string& job_id, int32_t rank,
                                     int64_t after_seq, bool follow,
                                     std::shared_ptr<LogSink> sink) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  ASSIGN_OR_RETURN(std::vector<baton::v1::LogLine> backlog,
-                   store_->ReadLogs(job_id, rank, after_seq, 0));
-  for (const baton::v1::LogLine& line : backlog) {
-    if (!sink->Push(line)) return absl::OkStatus();
-  }
-  if (!follow || IsTerminal(r->state)) {
-    sink->Finish(absl::OkStatus());
-  } else {
-    r->log_followers.push_back({rank, std::move(sink)});
-  }
-  return absl::OkStatus();
+  return streams_.Follow(job_id, rank, after_seq, follow, IsTerminal(r->state), std::move(sink));
 }
 
 absl::StatusOr<JobManager::Record*> JobManager::Find(const std::string& job_id) {
@@ -364,7 +336,7 @@ absl::Status JobManager::Prune(int max_jobs) {
       WriteBatch batch;
       batch.delete_jobs.push_back(id);
       RETURN_IF_ERROR(Write(batch));
-      FinishStreams(r);
+      streams_.End(id);
       by_request_id_.erase(r.job.request_id());
       jobs_.erase(id);
       continue;
@@ -406,16 +378,10 @@ absl::Status JobManager::Commit(Record& r, WriteBatch batch, baton::v1::Job job,
   RETURN_IF_ERROR(Write(batch));
   JobState state = r.state;
   RETURN_IF_ERROR(JobStateFromProto(job.state(), &state));
-  const bool state_change = state != r.state;
   r.job = std::move(job);
   r.state = state;
   if (!updates.empty()) r.last_seq = updates.back().seq();
-  for (const baton::v1::JobUpdate& u : updates) PushToWatchers(r, u);
-  if (state_change) {
-    baton::v1::JobUpdate snapshot;
-    *snapshot.mutable_snapshot() = View(r);
-    PushToWatchers(r, snapshot);
-  }
+  streams_.Publish(r.job.id(), updates);
   return absl::OkStatus();
 }
 
@@ -436,21 +402,6 @@ double JobManager::Goodput(const ProductiveTime& productive, const baton::v1::Jo
                       job.has_end_time() ? FromProto(job.end_time()) : absl::InfiniteFuture(),
                       now)
       .value_or(0);
-}
-
-void JobManager::PushToWatchers(Record& r, const baton::v1::JobUpdate& update) {
-  r.watchers.erase(std::remove_if(r.watchers.begin(), r.watchers.end(),
-                                  [&](const std::shared_ptr<UpdateSink>& s) {
-                                    return !s->Push(update);
-                                  }),
-                   r.watchers.end());
-}
-
-void JobManager::FinishStreams(Record& r) {
-  for (auto& s : r.watchers) s->Finish(absl::OkStatus());
-  r.watchers.clear();
-  for (auto& f : r.log_followers) f.sink->Finish(absl::OkStatus());
-  r.log_followers.clear();
 }
 
 }  // namespace baton::coordinator

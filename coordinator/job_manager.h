@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "coordinator/goodput.h"
 #include "coordinator/job_state.h"
+#include "coordinator/job_streams.h"
 #include "coordinator/slowdown.h"
 #include "coordinator/store/store.h"
 #include "coordinator/stream_sink.h"
@@ -19,8 +20,6 @@
 
 namespace baton::coordinator {
 
-using UpdateSink = StreamSink<baton::v1::JobUpdate>;
-using LogSink = StreamSink<baton::v1::LogLine>;
 
 // How much history the coordinator keeps (see JobManager::Prune).
 struct RetentionOptions {
@@ -142,19 +141,18 @@ class JobManager {
   absl::Status AddLogs(const std::string& job_id, std::vector<baton::v1::LogLine> lines);
 
   // Streams a snapshot, then every update with seq > after_seq, then live updates until
-  // the job is terminal (then Finish(OK)). NOT_FOUND for unknown jobs.
+  // the job is terminal (then Finish(OK)); history goes a page at a time as the client
+  // reads (see JobStreams; PumpStreams sends more). NOT_FOUND for unknown jobs.
   absl::Status Watch(const std::string& job_id, int64_t after_seq,
                      std::shared_ptr<UpdateSink> sink);
   // Streams log lines with seq > after_seq of `rank` (all if < 0); with `follow`, live
   // lines until the job is terminal.
   absl::Status FollowLogs(const std::string& job_id, int32_t rank, int64_t after_seq,
                           bool follow, std::shared_ptr<LogSink> sink);
+  // Sends more history to streams catching up (JobStreams::Pump). The reconcile calls it.
+  void PumpStreams() { streams_.Pump(); }
 
  private:
-  struct LogFollower {
-    int32_t rank;
-    std::shared_ptr<LogSink> sink;
-  };
   struct Record {
     baton::v1::Job job;  // without events
     JobState state = JobState::kQueued;
@@ -166,8 +164,6 @@ class JobManager {
     // Fed every recorded metric point (replayed by Load() like `productive`, so a restarted
     // coordinator does not report a straggler twice).
     StragglerDetector stragglers;
-    std::vector<std::shared_ptr<UpdateSink>> watchers;
-    std::vector<LogFollower> log_followers;
     absl::Time next_prune = absl::InfinitePast();
   };
 
@@ -179,9 +175,6 @@ class JobManager {
   // result.goodput of `job` at `now` (0 while undefined: not started, no wall time).
   static double Goodput(const ProductiveTime& productive, const baton::v1::Job& job,
                         absl::Time now);
-  void PushToWatchers(Record& r, const baton::v1::JobUpdate& update);
-  // Ends every stream of a terminal job.
-  void FinishStreams(Record& r);
 
   // An empty record with this manager's options.
   Record NewRecord() const;
@@ -205,6 +198,7 @@ class JobManager {
   int64_t next_job_number_ = 1;
   absl::Status store_error_;
   std::string prune_cursor_;  // the last job Prune() visited
+  JobStreams streams_;
 };
 
 }  // namespace baton::coordinator

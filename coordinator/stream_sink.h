@@ -15,6 +15,9 @@ class StreamSink {
   virtual bool Push(const T& item) = 0;
   // Ends the stream with `status` after every queued item was sent. Idempotent.
   virtual void Finish(const absl::Status& status) = 0;
+  // True while the client is behind (much is queued for it): history is sent only to
+  // streams that are not, live updates to every one.
+  virtual bool Backlogged() const { return false; }
 };
 
 }  // namespace baton::coordinator

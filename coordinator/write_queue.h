@@ -130,6 +130,12 @@ class WriteQueue final : public StreamSink<Msg> {
     queued_bytes_ = 0;
   }
 
+  // More than half the bound is queued.
+  bool Backlogged() const override {
+    absl::MutexLock lock(&mu_);
+    return queued_bytes_ > max_bytes_ / 2;
+  }
+
   // Bytes queued and not yet written (the one being written included).
   size_t queued_bytes() const {
     absl::MutexLock lock(&mu_);

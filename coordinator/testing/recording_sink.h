@@ -20,10 +20,13 @@ class RecordingSink final : public StreamSink<T> {
     finished = true;
     status = s;
   }
+  bool Backlogged() const override { return backlogged; }
 
   std::vector<T> items;
   bool finished = false;
   absl::Status status;
+  // What Backlogged() answers (a client that stopped reading).
+  bool backlogged = false;
 };
 
 }  // namespace baton::coordinator
