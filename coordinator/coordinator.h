@@ -87,6 +87,10 @@ struct CoordinatorOptions {
 // exits; a restart recovers from disk). A change refused for another reason (a broken
 // invariant, such as an illegal transition) is abandoned whole and logged.
 //
+// The methods live in three files by flow: coordinator.cc (entry points, worker sessions,
+// the reconcile, sending), coordinator_rendezvous.cc (scheduling, rendezvous, process
+// starts and exits) and coordinator_recovery.cc (failures, resizes, restarts).
+//
 // Threading: not thread-safe. Every method is called from one thread (the event loop);
 // nothing here blocks on the network (sends are queued).
 class Coordinator {
@@ -259,6 +263,10 @@ class Coordinator {
                          absl::Time occurred);
   // The job if it exists and `generation` is its current one and it is active.
   const baton::v1::Job* ActiveJob(const std::string& job_id, int64_t generation) const;
+  // A rank exited non-zero or was killed.
+  static bool Failed(const baton::v1::ProcessExit& exit);
+  // "exited with code 3" / "was killed by signal 9".
+  static std::string DescribeExit(const baton::v1::ProcessExit& exit);
   // Distinct workers holding ranks of the job, in rank order.
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
   // True if a rank of the job on that worker has not exited (as far as we know).

@@ -44,6 +44,14 @@ struct JobManagerOptions {
   RetentionOptions retention;
 };
 
+// A non-state event (reason and message) for JobManager::Update.
+inline baton::v1::JobEvent NewEvent(const std::string& reason, const std::string& message) {
+  baton::v1::JobEvent event;
+  event.set_reason(reason);
+  event.set_message(message);
+  return event;
+}
+
 // Orders job ids as numbers: "j-999999" < "j-1000000" (ids grow past six digits).
 struct JobIdLess {
   bool operator()(const std::string& a, const std::string& b) const {

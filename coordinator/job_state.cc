@@ -4,6 +4,10 @@
 
 namespace baton::coordinator {
 
+bool IsActive(JobState state) {
+  return state == JobState::kRendezvous || state == JobState::kRunning;
+}
+
 bool IsTerminal(JobState state) {
   return state == JobState::kSucceeded || state == JobState::kFailed ||
          state == JobState::kCancelled;

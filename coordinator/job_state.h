@@ -28,6 +28,8 @@ enum class JobState {
 };
 
 bool IsTerminal(JobState state);
+// RENDEZVOUS or RUNNING: the job's current generation has processes (being) started.
+bool IsActive(JobState state);
 
 // OK if `from -> to` is legal, else FAILED_PRECONDITION naming both states.
 absl::Status CheckTransition(JobState from, JobState to);
