@@ -17,6 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/contract.h"
 #include "worker/trainer/data/distributed_sampler.h"
 #include "worker/trainer/data/loader.h"
@@ -26,6 +27,8 @@
 
 namespace baton::trainer {
 namespace {
+
+namespace ts = ::baton::trainer_spec;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -74,45 +77,78 @@ LoaderPosition ResumePosition(const TrainingProgress& progress, int world_size,
   return position;
 }
 
-}  // namespace
+// ts::Check(field, value, "--<name>").
+template <typename Field, typename Value>
+absl::Status CheckFlag(const Field& field, const Value& value) {
+  return ts::Check(field, value, ts::FlagLabel(field));
+}
 
-absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
-  auto bad = [](const char* flag, const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", why));
-  };
-  if (o.batch_size <= 0) return bad(kFlagBatchSize, "must be > 0");
-  if (!(o.optimizer.lr > 0) || !std::isfinite(o.optimizer.lr)) {
-    return bad(kFlagLr, "must be a positive number");
+absl::Status ValidateModelAndOptimizer(const ModelOptions& m, const OptimizerOptions& o) {
+  RETURN_IF_ERROR(CheckFlag(ts::kModel, m.model));
+  RETURN_IF_ERROR(CheckFlag(ts::kHidden, m.hidden));
+  RETURN_IF_ERROR(CheckFlag(ts::kContextLength, m.context_length));
+  RETURN_IF_ERROR(CheckFlag(ts::kGptLayers, m.gpt_layers));
+  RETURN_IF_ERROR(CheckFlag(ts::kGptHeads, m.gpt_heads));
+  RETURN_IF_ERROR(CheckFlag(ts::kGptWidth, m.gpt_width));
+  RETURN_IF_ERROR(CheckFlag(ts::kVocabSize, m.vocab_size));
+  RETURN_IF_ERROR(CheckFlag(ts::kTask, m.task));
+  RETURN_IF_ERROR(CheckFlag(ts::kOptimizer, o.name));
+  RETURN_IF_ERROR(CheckFlag(ts::kLr, o.lr));
+  RETURN_IF_ERROR(CheckFlag(ts::kMomentum, o.momentum));
+  RETURN_IF_ERROR(CheckFlag(ts::kWeightDecay, o.weight_decay));
+  if (o.nesterov && (o.name != "sgd" || !(o.momentum > 0))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ts::FlagLabel(ts::kNesterov), " needs --optimizer=sgd with --momentum > 0"));
   }
-  if (!(o.optimizer.momentum >= 0 && o.optimizer.momentum < 1)) {
-    return bad(kFlagMomentum, "must be in [0, 1)");
+  RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta1, o.adam_beta1));
+  RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta2, o.adam_beta2));
+  return CheckFlag(ts::kAdamEps, o.adam_eps);
+}
+
+absl::Status ValidateScheduleAndStep(const LrScheduleOptions& s, const TrainStepOptions& t) {
+  RETURN_IF_ERROR(CheckFlag(ts::kLrSchedule, s.kind));
+  RETURN_IF_ERROR(CheckFlag(ts::kWarmupSteps, s.warmup_steps));
+  RETURN_IF_ERROR(CheckFlag(ts::kLrStepSize, s.step_size));
+  if (s.kind == "step" && s.step_size == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ts::FlagLabel(ts::kLrStepSize), ": 0 is invalid; must be > 0 for lr_schedule 'step'"));
   }
-  if (o.log_every <= 0) return bad(kFlagLogEvery, "must be > 0");
-  if (o.max_steps < 0) return bad(kFlagMaxSteps, "must be >= 0");
-  if (o.max_epochs < 0) return bad(kFlagMaxEpochs, "must be >= 0");
+  RETURN_IF_ERROR(CheckFlag(ts::kLrGamma, s.gamma));
+  RETURN_IF_ERROR(CheckFlag(ts::kMinLr, s.min_lr));
+  RETURN_IF_ERROR(CheckFlag(ts::kBaseBatch, s.base_batch));
+  RETURN_IF_ERROR(CheckFlag(ts::kAccumulationSteps, t.accumulation_steps));
+  RETURN_IF_ERROR(CheckFlag(ts::kBucketCapMb, t.reducer.bucket_cap_mb));
+  return CheckFlag(ts::kMaxGradNorm, t.max_grad_norm);
+}
+
+absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
+  RETURN_IF_ERROR(CheckFlag(ts::kBatchSize, o.batch_size));
+  RETURN_IF_ERROR(CheckFlag(ts::kGlobalBatch, o.global_batch));
+  if (o.global_batch > 0 && o.step.accumulation_steps != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ts::FlagLabel(ts::kGlobalBatch),
+                     " derives the accumulation steps per world size; leave "
+                     "--accumulation_steps at 1"));
+  }
+  RETURN_IF_ERROR(CheckFlag(ts::kLoaderThreads, o.loader_threads));
+  RETURN_IF_ERROR(CheckFlag(ts::kPrefetchBatches, o.prefetch_batches));
+  RETURN_IF_ERROR(CheckFlag(ts::kLogEvery, o.log_every));
+  RETURN_IF_ERROR(CheckFlag(ts::kCheckpointEvery, o.checkpoint_every));
+  RETURN_IF_ERROR(CheckFlag(ts::kKeepCheckpoints, o.keep_checkpoints));
+  RETURN_IF_ERROR(CheckFlag(ts::kMaxSteps, o.max_steps));
+  RETURN_IF_ERROR(CheckFlag(ts::kMaxEpochs, o.max_epochs));
   if (o.max_steps == 0 && o.max_epochs == 0) {
     return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
   }
-  for (const int64_t w : o.model.hidden) {
-    if (w <= 0) return bad(kFlagHidden, "widths must be > 0");
-  }
-  if (o.step.accumulation_steps < 1) return bad(kFlagAccumulationSteps, "must be >= 1");
-  if (o.global_batch < 0) return bad(kFlagGlobalBatch, "must be >= 0 (0 = batch_size per rank)");
-  if (o.global_batch > 0 && o.step.accumulation_steps != 1) {
-    return bad(kFlagGlobalBatch,
-               "derives the accumulation steps per world size; leave --accumulation_steps at 1");
-  }
-  if (!(o.step.reducer.bucket_cap_mb > 0) || !std::isfinite(o.step.reducer.bucket_cap_mb)) {
-    return bad(kFlagBucketCapMb, "must be > 0");
-  }
-  if (!(o.step.max_grad_norm >= 0) || !std::isfinite(o.step.max_grad_norm)) {
-    return bad(kFlagMaxGradNorm, "must be >= 0 (0 = no clipping)");
-  }
-  if (o.loader_threads < 0) return bad(kFlagLoaderThreads, "must be >= 0");
-  if (o.prefetch_batches < 1) return bad(kFlagPrefetchBatches, "must be >= 1");
-  if (o.checkpoint_every < 0) return bad(kFlagCheckpointEvery, "must be >= 0");
-  if (o.keep_checkpoints < 1) return bad(kFlagKeepCheckpoints, "must be >= 1");
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
+  RETURN_IF_ERROR(ValidateModelAndOptimizer(o.model, o.optimizer));
+  RETURN_IF_ERROR(ValidateScheduleAndStep(o.schedule, o.step));
+  return ValidateBatchDataAndBudget(o);
 }
 
 Trainer::Trainer(TrainerOptions options, TrainerContext context)
@@ -188,8 +224,8 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   if (steps_per_epoch == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "the dataset (", train.size(), " samples) gives each of ", world, " ranks ",
-        micro_per_epoch, " batches of ", batch_size, " per epoch, fewer than --",
-        kFlagAccumulationSteps, "=", accumulation));
+        micro_per_epoch, " batches of ", batch_size, " per epoch, fewer than ",
+        ts::FlagLabel(ts::kAccumulationSteps), "=", accumulation));
   }
   int64_t total_steps = std::numeric_limits<int64_t>::max();
   if (options_.max_steps > 0) total_steps = options_.max_steps;
@@ -399,8 +435,8 @@ absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
     const std::string path = absl::StrCat(options_.sample_log, ".", comm.rank());
     sample_log.open(path, std::ios::app);
     if (!sample_log) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot append to --", kFlagSampleLog,
-                                                        " file ", path));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot append to ", ts::FlagLabel(ts::kSampleLog), " file ", path));
     }
   }
   while (step < total_steps) {

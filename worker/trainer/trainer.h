@@ -42,6 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/communicator.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/metrics_writer.h"
@@ -53,35 +54,45 @@
 
 namespace baton::trainer {
 
+// The training fields of TrainerSpec (and Budget, checkpoint_dir), one per baton-trainer
+// flag; defaults and allowed values: common/trainer_spec_defaults.h.
 struct TrainerOptions {
   ModelOptions model;          // model.seed is replaced by `seed`.
   OptimizerOptions optimizer;  // optimizer.lr is the base lr of the schedule.
   // kind, warmup_steps, step_size, gamma, min_lr, base_batch; the trainer fills in
   // base_lr, total_steps and global_batch.
   LrScheduleOptions schedule;
-  TrainStepOptions step;       // precision, accumulation_steps, clipping, buckets, ...
-  int64_t batch_size = 64;     // Samples per rank per micro-batch (with global_batch: at most).
+  TrainStepOptions step;  // precision, accumulation_steps, clipping, buckets, ...
+  // Samples per rank per micro-batch (with global_batch: at most).
+  int64_t batch_size = trainer_spec::kBatchSize.default_value;
   // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
   // micro-batch and accumulation steps are derived from it (SplitGlobalBatch) and the data
   // order is world-size independent (DistributedSampler::CreateForGlobalBatch), so a resized
   // gang resumes exactly. step.accumulation_steps must then be 1.
-  int64_t global_batch = 0;
+  int64_t global_batch = trainer_spec::kGlobalBatch.default_value;
   // Non-empty: this rank appends one line per optimizer step, "<generation> <step> <rank>
   // <id>,<id>,..." (the dataset indices it trained on), to "<sample_log>.<rank>". A step
   // re-run after a restore is logged again; the entry of the highest generation counts.
   std::string sample_log;
-  int loader_threads = 2;      // >= 0 (0: load on the training thread).
-  int prefetch_batches = 4;    // >= 1.
-  uint64_t seed = 1;           // Model init, data order, augmentation.
-  int64_t log_every = 10;      // Steps between metric lines.
-  int64_t max_steps = 0;       // 0 = no limit.
-  int64_t max_epochs = 0;      // 0 = no limit. At least one of max_steps/max_epochs is > 0.
+  // 0: load on the training thread.
+  int loader_threads = static_cast<int>(trainer_spec::kLoaderThreads.default_value);
+  int prefetch_batches = static_cast<int>(trainer_spec::kPrefetchBatches.default_value);
+  uint64_t seed = trainer_spec::kSeed.default_value;  // Model init, data order, augmentation.
+  int64_t log_every = trainer_spec::kLogEvery.default_value;  // Steps between metric lines.
+  int64_t max_steps = trainer_spec::kMaxSteps.default_value;  // 0 = no limit.
+  // 0 = no limit. At least one of max_steps/max_epochs is > 0.
+  int64_t max_epochs = trainer_spec::kMaxEpochs.default_value;
   std::string checkpoint_dir;  // Checkpoints and final.pt; empty = none.
-  int64_t checkpoint_every = 0;  // Steps between checkpoints; 0 = only at the end.
-  int keep_checkpoints = 3;      // >= 1.
+  // Steps between checkpoints; 0 = only at the end.
+  int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
+  int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
 };
 
-// INVALID_ARGUMENT naming the flag when an option is out of range.
+// Checks every field against the table (common/trainer_spec_defaults.h), the same ranges
+// submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
+// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget).
+// Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
+// be ...".
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 
 // Borrowed collaborators; all must outlive Trainer::Run().

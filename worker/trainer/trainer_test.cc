@@ -497,6 +497,12 @@ TEST(TrainerOptionsTest, RejectsBadOptionsNamingTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--prefetch_batches")));
   EXPECT_THAT(with([](TrainerOptions& o) { o.keep_checkpoints = 0; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--keep_checkpoints")));
+  // The table's range (1..1000), the one submit enforces; the trainer used to accept it.
+  EXPECT_THAT(with([](TrainerOptions& o) { o.keep_checkpoints = 5000; }),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--keep_checkpoints: 5000 is out of range; must be 1..1000"));
+  EXPECT_THAT(with([](TrainerOptions& o) { o.model.hidden = {65537}; }),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--hidden[0]: 65537")));
   EXPECT_THAT(with([](TrainerOptions& o) { o.global_batch = -1; }),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--global_batch")));
   EXPECT_THAT(with([](TrainerOptions& o) {
