@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/trainer.h"
+#include "worker/trainer/trainer_options.h"
 
 namespace baton::trainer {
 
