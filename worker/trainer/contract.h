@@ -51,8 +51,11 @@
 // for the loader's batches, time_forward_s forward + loss, time_backward_s backward()
 // (gradient hooks and the all-reduces started during it included), time_comm_wait_s
 // finishing the all-reduces after backward() and waiting for them, time_optimizer_s
-// unscale/overflow check, clipping, the optimizer update and the scaler update. On a GPU
-// each phase ends with a device synchronisation so the split is the device's.
+// unscale/overflow check, clipping, the optimizer update and the scaler update. The
+// phases partition the step, so they sum to time_step_s: the bookkeeping around them is
+// counted too (the epoch seek and setting the lr as data, accumulating the loss as
+// backward, the sample log as optimizer). On a GPU each phase ends with a device
+// synchronisation so the split is the device's.
 // grad_norm: mean L2 norm of the averaged (unscaled, pre-clipping) gradient over the
 // window's applied steps. comm_bytes: gradient bytes this rank all-reduces per optimizer
 // step (as sent: 16-bit when compressed; 0 for one process). Conditional keys: "tokens_per_sec" (language models:

@@ -51,7 +51,8 @@ TrainingSession::TrainingSession(const TrainerOptions& options, const TrainerCon
       clock_(*context.clock),
       train_(*context.train),
       device_(context.comm->device()),
-      world_(context.comm->world_size()) {
+      world_(context.comm->world_size()),
+      phases_(*context.clock) {
   result_.first_loss = result_.loss = result_.accuracy = kNaN;
 }
 
@@ -271,8 +272,10 @@ bool TrainingSession::StopRequested() {
 }
 
 // One optimizer step: accumulation_ micro-batches, then the all-reduce wait and update.
+// The phase timer charges everything in between to a phase: the epoch seek and the LR to
+// data, the window's sums to backward, the sample log to optimizer.
 absl::Status TrainingSession::Step() {
-  const absl::Time step_start = clock_.Now();
+  phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
     RETURN_IF_ERROR(loader_->Seek({loader_->position().epoch + 1, 0}));
@@ -283,16 +286,14 @@ absl::Status TrainingSession::Step() {
   for (int64_t m = 0; m < accumulation_; ++m) RETURN_IF_ERROR(MicroBatch());
   ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish());
   LogStepSamples();
-  window_.time.comm_wait += outcome.comm_wait;
-  window_.time.optimizer += outcome.optimizer;
-  window_.time.step += clock_.Now() - step_start;
+  phases_.LapSplit(Phase::kCommWait, outcome.comm_wait, Phase::kOptimizer);
+  window_.time += phases_.Stop();
   CountStep(outcome);
   return absl::OkStatus();
 }
 
 // One micro-batch: the next batch, forward under autocast, backward.
 absl::Status TrainingSession::MicroBatch() {
-  const absl::Time data_start = clock_.Now();
   std::optional<Batch> batch;
   LoaderPosition at;
   for (int attempt = 0; attempt < 2 && !batch.has_value(); ++attempt) {
@@ -311,24 +312,22 @@ absl::Status TrainingSession::MicroBatch() {
     }
   }
   const bool timing_sync = options_.step.synchronize_for_timing;
-  const absl::Time forward_start = clock_.Now();
-  window_.time.data += forward_start - data_start;
+  phases_.Lap(Phase::kData);
   StepOutput out;
   {
     AutocastScope autocast(train_step_->precision());
     out = model_->Forward(*batch);
   }
   if (timing_sync) SynchronizeDevice(device_);
-  const absl::Time backward_start = clock_.Now();
-  window_.time.forward += backward_start - forward_start;
+  phases_.Lap(Phase::kForward);
   RETURN_IF_ERROR(train_step_->Backward(out.loss));
   if (timing_sync) SynchronizeDevice(device_);
-  window_.time.backward += clock_.Now() - backward_start;
   window_.loss_sum += out.loss.detach().to(at::kDouble);
   window_.correct += out.correct;
   window_.count += out.count;
   window_.samples += batch->input.size(0);
   ++window_.micro_batches;
+  phases_.Lap(Phase::kBackward);
   return absl::OkStatus();
 }
 

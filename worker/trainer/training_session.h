@@ -34,6 +34,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/checkpoint_manager.h"
 #include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/phase_timer.h"
 #include "worker/trainer/train_step.h"
 #include "worker/trainer/trainer_options.h"
 #include "worker/trainer/training_window.h"
@@ -89,6 +90,7 @@ class TrainingSession {
   const Dataset& train_;
   const c10::Device device_;
   const int world_;
+  PhaseTimer phases_;  // Of the current step.
 
   // Setup.
   int64_t batch_size_ = 0;      // Per-rank micro-batch.

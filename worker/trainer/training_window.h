@@ -13,13 +13,9 @@
 #include "absl/time/time.h"
 #include "worker/trainer/device.h"
 #include "worker/trainer/metrics_writer.h"
+#include "worker/trainer/phase_timer.h"
 
 namespace baton::trainer {
-
-// Time of each phase of the optimizer steps of a window, summed over its steps.
-struct PhaseTimes {
-  absl::Duration step, data, forward, backward, comm_wait, optimizer;
-};
 
 struct TrainingWindow {
   int64_t steps = 0;          // Optimizer steps.
@@ -31,7 +27,7 @@ struct TrainingWindow {
   int64_t applied = 0;        // Steps whose update was applied.
   double grad_norm_sum = 0;   // Over applied steps.
   int64_t skipped = 0;        // Steps skipped for inf/NaN (fp16).
-  PhaseTimes time;
+  PhaseTimes time;            // Summed over the window's steps.
   absl::Time start;           // When the window started (moved on by time not training).
 };
 
