@@ -119,7 +119,8 @@ absl::StatusOr<DataOptions> DataOptionsFromFlags() {
   RETURN_IF_ERROR(CheckFlag(ts::kDataset, data.dataset));
   if (data.dataset != "synthetic" && data.data_dir.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(ts::FlagLabel(ts::kDataDir), " is required for dataset ", data.dataset));
+        absl::StrCat(ts::FlagLabel(ts::kDataDir), ": is required for dataset ", data.dataset,
+                     "; the directory holding its files"));
   }
   data.image_size = absl::GetFlag(FLAGS_image_size);
   data.context_length = absl::GetFlag(FLAGS_context_length);

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/trainer_options.h"
 
@@ -30,7 +31,7 @@ absl::Status ParseFlags(int argc, char** argv);
 struct FlagOptions {
   TrainerOptions trainer;
   DataOptions data;
-  int64_t threads = 0;  // Intra-op threads (--threads).
+  int64_t threads = trainer_spec::kThreads.default_value;  // Intra-op threads (--threads).
 };
 
 // Checks every contract flag against the table ("--<flag>: <value> is out of range; must
