@@ -323,11 +323,11 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_bucket_cap_mb(0.5); }, ""},
       {[](auto& t) { t.set_grad_compression("int8"); }, "trainer.grad_compression: 'int8'"},
       {[](auto& t) { t.set_grad_compression("fp16"); }, ""},
-      {[](auto& t) { t.set_max_grad_norm(-0.5); }, "trainer.max_grad_norm: -0.5 is invalid"},
+      {[](auto& t) { t.set_max_grad_norm(-0.5); }, "trainer.max_grad_norm: -0.5 is out of range"},
       {[](auto& t) { t.set_max_grad_norm(std::nan("")); }, "trainer.max_grad_norm: "},
       {[](auto& t) { t.set_optimizer("lamb"); }, "trainer.optimizer: 'lamb' is not supported"},
       {[](auto& t) { t.set_optimizer("adamw"); }, ""},
-      {[](auto& t) { t.set_weight_decay(-1); }, "trainer.weight_decay: -1 is invalid"},
+      {[](auto& t) { t.set_weight_decay(-1); }, "trainer.weight_decay: -1 is out of range"},
       {[](auto& t) { t.set_nesterov(true); }, ""},
       {[](auto& t) { t.set_nesterov(true); t.set_momentum(0); }, "trainer.nesterov: needs"},
       {[](auto& t) { t.set_nesterov(true); t.set_optimizer("adamw"); }, "trainer.nesterov: "},
@@ -336,11 +336,11 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_adam_eps(-1e-8); }, "trainer.adam_eps: "},
       {[](auto& t) { t.set_lr_schedule("linear"); }, "trainer.lr_schedule: 'linear'"},
       {[](auto& t) { t.set_lr_schedule("cosine"); t.set_warmup_steps(10); }, ""},
-      {[](auto& t) { t.set_warmup_steps(-1); }, "trainer.warmup_steps: -1 is negative"},
+      {[](auto& t) { t.set_warmup_steps(-1); }, "trainer.warmup_steps: -1 is out of range"},
       {[](auto& t) { t.set_lr_schedule("step"); }, "trainer.lr_step_size: 0 is invalid"},
       {[](auto& t) { t.set_lr_schedule("step"); t.set_lr_step_size(10); }, ""},
-      {[](auto& t) { t.set_lr_gamma(0); }, "trainer.lr_gamma: 0 is invalid"},
-      {[](auto& t) { t.set_min_lr(-1); }, "trainer.min_lr: -1 is invalid"},
+      {[](auto& t) { t.set_lr_gamma(0); }, "trainer.lr_gamma: 0 is out of range"},
+      {[](auto& t) { t.set_min_lr(-1); }, "trainer.min_lr: -1 is out of range"},
       {[](auto& t) { t.set_base_batch(-8); }, "trainer.base_batch: -8 is out of range"},
       {[](auto& t) { t.set_base_batch(256); }, ""},
       {[](auto& t) { t.set_loader_threads(-1); }, "trainer.loader_threads: -1"},
@@ -358,9 +358,12 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_model("torchscript"); }, "trainer.torchscript_path: '' is invalid"},
       {[](auto& t) { t.set_model("torchscript"); t.set_torchscript_path("/nonexistent.pt"); },
        "trainer.torchscript_path: /nonexistent.pt is not a readable file"},
-      {[](auto& t) { t.set_checkpoint_every(-5); }, "trainer.checkpoint_every: -5 is negative"},
+      {[](auto& t) { t.set_checkpoint_every(-5); }, "trainer.checkpoint_every: -5 is out of range"},
       {[](auto& t) { t.set_checkpoint_every(100); t.set_keep_checkpoints(1); }, ""},
       {[](auto& t) { t.set_keep_checkpoints(-1); }, "trainer.keep_checkpoints: -1"},
+      {[](auto& t) { t.set_keep_checkpoints(1000); }, ""},
+      {[](auto& t) { t.set_keep_checkpoints(5000); },
+       "trainer.keep_checkpoints: 5000 is out of range; must be 1..1000"},
   };
   for (const Case& c : cases) {
     JobSpec spec = TrainerJob();
@@ -444,7 +447,7 @@ TEST(ValidateJobSpecTest, TrainerLogEveryAndThreads) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_log_every(-1);
   EXPECT_THAT(ValidateJobSpec(spec),
-              StatusIs(kInvalid, "trainer.log_every: -1 is invalid; must be >= 1"));
+              StatusIs(kInvalid, "trainer.log_every: -1 is out of range; must be 1..2147483647"));
   for (int bad : {-1, 257}) {
     spec = TrainerJob();
     spec.mutable_trainer()->set_threads(bad);
@@ -585,7 +588,7 @@ TEST(ValidateJobSpecTest, Budget) {
   JobSpec spec = TrainerJob();
   spec.mutable_budget()->set_max_steps(-1);
   EXPECT_THAT(ValidateJobSpec(spec),
-              StatusIs(kInvalid, "budget.max_steps: -1 is negative; must be >= 0 (0 = no "
+              StatusIs(kInvalid, "budget.max_steps: -1 is out of range; must be >= 0 (0 = no "
                                  "limit)"));
   spec.mutable_budget()->set_max_steps(0);
   spec.mutable_budget()->set_max_epochs(-2);

@@ -8,15 +8,14 @@
 
 namespace baton::worker {
 
-// The argv that runs the built-in trainer for `trainer` and `budget` (flag names from
-// worker/trainer/contract.h): trainer_path, then one --<field>=<value> per set TrainerSpec
-// field in field order (hidden as --hidden=a,b,c; nesterov as --nesterov=true), then
-// --max_steps=, --max_epochs= and --checkpoint_dir=.
-// Only fields that are set are passed, so the trainer's own defaults apply otherwise:
-// scalars when non-zero / non-empty / true, fields with presence (momentum, adam_beta1,
-// adam_beta2, adam_eps, lr_gamma) when present, so an explicit 0 is passed;
-// `checkpoint_dir` when non-empty. Doubles use the shortest text that parses back to the
-// same value.
+// The argv that runs the built-in trainer for `trainer` and `budget`: trainer_path, then
+// every TrainerSpec field of TrainerSpecWithDefaults(trainer) as "--<field>=<value>" in
+// field order (common/trainer_spec.h: TrainerSpecFlags), then --max_steps=, --max_epochs=
+// and --checkpoint_dir= (flag names from common/trainer_spec_defaults.h). Every flag is
+// passed, set or not, so baton-trainer's own flag defaults never apply to a job: an unset
+// field gets the table's default here, as at submit (a spec from before a field existed
+// included), and a required field left empty (model, dataset) reaches the trainer empty
+// and is rejected there.
 std::vector<std::string> TrainerArgv(const std::string& trainer_path,
                                      const baton::v1::TrainerSpec& trainer,
                                      const baton::v1::Budget& budget,

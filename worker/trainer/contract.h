@@ -20,15 +20,17 @@
 //   kernel's boot id, /dev/shm's device and the PID namespace; tests use it to simulate
 //   several hosts on one machine).
 //
-// Flags: `--name=value` for each kFlag* below; each maps to the TrainerSpec field of the
-// same name (hidden: comma-separated widths, e.g. --hidden=256,128; booleans: true/false)
-// or Budget field. A flag that is not passed takes the default documented in
-// proto/baton/v1/job.proto (image_size: 0 = the dataset's default). Non-contract tuning
-// flags: --device=auto|cpu|cuda (auto: CUDA when a GPU is visible, NCCL between ranks;
-// else CPU), --cpu_backend=auto|shm|gloo|hierarchical (auto: shared memory when every rank
-// is on one host; hierarchical, i.e. shared memory inside each host and Gloo between one
-// leader per host, when ranks are on several hosts and some host has more than one; else
-// Gloo), --rendezvous_timeout, --collective_timeout, --sample_log.
+// Flags: `--name=value` for each TrainerSpec field, named like the field, and for Budget's
+// max_steps and max_epochs and JobSpec's checkpoint_dir (hidden: comma-separated widths,
+// e.g. --hidden=256,128; booleans: true/false). Every one of them, its default and the
+// values it allows are in common/trainer_spec_defaults.h, the table submit validates
+// against; the worker passes every flag (worker/trainer_args.h), so a default only
+// applies to a standalone run. Non-contract tuning flags: --device=auto|cpu|cuda (auto:
+// CUDA when a GPU is visible, NCCL between ranks; else CPU),
+// --cpu_backend=auto|shm|gloo|hierarchical (auto: shared memory when every rank is on one
+// host; hierarchical, i.e. shared memory inside each host and Gloo between one leader per
+// host, when ranks are on several hosts and some host has more than one; else Gloo),
+// --rendezvous_timeout, --collective_timeout.
 //
 // Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
 // at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
@@ -49,8 +51,11 @@
 // for the loader's batches, time_forward_s forward + loss, time_backward_s backward()
 // (gradient hooks and the all-reduces started during it included), time_comm_wait_s
 // finishing the all-reduces after backward() and waiting for them, time_optimizer_s
-// unscale/overflow check, clipping, the optimizer update and the scaler update. On a GPU
-// each phase ends with a device synchronisation so the split is the device's.
+// unscale/overflow check, clipping, the optimizer update and the scaler update. The
+// phases partition the step, so they sum to time_step_s: the bookkeeping around them is
+// counted too (the epoch seek and setting the lr as data, accumulating the loss as
+// backward, the sample log as optimizer). On a GPU each phase ends with a device
+// synchronisation so the split is the device's.
 // grad_norm: mean L2 norm of the averaged (unscaled, pre-clipping) gradient over the
 // window's applied steps. comm_bytes: gradient bytes this rank all-reduces per optimizer
 // step (as sent: 16-bit when compressed; 0 for one process). Conditional keys: "tokens_per_sec" (language models:
@@ -79,56 +84,6 @@ inline constexpr char kEnvJobId[] = "BATON_JOB_ID";
 inline constexpr char kEnvGeneration[] = "BATON_GENERATION";
 inline constexpr char kEnvMetricsFd[] = "BATON_METRICS_FD";
 inline constexpr char kEnvHostKey[] = "BATON_HOST_KEY";
-
-// Flag names (without the leading "--"): TrainerSpec fields, in field order.
-inline constexpr char kFlagModel[] = "model";
-inline constexpr char kFlagDataset[] = "dataset";
-inline constexpr char kFlagDataDir[] = "data_dir";
-inline constexpr char kFlagBatchSize[] = "batch_size";
-inline constexpr char kFlagLr[] = "lr";
-inline constexpr char kFlagMomentum[] = "momentum";
-inline constexpr char kFlagSeed[] = "seed";
-inline constexpr char kFlagHidden[] = "hidden";
-inline constexpr char kFlagLogEvery[] = "log_every";
-inline constexpr char kFlagThreads[] = "threads";
-inline constexpr char kFlagPrecision[] = "precision";
-inline constexpr char kFlagAccumulationSteps[] = "accumulation_steps";
-inline constexpr char kFlagBucketCapMb[] = "bucket_cap_mb";
-inline constexpr char kFlagGradCompression[] = "grad_compression";
-inline constexpr char kFlagMaxGradNorm[] = "max_grad_norm";
-inline constexpr char kFlagOptimizer[] = "optimizer";
-inline constexpr char kFlagWeightDecay[] = "weight_decay";
-inline constexpr char kFlagNesterov[] = "nesterov";
-inline constexpr char kFlagAdamBeta1[] = "adam_beta1";
-inline constexpr char kFlagAdamBeta2[] = "adam_beta2";
-inline constexpr char kFlagAdamEps[] = "adam_eps";
-inline constexpr char kFlagLrSchedule[] = "lr_schedule";
-inline constexpr char kFlagWarmupSteps[] = "warmup_steps";
-inline constexpr char kFlagLrStepSize[] = "lr_step_size";
-inline constexpr char kFlagLrGamma[] = "lr_gamma";
-inline constexpr char kFlagMinLr[] = "min_lr";
-inline constexpr char kFlagBaseBatch[] = "base_batch";
-inline constexpr char kFlagLoaderThreads[] = "loader_threads";
-inline constexpr char kFlagPrefetchBatches[] = "prefetch_batches";
-inline constexpr char kFlagImageSize[] = "image_size";
-inline constexpr char kFlagContextLength[] = "context_length";
-inline constexpr char kFlagSyntheticSamples[] = "synthetic_samples";
-inline constexpr char kFlagNumClasses[] = "num_classes";
-inline constexpr char kFlagGptLayers[] = "gpt_layers";
-inline constexpr char kFlagGptHeads[] = "gpt_heads";
-inline constexpr char kFlagGptWidth[] = "gpt_width";
-inline constexpr char kFlagVocabSize[] = "vocab_size";
-inline constexpr char kFlagTorchscriptPath[] = "torchscript_path";
-inline constexpr char kFlagTask[] = "task";
-inline constexpr char kFlagCheckpointEvery[] = "checkpoint_every";
-inline constexpr char kFlagKeepCheckpoints[] = "keep_checkpoints";
-inline constexpr char kFlagGlobalBatch[] = "global_batch";
-// Budget fields and JobSpec.checkpoint_dir.
-inline constexpr char kFlagMaxSteps[] = "max_steps";
-inline constexpr char kFlagMaxEpochs[] = "max_epochs";
-inline constexpr char kFlagCheckpointDir[] = "checkpoint_dir";
-// Not in TrainerSpec: where each rank appends the sample ids of every step it trains.
-inline constexpr char kFlagSampleLog[] = "sample_log";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";

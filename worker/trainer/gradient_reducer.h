@@ -49,6 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/communicator.h"
 
 namespace torch::autograd {
@@ -62,8 +63,11 @@ enum class GradCompression { kNone, kBf16, kFp16 };
 // "none" (or ""), "bf16", "fp16". INVALID_ARGUMENT naming --grad_compression otherwise.
 absl::StatusOr<GradCompression> ParseGradCompression(absl::string_view name);
 
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
 struct GradientReducerOptions {
-  double bucket_cap_mb = 25;  // MiB of gradient per bucket; > 0.
+  // MiB of gradient per bucket; > 0.
+  double bucket_cap_mb = trainer_spec::kBucketCapMb.default_value;
+  // TrainerSpec.grad_compression's default, "none".
   GradCompression compression = GradCompression::kNone;
 };
 

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/communicator.h"
 #include "worker/trainer/grad_scaler.h"
 #include "worker/trainer/gradient_reducer.h"
@@ -37,10 +38,12 @@
 
 namespace baton::trainer {
 
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
 struct TrainStepOptions {
-  Precision precision = Precision::kFp32;
-  int64_t accumulation_steps = 1;  // > 0.
-  double max_grad_norm = 0;        // 0: no clipping (the norm is still reported).
+  Precision precision = Precision::kFp32;  // TrainerSpec.precision's default, "fp32".
+  int64_t accumulation_steps = trainer_spec::kAccumulationSteps.default_value;  // > 0.
+  // 0: no clipping (the norm is still reported).
+  double max_grad_norm = trainer_spec::kMaxGradNorm.default_value;
   GradientReducerOptions reducer;
   // Loss scaling knobs; `enabled` is ignored (on exactly for fp16).
   GradScalerOptions scaler;

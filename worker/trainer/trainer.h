@@ -30,99 +30,15 @@
 // all-reduce of (correct, count)); rank 0 writes <checkpoint_dir>/final.pt. Metric lines:
 // see contract.h.
 //
+// The loop runs as a TrainingSession (training_session.h): setup, restore, steps and metric
+// lines. Options, context and result: trainer_options.h.
+//
 // Threading: Run() is called once, on one thread; it borrows everything in TrainerContext.
 
-#include <atomic>
-#include <cstdint>
-#include <optional>
-#include <ostream>
-#include <string>
-#include <vector>
-
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/clock.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/data/dataset.h"
-#include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/models/model.h"
-#include "worker/trainer/optim/lr_schedule.h"
-#include "worker/trainer/optim/optimizer.h"
-#include "worker/trainer/precision.h"
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/trainer_options.h"
 
 namespace baton::trainer {
-
-struct TrainerOptions {
-  ModelOptions model;          // model.seed is replaced by `seed`.
-  OptimizerOptions optimizer;  // optimizer.lr is the base lr of the schedule.
-  // kind, warmup_steps, step_size, gamma, min_lr, base_batch; the trainer fills in
-  // base_lr, total_steps and global_batch.
-  LrScheduleOptions schedule;
-  TrainStepOptions step;       // precision, accumulation_steps, clipping, buckets, ...
-  int64_t batch_size = 64;     // Samples per rank per micro-batch (with global_batch: at most).
-  // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
-  // micro-batch and accumulation steps are derived from it (SplitGlobalBatch) and the data
-  // order is world-size independent (DistributedSampler::CreateForGlobalBatch), so a resized
-  // gang resumes exactly. step.accumulation_steps must then be 1.
-  int64_t global_batch = 0;
-  // Non-empty: this rank appends one line per optimizer step, "<generation> <step> <rank>
-  // <id>,<id>,..." (the dataset indices it trained on), to "<sample_log>.<rank>". A step
-  // re-run after a restore is logged again; the entry of the highest generation counts.
-  std::string sample_log;
-  int loader_threads = 2;      // >= 0 (0: load on the training thread).
-  int prefetch_batches = 4;    // >= 1.
-  uint64_t seed = 1;           // Model init, data order, augmentation.
-  int64_t log_every = 10;      // Steps between metric lines.
-  int64_t max_steps = 0;       // 0 = no limit.
-  int64_t max_epochs = 0;      // 0 = no limit. At least one of max_steps/max_epochs is > 0.
-  std::string checkpoint_dir;  // Checkpoints and final.pt; empty = none.
-  int64_t checkpoint_every = 0;  // Steps between checkpoints; 0 = only at the end.
-  int keep_checkpoints = 3;      // >= 1.
-};
-
-// INVALID_ARGUMENT naming the flag when an option is out of range.
-absl::Status ValidateTrainerOptions(const TrainerOptions& options);
-
-// Borrowed collaborators; all must outlive Trainer::Run().
-struct TrainerContext {
-  const Dataset* train = nullptr;  // Required.
-  const Dataset* test = nullptr;   // Optional (no eval_accuracy when null).
-  Communicator* comm = nullptr;    // Required; LocalCommunicator for one process.
-  MetricsWriter* metrics = nullptr;  // Required (may be disabled).
-  const Clock* clock = nullptr;      // Required; times the steps and their phases.
-  std::ostream* log = nullptr;       // Required; one human-readable line per metric line.
-  // Optional. When it becomes true the loop stops before the next step, writes a metric line
-  // for the steps since the last one, and returns with `stopped` set, without evaluation,
-  // checkpoint or further collectives.
-  const std::atomic<bool>* stop = nullptr;
-  // Optional, honoured on rank 0 only. When it becomes true the loop stops at the next step
-  // boundary, saves a training-state checkpoint of the steps done (when checkpoint_dir is
-  // set; none is lost), writes a metric line for the steps since the last one, and returns
-  // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
-  // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
-  const std::atomic<bool>* checkpoint_request = nullptr;
-  // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
-  // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
-  int64_t generation = 0;
-  // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
-  std::string job_id;
-};
-
-struct TrainResult {
-  int64_t steps = 0;  // Optimizer steps completed (global, restored ones included).
-  int64_t epoch = 0;  // 0-based epoch of the last step.
-  // Averages over the first and the last metric window of this run (NaN if no step ran).
-  double first_loss = 0;
-  double loss = 0;
-  double accuracy = 0;
-  std::optional<double> eval_accuracy;
-  std::string checkpoint_path;  // final.pt, when this rank saved it.
-  std::string restored_from;    // The checkpoint this run resumed from, if any.
-  int64_t skipped_steps = 0;    // fp16 overflow steps (no update applied).
-  bool stopped = false;         // Ended early by TrainerContext::stop.
-  bool checkpointed = false;    // Ended by TrainerContext::checkpoint_request.
-};
 
 class Trainer {
  public:
@@ -139,9 +55,9 @@ class Trainer {
   absl::StatusOr<TrainResult> Run();
 
  private:
+  // Validates the options and runs a TrainingSession's phases (training_session.h);
+  // LibTorch errors are thrown.
   absl::StatusOr<TrainResult> RunOrThrow();
-  // Accuracy on the test split, identical on every rank (collective).
-  absl::StatusOr<double> Evaluate(Model& model, const PrecisionPlan& precision);
 
   const TrainerOptions options_;
   const TrainerContext context_;

@@ -139,10 +139,11 @@ expect_exit() {  # expect_exit CODE PATTERN -- command...
 }
 expect_exit 2 "unknown flag --no_such_flag" -- "$TRAINER" --data_dir=data --max_steps=1 --no_such_flag=1
 expect_exit 2 "--batch_size=abc" -- "$TRAINER" --data_dir=data --max_steps=1 --batch_size=abc
-expect_exit 2 "--model=resnet" -- "$TRAINER" --data_dir=data --max_steps=1 --model=resnet
-expect_exit 2 "--precision=fp8" -- "$TRAINER" --data_dir=data --max_steps=1 --precision=fp8
-expect_exit 2 "--grad_compression=int8" -- "$TRAINER" --data_dir=data --max_steps=1 --grad_compression=int8
-expect_exit 2 "--accumulation_steps" -- "$TRAINER" --data_dir=data --max_steps=1 --accumulation_steps=0
+expect_exit 2 "--model: 'resnet' is not supported" -- "$TRAINER" --data_dir=data --max_steps=1 --model=resnet
+expect_exit 2 "--precision: 'fp8' is not supported" -- "$TRAINER" --data_dir=data --max_steps=1 --precision=fp8
+expect_exit 2 "--grad_compression: 'int8' is not supported" -- "$TRAINER" --data_dir=data --max_steps=1 --grad_compression=int8
+expect_exit 2 "--accumulation_steps: 0 is out of range" -- "$TRAINER" --data_dir=data --max_steps=1 --accumulation_steps=0
+expect_exit 2 "--keep_checkpoints: 5000 is out of range; must be 1..1000" -- "$TRAINER" --data_dir=data --max_steps=1 --keep_checkpoints=5000
 expect_exit 2 "--device=tpu" -- "$TRAINER" --data_dir=data --max_steps=1 --device=tpu
 expect_exit 2 "max_epochs" -- "$TRAINER" --data_dir=data
 expect_exit 2 "RANK=5" -- env WORLD_SIZE=2 RANK=5 "$TRAINER" --data_dir=data --max_steps=1

@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,14 +22,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -39,71 +33,15 @@
 #include "worker/trainer/contract.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device.h"
-#include "worker/trainer/gradient_reducer.h"
 #include "worker/trainer/launch_env.h"
 #include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/models/mlp.h"
-#include "worker/trainer/models/model.h"
-#include "worker/trainer/precision.h"
 #include "worker/trainer/process_group.h"
 #include "worker/trainer/standby_protocol.h"
 #include "worker/trainer/trainer.h"
+#include "worker/trainer/trainer_flags.h"
 
-// Contract flags: one per TrainerSpec field, same names and defaults (see contract.h and
-// proto/baton/v1/job.proto); the worker daemon passes the fields a job sets.
-ABSL_FLAG(std::string, model, "mlp", "mlp, resnet18, resnet50, gpt or torchscript.");
-ABSL_FLAG(std::string, dataset, "mnist", "mnist, cifar10, image_folder, tokens or synthetic.");
-ABSL_FLAG(std::string, data_dir, "", "Directory with the dataset's files (not for synthetic).");
-ABSL_FLAG(int64_t, batch_size, 64, "Samples per rank per micro-batch.");
-ABSL_FLAG(double, lr, 0.05, "Base learning rate.");
-ABSL_FLAG(double, momentum, 0.9, "SGD momentum in [0, 1).");
-ABSL_FLAG(uint64_t, seed, 1, "Seed for initialisation, data order and augmentation.");
-ABSL_FLAG(std::string, hidden, "256,128", "Comma-separated MLP hidden layer widths.");
-ABSL_FLAG(int64_t, log_every, 10, "Steps between metric lines.");
-ABSL_FLAG(int32_t, threads, 1, "Intra-op threads.");
-ABSL_FLAG(std::string, precision, "fp32",
-          "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling).");
-ABSL_FLAG(int64_t, accumulation_steps, 1, "Micro-batches per optimizer step.");
-ABSL_FLAG(double, bucket_cap_mb, 25, "Gradient all-reduce bucket size in MiB.");
-ABSL_FLAG(std::string, grad_compression, "none", "none, bf16 or fp16 gradient all-reduce.");
-ABSL_FLAG(double, max_grad_norm, 0, "Clip gradients to this global L2 norm (0 = off).");
-ABSL_FLAG(std::string, optimizer, "sgd", "sgd or adamw.");
-ABSL_FLAG(double, weight_decay, 0, "L2 (sgd) or decoupled (adamw) weight decay.");
-ABSL_FLAG(bool, nesterov, false, "Nesterov momentum (sgd).");
-ABSL_FLAG(double, adam_beta1, 0.9, "AdamW beta1.");
-ABSL_FLAG(double, adam_beta2, 0.999, "AdamW beta2.");
-ABSL_FLAG(double, adam_eps, 1e-8, "AdamW epsilon.");
-ABSL_FLAG(std::string, lr_schedule, "constant", "constant, cosine or step.");
-ABSL_FLAG(int64_t, warmup_steps, 0, "Linear warmup steps.");
-ABSL_FLAG(int64_t, lr_step_size, 0, "step schedule: steps between decays.");
-ABSL_FLAG(double, lr_gamma, 0.1, "step schedule: decay factor.");
-ABSL_FLAG(double, min_lr, 0, "cosine schedule: final lr.");
-ABSL_FLAG(int64_t, base_batch, 0, "Linear scaling rule reference batch (0 = off).");
-ABSL_FLAG(int32_t, loader_threads, 2, "Background loader threads per rank.");
-ABSL_FLAG(int32_t, prefetch_batches, 4, "Batches prepared ahead per rank.");
-ABSL_FLAG(int64_t, image_size, 0,
-          "Image side (0 = the dataset's default: 224 image_folder, 32 synthetic).");
-ABSL_FLAG(int64_t, context_length, 128, "Sequence length (tokens / gpt).");
-ABSL_FLAG(int64_t, synthetic_samples, 8192, "synthetic: training samples.");
-ABSL_FLAG(int64_t, num_classes, 10, "synthetic: classes.");
-ABSL_FLAG(int64_t, gpt_layers, 4, "gpt: layers.");
-ABSL_FLAG(int64_t, gpt_heads, 4, "gpt: attention heads.");
-ABSL_FLAG(int64_t, gpt_width, 256, "gpt: embedding width.");
-ABSL_FLAG(int64_t, vocab_size, 50304, "gpt / tokens: vocabulary size.");
-ABSL_FLAG(std::string, torchscript_path, "", "torchscript: the module file.");
-ABSL_FLAG(std::string, task, "classification", "torchscript: classification or language_model.");
-ABSL_FLAG(int64_t, checkpoint_every, 0, "Steps between checkpoints (0 = only at the end).");
-ABSL_FLAG(int32_t, keep_checkpoints, 3, "Step checkpoints to keep.");
-ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps (0 = no limit).");
-ABSL_FLAG(int64_t, max_epochs, 0, "Stop after this many epochs (0 = no limit).");
-ABSL_FLAG(std::string, checkpoint_dir, "", "Checkpoints and final.pt go here (created).");
-ABSL_FLAG(int64_t, global_batch, 0,
-          "Samples per optimizer step over all ranks, kept whatever the world size (0 = "
-          "--batch_size per rank). --batch_size is then the largest micro-batch; the "
-          "accumulation steps are derived, and a resized gang resumes exactly.");
-ABSL_FLAG(std::string, sample_log, "",
-          "Append each step's sample ids to <this>.<rank> (one line: generation step rank "
-          "ids), to audit which data was trained on across restarts.");
+// The contract flags (one per TrainerSpec field, --max_steps, --max_epochs,
+// --checkpoint_dir) are defined in trainer_flags.cc.
 // Optional tuning (not part of TrainerSpec).
 ABSL_FLAG(std::string, device, "auto", "auto (CUDA if a GPU is visible), cpu or cuda.");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Minutes(5),
@@ -153,137 +91,6 @@ void InstallSignalHandlers() {
   ::sigaction(SIGPIPE, &action, nullptr);
 }
 
-// absl::ParseCommandLine exits(1) with several lines on a bad flag; the contract wants
-// exit code 2 and one line, so parse "--name=value" / "--name value" ourselves.
-absl::Status ParseFlags(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "--helpfull") {
-      absl::ParseCommandLine(argc, argv);  // Prints usage and exits.
-    }
-    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i], "'"));
-    }
-    std::string name(arg);
-    std::string value;
-    if (const size_t eq = arg.find('='); eq != absl::string_view::npos) {
-      name = std::string(arg.substr(0, eq));
-      value = std::string(arg.substr(eq + 1));
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " has no value"));
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, "=", value, ": ", error));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// INVALID_ARGUMENT "--flag=value is not one of ..." unless value is in `allowed`.
-absl::Status CheckOneOf(const char* flag, const std::string& value,
-                        std::initializer_list<const char*> allowed) {
-  for (const char* a : allowed) {
-    if (value == a) return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, "=", value, " is not one of ", absl::StrJoin(allowed, ", ")));
-}
-
-bool IsLanguageModel() {
-  return absl::GetFlag(FLAGS_model) == "gpt" ||
-         (absl::GetFlag(FLAGS_model) == "torchscript" &&
-          absl::GetFlag(FLAGS_task) == "language_model");
-}
-
-absl::StatusOr<DataOptions> DataOptionsFromFlags() {
-  RETURN_IF_ERROR(CheckOneOf(kFlagDataset, absl::GetFlag(FLAGS_dataset),
-                             {"mnist", "cifar10", "image_folder", "tokens", "synthetic"}));
-  DataOptions data;
-  data.dataset = absl::GetFlag(FLAGS_dataset);
-  data.data_dir = absl::GetFlag(FLAGS_data_dir);
-  if (data.dataset != "synthetic" && data.data_dir.empty()) {
-    return absl::InvalidArgumentError("--data_dir is required");
-  }
-  data.image_size = absl::GetFlag(FLAGS_image_size);
-  data.context_length = absl::GetFlag(FLAGS_context_length);
-  data.synthetic_samples = absl::GetFlag(FLAGS_synthetic_samples);
-  data.num_classes = absl::GetFlag(FLAGS_num_classes);
-  data.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  data.synthetic_tokens = IsLanguageModel();
-  data.seed = absl::GetFlag(FLAGS_seed);
-  return data;
-}
-
-absl::StatusOr<TrainerOptions> OptionsFromFlags() {
-  RETURN_IF_ERROR(CheckOneOf(kFlagModel, absl::GetFlag(FLAGS_model),
-                             {"mlp", "resnet18", "resnet50", "gpt", "torchscript"}));
-  RETURN_IF_ERROR(
-      CheckOneOf(kFlagTask, absl::GetFlag(FLAGS_task), {"classification", "language_model"}));
-  RETURN_IF_ERROR(CheckOneOf(kFlagOptimizer, absl::GetFlag(FLAGS_optimizer), {"sgd", "adamw"}));
-  RETURN_IF_ERROR(CheckOneOf(kFlagLrSchedule, absl::GetFlag(FLAGS_lr_schedule),
-                             {"constant", "cosine", "step"}));
-  if (absl::GetFlag(FLAGS_threads) < 1) {
-    return absl::InvalidArgumentError("--threads must be >= 1");
-  }
-  TrainerOptions options;
-  ModelOptions& model = options.model;
-  model.model = absl::GetFlag(FLAGS_model);
-  ASSIGN_OR_RETURN(model.hidden, ParseHiddenWidths(absl::GetFlag(FLAGS_hidden)));
-  model.gpt_layers = absl::GetFlag(FLAGS_gpt_layers);
-  model.gpt_heads = absl::GetFlag(FLAGS_gpt_heads);
-  model.gpt_width = absl::GetFlag(FLAGS_gpt_width);
-  model.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  model.context_length = absl::GetFlag(FLAGS_context_length);
-  model.torchscript_path = absl::GetFlag(FLAGS_torchscript_path);
-  model.task = absl::GetFlag(FLAGS_task);
-
-  OptimizerOptions& optimizer = options.optimizer;
-  optimizer.name = absl::GetFlag(FLAGS_optimizer);
-  optimizer.lr = absl::GetFlag(FLAGS_lr);
-  optimizer.momentum = absl::GetFlag(FLAGS_momentum);
-  optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
-  optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  optimizer.adam_beta1 = absl::GetFlag(FLAGS_adam_beta1);
-  optimizer.adam_beta2 = absl::GetFlag(FLAGS_adam_beta2);
-  optimizer.adam_eps = absl::GetFlag(FLAGS_adam_eps);
-
-  LrScheduleOptions& schedule = options.schedule;
-  schedule.kind = absl::GetFlag(FLAGS_lr_schedule);
-  schedule.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  schedule.step_size = absl::GetFlag(FLAGS_lr_step_size);
-  schedule.gamma = absl::GetFlag(FLAGS_lr_gamma);
-  schedule.min_lr = absl::GetFlag(FLAGS_min_lr);
-  schedule.base_batch = absl::GetFlag(FLAGS_base_batch);
-
-  TrainStepOptions& step = options.step;
-  ASSIGN_OR_RETURN(step.precision, ParsePrecision(absl::GetFlag(FLAGS_precision)));
-  step.accumulation_steps = absl::GetFlag(FLAGS_accumulation_steps);
-  step.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-  step.reducer.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
-  ASSIGN_OR_RETURN(step.reducer.compression,
-                   ParseGradCompression(absl::GetFlag(FLAGS_grad_compression)));
-
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.loader_threads = absl::GetFlag(FLAGS_loader_threads);
-  options.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.log_every = absl::GetFlag(FLAGS_log_every);
-  options.max_steps = absl::GetFlag(FLAGS_max_steps);
-  options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
-  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  options.global_batch = absl::GetFlag(FLAGS_global_batch);
-  options.sample_log = absl::GetFlag(FLAGS_sample_log);
-  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
-  RETURN_IF_ERROR(ValidateTrainerOptions(options));
-  return options;
-}
-
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
                                                       const c10::Device& device) {
   ProcessGroupOptions options;
@@ -306,11 +113,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
 // The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
 absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   RETURN_IF_ERROR(ParseFlags(argc, argv));
-  ASSIGN_OR_RETURN(const TrainerOptions options, OptionsFromFlags());
-  ASSIGN_OR_RETURN(const DataOptions data_options, DataOptionsFromFlags());
+  ASSIGN_OR_RETURN(const FlagOptions flags, OptionsFromFlags());
+  const TrainerOptions& options = flags.trainer;
+  const DataOptions& data_options = flags.data;
   ASSIGN_OR_RETURN(const LaunchEnv env, LaunchEnvFromProcess());
   ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
-  at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  at::set_num_threads(static_cast<int>(flags.threads));
   ASSIGN_OR_RETURN(const c10::Device device,
                    ResolveDevice(absl::GetFlag(FLAGS_device), env.local_rank));
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/cifar10.h"
 #include "worker/trainer/data/datasets_internal.h"
 #include "worker/trainer/data/idx_dataset.h"
@@ -165,7 +166,6 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenCifar10(const DataOptions& options,
 }  // namespace internal
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const DataOptions& options, Split split) {
-  constexpr int64_t kMaxImageSize = 4096;
   DataOptions o = options;
   auto bad = [](const char* field, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
@@ -180,14 +180,19 @@ absl::StatusOr<std::unique_ptr<Dataset>> OpenDataset(const DataOptions& options,
        o.dataset == "tokens")) {
     return bad("data_dir", absl::StrCat("required for dataset \"", o.dataset, "\""));
   }
-  if (o.image_size <= 0) o.image_size = o.dataset == "image_folder" ? 224 : 32;
-  if (o.image_size > kMaxImageSize) {
-    return bad("image_size", absl::StrFormat("%d is larger than %d", o.image_size, kMaxImageSize));
+  namespace ts = ::baton::trainer_spec;
+  if (o.image_size <= 0) {
+    o.image_size =
+        o.dataset == "image_folder" ? ts::kImageFolderImageSize : ts::kSyntheticImageSize;
   }
-  if (o.context_length <= 0) o.context_length = 128;
-  if (o.synthetic_samples <= 0) o.synthetic_samples = 8192;
-  if (o.num_classes <= 0) o.num_classes = 10;
-  if (o.vocab_size <= 0) o.vocab_size = 50304;
+  if (o.image_size > ts::kImageSize.max) {
+    return bad("image_size",
+               absl::StrFormat("%d is larger than %d", o.image_size, ts::kImageSize.max));
+  }
+  if (o.context_length <= 0) o.context_length = ts::kContextLength.default_value;
+  if (o.synthetic_samples <= 0) o.synthetic_samples = ts::kSyntheticSamples.default_value;
+  if (o.num_classes <= 0) o.num_classes = ts::kNumClasses.default_value;
+  if (o.vocab_size <= 0) o.vocab_size = ts::kVocabSize.default_value;
   try {
     if (o.dataset == "mnist") return internal::OpenMnist(o, split);
     if (o.dataset == "cifar10") return internal::OpenCifar10(o, split);

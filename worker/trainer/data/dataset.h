@@ -61,6 +61,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 
@@ -83,21 +84,25 @@ enum class Split { kTrain, kTest };
 
 // The data fields of TrainerSpec (proto/baton/v1/job.proto). A numeric field <= 0 means
 // its default (the value shown, except image_size).
+// The data fields of TrainerSpec; defaults and allowed values:
+// common/trainer_spec_defaults.h. A numeric field <= 0 means the table's default.
 struct DataOptions {
   std::string dataset;  // "mnist", "cifar10", "image_folder", "tokens" or "synthetic".
   std::string data_dir;
-  int64_t image_size = 0;  // image_folder: default 224; synthetic images: default 32.
-  int64_t context_length = 128;
-  int64_t synthetic_samples = 8192;
-  int64_t num_classes = 10;  // synthetic only; the others know their classes.
-  int64_t vocab_size = 50304;
+  // 0: the dataset's default, kImageFolderImageSize or kSyntheticImageSize (synthetic).
+  int64_t image_size = trainer_spec::kImageSize.default_value;
+  int64_t context_length = trainer_spec::kContextLength.default_value;
+  int64_t synthetic_samples = trainer_spec::kSyntheticSamples.default_value;
+  // synthetic only; the others know their classes.
+  int64_t num_classes = trainer_spec::kNumClasses.default_value;
+  int64_t vocab_size = trainer_spec::kVocabSize.default_value;
   // synthetic: generate token sequences (set it when the model is a language model:
   // model "gpt", or "torchscript" with task "language_model").
   bool synthetic_tokens = false;
   // Random train-split augmentation of cifar10 and image_folder (see above); when false
   // the train split is transformed like the test split.
   bool augment = true;
-  uint64_t seed = 1;  // synthetic content.
+  uint64_t seed = trainer_spec::kSeed.default_value;  // synthetic content.
 };
 
 class Dataset {

@@ -41,6 +41,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/distributed_sampler.h"
 
@@ -57,10 +58,14 @@ struct LoaderPosition {
   friend bool operator!=(const LoaderPosition& a, const LoaderPosition& b) { return !(a == b); }
 };
 
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
 struct LoaderOptions {
-  int threads = 2;                 // TrainerSpec.loader_threads; >= 0 (0 = synchronous).
-  int prefetch_batches = 4;        // TrainerSpec.prefetch_batches; >= 1.
-  uint64_t seed = 1;               // Augmentation seeds derive from (seed, epoch, batch).
+  // TrainerSpec.loader_threads; >= 0 (0 = synchronous).
+  int threads = static_cast<int>(trainer_spec::kLoaderThreads.default_value);
+  // TrainerSpec.prefetch_batches; >= 1.
+  int prefetch_batches = static_cast<int>(trainer_spec::kPrefetchBatches.default_value);
+  // Augmentation seeds derive from (seed, epoch, batch).
+  uint64_t seed = trainer_spec::kSeed.default_value;
   c10::Device device = c10::kCPU;  // Where Next()'s tensors live.
   LoaderPosition start;            // The first batch Next() returns.
   const Clock* clock = nullptr;    // Times wait_time(); nullptr = RealClock.

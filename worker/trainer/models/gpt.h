@@ -18,14 +18,18 @@
 
 #include <cstdint>
 
+#include "common/trainer_spec_defaults.h"
+
 namespace baton::trainer {
 
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
 struct GptOptions {
-  int64_t vocab_size = 50304;
-  int64_t context_length = 128;  // Longest sequence (rows of wpe).
-  int64_t layers = 4;
-  int64_t heads = 4;  // Must divide width.
-  int64_t width = 256;
+  int64_t vocab_size = trainer_spec::kVocabSize.default_value;
+  // Longest sequence (rows of wpe).
+  int64_t context_length = trainer_spec::kContextLength.default_value;
+  int64_t layers = trainer_spec::kGptLayers.default_value;
+  int64_t heads = trainer_spec::kGptHeads.default_value;  // Must divide width.
+  int64_t width = trainer_spec::kGptWidth.default_value;
 };
 
 class GptImpl : public torch::nn::Module {

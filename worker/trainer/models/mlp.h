@@ -13,17 +13,21 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 
 struct MlpOptions {
   int64_t input_dim = 784;
-  std::vector<int64_t> hidden = {256, 128};  // May be empty (a linear classifier).
-  int64_t num_classes = 10;
+  // May be empty (a linear classifier).
+  std::vector<int64_t> hidden = std::vector<int64_t>(trainer_spec::kHidden.default_value.begin(),
+                                                     trainer_spec::kHidden.default_value.end());
+  int64_t num_classes = trainer_spec::kNumClasses.default_value;
 };
 
-// Parses --hidden: comma-separated positive widths ("256,128"); "" means no hidden layer.
-// INVALID_ARGUMENT on anything else.
+// Parses --hidden: comma-separated positive integers ("256,128"); "" means no hidden layer.
+// INVALID_ARGUMENT on anything else. How many and how wide is for the caller to check
+// (TrainerSpec.hidden's range: common/trainer_spec_defaults.h).
 absl::StatusOr<std::vector<int64_t>> ParseHiddenWidths(absl::string_view spec);
 
 class MlpImpl : public torch::nn::Module {

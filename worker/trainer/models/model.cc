@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/models/gpt.h"
 #include "worker/trainer/models/mlp.h"
 #include "worker/trainer/models/resnet.h"
@@ -160,11 +161,12 @@ absl::StatusOr<std::unique_ptr<Model>> MakeResNet(const ModelOptions& o, const D
 absl::StatusOr<std::unique_ptr<Model>> MakeGpt(const ModelOptions& o, const DatasetInfo& data) {
   RETURN_IF_ERROR(RequireKind(o, data, true));
   GptOptions g;
-  g.layers = o.gpt_layers > 0 ? o.gpt_layers : 4;
-  g.heads = o.gpt_heads > 0 ? o.gpt_heads : 4;
-  g.width = o.gpt_width > 0 ? o.gpt_width : 256;
-  g.vocab_size = o.vocab_size > 0 ? o.vocab_size : 50304;
-  g.context_length = o.context_length > 0 ? o.context_length : 128;
+  namespace ts = ::baton::trainer_spec;
+  g.layers = o.gpt_layers > 0 ? o.gpt_layers : ts::kGptLayers.default_value;
+  g.heads = o.gpt_heads > 0 ? o.gpt_heads : ts::kGptHeads.default_value;
+  g.width = o.gpt_width > 0 ? o.gpt_width : ts::kGptWidth.default_value;
+  g.vocab_size = o.vocab_size > 0 ? o.vocab_size : ts::kVocabSize.default_value;
+  g.context_length = o.context_length > 0 ? o.context_length : ts::kContextLength.default_value;
   if (g.width % g.heads != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("gpt_width: %d is not divisible by gpt_heads %d", g.width, g.heads));

@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
 
 namespace baton::trainer {
@@ -67,20 +68,24 @@ struct StepOutput {
   int64_t count = 0;   // Samples (classification) or target tokens (language model).
 };
 
-// The model fields of TrainerSpec (proto/baton/v1/job.proto). A numeric field <= 0 means
-// the default shown.
+// The model fields of TrainerSpec (proto/baton/v1/job.proto); defaults and allowed values:
+// common/trainer_spec_defaults.h. A gpt_* or vocab_size / context_length <= 0 means the
+// table's default.
 struct ModelOptions {
-  std::string model;                         // "mlp", "resnet18", "resnet50", "gpt",
-                                             // "torchscript".
-  std::vector<int64_t> hidden = {256, 128};  // mlp; may be empty (a linear classifier).
-  int64_t gpt_layers = 4;
-  int64_t gpt_heads = 4;  // Must divide gpt_width.
-  int64_t gpt_width = 256;
-  int64_t vocab_size = 50304;    // gpt: embedding rows.
-  int64_t context_length = 128;  // gpt: positional embeddings (block size).
+  std::string model;  // "mlp", "resnet18", "resnet50", "gpt", "torchscript".
+  // mlp; may be empty (a linear classifier).
+  std::vector<int64_t> hidden = std::vector<int64_t>(trainer_spec::kHidden.default_value.begin(),
+                                                     trainer_spec::kHidden.default_value.end());
+  int64_t gpt_layers = trainer_spec::kGptLayers.default_value;
+  int64_t gpt_heads = trainer_spec::kGptHeads.default_value;  // Must divide gpt_width.
+  int64_t gpt_width = trainer_spec::kGptWidth.default_value;
+  int64_t vocab_size = trainer_spec::kVocabSize.default_value;  // gpt: embedding rows.
+  // gpt: positional embeddings (block size).
+  int64_t context_length = trainer_spec::kContextLength.default_value;
   std::string torchscript_path;
-  std::string task = "classification";  // torchscript: or "language_model".
-  uint64_t seed = 1;                    // Initialisation of built-in models.
+  // torchscript: or "language_model".
+  std::string task = std::string(trainer_spec::kTask.default_value);
+  uint64_t seed = trainer_spec::kSeed.default_value;  // Initialisation of built-in models.
 };
 
 class Model {

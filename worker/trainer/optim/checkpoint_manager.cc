@@ -35,6 +35,7 @@
 #include "absl/strings/strip.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/optim/checkpoint_file.h"
 
 namespace baton::trainer {
@@ -50,7 +51,6 @@ constexpr char kSuffix[] = ".pt";
 constexpr char kStartPrefix[] = "gen-";
 constexpr char kStartSuffix[] = ".start";
 constexpr char kStartFormat[] = "baton-generation-start-v1";
-constexpr int32_t kDefaultKeep = 3;
 // Start records of this many of the newest generations are never pruned.
 constexpr size_t kStartRecordsKept = 4;
 
@@ -546,14 +546,14 @@ absl::StatusOr<std::vector<char>> EncodeWeights(const NamedTensors& tensors,
 
 absl::StatusOr<CheckpointManager> CheckpointManager::Create(CheckpointManagerOptions options) {
   if (options.dir.empty()) return absl::InvalidArgumentError("checkpoint directory is empty");
-  if (options.checkpoint_every < 0) {
-    return absl::InvalidArgumentError("trainer.checkpoint_every: must be >= 0");
-  }
-  if (options.keep < 0) return absl::InvalidArgumentError("trainer.keep_checkpoints: must be >= 0");
+  namespace ts = ::baton::trainer_spec;
+  RETURN_IF_ERROR(ts::Check(ts::kCheckpointEvery, options.checkpoint_every,
+                            ts::SpecPath(ts::kCheckpointEvery)));
+  RETURN_IF_ERROR(
+      ts::Check(ts::kKeepCheckpoints, options.keep, ts::SpecPath(ts::kKeepCheckpoints)));
   if (options.generation < 0) {
     return absl::InvalidArgumentError("checkpoint generation: must be >= 0");
   }
-  if (options.keep == 0) options.keep = kDefaultKeep;
   return CheckpointManager(std::move(options));
 }
 

@@ -95,6 +95,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 
@@ -127,8 +128,10 @@ struct TrainingState {
 
 struct CheckpointManagerOptions {
   std::string dir;               // Created on the first save if missing. Non-empty.
-  int64_t checkpoint_every = 0;  // TrainerSpec.checkpoint_every; 0: ShouldSave is false.
-  int32_t keep = 3;              // TrainerSpec.keep_checkpoints (0 -> default 3). >= 1.
+  // TrainerSpec.checkpoint_every; 0: ShouldSave is false.
+  int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
+  // TrainerSpec.keep_checkpoints; its range: common/trainer_spec_defaults.h.
+  int32_t keep = static_cast<int32_t>(trainer_spec::kKeepCheckpoints.default_value);
   int64_t generation = 0;        // BATON_GENERATION; 0 = unknown (legacy names). >= 0.
   std::string job;               // BATON_JOB_ID; empty outside Baton.
 };
@@ -156,7 +159,8 @@ struct CheckpointFile {
 
 class CheckpointManager {
  public:
-  // INVALID_ARGUMENT for an empty dir, checkpoint_every < 0, keep < 0 or generation < 0.
+  // INVALID_ARGUMENT for an empty dir, checkpoint_every or keep outside TrainerSpec's range
+  // (common/trainer_spec_defaults.h; the message names trainer.<field>) or generation < 0.
   static absl::StatusOr<CheckpointManager> Create(CheckpointManagerOptions options);
 
   // True when `step` (completed optimizer steps, > 0) is a multiple of checkpoint_every.

@@ -23,22 +23,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 
 enum class LrScheduleKind { kConstant, kCosine, kStep };
 
-// The TrainerSpec schedule fields, with the proto's defaults applied.
+// The TrainerSpec schedule fields; defaults: common/trainer_spec_defaults.h.
 struct LrScheduleOptions {
-  std::string kind = "constant";  // TrainerSpec.lr_schedule: "constant" ("" too), "cosine", "step".
-  double base_lr = 0.05;          // TrainerSpec.lr, > 0.
-  int64_t warmup_steps = 0;       // >= 0.
-  int64_t total_steps = 0;        // The step budget; "cosine" needs > 0 (> warmup_steps).
-  int64_t step_size = 0;          // "step": > 0.
-  double gamma = 0.1;             // "step": > 0.
-  double min_lr = 0.0;            // "cosine": in [0, peak].
-  int64_t base_batch = 0;         // 0: no linear scaling; else > 0.
-  int64_t global_batch = 0;       // Needed (> 0) when base_batch > 0.
+  // TrainerSpec.lr_schedule: "constant" ("" too), "cosine", "step".
+  std::string kind = std::string(trainer_spec::kLrSchedule.default_value);
+  double base_lr = trainer_spec::kLr.default_value;  // TrainerSpec.lr, > 0.
+  int64_t warmup_steps = trainer_spec::kWarmupSteps.default_value;  // >= 0.
+  int64_t total_steps = 0;  // The step budget; "cosine" needs > 0 (> warmup_steps).
+  int64_t step_size = trainer_spec::kLrStepSize.default_value;  // "step": > 0.
+  double gamma = trainer_spec::kLrGamma.default_value;          // "step": > 0.
+  double min_lr = trainer_spec::kMinLr.default_value;           // "cosine": in [0, peak].
+  // 0: no linear scaling; else > 0.
+  int64_t base_batch = trainer_spec::kBaseBatch.default_value;
+  int64_t global_batch = 0;  // Needed (> 0) when base_batch > 0.
 };
 
 // lr * global_batch / base_batch when base_batch > 0, else lr.

@@ -27,19 +27,24 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 
-// The TrainerSpec optimisation fields, with the proto's defaults already applied.
+// The TrainerSpec optimisation fields; defaults and allowed values:
+// common/trainer_spec_defaults.h.
 struct OptimizerOptions {
-  std::string name = "sgd";   // "sgd" or "adamw" (TrainerSpec.optimizer; "" means "sgd").
-  double lr = 0.05;           // > 0. The initial lr; the schedule overrides it per step.
-  double momentum = 0.9;      // sgd: in [0, 1).
-  bool nesterov = false;      // sgd: requires momentum > 0.
-  double weight_decay = 0.0;  // >= 0. sgd: L2 added to the gradient; adamw: decoupled.
-  double adam_beta1 = 0.9;    // adamw: in [0, 1).
-  double adam_beta2 = 0.999;  // adamw: in [0, 1).
-  double adam_eps = 1e-8;     // adamw: >= 0.
+  // "sgd" or "adamw" (TrainerSpec.optimizer; "" means "sgd").
+  std::string name = std::string(trainer_spec::kOptimizer.default_value);
+  // > 0. The initial lr; the schedule overrides it per step.
+  double lr = trainer_spec::kLr.default_value;
+  double momentum = trainer_spec::kMomentum.default_value;  // sgd: in [0, 1).
+  bool nesterov = trainer_spec::kNesterov.default_value;    // sgd: requires momentum > 0.
+  // >= 0. sgd: L2 added to the gradient; adamw: decoupled.
+  double weight_decay = trainer_spec::kWeightDecay.default_value;
+  double adam_beta1 = trainer_spec::kAdamBeta1.default_value;  // adamw: in [0, 1).
+  double adam_beta2 = trainer_spec::kAdamBeta2.default_value;  // adamw: in [0, 1).
+  double adam_eps = trainer_spec::kAdamEps.default_value;      // adamw: >= 0.
 };
 
 // Validates `options` and builds the optimizer over `params` (one group, in this order).

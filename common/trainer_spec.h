@@ -1,0 +1,54 @@
+#pragma once
+
+// Defaults and validation of a TrainerSpec (proto/baton/v1/job.proto), both read from the
+// table in common/trainer_spec_defaults.h. The coordinator applies them at submit (through
+// WithDefaults/ValidateJobSpec in common/job_spec.h); the worker applies the defaults
+// again before it turns a spec into baton-trainer flags (worker/trainer_args.h), so a spec
+// stored before a field existed still gets the field's default, not the trainer's.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton {
+
+// Returns `t` with every unset field set to its table default: scalars without presence
+// when zero or empty, fields with presence (momentum, adam_beta1, adam_beta2, adam_eps,
+// lr_gamma) when absent (an explicit 0 is kept), hidden when empty. Not filled: the
+// required model and dataset, and image_size except for dataset "image_folder"
+// (kImageFolderImageSize; for other datasets 0 lets the trainer pick the dataset's
+// default). Idempotent; never fails.
+baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
+
+// Checks a spec that already went through TrainerSpecWithDefaults. Returns OK or
+// INVALID_ARGUMENT "trainer.<field>: <what is wrong>; <what is allowed>", reporting only
+// the first violation, in this order:
+//   model, dataset, data_dir, batch_size, lr, momentum, hidden (count, then each width in
+//   order), log_every, threads, precision, accumulation_steps, bucket_cap_mb,
+//   grad_compression, max_grad_norm, optimizer, weight_decay, nesterov, adam_beta1,
+//   adam_beta2, adam_eps, lr_schedule, warmup_steps, lr_step_size, lr_gamma, min_lr,
+//   base_batch, loader_threads, prefetch_batches, image_size, context_length,
+//   synthetic_samples, num_classes, gpt_layers, gpt_heads, gpt_width (also: divisible by
+//   gpt_heads), vocab_size, torchscript_path, task, then model/dataset compatibility
+//   (reported on trainer.dataset for a language model on image data, on trainer.model
+//   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
+//   (its range only; ValidateJobSpec checks it against the world sizes).
+// Ranges come from the table. data_dir is checked on the local file system: for
+// "synthetic" it must be empty; otherwise an absolute, readable directory holding the
+// dataset's files: mnist train-images-idx3-ubyte and train-labels-idx1-ubyte; cifar10
+// data_batch_1.bin (in the directory or its cifar-10-batches-bin/); tokens train.bin;
+// image_folder at least one sub-directory (one per class). torchscript_path (model
+// "torchscript" only) must be an absolute, readable file. Thread-safe.
+absl::Status ValidateTrainerSpec(const baton::v1::TrainerSpec& t);
+
+// Every field of `t`, in field-number order, as a baton-trainer flag "--<field>=<value>"
+// (the flag of a TrainerSpec field has the field's name): integers in decimal, doubles as
+// trainer_spec::RealText, booleans "true"/"false", strings as they are, repeated integers
+// (hidden) comma-separated. Every field is included, set or not, so pass a spec that went
+// through TrainerSpecWithDefaults. Fields of any other type (none today; the table test
+// forbids them) are printed in protobuf text format.
+std::vector<std::string> TrainerSpecFlags(const baton::v1::TrainerSpec& t);
+
+}  // namespace baton

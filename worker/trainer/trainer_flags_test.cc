@@ -1,0 +1,251 @@
+#include "worker/trainer/trainer_flags.h"
+
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "common/status_matchers.h"
+#include "common/trainer_spec_defaults.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/descriptor.h"
+#include "gtest/gtest.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::trainer {
+namespace {
+
+namespace ts = ::baton::trainer_spec;
+using google::protobuf::FieldDescriptor;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Parses `args` (after a program name) into the flags and builds the options.
+absl::StatusOr<FlagOptions> FromArgs(std::vector<std::string> args) {
+  args.insert(args.begin(), "baton-trainer");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  RETURN_IF_ERROR(ParseFlags(static_cast<int>(argv.size()), argv.data()));
+  return OptionsFromFlags();
+}
+
+// The smallest valid standalone run: the defaults, synthetic data, one step.
+const std::vector<std::string>& BaseArgs() {
+  static const auto* args =
+      new std::vector<std::string>{"--dataset=synthetic", "--max_steps=1"};
+  return *args;
+}
+
+// What the trainer makes of the base run with `flag` set to `value`.
+absl::Status TrainerVerdict(absl::string_view flag, absl::string_view value) {
+  absl::FlagSaver restore_flags;
+  std::vector<std::string> args = BaseArgs();
+  args.push_back(absl::StrCat("--", flag, "=", value));
+  return FromArgs(args).status();
+}
+
+// A valid trainer job of the same run, after defaults.
+baton::v1::JobSpec BaseSpec() {
+  baton::v1::JobSpec spec;
+  spec.set_name("agree");
+  spec.mutable_trainer()->set_model("mlp");
+  spec.mutable_trainer()->set_dataset("synthetic");
+  spec.mutable_workers()->set_min(1);
+  spec.mutable_budget()->set_max_steps(1);
+  return WithDefaults(spec);
+}
+
+// Sets a scalar TrainerSpec field from flag text; false when the proto type cannot hold it
+// (e.g. an int32 field and a value beyond int32).
+bool SetField(baton::v1::TrainerSpec& t, const FieldDescriptor& field, const std::string& text) {
+  const google::protobuf::Reflection& r = *t.GetReflection();
+  int64_t i = 0;
+  double d = 0;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32:
+      if (!absl::SimpleAtoi(text, &i) || i < std::numeric_limits<int32_t>::min() ||
+          i > std::numeric_limits<int32_t>::max()) {
+        return false;
+      }
+      r.SetInt32(&t, &field, static_cast<int32_t>(i));
+      return true;
+    case FieldDescriptor::CPPTYPE_INT64:
+      if (!absl::SimpleAtoi(text, &i)) return false;
+      r.SetInt64(&t, &field, i);
+      return true;
+    case FieldDescriptor::CPPTYPE_DOUBLE:
+      if (!absl::SimpleAtod(text, &d)) return false;
+      r.SetDouble(&t, &field, d);
+      return true;
+    case FieldDescriptor::CPPTYPE_STRING:
+      r.SetString(&t, &field, text);
+      return true;
+    default:
+      return false;
+  }
+}
+
+// What submit makes of the base job with TrainerSpec field `name` set to `text`
+// (a list as comma-separated text); nullopt when the proto cannot hold the value.
+std::optional<absl::Status> SpecVerdict(absl::string_view name, const std::string& text) {
+  baton::v1::JobSpec spec = BaseSpec();
+  baton::v1::TrainerSpec& t = *spec.mutable_trainer();
+  const FieldDescriptor* field = t.GetDescriptor()->FindFieldByName(std::string(name));
+  if (field == nullptr) return absl::NotFoundError(absl::StrCat("no field ", name));
+  if (field->is_repeated()) {
+    t.GetReflection()->ClearField(&t, field);
+    for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(part, &v) || v < std::numeric_limits<int32_t>::min() ||
+          v > std::numeric_limits<int32_t>::max()) {
+        return std::nullopt;
+      }
+      t.GetReflection()->AddInt32(&t, field, static_cast<int32_t>(v));
+    }
+  } else if (!SetField(t, *field, text)) {
+    return std::nullopt;
+  }
+  return ValidateJobSpec(spec);
+}
+
+// Values just outside what `field` allows, as flag text.
+std::vector<std::string> OutOfRange(const ts::AnyField& entry) {
+  return std::visit(
+      [](const auto* f) -> std::vector<std::string> {
+        using Field = std::decay_t<decltype(*f)>;
+        std::vector<std::string> out;
+        if constexpr (std::is_same_v<Field, ts::IntField>) {
+          out.push_back(absl::StrCat(f->min - 1));
+          if (f->max < ts::kInt64Max) out.push_back(absl::StrCat(f->max + 1));
+        } else if constexpr (std::is_same_v<Field, ts::RealField>) {
+          out.push_back(ts::RealText(f->lo_closed ? f->lo - 0.001 : f->lo));
+          if (std::isfinite(f->hi)) {
+            out.push_back(ts::RealText(f->hi_closed ? f->hi * 1.001 : f->hi));
+          }
+          out.push_back("nan");
+          out.push_back("inf");
+        } else if constexpr (std::is_same_v<Field, ts::ChoiceField>) {
+          out.push_back("no-such-choice");
+        } else if constexpr (std::is_same_v<Field, ts::ListField>) {
+          out.push_back(ts::ListText(std::vector<int64_t>(f->max_count + 1, f->min)));
+          out.push_back(ts::ListText({f->min, f->max + 1}));
+        }
+        return out;
+      },
+      entry);
+}
+
+// Every field's out-of-range values are rejected by submit and by baton-trainer alike,
+// each naming the field; both accept the defaults. A new field checked on one side only
+// fails here.
+TEST(TrainerFlagsTest, SubmitAndTrainerRejectTheSameValues) {
+  ASSERT_OK(ValidateJobSpec(BaseSpec()));
+  {
+    absl::FlagSaver restore_flags;
+    ASSERT_OK(FromArgs(BaseArgs()));
+  }
+  for (const ts::AnyField& entry : ts::TrainerSpecFields()) {
+    const std::string name(ts::FieldName(entry));
+    for (const std::string& bad : OutOfRange(entry)) {
+      SCOPED_TRACE(absl::StrCat(name, "=", bad));
+      const std::optional<absl::Status> spec = SpecVerdict(name, bad);
+      if (spec.has_value()) {
+        EXPECT_THAT(*spec, StatusIs(absl::StatusCode::kInvalidArgument,
+                                    StartsWith(absl::StrCat("trainer.", name))));
+      }
+      EXPECT_THAT(TrainerVerdict(name, bad),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--" + name)));
+    }
+  }
+}
+
+// The example: the two validators used to disagree (1..1000 at submit, >= 1 in
+// the trainer).
+TEST(TrainerFlagsTest, KeepCheckpointsBeyondTheTablesRangeIsRejectedByBoth) {
+  EXPECT_THAT(SpecVerdict("keep_checkpoints", "5000").value(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "trainer.keep_checkpoints: 5000 is out of range; must be 1..1000"));
+  EXPECT_THAT(TrainerVerdict("keep_checkpoints", "5000"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--keep_checkpoints: 5000 is out of range; must be 1..1000"));
+  EXPECT_OK(SpecVerdict("keep_checkpoints", "1000").value());
+  EXPECT_OK(TrainerVerdict("keep_checkpoints", "1000"));
+}
+
+TEST(TrainerFlagsTest, BudgetFlagsUseTheTable) {
+  EXPECT_THAT(TrainerVerdict("max_steps", "-1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("--max_steps: -1")));
+  EXPECT_THAT(TrainerVerdict("max_epochs", "3000000000"),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("--max_epochs: ")));
+  absl::FlagSaver restore_flags;
+  EXPECT_THAT(FromArgs({"--dataset=synthetic"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--max_epochs")));
+}
+
+// Every TrainerSpec field (and the budget and checkpoint_dir) is a flag whose default is
+// the table's.
+TEST(TrainerFlagsTest, EveryFieldIsAFlagWithTheTablesDefault) {
+  for (const ts::AnyField& entry : ts::TrainerSpecFields()) {
+    const std::string name(ts::FieldName(entry));
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    const std::string want = ts::DefaultText(entry);
+    if (std::holds_alternative<const ts::RealField*>(entry)) {
+      double got = 0;
+      ASSERT_TRUE(absl::SimpleAtod(flag->DefaultValue(), &got)) << name;
+      EXPECT_EQ(got, std::get<const ts::RealField*>(entry)->default_value) << name;
+    } else {
+      EXPECT_EQ(flag->DefaultValue(), want) << name;
+    }
+  }
+  for (const ts::IntField* budget : {&ts::kMaxSteps, &ts::kMaxEpochs}) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(budget->name);
+    ASSERT_NE(flag, nullptr) << budget->name;
+    EXPECT_EQ(flag->DefaultValue(), absl::StrCat(budget->default_value));
+  }
+  ASSERT_NE(absl::FindCommandLineFlag(ts::kCheckpointDir.name), nullptr);
+}
+
+// The options a flag set builds carry the flags' values.
+TEST(TrainerFlagsTest, BuildsOptionsFromFlags) {
+  absl::FlagSaver restore_flags;
+  absl::StatusOr<FlagOptions> options =
+      FromArgs({"--dataset=synthetic", "--max_steps=5", "--keep_checkpoints=7",
+                "--hidden=64,32", "--precision=bf16", "--threads=2", "--image_size=48",
+                "--momentum=0"});
+  ASSERT_OK(options);
+  EXPECT_EQ(options->trainer.keep_checkpoints, 7);
+  EXPECT_EQ(options->trainer.max_steps, 5);
+  EXPECT_EQ(options->trainer.model.hidden, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(options->trainer.step.precision, Precision::kBf16);
+  EXPECT_EQ(options->trainer.optimizer.momentum, 0);
+  EXPECT_EQ(options->threads, 2);
+  EXPECT_EQ(options->data.dataset, "synthetic");
+  EXPECT_EQ(options->data.image_size, 48);
+}
+
+TEST(TrainerFlagsTest, ParseErrorsAreOneLineNamingTheFlag) {
+  absl::FlagSaver restore_flags;
+  EXPECT_THAT(FromArgs({"--no_such_flag=1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unknown flag --no_such_flag"));
+  EXPECT_THAT(FromArgs({"--batch_size=abc"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, StartsWith("--batch_size=abc: ")));
+  EXPECT_THAT(FromArgs({"stray"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "unexpected argument 'stray'"));
+  EXPECT_THAT(FromArgs({"--max_steps"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "flag --max_steps has no value"));
+  EXPECT_THAT(FromArgs({"--max_steps=1"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--data_dir")));
+}
+
+}  // namespace
+}  // namespace baton::trainer

@@ -1,0 +1,111 @@
+#pragma once
+
+// What the training loop (trainer.h) is given and what it returns: its options (one per
+// baton-trainer flag, defaults and ranges from common/trainer_spec_defaults.h), the
+// collaborators it borrows, and its result. No training code, so baton-trainer's flag
+// parsing (trainer_flags.h) depends on it without the loop.
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "common/trainer_spec_defaults.h"
+#include "worker/trainer/communicator.h"
+#include "worker/trainer/data/dataset.h"
+#include "worker/trainer/metrics_writer.h"
+#include "worker/trainer/models/model.h"
+#include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/optim/optimizer.h"
+#include "worker/trainer/precision.h"
+#include "worker/trainer/train_step.h"
+
+namespace baton::trainer {
+
+// The training fields of TrainerSpec (and Budget, checkpoint_dir), one per baton-trainer
+// flag; defaults and allowed values: common/trainer_spec_defaults.h.
+struct TrainerOptions {
+  ModelOptions model;          // model.seed is replaced by `seed`.
+  OptimizerOptions optimizer;  // optimizer.lr is the base lr of the schedule.
+  // kind, warmup_steps, step_size, gamma, min_lr, base_batch; the trainer fills in
+  // base_lr, total_steps and global_batch.
+  LrScheduleOptions schedule;
+  TrainStepOptions step;  // precision, accumulation_steps, clipping, buckets, ...
+  // Samples per rank per micro-batch (with global_batch: at most).
+  int64_t batch_size = trainer_spec::kBatchSize.default_value;
+  // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
+  // micro-batch and accumulation steps are derived from it (SplitGlobalBatch) and the data
+  // order is world-size independent (DistributedSampler::CreateForGlobalBatch), so a resized
+  // gang resumes exactly. step.accumulation_steps must then be 1.
+  int64_t global_batch = trainer_spec::kGlobalBatch.default_value;
+  // Non-empty: this rank appends one line per optimizer step, "<generation> <step> <rank>
+  // <id>,<id>,..." (the dataset indices it trained on), to "<sample_log>.<rank>". A step
+  // re-run after a restore is logged again; the entry of the highest generation counts.
+  std::string sample_log;
+  // 0: load on the training thread.
+  int loader_threads = static_cast<int>(trainer_spec::kLoaderThreads.default_value);
+  int prefetch_batches = static_cast<int>(trainer_spec::kPrefetchBatches.default_value);
+  uint64_t seed = trainer_spec::kSeed.default_value;  // Model init, data order, augmentation.
+  int64_t log_every = trainer_spec::kLogEvery.default_value;  // Steps between metric lines.
+  int64_t max_steps = trainer_spec::kMaxSteps.default_value;  // 0 = no limit.
+  // 0 = no limit. At least one of max_steps/max_epochs is > 0.
+  int64_t max_epochs = trainer_spec::kMaxEpochs.default_value;
+  std::string checkpoint_dir;  // Checkpoints and final.pt; empty = none.
+  // Steps between checkpoints; 0 = only at the end.
+  int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
+  int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
+};
+
+// Checks every field against the table (common/trainer_spec_defaults.h), the same ranges
+// submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
+// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget).
+// Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
+// be ...".
+absl::Status ValidateTrainerOptions(const TrainerOptions& options);
+
+// Borrowed collaborators; all must outlive Trainer::Run().
+struct TrainerContext {
+  const Dataset* train = nullptr;  // Required.
+  const Dataset* test = nullptr;   // Optional (no eval_accuracy when null).
+  Communicator* comm = nullptr;    // Required; LocalCommunicator for one process.
+  MetricsWriter* metrics = nullptr;  // Required (may be disabled).
+  const Clock* clock = nullptr;      // Required; times the steps and their phases.
+  std::ostream* log = nullptr;       // Required; one human-readable line per metric line.
+  // Optional. When it becomes true the loop stops before the next step, writes a metric line
+  // for the steps since the last one, and returns with `stopped` set, without evaluation,
+  // checkpoint or further collectives.
+  const std::atomic<bool>* stop = nullptr;
+  // Optional, honoured on rank 0 only. When it becomes true the loop stops at the next step
+  // boundary, saves a training-state checkpoint of the steps done (when checkpoint_dir is
+  // set; none is lost), writes a metric line for the steps since the last one, and returns
+  // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
+  // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
+  const std::atomic<bool>* checkpoint_request = nullptr;
+  // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
+  // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
+  int64_t generation = 0;
+  // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
+  std::string job_id;
+};
+
+struct TrainResult {
+  int64_t steps = 0;  // Optimizer steps completed (global, restored ones included).
+  int64_t epoch = 0;  // 0-based epoch of the last step.
+  // Averages over the first and the last metric window of this run (NaN if no step ran).
+  double first_loss = 0;
+  double loss = 0;
+  double accuracy = 0;
+  std::optional<double> eval_accuracy;
+  std::string checkpoint_path;  // final.pt, when this rank saved it.
+  std::string restored_from;    // The checkpoint this run resumed from, if any.
+  int64_t skipped_steps = 0;    // fp16 overflow steps (no update applied).
+  bool stopped = false;         // Ended early by TrainerContext::stop.
+  bool checkpointed = false;    // Ended by TrainerContext::checkpoint_request.
+};
+
+}  // namespace baton::trainer

@@ -1,0 +1,475 @@
+#include "worker/trainer/training_session.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/trainer_spec_defaults.h"
+#include "worker/trainer/contract.h"
+#include "worker/trainer/device.h"
+#include "worker/trainer/precision.h"
+
+namespace baton::trainer {
+namespace {
+
+namespace ts = ::baton::trainer_spec;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Where a rank resumes in its data stream after restoring `progress` saved by a gang of
+// progress.world_size ranks: the same position when the world size is unchanged, else
+// the same fraction of the epoch, rounded down to a whole optimizer step.
+LoaderPosition ResumePosition(const TrainingProgress& progress, int world_size,
+                              int64_t micro_per_epoch, int64_t accumulation_steps,
+                              int64_t saved_micro_per_epoch) {
+  LoaderPosition position{progress.epoch, progress.batch_in_epoch};
+  if (progress.world_size != world_size && saved_micro_per_epoch > 0) {
+    const double fraction =
+        static_cast<double>(progress.batch_in_epoch) / static_cast<double>(saved_micro_per_epoch);
+    position.batch_in_epoch = static_cast<int64_t>(fraction * micro_per_epoch);
+  }
+  position.batch_in_epoch -= position.batch_in_epoch % accumulation_steps;
+  if (position.batch_in_epoch + accumulation_steps > micro_per_epoch) {
+    position = {position.epoch + 1, 0};
+  }
+  return position;
+}
+
+}  // namespace
+
+TrainingSession::TrainingSession(const TrainerOptions& options, const TrainerContext& context)
+    : options_(options),
+      context_(context),
+      comm_(*context.comm),
+      clock_(*context.clock),
+      train_(*context.train),
+      device_(context.comm->device()),
+      world_(context.comm->world_size()),
+      phases_(*context.clock) {
+  result_.first_loss = result_.loss = result_.accuracy = kNaN;
+}
+
+// ---- setup ------------------------------------------------------------------------------
+
+absl::Status TrainingSession::Setup() {
+  RETURN_IF_ERROR(SplitBatch());
+  RETURN_IF_ERROR(BuildModel());
+  RETURN_IF_ERROR(BuildSampler());
+  return BuildSchedule();
+}
+
+// With a global batch the micro-batch and accumulation follow from the world size.
+absl::Status TrainingSession::SplitBatch() {
+  batch_size_ = options_.batch_size;
+  step_options_ = options_.step;
+  if (options_.global_batch > 0) {
+    ASSIGN_OR_RETURN(const GlobalBatchSplit split,
+                     SplitGlobalBatch(options_.global_batch, world_, options_.batch_size));
+    batch_size_ = split.micro_batch;
+    step_options_.accumulation_steps = split.accumulation_steps;
+    if (comm_.rank() == 0) {
+      *context_.log << "global batch " << options_.global_batch << " = " << world_
+                    << " ranks x " << split.accumulation_steps << " micro-batches x "
+                    << batch_size_ << std::endl;
+    }
+  }
+  accumulation_ = step_options_.accumulation_steps;
+  return absl::OkStatus();
+}
+
+// The model, identical on every rank, and its optimizer.
+absl::Status TrainingSession::BuildModel() {
+  ModelOptions model_options = options_.model;
+  model_options.seed = options_.seed;
+  ASSIGN_OR_RETURN(model_, MakeModel(model_options, train_.info()));
+  model_->To(device_);
+  model_->Train(true);
+  params_ = model_->Parameters();
+  named_ = model_->NamedParameters();
+  for (auto& buffer : model_->NamedBuffers()) {
+    buffers_.push_back(buffer.second);
+    named_.push_back(std::move(buffer));
+  }
+  {
+    std::vector<at::Tensor> all;
+    for (const auto& [name, tensor] : named_) all.push_back(tensor);
+    RETURN_IF_ERROR(BroadcastParameters(all, /*root=*/0, comm_));
+  }
+  ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(params_, options_.optimizer));
+  return absl::OkStatus();
+}
+
+// The sampler, and the steps an epoch and the budget have.
+absl::Status TrainingSession::BuildSampler() {
+  ASSIGN_OR_RETURN(sampler_, options_.global_batch > 0
+                                 ? DistributedSampler::CreateForGlobalBatch(
+                                       train_.size(), comm_.rank(), world_, batch_size_,
+                                       options_.global_batch, options_.seed)
+                                 : DistributedSampler::Create(train_.size(), comm_.rank(),
+                                                              world_, batch_size_,
+                                                              options_.seed));
+  micro_per_epoch_ = sampler_->batches_per_epoch();
+  steps_per_epoch_ = micro_per_epoch_ / accumulation_;
+  if (steps_per_epoch_ == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the dataset (", train_.size(), " samples) gives each of ", world_, " ranks ",
+        micro_per_epoch_, " batches of ", batch_size_, " per epoch, fewer than ",
+        ts::FlagLabel(ts::kAccumulationSteps), "=", accumulation_));
+  }
+  total_steps_ = std::numeric_limits<int64_t>::max();
+  if (options_.max_steps > 0) total_steps_ = options_.max_steps;
+  if (options_.max_epochs > 0) {
+    total_steps_ = std::min(total_steps_, options_.max_epochs * steps_per_epoch_);
+  }
+  global_batch_ = batch_size_ * accumulation_ * world_;
+  return absl::OkStatus();
+}
+
+// The LR schedule over the budget, and the step engine.
+absl::Status TrainingSession::BuildSchedule() {
+  LrScheduleOptions schedule_options = options_.schedule;
+  schedule_options.base_lr = options_.optimizer.lr;
+  schedule_options.total_steps = total_steps_;
+  schedule_options.global_batch = global_batch_;
+  ASSIGN_OR_RETURN(schedule_, LrSchedule::Create(schedule_options));
+  ASSIGN_OR_RETURN(train_step_,
+                   TrainStep::Create(params_, *optimizer_, comm_, clock_, step_options_));
+  if (!train_step_->precision().note.empty() && comm_.rank() == 0) {
+    BATON_LOG(WARNING) << train_step_->precision().note;
+  }
+  if (train_step_->reducer().compression_emulated() && comm_.rank() == 0) {
+    BATON_LOG(WARNING) << ts::FlagLabel(ts::kGradCompression) << ": the " << comm_.backend()
+                       << " backend cannot sum 16-bit values of that type; gradients are "
+                          "rounded to it and summed in float32";
+  }
+  return absl::OkStatus();
+}
+
+// ---- restore ----------------------------------------------------------------------------
+
+absl::Status TrainingSession::Restore() {
+  state_.tensors = named_;
+  state_.optimizer = optimizer_.get();
+  if (!options_.checkpoint_dir.empty()) {
+    CheckpointManagerOptions manager_options;
+    manager_options.dir = options_.checkpoint_dir;
+    manager_options.checkpoint_every = options_.checkpoint_every;
+    manager_options.keep = options_.keep_checkpoints;
+    manager_options.generation = context_.generation;
+    manager_options.job = context_.job_id;
+    ASSIGN_OR_RETURN(CheckpointManager manager, CheckpointManager::Create(manager_options));
+    checkpoints_.emplace(std::move(manager));
+    absl::StatusOr<RestoredCheckpoint> restored = checkpoints_->RestoreLatest(state_);
+    if (restored.ok()) {
+      RETURN_IF_ERROR(ApplyRestored(*restored));
+    } else if (restored.status().code() != absl::StatusCode::kNotFound) {
+      return restored.status();
+    }
+    RETURN_IF_ERROR(CheckRanksAgreeOnStep());
+    // From here on older generations' writers are fenced off the directory; if a newer
+    // generation has started already, this one is superseded and must not train.
+    if (comm_.rank() == 0) RETURN_IF_ERROR(checkpoints_->RecordStart(step_));
+  }
+  result_.steps = step_;
+  return absl::OkStatus();
+}
+
+// The step, loss scale and data position of a restored checkpoint.
+absl::Status TrainingSession::ApplyRestored(const RestoredCheckpoint& restored) {
+  const TrainingProgress& p = state_.progress;
+  step_ = p.step;
+  result_.restored_from = restored.path;
+  // A scale of 1 means the saving run had no loss scaling: keep the initial scale.
+  if (train_step_->scaler().enabled() && p.scaler_scale > 0 && p.scaler_scale != 1.0) {
+    RETURN_IF_ERROR(
+        train_step_->mutable_scaler().Restore(p.scaler_scale, p.scaler_growth_tracker));
+  }
+  // Micro-batches per epoch of the gang that saved it (same dataset and batch size).
+  const int64_t saved_micro =
+      p.world_size > 0 ? (train_.size() / p.world_size) / batch_size_ : micro_per_epoch_;
+  // With a global batch every step consumed the same samples whatever the world size, so
+  // the position follows from the step count alone, exactly.
+  start_ = options_.global_batch > 0
+               ? LoaderPosition{step_ / steps_per_epoch_,
+                                step_ % steps_per_epoch_ * accumulation_}
+               : ResumePosition(p, world_, micro_per_epoch_, accumulation_, saved_micro);
+  *context_.log << "restored " << restored.path << " at step " << step_ << " (epoch "
+                << start_.epoch << ", batch " << start_.batch_in_epoch << ")" << std::endl;
+  return absl::OkStatus();
+}
+
+// ABORTED unless every rank restored the same step (mean and variance over the ranks).
+absl::Status TrainingSession::CheckRanksAgreeOnStep() {
+  at::Tensor steps = at::full({2}, static_cast<double>(step_),
+                              at::TensorOptions().dtype(at::kDouble).device(device_));
+  steps[1].fill_(static_cast<double>(step_) * step_);
+  RETURN_IF_ERROR(comm_.AllReduceSum(steps));
+  const at::Tensor host = steps.cpu();
+  const double mean = host[0].item<double>() / world_;
+  if (std::abs(host[1].item<double>() / world_ - mean * mean) > 0.5 ||
+      std::abs(mean - static_cast<double>(step_)) > 0.5) {
+    return absl::AbortedError(
+        absl::StrCat("ranks restored different checkpoints (this rank: step ", step_, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// ---- train ------------------------------------------------------------------------------
+
+absl::StatusOr<TrainResult> TrainingSession::Train() {
+  RETURN_IF_ERROR(OpenData());
+  while (step_ < total_steps_) {
+    if (StopRequested()) break;
+    RETURN_IF_ERROR(Step());
+    RETURN_IF_ERROR(CheckpointAndEmit());
+  }
+  return Finish();
+}
+
+// The loader from the restored position, the first window and the sample log.
+absl::Status TrainingSession::OpenData() {
+  LoaderOptions loader_options;
+  loader_options.threads = options_.loader_threads;
+  loader_options.prefetch_batches = options_.prefetch_batches;
+  loader_options.seed = options_.seed;
+  loader_options.device = device_;
+  loader_options.start = start_;
+  loader_options.clock = &clock_;
+  ASSIGN_OR_RETURN(loader_, Loader::Create(&train_, *sampler_, loader_options));
+  lr_ = schedule_->LrAt(step_);
+  window_ = NewWindow(device_, clock_.Now());
+  ResetPeakMemory(device_);
+  epoch_ = start_.epoch;
+  if (!options_.sample_log.empty()) {
+    const std::string path = absl::StrCat(options_.sample_log, ".", comm_.rank());
+    sample_log_.open(path, std::ios::app);
+    if (!sample_log_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot append to ", ts::FlagLabel(ts::kSampleLog), " file ", path));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool TrainingSession::StopRequested() {
+  if (context_.stop != nullptr && context_.stop->load()) {
+    result_.stopped = true;
+    return true;
+  }
+  if (context_.checkpoint_request != nullptr && context_.checkpoint_request->load() &&
+      comm_.rank() == 0) {
+    result_.checkpointed = true;
+    return true;
+  }
+  return false;
+}
+
+// One optimizer step: accumulation_ micro-batches, then the all-reduce wait and update.
+// The phase timer charges everything in between to a phase: the epoch seek and the LR to
+// data, the window's sums to backward, the sample log to optimizer.
+absl::Status TrainingSession::Step() {
+  phases_.Start();
+  // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
+  if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
+    RETURN_IF_ERROR(loader_->Seek({loader_->position().epoch + 1, 0}));
+  }
+  epoch_ = loader_->position().epoch;
+  lr_ = schedule_->LrAt(step_);
+  SetLearningRate(*optimizer_, lr_);
+  for (int64_t m = 0; m < accumulation_; ++m) RETURN_IF_ERROR(MicroBatch());
+  ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish());
+  LogStepSamples();
+  phases_.LapSplit(Phase::kCommWait, outcome.comm_wait, Phase::kOptimizer);
+  window_.time += phases_.Stop();
+  CountStep(outcome);
+  return absl::OkStatus();
+}
+
+// One micro-batch: the next batch, forward under autocast, backward.
+absl::Status TrainingSession::MicroBatch() {
+  std::optional<Batch> batch;
+  LoaderPosition at;
+  for (int attempt = 0; attempt < 2 && !batch.has_value(); ++attempt) {
+    at = loader_->position();
+    ASSIGN_OR_RETURN(batch, loader_->Next());  // nullopt once at an epoch's end.
+  }
+  if (!batch.has_value()) return absl::InternalError("the loader returned no batch");
+  if (sample_log_.is_open()) {
+    if (logged_epoch_ != at.epoch) {
+      epoch_indices_ = sampler_->EpochIndices(at.epoch);
+      logged_epoch_ = at.epoch;
+    }
+    for (int64_t k = 0; k < batch_size_; ++k) {
+      absl::StrAppend(&step_samples_, step_samples_.empty() ? "" : ",",
+                      epoch_indices_[at.batch_in_epoch * batch_size_ + k]);
+    }
+  }
+  const bool timing_sync = options_.step.synchronize_for_timing;
+  phases_.Lap(Phase::kData);
+  StepOutput out;
+  {
+    AutocastScope autocast(train_step_->precision());
+    out = model_->Forward(*batch);
+  }
+  if (timing_sync) SynchronizeDevice(device_);
+  phases_.Lap(Phase::kForward);
+  RETURN_IF_ERROR(train_step_->Backward(out.loss));
+  if (timing_sync) SynchronizeDevice(device_);
+  window_.loss_sum += out.loss.detach().to(at::kDouble);
+  window_.correct += out.correct;
+  window_.count += out.count;
+  window_.samples += batch->input.size(0);
+  ++window_.micro_batches;
+  phases_.Lap(Phase::kBackward);
+  return absl::OkStatus();
+}
+
+// "<generation> <step> <rank> <ids>" for the step just finished, flushed: a crash loses no
+// finished step.
+void TrainingSession::LogStepSamples() {
+  if (!sample_log_.is_open()) return;
+  sample_log_ << context_.generation << " " << step_ + 1 << " " << comm_.rank() << " "
+              << step_samples_ << std::endl;
+  step_samples_.clear();
+}
+
+void TrainingSession::CountStep(const StepOutcome& outcome) {
+  ++step_;
+  ++window_.steps;
+  if (outcome.skipped) {
+    ++window_.skipped;
+    ++result_.skipped_steps;
+  } else {
+    ++window_.applied;
+    window_.grad_norm_sum += outcome.grad_norm;
+  }
+  result_.steps = step_;
+  result_.epoch = epoch_;
+}
+
+// After a step: the periodic checkpoint, then the metric line when one is due (with the
+// evaluation after the last step).
+absl::Status TrainingSession::CheckpointAndEmit() {
+  if (checkpoints_.has_value() && checkpoints_->ShouldSave(step_)) {
+    RETURN_IF_ERROR(Save());
+    last_saved_ = step_;
+  }
+  const bool last = step_ == total_steps_;
+  if (step_ % options_.log_every != 0 && !last) return absl::OkStatus();
+  std::optional<double> eval_accuracy;
+  if (last && context_.test != nullptr) {
+    const absl::Time eval_start = clock_.Now();
+    // Running statistics (BatchNorm) come from each rank's own batches: evaluate with
+    // rank 0's everywhere, the ones final.pt holds.
+    RETURN_IF_ERROR(BroadcastParameters(buffers_, /*root=*/0, comm_));
+    ASSIGN_OR_RETURN(eval_accuracy, Evaluate());
+    result_.eval_accuracy = eval_accuracy;
+    window_.start += clock_.Now() - eval_start;  // Not training time.
+  }
+  Emit(eval_accuracy);
+  return absl::OkStatus();
+}
+
+// Writes the metric line and the log line of the window, then starts a new window.
+void TrainingSession::Emit(std::optional<double> eval_accuracy) {
+  WindowFacts facts;
+  facts.now = clock_.Now();
+  facts.step = step_;
+  facts.epoch = epoch_;
+  facts.total_steps = total_steps_;
+  facts.world_size = world_;
+  facts.lr = lr_;
+  const DatasetInfo& info = train_.info();
+  facts.tokens_per_sample =
+      info.language_model && !info.input_shape.empty() ? info.input_shape.back() : 0;
+  facts.comm_bytes = static_cast<double>(train_step_->reducer().bytes_per_sync());
+  if (train_step_->scaler().enabled()) facts.loss_scale = train_step_->scaler().scale();
+  facts.memory = MemoryStats(device_);
+  facts.eval_accuracy = eval_accuracy;
+  const WindowReport report = ReportWindow(window_, facts);
+  if (absl::Status s = context_.metrics->Write(report.fields); !s.ok() && !metrics_failed_) {
+    metrics_failed_ = true;
+    BATON_LOG(WARNING) << "metric lines are lost: " << s;
+  }
+  *context_.log << report.line << std::endl;
+  if (first_window_) result_.first_loss = report.loss;
+  first_window_ = false;
+  result_.loss = report.loss;
+  result_.accuracy = report.accuracy;
+  window_ = NewWindow(device_, clock_.Now());
+  ResetPeakMemory(device_);
+}
+
+// Rank 0 saves the training state at step_ (no-op elsewhere or without a checkpoint_dir).
+absl::Status TrainingSession::Save() {
+  if (!checkpoints_.has_value() || comm_.rank() != 0) return absl::OkStatus();
+  const LoaderPosition next = loader_->position();
+  state_.progress.step = step_;
+  state_.progress.epoch = next.epoch;
+  state_.progress.batch_in_epoch = next.batch_in_epoch;
+  state_.progress.samples_seen = step_ * global_batch_;
+  state_.progress.world_size = world_;
+  state_.progress.scaler_scale = train_step_->scaler().scale();
+  state_.progress.scaler_growth_tracker = train_step_->scaler().growth_tracker();
+  absl::StatusOr<std::string> path = checkpoints_->Save(state_);
+  if (!path.ok()) return path.status();
+  return absl::OkStatus();
+}
+
+// Stopped or checkpointed: the open window's line, and for a checkpoint request the
+// checkpoint. Done: the last step's checkpoint and rank 0's final.pt.
+absl::StatusOr<TrainResult> TrainingSession::Finish() {
+  if (result_.stopped || result_.checkpointed) {
+    if (window_.steps > 0) Emit(std::nullopt);
+    if (result_.checkpointed && checkpoints_.has_value() && last_saved_ != step_) {
+      RETURN_IF_ERROR(Save());
+    }
+    return result_;
+  }
+  if (checkpoints_.has_value() && last_saved_ != step_) RETURN_IF_ERROR(Save());
+  if (comm_.rank() == 0 && checkpoints_.has_value()) {
+    const std::string path = options_.checkpoint_dir + "/" + kFinalCheckpointName;
+    RETURN_IF_ERROR(checkpoints_->SaveWeights(named_, path));
+    result_.checkpoint_path = path;
+  }
+  return result_;
+}
+
+absl::StatusOr<double> TrainingSession::Evaluate() {
+  const Dataset& test = *context_.test;
+  c10::NoGradGuard no_grad;
+  model_->Train(false);
+  std::vector<int64_t> mine;  // Strided shard: rank, rank + world, ...
+  for (int64_t i = comm_.rank(); i < test.size(); i += world_) mine.push_back(i);
+  at::Tensor correct = at::zeros({}, at::TensorOptions().dtype(at::kLong).device(device_));
+  int64_t count = 0;
+  const size_t chunk = static_cast<size_t>(std::max<int64_t>(options_.batch_size, 1));
+  for (size_t begin = 0; begin < mine.size(); begin += chunk) {
+    const size_t n = std::min(chunk, mine.size() - begin);
+    ASSIGN_OR_RETURN(Batch batch, test.Get(absl::MakeConstSpan(mine).subspan(begin, n),
+                                           /*augment_seed=*/0));
+    batch.input = batch.input.to(device_);
+    batch.target = batch.target.to(device_);
+    AutocastScope autocast(train_step_->precision());
+    const StepOutput out = model_->Forward(batch);
+    correct += out.correct;
+    count += out.count;
+  }
+  model_->Train(true);
+  at::Tensor counts = at::empty({2}, at::TensorOptions().dtype(at::kDouble).device(device_));
+  counts[0].fill_(correct.to(at::kDouble).item<double>());
+  counts[1].fill_(static_cast<double>(count));
+  RETURN_IF_ERROR(comm_.AllReduceSum(counts));
+  const at::Tensor host = counts.cpu();
+  const double total = host[1].item<double>();
+  return total > 0 ? host[0].item<double>() / total : kNaN;
+}
+
+}  // namespace baton::trainer

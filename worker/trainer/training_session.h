@@ -1,0 +1,133 @@
+#pragma once
+
+// One run of the training loop (Trainer::Run; the behaviour is documented in trainer.h),
+// as phases the caller runs in this order, each once:
+//   Setup()    the micro-batch split, the model (seeded, moved to the device, broadcast from
+//              rank 0), the optimizer, the sampler, the LR schedule and the step engine;
+//   Restore()  with a checkpoint_dir: the newest valid checkpoint, the check that every
+//              rank restored the same step, and rank 0's record of the generation's start
+//              (which fences older generations off the directory);
+//   Train()    the loader and sample log, then one Step() per optimizer step until the
+//              budget, a stop or a checkpoint request; a checkpoint every checkpoint_every
+//              steps; a metric line (Emit) every log_every steps and at the end, with the
+//              evaluation on the last; then the final checkpoint and final.pt.
+// A phase that fails leaves the session unusable; its error is the run's (see
+// Trainer::Run). LibTorch errors are thrown, not returned: the caller catches them.
+//
+// Threading: one thread; everything in TrainerContext is borrowed and must outlive the
+// session. Options must have passed ValidateTrainerOptions.
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/trainer/data/distributed_sampler.h"
+#include "worker/trainer/data/loader.h"
+#include "worker/trainer/models/model.h"
+#include "worker/trainer/optim/checkpoint_manager.h"
+#include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/phase_timer.h"
+#include "worker/trainer/train_step.h"
+#include "worker/trainer/trainer_options.h"
+#include "worker/trainer/training_window.h"
+
+namespace baton::trainer {
+
+class TrainingSession {
+ public:
+  TrainingSession(const TrainerOptions& options, const TrainerContext& context);
+  TrainingSession(const TrainingSession&) = delete;
+  TrainingSession& operator=(const TrainingSession&) = delete;
+
+  // Errors: INVALID_ARGUMENT for a global batch that does not split over the world size,
+  // a model that does not fit the data, or a dataset too small for one optimizer step per
+  // rank; UNAVAILABLE when the parameter broadcast fails.
+  absl::Status Setup();
+  // Errors: the checkpoint manager's (a checkpoint that cannot be restored,
+  // FAILED_PRECONDITION when a newer generation has started in checkpoint_dir); ABORTED
+  // when the ranks restored different steps; UNAVAILABLE when the check's collective fails.
+  absl::Status Restore();
+  // Errors: those of a step (the loader's, UNAVAILABLE from a collective), of a checkpoint
+  // save and of the final weights; FAILED_PRECONDITION when the sample log cannot be
+  // opened. A failed metric write is logged once and not fatal.
+  absl::StatusOr<TrainResult> Train();
+
+ private:
+  // Setup.
+  absl::Status SplitBatch();
+  absl::Status BuildModel();
+  absl::Status BuildSampler();
+  absl::Status BuildSchedule();
+  // Restore.
+  absl::Status ApplyRestored(const RestoredCheckpoint& restored);
+  absl::Status CheckRanksAgreeOnStep();
+  // Train.
+  absl::Status OpenData();
+  bool StopRequested();  // Sets result_.stopped / result_.checkpointed.
+  absl::Status Step();
+  absl::Status MicroBatch();
+  void LogStepSamples();
+  void CountStep(const StepOutcome& outcome);
+  absl::Status CheckpointAndEmit();
+  void Emit(std::optional<double> eval_accuracy);
+  absl::Status Save();
+  absl::StatusOr<TrainResult> Finish();
+  // Accuracy on the test split, identical on every rank (collective).
+  absl::StatusOr<double> Evaluate();
+
+  const TrainerOptions& options_;
+  const TrainerContext& context_;
+  Communicator& comm_;
+  const Clock& clock_;
+  const Dataset& train_;
+  const c10::Device device_;
+  const int world_;
+  PhaseTimer phases_;  // Of the current step.
+
+  // Setup.
+  int64_t batch_size_ = 0;      // Per-rank micro-batch.
+  TrainStepOptions step_options_;
+  int64_t accumulation_ = 1;    // Micro-batches per optimizer step.
+  std::unique_ptr<Model> model_;
+  std::vector<at::Tensor> params_;
+  NamedTensors named_;              // Parameters, then buffers.
+  std::vector<at::Tensor> buffers_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::optional<DistributedSampler> sampler_;
+  int64_t micro_per_epoch_ = 0;
+  int64_t steps_per_epoch_ = 0;
+  int64_t total_steps_ = 0;     // The step budget.
+  int64_t global_batch_ = 0;    // batch_size * accumulation * world.
+  std::optional<LrSchedule> schedule_;
+  std::unique_ptr<TrainStep> train_step_;
+
+  // Restore.
+  TrainResult result_;
+  std::optional<CheckpointManager> checkpoints_;  // Set with a checkpoint_dir.
+  TrainingState state_;
+  int64_t step_ = 0;            // Optimizer steps done (global).
+  LoaderPosition start_;        // Where this run's data starts.
+
+  // Train.
+  std::unique_ptr<Loader> loader_;
+  TrainingWindow window_;
+  bool first_window_ = true;
+  bool metrics_failed_ = false;
+  double lr_ = 0;               // Of the current step.
+  int64_t epoch_ = 0;           // Of the current step.
+  int64_t last_saved_ = -1;     // Step of the last checkpoint saved.
+  std::ofstream sample_log_;
+  std::string step_samples_;    // This step's sample ids, comma-separated.
+  int64_t logged_epoch_ = -1;   // Epoch of epoch_indices_.
+  std::vector<int64_t> epoch_indices_;
+};
+
+}  // namespace baton::trainer
