@@ -13,7 +13,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/port_file.h"
-#include "coordinator/server.h"
+#include "coordinator/server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "gRPC address to serve on (HOST:PORT). Port 0 picks a free port; the bound port is "

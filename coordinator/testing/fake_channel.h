@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/worker_registry.h"
+#include "coordinator/control/worker_registry.h"
 #include "proto/baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/stream_sink.h"
+#include "coordinator/jobs/stream_sink.h"
 
 namespace baton::coordinator {
 

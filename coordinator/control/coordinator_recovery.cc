@@ -1,0 +1,331 @@
+#include "coordinator/control/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/job_spec.h"
+#include "common/logging.h"
+#include "common/protocol_version.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
+#include "coordinator/policy/rank_assignment.h"
+#include "coordinator/policy/restart_policy.h"
+#include "coordinator/policy/scheduler.h"
+
+namespace baton::coordinator {
+
+void Coordinator::Fail(const std::string& job_id, const std::string& reason,
+                       const std::string& message, const baton::v1::Job* record) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || IsTerminal(*state)) return;
+  BATON_LOG(WARNING) << "job " << job_id << " failed: " << message;
+  if (!Ok(jobs_->Transition(job_id, JobState::kFailed, reason, message, record), "fail")) return;
+  StopProcesses(*jobs_->Peek(job_id), message);
+  runtime_.erase(job_id);
+}
+
+void Coordinator::FailGeneration(const std::string& job_id,
+                                 baton::v1::FailureClass failure_class,
+                                 const std::string& reason, const std::string& cause,
+                                 std::optional<int32_t> rank, const std::string& worker_id,
+                                 absl::Time occurred) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || !IsActive(*state)) return;
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  Runtime& rt = runtime_[job_id];
+  const RestartDecision d = DecideRestart(
+      &job, NewFailure(job, rt, failure_class, reason, cause, rank, worker_id, occurred));
+  if (d.kind != RestartDecision::Kind::kRestart) {
+    Fail(job_id, d.reason, d.message, &job);
+    return;
+  }
+  BATON_LOG(WARNING) << "job " << job_id << ": " << d.message;
+  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, d.message, &job), "restart")) {
+    return;
+  }
+  rt = Runtime();
+  // The survivors of a lost worker wait on it inside a collective: no step can finish, so
+  // a grace would only delay the restart.
+  const bool peer_lost = reason == "WorkerLost" || reason == "LeaseExpired";
+  StopProcesses(job, d.message,
+                peer_lost ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
+  MaybeRestart(job_id);  // with zero backoff and no live process, right away
+}
+
+void Coordinator::Resize(const std::string& job_id, const std::string& reason,
+                         const std::string& cause, const std::string& worker_id) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || !IsActive(*state)) return;
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  const int64_t generation = job.generation();
+  Runtime& rt = runtime_[job_id];
+  const absl::Time now = clock_->Now();
+  RecordPlannedRestart(&job, NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
+                                        std::nullopt, worker_id, now));
+
+  // Rank 0 saves the state at a step boundary first, if it can be asked to.
+  const baton::v1::RankInfo* rank0 = nullptr;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (r.rank() == 0) rank0 = &r;
+  }
+  const bool ask = *state == JobState::kRunning && job.spec().has_trainer() &&
+                   rank0 != nullptr && !rank0->has_exit() &&
+                   workers_->IsConnected(rank0->worker_id()) &&
+                   workers_->ProtocolVersion(rank0->worker_id()) >=
+                       kCheckpointRequestProtocolVersion;
+  const std::string message =
+      absl::StrCat("generation ", generation, " resizes (planned): ", cause,
+                   ask ? "; rank 0 checkpoints at its next step boundary first"
+                       : "; stopping its processes");
+  BATON_LOG(INFO) << "job " << job_id << ": " << message;
+  if (!Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, message, &job), "resize")) {
+    return;
+  }
+  rt = Runtime();
+  if (ask) {
+    baton::v1::CoordinatorMessage msg;
+    baton::v1::RequestCheckpoint* req = msg.mutable_request_checkpoint();
+    req->set_job_id(job_id);
+    req->set_generation(generation);
+    req->set_rank(0);
+    req->set_reason(cause);
+    Send(rank0->worker_id(), msg);
+    rt.checkpoint_deadline = now + options_.checkpoint_timeout;
+  } else {
+    StopProcesses(job, message);
+  }
+  MaybeRestart(job_id);
+}
+
+baton::v1::Failure Coordinator::NewFailure(const baton::v1::Job& job, const Runtime& rt,
+                                           baton::v1::FailureClass failure_class,
+                                           const std::string& reason, const std::string& cause,
+                                           std::optional<int32_t> rank,
+                                           const std::string& worker_id,
+                                           absl::Time occurred) const {
+  baton::v1::Failure f;
+  f.set_generation(job.generation());
+  f.set_failure_class(failure_class);
+  f.set_reason(reason);
+  f.set_cause(cause);
+  if (rank.has_value()) f.set_rank(*rank);
+  f.set_worker_id(worker_id);
+  if (rt.last_step.has_value()) f.set_step(*rt.last_step);
+  const absl::Time now = clock_->Now();
+  *f.mutable_fail_time() = ToProto(now);
+  // Clocks of other machines may run ahead: never after the detection.
+  if (occurred != absl::InfinitePast()) {
+    *f.mutable_occurred_time() = ToProto(std::min(occurred, now));
+  }
+  return f;
+}
+
+void Coordinator::MaybeRestart(const std::string& job_id) {
+  absl::StatusOr<JobState> state = jobs_->State(job_id);
+  if (!state.ok() || *state != JobState::kRestarting) return;
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  const int64_t generation = job.generation();
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->generation() != generation || f->next_generation() != generation + 1) {
+    Fail(job_id, "RestartFailed",
+         absl::StrCat("restarting generation ", generation, " without a recorded failure"));
+    return;
+  }
+  const absl::Time now = clock_->Now();
+  const absl::Time failed_at = FromProto(f->fail_time());
+  absl::Time lease_expired = absl::InfinitePast();
+  const bool all_stopped = GenerationStopped(job, &lease_expired);
+  if (!AwaitCheckpoint(job, all_stopped)) return;
+  if (!f->has_stopped_time()) {
+    absl::Duration stop_wait = options_.stop_grace + workers_->lease().lease;
+    if (f->failure_class() == baton::v1::FAILURE_CLASS_PLANNED) {
+      stop_wait += options_.checkpoint_timeout;
+    }
+    if (!all_stopped) {
+      if (now < failed_at + stop_wait) return;
+      // Never a new generation beside a live one: wait for leases to run out, revoking
+      // those of connected workers whose processes ignore the stop. Only workers without
+      // leases (protocol < 3) are given up on.
+      if (!RevokeUnstopped(job, stop_wait)) return;
+    }
+    *f->mutable_stopped_time() = ToProto(now);
+    if (lease_expired != absl::InfinitePast()) {
+      *f->mutable_lease_expired_time() = ToProto(std::min(lease_expired, now));
+    }
+    const std::string what =
+        all_stopped
+            ? absl::StrCat("every process of generation ", generation, " stopped",
+                           lease_expired != absl::InfinitePast()
+                               ? " (a lost worker's lease expired, so its processes did)"
+                               : "")
+            : absl::StrCat("not every process of generation ", generation,
+                           " reported its exit within ", absl::FormatDuration(stop_wait),
+                           " on workers without leases; restarting anyway");
+    if (!Ok(jobs_->Update(job, {NewEvent("GenerationStopped", what)}), "generation stopped")) {
+      return;
+    }
+  }
+  const absl::Time restart_at =
+      std::max(failed_at + FromProto(f->backoff()), FromProto(f->stopped_time()));
+  if (now < restart_at) return;
+
+  const baton::v1::JobSpec& spec = job.spec();
+  PendingJob pending;
+  pending.job_id = job_id;
+  pending.min_workers = spec.workers().min();
+  pending.max_workers = MaxWorkers(spec);
+  pending.slots_per_worker = SlotsPerWorker(spec);
+  const std::vector<WorkerCapacity> capacity = FreeCapacity(job_id);
+  const std::vector<std::string> gang = PlaceRestart(WorkersOf(job), pending, capacity);
+  if (gang.empty()) {
+    if (now < restart_at + options_.rendezvous_timeout) return;  // wait for workers
+    const auto available = std::count_if(
+        capacity.begin(), capacity.end(),
+        [&](const WorkerCapacity& w) { return w.free_slots >= pending.slots_per_worker; });
+    Fail(job_id, "NotEnoughWorkers",
+         absl::StrCat("cannot restart after generation ", generation, " failed: only ",
+                      available, " of the ", pending.min_workers,
+                      " workers needed (workers.min) were available within ",
+                      absl::FormatDuration(options_.rendezvous_timeout)));
+    return;
+  }
+  *f->mutable_rendezvous_time() = ToProto(now);  // stored by StartRendezvous' transition
+  StartRendezvous(std::move(job), gang, "Restarted");
+}
+
+bool Coordinator::AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped) {
+  Runtime& rt = runtime_[job.id()];
+  if (rt.checkpoint_deadline == absl::InfiniteFuture()) return true;
+  // Waiting for rank 0's checkpoint: its exit (or any other) ends the wait.
+  const bool any_exited = std::any_of(job.ranks().begin(), job.ranks().end(),
+                                      [](const baton::v1::RankInfo& r) { return r.has_exit(); });
+  if (!any_exited && !all_stopped && clock_->Now() < rt.checkpoint_deadline) return false;
+  const bool timed_out = !any_exited && !all_stopped;
+  const std::string why =
+      timed_out ? absl::StrCat("rank 0 did not checkpoint within ",
+                               absl::FormatDuration(options_.checkpoint_timeout),
+                               "; stopping generation ", job.generation(), " anyway")
+                : absl::StrCat("generation ", job.generation(),
+                               " checkpointed for a planned resize");
+  if (timed_out && !Ok(jobs_->RecordEvent(job.id(), "CheckpointTimeout", why), "checkpoint")) {
+    return false;
+  }
+  rt.checkpoint_deadline = absl::InfiniteFuture();
+  StopProcesses(job, why);
+  return true;
+}
+
+bool Coordinator::GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const {
+  bool all = true;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (r.has_exit()) continue;
+    if (!workers_->ProcessesStopped(r.worker_id())) {
+      all = false;
+    } else {
+      *lease_expired = std::max(*lease_expired, workers_->LeaseExpiry(r.worker_id()));
+    }
+  }
+  return all;
+}
+
+bool Coordinator::RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited) {
+  bool waiting = false;
+  std::set<std::string> revoked;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    const std::string& w = r.worker_id();
+    if (r.has_exit() || workers_->ProcessesStopped(w)) continue;
+    if (!workers_->IsConnected(w)) {
+      waiting = true;  // lost: its lease is still running out
+    } else if (workers_->HasLease(w)) {
+      waiting = true;
+      // A worker that (re)connected since was asked to stop then: give it as long.
+      if (clock_->Now() < workers_->ConnectedSince(w) + waited) continue;
+      if (!revoked.insert(w).second) continue;
+      const std::string why = absl::StrCat("rank ", r.rank(), " of job ", job.id(), " generation ",
+                                           job.generation(), " did not exit within ",
+                                           absl::FormatDuration(waited), " of the stop");
+      if (!Ok(jobs_->RecordEvent(job.id(), "LeaseRevoked",
+                                 absl::StrCat("worker ", w, ": ", why,
+                                              "; the next generation starts once its lease ran "
+                                              "out, which kills its processes")),
+              "lease revoked")) {
+        return false;
+      }
+      BATON_LOG(WARNING) << "revoking the lease of worker " << w << ": " << why;
+      workers_->Revoke(w, why);
+    }
+  }
+  return !waiting;
+}
+
+bool Coordinator::ReattributeFailure(const std::string& job_id, int32_t rank,
+                                     const std::string& worker_id,
+                                     const baton::v1::ProcessExit& exit,
+                                     const std::string& what) {
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->generation() != job.generation() ||
+      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
+      !Failed(exit) || !exit.has_time() ||
+      FromProto(exit.time()) >= FromProto(f->occurred_time())) {
+    return true;
+  }
+  baton::v1::JobEvent event = NewEvent("FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
+                                          what, " (reported after: ", f->cause(), ")"));
+  f->set_cause(what);
+  f->set_rank(rank);
+  f->set_worker_id(worker_id);
+  *f->mutable_occurred_time() = exit.time();
+  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute failure");
+}
+
+bool Coordinator::ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
+                                    const std::string& reason, const std::string& cause,
+                                    absl::Time occurred) {
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->generation() != job.generation() ||
+      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
+      occurred >= FromProto(f->occurred_time()) ||
+      std::none_of(job.ranks().begin(), job.ranks().end(),
+                   [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; })) {
+    return true;
+  }
+  baton::v1::JobEvent event = NewEvent("FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
+                                          cause, " (its peers' exits followed: ", f->cause(), ")"));
+  baton::v1::RestartStats* stats = job.mutable_restarts();
+  if (f->next_generation() != 0) {
+    stats->set_user(stats->user() - 1);
+    stats->set_infra(stats->infra() + 1);
+  }
+  f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
+  f->set_reason(reason);
+  f->set_cause(cause);
+  f->clear_rank();
+  f->set_worker_id(worker_id);
+  *f->mutable_occurred_time() = ToProto(occurred);
+  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute to loss");
+}
+
+bool Coordinator::NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at) {
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f == nullptr || f->next_generation() != job.generation() || f->has_first_step_time()) {
+    return true;
+  }
+  // The worker's time of the step (not when its batch of points arrived), but never later
+  // than now nor before the generation ran (clocks of other machines may differ).
+  absl::Time when = std::min(at, clock_->Now());
+  if (f->has_running_time()) when = std::max(when, FromProto(f->running_time()));
+  *f->mutable_first_step_time() = ToProto(when);
+  f->set_resumed_step(step);
+  baton::v1::JobEvent event =
+      NewEvent("Resumed", absl::StrCat("generation ", job.generation(), " reported step ", step,
+                                    " (generation ", f->generation(), " failed at ",
+                                    StepText(*f), ")"));
+  return Ok(jobs_->Update(job, {std::move(event)}), "first step");
+}
+
+}  // namespace baton::coordinator

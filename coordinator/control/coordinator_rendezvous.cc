@@ -1,0 +1,244 @@
+#include "coordinator/control/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/job_spec.h"
+#include "common/logging.h"
+#include "common/protocol_version.h"
+#include "common/proto_time.h"
+#include "common/status_macros.h"
+#include "coordinator/policy/rank_assignment.h"
+#include "coordinator/policy/restart_policy.h"
+#include "coordinator/policy/scheduler.h"
+
+namespace baton::coordinator {
+
+void Coordinator::Schedule() {
+  std::vector<PendingJob> queue;
+  for (const std::string& id : jobs_->JobsIn({JobState::kQueued})) {
+    const baton::v1::JobSpec& spec = jobs_->Peek(id)->spec();
+    PendingJob p;
+    p.job_id = id;
+    p.min_workers = spec.workers().min();
+    p.max_workers = MaxWorkers(spec);
+    p.slots_per_worker = SlotsPerWorker(spec);
+    queue.push_back(p);
+  }
+  if (!queue.empty()) {
+    for (const Placement& p : coordinator::Schedule(queue, FreeCapacity())) {
+      StartRendezvous(*jobs_->Peek(p.job_id), p.worker_ids, "Scheduled");
+    }
+  }
+  MaybeScaleUp();  // with what the queue left
+}
+
+void Coordinator::MaybeScaleUp() {
+  for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
+    const baton::v1::Job& job = *jobs_->Peek(id);
+    const baton::v1::JobSpec& spec = job.spec();
+    // Only the built-in trainer checkpoints on request, so only it grows without losing
+    // steps; other programs keep their size until their next restart.
+    if (!spec.has_trainer()) continue;
+    const std::vector<std::string> current = WorkersOf(job);
+    if (static_cast<int>(current.size()) >= MaxWorkers(spec)) continue;
+    const Runtime& rt = runtime_[id];
+    // A generation resizes only once it is training: not while it restores or re-attaches.
+    if (!rt.last_step.has_value() || !rt.awaiting_workers.empty()) continue;
+    if (std::any_of(current.begin(), current.end(),
+                    [&](const std::string& w) { return !workers_->IsReady(w); })) {
+      continue;  // a restart or a drain of this job is about to happen anyway
+    }
+    std::vector<std::string> joining;
+    for (const WorkerCapacity& w : FreeCapacity(id)) {
+      if (w.free_slots >= SlotsPerWorker(spec) &&
+          std::find(current.begin(), current.end(), w.worker_id) == current.end()) {
+        joining.push_back(w.worker_id);
+      }
+    }
+    if (joining.empty()) continue;
+    const size_t grown = std::min(current.size() + joining.size(),
+                                  static_cast<size_t>(MaxWorkers(spec)));
+    joining.resize(grown - current.size());
+    Resize(id, "ScalingUp",
+           absl::StrCat("worker", joining.size() > 1 ? "s " : " ", absl::StrJoin(joining, ", "),
+                        " can join: growing from ", current.size(), " to ", grown, " workers"),
+           joining.front());
+  }
+}
+
+void Coordinator::StartRendezvous(baton::v1::Job job, const std::vector<std::string>& worker_ids,
+                                  const std::string& reason) {
+  const std::string job_id = job.id();
+  const int slots = SlotsPerWorker(job.spec());
+  job.set_generation(job.generation() + 1);
+  // A restart's rendezvous that was requeued (coordinator restart) continues here.
+  baton::v1::Failure* restart = LastFailure(&job);
+  if (restart != nullptr && restart->next_generation() != 0 && !restart->has_running_time()) {
+    restart->set_next_generation(job.generation());
+  }
+  job.clear_ranks();
+  job.clear_master_addr();
+  job.set_master_port(0);
+  for (const RankSlot& s : AssignRanks(worker_ids, slots)) {
+    baton::v1::RankInfo* r = job.add_ranks();
+    r->set_rank(s.rank);
+    r->set_local_rank(s.local_rank);
+    r->set_local_world_size(s.local_world_size);
+    r->set_group_rank(s.group_rank);
+    r->set_worker_id(s.worker_id);
+  }
+  if (!Ok(jobs_->Transition(job_id, JobState::kRendezvous, reason,
+                            absl::StrCat("generation ", job.generation(), ": ", job.ranks_size(),
+                                         " ranks on workers ", absl::StrJoin(worker_ids, ", ")),
+                            &job),
+          "start rendezvous")) {
+    return;
+  }
+  Runtime& rt = runtime_[job_id];
+  rt = Runtime();
+  rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
+  baton::v1::CoordinatorMessage msg;
+  msg.mutable_reserve_port()->set_job_id(job_id);
+  msg.mutable_reserve_port()->set_generation(job.generation());
+  if (!Send(worker_ids.front(), msg)) {
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+                   absl::StrCat("worker ", worker_ids.front(), " went away before rendezvous"),
+                   std::nullopt, worker_ids.front());
+  }
+}
+
+void Coordinator::OnPortReserved(const std::string& worker_id,
+                                 const baton::v1::PortReserved& msg) {
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "PortReserved")) return;
+  baton::v1::Job job = *jobs_->Peek(msg.job_id());
+  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
+      job.master_port() != 0 || job.ranks(0).worker_id() != worker_id) {
+    return;
+  }
+  job.set_master_addr(workers_->Host(worker_id));
+  job.set_master_port(msg.port());
+  if (!Ok(jobs_->Update(job), "port reserved")) return;
+  for (const std::string& w : WorkersOf(job)) {
+    baton::v1::CoordinatorMessage out;
+    baton::v1::StartAssignment* a = out.mutable_start_assignment();
+    a->set_job_id(job.id());
+    a->set_generation(job.generation());
+    *a->mutable_spec() = job.spec();
+    a->set_world_size(job.ranks_size());
+    a->set_master_addr(job.master_addr());
+    a->set_master_port(job.master_port());
+    for (const baton::v1::RankInfo& r : job.ranks()) {
+      if (r.worker_id() == w) *a->add_ranks() = r;
+    }
+    for (const std::string& peer : WorkersOf(job)) {
+      if (peer == w || workers_->ProbePort(peer) == 0) continue;
+      baton::v1::Peer* p = a->add_peers();
+      p->set_worker_id(peer);
+      p->set_host(workers_->Host(peer));
+      p->set_probe_port(workers_->ProbePort(peer));
+    }
+    if (!Send(w, out)) {
+      FailGeneration(job.id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+                     absl::StrCat("worker ", w, " went away during rendezvous"), std::nullopt, w);
+      return;
+    }
+  }
+}
+
+void Coordinator::OnAssignmentStarted(const std::string& worker_id,
+                                      const baton::v1::AssignmentStarted& msg) {
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentStarted")) {
+    // Processes of a superseded generation must not run on.
+    SendStop(worker_id, msg.job_id(), msg.generation(), "generation superseded");
+    return;
+  }
+  const baton::v1::Job* active = ActiveJob(msg.job_id(), msg.generation());
+  if (active == nullptr) return;
+  baton::v1::Job job = *active;
+  for (const baton::v1::RankInfo& started : msg.ranks()) {
+    for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
+      if (r.rank() == started.rank() && r.worker_id() == worker_id) r.set_pid(started.pid());
+    }
+  }
+  Runtime& rt = runtime_[msg.job_id()];
+  std::set<std::string> started = rt.started_workers;
+  started.insert(worker_id);
+  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS || started.size() != WorkersOf(job).size()) {
+    if (Ok(jobs_->Update(job), "assignment started")) rt.started_workers = std::move(started);
+    return;
+  }
+  baton::v1::Failure* f = LastFailure(&job);
+  if (f != nullptr && f->next_generation() == job.generation() && !f->has_running_time()) {
+    *f->mutable_running_time() = ToProto(clock_->Now());
+  }
+  if (!Ok(jobs_->Transition(msg.job_id(), JobState::kRunning, "Started",
+                            absl::StrCat(job.ranks_size(), " processes running, master ",
+                                         job.master_addr(), ":", job.master_port()),
+                            &job),
+          "running")) {
+    return;
+  }
+  rt.started_workers = std::move(started);
+  rt.rendezvous_deadline = absl::InfiniteFuture();
+}
+
+void Coordinator::OnAssignmentFailed(const std::string& worker_id,
+                                     const baton::v1::AssignmentFailed& msg) {
+  if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentFailed")) return;
+  if (ActiveJob(msg.job_id(), msg.generation()) == nullptr) return;
+  FailGeneration(msg.job_id(), baton::v1::FAILURE_CLASS_INFRA,
+                 msg.reason().empty() ? std::string("AssignmentFailed") : msg.reason(),
+                 absl::StrCat("worker ", worker_id, " could not start its processes: ",
+                              msg.message()),
+                 std::nullopt, worker_id);
+}
+
+void Coordinator::OnProcessExited(const std::string& worker_id, const std::string& job_id,
+                                  int64_t generation, int32_t rank,
+                                  const baton::v1::ProcessExit& exit) {
+  if (jobs_->Peek(job_id) == nullptr || Fenced(worker_id, job_id, generation, "ProcessExited")) {
+    return;
+  }
+  baton::v1::Job job = *jobs_->Peek(job_id);
+  baton::v1::RankInfo* info = nullptr;
+  for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
+    if (r.rank() == rank && r.worker_id() == worker_id) info = &r;
+  }
+  if (info == nullptr || info->has_exit()) return;  // unknown or already recorded
+  *info->mutable_exit() = exit;
+  const std::string what =
+      absl::StrCat("rank ", rank, " on worker ", worker_id, " ", DescribeExit(exit));
+  if (!Ok(jobs_->Update(job, {NewEvent("RankExited", what)}), "rank exited")) return;
+
+  const JobState state = *jobs_->State(job_id);
+  if (state == JobState::kRestarting) {
+    if (!ReattributeFailure(job_id, rank, worker_id, exit, what)) return;
+    MaybeRestart(job_id);  // an expected exit of the failed generation
+    return;
+  }
+  if (!IsActive(state)) return;
+  if (Failed(exit)) {
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank, worker_id,
+                   exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
+    Schedule();
+    return;
+  }
+  const bool all_done = std::all_of(job.ranks().begin(), job.ranks().end(),
+                                    [](const baton::v1::RankInfo& r) {
+                                      return r.has_exit() && !Failed(r.exit());
+                                    });
+  if (all_done && state == JobState::kRunning) {
+    if (!Ok(jobs_->Transition(job_id, JobState::kSucceeded, "Completed",
+                              absl::StrCat("all ", job.ranks_size(), " ranks exited 0")),
+            "succeeded")) {
+      return;
+    }
+    runtime_.erase(job_id);
+    Schedule();
+  }
+}
+
+}  // namespace baton::coordinator

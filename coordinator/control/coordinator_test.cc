@@ -1,0 +1,1244 @@
+#include "coordinator/control/coordinator.h"
+
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/proto_time.h"
+#include "common/protocol_version.h"
+#include "common/status_matchers.h"
+#include "coordinator/jobs/job_manager.h"
+#include "coordinator/store/store.h"
+#include "coordinator/testing/fake_channel.h"
+#include "coordinator/control/worker_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+baton::v1::JobSpec CommandSpec(int min_workers, int slots = 1) {
+  baton::v1::JobSpec spec;
+  spec.set_name("test-job");
+  spec.mutable_command()->add_argv("/bin/true");
+  spec.mutable_workers()->set_min(min_workers);
+  spec.set_slots_per_worker(slots);
+  return spec;
+}
+
+// A spec whose restart budgets are `infra` and `user` (the rest default).
+baton::v1::JobSpec WithBudgets(baton::v1::JobSpec spec, int infra, int user) {
+  spec.mutable_restart_policy()->set_max_infra_restarts(infra);
+  spec.mutable_restart_policy()->set_max_user_restarts(user);
+  return spec;
+}
+
+// The default RestartPolicy's first backoff.
+constexpr absl::Duration kFirstBackoff = absl::Milliseconds(500);
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Open(":memory:"); }
+
+  // (Re)creates the domain objects over the store at `path`, as a restart does.
+  void Open(const std::string& path) {
+    coordinator_.reset();
+    workers_.reset();
+    jobs_.reset();
+    store_.reset();
+    absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+    ASSERT_OK(store);
+    store_ = std::move(*store);
+    jobs_ = std::make_unique<JobManager>(store_.get(), &clock_);
+    ASSERT_OK(jobs_->Load());
+    workers_ = std::make_unique<WorkerRegistry>(&clock_);
+    CoordinatorOptions options;
+    coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), &clock_, options);
+    ASSERT_OK(coordinator_->Recover());
+    channels_.clear();
+    sessions_.clear();
+  }
+
+  baton::v1::Register Reg(const std::string& id, int slots = 1) {
+    baton::v1::Register reg;
+    reg.set_worker_id(id);
+    reg.set_hostname(id + ".local");
+    reg.mutable_resources()->set_slots(slots);
+    reg.set_protocol_version(kProtocolVersion);
+    return reg;
+  }
+
+  void Connect(const baton::v1::Register& reg) {
+    auto ch = std::make_shared<FakeChannel>();
+    absl::StatusOr<uint64_t> session =
+        coordinator_->OnWorkerConnected(reg, "10.0.0." + reg.worker_id().substr(1), ch);
+    ASSERT_OK(session);
+    channels_[reg.worker_id()] = ch;
+    sessions_[reg.worker_id()] = *session;
+  }
+
+  void Send(const std::string& worker, const baton::v1::WorkerMessage& msg) {
+    coordinator_->OnWorkerMessage(worker, sessions_[worker], msg);
+  }
+
+  void ReservedPort(const std::string& worker, const std::string& job, int64_t gen, int port) {
+    baton::v1::WorkerMessage m;
+    m.mutable_port_reserved()->set_job_id(job);
+    m.mutable_port_reserved()->set_generation(gen);
+    m.mutable_port_reserved()->set_port(port);
+    Send(worker, m);
+  }
+
+  // Acknowledges the latest StartAssignment the worker got, with pid 1000+rank.
+  void Started(const std::string& worker) {
+    auto starts = channels_[worker]->Of(baton::v1::CoordinatorMessage::kStartAssignment);
+    ASSERT_FALSE(starts.empty()) << worker << " got no StartAssignment";
+    {
+      const auto& m = starts.back();
+      baton::v1::WorkerMessage out;
+      auto* s = out.mutable_assignment_started();
+      s->set_job_id(m.start_assignment().job_id());
+      s->set_generation(m.start_assignment().generation());
+      for (baton::v1::RankInfo r : m.start_assignment().ranks()) {
+        r.set_pid(1000 + r.rank());
+        *s->add_ranks() = r;
+      }
+      Send(worker, out);
+    }
+  }
+
+  // `at`: when the worker saw the exit (ProcessExit.time), unset if InfinitePast.
+  void Exited(const std::string& worker, const std::string& job, int64_t gen, int rank,
+              int code, int signal = 0, absl::Time at = absl::InfinitePast()) {
+    baton::v1::WorkerMessage m;
+    auto* e = m.mutable_process_exited();
+    e->set_job_id(job);
+    e->set_generation(gen);
+    e->set_rank(rank);
+    e->mutable_exit()->set_exit_code(signal ? -1 : code);
+    e->mutable_exit()->set_signal(signal);
+    if (at != absl::InfinitePast()) *e->mutable_exit()->mutable_time() = ToProto(at);
+    Send(worker, m);
+  }
+
+  // A heartbeat numbered `seq` from `worker`.
+  void Heartbeat(const std::string& worker, uint64_t seq) {
+    baton::v1::WorkerMessage hb;
+    hb.mutable_heartbeat()->set_seq(seq);
+    Send(worker, hb);
+  }
+
+  // Reports a metric point of `rank` at `step`.
+  void Metric(const std::string& worker, const std::string& job, int64_t gen, int rank,
+              int64_t step) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(job);
+    auto* p = m.mutable_metrics()->add_points();
+    p->set_generation(gen);
+    p->set_rank(rank);
+    p->set_step(step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send(worker, m);
+  }
+
+  // The latest message of one kind sent to `worker`.
+  baton::v1::CoordinatorMessage Last(const std::string& worker,
+                                     baton::v1::CoordinatorMessage::MsgCase c) {
+    auto all = channels_[worker]->Of(c);
+    return all.empty() ? baton::v1::CoordinatorMessage() : all.back();
+  }
+
+  // Drives a RENDEZVOUS job of generation `gen` to RUNNING: rank 0's worker reserves a
+  // port, every worker of the gang starts.
+  void CompleteRendezvous(const std::string& id, int64_t gen, int port) {
+    const baton::v1::Job& job = *jobs_->Peek(id);
+    ASSERT_EQ(job.generation(), gen);
+    ReservedPort(job.ranks(0).worker_id(), id, gen, port);
+    std::set<std::string> gang;
+    for (const auto& r : job.ranks()) gang.insert(r.worker_id());
+    for (const std::string& w : gang) Started(w);
+    ASSERT_EQ(StateOf(id), JobState::kRunning);
+  }
+
+  // Reports every rank of generation `gen` that has not exited as stopped by SIGTERM.
+  void StopRest(const std::string& id, int64_t gen) {
+    const baton::v1::Job job = *jobs_->Peek(id);
+    for (const auto& r : job.ranks()) {
+      if (!r.has_exit() && workers_->IsConnected(r.worker_id())) {
+        Exited(r.worker_id(), id, gen, r.rank(), 0, /*signal=*/15);
+      }
+    }
+  }
+
+  JobState StateOf(const std::string& job) { return *jobs_->State(job); }
+
+  // Submits a 2-worker job and drives it to RUNNING on w1, w2.
+  std::string RunningJob() {
+    Connect(Reg("w1"));
+    Connect(Reg("w2"));
+    absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+    EXPECT_OK(job);
+    ReservedPort("w1", job->id(), 1, 29500);
+    Started("w1");
+    Started("w2");
+    EXPECT_EQ(StateOf(job->id()), JobState::kRunning);
+    return job->id();
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerRegistry> workers_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::map<std::string, std::shared_ptr<FakeChannel>> channels_;
+  std::map<std::string, uint64_t> sessions_;
+};
+
+TEST_F(CoordinatorTest, GangWaitsForMinWorkersThenRendezvousAndRuns) {
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  EXPECT_EQ(job->id(), "j-000001");
+  EXPECT_EQ(StateOf(job->id()), JobState::kQueued);
+
+  Connect(Reg("w2"));
+  EXPECT_EQ(StateOf(job->id()), JobState::kQueued);  // one worker is not a gang of two
+  Connect(Reg("w1"));
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);
+
+  // Rank 0 is on the lowest worker id; only it is asked for a port.
+  auto reserve = channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort);
+  ASSERT_THAT(reserve, SizeIs(1));
+  EXPECT_EQ(reserve[0].reserve_port().generation(), 1);
+  EXPECT_THAT(channels_["w2"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(0));
+
+  ReservedPort("w1", job->id(), 1, 29500);
+  for (const std::string w : {"w1", "w2"}) {
+    auto starts = channels_[w]->Of(baton::v1::CoordinatorMessage::kStartAssignment);
+    ASSERT_THAT(starts, SizeIs(1)) << w;
+    const baton::v1::StartAssignment& a = starts[0].start_assignment();
+    EXPECT_EQ(a.world_size(), 2);
+    EXPECT_EQ(a.master_addr(), "10.0.0.1");  // w1's host
+    EXPECT_EQ(a.master_port(), 29500);
+    ASSERT_EQ(a.ranks_size(), 1);
+    EXPECT_EQ(a.ranks(0).rank(), w == "w1" ? 0 : 1);
+    EXPECT_EQ(a.ranks(0).group_rank(), w == "w1" ? 0 : 1);
+    EXPECT_EQ(a.ranks(0).local_rank(), 0);
+  }
+  Started("w1");
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);  // w2 not started yet
+  Started("w2");
+  EXPECT_EQ(StateOf(job->id()), JobState::kRunning);
+
+  Exited("w1", job->id(), 1, 0, 0);
+  EXPECT_EQ(StateOf(job->id()), JobState::kRunning);
+  Exited("w2", job->id(), 1, 1, 0);
+  EXPECT_EQ(StateOf(job->id()), JobState::kSucceeded);
+
+  absl::StatusOr<baton::v1::Job> done = jobs_->Get(job->id());
+  ASSERT_OK(done);
+  EXPECT_EQ(done->ranks(0).pid(), 1000);
+  EXPECT_EQ(done->ranks(1).pid(), 1001);
+  std::vector<std::string> reasons;
+  for (const auto& e : done->events()) reasons.push_back(e.reason());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Submitted", "Scheduled", "Started", "RankExited",
+                                               "RankExited", "Completed"}));
+}
+
+TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
+  const std::string id = RunningJob();
+  clock_.Advance(absl::Seconds(1));
+  Metric("w1", id, 1, 0, 40);
+  Metric("w2", id, 1, 1, 50);
+  // The worker collected the exit 200 ms before its report arrived.
+  Exited("w2", id, 1, 1, 3, /*signal=*/0, clock_.Now() - absl::Milliseconds(200));
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(), HasSubstr("rank 1 on worker w2 exited with code 3"));
+  EXPECT_THAT(job.message(), HasSubstr("restart 1 of 3 user-code restarts"));
+  EXPECT_EQ(job.restarts().user(), 1);
+  EXPECT_EQ(job.restarts().infra(), 0);
+  ASSERT_EQ(job.restarts().failures_size(), 1);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.generation(), 1);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.step(), 50);  // the generation's highest reported step
+  EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_EQ(FromProto(f.fail_time()) - FromProto(f.occurred_time()), absl::Milliseconds(200));
+  EXPECT_FALSE(f.has_stopped_time());
+  // The survivors are told to stop generation 1.
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.job_id(), id);
+  EXPECT_EQ(stop.generation(), 1);
+
+  // Rank 0 stops; still no rendezvous before the backoff elapsed.
+  clock_.Advance(absl::Milliseconds(100));
+  Exited("w1", id, 1, 0, 0, /*signal=*/15);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_TRUE(jobs_->Peek(id)->restarts().failures(0).has_stopped_time());
+  clock_.Advance(kFirstBackoff - absl::Milliseconds(101));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  // A fresh port for generation 2, same workers keep their ranks.
+  auto reserve = Last("w1", baton::v1::CoordinatorMessage::kReservePort).reserve_port();
+  EXPECT_EQ(reserve.generation(), 2);
+  CompleteRendezvous(id, 2, 29601);
+  job = *jobs_->Get(id);
+  EXPECT_EQ(job.generation(), 2);
+  EXPECT_EQ(job.master_port(), 29601);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w2");
+  EXPECT_FALSE(job.ranks(0).has_exit());
+  EXPECT_TRUE(job.restarts().failures(0).has_rendezvous_time());
+  EXPECT_TRUE(job.restarts().failures(0).has_running_time());
+
+  // A late report of generation 1 changes nothing; the first step of generation 2 is noted.
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  EXPECT_FALSE(jobs_->Peek(id)->ranks(1).has_exit());
+  // The step completed 30 ms before its batch of points arrived: that is the first step.
+  const absl::Time running = FromProto(job.restarts().failures(0).running_time());
+  clock_.Advance(absl::Milliseconds(50));
+  baton::v1::WorkerMessage first;
+  first.mutable_metrics()->set_job_id(id);
+  auto* point = first.mutable_metrics()->add_points();
+  point->set_generation(2);
+  point->set_step(41);
+  *point->mutable_time() = ToProto(running + absl::Milliseconds(20));
+  Send("w1", first);
+  job = *jobs_->Get(id);
+  EXPECT_EQ(FromProto(job.restarts().failures(0).first_step_time()),
+            running + absl::Milliseconds(20));
+  EXPECT_EQ(job.restarts().failures(0).resumed_step(), 41);
+  std::vector<std::string> reasons;
+  for (const auto& e : job.events()) reasons.push_back(e.reason());
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Submitted", "Scheduled", "Started", "RankExited",
+                                               "RankFailed", "RankExited", "GenerationStopped",
+                                               "Restarted", "Started", "Resumed"}));
+
+  // The new generation finishes normally.
+  Exited("w1", id, 2, 0, 0);
+  Exited("w2", id, 2, 1, 0);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+// The peer's exit on the vanished peer (code 4) arrives first; the killed rank's exit,
+// which the workers' clocks place earlier, arrives next and becomes the cause. A survivor
+// stopped later changes nothing.
+TEST_F(CoordinatorTest, FailureIsAttributedToTheEarliestFailedExit) {
+  const std::string id = RunningJob();
+  const absl::Time killed = clock_.Now() - absl::Milliseconds(300);
+  Exited("w1", id, 1, 0, 4, /*signal=*/0, clock_.Now() - absl::Milliseconds(100));
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(jobs_->Peek(id)->restarts().failures(0).cause(), HasSubstr("rank 0"));
+  Exited("w2", id, 1, 1, 0, /*signal=*/9, killed);
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.cause(), "rank 1 on worker w2 was killed by signal 9");
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(FromProto(f.occurred_time()), killed);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().user(), 1);  // still one failure, one restart
+}
+
+TEST_F(CoordinatorTest, ALaterExitDoesNotTakeOverTheCause) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 3, /*signal=*/0, clock_.Now() - absl::Milliseconds(100));
+  Exited("w1", id, 1, 0, 0, /*signal=*/9, clock_.Now());  // stopped after the failure
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).cause(),
+            "rank 1 on worker w2 exited with code 3");
+}
+
+TEST_F(CoordinatorTest, SignalledRankIsAUserFailure) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 0));
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  Exited("w1", job->id(), 1, 0, 0, /*signal=*/9);
+  EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
+  const baton::v1::Job done = *jobs_->Get(job->id());
+  EXPECT_THAT(done.message(), HasSubstr("killed by signal 9"));
+  EXPECT_THAT(done.message(),
+              HasSubstr("user-code failure in generation 1 with the restart budget spent (0 of "
+                        "0 user-code restarts used)"));
+  ASSERT_EQ(done.restarts().failures_size(), 1);
+  EXPECT_EQ(done.restarts().failures(0).failure_class(), baton::v1::FAILURE_CLASS_USER);
+  EXPECT_EQ(done.restarts().failures(0).next_generation(), 0);
+}
+
+TEST_F(CoordinatorTest, SilentWorkerIsLostOnceItsLeaseCertainlyExpiredAndTooFewWorkersFailTheJob) {
+  const std::string id = RunningJob();  // min 2 workers; lease 10 s + margin 1 s
+  clock_.Advance(absl::Seconds(3));
+  Heartbeat("w1", 1);  // w1 stays alive, w2 goes silent
+  clock_.Advance(absl::Seconds(8));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);  // silent for the lease: not yet certain
+  clock_.Advance(absl::Milliseconds(1));
+  Heartbeat("w1", 2);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("worker w2 lost: its lease expired"));
+  EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
+  const baton::v1::Failure& lost = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(lost.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(lost.reason(), "LeaseExpired");
+  // Detected after w2's last sign of life plus the lease and its margin.
+  EXPECT_EQ(FromProto(lost.fail_time()) - FromProto(lost.occurred_time()),
+            absl::Seconds(11) + absl::Milliseconds(1));
+  EXPECT_TRUE(channels_["w2"]->closed);
+  EXPECT_FALSE(channels_["w1"]->closed);
+  StopRest(id, 1);
+  // w2's processes are certainly dead (its lease expired): nothing to wait for there.
+  EXPECT_TRUE(jobs_->Peek(id)->restarts().failures(0).has_lease_expired_time());
+  // Only w1 is left: the restart waits up to the rendezvous timeout for a second worker.
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(absl::Seconds(10));
+    Heartbeat("w1", 3 + i);
+  }
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(1));
+  Heartbeat("w1", 10);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  EXPECT_THAT(jobs_->Get(id)->message(),
+              HasSubstr("only 1 of the 2 workers needed (workers.min) were available within 1m"));
+}
+
+TEST_F(CoordinatorTest, WorkerLostWithThreeWorkersContinuesOnTwo) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 3);
+
+  clock_.Advance(absl::Seconds(2));
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  StopRest(id, 1);  // w1 and w3 stop their ranks
+  // w2's processes may still run (its stream closed, it may be cut off) until the lease it
+  // was last granted, at registration 2 s ago, has certainly expired: 10 s + 1 s margin.
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(9) - kFirstBackoff - absl::Milliseconds(1));
+  for (const char* w : {"w1", "w3"}) Heartbeat(w, 1);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  {
+    const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+    EXPECT_EQ(f.reason(), "WorkerLost");
+    EXPECT_EQ(FromProto(f.lease_expired_time()), FromProto(f.fail_time()) + absl::Seconds(9));
+    EXPECT_EQ(FromProto(f.stopped_time()), FromProto(f.lease_expired_time()));
+  }
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");  // keeps rank 0
+  EXPECT_EQ(job.ranks(1).worker_id(), "w3");
+  auto start = Last("w3", baton::v1::CoordinatorMessage::kStartAssignment).start_assignment();
+  EXPECT_EQ(start.generation(), 2);
+  EXPECT_EQ(start.world_size(), 2);
+  EXPECT_EQ(job.restarts().infra(), 1);
+  EXPECT_EQ(job.restarts().failures(0).worker_id(), "w2");
+}
+
+TEST_F(CoordinatorTest, RegisteredGrantsTheLeaseAndHeartbeatsAreAcknowledged) {
+  Connect(Reg("w1"));
+  const auto registered = Last("w1", baton::v1::CoordinatorMessage::kRegistered).registered();
+  EXPECT_EQ(FromProto(registered.lease()), absl::Seconds(10));
+  Heartbeat("w1", 41);
+  Heartbeat("w1", 42);
+  auto acks = channels_["w1"]->Of(baton::v1::CoordinatorMessage::kHeartbeatAck);
+  ASSERT_THAT(acks, SizeIs(2));
+  EXPECT_EQ(acks[1].heartbeat_ack().seq(), 42);
+  const std::vector<baton::v1::Worker> listed = coordinator_->ListWorkers();
+  ASSERT_THAT(listed, SizeIs(1));
+  EXPECT_EQ(FromProto(listed[0].lease()), absl::Seconds(10));
+  EXPECT_EQ(FromProto(listed[0].lease_renew_time()), clock_.Now());
+}
+
+TEST_F(CoordinatorTest, WorkersWithoutLeasesGetNoneAndTheirProcessesCountAsStoppedWhenLost) {
+  baton::v1::Register old = Reg("w1");
+  old.set_protocol_version(2);
+  Connect(old);
+  Connect(Reg("w2"));
+  EXPECT_FALSE(Last("w1", baton::v1::CoordinatorMessage::kRegistered).registered().has_lease());
+  Heartbeat("w1", 1);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kHeartbeatAck), SizeIs(0));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  ASSERT_EQ(jobs_->Peek(job->id())->ranks(0).worker_id(), "w1");
+  coordinator_->OnWorkerDisconnected("w1", sessions_["w1"]);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();  // as before leases: no lease to wait for
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);
+}
+
+// The split-brain rule with one worker per generation: w1 is cut off with the job's only
+// rank; the job moves to w2 only once w1's lease has certainly run out (w1 kills its
+// processes when it does), never while w1's rank may still run.
+TEST_F(CoordinatorTest, SingleWorkerJobMovesOnlyAfterTheCutOffWorkersLeaseExpired) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(job);
+  const std::string id = job->id();
+  CompleteRendezvous(id, 1, 29500);
+  Connect(Reg("w2"));
+  clock_.Advance(absl::Seconds(4));
+  Heartbeat("w1", 1);  // its last: then the partition
+  for (int i = 0; i < 11; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w2", i + 1);
+    coordinator_->ReconcileOnce();
+    ASSERT_EQ(StateOf(id), JobState::kRunning) << "after " << i + 1 << " s of silence";
+  }
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  Heartbeat("w2", 20);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w2");
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "LeaseExpired");
+  EXPECT_EQ(FromProto(f.lease_expired_time()), FromProto(f.occurred_time()) + absl::Seconds(11));
+  EXPECT_LE(FromProto(f.lease_expired_time()), FromProto(f.rendezvous_time()));
+  // w1 comes back (the partition healed) still listing its old rank as killed: it is
+  // fenced as generation 1, and w1 is READY again.
+  baton::v1::Register back = Reg("w1");
+  auto* a = back.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  auto* r = a->add_ranks();
+  r->set_rank(0);
+  r->mutable_exit()->set_signal(9);
+  Connect(back);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_TRUE(workers_->IsReady("w1"));
+}
+
+// A worker cut off from the coordinator but not from its peers: its lease runs out and it
+// kills its rank; the peers' collectives fail and their exits reach the coordinator first,
+// as a user failure. Once the worker counts as lost, the failure is reattributed to the
+// loss that preceded those exits, and the restart is counted as infra.
+TEST_F(CoordinatorTest, PeersExitingBecauseAWorkerWasCutOffIsTheLossNotAUserFailure) {
+  const std::string id = RunningJob();
+  const absl::Time cut = clock_.Now();  // w2's last heartbeat: the partition begins
+  clock_.Advance(absl::Milliseconds(3100));
+  Heartbeat("w1", 1);
+  Exited("w1", id, 1, 0, 4, 0, clock_.Now());  // rank 0: "gloo all-reduce failed"
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().user(), 1);
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w1", 2 + i);
+    coordinator_->ReconcileOnce();  // w2 silent for lease + margin (11 s): lost at the end
+  }
+  const baton::v1::Job job = *jobs_->Get(id);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.reason(), "LeaseExpired");
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(FromProto(f.occurred_time()), cut);
+  EXPECT_EQ(job.restarts().user(), 0);
+  EXPECT_EQ(job.restarts().infra(), 1);
+  bool reattributed = false;
+  for (const auto& e : job.events()) reattributed |= e.reason() == "FailureReattributed";
+  EXPECT_TRUE(reattributed);
+  clock_.Advance(kFirstBackoff);
+  Heartbeat("w1", 20);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // min 2 workers: waits for one
+}
+
+TEST_F(CoordinatorTest, AGenerationThatLostAWorkerIsStoppedWithoutGrace) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(spec);
+  ASSERT_OK(job);
+  CompleteRendezvous(job->id(), 1, 29500);
+  coordinator_->OnWorkerDisconnected("w3", sessions_["w3"]);
+  // The survivors wait on w3 inside a collective: SIGKILL at once.
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(FromProto(stop.grace()), absl::ZeroDuration());
+}
+
+TEST_F(CoordinatorTest, AFailedRankLeavesItsPeersTheStopGrace) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.job_id(), id);
+  EXPECT_EQ(FromProto(stop.grace()), absl::Seconds(10));
+}
+
+TEST_F(CoordinatorTest, ConnectedWorkerWhoseProcessesIgnoreTheStopHasItsLeaseRevoked) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 3);  // generation 1 fails; w1's rank 0 never exits
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  // Within stop_grace (10 s) + lease (10 s) it is only waited for, heartbeats and all.
+  for (int i = 1; i <= 19; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    Heartbeat("w1", i);
+    Heartbeat("w2", i);
+    coordinator_->ReconcileOnce();
+  }
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_FALSE(channels_["w1"]->closed);
+  clock_.Advance(absl::Seconds(1));
+  Heartbeat("w1", 20);
+  Heartbeat("w2", 20);
+  coordinator_->ReconcileOnce();
+  EXPECT_TRUE(channels_["w1"]->closed);
+  EXPECT_THAT(channels_["w1"]->close_status.message(), HasSubstr("lease revoked"));
+  EXPECT_FALSE(channels_["w2"]->closed);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  // w1 may not register again until its lease (renewed just now) has run out.
+  clock_.Advance(absl::Seconds(10));
+  auto ch = std::make_shared<FakeChannel>();
+  EXPECT_THAT(coordinator_->OnWorkerConnected(Reg("w1"), "10.0.0.1", ch),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("lease was revoked")));
+  Heartbeat("w2", 21);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(absl::Seconds(1));
+  Heartbeat("w2", 22);
+  coordinator_->ReconcileOnce();  // w1's lease certainly ran out: its processes are dead
+  bool revoked_event = false;
+  const baton::v1::Job with_events = *jobs_->Get(id);
+  for (const auto& e : with_events.events()) revoked_event |= e.reason() == "LeaseRevoked";
+  EXPECT_TRUE(revoked_event);
+  Connect(Reg("w1"));  // admitted again
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+}
+
+TEST_F(CoordinatorTest, StartAssignmentNamesThePeersAndAnUnreachablePeerFailsTheGeneration) {
+  for (const std::string w : {"w1", "w2"}) {
+    baton::v1::Register reg = Reg(w);
+    reg.set_probe_port(w == "w1" ? 7001 : 7002);
+    Connect(reg);
+  }
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  ReservedPort("w1", job->id(), 1, 29500);
+  auto start = Last("w2", baton::v1::CoordinatorMessage::kStartAssignment).start_assignment();
+  ASSERT_THAT(start.peers(), SizeIs(1));
+  EXPECT_EQ(start.peers(0).worker_id(), "w1");
+  EXPECT_EQ(start.peers(0).host(), "10.0.0.1");
+  EXPECT_EQ(start.peers(0).probe_port(), 7001);
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("PeerUnreachable");
+  failed.mutable_assignment_failed()->set_message("cannot reach worker w1 at 10.0.0.1:7001");
+  Send("w2", failed);
+  EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
+  const baton::v1::Failure& f = jobs_->Peek(job->id())->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "PeerUnreachable");
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_THAT(f.cause(), HasSubstr("worker w2 could not start its processes: cannot reach "
+                                   "worker w1 at 10.0.0.1:7001"));
+}
+
+TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFreesThem) {
+  const std::string id = RunningJob();
+  absl::StatusOr<baton::v1::Job> next = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(next);
+  EXPECT_EQ(StateOf(next->id()), JobState::kQueued);  // both slots busy
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(next->id()), JobState::kQueued);  // the restarting job keeps them
+
+  absl::StatusOr<baton::v1::Job> zero =
+      coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 0, 0));
+  ASSERT_OK(zero);
+  ASSERT_OK(coordinator_->CancelJob(id, ""));
+  ASSERT_OK(coordinator_->CancelJob(next->id(), ""));
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(zero->id(), 1, 29500);
+  const std::string w = jobs_->Peek(zero->id())->ranks(0).worker_id();
+  coordinator_->OnWorkerDisconnected(w, sessions_[w]);
+  EXPECT_EQ(StateOf(zero->id()), JobState::kFailed);
+  EXPECT_THAT(jobs_->Get(zero->id())->message(),
+              HasSubstr("infrastructure failure in generation 1 with the restart budget spent "
+                        "(0 of 0 infrastructure restarts used)"));
+}
+
+TEST_F(CoordinatorTest, BudgetExhaustionFailsWithClassAndCountAndBackoffGrows) {
+  const std::string id = [&] {
+    Connect(Reg("w1"));
+    absl::StatusOr<baton::v1::Job> job =
+        coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 2));
+    EXPECT_OK(job);
+    return job->id();
+  }();
+  CompleteRendezvous(id, 1, 29500);
+  // Generation 1 fails at step 10, generation 2 at step 20: no crash loop.
+  Metric("w1", id, 1, 0, 10);
+  Exited("w1", id, 1, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 2, 29501);
+
+  Metric("w1", id, 2, 0, 20);
+  Exited("w1", id, 2, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(FromProto(jobs_->Peek(id)->restarts().failures(1).backoff()), 2 * kFirstBackoff);
+  clock_.Advance(2 * kFirstBackoff - absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // the second backoff is twice the first
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 3, 29502);
+
+  Metric("w1", id, 3, 0, 30);
+  Exited("w1", id, 3, 0, 1);
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(), HasSubstr("user-code failure in generation 3 with the restart "
+                                       "budget spent (2 of 2 user-code restarts used)"));
+  EXPECT_EQ(job.restarts().user(), 2);
+  ASSERT_EQ(job.restarts().failures_size(), 3);
+  EXPECT_EQ(job.restarts().failures(2).step(), 30);
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "RestartBudgetExhausted");
+}
+
+TEST_F(CoordinatorTest, SameStepTwiceInARowIsACrashLoop) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> submitted =
+      coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 10, 10));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 5);
+  Exited("w1", id, 1, 0, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  CompleteRendezvous(id, 2, 29501);
+  Metric("w1", id, 2, 0, 5);
+  Exited("w1", id, 2, 0, 1);
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_THAT(job.message(),
+              HasSubstr("crash loop: generations 1 and 2 both failed at step 5"));
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "CrashLoop");
+  EXPECT_EQ(job.restarts().user(), 1);  // far from the budget of 10
+  EXPECT_EQ(job.restarts().failures_size(), 2);
+}
+
+TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirst) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_restart_policy()->mutable_stall_floor()->set_seconds(2);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  baton::v1::WorkerMessage hb;
+  hb.mutable_heartbeat();
+  auto tick = [&](absl::Duration d) {
+    clock_.Advance(d);
+    Send("w1", hb);
+    Send("w2", hb);
+    coordinator_->ReconcileOnce();
+  };
+  // No metrics yet: never a stall, however long it takes.
+  tick(absl::Seconds(4));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  // 10 steps per 100 ms: median 10 ms/step, so the 2 s floor is the timeout.
+  for (int i = 1; i <= 3; ++i) {
+    Metric("w1", id, 1, 0, 10 * i);
+    Metric("w2", id, 1, 1, 10 * i);
+    tick(absl::Milliseconds(100));
+  }
+  Metric("w1", id, 1, 0, 40);  // rank 1 stops at step 30 first, then rank 0 at 40
+  tick(absl::Milliseconds(1999));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  tick(absl::Milliseconds(1));
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_EQ(job.restarts().stall(), 1);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_STALL);
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_THAT(f.cause(), HasSubstr("rank 1 on worker w2 stopped first at step 30"));
+  EXPECT_THAT(f.cause(), HasSubstr("max(10 x median step time 10ms, 2s)"));
+  EXPECT_EQ(job.events(job.events_size() - 1).reason(), "Stalled");
+}
+
+TEST_F(CoordinatorTest, CheckGenerationFencesOldGenerations) {
+  baton::v1::Job job;
+  job.set_id("j-000001");
+  job.set_generation(3);
+  EXPECT_OK(Coordinator::CheckGeneration(job, 3));
+  EXPECT_THAT(Coordinator::CheckGeneration(job, 2),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("generation 2 is stale; the current generation is 3")));
+  EXPECT_THAT(Coordinator::CheckGeneration(job, 4),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("never started")));
+}
+
+TEST_F(CoordinatorTest, MessagesOfAnOldGenerationAreRejected) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  // A stale port reply does not complete generation 2's rendezvous.
+  ReservedPort("w1", id, 1, 1111);
+  EXPECT_EQ(jobs_->Peek(id)->master_port(), 0);
+  CompleteRendezvous(id, 2, 29501);
+  // A stale AssignmentStarted is answered with a StopAssignment of its generation.
+  baton::v1::WorkerMessage started;
+  started.mutable_assignment_started()->set_job_id(id);
+  started.mutable_assignment_started()->set_generation(1);
+  Send("w2", started);
+  auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.generation(), 1);
+  EXPECT_EQ(stop.reason(), "generation superseded");
+  // Stale metrics are not recorded; stale exits change nothing.
+  Metric("w1", id, 1, 0, 999);
+  EXPECT_NE(jobs_->Peek(id)->result().steps(), 999);
+  Exited("w2", id, 1, 1, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures_size(), 1);
+}
+
+TEST_F(CoordinatorTest, CancelStopsProcessesAndIsFinal) {
+  const std::string id = RunningJob();
+  absl::StatusOr<baton::v1::Job> job = coordinator_->CancelJob(id, "no longer needed");
+  ASSERT_OK(job);
+  EXPECT_EQ(job->state(), baton::v1::JOB_STATE_CANCELLED);
+  for (const std::string w : {"w1", "w2"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+  }
+  EXPECT_THAT(coordinator_->CancelJob(id, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already finished")));
+  EXPECT_THAT(coordinator_->CancelJob("j-999999", ""),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("j-999999")));
+}
+
+TEST_F(CoordinatorTest, InvalidSpecIsRejectedWithFieldPath) {
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(1);
+  EXPECT_THAT(coordinator_->SubmitJob(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("workers.max")));
+  EXPECT_THAT(jobs_->List({}, 0), SizeIs(0));
+}
+
+TEST_F(CoordinatorTest, RejectsUnsupportedProtocolVersion) {
+  baton::v1::Register reg = Reg("w1");
+  reg.set_protocol_version(kProtocolVersion + 1);
+  EXPECT_THAT(coordinator_->OnWorkerConnected(reg, "h", std::make_shared<FakeChannel>()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("protocol version")));
+}
+
+TEST_F(CoordinatorTest, StaleAssignmentReportedOnRegisterIsStopped) {
+  baton::v1::Register reg = Reg("w1");
+  auto* a = reg.add_assignments();
+  a->set_job_id("j-000042");
+  a->set_generation(3);
+  Connect(reg);
+  auto stops = channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment);
+  ASSERT_THAT(stops, SizeIs(1));
+  EXPECT_EQ(stops[0].stop_assignment().job_id(), "j-000042");
+  EXPECT_EQ(stops[0].stop_assignment().generation(), 3);
+}
+
+TEST_F(CoordinatorTest, LosingAWorkerWhoseRanksAllFinishedKeepsJobRunning) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 0);
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Exited("w1", id, 1, 0, 0);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+TEST_F(CoordinatorTest, ReconnectOfWorkerWhoseRanksAllExitedIsHarmless) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 0);
+  Connect(Reg("w2"));  // supersedes the old session without listing the finished job
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Connect(Reg("w1"));  // w1 still has rank 0 running but does not list it: it restarted
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("reconnected without the job's processes"));
+  EXPECT_EQ(jobs_->Peek(id)->restarts().infra(), 1);
+}
+
+TEST_F(CoordinatorTest, MetricsOfOtherGenerationsAreIgnoredAndRankZeroSetsResult) {
+  const std::string id = RunningJob();
+  baton::v1::WorkerMessage m;
+  m.mutable_metrics()->set_job_id(id);
+  auto* old = m.mutable_metrics()->add_points();
+  old->set_generation(0);
+  old->set_step(99);
+  auto* p = m.mutable_metrics()->add_points();
+  p->set_generation(1);
+  p->set_step(10);
+  (*p->mutable_values())["loss"] = 2.0;
+  auto* q = m.mutable_metrics()->add_points();
+  q->set_generation(1);
+  q->set_step(20);
+  (*q->mutable_values())["loss"] = 1.5;
+  Send("w1", m);
+  absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);
+  EXPECT_EQ(job->result().steps(), 20);
+  EXPECT_EQ(job->result().initial_loss(), 2.0);
+  EXPECT_EQ(job->result().final_metrics().at("loss"), 1.5);
+}
+
+// A built-in trainer job on min..max workers with a shared checkpoint directory.
+baton::v1::JobSpec TrainerJob(int min_workers, int max_workers) {
+  baton::v1::JobSpec spec;
+  spec.set_name("trainer-job");
+  baton::v1::TrainerSpec* t = spec.mutable_trainer();
+  t->set_model("mlp");
+  t->set_dataset("synthetic");
+  t->set_batch_size(8);
+  t->set_lr(0.1);
+  spec.mutable_workers()->set_min(min_workers);
+  spec.mutable_workers()->set_max(max_workers);
+  spec.mutable_budget()->set_max_steps(1000);
+  spec.set_checkpoint_dir("/shared/ckpt");
+  return spec;
+}
+
+TEST_F(CoordinatorTest, DrainingWorkerCheckpointsThenTheJobContinuesWithoutIt) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  for (int rank = 0; rank < 3; ++rank) Metric("w" + std::to_string(rank + 1), id, 1, rank, 10);
+
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining()->set_reason("received SIGTERM");
+  Send("w2", draining);
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "Draining");
+  // Rank 0 (on w1) is asked for a checkpoint; nothing is stopped yet.
+  const auto request =
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint();
+  EXPECT_EQ(request.job_id(), id);
+  EXPECT_EQ(request.generation(), 1);
+  EXPECT_EQ(request.rank(), 0);
+  for (const std::string w : {"w1", "w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(0)) << w;
+  }
+  // w2 stays connected but gets no new work.
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    EXPECT_EQ(w.state(), w.id() == "w2" ? baton::v1::WORKER_STATE_DRAINING
+                                        : baton::v1::WORKER_STATE_READY)
+        << w.id();
+  }
+
+  // Rank 0 checkpointed at its step boundary and exited 75: the others are stopped.
+  clock_.Advance(absl::Milliseconds(300));
+  Exited("w1", id, 1, 0, 75);
+  for (const std::string w : {"w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1)) << w;
+  }
+  StopRest(id, 1);
+  // No backoff for a planned resize: the next generation rendezvouses at once, without w2.
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.ranks(0).worker_id(), "w1");
+  EXPECT_EQ(job.ranks(1).worker_id(), "w3");
+  EXPECT_EQ(job.restarts().planned(), 1);
+  EXPECT_EQ(job.restarts().infra() + job.restarts().user() + job.restarts().stall(), 0);
+  ASSERT_THAT(job.restarts().failures(), SizeIs(1));
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.step(), 10);
+  EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_THAT(f.cause(), HasSubstr("worker w2 leaves: it is draining (received SIGTERM)"));
+  EXPECT_EQ(FromProto(f.stopped_time()) - FromProto(f.fail_time()), absl::Milliseconds(300));
+
+  // A new job does not land on the draining worker, though it has a free slot.
+  absl::StatusOr<baton::v1::Job> other = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(other);
+  EXPECT_EQ(StateOf(other->id()), JobState::kQueued);
+}
+
+TEST_F(CoordinatorTest, CheckpointThatNeverComesStopsTheGenerationAfterTheTimeout) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(1, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 3);
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining();
+  Send("w2", draining);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  // Both workers keep heartbeating; rank 0 never exits.
+  baton::v1::WorkerMessage heartbeat;
+  heartbeat.mutable_heartbeat();
+  clock_.Advance(CoordinatorOptions().checkpoint_timeout - absl::Milliseconds(1));
+  for (const std::string w : {"w1", "w2"}) Send(w, heartbeat);
+  coordinator_->ReconcileOnce();
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(0));
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "CheckpointTimeout");
+  StopRest(id, 1);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 1);  // w1 alone
+}
+
+TEST_F(CoordinatorTest, ProtocolVersionOneWorkerIsStoppedInsteadOfAskedToCheckpoint) {
+  baton::v1::Register old = Reg("w1");
+  old.set_protocol_version(1);
+  Connect(old);
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(1, 2));
+  ASSERT_OK(submitted);
+  CompleteRendezvous(submitted->id(), 1, 29500);
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining();
+  Send("w2", draining);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRequestCheckpoint), SizeIs(0));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+}
+
+TEST_F(CoordinatorTest, WorkerReconnectingWhileDrainingIsDrainingAndMovesItsJobs) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  ASSERT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w1");
+  // w1 reconnects, still running its rank, and says it drains.
+  baton::v1::Register again = Reg("w1");
+  again.set_draining(true);
+  auto* a = again.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  *a->add_ranks() = jobs_->Peek(id)->ranks(0);
+  Connect(again);
+  EXPECT_FALSE(workers_->IsReady("w1"));
+  EXPECT_TRUE(workers_->IsConnected("w1"));
+  // A command job cannot checkpoint on request: stopped at once, then placed on w2.
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1));
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks(0).worker_id(), "w2");
+}
+
+TEST_F(CoordinatorTest, WorkerJoiningARunningTrainerJobBelowMaxGrowsIt) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  // A worker that joins before the generation trained a step does not resize it yet.
+  Connect(Reg("w3"));
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Metric("w1", id, 1, 0, 20);
+  Metric("w2", id, 1, 1, 20);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "ScalingUp");
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint)
+                .request_checkpoint()
+                .rank(),
+            0);
+  Exited("w1", id, 1, 0, 75);
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(job.ranks(r).worker_id(), "w" + std::to_string(r + 1));
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_EQ(f.cause(), "worker w3 can join: growing from 2 to 3 workers");
+  EXPECT_EQ(f.worker_id(), "w3");
+  // At max now: another worker does not resize it again.
+  Metric("w1", id, 2, 0, 21);
+  Connect(Reg("w4"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+}
+
+TEST_F(CoordinatorTest, QueuedJobsTakeNewWorkersAndCommandJobsDoNotGrow) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  baton::v1::JobSpec command = CommandSpec(2);
+  command.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> cmd = coordinator_->SubmitJob(command);
+  ASSERT_OK(cmd);
+  CompleteRendezvous(cmd->id(), 1, 29500);
+  Metric("w1", cmd->id(), 1, 0, 5);
+  // A queued job waiting for one worker gets the new one; the command job never grows.
+  absl::StatusOr<baton::v1::Job> queued = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(queued);
+  Connect(Reg("w3"));
+  EXPECT_EQ(StateOf(queued->id()), JobState::kRendezvous);
+  Connect(Reg("w4"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(cmd->id()), JobState::kRunning);
+}
+
+class RestartTest : public CoordinatorTest {
+ protected:
+  void SetUp() override {
+    path_ = std::string(getenv("TEST_TMPDIR")) + "/" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
+    Open(path_);
+  }
+  std::string path_;
+};
+
+TEST_F(RestartTest, RunningJobReattachesWhenWorkersReportBack) {
+  const std::string id = RunningJob();
+  Open(path_);  // the coordinator restarts
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  for (const std::string w : {"w1", "w2"}) {
+    baton::v1::Register reg = Reg(w);
+    auto* a = reg.add_assignments();
+    a->set_job_id(id);
+    a->set_generation(1);
+    auto* r = a->add_ranks();
+    r->set_rank(w == "w1" ? 0 : 1);
+    r->set_pid(4242);
+    if (w == "w2") {  // it finished while the coordinator was down
+      r->mutable_exit()->set_exit_code(0);
+    }
+    Connect(reg);
+  }
+  absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);
+  EXPECT_EQ(job->state(), baton::v1::JOB_STATE_RUNNING);
+  EXPECT_TRUE(job->ranks(1).has_exit());
+  bool reattached = false;
+  for (const auto& e : job->events()) reattached |= e.reason() == "Reattached";
+  EXPECT_TRUE(reattached);
+  clock_.Advance(absl::Minutes(5));  // past the reattach timeout: nothing happens any more
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);  // heartbeats stopped meanwhile: w1 lost
+  clock_.Advance(absl::Minutes(2));  // and no worker came back for the restart
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kFailed);
+}
+
+TEST_F(RestartTest, RestartRendezvousInterruptedByARestartIsRequeuedAndCompletes) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);  // generation 2's rendezvous
+  Open(path_);
+  EXPECT_EQ(StateOf(id), JobState::kQueued);
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  CompleteRendezvous(id, 3, 29800);
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.next_generation(), 3);
+  EXPECT_TRUE(f.has_running_time());
+}
+
+TEST_F(RestartTest, RestartStatsSurviveRestartAndTheRestartCompletes) {
+  const std::string id = RunningJob();
+  Metric("w2", id, 1, 1, 7);
+  Exited("w2", id, 1, 1, 2);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job before = *jobs_->Get(id);
+  Open(path_);  // the coordinator restarts during the backoff
+  const baton::v1::Job after = *jobs_->Get(id);
+  EXPECT_EQ(after.state(), baton::v1::JOB_STATE_RESTARTING);
+  EXPECT_EQ(after.restarts().SerializeAsString(), before.restarts().SerializeAsString());
+  EXPECT_EQ(after.restarts().user(), 1);
+  EXPECT_EQ(after.restarts().failures(0).step(), 7);
+  clock_.Advance(absl::Seconds(20));  // past the stop wait: w1's exit never came
+  // The workers come back; w1 still runs rank 0 of generation 1, so it is told to stop it,
+  // and generation 2 waits for that exit.
+  baton::v1::Register reg = Reg("w1");
+  auto* a = reg.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  a->add_ranks()->set_rank(0);
+  Connect(reg);
+  auto stop = Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_EQ(stop.generation(), 1);
+  Connect(Reg("w2"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_FALSE(channels_["w1"]->closed);  // just reconnected: it gets its stop grace
+  Exited("w1", id, 1, 0, 0, /*signal=*/15);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29700);
+  EXPECT_EQ(jobs_->Get(id)->restarts().failures(0).next_generation(), 2);
+}
+
+TEST_F(RestartTest, RunningJobRestartsWhenWorkersDoNotComeBack) {
+  const std::string id = RunningJob();
+  Open(path_);
+  clock_.Advance(absl::Seconds(29));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  clock_.Advance(absl::Seconds(2));
+  coordinator_->ReconcileOnce();
+  // Whatever lease the old coordinator granted ran out long ago: the processes are dead.
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_THAT(jobs_->Get(id)->message(), HasSubstr("did not report back"));
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.reason(), "ReattachTimeout");
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  clock_.Advance(kFirstBackoff);
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29600);
+}
+
+TEST_F(RestartTest, HistorySurvivesRestart) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 0);
+  Exited("w2", id, 1, 1, 0);
+  const baton::v1::Job before = *jobs_->Get(id);
+  Open(path_);
+  const baton::v1::Job after = *jobs_->Get(id);
+  EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
+  absl::StatusOr<baton::v1::Job> next = coordinator_->SubmitJob(CommandSpec(1));
+  EXPECT_EQ(next->id(), "j-000002");  // ids are never reused
+}
+
+}  // namespace
+}  // namespace baton::coordinator

@@ -1,0 +1,204 @@
+#include "coordinator/control/worker_registry.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_time.h"
+#include "common/protocol_version.h"
+
+namespace baton::coordinator {
+namespace {
+
+bool Connected(const baton::v1::Worker& w) {
+  return w.state() == baton::v1::WORKER_STATE_READY ||
+         w.state() == baton::v1::WORKER_STATE_DRAINING;
+}
+
+}  // namespace
+
+WorkerRegistry::WorkerRegistry(const Clock* clock, LeaseOptions lease)
+    : clock_(clock), lease_(lease), start_(clock->Now()) {}
+
+void WorkerRegistry::Lose(Entry& e, const absl::Status& status) {
+  e.info.set_state(baton::v1::WORKER_STATE_LOST);
+  if (e.channel != nullptr) {
+    e.channel->Close(status);
+    e.channel.reset();
+  }
+}
+
+absl::Status WorkerRegistry::Admit(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || clock_->Now() >= it->second.revoked_until) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "worker ", worker_id, " may not register before ",
+      absl::FormatTime(it->second.revoked_until), ": its lease was revoked (",
+      it->second.revoked_why, ") and must run out first, which stops its processes"));
+}
+
+uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::string& host,
+                                 std::shared_ptr<WorkerChannel> channel) {
+  Entry& e = workers_[reg.worker_id()];
+  if (e.channel != nullptr) {
+    e.channel->Close(absl::AbortedError("superseded by a newer connection of this worker"));
+  }
+  e.info.set_id(reg.worker_id());
+  e.info.set_host(host);
+  e.info.set_hostname(reg.hostname());
+  *e.info.mutable_resources() = reg.resources();
+  e.info.set_state(reg.draining() ? baton::v1::WORKER_STATE_DRAINING
+                                  : baton::v1::WORKER_STATE_READY);
+  e.protocol_version = reg.protocol_version();
+  e.leased = reg.protocol_version() >= kLeaseProtocolVersion;
+  e.probe_port = reg.probe_port();
+  e.channel = std::move(channel);
+  e.session = next_session_++;
+  e.last_heartbeat = clock_->Now();
+  e.connected = e.last_heartbeat;
+  *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
+  return e.session;
+}
+
+bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.session != session || !Connected(it->second.info)) {
+    return false;
+  }
+  it->second.info.set_state(baton::v1::WORKER_STATE_LOST);
+  it->second.channel.reset();
+  it->second.info.set_stream_losses(it->second.info.stream_losses() + 1);
+  return true;
+}
+
+bool WorkerRegistry::IsCurrent(const std::string& worker_id, uint64_t session) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.session == session && Connected(it->second.info);
+}
+
+bool WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
+  if (!IsCurrent(worker_id, session)) return false;
+  Entry& e = workers_[worker_id];
+  e.last_heartbeat = clock_->Now();
+  *e.info.mutable_last_heartbeat_time() = ToProto(e.last_heartbeat);
+  return e.leased;
+}
+
+std::vector<std::string> WorkerRegistry::ExpireLeases() {
+  std::vector<std::string> lost;
+  const absl::Time now = clock_->Now();
+  for (auto& [id, e] : workers_) {
+    if (!Connected(e.info)) continue;
+    const absl::Duration silent = now - e.last_heartbeat;
+    if (silent <= lease_.lease + lease_.margin) continue;
+    e.info.set_lease_expirations(e.info.lease_expirations() + 1);
+    Lose(e, absl::UnavailableError(absl::StrCat("no heartbeat for ", absl::FormatDuration(silent),
+                                                ": the worker lease expired")));
+    lost.push_back(id);
+  }
+  return lost;
+}
+
+void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || !it->second.leased || !Connected(it->second.info)) return;
+  Entry& e = it->second;
+  e.revoked_until = e.last_heartbeat + lease_.lease + lease_.margin;
+  e.revoked_why = why;
+  e.info.set_lease_revocations(e.info.lease_revocations() + 1);
+  Lose(e, absl::UnavailableError(absl::StrCat("lease revoked: ", why)));
+}
+
+absl::Time WorkerRegistry::LeaseExpiry(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return start_ + lease_.lease + lease_.margin;
+  const Entry& e = it->second;
+  if (Connected(e.info)) return absl::InfiniteFuture();
+  if (!e.leased) return absl::InfinitePast();
+  return e.last_heartbeat + lease_.lease + lease_.margin;
+}
+
+bool WorkerRegistry::ProcessesStopped(const std::string& worker_id) const {
+  return clock_->Now() >= LeaseExpiry(worker_id);
+}
+
+bool WorkerRegistry::Send(const std::string& worker_id,
+                          const baton::v1::CoordinatorMessage& msg) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.channel == nullptr) return false;
+  return it->second.channel->Send(msg);
+}
+
+bool WorkerRegistry::IsReady(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.info.state() == baton::v1::WORKER_STATE_READY;
+}
+
+bool WorkerRegistry::IsConnected(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && Connected(it->second.info);
+}
+
+bool WorkerRegistry::SetDraining(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end() || it->second.info.state() != baton::v1::WORKER_STATE_READY) {
+    return false;
+  }
+  it->second.info.set_state(baton::v1::WORKER_STATE_DRAINING);
+  return true;
+}
+
+uint32_t WorkerRegistry::ProtocolVersion(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? 0 : it->second.protocol_version;
+}
+
+bool WorkerRegistry::HasLease(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.leased;
+}
+
+absl::Time WorkerRegistry::ConnectedSince(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? absl::InfinitePast() : it->second.connected;
+}
+
+absl::Time WorkerRegistry::LastHeartbeat(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? absl::InfinitePast() : it->second.last_heartbeat;
+}
+
+std::string WorkerRegistry::Host(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? std::string() : it->second.info.host();
+}
+
+int WorkerRegistry::ProbePort(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? 0 : it->second.probe_port;
+}
+
+int WorkerRegistry::Slots(const std::string& worker_id) const {
+  return IsReady(worker_id) ? workers_.at(worker_id).info.resources().slots() : 0;
+}
+
+std::vector<std::string> WorkerRegistry::ReadyWorkers() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, e] : workers_) {
+    if (e.info.state() == baton::v1::WORKER_STATE_READY) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<baton::v1::Worker> WorkerRegistry::List() const {
+  std::vector<baton::v1::Worker> out;
+  for (const auto& [id, e] : workers_) {
+    out.push_back(e.info);
+    if (e.leased) {
+      *out.back().mutable_lease_renew_time() = ToProto(e.last_heartbeat);
+      *out.back().mutable_lease() = ToProto(lease_.lease);
+    }
+  }
+  return out;
+}
+
+}  // namespace baton::coordinator

@@ -1,0 +1,212 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "coordinator/policy/goodput.h"
+#include "coordinator/jobs/job_state.h"
+#include "coordinator/jobs/job_streams.h"
+#include "coordinator/policy/slowdown.h"
+#include "coordinator/store/store.h"
+#include "coordinator/jobs/stream_sink.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/job_service.pb.h"
+
+namespace baton::coordinator {
+
+
+// How much history the coordinator keeps (see JobManager::Prune).
+struct RetentionOptions {
+  // Metric points and log lines older than this are deleted.
+  absl::Duration history_max_age = absl::Hours(24 * 7);
+  // Per job: the newest metric points kept, and the newest log lines kept up to this many
+  // bytes of text (0: no limit).
+  int64_t max_points_per_job = 100'000;
+  int64_t max_log_bytes_per_job = int64_t{50} << 20;
+  // A finished job (its row, events, points and logs) is deleted this long after it ended
+  // (InfiniteDuration: never).
+  absl::Duration job_retention = absl::Hours(24 * 30);
+  // Each job's history is pruned at most this often.
+  absl::Duration prune_interval = absl::Minutes(1);
+};
+
+struct JobManagerOptions {
+  // Straggler events (coordinator/slowdown.h): a rank whose slowdown ratio stays above
+  // `straggler_threshold` for `slowdown_window` consecutive metric points of its own.
+  int slowdown_window = kDefaultSlowdownWindow;
+  double straggler_threshold = kDefaultStragglerThreshold;
+  RetentionOptions retention;
+};
+
+// A non-state event (reason and message) for JobManager::Update.
+inline baton::v1::JobEvent NewEvent(const std::string& reason, const std::string& message) {
+  baton::v1::JobEvent event;
+  event.set_reason(reason);
+  event.set_message(message);
+  return event;
+}
+
+// Orders job ids as numbers: "j-999999" < "j-1000000" (ids grow past six digits).
+struct JobIdLess {
+  bool operator()(const std::string& a, const std::string& b) const {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  }
+};
+
+// Owns every job: its record, its state machine, its history (events and metric points,
+// numbered per job), its log lines, and the streams watching it.
+//
+// Durable, then visible: every change is one Store transaction (the job's row with the
+// events it causes), committed before memory changes and before any watcher hears of it.
+// A write that fails changes nothing here, and latches: every later write fails too
+// (UNAVAILABLE, naming the first error), since the coordinator must stop and recover from
+// disk rather than run ahead of it (store_error()).
+//
+// Knows nothing of workers or gRPC; the Coordinator drives it.
+// Threading: not thread-safe. All calls come from one thread (the coordinator's event
+// loop). Sinks are thread-safe and never block, so pushing to them here is fine.
+class JobManager {
+ public:
+  // `store` and `clock` must outlive this object.
+  JobManager(Store* store, const Clock* clock, JobManagerOptions options = {});
+
+  // Loads every job from the store. Call once, before anything else. For each job that has
+  // started and not ended it replays the recorded metric points, to rebuild the productive
+  // step time (goodput) and the straggler state.
+  absl::Status Load();
+
+  // Applies defaults, validates (INVALID_ARGUMENT naming the field), assigns an id and
+  // records the job as QUEUED with a "Submitted" event: one transaction with the next job
+  // number. With a `request_id` that created a job before, returns that job instead
+  // (ALREADY_EXISTS if its spec differs from this one after defaults).
+  absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec,
+                                        const std::string& request_id = "");
+
+  // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
+  absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;
+  // Jobs, newest first, without events; only `states` if non-empty; at most `limit` (0: all);
+  // only jobs older than `before_id` if it is non-empty (the last id of a previous page: the
+  // listing continues there even if that job is gone).
+  std::vector<baton::v1::Job> List(const std::vector<baton::v1::JobState>& states, int limit,
+                                   const std::string& before_id = "") const;
+
+  // Current state. NOT_FOUND for unknown ids.
+  absl::StatusOr<JobState> State(const std::string& job_id) const;
+  // Ids of jobs in any of `states`, in submission order.
+  std::vector<std::string> JobsIn(const std::vector<JobState>& states) const;
+
+  // Read-only access to a job's record (without events); nullptr for unknown ids. Valid
+  // until the next Submit().
+  const baton::v1::Job* Peek(const std::string& job_id) const;
+
+  // Records a new version of a job's record (ranks, generation, restarts, ...): `job` is
+  // the whole record (a copy of Peek's, changed), named by its id, in the job's current
+  // state (FAILED_PRECONDITION otherwise: states change through Transition). `events`
+  // (reason and message set; time and generation are filled in) are recorded after it in
+  // the same transaction. NOT_FOUND for unknown jobs.
+  absl::Status Update(const baton::v1::Job& job, std::vector<baton::v1::JobEvent> events = {});
+
+  // Moves the job to `to` through the checked state machine and records an event with
+  // `reason`/`message` (message also becomes Job.message), with `record` (the job's new
+  // record, as for Update; default: the current one) in the same transaction. Sets start/end
+  // times; entering a terminal state freezes result.wall_time and result.goodput at the end
+  // time and ends the job's streams. FAILED_PRECONDITION for illegal transitions (nothing
+  // is written), NOT_FOUND for unknown jobs.
+  absl::Status Transition(const std::string& job_id, JobState to, const std::string& reason,
+                          const std::string& message, const baton::v1::Job* record = nullptr);
+  // Records a non-state event (e.g. "RankExited").
+  absl::Status RecordEvent(const std::string& job_id, const std::string& reason,
+                           const std::string& message);
+
+  // Applies RetentionOptions to at most `max_jobs` jobs whose last prune is
+  // prune_interval old (round robin): deletes finished jobs past job_retention (they
+  // vanish from listings; their request ids are forgotten) and prunes the others' metric
+  // points and log lines (Store::Prune; events are kept). A job whose points were pruned
+  // keeps its result; after a coordinator restart its goodput and straggler state are
+  // rebuilt from the points kept. Each prune is its own transaction; a failure latches
+  // like any write.
+  absl::Status Prune(int max_jobs);
+  // Bytes the state occupies on disk (Store::DiskBytes).
+  absl::StatusOr<int64_t> StateBytes() const { return store_->DiskBytes(); }
+
+  // OK until a store write failed; then that failure (the coordinator must stop).
+  const absl::Status& store_error() const { return store_error_; }
+
+  // Records metric points (the caller filtered them to the current generation) and
+  // updates Job.result from rank 0's points (steps, final_metrics, initial_loss, and the
+  // productive step time behind result.goodput; see coordinator/goodput.h). Records a
+  // "Straggler" event (after the points) the first time a rank of a generation is found
+  // to straggle (coordinator/slowdown.h), naming the rank and its slowdown ratio.
+  absl::Status AddMetrics(const std::string& job_id,
+                          const std::vector<baton::v1::MetricPoint>& points);
+  // Numbers and records log lines.
+  absl::Status AddLogs(const std::string& job_id, std::vector<baton::v1::LogLine> lines);
+
+  // Streams a snapshot, then every update with seq > after_seq, then live updates until
+  // the job is terminal (then Finish(OK)); history goes a page at a time as the client
+  // reads (see JobStreams; PumpStreams sends more). NOT_FOUND for unknown jobs.
+  absl::Status Watch(const std::string& job_id, int64_t after_seq,
+                     std::shared_ptr<UpdateSink> sink);
+  // Streams log lines with seq > after_seq of `rank` (all if < 0); with `follow`, live
+  // lines until the job is terminal.
+  absl::Status FollowLogs(const std::string& job_id, int32_t rank, int64_t after_seq,
+                          bool follow, std::shared_ptr<LogSink> sink);
+  // Sends more history to streams catching up (JobStreams::Pump). The reconcile calls it.
+  void PumpStreams() { streams_.Pump(); }
+
+ private:
+  struct Record {
+    baton::v1::Job job;  // without events
+    JobState state = JobState::kQueued;
+    int64_t last_seq = 0;
+    int64_t last_log_seq = 0;
+    // Folded from every recorded metric point (rebuilt from the store by Load() for jobs
+    // that have not ended; an ended job keeps its persisted result.goodput).
+    ProductiveTime productive;
+    // Fed every recorded metric point (replayed by Load() like `productive`, so a restarted
+    // coordinator does not report a straggler twice).
+    StragglerDetector stragglers;
+    absl::Time next_prune = absl::InfinitePast();
+  };
+
+  absl::StatusOr<Record*> Find(const std::string& job_id);
+  absl::StatusOr<const Record*> Find(const std::string& job_id) const;
+  // The job as clients see it: result.wall_time and result.goodput evaluated now unless
+  // the job ended (then they are the values frozen at its end).
+  baton::v1::Job View(const Record& r) const;
+  // result.goodput of `job` at `now` (0 while undefined: not started, no wall time).
+  static double Goodput(const ProductiveTime& productive, const baton::v1::Job& job,
+                        absl::Time now);
+
+  // An empty record with this manager's options.
+  Record NewRecord() const;
+  // The update recording `event` as the seq-th of a job whose record is `job`: time now,
+  // the job's generation.
+  baton::v1::JobUpdate EventUpdate(int64_t seq, baton::v1::JobEvent event,
+                                   const baton::v1::Job& job) const;
+  // Commits `batch` (see the class comment: a failure latches); then installs `job` as r's
+  // record, appends `updates` (which `batch` holds) to its history and pushes them to the
+  // watchers, with a fresh snapshot after a state change.
+  absl::Status Commit(Record& r, WriteBatch batch, baton::v1::Job job,
+                      std::vector<baton::v1::JobUpdate> updates);
+  // Store::Write with the latch.
+  absl::Status Write(const WriteBatch& batch);
+
+  Store* const store_;
+  const Clock* const clock_;
+  const JobManagerOptions options_;
+  std::map<std::string, Record, JobIdLess> jobs_;  // by id: submission order
+  std::map<std::string, std::string> by_request_id_;  // SubmitJob request_id -> job id
+  int64_t next_job_number_ = 1;
+  absl::Status store_error_;
+  std::string prune_cursor_;  // the last job Prune() visited
+  JobStreams streams_;
+};
+
+}  // namespace baton::coordinator

@@ -1,0 +1,480 @@
+#include "coordinator/server/metrics.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "common/metrics_http.h"
+#include "common/proto_time.h"
+#include "common/restart_stats.h"
+#include "coordinator/policy/goodput.h"
+#include "coordinator/jobs/job_state.h"
+#include "proto/baton/v1/job.pb.h"
+
+namespace baton::coordinator {
+namespace {
+
+using baton::v1::JobUpdate;
+
+// Durations of scheduling phases and RPCs, seconds: 1 ms .. 10 min.
+prometheus::Histogram::BucketBoundaries PhaseBuckets() {
+  return {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+}
+
+// "queued" for JOB_STATE_QUEUED: the label value of a state.
+std::string StateLabel(baton::v1::JobState s) {
+  return absl::AsciiStrToLower(absl::StripPrefix(baton::v1::JobState_Name(s), "JOB_STATE_"));
+}
+
+// Every proto job state but UNSPECIFIED, so states added to the proto appear by themselves.
+std::vector<baton::v1::JobState> AllStates() {
+  std::vector<baton::v1::JobState> out;
+  const google::protobuf::EnumDescriptor* d = baton::v1::JobState_descriptor();
+  for (int i = 0; i < d->value_count(); ++i) {
+    const auto s = static_cast<baton::v1::JobState>(d->value(i)->number());
+    if (s != baton::v1::JOB_STATE_UNSPECIFIED) out.push_back(s);
+  }
+  return out;
+}
+
+bool IsTerminalProto(baton::v1::JobState s) {
+  JobState state;
+  return JobStateFromProto(s, &state).ok() && IsTerminal(state);
+}
+
+// The recovery phases of a Failure record: label value and the two times bounding it.
+struct RecoveryPhase {
+  const char* label;
+  const google::protobuf::Timestamp& (baton::v1::Failure::*from)() const;
+  bool (baton::v1::Failure::*has_from)() const;
+  const google::protobuf::Timestamp& (baton::v1::Failure::*to)() const;
+  bool (baton::v1::Failure::*has_to)() const;
+};
+using F = baton::v1::Failure;
+constexpr RecoveryPhase kRecoveryPhases[] = {
+    {"detect", &F::occurred_time, &F::has_occurred_time, &F::fail_time, &F::has_fail_time},
+    {"stop", &F::fail_time, &F::has_fail_time, &F::stopped_time, &F::has_stopped_time},
+    {"backoff", &F::stopped_time, &F::has_stopped_time, &F::rendezvous_time,
+     &F::has_rendezvous_time},
+    {"rendezvous", &F::rendezvous_time, &F::has_rendezvous_time, &F::running_time,
+     &F::has_running_time},
+    {"restore", &F::running_time, &F::has_running_time, &F::first_step_time,
+     &F::has_first_step_time},
+};
+constexpr int kNumRecoveryPhases = sizeof(kRecoveryPhases) / sizeof(kRecoveryPhases[0]);
+
+}  // namespace
+
+// What the metrics know of one followed job, from its update stream. Loop-owned.
+struct CoordinatorMetrics::JobTracker {
+  baton::v1::JobState state = baton::v1::JOB_STATE_UNSPECIFIED;
+  int64_t generation = 0;
+  absl::Time start = absl::InfinitePast();  // InfinitePast: not started.
+  absl::Time end = absl::InfiniteFuture();  // InfiniteFuture: not ended.
+  absl::Time create = absl::InfinitePast();
+  absl::Time queued_since = absl::InfinitePast();
+  absl::Time rendezvous_since = absl::InfinitePast();
+  // TotalRestarts() of the latest snapshot's Job.restarts.
+  int64_t restarts = 0;
+  ProductiveTime productive;
+  Slowdown slowdown;
+  // Per Failure record (by index in Job.restarts.failures, which only grows): the
+  // recovery phases already observed, bit i for kRecoveryPhases[i].
+  std::vector<unsigned> phases_observed;
+
+  explicit JobTracker(int slowdown_window) : slowdown(slowdown_window) {}
+};
+
+// The watch stream of one job, feeding OnUpdate. JobManager calls it on the loop only.
+class CoordinatorMetrics::Sink final : public UpdateSink {
+ public:
+  Sink(const CoordinatorMetrics* metrics, std::string job_id)
+      : metrics_(metrics), job_id_(std::move(job_id)) {}
+  bool Push(const JobUpdate& update) override {
+    metrics_->OnUpdate(job_id_, update);
+    return true;
+  }
+  void Finish(const absl::Status&) override {}
+
+ private:
+  const CoordinatorMetrics* const metrics_;
+  const std::string job_id_;
+};
+
+CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventLoop* loop,
+                                       JobManager* jobs, Coordinator* coordinator,
+                                       const Clock* clock)
+    : options_(options),
+      loop_(loop),
+      jobs_(jobs),
+      coordinator_(coordinator),
+      clock_(clock),
+      started_(clock->Now()),
+      registry_(std::make_shared<prometheus::Registry>()),
+      queue_wait_(prometheus::BuildHistogram()
+                      .Name("baton_coordinator_queue_wait_seconds")
+                      .Help("Time a job waited QUEUED before its rendezvous started.")
+                      .Register(*registry_)
+                      .Add({}, PhaseBuckets())),
+      rendezvous_(prometheus::BuildHistogram()
+                      .Name("baton_coordinator_rendezvous_duration_seconds")
+                      .Help("Time from RENDEZVOUS to RUNNING (ranks assigned, port reserved, "
+                            "every process started).")
+                      .Register(*registry_)
+                      .Add({}, PhaseBuckets())),
+      recovery_(prometheus::BuildHistogram()
+                    .Name("baton_coordinator_recovery_duration_seconds")
+                    .Help("Duration of each recovery phase after a failure that restarted "
+                          "a job: detect (failure -> coordinator knows), stop (-> processes "
+                          "stopped), backoff (-> "
+                          "rendezvous), rendezvous (-> running), restore (-> first step).")
+                    .Register(*registry_)),
+      restarts_(prometheus::BuildCounter()
+                    .Name("baton_coordinator_restarts_total")
+                    .Help("Job restarts (RESTARTING transitions), by the event's reason; planned "
+                          "resizes have reason Draining or ScalingUp.")
+                    .Register(*registry_)),
+      rpc_(prometheus::BuildHistogram()
+               .Name("baton_coordinator_rpc_duration_seconds")
+               .Help("Server-side latency of unary RPCs, by method and gRPC status code.")
+               .Register(*registry_)) {
+  // Every phase's series exists from the start (zero until a recovery).
+  for (const RecoveryPhase& phase : kRecoveryPhases) {
+    recovery_.Add({{"phase", phase.label}}, PhaseBuckets());
+  }
+}
+
+CoordinatorMetrics::~CoordinatorMetrics() = default;
+
+void CoordinatorMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
+                                    absl::Duration latency) {
+  static const char* const kCodes[] = {
+      "OK",      "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  const int c = static_cast<int>(code);
+  const std::string code_label = c >= 0 && c <= 16 ? kCodes[c] : absl::StrCat(c);
+  rpc_.Add({{"method", method}, {"code", code_label}}, PhaseBuckets())
+      .Observe(absl::ToDoubleSeconds(latency));
+}
+
+void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& update) const {
+  auto it = trackers_.find(job_id);
+  if (it == trackers_.end()) return;
+  JobTracker& t = *it->second;
+  switch (update.update_case()) {
+    case JobUpdate::kSnapshot: {
+      const baton::v1::Job& job = update.snapshot();
+      t.state = job.state();
+      t.generation = job.generation();
+      if (job.has_create_time()) t.create = FromProto(job.create_time());
+      if (job.has_start_time()) t.start = FromProto(job.start_time());
+      if (job.has_end_time()) t.end = FromProto(job.end_time());
+      t.restarts = TotalRestarts(job.restarts());
+      return;
+    }
+    case JobUpdate::kEvent: {
+      const baton::v1::JobEvent& e = update.event();
+      if (e.to_state() == baton::v1::JOB_STATE_UNSPECIFIED) return;
+      const absl::Time at = FromProto(e.time());
+      const auto observe_since = [&](absl::Time since, prometheus::Histogram& h) {
+        if (since != absl::InfinitePast() && at >= since) h.Observe(absl::ToDoubleSeconds(at - since));
+      };
+      if (e.from_state() == baton::v1::JOB_STATE_QUEUED &&
+          e.to_state() == baton::v1::JOB_STATE_RENDEZVOUS) {
+        observe_since(t.queued_since, queue_wait_);
+      }
+      if (e.from_state() == baton::v1::JOB_STATE_RENDEZVOUS &&
+          e.to_state() == baton::v1::JOB_STATE_RUNNING) {
+        observe_since(t.rendezvous_since, rendezvous_);
+      }
+      switch (e.to_state()) {
+        case baton::v1::JOB_STATE_QUEUED:
+          t.queued_since = at;
+          break;
+        case baton::v1::JOB_STATE_RENDEZVOUS:
+          t.rendezvous_since = at;
+          break;
+        case baton::v1::JOB_STATE_RESTARTING:
+          restarts_.Add({{"cause", e.reason().empty() ? "unknown" : e.reason()}}).Increment();
+          break;
+        default:
+          break;
+      }
+      return;
+    }
+    case JobUpdate::kMetric: {
+      t.productive.Add(update.metric());
+      t.slowdown.Add(update.metric());
+      return;
+    }
+    case JobUpdate::UPDATE_NOT_SET:
+      return;
+  }
+}
+
+void CoordinatorMetrics::ObserveRecoveryOnLoop(JobTracker& t, const baton::v1::Job& job) const {
+  const auto& failures = job.restarts().failures();
+  if (t.phases_observed.size() < static_cast<size_t>(failures.size())) {
+    t.phases_observed.resize(failures.size(), 0);
+  }
+  for (int i = 0; i < failures.size(); ++i) {
+    const baton::v1::Failure& f = failures[i];
+    for (int p = 0; p < kNumRecoveryPhases; ++p) {
+      const RecoveryPhase& phase = kRecoveryPhases[p];
+      if ((t.phases_observed[i] & (1u << p)) != 0) continue;
+      if (!(f.*phase.has_from)() || !(f.*phase.has_to)()) continue;
+      t.phases_observed[i] |= 1u << p;
+      const absl::Duration d = FromProto((f.*phase.to)()) - FromProto((f.*phase.from)());
+      if (d >= absl::ZeroDuration()) {
+        recovery_.Add({{"phase", phase.label}}, PhaseBuckets()).Observe(absl::ToDoubleSeconds(d));
+      }
+    }
+  }
+}
+
+void CoordinatorMetrics::RefreshOnLoop() const {
+  const absl::Time now = clock_->Now();
+  // Recovery phases completed since the last refresh (before ended jobs are dropped).
+  for (auto& [id, t] : trackers_) {
+    if (const baton::v1::Job* job = jobs_->Peek(id)) ObserveRecoveryOnLoop(*t, *job);
+  }
+  // Forget trackers of jobs that ended more than the retention ago.
+  for (auto it = trackers_.begin(); it != trackers_.end();) {
+    const JobTracker& t = *it->second;
+    if (IsTerminalProto(t.state) && now - t.end >= options_.terminal_retention) {
+      it = trackers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Follow every job not followed yet, unless it ended before this process started (or
+  // longer than the retention ago).
+  std::vector<JobState> all;
+  for (baton::v1::JobState s : AllStates()) {
+    JobState state;
+    if (JobStateFromProto(s, &state).ok()) all.push_back(state);
+  }
+  for (const std::string& id : jobs_->JobsIn(all)) {
+    if (followed_.count(id) > 0) continue;
+    const baton::v1::Job* job = jobs_->Peek(id);
+    if (job == nullptr) continue;
+    if (IsTerminalProto(job->state())) {
+      const absl::Time end = job->has_end_time() ? FromProto(job->end_time()) : absl::InfinitePast();
+      if (end < started_ || now - end >= options_.terminal_retention) {
+        followed_.insert(id);  // Never followed: its history predates us.
+        continue;
+      }
+    }
+    followed_.insert(id);
+    JobTracker& t = *(trackers_[id] = std::make_unique<JobTracker>(options_.slowdown_window));
+    const absl::Status s = jobs_->Watch(id, 0, std::make_shared<Sink>(this, id));
+    if (!s.ok()) BATON_LOG(WARNING) << "metrics: cannot follow job " << id << ": " << s;
+    ObserveRecoveryOnLoop(t, *job);
+  }
+}
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const {
+  using prometheus::MetricType;
+  const absl::Time now = clock_->Now();
+  std::vector<prometheus::MetricFamily> out;
+
+  prometheus::MetricFamily jobs = MakeFamily(
+      "baton_coordinator_jobs", "Jobs known to the coordinator, by state.", MetricType::Gauge);
+  prometheus::MetricFamily queue =
+      MakeFamily("baton_coordinator_queue_length", "Jobs waiting to be scheduled (QUEUED).",
+                 MetricType::Gauge);
+  for (baton::v1::JobState s : AllStates()) {
+    JobState state;
+    if (!JobStateFromProto(s, &state).ok()) continue;
+    const double n = static_cast<double>(jobs_->JobsIn({state}).size());
+    jobs.metric.push_back(MakeSample({{"state", StateLabel(s)}}, n, MetricType::Gauge));
+    if (s == baton::v1::JOB_STATE_QUEUED)
+      queue.metric.push_back(MakeSample({}, n, MetricType::Gauge));
+  }
+  out.push_back(std::move(jobs));
+  out.push_back(std::move(queue));
+  if (absl::StatusOr<int64_t> bytes = jobs_->StateBytes(); bytes.ok()) {
+    prometheus::MetricFamily state = MakeFamily(
+        "baton_coordinator_state_bytes",
+        "Bytes the coordinator's state (SQLite database and write-ahead log) occupies on disk.",
+        MetricType::Gauge);
+    state.metric.push_back(MakeSample({}, static_cast<double>(*bytes), MetricType::Gauge));
+    out.push_back(std::move(state));
+  }
+
+  prometheus::MetricFamily workers = MakeFamily(
+      "baton_coordinator_workers",
+      "Workers known to the coordinator, by state (ready, draining, lost).", MetricType::Gauge);
+  prometheus::MetricFamily heartbeat = MakeFamily(
+      "baton_coordinator_worker_heartbeat_age_seconds",
+      "Time since a connected (READY or DRAINING) worker's last heartbeat (heartbeat lag).",
+      MetricType::Gauge);
+  prometheus::MetricFamily lease = MakeFamily(
+      "baton_coordinator_worker_lease_remaining_seconds",
+      "Time until a connected worker's lease runs out unless renewed (it kills its training "
+      "processes then); workers with leases only.",
+      MetricType::Gauge);
+  prometheus::MetricFamily losses = MakeFamily(
+      "baton_coordinator_worker_losses_total",
+      "Workers lost, by cause: lease_expired (silent for the lease: a network partition or a "
+      "dead host), stream_closed, lease_revoked (its processes did not stop when asked).",
+      MetricType::Counter);
+  double ready = 0, draining = 0, lost = 0;
+  double lease_expired = 0, stream_closed = 0, lease_revoked = 0;
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    lease_expired += w.lease_expirations();
+    stream_closed += w.stream_losses();
+    lease_revoked += w.lease_revocations();
+    if (w.state() == baton::v1::WORKER_STATE_READY ||
+        w.state() == baton::v1::WORKER_STATE_DRAINING) {
+      ++(w.state() == baton::v1::WORKER_STATE_READY ? ready : draining);
+      if (w.has_last_heartbeat_time()) {
+        heartbeat.metric.push_back(MakeSample(
+            {{"worker_id", w.id()}},
+            absl::ToDoubleSeconds(now - FromProto(w.last_heartbeat_time())), MetricType::Gauge));
+      }
+      if (w.has_lease_renew_time()) {
+        lease.metric.push_back(MakeSample(
+            {{"worker_id", w.id()}},
+            absl::ToDoubleSeconds(FromProto(w.lease_renew_time()) + FromProto(w.lease()) - now),
+            MetricType::Gauge));
+      }
+    } else if (w.state() == baton::v1::WORKER_STATE_LOST) {
+      ++lost;
+    }
+  }
+  workers.metric.push_back(MakeSample({{"state", "ready"}}, ready, MetricType::Gauge));
+  workers.metric.push_back(MakeSample({{"state", "draining"}}, draining, MetricType::Gauge));
+  workers.metric.push_back(MakeSample({{"state", "lost"}}, lost, MetricType::Gauge));
+  losses.metric.push_back(
+      MakeSample({{"cause", "lease_expired"}}, lease_expired, MetricType::Counter));
+  losses.metric.push_back(
+      MakeSample({{"cause", "stream_closed"}}, stream_closed, MetricType::Counter));
+  losses.metric.push_back(
+      MakeSample({{"cause", "lease_revoked"}}, lease_revoked, MetricType::Counter));
+  out.push_back(std::move(workers));
+  out.push_back(std::move(heartbeat));
+  out.push_back(std::move(lease));
+  out.push_back(std::move(losses));
+
+  prometheus::MetricFamily state =
+      MakeFamily("baton_coordinator_job_state",
+                 "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
+                 "ended ones).",
+                 MetricType::Gauge);
+  prometheus::MetricFamily restarts = MakeFamily(
+      "baton_coordinator_job_restarts_total",
+      "Restarts of a job caused by failures: restarts used over all failure classes, one "
+      "per RESTARTING transition a failure caused (as `baton describe` shows); planned "
+      "resizes (drain, scale-up) are not counted.",
+      MetricType::Counter);
+  prometheus::MetricFamily goodput = MakeFamily(
+      "baton_coordinator_job_goodput_ratio",
+      "Productive step time / wall time since the job started (see coordinator/metrics.h).",
+      MetricType::Gauge);
+  prometheus::MetricFamily slowdown =
+      MakeFamily("baton_rank_slowdown_ratio",
+                 "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
+                 MetricType::Gauge);
+  const std::vector<baton::v1::JobState> states = AllStates();
+  for (const auto& [id, t] : trackers_) {
+    if (t->state == baton::v1::JOB_STATE_UNSPECIFIED) continue;
+    for (baton::v1::JobState s : states) {
+      state.metric.push_back(MakeSample({{"job_id", id}, {"state", StateLabel(s)}},
+                                        s == t->state ? 1 : 0, MetricType::Gauge));
+    }
+    restarts.metric.push_back(
+        MakeSample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
+    if (const std::optional<double> ratio = GoodputRatio(t->productive, t->start, t->end, now)) {
+      goodput.metric.push_back(MakeSample({{"job_id", id}}, *ratio, MetricType::Gauge));
+    }
+    if (t->state == baton::v1::JOB_STATE_RUNNING) {
+      for (const auto& [rank, ratio] : t->slowdown.Ratios()) {
+        slowdown.metric.push_back(
+            MakeSample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio, MetricType::Gauge));
+      }
+    }
+  }
+  out.push_back(std::move(state));
+  out.push_back(std::move(restarts));
+  out.push_back(std::move(goodput));
+  out.push_back(std::move(slowdown));
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
+  // The loop may run the closure after a timed-out scrape returned: it only writes into
+  // the shared result.
+  struct Result {
+    absl::Notification done;
+    std::vector<prometheus::MetricFamily> families;
+  };
+  auto result = std::make_shared<Result>();
+  loop_->Post([this, result] {
+    RefreshOnLoop();
+    result->families = SnapshotOnLoop();
+    result->done.Notify();
+  });
+  const bool refreshed = result->done.WaitForNotificationWithTimeout(options_.scrape_timeout);
+  // After the refresh, which observes recovery phases into the registry's histograms.
+  std::vector<prometheus::MetricFamily> out = registry_->Collect();
+  if (refreshed) {
+    for (prometheus::MetricFamily& f : result->families) {
+      if (!f.metric.empty()) out.push_back(std::move(f));
+    }
+  } else {
+    BATON_LOG(WARNING) << "metrics: no snapshot from the event loop within "
+                       << options_.scrape_timeout << "; serving event-derived families only";
+  }
+  return out;
+}
+
+namespace {
+
+class RpcInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  RpcInterceptor(CoordinatorMetrics* metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)), start_(absl::Now()) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      metrics_->ObserveRpc(method_, methods->GetSendStatus().error_code(), absl::Now() - start_);
+    }
+    methods->Proceed();
+  }
+
+ private:
+  CoordinatorMetrics* const metrics_;
+  const std::string method_;
+  const absl::Time start_;
+};
+
+class RpcInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RpcInterceptorFactory(CoordinatorMetrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+    return new RpcInterceptor(metrics_, std::string(absl::StripPrefix(info->method(), "/")));
+  }
+
+ private:
+  CoordinatorMetrics* const metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> RpcMetricsInterceptor(
+    CoordinatorMetrics* metrics) {
+  return std::make_unique<RpcInterceptorFactory>(metrics);
+}
+
+}  // namespace baton::coordinator

@@ -1,0 +1,91 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "coordinator/control/coordinator.h"
+#include "coordinator/server/event_loop.h"
+#include "coordinator/jobs/job_manager.h"
+#include "coordinator/server/metrics.h"
+#include "coordinator/server/services.h"
+#include "coordinator/store/state_dir_lock.h"
+#include "coordinator/store/store.h"
+#include "coordinator/control/worker_registry.h"
+
+namespace baton::coordinator {
+
+struct ServerOptions {
+  // gRPC address, e.g. "0.0.0.0:7070"; port 0 picks a free port (see port()).
+  std::string listen = "0.0.0.0:7070";
+  // Directory of the SQLite state file (created if missing).
+  std::string state_dir = "baton-state";
+  // How often the control loop runs ReconcileOnce.
+  absl::Duration reconcile_period = absl::Milliseconds(100);
+  // Prometheus /metrics address, e.g. "0.0.0.0:7071"; port 0 picks a free port (see
+  // metrics_port()); empty: no metrics endpoint. If it cannot be bound, the error is
+  // logged and the coordinator serves without it.
+  std::string metrics_listen;
+  CoordinatorMetricsOptions metrics;
+  CoordinatorOptions coordinator;
+  LeaseOptions lease;
+  RetentionOptions retention;
+  // Opens the state store at a path (default: Store::Open, SQLite).
+  std::function<absl::StatusOr<std::unique_ptr<Store>>(const std::string& path)> open_store =
+      &Store::Open;
+  // Runs once, on the event loop, if the coordinator halts because its store failed
+  // (Coordinator::halted()), after every health status was set to NOT_SERVING. The daemon
+  // exits non-zero from here; a restart recovers from disk.
+  std::function<void(const absl::Status&)> on_halt;
+};
+
+// The baton-coordinator daemon: store + domain objects + event loop + gRPC server
+// (JobService, ClusterService, WorkerService, grpc.health.v1, reflection).
+// Start() once, then Shutdown() (also done by the destructor).
+class CoordinatorServer {
+ public:
+  // `clock` must outlive the server.
+  CoordinatorServer(ServerOptions options, const Clock* clock);
+  ~CoordinatorServer();
+
+  // Locks the state directory, opens the state, recovers jobs and starts serving. Errors:
+  // another coordinator holds the directory (FAILED_PRECONDITION naming its pid), the state
+  // file cannot be opened (UNAVAILABLE/FAILED_PRECONDITION), the address cannot be bound
+  // (UNAVAILABLE).
+  absl::Status Start();
+  // The bound gRPC port (after Start).
+  int port() const { return port_; }
+  // The bound metrics port (after Start); 0 if metrics are not served.
+  int metrics_port() const { return metrics_port_; }
+  // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
+  bool halted() const { return halted_.load(); }
+  // Stops accepting calls, cancels open streams after `grace`, stops the loop.
+  void Shutdown(absl::Duration grace = absl::Seconds(1));
+
+ private:
+  const ServerOptions options_;
+  const Clock* const clock_;
+  std::unique_ptr<StateDirLock> state_lock_;  // released after everything below
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<WorkerRegistry> workers_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<EventLoop> loop_;
+  std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<ClusterServiceImpl> cluster_service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
+  int port_ = 0;
+  int metrics_port_ = 0;
+  std::atomic<bool> halted_{false};
+};
+
+}  // namespace baton::coordinator

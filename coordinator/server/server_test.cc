@@ -1,0 +1,422 @@
+// In-process gRPC tests of the coordinator's services: a real server on 127.0.0.1:0 with
+// a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
+#include "coordinator/server/server.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/notification.h"
+#include "common/protocol_version.h"
+#include "common/status_matchers.h"
+#include "coordinator/store/testing/faulty_store.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "proto/baton/v1/worker_service.grpc.pb.h"
+
+namespace baton::coordinator {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::chrono::system_clock::time_point Deadline(int seconds = 20) {
+  return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
+}
+
+// grpc.health.v1.Health/Check of `service` with a hand-encoded HealthCheckRequest; the
+// serialized HealthCheckResponse ("\x08\x01": SERVING, "\x08\x02": NOT_SERVING).
+std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
+  grpc::GenericStub generic(channel);
+  std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
+  grpc::Slice slice(request);
+  grpc::ByteBuffer req(&slice, 1), resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  grpc::Status status;
+  absl::Notification done;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
+                    [&](grpc::Status s) {
+                      status = s;
+                      done.Notify();
+                    });
+  done.WaitForNotification();
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(resp.Dump(&slices).ok());
+  std::string bytes;
+  for (auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
+  return bytes;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start(Options()); }
+
+  ServerOptions Options() {
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.state_dir = std::string(getenv("TEST_TMPDIR")) + "/" +
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    options.reconcile_period = absl::Milliseconds(20);
+    return options;
+  }
+
+  // (Re)starts the server with `options`.
+  void Start(ServerOptions options) {
+    server_.reset();
+    server_ = std::make_unique<CoordinatorServer>(options, RealClock::Get());
+    ASSERT_OK(server_->Start());
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    jobs_ = baton::v1::JobService::NewStub(channel_);
+    cluster_ = baton::v1::ClusterService::NewStub(channel_);
+    workers_ = baton::v1::WorkerService::NewStub(channel_);
+  }
+
+  baton::v1::JobSpec Spec(int min_workers) {
+    baton::v1::JobSpec spec;
+    spec.set_name("server-test");
+    spec.mutable_command()->add_argv("/bin/true");
+    spec.mutable_workers()->set_min(min_workers);
+    return spec;
+  }
+
+  grpc::Status Submit(const baton::v1::JobSpec& spec, baton::v1::Job* job,
+                      std::chrono::system_clock::time_point deadline = Deadline()) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(deadline);
+    baton::v1::SubmitJobRequest req;
+    *req.mutable_spec() = spec;
+    baton::v1::SubmitJobResponse resp;
+    grpc::Status s = jobs_->SubmitJob(&ctx, req, &resp);
+    *job = resp.job();
+    return s;
+  }
+
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<baton::v1::JobService::Stub> jobs_;
+  std::unique_ptr<baton::v1::ClusterService::Stub> cluster_;
+  std::unique_ptr<baton::v1::WorkerService::Stub> workers_;
+};
+
+TEST_F(ServerTest, JobServiceErrorsAreRealGrpcStatuses) {
+  baton::v1::Job job;
+  baton::v1::JobSpec bad = Spec(0);
+  grpc::Status s = Submit(bad, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("workers.min"));
+
+  grpc::ClientContext ctx;
+  baton::v1::GetJobRequest get;
+  get.set_job_id("j-404");
+  baton::v1::Job out;
+  s = jobs_->GetJob(&ctx, get, &out);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  grpc::ClientContext wctx;
+  baton::v1::WatchJobRequest watch;
+  watch.set_job_id("j-404");
+  auto reader = jobs_->WatchJob(&wctx, watch);
+  baton::v1::JobUpdate u;
+  EXPECT_FALSE(reader->Read(&u));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+// A spec over the limits reaches the coordinator (gRPC's message limit is set above them)
+// and is rejected there, naming the field, rather than cut off by gRPC.
+TEST_F(ServerTest, AFourMebibyteEnvValueIsInvalidArgument) {
+  baton::v1::JobSpec spec = Spec(1);
+  (*spec.mutable_env())["BLOB"] = std::string(4 << 20, 'x');
+  baton::v1::Job job;
+  grpc::Status s = Submit(spec, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("env.BLOB"));
+}
+
+TEST_F(ServerTest, ListJobsPages) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    baton::v1::Job job;
+    ASSERT_TRUE(Submit(Spec(3), &job).ok());
+    ids.insert(ids.begin(), job.id());  // newest first
+  }
+  auto list = [&](int page_size, int limit, const std::string& token,
+                  baton::v1::ListJobsResponse* resp) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(Deadline());
+    baton::v1::ListJobsRequest req;
+    req.set_page_size(page_size);
+    req.set_limit(limit);
+    req.set_page_token(token);
+    return jobs_->ListJobs(&ctx, req, resp);
+  };
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    baton::v1::ListJobsResponse resp;
+    ASSERT_TRUE(list(2, 0, token, &resp).ok());
+    for (const auto& job : resp.jobs()) seen.push_back(job.id());
+    token = resp.next_page_token();
+    ++pages;
+  } while (!token.empty());
+  EXPECT_EQ(seen, ids);
+  EXPECT_EQ(pages, 3);
+
+  // A limit spans pages: 3 jobs in pages of 2.
+  baton::v1::ListJobsResponse first, second;
+  ASSERT_TRUE(list(2, 3, "", &first).ok());
+  ASSERT_EQ(first.jobs_size(), 2);
+  ASSERT_TRUE(list(2, 0, first.next_page_token(), &second).ok());
+  ASSERT_EQ(second.jobs_size(), 1);
+  EXPECT_EQ(second.jobs(0).id(), ids[2]);
+  EXPECT_TRUE(second.next_page_token().empty());
+
+  baton::v1::ListJobsResponse bad;
+  grpc::Status s = list(2, 0, "garbage", &bad);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("page_token"));
+}
+
+TEST_F(ServerTest, HealthServiceReportsServing) {
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+}
+
+// Fail-stop: a store that cannot commit takes the coordinator out of service (health
+// NOT_SERVING, every call UNAVAILABLE, the halt handler called once, as the daemon exits
+// there), and a restart over the same directory recovers what was committed.
+TEST_F(ServerTest, AStoreFailureStopsServing) {
+  ServerOptions options = Options();
+  FaultyStore* faulty = nullptr;
+  options.open_store = [&faulty](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    faulty = store.get();
+    return store;
+  };
+  std::atomic<int> halts{0};
+  absl::Notification halted;
+  options.on_halt = [&](const absl::Status&) {
+    if (++halts == 1) halted.Notify();
+  };
+  Start(options);
+  baton::v1::Job kept;
+  ASSERT_TRUE(Submit(Spec(1), &kept).ok());
+
+  faulty->FailWrite(1, /*sticky=*/true);
+  baton::v1::Job job;
+  grpc::Status s = Submit(Spec(1), &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("injected"));
+  ASSERT_TRUE(halted.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_TRUE(server_->halted());
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
+  EXPECT_EQ(HealthCheck(channel_, ""), std::string("\x08\x02", 2));
+  s = Submit(Spec(1), &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("store failed"));
+  EXPECT_EQ(halts.load(), 1);
+
+  Start(Options());  // what a restart finds: the committed job only
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  baton::v1::ListJobsResponse list;
+  ASSERT_TRUE(jobs_->ListJobs(&ctx, baton::v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).id(), kept.id());
+}
+
+// A SubmitJob whose client gave up while it waited for the event loop creates nothing.
+TEST_F(ServerTest, ASubmitWhoseClientHasGoneCreatesNothing) {
+  ServerOptions options = Options();
+  absl::Notification blocked, release;
+  options.open_store = [&](const std::string& path) -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    // The first commit (the first submit's) holds the event loop until released.
+    store->SetBeforeWrite([&, first = true]() mutable {
+      if (!std::exchange(first, false)) return;
+      blocked.Notify();
+      release.WaitForNotification();
+    });
+    return store;
+  };
+  Start(options);
+  baton::v1::Job first;
+  grpc::Status first_status;
+  std::thread submitter([&] { first_status = Submit(Spec(1), &first); });
+  blocked.WaitForNotification();
+  // Queued behind the blocked loop until its deadline passes (seen by the client).
+  baton::v1::Job late;
+  grpc::Status s = Submit(Spec(1), &late, std::chrono::system_clock::now() +
+                                              std::chrono::milliseconds(200));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  release.Notify();
+  submitter.join();
+  ASSERT_TRUE(first_status.ok()) << first_status.error_message();
+
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  baton::v1::ListJobsResponse list;
+  ASSERT_TRUE(jobs_->ListJobs(&ctx, baton::v1::ListJobsRequest(), &list).ok());
+  ASSERT_EQ(list.jobs_size(), 1) << "the late submit created a job its client never saw";
+  EXPECT_EQ(list.jobs(0).id(), first.id());
+}
+
+TEST_F(ServerTest, WorkerMustRegisterFirst) {
+  grpc::ClientContext ctx;
+  auto stream = workers_->Connect(&ctx);
+  baton::v1::WorkerMessage hb;
+  hb.mutable_heartbeat();
+  ASSERT_TRUE(stream->Write(hb));
+  baton::v1::CoordinatorMessage msg;
+  EXPECT_FALSE(stream->Read(&msg));
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("Register"));
+}
+
+// A scripted worker runs a job end to end over the real WorkerService stream while a
+// client watches it over JobService.
+TEST_F(ServerTest, ScriptedWorkerRunsJobWhileClientWatches) {
+  grpc::ClientContext wctx;
+  auto stream = workers_->Connect(&wctx);
+  baton::v1::WorkerMessage out;
+  baton::v1::Register* reg = out.mutable_register_();
+  reg->set_worker_id("w-test");
+  reg->mutable_resources()->set_slots(1);
+  reg->set_protocol_version(kProtocolVersion);
+  ASSERT_TRUE(stream->Write(out));
+  baton::v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_registered());
+  EXPECT_EQ(in.registered().protocol_version(), kProtocolVersion);
+
+  baton::v1::Job job;
+  ASSERT_TRUE(Submit(Spec(1), &job).ok());
+
+  grpc::ClientContext watch_ctx;
+  baton::v1::WatchJobRequest watch;
+  watch.set_job_id(job.id());
+  auto watcher = jobs_->WatchJob(&watch_ctx, watch);
+
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_reserve_port()) << in.DebugString();
+  out.Clear();
+  out.mutable_port_reserved()->set_job_id(job.id());
+  out.mutable_port_reserved()->set_generation(in.reserve_port().generation());
+  out.mutable_port_reserved()->set_port(23456);
+  ASSERT_TRUE(stream->Write(out));
+
+  ASSERT_TRUE(stream->Read(&in));
+  ASSERT_TRUE(in.has_start_assignment()) << in.DebugString();
+  const baton::v1::StartAssignment start = in.start_assignment();
+  EXPECT_EQ(start.master_addr(), "127.0.0.1");  // from the stream's peer address
+  EXPECT_EQ(start.master_port(), 23456);
+  ASSERT_EQ(start.ranks_size(), 1);
+
+  out.Clear();
+  auto* started = out.mutable_assignment_started();
+  started->set_job_id(job.id());
+  started->set_generation(start.generation());
+  *started->add_ranks() = start.ranks(0);
+  started->mutable_ranks(0)->set_pid(777);
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_metrics()->set_job_id(job.id());
+  auto* p = out.mutable_metrics()->add_points();
+  p->set_generation(start.generation());
+  p->set_step(5);
+  (*p->mutable_values())["loss"] = 0.25;
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_logs()->set_job_id(job.id());
+  auto* line = out.mutable_logs()->add_lines();
+  line->set_rank(0);
+  line->set_text("hello from rank 0");
+  ASSERT_TRUE(stream->Write(out));
+
+  out.Clear();
+  out.mutable_process_exited()->set_job_id(job.id());
+  out.mutable_process_exited()->set_generation(start.generation());
+  out.mutable_process_exited()->set_rank(0);
+  out.mutable_process_exited()->mutable_exit()->set_exit_code(0);
+  ASSERT_TRUE(stream->Write(out));
+
+  // The watch sees the whole story in order and ends when the job is terminal.
+  std::vector<std::string> reasons;
+  int64_t last_seq = 0;
+  bool saw_metric = false;
+  baton::v1::JobState final_state = baton::v1::JOB_STATE_UNSPECIFIED;
+  baton::v1::JobUpdate u;
+  while (watcher->Read(&u)) {
+    if (u.has_event()) reasons.push_back(u.event().reason());
+    if (u.has_metric()) saw_metric = u.metric().step() == 5;
+    if (u.has_snapshot()) final_state = u.snapshot().state();
+    if (u.seq() != 0) {
+      EXPECT_GT(u.seq(), last_seq);
+      last_seq = u.seq();
+    }
+  }
+  ASSERT_TRUE(watcher->Finish().ok());
+  EXPECT_EQ(final_state, baton::v1::JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(saw_metric);
+  EXPECT_EQ(reasons, (std::vector<std::string>{"Submitted", "Scheduled", "Started",
+                                               "RankExited", "Completed"}));
+
+  // Resuming from a sequence number replays only what came after it.
+  grpc::ClientContext resume_ctx;
+  watch.set_after_seq(last_seq - 1);
+  auto resumed = jobs_->WatchJob(&resume_ctx, watch);
+  std::vector<int64_t> seqs;
+  while (resumed->Read(&u)) seqs.push_back(u.seq());
+  ASSERT_TRUE(resumed->Finish().ok());
+  EXPECT_EQ(seqs, (std::vector<int64_t>{0, last_seq}));
+
+  grpc::ClientContext logs_ctx;
+  baton::v1::GetLogsRequest logs;
+  logs.set_job_id(job.id());
+  logs.set_rank(-1);
+  auto log_reader = jobs_->GetLogs(&logs_ctx, logs);
+  baton::v1::LogLine l;
+  ASSERT_TRUE(log_reader->Read(&l));
+  EXPECT_EQ(l.text(), "hello from rank 0");
+  EXPECT_EQ(l.seq(), 1);
+  EXPECT_FALSE(log_reader->Read(&l));
+  EXPECT_TRUE(log_reader->Finish().ok());
+
+  grpc::ClientContext list_ctx;
+  baton::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(cluster_->ListWorkers(&list_ctx, {}, &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).id(), "w-test");
+  EXPECT_EQ(workers.workers(0).state(), baton::v1::WORKER_STATE_READY);
+
+  grpc::ClientContext get_ctx;
+  baton::v1::GetJobRequest get;
+  get.set_job_id(job.id());
+  baton::v1::Job done;
+  ASSERT_TRUE(jobs_->GetJob(&get_ctx, get, &done).ok());
+  EXPECT_EQ(done.ranks(0).pid(), 777);
+  EXPECT_EQ(done.result().final_metrics().at("loss"), 0.25);
+
+  stream->WritesDone();
+  wctx.TryCancel();
+}
+
+}  // namespace
+}  // namespace baton::coordinator

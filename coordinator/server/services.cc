@@ -1,0 +1,294 @@
+#include "coordinator/server/services.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/grpc_status.h"
+#include "common/status_macros.h"
+#include "coordinator/server/write_queue.h"
+
+namespace baton::coordinator {
+namespace {
+
+constexpr int kDefaultPageSize = 500;
+constexpr int kMaxPageSize = 1000;
+constexpr char kPageTokenPrefix[] = "p1.";
+
+// One ListJobs page: its size, where it starts, and how many of `limit` are left after the
+// previous pages (0: no limit).
+struct ListPage {
+  int size = kDefaultPageSize;
+  std::string before_id;
+  int left = 0;
+};
+
+std::string MakeListPageToken(const std::string& last_id, int left) {
+  return absl::StrCat(kPageTokenPrefix,
+                      absl::WebSafeBase64Escape(absl::StrCat(last_id, "\n", left)));
+}
+
+absl::StatusOr<ListPage> ParseListPage(const baton::v1::ListJobsRequest& req) {
+  if (req.limit() < 0) return absl::InvalidArgumentError("limit: must be >= 0");
+  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must be >= 0");
+  ListPage page;
+  page.left = req.limit();
+  if (!req.page_token().empty()) {
+    std::string decoded;
+    std::vector<std::string> parts;
+    if (absl::StartsWith(req.page_token(), kPageTokenPrefix) &&
+        absl::WebSafeBase64Unescape(req.page_token().substr(3), &decoded)) {
+      parts = absl::StrSplit(decoded, '\n');
+    }
+    if (parts.size() != 2 || parts[0].empty() || !absl::SimpleAtoi(parts[1], &page.left) ||
+        page.left < 0) {
+      return absl::InvalidArgumentError(
+          "page_token: not a token from ListJobs; pass next_page_token unchanged");
+    }
+    page.before_id = parts[0];
+  }
+  if (req.page_size() > 0) page.size = std::min(req.page_size(), kMaxPageSize);
+  if (page.left > 0) page.size = std::min(page.size, page.left);
+  return page;
+}
+
+// Runs `fn` (returning absl::Status) on the loop and finishes the unary call with it.
+template <typename Fn>
+grpc::ServerUnaryReactor* OnLoop(EventLoop* loop, grpc::CallbackServerContext* ctx, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop->Post([reactor, fn = std::move(fn)]() mutable { reactor->Finish(ToGrpcStatus(fn())); });
+  return reactor;
+}
+
+// A server stream whose messages come from the loop through a WriteQueue. `start` runs
+// on the loop with the queue as sink; an error from it finishes the call.
+template <typename Msg>
+class StreamReactor final : public grpc::ServerWriteReactor<Msg> {
+ public:
+  using Queue = WriteQueue<Msg, grpc::ServerWriteReactor<Msg>>;
+
+  template <typename Start>
+  StreamReactor(EventLoop* loop, Start start)
+      : queue_(std::make_shared<Queue>(this)) {
+    loop->Post([queue = queue_, start = std::move(start)]() mutable {
+      absl::Status s = start(queue);
+      if (!s.ok()) queue->Finish(s);
+    });
+  }
+
+  void OnWriteDone(bool ok) override { queue_->OnWriteDone(ok); }
+  void OnCancel() override {
+    queue_->FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+  void OnDone() override {
+    queue_->OnDone();
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<Queue> queue_;
+};
+
+using WorkerReactor =
+    grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
+using WorkerQueue = WriteQueue<baton::v1::CoordinatorMessage, WorkerReactor>;
+
+// WorkerChannel over a stream's WriteQueue.
+class QueueChannel final : public WorkerChannel {
+ public:
+  explicit QueueChannel(std::shared_ptr<WorkerQueue> queue) : queue_(std::move(queue)) {}
+  bool Send(const baton::v1::CoordinatorMessage& msg) override { return queue_->Push(msg); }
+  void Close(const absl::Status& status) override { queue_->Finish(status); }
+
+ private:
+  std::shared_ptr<WorkerQueue> queue_;
+};
+
+// One worker's Connect stream. Reads are handed to the loop in order; the session
+// established by the first message (Register) lives in `session_` and is only touched
+// on the loop.
+class WorkerStream final : public WorkerReactor {
+ public:
+  WorkerStream(EventLoop* loop, Coordinator* coordinator, std::string peer_host)
+      : loop_(loop),
+        coordinator_(coordinator),
+        peer_host_(std::move(peer_host)),
+        queue_(std::make_shared<WorkerQueue>(this)),
+        session_(std::make_shared<Session>()) {
+    StartRead(&in_);
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      loop_->Post([c = coordinator_, s = session_] {
+        if (s->id != 0) c->OnWorkerDisconnected(s->worker_id, s->id);
+      });
+      queue_->Finish(absl::OkStatus());
+      return;
+    }
+    baton::v1::WorkerMessage msg = std::move(in_);
+    in_.Clear();
+    if (!first_seen_) {
+      first_seen_ = true;
+      if (!msg.has_register_()) {
+        queue_->Finish(absl::FailedPreconditionError("the first message must be Register"));
+        return;
+      }
+      loop_->Post([c = coordinator_, s = session_, q = queue_, host = peer_host_,
+                   reg = std::move(*msg.mutable_register_())] {
+        absl::StatusOr<uint64_t> id =
+            c->OnWorkerConnected(reg, host, std::make_shared<QueueChannel>(q));
+        if (!id.ok()) {
+          q->Finish(id.status());
+          return;
+        }
+        s->worker_id = reg.worker_id();
+        s->id = *id;
+      });
+    } else {
+      loop_->Post([c = coordinator_, s = session_, msg = std::move(msg)] {
+        if (s->id != 0) c->OnWorkerMessage(s->worker_id, s->id, msg);
+      });
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override { queue_->OnWriteDone(ok); }
+  void OnDone() override {
+    queue_->OnDone();
+    delete this;
+  }
+
+ private:
+  struct Session {
+    std::string worker_id;
+    uint64_t id = 0;  // 0 until registered
+  };
+
+  EventLoop* const loop_;
+  Coordinator* const coordinator_;
+  const std::string peer_host_;
+  std::shared_ptr<WorkerQueue> queue_;
+  std::shared_ptr<Session> session_;
+  baton::v1::WorkerMessage in_;
+  bool first_seen_ = false;  // only touched by reactions, which gRPC serialises
+};
+
+}  // namespace
+
+std::string HostFromPeer(const std::string& peer) {
+  std::string s = peer;
+  const size_t colon = s.find(':');
+  if (colon != std::string::npos && (absl::StartsWith(s, "ipv4:") || absl::StartsWith(s, "ipv6:"))) {
+    s = s.substr(colon + 1);
+  }
+  if (!s.empty() && s[0] == '[') {
+    const size_t close = s.find(']');
+    return close == std::string::npos ? s : s.substr(1, close - 1);
+  }
+  const size_t last = s.rfind(':');
+  return last == std::string::npos ? s : s.substr(0, last);
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
+                                                    const baton::v1::SubmitJobRequest* req,
+                                                    baton::v1::SubmitJobResponse* resp) {
+  return OnLoop(loop_, ctx, [this, ctx, req, resp]() -> absl::Status {
+    // A client that gave up before its turn must not find a job it was told failed.
+    if (ctx->IsCancelled()) {
+      return absl::CancelledError("the client cancelled the call before the job was created");
+    }
+    if (ctx->deadline() <= std::chrono::system_clock::now()) {
+      return absl::DeadlineExceededError(
+          "the call's deadline passed before the job was created; nothing was submitted");
+    }
+    absl::StatusOr<baton::v1::Job> job =
+        coordinator_->SubmitJob(req->spec(), req->request_id());
+    if (!job.ok()) return job.status();
+    *resp->mutable_job() = std::move(*job);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
+                                                 const baton::v1::GetJobRequest* req,
+                                                 baton::v1::Job* resp) {
+  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+    absl::StatusOr<baton::v1::Job> job = jobs_->Get(req->job_id());
+    if (!job.ok()) return job.status();
+    *resp = std::move(*job);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
+                                                   const baton::v1::ListJobsRequest* req,
+                                                   baton::v1::ListJobsResponse* resp) {
+  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+    ASSIGN_OR_RETURN(ListPage page, ParseListPage(*req));
+    std::vector<baton::v1::JobState> states;
+    for (int s : req->states()) states.push_back(static_cast<baton::v1::JobState>(s));
+    // One more than the page, to know whether another follows.
+    std::vector<baton::v1::Job> jobs = jobs_->List(states, page.size + 1, page.before_id);
+    const bool more = static_cast<int>(jobs.size()) > page.size &&
+                      (page.left == 0 || page.left > page.size);
+    if (static_cast<int>(jobs.size()) > page.size) jobs.resize(page.size);
+    for (baton::v1::Job& job : jobs) *resp->add_jobs() = std::move(job);
+    if (more) {
+      resp->set_next_page_token(MakeListPageToken(resp->jobs(page.size - 1).id(),
+                                                  page.left == 0 ? 0 : page.left - page.size));
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
+                                                    const baton::v1::CancelJobRequest* req,
+                                                    baton::v1::Job* resp) {
+  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+    absl::StatusOr<baton::v1::Job> job = coordinator_->CancelJob(req->job_id(), req->reason());
+    if (!job.ok()) return job.status();
+    *resp = std::move(*job);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerWriteReactor<baton::v1::JobUpdate>* JobServiceImpl::WatchJob(
+    grpc::CallbackServerContext*, const baton::v1::WatchJobRequest* req) {
+  return new StreamReactor<baton::v1::JobUpdate>(
+      loop_, [jobs = jobs_, id = req->job_id(), after = req->after_seq()](auto queue) {
+        return jobs->Watch(id, after, std::move(queue));
+      });
+}
+
+grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
+    grpc::CallbackServerContext*, const baton::v1::GetLogsRequest* req) {
+  return new StreamReactor<baton::v1::LogLine>(
+      loop_, [jobs = jobs_, r = *req](auto queue) {
+        return jobs->FollowLogs(r.job_id(), r.rank(), r.after_seq(), r.follow(),
+                                std::move(queue));
+      });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
+    grpc::CallbackServerContext* ctx, const baton::v1::ListWorkersRequest*,
+    baton::v1::ListWorkersResponse* resp) {
+  return OnLoop(loop_, ctx, [this, resp]() -> absl::Status {
+    for (baton::v1::Worker& w : coordinator_->ListWorkers()) *resp->add_workers() = std::move(w);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>*
+WorkerServiceImpl::Connect(grpc::CallbackServerContext* ctx) {
+  return new WorkerStream(loop_, coordinator_, HostFromPeer(ctx->peer()));
+}
+
+}  // namespace baton::coordinator

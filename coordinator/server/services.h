@@ -1,0 +1,75 @@
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "coordinator/control/coordinator.h"
+#include "coordinator/server/event_loop.h"
+#include "coordinator/jobs/job_manager.h"
+#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "proto/baton/v1/worker_service.grpc.pb.h"
+
+namespace baton::coordinator {
+
+// gRPC glue, callback API. Each handler converts the request, posts one call into the
+// domain objects on the event loop, and finishes the RPC with the converted status.
+// No handler blocks a gRPC thread. All pointers must outlive the services.
+
+class JobServiceImpl final : public baton::v1::JobService::CallbackService {
+ public:
+  JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs)
+      : loop_(loop), coordinator_(coordinator), jobs_(jobs) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
+                                      const baton::v1::SubmitJobRequest* req,
+                                      baton::v1::SubmitJobResponse* resp) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* ctx,
+                                   const baton::v1::GetJobRequest* req,
+                                   baton::v1::Job* resp) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* ctx,
+                                     const baton::v1::ListJobsRequest* req,
+                                     baton::v1::ListJobsResponse* resp) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* ctx,
+                                      const baton::v1::CancelJobRequest* req,
+                                      baton::v1::Job* resp) override;
+  grpc::ServerWriteReactor<baton::v1::JobUpdate>* WatchJob(
+      grpc::CallbackServerContext* ctx, const baton::v1::WatchJobRequest* req) override;
+  grpc::ServerWriteReactor<baton::v1::LogLine>* GetLogs(
+      grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) override;
+
+ private:
+  EventLoop* const loop_;
+  Coordinator* const coordinator_;
+  JobManager* const jobs_;
+};
+
+class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackService {
+ public:
+  ClusterServiceImpl(EventLoop* loop, Coordinator* coordinator)
+      : loop_(loop), coordinator_(coordinator) {}
+
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
+                                        const baton::v1::ListWorkersRequest* req,
+                                        baton::v1::ListWorkersResponse* resp) override;
+
+ private:
+  EventLoop* const loop_;
+  Coordinator* const coordinator_;
+};
+
+class WorkerServiceImpl final : public baton::v1::WorkerService::CallbackService {
+ public:
+  WorkerServiceImpl(EventLoop* loop, Coordinator* coordinator)
+      : loop_(loop), coordinator_(coordinator) {}
+
+  grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>* Connect(
+      grpc::CallbackServerContext* ctx) override;
+
+ private:
+  EventLoop* const loop_;
+  Coordinator* const coordinator_;
+};
+
+// "127.0.0.1" from a gRPC peer string like "ipv4:127.0.0.1:5000" or "ipv6:[::1]:5000".
+std::string HostFromPeer(const std::string& peer);
+
+}  // namespace baton::coordinator
