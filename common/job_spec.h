@@ -57,6 +57,10 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 // Thread-safe.
 absl::Status ValidateJobSpec(const baton::v1::JobSpec& spec);
 
+// The file system checks of a valid spec (CheckTrainerSpecPaths for a trainer job; none
+// for a command). May block on a hung mount: never call it on the coordinator's event loop.
+absl::Status CheckJobSpecPaths(const baton::v1::JobSpec& spec);
+
 // True for names Baton sets in every training process (RANK, WORLD_SIZE, MASTER_ADDR,
 // ..., TORCHELASTIC_*, BATON_*), which a spec's env must not override.
 bool IsReservedEnvName(const std::string& name);

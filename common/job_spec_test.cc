@@ -12,12 +12,20 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace baton {
 namespace {
+
+// What the coordinator does at submit: validation on the loop, then the file system checks
+// off it.
+absl::Status ValidateAndCheckPaths(const baton::v1::JobSpec& spec) {
+  RETURN_IF_ERROR(ValidateJobSpec(spec));
+  return CheckJobSpecPaths(spec);
+}
 
 using baton::v1::JobSpec;
 using ::testing::ElementsAre;
@@ -189,18 +197,18 @@ TEST(ValidateJobSpecTest, Name) {
   for (const std::string& good : std::vector<std::string>{"a", "a-1", "job-7x", std::string(63, 'z')}) {
     JobSpec spec = TrainerJob();
     spec.set_name(good);
-    EXPECT_OK(ValidateJobSpec(spec)) << good;
+    EXPECT_OK(ValidateAndCheckPaths(spec)) << good;
   }
   for (const std::string& bad : std::vector<std::string>{"", "1abc", "-a", "Abc", "a_b", "a.b", std::string(64, 'z')}) {
     JobSpec spec = TrainerJob();
     spec.set_name(bad);
-    EXPECT_THAT(ValidateJobSpec(spec),
+    EXPECT_THAT(ValidateAndCheckPaths(spec),
                 StatusIs(kInvalid, HasSubstr("name: ")))
         << bad;
   }
   JobSpec spec = TrainerJob();
   spec.set_name("Bad");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "name: 'Bad' is invalid; must be 1-63 characters of "
                                  "[a-z0-9-] starting with a lowercase letter"));
 }
@@ -208,19 +216,19 @@ TEST(ValidateJobSpecTest, Name) {
 TEST(ValidateJobSpecTest, ProgramMustBeSet) {
   JobSpec spec = TrainerJob();
   spec.clear_trainer();
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "program: set exactly one of 'trainer' or 'command'"));
 }
 
 TEST(ValidateJobSpecTest, TrainerModelAndDataset) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_model("resnet");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.model: 'resnet' is not supported; allowed: mlp, "
                                  "resnet18, resnet50, gpt, torchscript"));
   spec = TrainerJob();
   spec.mutable_trainer()->set_dataset("cifar");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.dataset: 'cifar' is not supported; allowed: mnist, "
                                  "cifar10, image_folder, tokens, synthetic"));
 }
@@ -228,31 +236,40 @@ TEST(ValidateJobSpecTest, TrainerModelAndDataset) {
 TEST(ValidateJobSpecTest, TrainerDataDir) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->clear_data_dir();
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.data_dir: is required")));
 
   spec.mutable_trainer()->set_data_dir("data/mnist");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.data_dir: 'data/mnist' is relative")));
 
   spec.mutable_trainer()->set_data_dir(MnistDir() + "/does-not-exist");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("No such file or directory")));
 
   spec.mutable_trainer()->set_data_dir(MnistDir() + "/train-images-idx3-ubyte");
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("is not a directory")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("is not a directory")));
 
   // Only the images: the error names the missing labels file.
   const std::string half = MakeTempDir("half");
   Touch(half + "/train-images-idx3-ubyte");
   spec.mutable_trainer()->set_data_dir(half);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("has no readable file train-labels-idx1-ubyte")));
 
   const std::string empty = MakeTempDir("empty");
   spec.mutable_trainer()->set_data_dir(empty);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("has no readable file train-images-idx3-ubyte")));
+}
+
+// Validation touches no file system (a hung mount cannot stall it); the path checks do.
+TEST(ValidateJobSpecTest, OnlyCheckJobSpecPathsTouchesTheFileSystem) {
+  JobSpec spec = TrainerJob();
+  spec.mutable_trainer()->set_data_dir("/nonexistent/mnist");
+  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_THAT(CheckJobSpecPaths(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.data_dir: /nonexistent/mnist is not accessible")));
 }
 
 TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
@@ -261,9 +278,9 @@ TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
   // synthetic reads no files: an empty data_dir is fine, a set one is not.
   t->set_dataset("synthetic");
   t->clear_data_dir();
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   t->set_data_dir(MnistDir());
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.data_dir: '" + MnistDir() +
                                            "' is set; must be empty for the synthetic")));
 
@@ -271,22 +288,22 @@ TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
   t->set_dataset("cifar10");
   const std::string cifar = MakeTempDir("cifar");
   t->set_data_dir(cifar);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("has no readable file data_batch_1.bin")));
   mkdir((cifar + "/cifar-10-batches-bin").c_str(), 0755);
   Touch(cifar + "/cifar-10-batches-bin/data_batch_1.bin");
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   // tokens: train.bin, and a language model.
   t->set_dataset("tokens");
   const std::string tokens = MakeTempDir("tokens");
   t->set_data_dir(tokens);
   t->set_model("gpt");
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("has no readable file train.bin")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("has no readable file train.bin")));
   Touch(tokens + "/train.bin");
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   t->set_model("mlp");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.model: 'mlp' is a classifier")));
 
   // image_folder: at least one class sub-directory.
@@ -295,18 +312,18 @@ TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
   const std::string images = MakeTempDir("images");
   t->set_data_dir(images);
   Touch(images + "/stray.jpg");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.data_dir: " + images + " has no sub-directory")));
   mkdir((images + "/cat").c_str(), 0755);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   // A language model needs token data (or synthetic).
   t->set_model("gpt");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.dataset: 'image_folder' holds images")));
   t->set_dataset("synthetic");
   t->clear_data_dir();
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
@@ -370,9 +387,9 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
     spec.set_checkpoint_dir("/shared/ckpt");  // Checkpointing on 2 workers needs one.
     c.mutate(*spec.mutable_trainer());
     if (c.want.empty()) {
-      EXPECT_OK(ValidateJobSpec(spec)) << spec.trainer().ShortDebugString();
+      EXPECT_OK(ValidateAndCheckPaths(spec)) << spec.trainer().ShortDebugString();
     } else {
-      EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, ::testing::StartsWith(c.want)))
+      EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, ::testing::StartsWith(c.want)))
           << spec.trainer().ShortDebugString();
     }
   }
@@ -382,19 +399,19 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
   Touch(module);
   spec.mutable_trainer()->set_model("torchscript");
   spec.mutable_trainer()->set_torchscript_path(module);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, TrainerBatchSize) {
   for (int good : {1, 65536}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_batch_size(good);
-    EXPECT_OK(ValidateJobSpec(spec));
+    EXPECT_OK(ValidateAndCheckPaths(spec));
   }
   for (int bad : {-1, 0, 65537}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_batch_size(bad);
-    EXPECT_THAT(ValidateJobSpec(spec),
+    EXPECT_THAT(ValidateAndCheckPaths(spec),
                 StatusIs(kInvalid, absl::StrCat("trainer.batch_size: ", bad,
                                                 " is out of range; must be 1..65536")));
   }
@@ -404,7 +421,7 @@ TEST(ValidateJobSpecTest, TrainerLr) {
   for (double bad : {-0.1, 0.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_lr(bad);
-    EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("trainer.lr: ")))
+    EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.lr: ")))
         << bad;
   }
 }
@@ -413,12 +430,12 @@ TEST(ValidateJobSpecTest, TrainerMomentum) {
   for (double good : {0.0, 0.5, 0.999}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_momentum(good);
-    EXPECT_OK(ValidateJobSpec(spec));
+    EXPECT_OK(ValidateAndCheckPaths(spec));
   }
   for (double bad : {-0.1, 1.0, 1.5, std::nan("")}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_momentum(bad);
-    EXPECT_THAT(ValidateJobSpec(spec),
+    EXPECT_THAT(ValidateAndCheckPaths(spec),
                 StatusIs(kInvalid, HasSubstr("trainer.momentum: ")))
         << bad;
   }
@@ -428,52 +445,52 @@ TEST(ValidateJobSpecTest, TrainerHidden) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->clear_hidden();
   for (int i = 0; i < 16; ++i) spec.mutable_trainer()->add_hidden(8);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.mutable_trainer()->add_hidden(8);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.hidden: 17 layers is too many; at most 16"));
 
   spec = TrainerJob();
   spec.mutable_trainer()->clear_hidden();
   spec.mutable_trainer()->add_hidden(65536);
   spec.mutable_trainer()->add_hidden(0);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.hidden[1]: 0 is out of range; must be 1..65536"));
   spec.mutable_trainer()->set_hidden(1, 65537);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("trainer.hidden[1]: 65537")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.hidden[1]: 65537")));
 }
 
 TEST(ValidateJobSpecTest, TrainerLogEveryAndThreads) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_log_every(-1);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.log_every: -1 is out of range; must be 1..2147483647"));
   for (int bad : {-1, 257}) {
     spec = TrainerJob();
     spec.mutable_trainer()->set_threads(bad);
-    EXPECT_THAT(ValidateJobSpec(spec),
+    EXPECT_THAT(ValidateAndCheckPaths(spec),
                 StatusIs(kInvalid, absl::StrCat("trainer.threads: ", bad,
                                                 " is out of range; must be 1..256")));
   }
   spec = TrainerJob();
   spec.mutable_trainer()->set_threads(256);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, Command) {
   JobSpec spec = CommandJob();
   spec.mutable_command()->clear_argv();
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("command.argv: is empty")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("command.argv: is empty")));
   spec.mutable_command()->add_argv("");
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("command.argv[0]: is empty")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("command.argv[0]: is empty")));
 
   spec = CommandJob();
   spec.mutable_command()->set_working_dir("rel/dir");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "command.working_dir: 'rel/dir' is relative; must be empty "
                                  "or an absolute path"));
   spec.mutable_command()->set_working_dir("/abs");
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, Workers) {
@@ -485,14 +502,14 @@ TEST(ValidateJobSpecTest, Workers) {
   spec = TrainerJob();
   spec.mutable_workers()->set_min(2);
   spec.mutable_workers()->set_max(1);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "workers.max: 1 is less than workers.min (2); must be >= min"));
 
   spec.mutable_workers()->set_max(1025);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "workers.max: 1025 is too large; must be <= 1024"));
   spec.mutable_workers()->set_max(1024);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   spec.mutable_workers()->set_min(1025);
   spec.mutable_workers()->clear_max();
@@ -503,13 +520,13 @@ TEST(ValidateJobSpecTest, Workers) {
 TEST(ValidateJobSpecTest, SlotsPerWorker) {
   JobSpec spec = TrainerJob();
   spec.set_slots_per_worker(0);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "slots_per_worker: 0 (zero slots) is out of range; must be "
                                  "1..64"));
   spec.set_slots_per_worker(65);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("slots_per_worker: 65")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("slots_per_worker: 65")));
   spec.set_slots_per_worker(64);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 // The global batch must split evenly over every world size in workers.min..max x slots.
@@ -518,28 +535,28 @@ TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
   spec.mutable_workers()->set_min(2);
   spec.mutable_workers()->set_max(4);
   spec.mutable_trainer()->set_global_batch(48);  // 2, 3, 4 ranks: 24, 16, 12 each.
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.set_slots_per_worker(5);  // 10, 15, 20 ranks: 10 does not divide 48.
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.global_batch: 48 cannot be split evenly over 10 ranks "
                                  "(2 workers x 5 slots), a size the job may run at; use a "
                                  "multiple of every world size in 10..20"));
   spec.mutable_trainer()->set_global_batch(60);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.mutable_trainer()->set_accumulation_steps(2);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("trainer.accumulation_steps: 2 is set with "
                                            "trainer.global_batch")));
   spec.mutable_trainer()->set_accumulation_steps(1);
   spec.mutable_trainer()->set_global_batch(-8);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
 }
 
 TEST(ValidateJobSpecTest, Env) {
   JobSpec spec = TrainerJob();
   (*spec.mutable_env())["OMP_NUM_THREADS"] = "1";
   (*spec.mutable_env())["_x9"] = "";
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   for (const std::string& bad : std::vector<std::string>{"9X", "A-B", "", "A B"}) {
     JobSpec s = TrainerJob();
@@ -559,46 +576,46 @@ TEST(ValidateJobSpecTest, Env) {
   // The first bad key in sorted order is reported.
   (*spec.mutable_env())["RANK"] = "1";
   (*spec.mutable_env())["MASTER_PORT"] = "1";
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("env.MASTER_PORT")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("env.MASTER_PORT")));
 }
 
 TEST(ValidateJobSpecTest, CheckpointDir) {
   JobSpec spec = TrainerJob();
   spec.set_checkpoint_dir("ckpt");
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("checkpoint_dir: 'ckpt' is relative")));
   spec.set_checkpoint_dir("/shared/ckpt");
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   // Checkpoints on several workers must go to one directory they all read: after a failure
   // every rank restores the newest one.
   spec.mutable_trainer()->set_checkpoint_every(50);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.clear_checkpoint_dir();
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("checkpoint_dir: is required when the trainer "
                                            "checkpoints (trainer.checkpoint_every 50) on up to 2 "
                                            "workers")));
   spec.mutable_workers()->set_min(1);  // One worker: its own work_dir is enough.
   spec.mutable_workers()->set_max(1);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, Budget) {
   JobSpec spec = TrainerJob();
   spec.mutable_budget()->set_max_steps(-1);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "budget.max_steps: -1 is out of range; must be >= 0 (0 = no "
                                  "limit)"));
   spec.mutable_budget()->set_max_steps(0);
   spec.mutable_budget()->set_max_epochs(-2);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("budget.max_epochs: -2")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("budget.max_epochs: -2")));
 
   spec.mutable_budget()->set_max_epochs(0);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("budget: the trainer needs a limit")));
   spec.mutable_budget()->set_max_epochs(3);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 
   // A command may run without a budget, but not with a negative one.
   JobSpec cmd = CommandJob();
@@ -629,44 +646,44 @@ TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
 
 TEST(ValidateJobSpecTest, RestartPolicy) {
   JobSpec spec = CommandJob();
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
   auto* p = spec.mutable_restart_policy();
   p->set_max_user_restarts(-1);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "restart_policy.max_user_restarts: -1 is out of range; must "
                                  "be 0..1000"));
   p->set_max_user_restarts(0);
   p->set_max_infra_restarts(1001);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("restart_policy.max_infra_restarts: 1001")));
   p->set_max_infra_restarts(10);
   p->set_max_stall_restarts(-3);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("restart_policy.max_stall_restarts: -3")));
   p->set_max_stall_restarts(3);
   p->mutable_backoff_max()->set_seconds(7200);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("restart_policy.backoff_max: 2h is out of range")));
   p->mutable_backoff_max()->set_seconds(1);
   p->mutable_backoff_initial()->set_seconds(2);
   p->mutable_backoff_initial()->set_nanos(0);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "restart_policy.backoff_initial: 2s is out of range; must be "
                                  "0..restart_policy.backoff_max (1s)"));
   p->mutable_backoff_initial()->set_seconds(0);
   p->set_stall_factor(0.5);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor: 0.5 is invalid")));
   p->set_stall_factor(std::numeric_limits<double>::infinity());
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor")));
   p->set_stall_factor(2);
   p->mutable_stall_floor()->set_seconds(0);
   p->mutable_stall_floor()->set_nanos(100000000);
-  EXPECT_THAT(ValidateJobSpec(spec),
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "restart_policy.stall_floor: 100ms is too short; must be >= 1s"));
   p->mutable_stall_floor()->set_seconds(1);
   p->mutable_stall_floor()->set_nanos(0);
-  EXPECT_OK(ValidateJobSpec(spec));
+  EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
 TEST(ValidateJobSpecTest, ReportsFirstErrorInFieldOrder) {
@@ -676,15 +693,15 @@ TEST(ValidateJobSpecTest, ReportsFirstErrorInFieldOrder) {
   spec.mutable_workers()->set_max(1);
   spec.mutable_trainer()->set_threads(0);
   spec.set_name("X");
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("name: ")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("name: ")));
   spec.set_name("x");
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("trainer.threads: ")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.threads: ")));
   spec.mutable_trainer()->set_threads(1);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("workers.max: ")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("workers.max: ")));
   spec.mutable_workers()->set_max(2);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("slots_per_worker: ")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("slots_per_worker: ")));
   spec.set_slots_per_worker(1);
-  EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, HasSubstr("budget.max_steps: ")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("budget.max_steps: ")));
 }
 
 }  // namespace

@@ -111,6 +111,13 @@ absl::Status CheckDataDir(const std::string& dir, const DatasetRule& dataset) {
   if (!IsAbsolute(dir)) {
     return Invalid(field, absl::StrCat("'", dir, "' is relative; must be an absolute path"));
   }
+  return absl::OkStatus();
+}
+
+// What the file system says of a data_dir that CheckDataDir accepted.
+absl::Status CheckDataDirContents(const std::string& dir, const DatasetRule& dataset) {
+  const std::string field = ts::SpecPath(ts::kDataDir);
+  if (dataset.rule == DirRule::kNone) return absl::OkStatus();
   struct stat st;
   if (stat(dir.c_str(), &st) != 0) {
     return Invalid(field, absl::StrCat(dir, " is not accessible (", std::strerror(errno),
@@ -196,9 +203,6 @@ absl::Status ValidateTorchscriptPath(const TrainerSpec& t) {
     return Invalid(field, absl::StrCat("'", t.torchscript_path(),
                                        "' is invalid; model 'torchscript' needs the absolute "
                                        "path of a module saved by torch.jit.script(m).save()"));
-  }
-  if (!IsReadableFile(t.torchscript_path())) {
-    return Invalid(field, absl::StrCat(t.torchscript_path(), " is not a readable file"));
   }
   return absl::OkStatus();
 }
@@ -352,6 +356,17 @@ std::vector<std::string> TrainerSpecFlags(const TrainerSpec& t) {
     flags.push_back(absl::StrCat("--", field.name(), "=", FlagValue(t, field)));
   }
   return flags;
+}
+
+absl::Status CheckTrainerSpecPaths(const TrainerSpec& t) {
+  for (const DatasetRule& rule : DatasetRules()) {
+    if (rule.name == t.dataset()) RETURN_IF_ERROR(CheckDataDirContents(t.data_dir(), rule));
+  }
+  if (t.model() == "torchscript" && !IsReadableFile(t.torchscript_path())) {
+    return Invalid(ts::SpecPath(ts::kTorchscriptPath),
+                   absl::StrCat(t.torchscript_path(), " is not a readable file"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateTrainerSpec(const TrainerSpec& t) {

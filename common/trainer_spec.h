@@ -35,13 +35,18 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   (reported on trainer.dataset for a language model on image data, on trainer.model
 //   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
 //   (its range only; ValidateJobSpec checks it against the world sizes).
-// Ranges come from the table. data_dir is checked on the local file system: for
-// "synthetic" it must be empty; otherwise an absolute, readable directory holding the
-// dataset's files: mnist train-images-idx3-ubyte and train-labels-idx1-ubyte; cifar10
-// data_batch_1.bin (in the directory or its cifar-10-batches-bin/); tokens train.bin;
-// image_folder at least one sub-directory (one per class). torchscript_path (model
-// "torchscript" only) must be an absolute, readable file. Thread-safe.
+// Ranges come from the table. data_dir: for "synthetic" it must be empty; otherwise an
+// absolute path. torchscript_path (model "torchscript" only): an absolute path. Touches no
+// file system (see CheckTrainerSpecPaths). Thread-safe.
 absl::Status ValidateTrainerSpec(const baton::v1::TrainerSpec& t);
+
+// The file system checks of a valid spec, which may block (a hung network mount): data_dir
+// is a readable directory holding the dataset's files (mnist train-images-idx3-ubyte and
+// train-labels-idx1-ubyte; cifar10 data_batch_1.bin, in the directory or its
+// cifar-10-batches-bin/; tokens train.bin; image_folder at least one sub-directory, one per
+// class); torchscript_path is a readable file. INVALID_ARGUMENT naming the field.
+// Thread-safe.
+absl::Status CheckTrainerSpecPaths(const baton::v1::TrainerSpec& t);
 
 // Every field of `t`, in field-number order, as a baton-trainer flag "--<field>=<value>"
 // (the flag of a TrainerSpec field has the field's name): integers in decimal, doubles as

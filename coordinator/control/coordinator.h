@@ -13,10 +13,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
 #include "coordinator/policy/stall_detector.h"
-#include "coordinator/control/worker_registry.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
 

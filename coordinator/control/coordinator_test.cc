@@ -9,10 +9,10 @@
 #include "common/proto_time.h"
 #include "common/protocol_version.h"
 #include "common/status_matchers.h"
+#include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/store/store.h"
 #include "coordinator/testing/fake_channel.h"
-#include "coordinator/control/worker_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/store/store.h"
 #include "coordinator/jobs/stream_sink.h"
+#include "coordinator/store/store.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/job_service.pb.h"
 

@@ -11,8 +11,8 @@
 #include "common/metrics_http.h"
 #include "common/proto_time.h"
 #include "common/restart_stats.h"
-#include "coordinator/policy/goodput.h"
 #include "coordinator/jobs/job_state.h"
+#include "coordinator/policy/goodput.h"
 #include "proto/baton/v1/job.pb.h"
 
 namespace baton::coordinator {

@@ -71,9 +71,9 @@
 #include "common/clock.h"
 #include "common/metrics_http.h"
 #include "coordinator/control/coordinator.h"
-#include "coordinator/server/event_loop.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/slowdown.h"
+#include "coordinator/server/event_loop.h"
 
 namespace baton::coordinator {
 

@@ -12,8 +12,8 @@
 #include "common/proto_time.h"
 #include "common/protocol_version.h"
 #include "common/status_matchers.h"
-#include "coordinator/store/store.h"
 #include "coordinator/control/worker_registry.h"
+#include "coordinator/store/store.h"
 
 namespace baton::coordinator {
 namespace {

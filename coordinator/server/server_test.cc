@@ -187,6 +187,33 @@ TEST_F(ServerTest, ListJobsPages) {
   EXPECT_THAT(s.error_message(), HasSubstr("page_token"));
 }
 
+// A submit whose path check hangs (a hung mount) stalls nothing else: the event loop goes
+// on serving, and the submit completes once the check returns.
+TEST_F(ServerTest, AHungPathCheckDoesNotStallTheLoop) {
+  ServerOptions options = Options();
+  auto release = std::make_shared<absl::Notification>();
+  auto checking = std::make_shared<absl::Notification>();
+  options.check_spec_paths = [release, checking](const baton::v1::JobSpec&) {
+    if (!checking->HasBeenNotified()) checking->Notify();
+    release->WaitForNotification();
+    return absl::InvalidArgumentError("trainer.data_dir: /mnt/hung is not accessible");
+  };
+  Start(options);
+  baton::v1::Job job;
+  grpc::Status submit_status;
+  std::thread submitter([&] { submit_status = Submit(Spec(1), &job); });
+  checking->WaitForNotification();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  baton::v1::ListJobsResponse list;
+  EXPECT_TRUE(jobs_->ListJobs(&ctx, baton::v1::ListJobsRequest(), &list).ok())
+      << "the loop is stalled behind the path check";
+  release->Notify();
+  submitter.join();
+  EXPECT_EQ(submit_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(submit_status.error_message(), HasSubstr("/mnt/hung"));
+}
+
 TEST_F(ServerTest, HealthServiceReportsServing) {
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
 }

@@ -200,21 +200,35 @@ std::string HostFromPeer(const std::string& peer) {
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const baton::v1::SubmitJobRequest* req,
                                                     baton::v1::SubmitJobResponse* resp) {
-  return OnLoop(loop_, ctx, [this, ctx, req, resp]() -> absl::Status {
-    // A client that gave up before its turn must not find a job it was told failed.
-    if (ctx->IsCancelled()) {
-      return absl::CancelledError("the client cancelled the call before the job was created");
-    }
-    if (ctx->deadline() <= std::chrono::system_clock::now()) {
-      return absl::DeadlineExceededError(
-          "the call's deadline passed before the job was created; nothing was submitted");
-    }
-    absl::StatusOr<baton::v1::Job> job =
-        coordinator_->SubmitJob(req->spec(), req->request_id());
-    if (!job.ok()) return job.status();
-    *resp->mutable_job() = std::move(*job);
-    return absl::OkStatus();
-  });
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto checked = [this, ctx, req, resp, reactor](absl::Status paths) {
+    loop_->Post([this, ctx, req, resp, reactor, paths] {
+      reactor->Finish(ToGrpcStatus(paths.ok() ? Submit(ctx, req, resp) : paths));
+    });
+  };
+  if (!checker_->Check(req->spec(), std::move(checked))) {
+    reactor->Finish(ToGrpcStatus(absl::UnavailableError(
+        "too many submits are waiting for the file system checks of their paths (is a "
+        "mount hung?); retry later")));
+  }
+  return reactor;
+}
+
+absl::Status JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
+                                    const baton::v1::SubmitJobRequest* req,
+                                    baton::v1::SubmitJobResponse* resp) {
+  // A client that gave up before its turn must not find a job it was told failed.
+  if (ctx->IsCancelled()) {
+    return absl::CancelledError("the client cancelled the call before the job was created");
+  }
+  if (ctx->deadline() <= std::chrono::system_clock::now()) {
+    return absl::DeadlineExceededError(
+        "the call's deadline passed before the job was created; nothing was submitted");
+  }
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(req->spec(), req->request_id());
+  if (!job.ok()) return job.status();
+  *resp->mutable_job() = std::move(*job);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ctx,

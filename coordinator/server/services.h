@@ -3,8 +3,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "coordinator/control/coordinator.h"
-#include "coordinator/server/event_loop.h"
 #include "coordinator/jobs/job_manager.h"
+#include "coordinator/server/event_loop.h"
+#include "coordinator/server/path_checker.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 
@@ -16,8 +17,10 @@ namespace baton::coordinator {
 
 class JobServiceImpl final : public baton::v1::JobService::CallbackService {
  public:
-  JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs)
-      : loop_(loop), coordinator_(coordinator), jobs_(jobs) {}
+  // SubmitJob checks a spec's paths on `checker` before it goes to the loop.
+  JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs,
+                 PathChecker* checker)
+      : loop_(loop), coordinator_(coordinator), jobs_(jobs), checker_(checker) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const baton::v1::SubmitJobRequest* req,
@@ -37,9 +40,14 @@ class JobServiceImpl final : public baton::v1::JobService::CallbackService {
       grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) override;
 
  private:
+  // SubmitJob's part on the loop, once the paths were checked.
+  absl::Status Submit(grpc::CallbackServerContext* ctx, const baton::v1::SubmitJobRequest* req,
+                      baton::v1::SubmitJobResponse* resp);
+
   EventLoop* const loop_;
   Coordinator* const coordinator_;
   JobManager* const jobs_;
+  PathChecker* const checker_;
 };
 
 class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackService {

@@ -6,8 +6,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/strings/str_cat.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "coordinator/jobs/stream_sink.h"
