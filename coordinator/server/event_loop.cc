@@ -23,6 +23,11 @@ void EventLoop::Every(absl::Duration period, std::function<void()> fn) {
   next_tick_ = absl::Now() + period;
 }
 
+size_t EventLoop::queued() const {
+  absl::MutexLock lock(&mu_);
+  return tasks_.size();
+}
+
 void EventLoop::Stop() {
   {
     absl::MutexLock lock(&mu_);

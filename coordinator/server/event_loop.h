@@ -32,11 +32,14 @@ class EventLoop {
   void Every(absl::Duration period, std::function<void()> fn);
   // Runs every closure already queued, then joins the thread. Idempotent.
   void Stop();
+  // Closures queued and not yet started. Producers that can wait (a worker stream's
+  // reads) post only while this is low, which bounds the queue.
+  size_t queued() const;
 
  private:
   void Run();
 
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::function<void()> periodic_ ABSL_GUARDED_BY(mu_);
   absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();

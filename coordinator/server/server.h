@@ -68,6 +68,8 @@ class CoordinatorServer {
   int port() const { return port_; }
   // The bound metrics port (after Start); 0 if metrics are not served.
   int metrics_port() const { return metrics_port_; }
+  // Closures waiting on the event loop (EventLoop::queued). Thread-safe.
+  size_t event_loop_queued() const { return loop_ == nullptr ? 0 : loop_->queued(); }
   // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
   bool halted() const { return halted_.load(); }
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.

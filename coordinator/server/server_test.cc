@@ -214,6 +214,67 @@ TEST_F(ServerTest, AHungPathCheckDoesNotStallTheLoop) {
   EXPECT_THAT(submit_status.error_message(), HasSubstr("/mnt/hung"));
 }
 
+// A worker that sends faster than the loop serves is not read ahead without bound: with
+// the loop held, the stream's messages wait in the transport, not in the loop's queue.
+TEST_F(ServerTest, WorkerReadsWaitForTheLoop) {
+  ServerOptions options = Options();
+  auto blocked = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  options.open_store = [blocked, release](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    store->SetBeforeWrite([blocked, release] {
+      if (blocked->HasBeenNotified()) return;
+      blocked->Notify();
+      release->WaitForNotification();
+    });
+    return store;
+  };
+  Start(options);
+  grpc::ClientContext wctx;
+  auto stream = workers_->Connect(&wctx);
+  baton::v1::WorkerMessage out;
+  out.mutable_register_()->set_worker_id("w-flood");
+  out.mutable_register_()->mutable_resources()->set_slots(1);
+  out.mutable_register_()->set_protocol_version(kProtocolVersion);
+  ASSERT_TRUE(stream->Write(out));
+  baton::v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+
+  // Hold the loop in a commit, then send more heartbeats than the loop reads ahead.
+  baton::v1::Job job;
+  grpc::Status submitted;
+  std::thread submitter([&] { submitted = Submit(Spec(2), &job); });
+  blocked->WaitForNotification();
+  constexpr int kHeartbeats = 3000;
+  for (int i = 0; i < kHeartbeats; ++i) {
+    out.Clear();
+    out.mutable_heartbeat()->set_seq(i + 1);
+    ASSERT_TRUE(stream->Write(out));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (server_->event_loop_queued() < 1024 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));  // polling a real server's state, bounded
+  }
+  EXPECT_GE(server_->event_loop_queued(), 1024u) << "the stream was not read at all";
+  EXPECT_LE(server_->event_loop_queued(), 1026u) << "read ahead without bound";
+  release->Notify();
+  submitter.join();
+  ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  // Every heartbeat is still served, in order: the acks come back, the last one last.
+  uint64_t last_ack = 0;
+  while (last_ack < kHeartbeats && stream->Read(&in)) {
+    if (in.has_heartbeat_ack()) {
+      EXPECT_EQ(in.heartbeat_ack().seq(), last_ack + 1);
+      last_ack = in.heartbeat_ack().seq();
+    }
+  }
+  EXPECT_EQ(last_ack, static_cast<uint64_t>(kHeartbeats));
+  wctx.TryCancel();
+}
+
 TEST_F(ServerTest, HealthServiceReportsServing) {
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
 }

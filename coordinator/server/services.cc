@@ -114,14 +114,23 @@ class QueueChannel final : public WorkerChannel {
 // One worker's Connect stream. Reads are handed to the loop in order; the session
 // established by the first message (Register) lives in `session_` and is only touched
 // on the loop.
+//
+// Backpressure: the next read is started at once only while the loop has few closures
+// queued (kReadAheadTasks); otherwise it is started by a closure that runs when the loop
+// reaches it, so a worker that sends faster than the loop serves waits in TCP, and the
+// loop's queue stays bounded by the number of streams.
 class WorkerStream final : public WorkerReactor {
  public:
+  static constexpr size_t kReadAheadTasks = 1024;
+
   WorkerStream(EventLoop* loop, Coordinator* coordinator, std::string peer_host)
       : loop_(loop),
         coordinator_(coordinator),
         peer_host_(std::move(peer_host)),
         queue_(std::make_shared<WorkerQueue>(this)),
-        session_(std::make_shared<Session>()) {
+        session_(std::make_shared<Session>()),
+        rearm_(std::make_shared<Rearm>()) {
+    rearm_->stream = this;
     StartRead(&in_);
   }
 
@@ -157,16 +166,34 @@ class WorkerStream final : public WorkerReactor {
         if (s->id != 0) c->OnWorkerMessage(s->worker_id, s->id, msg);
       });
     }
-    StartRead(&in_);
+    if (loop_->queued() < kReadAheadTasks) {
+      StartRead(&in_);
+    } else {
+      loop_->Post([rearm = rearm_] {
+        absl::MutexLock lock(&rearm->mu);  // OnDone waits for this before deleting
+        WorkerStream* stream = rearm->stream;
+        if (stream != nullptr && !stream->queue_->finishing()) stream->StartRead(&stream->in_);
+      });
+    }
   }
 
   void OnWriteDone(bool ok) override { queue_->OnWriteDone(ok); }
   void OnDone() override {
+    {
+      absl::MutexLock lock(&rearm_->mu);
+      rearm_->stream = nullptr;
+    }
     queue_->OnDone();
     delete this;
   }
 
  private:
+  // Lets a deferred read re-arm find out whether the stream still exists.
+  struct Rearm {
+    absl::Mutex mu;
+    WorkerStream* stream ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
   struct Session {
     std::string worker_id;
     uint64_t id = 0;  // 0 until registered
@@ -177,6 +204,7 @@ class WorkerStream final : public WorkerReactor {
   const std::string peer_host_;
   std::shared_ptr<WorkerQueue> queue_;
   std::shared_ptr<Session> session_;
+  std::shared_ptr<Rearm> rearm_;
   baton::v1::WorkerMessage in_;
   bool first_seen_ = false;  // only touched by reactions, which gRPC serialises
 };

@@ -130,6 +130,12 @@ class WriteQueue final : public StreamSink<Msg> {
     queued_bytes_ = 0;
   }
 
+  // Finish was called (or the call ended): nothing more is accepted.
+  bool finishing() const {
+    absl::MutexLock lock(&mu_);
+    return finishing_ || reactor_ == nullptr;
+  }
+
   // More than half the bound is queued.
   bool Backlogged() const override {
     absl::MutexLock lock(&mu_);
