@@ -22,7 +22,6 @@
 namespace baton::worker {
 namespace {
 
-constexpr absl::Duration kMaxPollWait = absl::Milliseconds(250);
 constexpr absl::Duration kShutdownMargin = absl::Seconds(5);
 constexpr size_t kReadChunk = 64 * 1024;
 
@@ -61,6 +60,9 @@ Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clo
 
 Supervisor::~Supervisor() {
   Shutdown(absl::ZeroDuration());
+  Clock::Timer deadline_timer;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  deadline_timer = std::move(deadline_timer_);
   // Remaining Process objects die with assignments_; each kills its process group.
 }
 
@@ -85,13 +87,15 @@ void Supervisor::Shutdown(absl::Duration grace) {
       for (auto& [key, a] : assignments_) StopRanksLocked(a, grace, "WorkerShutdown");
     }
   }
+  ArmDeadlineTimer();
   if (!io_thread_.joinable()) return;
   Wake();
   {
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(
-        absl::Condition(this, &Supervisor::AllExitedLocked),
-        std::max(grace, absl::ZeroDuration()) + options_.drain_timeout + kShutdownMargin);
+    clock_->AwaitWithDeadline(
+        &mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
+        clock_->Now() + std::max(grace, absl::ZeroDuration()) + options_.drain_timeout +
+            kShutdownMargin);
     io_stop_ = true;
   }
   Wake();
@@ -228,6 +232,7 @@ absl::Status Supervisor::StartAssignment(const baton::v1::StartAssignment& reque
     }
     listener_->OnLogLine(request.job_id(), std::move(failures[f++]));
   }
+  ArmDeadlineTimer();  // A stop or a lease expiry while spawning set deadlines.
   Wake();
   listener_->OnReportsPending();
   return absl::OkStatus();
@@ -317,7 +322,7 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
     return absl::NotFoundError(
         absl::StrCat("no assignment of job ", job_id, " generation ", generation));
   }
-  Wake();  // Deadlines changed.
+  ArmDeadlineTimer();
   return absl::OkStatus();
 }
 
@@ -343,7 +348,7 @@ void Supervisor::SetLeaseExpiry(absl::Time expiry) {
     lease_expiry_ = expiry;
     lease_enforced_ = false;
   }
-  Wake();  // The I/O thread's next deadline changed.
+  ArmDeadlineTimer();
 }
 
 int64_t Supervisor::lease_expirations() const {
@@ -400,7 +405,14 @@ void Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::stri
 }
 
 void Supervisor::EnforceDeadlines() {
-  absl::MutexLock lock(&mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    EnforceDeadlinesLocked();
+  }
+  ArmDeadlineTimer();  // The next deadline, now that these were met.
+}
+
+void Supervisor::EnforceDeadlinesLocked() {
   const absl::Time now = clock_->Now();
   if (!lease_enforced_ && now >= lease_expiry_) {
     lease_enforced_ = true;
@@ -428,6 +440,31 @@ absl::Time Supervisor::NextDeadlineLocked() const {
     for (const RankEntry& r : a.ranks) next = std::min(next, r.kill_deadline);
   }
   return next;
+}
+
+void Supervisor::ArmDeadlineTimer() {
+  Clock::Timer replaced;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  const absl::Time next = NextDeadlineLocked();
+  if (next == armed_deadline_) return;
+  armed_deadline_ = next;
+  replaced = std::move(deadline_timer_);
+  if (next == absl::InfiniteFuture()) return;
+  deadline_timer_ = clock_->After(next - clock_->Now(), [this] { EnforceDeadlines(); });
+}
+
+bool Supervisor::AwaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle_or_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return assignments_.empty() || idle_wait_ended_;
+  };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&idle_or_ended), deadline);
+  return assignments_.empty();
+}
+
+void Supervisor::EndIdleWait() {
+  absl::MutexLock lock(&mu_);
+  idle_wait_ended_ = true;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -550,9 +587,10 @@ size_t Supervisor::assignment_count() const {
 void Supervisor::IoLoop() {
   std::vector<std::unique_ptr<Channel>> channels;
   std::vector<ExitWatch> watches;
-  std::vector<struct pollfd> pfds;
+  // Wakes poll() once the earliest drain deadline passed on the clock.
+  Clock::Timer drain_timer;
+  absl::Time drain_timer_at = absl::InfiniteFuture();
   for (;;) {
-    absl::Time deadline;
     {
       absl::MutexLock lock(&mu_);
       if (io_stop_) break;
@@ -560,68 +598,77 @@ void Supervisor::IoLoop() {
       incoming_channels_.clear();
       for (auto& w : incoming_watches_) watches.push_back(std::move(w));
       incoming_watches_.clear();
-      deadline = NextDeadlineLocked();
     }
-    for (const ExitWatch& w : watches) deadline = std::min(deadline, w.drain_deadline);
-    const absl::Duration wait =
-        std::clamp(deadline - clock_->Now(), absl::ZeroDuration(), kMaxPollWait);
-
-    pfds.clear();
-    pfds.push_back({wake_read_.get(), POLLIN, 0});
-    for (const auto& ch : channels) pfds.push_back({ch->fd.get(), POLLIN, 0});
-    for (const ExitWatch& w : watches) {
-      pfds.push_back({w.exit.has_value() ? -1 : w.process->exit_fd(), POLLIN, 0});
+    absl::Time drain_deadline = absl::InfiniteFuture();
+    for (const ExitWatch& w : watches) drain_deadline = std::min(drain_deadline, w.drain_deadline);
+    if (drain_deadline != drain_timer_at) {
+      drain_timer_at = drain_deadline;
+      drain_timer = drain_deadline == absl::InfiniteFuture()
+                        ? Clock::Timer()
+                        : clock_->After(drain_deadline - clock_->Now(), [this] { Wake(); });
     }
-    const int timeout_ms =
-        static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
-    if (::poll(pfds.data(), pfds.size(), timeout_ms) < 0 && errno != EINTR) {
-      BATON_LOG(ERROR) << "poll: " << std::strerror(errno);
-    }
-    if (pfds[0].revents != 0) {
-      char buf[256];
-      while (::read(wake_read_.get(), buf, sizeof(buf)) > 0) {
-      }
-    }
-
-    // Output first, so the last lines of a rank precede its exit.
-    std::vector<bool> closed(channels.size(), false);
-    for (size_t i = 0; i < channels.size(); ++i) {
-      if (pfds[1 + i].revents != 0 && !ReadChannel(*channels[i])) closed[i] = true;
-    }
-    const size_t watch_base = 1 + channels.size();
-    for (size_t i = 0; i < watches.size(); ++i) {
-      if (watches[i].exit.has_value() || pfds[watch_base + i].revents == 0) continue;
-      watches[i].exit = watches[i].process->TryCollectExit();
-      if (watches[i].exit.has_value()) {
-        watches[i].drain_deadline = clock_->Now() + options_.drain_timeout;
-      }
-    }
-    for (size_t i = 0; i < channels.size(); ++i) {
-      if (closed[i]) CloseChannel(*channels[i]);
-    }
-    for (size_t i = channels.size(); i-- > 0;) {
-      if (closed[i]) channels.erase(channels.begin() + i);
-    }
-
-    // Publish exits whose pipes drained (or whose drain deadline passed).
-    const absl::Time now = clock_->Now();
-    for (size_t i = watches.size(); i-- > 0;) {
-      ExitWatch& w = watches[i];
-      if (!w.exit.has_value()) continue;
-      const bool open = std::any_of(channels.begin(), channels.end(),
-                                    [&](const auto& ch) { return ch->key == w.key; });
-      if (open && now < w.drain_deadline) continue;
-      for (size_t c = channels.size(); c-- > 0;) {
-        if (!(channels[c]->key == w.key)) continue;
-        CloseChannel(*channels[c]);
-        channels.erase(channels.begin() + c);
-      }
-      PublishExit(w.key, *w.exit);
-      watches.erase(watches.begin() + i);
-    }
-    EnforceDeadlines();
+    PollOnce(channels, watches, /*block=*/drain_deadline > clock_->Now());
+    PublishDrainedExits(channels, watches);
   }
   for (auto& ch : channels) CloseChannel(*ch);
+}
+
+void Supervisor::PollOnce(std::vector<std::unique_ptr<Channel>>& channels,
+                          std::vector<ExitWatch>& watches, bool block) {
+  std::vector<struct pollfd> pfds;
+  pfds.push_back({wake_read_.get(), POLLIN, 0});
+  for (const auto& ch : channels) pfds.push_back({ch->fd.get(), POLLIN, 0});
+  for (const ExitWatch& w : watches) {
+    pfds.push_back({w.exit.has_value() ? -1 : w.process->exit_fd(), POLLIN, 0});
+  }
+  // Every wakeup is an event: output, an exit, Wake() (new work, shutdown, a drain timer).
+  if (::poll(pfds.data(), pfds.size(), block ? -1 : 0) < 0 && errno != EINTR) {
+    BATON_LOG(ERROR) << "poll: " << std::strerror(errno);
+  }
+  if (pfds[0].revents != 0) {
+    char buf[256];
+    while (::read(wake_read_.get(), buf, sizeof(buf)) > 0) {
+    }
+  }
+
+  // Output first, so the last lines of a rank precede its exit.
+  std::vector<bool> closed(channels.size(), false);
+  for (size_t i = 0; i < channels.size(); ++i) {
+    if (pfds[1 + i].revents != 0 && !ReadChannel(*channels[i])) closed[i] = true;
+  }
+  const size_t watch_base = 1 + channels.size();
+  for (size_t i = 0; i < watches.size(); ++i) {
+    if (watches[i].exit.has_value() || pfds[watch_base + i].revents == 0) continue;
+    watches[i].exit = watches[i].process->TryCollectExit();
+    if (watches[i].exit.has_value()) {
+      watches[i].drain_deadline = clock_->Now() + options_.drain_timeout;
+    }
+  }
+  for (size_t i = 0; i < channels.size(); ++i) {
+    if (closed[i]) CloseChannel(*channels[i]);
+  }
+  for (size_t i = channels.size(); i-- > 0;) {
+    if (closed[i]) channels.erase(channels.begin() + i);
+  }
+}
+
+void Supervisor::PublishDrainedExits(std::vector<std::unique_ptr<Channel>>& channels,
+                                     std::vector<ExitWatch>& watches) {
+  const absl::Time now = clock_->Now();
+  for (size_t i = watches.size(); i-- > 0;) {
+    ExitWatch& w = watches[i];
+    if (!w.exit.has_value()) continue;
+    const bool open = std::any_of(channels.begin(), channels.end(),
+                                  [&](const auto& ch) { return ch->key == w.key; });
+    if (open && now < w.drain_deadline) continue;
+    for (size_t c = channels.size(); c-- > 0;) {
+      if (!(channels[c]->key == w.key)) continue;
+      CloseChannel(*channels[c]);
+      channels.erase(channels.begin() + c);
+    }
+    PublishExit(w.key, *w.exit);
+    watches.erase(watches.begin() + i);
+  }
 }
 
 bool Supervisor::ReadChannel(Channel& ch) {
