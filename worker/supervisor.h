@@ -195,6 +195,9 @@ class Supervisor {
   };
   struct RankLaunch;
 
+  // "job J gen G rank R", for logs.
+  static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
+
   RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank);
   void StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
