@@ -197,7 +197,7 @@ void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
     s = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
                                             absl::FormatTime(lease_.expiry()),
                                             "; it starts nothing until it registers again"));
-  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout());
+  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout(), clock_);
              !s.ok()) {
     reason = "PeerUnreachable";
   } else {
