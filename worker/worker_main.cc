@@ -259,7 +259,10 @@ int Run() {
   standby_options.env = BuildRankEnv(standby_env);
   standby_options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
   StandbyLauncher launcher(standby_options, &posix_launcher, clock);
-  launcher.Start();
+  if (absl::Status s = launcher.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << "standby trainers: " << s;
+    return 1;
+  }
   // Served next to WorkerMetrics; the launcher outlives the exposer (declared first).
   auto standby_metrics = std::make_shared<StandbyMetrics>(&launcher);
   Outbox outbox(OutboxOptions(), clock);
