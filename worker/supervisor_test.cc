@@ -452,7 +452,7 @@ TEST_F(SupervisorFakeTest, ShutdownRejectsNewAssignments) {
 }
 
 // ---------------------------------------------------------------------------------------
-// With real processes (/bin/sh) and real signals.
+// With real processes (/bin/sh) and real signals; the deadlines still on a fake clock.
 // ---------------------------------------------------------------------------------------
 
 class SupervisorProcessTest : public ::testing::Test {
@@ -463,7 +463,7 @@ class SupervisorProcessTest : public ::testing::Test {
     SupervisorOptions o;
     o.work_dir = dir_;
     o.base_env = {"PATH=/usr/bin:/bin"};
-    supervisor_ = std::make_unique<Supervisor>(o, &launcher_, RealClock::Get(), &listener_);
+    supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
     ASSERT_OK(supervisor_->Start());
   }
   void TearDown() override { supervisor_->Shutdown(absl::ZeroDuration()); }
@@ -482,6 +482,7 @@ class SupervisorProcessTest : public ::testing::Test {
   }
 
   std::string dir_;
+  FakeClock clock_;
   PosixProcessLauncher launcher_;
   RecordingListener listener_;
   std::unique_ptr<Supervisor> supervisor_;
@@ -554,8 +555,13 @@ TEST_F(SupervisorProcessTest, StopKillsAGroupIgnoringSigtermAfterTheGrace) {
   const int leader = supervisor_->Snapshot().at(0).ranks(0).pid();
   ASSERT_GT(leader, 0);
 
-  ASSERT_OK(supervisor_->StopAssignment("j-trap", 1, absl::Milliseconds(300)));
+  ASSERT_OK(supervisor_->StopAssignment("j-trap", 1, absl::Seconds(30)));
   EXPECT_EQ(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
+  clock_.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
+  EXPECT_EQ(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
+  EXPECT_FALSE(ProcessGone(leader));
+  clock_.Advance(absl::Nanoseconds(1));  // SIGKILL sent (KILLING, or EXITED already).
+  EXPECT_NE(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
   std::optional<baton::v1::ProcessExit> exit = WaitExit("j-trap", 0);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->signal(), SIGKILL);
