@@ -212,6 +212,10 @@ Clock::Timer FakeClock::Every(absl::Duration period, std::function<void()> fn) {
 bool FakeClock::AwaitWithDeadline(absl::Mutex* mu, const absl::Condition& cond,
                                   absl::Time deadline) {
   if (cond.Eval()) return true;
+  if (deadline == absl::InfiniteFuture()) {
+    mu->Await(cond);
+    return true;
+  }
   bool expired = false;  // Guarded by *mu.
   Timer timer = queue_->Add(deadline, absl::ZeroDuration(), [mu, &expired] {
     absl::MutexLock lock(mu);
