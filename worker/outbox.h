@@ -89,7 +89,8 @@ class Outbox final : public SupervisorListener {
   mutable absl::Mutex mu_;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  bool batch_started_ ABSL_GUARDED_BY(mu_) = false;  // Since the last WaitForWork().
+  // The current batch started since the last WaitForWork().
+  bool batch_started_ ABSL_GUARDED_BY(mu_) = false;
   bool reports_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<baton::v1::WorkerMessage> replies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<baton::v1::LogLine>> logs_ ABSL_GUARDED_BY(mu_);
