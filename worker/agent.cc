@@ -59,9 +59,15 @@ void Agent::Stop() {
   }
   outbox_->Wake();
   {
+    // The writer's final flush ends with a half-close; the coordinator then reads what is
+    // still in flight and ends the call, which ends the session. Cancelling the call instead
+    // would drop those messages. Whatever is left after stop_flush_timeout is cancelled.
     absl::MutexLock lock(&mu_);
+    auto flushed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return writer_done_ && (!half_closed_ || context_ == nullptr);
+    };
     if (writer_thread_.joinable()) {
-      clock_->AwaitWithDeadline(&mu_, absl::Condition(&writer_done_),
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&flushed),
                                 clock_->Now() + options_.stop_flush_timeout);
     }
     if (context_ != nullptr) context_->TryCancel();
@@ -327,8 +333,10 @@ void Agent::WriterLoop() {
     bool ok = true;
     if (stream != nullptr) {
       ok = SendPending(stream, &next_heartbeat, /*force_flush=*/stopping);
+      if (ok && stopping) ok = stream->WritesDone();  // The final flush: half-close.
       absl::MutexLock lock(&mu_);
       writer_busy_ = false;
+      if (ok && stopping) half_closed_ = true;
       if (!ok && context_ != nullptr) context_->TryCancel();
     }
     if (stopping) break;

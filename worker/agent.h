@@ -91,8 +91,9 @@ class Agent {
 
   // Starts both threads and returns; connecting happens in the background.
   absl::Status Start();
-  // Sends what is pending (bounded by stop_flush_timeout on the clock), ends the stream and
-  // joins the threads. Idempotent.
+  // Sends what is pending and half-closes the stream, so that the coordinator reads it all
+  // before the call ends (bounded by stop_flush_timeout on the clock, then the call is
+  // cancelled); joins the threads. Idempotent.
   void Stop();
 
   // Tells the coordinator this worker is leaving (SIGTERM): sends Draining now and marks
@@ -141,6 +142,8 @@ class Agent {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The writer's final flush half-closed the stream (Stop() waits for the session to end).
+  bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Drain(): Register says draining.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string drain_reason_ ABSL_GUARDED_BY(mu_);

@@ -504,5 +504,29 @@ TEST_F(AgentTest, AProbeOfACutOffPeerDoesNotOutlastHalfTheLease) {
   EXPECT_EQ(supervisor_->GetRankState("j-running", 1, 0), RankState::kRunning);
 }
 
+// What the writer sent last before Stop() reaches the coordinator: the stream is half-closed
+// and ends when the coordinator read everything, rather than cancelled under the last Writes.
+TEST_F(AgentTest, StopDeliversTheLastReports) {
+  constexpr int kRanks = 8;
+  CoordinatorMessage start = StartCommand("j-last", "exec sleep 600");
+  start.mutable_start_assignment()->set_world_size(kRanks);
+  for (int r = 1; r < kRanks; ++r) {
+    *start.mutable_start_assignment()->add_ranks() = start.start_assignment().ranks(0);
+    start.mutable_start_assignment()->mutable_ranks(r)->set_rank(r);
+  }
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  ASSERT_TRUE(coordinator_->Send(start));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  supervisor_->Shutdown(absl::ZeroDuration());  // As baton-worker stops: processes first.
+  agent_->Stop();
+  for (int r = 0; r < kRanks; ++r) {
+    std::optional<WorkerMessage> exited =
+        coordinator_->Next(ExitOf("j-last"), absl::ZeroDuration());
+    ASSERT_TRUE(exited.has_value()) << r;
+    EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
+  }
+}
+
 }  // namespace
 }  // namespace baton::worker
