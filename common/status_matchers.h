@@ -33,5 +33,14 @@ MATCHER_P2(StatusIs, code, message_matcher,
 
 }  // namespace baton
 
-#define ASSERT_OK(expr) ASSERT_TRUE((expr).ok()) << ::baton::testing_internal::GetStatus(expr)
-#define EXPECT_OK(expr) EXPECT_TRUE((expr).ok()) << ::baton::testing_internal::GetStatus(expr)
+// Each evaluates `expr` (an absl::Status or absl::StatusOr) exactly once; on failure the
+// message names the expression and its status, and more can be streamed after it.
+#define ASSERT_OK(expr) BATON_STATUS_MATCHERS_OK_(expr, GTEST_FAIL)
+#define EXPECT_OK(expr) BATON_STATUS_MATCHERS_OK_(expr, ADD_FAILURE)
+
+#define BATON_STATUS_MATCHERS_OK_(expr, fail)                                            \
+  GTEST_AMBIGUOUS_ELSE_BLOCKER_                                                          \
+  if (const ::absl::Status baton_ok_status_ = ::baton::testing_internal::GetStatus(expr); \
+      baton_ok_status_.ok()) {                                                           \
+  } else                                                                                 \
+    fail() << "Value of: " #expr "\n  Expected: OK\n    Actual: " << baton_ok_status_ << "\n"

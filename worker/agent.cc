@@ -15,9 +15,9 @@
 namespace baton::worker {
 namespace {
 
-// Upper bound on how long the writer sleeps, so it notices deadlines measured by the
-// injected clock.
-constexpr absl::Duration kMaxWriterWait = absl::Milliseconds(100);
+// When a stream ends, how long the writer may take to finish the Write in progress before
+// the call is cancelled under it.
+constexpr absl::Duration kWriterFinishTimeout = absl::Seconds(1);
 
 std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
   grpc::ChannelArguments args;
@@ -62,9 +62,16 @@ void Agent::Stop() {
   }
   outbox_->Wake();
   {
+    // The writer's final flush ends with a half-close; the coordinator then reads what is
+    // still in flight and ends the call, which ends the session. Cancelling the call instead
+    // would drop those messages. Whatever is left after stop_flush_timeout is cancelled.
     absl::MutexLock lock(&mu_);
+    auto flushed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return writer_done_ && (!half_closed_ || context_ == nullptr);
+    };
     if (writer_thread_.joinable()) {
-      mu_.AwaitWithTimeout(absl::Condition(&writer_done_), options_.stop_flush_timeout);
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(&flushed),
+                                clock_->Now() + options_.stop_flush_timeout);
     }
     if (context_ != nullptr) context_->TryCancel();
   }
@@ -86,7 +93,7 @@ void Agent::SessionLoop() {
     const absl::Duration delay = backoff.Next();
     BATON_LOG(WARNING) << "coordinator " << options_.coordinator << " stream ended: " << status
                        << "; reconnecting in " << delay;
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + delay);
     if (stopping_) return;
   }
 }
@@ -99,11 +106,54 @@ absl::Status Agent::RunSession(Backoff& backoff) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("stopping");
     context_ = &context;
-    register_deadline_ = clock_->Now() + options_.register_timeout;
   }
   std::unique_ptr<Stream> stream = stub->Connect(&context);
 
   const std::vector<baton::v1::AssignmentStatus> snapshot = supervisor_->Snapshot();
+  const baton::v1::WorkerMessage hello = MakeRegister(snapshot);
+  baton::v1::CoordinatorMessage message;
+  // A connection that brings no Registered within register_timeout is abandoned.
+  Clock::Timer register_timeout = clock_->After(options_.register_timeout, [this, &context] {
+    BATON_LOG(WARNING) << "no Registered from " << options_.coordinator << " within "
+                       << options_.register_timeout << "; retrying";
+    context.TryCancel();
+  });
+  const absl::Time register_sent = clock_->Now();
+  bool ok = stream->Write(hello) && stream->Read(&message);
+  register_timeout.Cancel();
+  if (ok && !message.has_registered()) {
+    BATON_LOG(ERROR) << "coordinator answered Register with something else than Registered";
+    context.TryCancel();  // The call is still open; Finish() would wait for its end.
+    ok = false;
+  }
+  if (ok) {
+    // The coordinator has read the Register: everything it listed is delivered.
+    supervisor_->MarkReported(snapshot);
+    Attach(stream.get(), message.registered(), register_sent, hello.register_().draining());
+    backoff.Reset();
+    BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
+                    << options_.worker_id << " (coordinator protocol "
+                    << message.registered().protocol_version() << ", " << snapshot.size()
+                    << " assignments listed)";
+    while (stream->Read(&message)) Handle(message);
+  }
+
+  {
+    // Detach; give the writer a moment to finish its current Write on its own (cancelling
+    // would hide the coordinator's status), then cancel to unblock it if it is stuck.
+    Clock::Timer unblock_writer =
+        clock_->After(kWriterFinishTimeout, [&context] { context.TryCancel(); });
+    absl::MutexLock lock(&mu_);
+    attached_ = nullptr;
+    mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &writer_busy_));
+    context_ = nullptr;
+  }
+  outbox_->SetConnected(false);
+  return FromGrpcStatus(stream->Finish());
+}
+
+baton::v1::WorkerMessage Agent::MakeRegister(
+    const std::vector<baton::v1::AssignmentStatus>& snapshot) const {
   baton::v1::WorkerMessage hello;
   baton::v1::Register* reg = hello.mutable_register_();
   reg->set_worker_id(options_.worker_id);
@@ -113,81 +163,46 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   reg->set_protocol_version(kProtocolVersion);
   reg->set_probe_port(options_.probe_port);
   for (const auto& a : snapshot) *reg->add_assignments() = a;
+  absl::MutexLock lock(&mu_);
+  reg->set_draining(draining_);
+  return hello;
+}
+
+void Agent::Attach(Stream* stream, const baton::v1::Registered& registered,
+                   absl::Time register_sent, bool register_said_draining) {
+  lease_.OnRegistered(register_sent, registered.has_lease() ? FromProto(registered.lease())
+                                                            : absl::ZeroDuration());
+  PublishLease();
   {
     absl::MutexLock lock(&mu_);
-    reg->set_draining(draining_);
+    if (registered.has_heartbeat_interval() &&
+        FromProto(registered.heartbeat_interval()) > absl::ZeroDuration()) {
+      heartbeat_interval_ = FromProto(registered.heartbeat_interval());
+    }
+    attached_ = stream;
+    ++attach_count_;
   }
-
-  baton::v1::CoordinatorMessage message;
-  const absl::Time register_sent = clock_->Now();
-  bool ok = stream->Write(hello) && stream->Read(&message);
-  if (ok && !message.has_registered()) {
-    BATON_LOG(ERROR) << "coordinator answered Register with something else than Registered";
-    context.TryCancel();  // The call is still open; Finish() would wait for its end.
-    ok = false;
+  const Outbox::Dropped dropped = outbox_->TakeDropped();
+  if (dropped.log_lines + dropped.metric_points + dropped.replies > 0) {
+    BATON_LOG(WARNING) << "while disconnected, dropped " << dropped.log_lines << " log lines, "
+                       << dropped.metric_points << " metric points and " << dropped.replies
+                       << " replies (log lines remain in the rank logs)";
   }
-  if (ok) {
-    // The coordinator has read the Register: everything it listed is delivered.
-    supervisor_->MarkReported(snapshot);
-    const baton::v1::Registered& registered = message.registered();
-    lease_.OnRegistered(register_sent, registered.has_lease() ? FromProto(registered.lease())
-                                                              : absl::ZeroDuration());
-    PublishLease();
-    {
-      absl::MutexLock lock(&mu_);
-      register_deadline_ = absl::InfiniteFuture();
-      if (registered.has_heartbeat_interval() &&
-          FromProto(registered.heartbeat_interval()) > absl::ZeroDuration()) {
-        heartbeat_interval_ = FromProto(registered.heartbeat_interval());
-      }
-      attached_ = stream.get();
-      ++attach_count_;
-    }
-    backoff.Reset();
-    const Outbox::Dropped dropped = outbox_->TakeDropped();
-    if (dropped.log_lines + dropped.metric_points + dropped.replies > 0) {
-      BATON_LOG(WARNING) << "while disconnected, dropped " << dropped.log_lines << " log lines, "
-                         << dropped.metric_points << " metric points and " << dropped.replies
-                         << " replies (log lines remain in the rank logs)";
-    }
-    outbox_->SetConnected(true);
-    // A Drain() between building the Register and now had its message dropped: resend.
-    bool drained_since_register;
-    std::string drain_reason;
-    {
-      absl::MutexLock lock(&mu_);
-      drained_since_register = draining_ && !reg->draining();
-      drain_reason = drain_reason_;
-    }
-    if (drained_since_register) {
-      baton::v1::WorkerMessage draining;
-      draining.mutable_draining()->set_reason(drain_reason);
-      outbox_->PushReply(std::move(draining));
-    }
-    outbox_->OnReportsPending();  // Let the writer heartbeat and report right away.
-    BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
-                    << options_.worker_id << " (coordinator protocol "
-                    << registered.protocol_version() << ", " << snapshot.size()
-                    << " assignments listed)";
-    while (stream->Read(&message)) Handle(message);
-  }
-
+  outbox_->SetConnected(true);
+  // A Drain() between building the Register and now had its message dropped: resend.
+  bool drained_since_register;
+  std::string drain_reason;
   {
-    // Detach; give the writer a moment to finish its current Write on its own (cancelling
-    // would hide the coordinator's status), then cancel to unblock it if it is stuck.
     absl::MutexLock lock(&mu_);
-    attached_ = nullptr;
-    register_deadline_ = absl::InfiniteFuture();
-    const absl::Condition idle(
-        +[](bool* busy) { return !*busy; }, &writer_busy_);
-    if (!mu_.AwaitWithTimeout(idle, absl::Seconds(1))) {
-      context.TryCancel();
-      mu_.Await(idle);
-    }
-    context_ = nullptr;
+    drained_since_register = draining_ && !register_said_draining;
+    drain_reason = drain_reason_;
   }
-  outbox_->SetConnected(false);
-  return FromGrpcStatus(stream->Finish());
+  if (drained_since_register) {
+    baton::v1::WorkerMessage draining;
+    draining.mutable_draining()->set_reason(drain_reason);
+    outbox_->PushReply(std::move(draining));
+  }
+  outbox_->OnReportsPending();  // Let the writer heartbeat and report right away.
 }
 
 void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
@@ -200,7 +215,7 @@ void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
     s = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
                                             absl::FormatTime(lease_.expiry()),
                                             "; it starts nothing until it registers again"));
-  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout());
+  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout(), clock_);
              !s.ok()) {
     reason = "PeerUnreachable";
   } else {
@@ -306,17 +321,9 @@ void Agent::WriterLoop() {
   for (;;) {
     Stream* stream = nullptr;
     bool stopping;
-    absl::Duration interval;
     {
       absl::MutexLock lock(&mu_);
       stopping = stopping_;
-      interval = heartbeat_interval_;
-      if (context_ != nullptr && clock_->Now() >= register_deadline_) {
-        BATON_LOG(WARNING) << "no Registered from " << options_.coordinator << " within "
-                           << options_.register_timeout << "; retrying";
-        register_deadline_ = absl::InfiniteFuture();
-        context_->TryCancel();
-      }
       if (attached_ != nullptr) {
         stream = attached_;
         writer_busy_ = true;
@@ -326,19 +333,21 @@ void Agent::WriterLoop() {
         }
       }
     }
+    bool ok = true;
     if (stream != nullptr) {
-      const bool ok = SendPending(stream, &next_heartbeat, /*force_flush=*/stopping);
+      ok = SendPending(stream, &next_heartbeat, /*force_flush=*/stopping);
+      if (ok && stopping) ok = stream->WritesDone();  // The final flush: half-close.
       absl::MutexLock lock(&mu_);
       writer_busy_ = false;
+      if (ok && stopping) half_closed_ = true;
       if (!ok && context_ != nullptr) context_->TryCancel();
     }
     if (stopping) break;
-    absl::Duration wait = kMaxWriterWait;
-    if (stream != nullptr) {
-      const absl::Time now = clock_->Now();
-      wait = std::min({wait, next_heartbeat - now, outbox_->NextFlushTime() - now});
-    }
-    outbox_->WaitForWork(std::max(wait, absl::ZeroDuration()));
+    // Until there is work, or the clock reaches the next heartbeat or batch flush. Without
+    // a working stream, until the next one is attached (which comes with OnReportsPending).
+    outbox_->WaitForWork(stream != nullptr && ok
+                             ? std::min(next_heartbeat, outbox_->NextFlushTime())
+                             : absl::InfiniteFuture());
   }
   absl::MutexLock lock(&mu_);
   writer_done_ = true;

@@ -69,12 +69,17 @@ struct AgentOptions {
 // worker connects to its peers' probe ports (StartAssignment.peers) and refuses
 // (AssignmentFailed "PeerUnreachable") if one cannot be reached.
 //
+// Time: every timeout, backoff and period (register_timeout, the reconnect backoff, the
+// heartbeat, the batch flush, the peer probe, stop_flush_timeout) is measured by the injected
+// clock, and every wait ends on an event or on a deadline on that clock; nothing polls.
+//
 // Threading: two threads. The session thread connects, writes Register, then reads the stream
 // and runs each command (ReservePort, StartAssignment, StopAssignment, RequestCheckpoint)
-// inline; it never holds
-// mu_ while calling the Supervisor or the stream. The writer thread is the only one writing on
-// an established stream: it waits in Outbox::WaitForWork() and sends heartbeats, replies,
-// reports and batches. mu_ guards the connection state shared by the two.
+// inline; it never holds mu_ while calling the Supervisor or the stream. The writer thread is
+// the only one writing on an established stream: it waits in Outbox::WaitForWork() until
+// there is work or its next heartbeat or flush is due, and sends heartbeats, replies,
+// reports and batches. mu_ guards the connection state shared by the two. The clock's timer
+// callbacks (register timeout, unblocking a stuck writer) only cancel the call.
 class Agent {
  public:
   // `supervisor`, `outbox`, `clock` and `metrics` (optional) must outlive the Agent. The
@@ -86,8 +91,9 @@ class Agent {
 
   // Starts both threads and returns; connecting happens in the background.
   absl::Status Start();
-  // Sends what is pending (bounded by stop_flush_timeout), ends the stream and joins the
-  // threads. Idempotent.
+  // Sends what is pending and half-closes the stream, so that the coordinator reads it all
+  // before the call ends (bounded by stop_flush_timeout on the clock, then the call is
+  // cancelled); joins the threads. Idempotent.
   void Stop();
 
   // Tells the coordinator this worker is leaving (SIGTERM): sends Draining now and marks
@@ -105,6 +111,13 @@ class Agent {
   void SessionLoop();
   // One connection, from connect to the end of the stream. Returns the stream's final status.
   absl::Status RunSession(Backoff& backoff);
+  // The Register listing `snapshot`.
+  baton::v1::WorkerMessage MakeRegister(
+      const std::vector<baton::v1::AssignmentStatus>& snapshot) const;
+  // Registered arrived for a Register sent at `register_sent`: takes the lease and the
+  // heartbeat interval, and hands `stream` to the writer.
+  void Attach(Stream* stream, const baton::v1::Registered& registered, absl::Time register_sent,
+              bool register_said_draining);
   // Runs one coordinator command. Called on the session thread.
   void Handle(const baton::v1::CoordinatorMessage& message);
 
@@ -129,6 +142,8 @@ class Agent {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool writer_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The writer's final flush half-closed the stream (Stop() waits for the session to end).
+  bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
   // Set by Drain(): Register says draining.
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   std::string drain_reason_ ABSL_GUARDED_BY(mu_);
@@ -138,8 +153,6 @@ class Agent {
   Stream* attached_ ABSL_GUARDED_BY(mu_) = nullptr;
   int64_t attach_count_ ABSL_GUARDED_BY(mu_) = 0;
   bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
-  // While waiting for Registered: when to give up on this connection.
-  absl::Time register_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
 
   std::thread session_thread_;

@@ -1,16 +1,14 @@
 #include "worker/agent.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/proto_time.h"
+#include "common/protocol_version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/fake_coordinator.h"
@@ -18,15 +16,23 @@
 #include "worker/peer_probe.h"
 #include "worker/posix_process_launcher.h"
 #include "worker/process_test_util.h"
-#include "common/protocol_version.h"
 #include "worker/reserve_port.h"
 #include "worker/supervisor.h"
+#include "worker/testing/black_hole.h"
 
 namespace baton::worker {
 namespace {
 
 using baton::v1::CoordinatorMessage;
 using baton::v1::WorkerMessage;
+
+// The agent and its supervisor run on simulated time: a test moves the clock once the code it
+// drives waits on it (FakeClock::AwaitTimerAt), so every timeout, backoff and heartbeat below
+// is exact. Processes and the network are real.
+//
+// A constant reconnect backoff, unlike every other period here, so that a timer due at
+// Now() + kBackoff is the session thread waiting to reconnect.
+constexpr absl::Duration kBackoff = absl::Seconds(7);
 
 CoordinatorMessage StartCommand(const std::string& job_id, const std::string& script) {
   CoordinatorMessage m;
@@ -75,7 +81,7 @@ class AgentTest : public ::testing::Test {
     SupervisorOptions so;
     so.work_dir = MakeTestDir("agent");
     so.base_env = {"PATH=/usr/bin:/bin"};
-    supervisor_ = std::make_unique<Supervisor>(so, &launcher_, RealClock::Get(), &outbox_);
+    supervisor_ = std::make_unique<Supervisor>(so, &launcher_, &clock_, &outbox_);
     ASSERT_TRUE(supervisor_->Start().ok());
     AgentOptions ao;
     ao.coordinator = address;
@@ -85,10 +91,26 @@ class AgentTest : public ::testing::Test {
     ao.resources.set_slots(2);
     ao.resources.set_cpu_cores(4);
     ao.peer_probe_timeout = peer_probe_timeout_;
-    ao.backoff.initial = absl::Milliseconds(20);
-    ao.backoff.max = absl::Milliseconds(200);
-    agent_ = std::make_unique<Agent>(ao, supervisor_.get(), &outbox_, RealClock::Get());
+    ao.backoff.initial = kBackoff;
+    ao.backoff.max = kBackoff;
+    ao.backoff.jitter = 0;
+    agent_ = std::make_unique<Agent>(ao, supervisor_.get(), &outbox_, &clock_);
     ASSERT_TRUE(agent_->Start().ok());
+  }
+
+  // Once the session thread waits out the reconnect backoff, lets it pass.
+  void PassBackoff() {
+    ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kBackoff));
+    clock_.Advance(kBackoff);
+  }
+
+  // The heartbeat the writer sends when the clock reaches `at` (it waits for it first).
+  std::optional<WorkerMessage> HeartbeatAt(absl::Time at) {
+    if (!clock_.AwaitTimerAt(at)) return std::nullopt;
+    clock_.Advance(at - clock_.Now());
+    return coordinator_->Next([at](const WorkerMessage& m) {
+      return m.has_heartbeat() && FromProto(m.heartbeat().time()) == at;
+    });
   }
 
   void TearDown() override {
@@ -98,15 +120,16 @@ class AgentTest : public ::testing::Test {
 
   // Declared before the worker so it outlives it.
   std::unique_ptr<FakeCoordinator> coordinator_ = std::make_unique<FakeCoordinator>();
+  FakeClock clock_;
   PosixProcessLauncher launcher_;
-  Outbox outbox_{OutboxOptions(), RealClock::Get()};
+  Outbox outbox_{OutboxOptions(), &clock_};
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<Agent> agent_;
   absl::Duration peer_probe_timeout_ = absl::Seconds(5);
 };
 
 TEST_F(AgentTest, RegistersWithResourcesThenHeartbeatsAtTheCoordinatorsInterval) {
-  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
+  coordinator_->set_heartbeat_interval(absl::Seconds(3));
   StartWorker(coordinator_->address());
   std::optional<WorkerMessage> reg = coordinator_->Next(WorkerMessage::kRegister);
   ASSERT_TRUE(reg.has_value());
@@ -117,12 +140,16 @@ TEST_F(AgentTest, RegistersWithResourcesThenHeartbeatsAtTheCoordinatorsInterval)
   EXPECT_EQ(reg->register_().resources().slots(), 2);
   EXPECT_EQ(reg->register_().resources().cpu_cores(), 4);
   EXPECT_EQ(reg->register_().assignments_size(), 0);
-  // The default interval is 1 s; ten heartbeats within 5 s need the 50 ms override.
-  const absl::Time start = absl::Now();
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());
+  // The first heartbeat goes out at once, then one every 3 s of the clock (the worker's own
+  // interval is 1 s).
+  const absl::Time start = clock_.Now();
+  std::optional<WorkerMessage> first = coordinator_->Next(WorkerMessage::kHeartbeat);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(FromProto(first->heartbeat().time()), start);
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_TRUE(HeartbeatAt(start + i * absl::Seconds(3)).has_value()) << i;
   }
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kHeartbeat, absl::ZeroDuration()).has_value());
 }
 
 TEST_F(AgentTest, AnswersReservePort) {
@@ -190,6 +217,10 @@ TEST_F(AgentTest, ReconnectsAfterTheStreamBreaksAndListsTheRunningAssignment) {
   const int pid = started->assignment_started().ranks(0).pid();
 
   coordinator_->BreakStream();
+  // The worker reconnects once the backoff passed on the clock, not before.
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kBackoff));
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kRegister, absl::ZeroDuration()).has_value());
+  clock_.Advance(kBackoff);
   std::optional<WorkerMessage> reg =
       coordinator_->Next(RegisterListing("j-long", [&](const baton::v1::RankInfo& r) {
         return r.pid() == pid && !r.has_exit() && r.worker_id() == "w-agent-test";
@@ -215,6 +246,7 @@ TEST_F(AgentTest, ExitsWhileDisconnectedAreDeliveredByTheNextRegister) {
 
   coordinator_->set_accept_registrations(false);
   coordinator_->BreakStream();
+  PassBackoff();
   // A new Register means the old stream is gone: nothing can be reported until one is
   // accepted.
   ASSERT_TRUE(coordinator_
@@ -224,15 +256,19 @@ TEST_F(AgentTest, ExitsWhileDisconnectedAreDeliveredByTheNextRegister) {
                                          }))
                   .has_value());
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(
+      WaitUntil([&] { return supervisor_->GetRankState("j-lost", 1, 0) == RankState::kExited; }));
   auto killed = [](const baton::v1::RankInfo& r) {
     return r.has_exit() && r.exit().exit_code() == -1 && r.exit().signal() == SIGKILL;
   };
   // Rejected Registers carry the exit; the worker keeps it until a Register is accepted.
+  PassBackoff();
   ASSERT_TRUE(coordinator_->Next(RegisterListing("j-lost", killed)).has_value());
   EXPECT_EQ(supervisor_->assignment_count(), 1u);
   EXPECT_EQ(coordinator_->registrations(), 1);
 
   coordinator_->set_accept_registrations(true);
+  PassBackoff();
   ASSERT_TRUE(WaitUntil([&] { return coordinator_->registrations() == 2; }));
   EXPECT_TRUE(WaitUntil([&] { return supervisor_->assignment_count() == 0; }));
   // Delivered by the Register, not by a ProcessExited.
@@ -249,6 +285,10 @@ TEST_F(AgentTest, RequestCheckpointSignalsTheRankAndItsExitIsReported) {
   }));
   std::optional<WorkerMessage> started = coordinator_->Next(WorkerMessage::kAssignmentStarted);
   ASSERT_TRUE(started.has_value());
+  // "ready" waits in the outbox until its batch is due, flush_interval later on the clock.
+  const absl::Duration flush = OutboxOptions().flush_interval;
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + flush));
+  clock_.Advance(flush);
   ASSERT_TRUE(coordinator_
                   ->Next([](const WorkerMessage& m) {
                     return m.has_logs() && m.logs().lines_size() > 0 &&
@@ -278,6 +318,7 @@ TEST_F(AgentTest, DrainTellsTheCoordinatorAndEveryLaterRegisterSaysDraining) {
   EXPECT_EQ(draining->draining().reason(), "received SIGTERM");
   agent_->Drain("again");  // idempotent: nothing more is sent
   coordinator_->BreakStream();
+  PassBackoff();
   std::optional<WorkerMessage> again = coordinator_->Next(WorkerMessage::kRegister);
   ASSERT_TRUE(again.has_value());
   EXPECT_TRUE(again->register_().draining());
@@ -289,10 +330,27 @@ TEST_F(AgentTest, ConnectsOnceTheCoordinatorComesUp) {
   ASSERT_TRUE(port.ok());
   coordinator_.reset();
   StartWorker(absl::StrCat("127.0.0.1:", *port));  // Nothing listens there yet.
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kBackoff));  // The first attempt failed.
   coordinator_ = std::make_unique<FakeCoordinator>(*port);
+  clock_.Advance(kBackoff);
   std::optional<WorkerMessage> reg = coordinator_->Next(WorkerMessage::kRegister);
   ASSERT_TRUE(reg.has_value());
   EXPECT_EQ(reg->register_().worker_id(), "w-agent-test");
+}
+
+TEST_F(AgentTest, AConnectionLeftWithoutRegisteredIsAbandonedAfterTheRegisterTimeout) {
+  coordinator_->set_answer_registrations(false);
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  const absl::Time deadline = clock_.Now() + AgentOptions().register_timeout;
+  ASSERT_TRUE(clock_.AwaitTimerAt(deadline));
+  coordinator_->set_answer_registrations(true);
+  clock_.Advance(deadline - clock_.Now() - absl::Nanoseconds(1));
+  EXPECT_EQ(coordinator_->registrations(), 0);
+  clock_.Advance(absl::Nanoseconds(1));  // Gives up on the connection, then backs off.
+  PassBackoff();
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  EXPECT_TRUE(WaitUntil([&] { return coordinator_->registrations() == 1; }));
 }
 
 }  // namespace
@@ -322,11 +380,11 @@ FakeCoordinator::Predicate FailureOf(const std::string& job_id) {
 }
 
 TEST_F(AgentTest, HeartbeatsAreNumberedForTheirAcknowledgement) {
-  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
   StartWorker(coordinator_->address());
   std::optional<WorkerMessage> a = coordinator_->Next(WorkerMessage::kHeartbeat);
-  std::optional<WorkerMessage> b = coordinator_->Next(WorkerMessage::kHeartbeat);
-  ASSERT_TRUE(a.has_value() && b.has_value());
+  ASSERT_TRUE(a.has_value());
+  std::optional<WorkerMessage> b = HeartbeatAt(clock_.Now() + AgentOptions().heartbeat_interval);
+  ASSERT_TRUE(b.has_value());
   EXPECT_GT(a->heartbeat().seq(), 0u);
   EXPECT_GT(b->heartbeat().seq(), a->heartbeat().seq());
 }
@@ -335,17 +393,23 @@ TEST_F(AgentTest, HeartbeatsAreNumberedForTheirAcknowledgement) {
 // lease runs out the worker kills its processes and reports them killed, and starts no new
 // ones until the coordinator acknowledges it again.
 TEST_F(AgentTest, ProcessesAreKilledWhenTheLeaseRunsOutAndNothingStartsWithoutOne) {
-  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
-  coordinator_->set_lease(absl::Seconds(1));
+  coordinator_->set_lease(absl::Seconds(10));
   StartWorker(coordinator_->address());
+  const absl::Time start = clock_.Now();  // Register and the first heartbeat were sent at it.
   ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());
   ASSERT_TRUE(coordinator_->Send(StartCommand("j-lease", "exec sleep 600")));
   ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
   coordinator_->set_ack_heartbeats(false);
+  ASSERT_EQ(supervisor_->lease_expirations(), 0);
+  clock_.Advance(absl::Seconds(10) - absl::Nanoseconds(1));
+  EXPECT_EQ(supervisor_->lease_expirations(), 0);
+  EXPECT_EQ(supervisor_->GetRankState("j-lease", 1, 0), RankState::kRunning);
+  clock_.Advance(absl::Nanoseconds(1));  // start + lease: killed before Advance() returns.
+  EXPECT_EQ(supervisor_->lease_expirations(), 1);
+  EXPECT_EQ(agent_->lease().expiry(), start + absl::Seconds(10));
   std::optional<WorkerMessage> exited = coordinator_->Next(ExitOf("j-lease"));
   ASSERT_TRUE(exited.has_value()) << "the rank outlived the lease";
   EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
-  EXPECT_EQ(supervisor_->lease_expirations(), 1);
 
   ASSERT_TRUE(coordinator_->Send(StartCommand("j-refused", "exit 0")));
   std::optional<WorkerMessage> refused = coordinator_->Next(FailureOf("j-refused"));
@@ -353,11 +417,16 @@ TEST_F(AgentTest, ProcessesAreKilledWhenTheLeaseRunsOutAndNothingStartsWithoutOn
   EXPECT_EQ(refused->assignment_failed().reason(), "LeaseExpired");
   EXPECT_EQ(refused->assignment_failed().generation(), 1);
 
-  coordinator_->set_ack_heartbeats(true);  // renewed by the next acknowledged heartbeat
-  auto valid = [this] { return agent_->lease().Valid(absl::Now()); };
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!valid() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_TRUE(valid());
+  // Renewed by the next acknowledged heartbeat: one sent after the acknowledgements resume.
+  // Its HeartbeatAck precedes, on the stream, anything sent after it was recorded.
+  coordinator_->set_ack_heartbeats(true);
+  const absl::Time resumed = clock_.Now();
+  clock_.Advance(AgentOptions().heartbeat_interval);
+  ASSERT_TRUE(coordinator_
+                  ->Next([resumed](const WorkerMessage& m) {
+                    return m.has_heartbeat() && FromProto(m.heartbeat().time()) > resumed;
+                  })
+                  .has_value());
   ASSERT_TRUE(coordinator_->Send(StartCommand("j-ok", "exit 0")));
   std::optional<WorkerMessage> done = coordinator_->Next(ExitOf("j-ok"));
   ASSERT_TRUE(done.has_value());
@@ -365,17 +434,20 @@ TEST_F(AgentTest, ProcessesAreKilledWhenTheLeaseRunsOutAndNothingStartsWithoutOn
 }
 
 TEST_F(AgentTest, AcknowledgedHeartbeatsKeepProcessesRunningPastTheLease) {
-  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
-  coordinator_->set_lease(absl::Seconds(1));
+  coordinator_->set_lease(absl::Seconds(10));
   StartWorker(coordinator_->address());
   ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
-  // The rank lives three leases long, then exits 0 on its own.
-  ASSERT_TRUE(coordinator_->Send(StartCommand("j-long", "sleep 3; exit 0")));
-  std::optional<WorkerMessage> done = coordinator_->Next(ExitOf("j-long"));
-  ASSERT_TRUE(done.has_value());
-  EXPECT_EQ(done->process_exited().exit().signal(), 0);
-  EXPECT_EQ(done->process_exited().exit().exit_code(), 0);
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-long", "exec sleep 600")));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  // Three leases long, one heartbeat at a time, each acknowledged before the next.
+  for (int i = 0; i < 30; ++i) {
+    const absl::Time at = clock_.Now() + AgentOptions().heartbeat_interval;
+    ASSERT_TRUE(HeartbeatAt(at).has_value()) << i;
+    ASSERT_TRUE(WaitUntil([&] { return agent_->lease().expiry() == at + absl::Seconds(10); }))
+        << i;
+  }
   EXPECT_EQ(supervisor_->lease_expirations(), 0);
+  EXPECT_EQ(supervisor_->GetRankState("j-long", 1, 0), RankState::kRunning);
 }
 
 TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {
@@ -406,59 +478,54 @@ TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {
   ASSERT_TRUE(coordinator_->Next(ExitOf("j-ok")).has_value());
 }
 
-// A listening socket that never accepts, its backlog full: a connect to it hangs, like one
-// to a cut-off host. Closed on destruction.
-class BlackHole {
- public:
-  BlackHole() {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-    ::listen(listener_, 0);
-    socklen_t len = sizeof(addr);
-    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    for (int i = 0; i < 4; ++i) {  // fill the backlog
-      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-      fillers_.push_back(fd);
-    }
-  }
-  ~BlackHole() {
-    for (int fd : fillers_) ::close(fd);
-    ::close(listener_);
-  }
-  int port() const { return port_; }
-
- private:
-  int listener_ = -1;
-  int port_ = 0;
-  std::vector<int> fillers_;
-};
-
 // A peer that never answers is given at most half the lease: the probe blocks the thread
 // that takes the acknowledgements, and must not cost the running processes their lease.
 TEST_F(AgentTest, AProbeOfACutOffPeerDoesNotOutlastHalfTheLease) {
-  coordinator_->set_heartbeat_interval(absl::Milliseconds(50));
-  coordinator_->set_lease(absl::Seconds(2));
+  coordinator_->set_heartbeat_interval(absl::Seconds(3));
+  coordinator_->set_lease(absl::Seconds(4));
   peer_probe_timeout_ = absl::Seconds(60);
   StartWorker(coordinator_->address());
   ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
   ASSERT_TRUE(coordinator_->Send(StartCommand("j-running", "exec sleep 600")));
   ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
-  BlackHole hole;
+  testing::BlackHole hole;
   baton::v1::Peer silent;
   silent.set_worker_id("w-silent");
   silent.set_host("127.0.0.1");
   silent.set_probe_port(hole.port());
   ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-cut", "exit 0", {silent})));
-  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-cut"), absl::Seconds(30));
+  // The session thread probes for half the lease: 2 s of the clock, not 60.
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(2)));
+  clock_.Advance(absl::Seconds(2));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-cut"));
   ASSERT_TRUE(failed.has_value());
-  EXPECT_THAT(failed->assignment_failed().message(), ::testing::HasSubstr("no answer within 1s"));
+  EXPECT_THAT(failed->assignment_failed().message(), ::testing::HasSubstr("no answer within 2s"));
   EXPECT_EQ(supervisor_->lease_expirations(), 0);
   EXPECT_EQ(supervisor_->GetRankState("j-running", 1, 0), RankState::kRunning);
+}
+
+// What the writer sent last before Stop() reaches the coordinator: the stream is half-closed
+// and ends when the coordinator read everything, rather than cancelled under the last Writes.
+TEST_F(AgentTest, StopDeliversTheLastReports) {
+  constexpr int kRanks = 8;
+  CoordinatorMessage start = StartCommand("j-last", "exec sleep 600");
+  start.mutable_start_assignment()->set_world_size(kRanks);
+  for (int r = 1; r < kRanks; ++r) {
+    *start.mutable_start_assignment()->add_ranks() = start.start_assignment().ranks(0);
+    start.mutable_start_assignment()->mutable_ranks(r)->set_rank(r);
+  }
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  ASSERT_TRUE(coordinator_->Send(start));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  supervisor_->Shutdown(absl::ZeroDuration());  // As baton-worker stops: processes first.
+  agent_->Stop();
+  for (int r = 0; r < kRanks; ++r) {
+    std::optional<WorkerMessage> exited =
+        coordinator_->Next(ExitOf("j-last"), absl::ZeroDuration());
+    ASSERT_TRUE(exited.has_value()) << r;
+    EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
+  }
 }
 
 }  // namespace

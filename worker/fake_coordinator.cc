@@ -47,6 +47,11 @@ void FakeCoordinator::set_accept_registrations(bool accept) {
   accept_ = accept;
 }
 
+void FakeCoordinator::set_answer_registrations(bool answer) {
+  absl::MutexLock lock(&mu_);
+  answer_ = answer;
+}
+
 void FakeCoordinator::set_lease(absl::Duration lease) {
   absl::MutexLock lock(&mu_);
   lease_ = lease;
@@ -67,20 +72,32 @@ grpc::Status FakeCoordinator::HandleConnect(grpc::ServerContext* context, Server
   baton::v1::WorkerMessage first;
   if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no Register");
   const bool is_register = first.has_register_();
-  Record(first);
-  if (!is_register) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Register must come first");
-  }
+  // The answer is decided before the test can see the Register, so a setting it changes
+  // once it saw it applies to the next Register.
+  bool answer, accept;
   baton::v1::CoordinatorMessage reply;
   {
     absl::MutexLock lock(&mu_);
-    if (!accept_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting");
+    answer = answer_;
+    accept = accept_;
     reply.mutable_registered()->set_protocol_version(kProtocolVersion);
     if (heartbeat_interval_ > absl::ZeroDuration()) {
       *reply.mutable_registered()->mutable_heartbeat_interval() = ToProto(heartbeat_interval_);
     }
-    if (lease_ > absl::ZeroDuration()) *reply.mutable_registered()->mutable_lease() = ToProto(lease_);
+    if (lease_ > absl::ZeroDuration()) {
+      *reply.mutable_registered()->mutable_lease() = ToProto(lease_);
+    }
   }
+  Record(first);
+  if (!is_register) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "Register must come first");
+  }
+  if (!answer) {
+    baton::v1::WorkerMessage message;
+    while (stream->Read(&message)) Record(message);
+    return grpc::Status(grpc::StatusCode::CANCELLED, "Register left unanswered");
+  }
+  if (!accept) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not accepting");
   if (!stream->Write(reply)) return grpc::Status(grpc::StatusCode::CANCELLED, "write failed");
   {
     absl::MutexLock lock(&mu_);

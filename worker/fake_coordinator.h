@@ -34,6 +34,9 @@ class FakeCoordinator {
   void set_heartbeat_interval(absl::Duration interval);
   // When false, Register is recorded but answered by ending the stream with UNAVAILABLE.
   void set_accept_registrations(bool accept);
+  // When false, Register is recorded and never answered: the stream stays open until the
+  // worker gives up on it (a coordinator that hangs).
+  void set_answer_registrations(bool answer);
   // Put into Registered.lease (unset if zero: no lease).
   void set_lease(absl::Duration lease);
   // Whether heartbeats are answered with HeartbeatAck (true at first): false is a
@@ -74,6 +77,7 @@ class FakeCoordinator {
   int registrations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   bool accept_ ABSL_GUARDED_BY(mu_) = true;
+  bool answer_ ABSL_GUARDED_BY(mu_) = true;
   absl::Duration lease_ ABSL_GUARDED_BY(mu_);
   bool ack_heartbeats_ ABSL_GUARDED_BY(mu_) = true;
 };

@@ -60,6 +60,16 @@ void FakeProcess::Exit(const baton::v1::ProcessExit& exit) {
   stdout_write_.Reset();
   stderr_write_.Reset();
   metrics_write_.Reset();
+  ExitLocked(exit);
+}
+
+void FakeProcess::ExitLeavingPipesOpen(const baton::v1::ProcessExit& exit) {
+  absl::MutexLock lock(&mu_);
+  if (exit_.has_value()) return;
+  ExitLocked(exit);
+}
+
+void FakeProcess::ExitLocked(const baton::v1::ProcessExit& exit) {
   exit_ = exit;
   const char byte = 1;
   (void)WriteAll(exit_write_.get(), &byte, 1);

@@ -33,6 +33,9 @@ class FakeProcess final : public Process {
   // The process ends: its output pipes close and the exit becomes collectable. Only the
   // first call counts.
   void Exit(const baton::v1::ProcessExit& exit);
+  // The process ends but its output pipes stay open, as when a process it left behind holds
+  // them. Only the first call of either counts.
+  void ExitLeavingPipesOpen(const baton::v1::ProcessExit& exit);
 
   // The launcher hands these read ends to the caller of Launch().
   UniqueFd TakeStdoutReader() { return std::move(stdout_read_); }
@@ -40,6 +43,8 @@ class FakeProcess final : public Process {
   UniqueFd TakeMetricsReader() { return std::move(metrics_read_); }
 
  private:
+  void ExitLocked(const baton::v1::ProcessExit& exit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const int pid_;
   UniqueFd stdout_read_, stderr_read_, metrics_read_;
   mutable absl::Mutex mu_;

@@ -23,7 +23,10 @@ bool Outbox::AdmitLocked(size_t bytes) {
       batch_bytes_ + bytes > options_.max_pending_bytes) {
     return false;
   }
-  if (batch_entries_ == 0) batch_start_ = clock_->Now();
+  if (batch_entries_ == 0) {
+    batch_start_ = clock_->Now();
+    batch_started_ = true;
+  }
   ++batch_entries_;
   batch_bytes_ += bytes;
   return true;
@@ -67,6 +70,7 @@ void Outbox::ClearBatchLocked() {
   batch_entries_ = 0;
   batch_bytes_ = 0;
   batch_start_ = absl::InfiniteFuture();
+  batch_started_ = false;
 }
 
 void Outbox::SetConnected(bool connected) {
@@ -85,13 +89,18 @@ bool Outbox::BatchFullLocked() const {
 }
 
 bool Outbox::HasWorkLocked() const {
-  return woken_ || reports_pending_ || !replies_.empty() || BatchFullLocked();
+  // Reports wait for a connection: the agent announces them again once connected.
+  return woken_ || (connected_ && (reports_pending_ || !replies_.empty() || BatchFullLocked() ||
+                                   batch_started_));
 }
 
-void Outbox::WaitForWork(absl::Duration timeout) {
+bool Outbox::WaitForWork(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(this, &Outbox::HasWorkLocked), timeout);
+  const bool work =
+      clock_->AwaitWithDeadline(&mu_, absl::Condition(this, &Outbox::HasWorkLocked), deadline);
   woken_ = false;
+  batch_started_ = false;
+  return work;
 }
 
 void Outbox::Wake() {

@@ -33,7 +33,8 @@ struct OutboxOptions {
 //
 // Threading: thread-safe, one mutex. Producers are the supervisor's I/O thread (as its
 // SupervisorListener) and the agent's reader thread (replies); the single consumer is the
-// agent's writer thread, which blocks in WaitForWork().
+// agent's writer thread, which blocks in WaitForWork() until there is work or its next
+// deadline (a heartbeat, a batch's flush) passes on the clock.
 class Outbox final : public SupervisorListener {
  public:
   struct Dropped {
@@ -42,7 +43,7 @@ class Outbox final : public SupervisorListener {
     int64_t replies = 0;
   };
 
-  // `clock` must outlive the Outbox; it times the batches.
+  // `clock` must outlive the Outbox; it times the batches and WaitForWork().
   Outbox(OutboxOptions options, Clock* clock) : options_(options), clock_(clock) {}
 
   // SupervisorListener.
@@ -56,9 +57,11 @@ class Outbox final : public SupervisorListener {
   // Connection state, set by the agent. Going offline drops (and counts) what is queued.
   void SetConnected(bool connected);
 
-  // Blocks until there is something to send now (a reply, pending reports, a full batch, a
-  // Wake()) or `timeout` passed. Clears the Wake() flag.
-  void WaitForWork(absl::Duration timeout);
+  // Blocks until there is work or the clock reaches `deadline`. Work: a Wake(); while
+  // connected, also something to send now (a reply, pending reports, a full batch) and a new
+  // batch (NextFlushTime() moved from InfiniteFuture: the writer's deadline changed).
+  // Returns whether there is work; clears the Wake() and new-batch flags.
+  bool WaitForWork(absl::Time deadline);
   void Wake();
 
   std::vector<baton::v1::WorkerMessage> TakeReplies();
@@ -86,6 +89,8 @@ class Outbox final : public SupervisorListener {
   mutable absl::Mutex mu_;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  // The current batch started since the last WaitForWork().
+  bool batch_started_ ABSL_GUARDED_BY(mu_) = false;
   bool reports_pending_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<baton::v1::WorkerMessage> replies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<baton::v1::LogLine>> logs_ ABSL_GUARDED_BY(mu_);

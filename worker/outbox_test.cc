@@ -1,6 +1,8 @@
 #include "worker/outbox.h"
 
-#include "absl/time/clock.h"
+#include <optional>
+#include <thread>
+
 #include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -100,18 +102,49 @@ TEST_F(OutboxTest, DisconnectedDropsEverythingButReports) {
   EXPECT_EQ(d.replies, 2);
 }
 
-TEST_F(OutboxTest, WaitForWorkReturnsOnReplyOrWake) {
+TEST_F(OutboxTest, WaitForWorkReturnsForWorkOrWhenTheDeadlinePassesOnTheClock) {
   baton::v1::WorkerMessage reply;
   reply.mutable_port_reserved()->set_port(1);
   outbox_.PushReply(reply);
-  const absl::Time start = absl::Now();
-  outbox_.WaitForWork(absl::Seconds(30));  // Work is already there: no wait.
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(outbox_.WaitForWork(absl::InfiniteFuture()));  // Already there: no wait.
   EXPECT_EQ(outbox_.TakeReplies().size(), 1u);
-
   outbox_.Wake();
-  outbox_.WaitForWork(absl::Seconds(30));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(outbox_.WaitForWork(absl::InfiniteFuture()));
+  EXPECT_FALSE(outbox_.WaitForWork(clock_.Now()));  // The Wake() was used up.
+
+  // Nothing to do: it waits until the clock reaches the deadline.
+  const absl::Time deadline = clock_.Now() + absl::Seconds(1);
+  std::optional<bool> work;
+  std::thread writer([&] { work = outbox_.WaitForWork(deadline); });
+  ASSERT_TRUE(clock_.AwaitTimerAt(deadline));
+  clock_.Advance(absl::Seconds(1));
+  writer.join();
+  EXPECT_EQ(work, false);
+}
+
+// The writer waits until the next heartbeat or flush; a batch that starts meanwhile brings
+// its flush time forward, so the first entry of a batch is work (the others are not).
+TEST_F(OutboxTest, TheFirstEntryOfABatchWakesTheWriter) {
+  const absl::Time heartbeat = clock_.Now() + absl::Seconds(1);
+  std::optional<bool> work;
+  std::thread writer([&] { work = outbox_.WaitForWork(heartbeat); });
+  ASSERT_TRUE(clock_.AwaitTimerAt(heartbeat));
+  outbox_.OnLogLine("j", Line("a"));
+  writer.join();
+  EXPECT_EQ(work, true);
+  EXPECT_EQ(outbox_.NextFlushTime(), clock_.Now() + absl::Milliseconds(200));
+  outbox_.OnLogLine("j", Line("b"));
+  EXPECT_FALSE(outbox_.WaitForWork(clock_.Now()));
+}
+
+// Reports cannot be sent without a connection: waking the writer for them would spin it.
+TEST_F(OutboxTest, PendingReportsAreWorkOnlyWhileConnected) {
+  outbox_.SetConnected(false);
+  outbox_.OnReportsPending();
+  EXPECT_FALSE(outbox_.WaitForWork(clock_.Now()));
+  outbox_.SetConnected(true);
+  EXPECT_TRUE(outbox_.WaitForWork(clock_.Now()));
+  EXPECT_TRUE(outbox_.TakeReportsPending());
 }
 
 }  // namespace

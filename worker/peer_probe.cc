@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/time/clock.h"
+#include "worker/clock_poll.h"
 
 namespace baton::worker {
 
@@ -110,7 +110,8 @@ void Begin(Attempt& a) {
 
 }  // namespace
 
-absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout) {
+absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout,
+                        Clock* clock) {
   std::vector<Attempt> attempts;
   attempts.reserve(peers.size());
   for (const baton::v1::Peer& p : peers) {
@@ -118,7 +119,7 @@ absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duratio
     attempts.push_back(Attempt{&p, UniqueFd(), "", false});
     Begin(attempts.back());
   }
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = clock->Now() + timeout;
   for (;;) {
     std::vector<struct pollfd> fds;
     std::vector<Attempt*> pending;
@@ -127,11 +128,10 @@ absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duratio
       fds.push_back({a.fd.get(), POLLOUT, 0});
       pending.push_back(&a);
     }
-    const absl::Duration left = deadline - absl::Now();
-    if (pending.empty() || left <= absl::ZeroDuration()) break;
-    const int n = ::poll(fds.data(), fds.size(),
-                         static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
-    if (n < 0 && errno != EINTR) return absl::InternalError(std::strerror(errno));
+    if (pending.empty()) break;
+    absl::StatusOr<int> n = PollUntil(clock, deadline, fds);
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;  // The deadline passed.
     for (size_t i = 0; i < fds.size(); ++i) {
       if (fds[i].revents == 0) continue;
       int err = 0;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "proto/baton/v1/worker_service.pb.h"
 #include "worker/unique_fd.h"
 
@@ -39,10 +40,11 @@ class ProbeListener {
   std::thread thread_;
 };
 
-// Connects to every peer's host:probe_port at once and waits up to `timeout` for all of
-// them. OK if every connection opened; else UNAVAILABLE naming each peer that failed, its
-// address and why (refused, timed out, no route, name not resolved). Peers without a probe
-// port are skipped.
-absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout);
+// Connects to every peer's host:probe_port at once and waits up to `timeout`, measured by
+// `clock`, for all of them. OK if every connection opened; else UNAVAILABLE naming each peer
+// that failed, its address and why (refused, no answer within the timeout, no route, name not
+// resolved). Peers without a probe port are skipped.
+absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout,
+                        Clock* clock);
 
 }  // namespace baton::worker

@@ -3,8 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "common/clock.h"
 #include "common/status_matchers.h"
 #include "worker/reserve_port.h"
+#include "worker/testing/black_hole.h"
 
 namespace baton::worker {
 namespace {
@@ -29,9 +34,10 @@ TEST(PeerProbeTest, ReachablePeersPass) {
   EXPECT_OK(ProbePeers({Peer("w1", "127.0.0.1", (*a)->port()),
                         Peer("w2", "localhost", (*b)->port()),
                         Peer("w3", "::1", (*b)->port())},
-                       absl::Seconds(5)));
+                       absl::Seconds(5), RealClock::Get()));
   // Again: the listener keeps accepting.
-  EXPECT_OK(ProbePeers({Peer("w1", "127.0.0.1", (*a)->port())}, absl::Seconds(5)));
+  EXPECT_OK(
+      ProbePeers({Peer("w1", "127.0.0.1", (*a)->port())}, absl::Seconds(5), RealClock::Get()));
 }
 
 TEST(PeerProbeTest, UnreachablePeersAreNamedWithTheirAddress) {
@@ -42,7 +48,7 @@ TEST(PeerProbeTest, UnreachablePeersAreNamedWithTheirAddress) {
   EXPECT_THAT(ProbePeers({Peer("w1", "127.0.0.1", (*a)->port()),
                           Peer("w2", "127.0.0.1", *closed),
                           Peer("w3", "no-such-host.invalid", 1)},
-                         absl::Seconds(5)),
+                         absl::Seconds(5), RealClock::Get()),
               StatusIs(absl::StatusCode::kUnavailable,
                        AllOf(HasSubstr("worker w2 at 127.0.0.1:"), HasSubstr("refused"),
                              HasSubstr("worker w3 at no-such-host.invalid:1: cannot resolve"),
@@ -50,8 +56,23 @@ TEST(PeerProbeTest, UnreachablePeersAreNamedWithTheirAddress) {
 }
 
 TEST(PeerProbeTest, PeersWithoutAProbePortAreSkipped) {
-  EXPECT_OK(ProbePeers({Peer("w1", "203.0.113.1", 0)}, absl::Seconds(1)));
-  EXPECT_OK(ProbePeers({}, absl::Seconds(1)));
+  EXPECT_OK(ProbePeers({Peer("w1", "203.0.113.1", 0)}, absl::Seconds(1), RealClock::Get()));
+  EXPECT_OK(ProbePeers({}, absl::Seconds(1), RealClock::Get()));
+}
+
+TEST(PeerProbeTest, APeerThatNeverAnswersFailsOnceTheTimeoutPassesOnTheClock) {
+  FakeClock clock;
+  testing::BlackHole hole;
+  absl::Status result;
+  std::thread probe([&] {
+    result = ProbePeers({Peer("w-silent", "127.0.0.1", hole.port())}, absl::Seconds(5), &clock);
+  });
+  ASSERT_TRUE(clock.AwaitTimerAt(clock.Now() + absl::Seconds(5)));
+  clock.Advance(absl::Seconds(5));
+  probe.join();
+  EXPECT_THAT(result, StatusIs(absl::StatusCode::kUnavailable,
+                               HasSubstr(absl::StrCat("worker w-silent at 127.0.0.1:", hole.port(),
+                                                      ": no answer within 5s"))));
 }
 
 TEST(PeerProbeTest, ListenerStopsOnDestruction) {
@@ -61,7 +82,7 @@ TEST(PeerProbeTest, ListenerStopsOnDestruction) {
     ASSERT_OK(a);
     port = (*a)->port();
   }
-  EXPECT_THAT(ProbePeers({Peer("w1", "127.0.0.1", port)}, absl::Seconds(5)),
+  EXPECT_THAT(ProbePeers({Peer("w1", "127.0.0.1", port)}, absl::Seconds(5), RealClock::Get()),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("refused")));
 }
 

@@ -14,10 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "absl/time/clock.h"
 #include "common/job_spec.h"
 #include "common/logging.h"
 #include "common/metrics_http.h"
+#include "worker/clock_poll.h"
 #include "worker/trainer/standby_protocol.h"
 
 namespace baton::worker {
@@ -67,6 +67,7 @@ StandbyLauncher::~StandbyLauncher() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  Wake();
   if (thread_.joinable()) thread_.join();
   std::vector<std::unique_ptr<Standby>> unused;
   {
@@ -80,15 +81,52 @@ StandbyLauncher::~StandbyLauncher() {
   unused.clear();
 }
 
-void StandbyLauncher::Start() {
-  if (options_.standbys <= 0 || thread_.joinable()) return;
-  thread_ = std::thread([this] {
-    for (;;) {
-      ReconcileOnce();
+absl::Status StandbyLauncher::Start() {
+  if (options_.standbys <= 0 || thread_.joinable()) return absl::OkStatus();
+  if (absl::Status s = MakePipe(&wake_read_, &wake_write_, O_NONBLOCK, O_NONBLOCK); !s.ok()) {
+    return s;
+  }
+  thread_ = std::thread([this] { MaintenanceLoop(); });
+  return absl::OkStatus();
+}
+
+void StandbyLauncher::Wake() {
+  if (!wake_write_.valid()) return;
+  const char byte = 1;
+  (void)!::write(wake_write_.get(), &byte, 1);  // A full pipe already means "wake up".
+}
+
+void StandbyLauncher::MaintenanceLoop() {
+  for (;;) {
+    ReconcileOnce();
+    std::vector<struct pollfd> fds = {{wake_read_.get(), POLLIN, 0}};
+    absl::Time deadline;
+    {
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.poll_interval)) return;
+      if (stopping_) return;
+      // An exit fd is readable once its standby exited. Launch() wakes this thread when it
+      // takes a standby, so a handed-off one's fd is dropped from the set.
+      for (const auto& standby : pool_) {
+        fds.push_back({standby->launched.process->exit_fd(), POLLIN, 0});
+      }
+      deadline = NextUpkeepLocked();
     }
-  });
+    if (absl::StatusOr<int> n = PollUntil(clock_, deadline, fds); !n.ok()) {
+      BATON_LOG(ERROR) << "standby upkeep: " << n.status();
+      return;
+    }
+    char buf[64];
+    while (::read(wake_read_.get(), buf, sizeof(buf)) > 0) {
+    }
+  }
+}
+
+absl::Time StandbyLauncher::NextUpkeepLocked() const {
+  if (!template_key_.has_value() ||
+      static_cast<int>(pool_.size()) + starting_ >= options_.standbys) {
+    return absl::InfiniteFuture();
+  }
+  return std::max(refill_not_before_, backoff_until_);
 }
 
 std::vector<std::string> StandbyLauncher::MatchKey(const std::vector<std::string>& env) {
@@ -145,6 +183,7 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         ++stats_.misses;
       }
     }
+    Wake();  // The pool, the template or the refill time changed.
     if (standby == nullptr) break;
     // Taken out of the pool: nobody else collects its exit, so TryCollectExit is ours.
     if (HasNews(standby->launched.process->exit_fd())) {
@@ -176,7 +215,7 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
 
 absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire) {
   const int fd = standby.launched.stdin_fd.get();
-  const absl::Time deadline = absl::Now() + options_.handoff_timeout;
+  const absl::Time deadline = clock_->Now() + options_.handoff_timeout;
   while (!wire.empty()) {
     const ssize_t n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -187,13 +226,15 @@ absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire) 
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       return absl::UnavailableError(absl::StrCat("handoff failed: ", ::strerror(errno)));
     }
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
+    std::vector<struct pollfd> fds = {{fd, POLLOUT, 0}};
+    absl::StatusOr<int> ready = PollUntil(clock_, deadline, fds);
+    if (!ready.ok()) {
+      return absl::UnavailableError(absl::StrCat("handoff: ", ready.status().message()));
+    }
+    if (*ready == 0) {
       return absl::UnavailableError(absl::StrCat("handoff did not complete within ",
                                                  absl::FormatDuration(options_.handoff_timeout)));
     }
-    struct pollfd pfd = {fd, POLLOUT, 0};
-    ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
   }
   return absl::OkStatus();
 }

@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "worker/process_launcher.h"
+#include "worker/unique_fd.h"
 
 namespace baton::worker {
 
@@ -39,11 +40,9 @@ struct StandbyLauncherOptions {
   // consecutive early exit, from backoff_initial up to backoff_max; a handoff resets it.
   absl::Duration backoff_initial = absl::Seconds(1);
   absl::Duration backoff_max = absl::Minutes(1);
-  // How long writing a request may take before the standby is given up (killed) and the
-  // launch falls back to the inner launcher.
+  // How long writing a request may take (by the launcher's clock) before the standby is
+  // given up (killed) and the launch falls back to the inner launcher.
   absl::Duration handoff_timeout = absl::Seconds(2);
-  // Period of the maintenance thread started by Start().
-  absl::Duration poll_interval = absl::Milliseconds(500);
 };
 
 // Counters since construction (for logs and metrics).
@@ -75,10 +74,11 @@ struct StandbyStats {
 // template for the standbys started after it; idle standbys with another one are retired.
 // An elastic restart of a job therefore finds standbys with that job's environment.
 //
-// Pool upkeep happens in ReconcileOnce(), called by the thread of Start() every
-// poll_interval (tests call it directly): it notices standbys that exited (logged, replaced
-// after a backoff), destroys retired ones and starts replacements once refill_delay has
-// passed since the last trainer launch. Decisions use the injected clock.
+// Pool upkeep happens in ReconcileOnce() (tests call it directly): it notices standbys that
+// exited (logged, replaced after a backoff), destroys retired ones and starts replacements
+// once refill_delay has passed since the last trainer launch. The thread of Start() calls it
+// on events only: a standby exited, a Launch() changed the pool, or the refill or backoff
+// time came on the injected clock, which all decisions use.
 //
 // Thread-safe. One mutex guards the pool; it is never held across a spawn, a handoff or the
 // destruction of a process. Destruction stops the thread and kills every unused standby
@@ -93,8 +93,8 @@ class StandbyLauncher final : public ProcessLauncher {
   StandbyLauncher& operator=(const StandbyLauncher&) = delete;
 
   // Starts the maintenance thread (at most once). Without it the pool changes only in
-  // ReconcileOnce() and Launch().
-  void Start();
+  // ReconcileOnce() and Launch(). Errors: INTERNAL if its wake-up pipe cannot be created.
+  absl::Status Start();
 
   // Errors: those of the inner launcher (a handoff never fails a launch: it falls back).
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
@@ -110,6 +110,15 @@ class StandbyLauncher final : public ProcessLauncher {
     std::vector<std::string> env_key;  // MatchKey() of the environment it was started with.
     bool loaded = false;               // It sent kStandbyLoaded.
   };
+
+  // The maintenance thread: ReconcileOnce() whenever something happened (see the class
+  // comment).
+  void MaintenanceLoop();
+  // When the pool needs ReconcileOnce() again by the clock: the refill or backoff time if it
+  // is short of standbys; InfiniteFuture if not.
+  absl::Time NextUpkeepLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the maintenance thread (a no-op without one).
+  void Wake();
 
   // Reads the kStandbyLoaded byte of standbys still loading (non-blocking).
   void PollLoadedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -147,6 +156,8 @@ class StandbyLauncher final : public ProcessLauncher {
   StandbyStats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
+  UniqueFd wake_read_;  // Written to wake the maintenance thread from its poll().
+  UniqueFd wake_write_;
   std::thread thread_;
 };
 

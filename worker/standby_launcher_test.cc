@@ -405,11 +405,41 @@ TEST_F(StandbyLauncherTest, ABrokenTrainerIsRetriedWithGrowingBackoffNotInALoop)
   EXPECT_EQ(inner_.launches, 3);
 }
 
+// Started, the launcher keeps its pool without being stepped: it reconciles when a standby
+// exits, when a launch takes one, and when the refill or backoff time comes on the clock.
+TEST_F(StandbyLauncherTest, ItsThreadRefillsAndReplacesStandbysOnEventsAndTheClock) {
+  StandbyLauncher launcher(Options(), &inner_, &clock_);
+  ASSERT_OK(launcher.Start());
+  ASSERT_TRUE(WaitForStandbyPids(1));
+  absl::StatusOr<LaunchedProcess> rank = launcher.Launch(TrainerRequest(0, {"--wait"}));
+  ASSERT_OK(rank);
+  EXPECT_EQ(launcher.stats().hits, 1);
+  // The refill waits refill_delay (5 s) on the clock.
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(5)));
+  EXPECT_EQ(inner_.launches, 1);
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_TRUE(WaitForStandbyPids(2));
+  ASSERT_TRUE(WaitUntil([&] { return launcher.stats().ready == 1; }));
+  std::set<pid_t> pids = StandbyPids();
+  pids.erase(rank->process->pid());
+  ASSERT_THAT(pids, SizeIs(1));
+
+  // A standby that dies is noticed, and replaced after the backoff (1 s) on the clock.
+  ASSERT_EQ(::kill(*pids.begin(), SIGKILL), 0);
+  ASSERT_TRUE(WaitUntil([&] { return launcher.stats().early_exits == 1; }));
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(1)));
+  EXPECT_EQ(inner_.launches, 2);
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(WaitForStandbyPids(3));
+  EXPECT_TRUE(WaitUntil([&] { return launcher.stats().ready == 1; }));
+  ASSERT_OK(rank->process->SignalGroup(SIGKILL));
+}
+
 TEST_F(StandbyLauncherTest, DestructionLeavesNoProcessBehind) {
   std::set<pid_t> pids;
   {
     StandbyLauncher launcher(Options(3), &inner_, &clock_);
-    launcher.Start();  // The thread fills the pool (the fake clock stands still: no refill).
+    ASSERT_OK(launcher.Start());  // The thread fills the pool.
     ASSERT_TRUE(WaitForStandbyPids(3));
     pids = StandbyPids();
     EXPECT_EQ(launcher.stats().ready, 3);
@@ -420,7 +450,7 @@ TEST_F(StandbyLauncherTest, DestructionLeavesNoProcessBehind) {
 
 TEST_F(StandbyLauncherTest, ZeroStandbysIsAPlainPassThrough) {
   StandbyLauncher launcher(Options(0), &inner_, &clock_);
-  launcher.Start();
+  ASSERT_OK(launcher.Start());
   launcher.ReconcileOnce();
   EXPECT_EQ(inner_.launches, 0);
   absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(0));

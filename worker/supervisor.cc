@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,16 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/proto_time.h"
-#include "worker/metrics_line.h"
 #include "worker/rank_env.h"
 #include "worker/trainer_args.h"
 
 namespace baton::worker {
 namespace {
 
-constexpr absl::Duration kMaxPollWait = absl::Milliseconds(250);
 constexpr absl::Duration kShutdownMargin = absl::Seconds(5);
-constexpr size_t kReadChunk = 64 * 1024;
 
 // Job ids become directory names: allow [A-Za-z0-9._-], not "." or "..".
 bool IsSafeJobId(const std::string& id) {
@@ -41,10 +37,6 @@ UniqueFd OpenLog(const std::string& path) {
   return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
 }
 
-std::string Describe(const std::string& job_id, int64_t generation, int32_t rank) {
-  return absl::StrCat("job ", job_id, " gen ", generation, " rank ", rank);
-}
-
 }  // namespace
 
 // What LaunchRank produced for one rank: the process (or why there is none) and its logs.
@@ -55,12 +47,19 @@ struct Supervisor::RankLaunch {
   UniqueFd stderr_log;
 };
 
+std::string Supervisor::Describe(const std::string& job_id, int64_t generation, int32_t rank) {
+  return absl::StrCat("job ", job_id, " gen ", generation, " rank ", rank);
+}
+
 Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
                        SupervisorListener* listener)
     : options_(std::move(options)), launcher_(launcher), clock_(clock), listener_(listener) {}
 
 Supervisor::~Supervisor() {
   Shutdown(absl::ZeroDuration());
+  Clock::Timer deadline_timer;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  deadline_timer = std::move(deadline_timer_);
   // Remaining Process objects die with assignments_; each kills its process group.
 }
 
@@ -85,13 +84,15 @@ void Supervisor::Shutdown(absl::Duration grace) {
       for (auto& [key, a] : assignments_) StopRanksLocked(a, grace, "WorkerShutdown");
     }
   }
+  ArmDeadlineTimer();
   if (!io_thread_.joinable()) return;
   Wake();
   {
     absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(
-        absl::Condition(this, &Supervisor::AllExitedLocked),
-        std::max(grace, absl::ZeroDuration()) + options_.drain_timeout + kShutdownMargin);
+    clock_->AwaitWithDeadline(
+        &mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
+        clock_->Now() + std::max(grace, absl::ZeroDuration()) + options_.drain_timeout +
+            kShutdownMargin);
     io_stop_ = true;
   }
   Wake();
@@ -228,6 +229,7 @@ absl::Status Supervisor::StartAssignment(const baton::v1::StartAssignment& reque
     }
     listener_->OnLogLine(request.job_id(), std::move(failures[f++]));
   }
+  ArmDeadlineTimer();  // A stop or a lease expiry while spawning set deadlines.
   Wake();
   listener_->OnReportsPending();
   return absl::OkStatus();
@@ -317,7 +319,7 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
     return absl::NotFoundError(
         absl::StrCat("no assignment of job ", job_id, " generation ", generation));
   }
-  Wake();  // Deadlines changed.
+  ArmDeadlineTimer();
   return absl::OkStatus();
 }
 
@@ -343,7 +345,7 @@ void Supervisor::SetLeaseExpiry(absl::Time expiry) {
     lease_expiry_ = expiry;
     lease_enforced_ = false;
   }
-  Wake();  // The I/O thread's next deadline changed.
+  ArmDeadlineTimer();
 }
 
 int64_t Supervisor::lease_expirations() const {
@@ -400,7 +402,14 @@ void Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::stri
 }
 
 void Supervisor::EnforceDeadlines() {
-  absl::MutexLock lock(&mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    EnforceDeadlinesLocked();
+  }
+  ArmDeadlineTimer();  // The next deadline, now that these were met.
+}
+
+void Supervisor::EnforceDeadlinesLocked() {
   const absl::Time now = clock_->Now();
   if (!lease_enforced_ && now >= lease_expiry_) {
     lease_enforced_ = true;
@@ -428,6 +437,31 @@ absl::Time Supervisor::NextDeadlineLocked() const {
     for (const RankEntry& r : a.ranks) next = std::min(next, r.kill_deadline);
   }
   return next;
+}
+
+void Supervisor::ArmDeadlineTimer() {
+  Clock::Timer replaced;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  const absl::Time next = NextDeadlineLocked();
+  if (next == armed_deadline_) return;
+  armed_deadline_ = next;
+  replaced = std::move(deadline_timer_);
+  if (next == absl::InfiniteFuture()) return;
+  deadline_timer_ = clock_->After(next - clock_->Now(), [this] { EnforceDeadlines(); });
+}
+
+bool Supervisor::AwaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle_or_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return assignments_.empty() || idle_wait_ended_;
+  };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&idle_or_ended), deadline);
+  return assignments_.empty();
+}
+
+void Supervisor::EndIdleWait() {
+  absl::MutexLock lock(&mu_);
+  idle_wait_ended_ = true;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -541,165 +575,6 @@ std::optional<RankState> Supervisor::GetRankState(const std::string& job_id, int
 size_t Supervisor::assignment_count() const {
   absl::MutexLock lock(&mu_);
   return assignments_.size();
-}
-
-// ---------------------------------------------------------------------------------------
-// I/O thread.
-// ---------------------------------------------------------------------------------------
-
-void Supervisor::IoLoop() {
-  std::vector<std::unique_ptr<Channel>> channels;
-  std::vector<ExitWatch> watches;
-  std::vector<struct pollfd> pfds;
-  for (;;) {
-    absl::Time deadline;
-    {
-      absl::MutexLock lock(&mu_);
-      if (io_stop_) break;
-      for (auto& ch : incoming_channels_) channels.push_back(std::move(ch));
-      incoming_channels_.clear();
-      for (auto& w : incoming_watches_) watches.push_back(std::move(w));
-      incoming_watches_.clear();
-      deadline = NextDeadlineLocked();
-    }
-    for (const ExitWatch& w : watches) deadline = std::min(deadline, w.drain_deadline);
-    const absl::Duration wait =
-        std::clamp(deadline - clock_->Now(), absl::ZeroDuration(), kMaxPollWait);
-
-    pfds.clear();
-    pfds.push_back({wake_read_.get(), POLLIN, 0});
-    for (const auto& ch : channels) pfds.push_back({ch->fd.get(), POLLIN, 0});
-    for (const ExitWatch& w : watches) {
-      pfds.push_back({w.exit.has_value() ? -1 : w.process->exit_fd(), POLLIN, 0});
-    }
-    const int timeout_ms =
-        static_cast<int>(absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))));
-    if (::poll(pfds.data(), pfds.size(), timeout_ms) < 0 && errno != EINTR) {
-      BATON_LOG(ERROR) << "poll: " << std::strerror(errno);
-    }
-    if (pfds[0].revents != 0) {
-      char buf[256];
-      while (::read(wake_read_.get(), buf, sizeof(buf)) > 0) {
-      }
-    }
-
-    // Output first, so the last lines of a rank precede its exit.
-    std::vector<bool> closed(channels.size(), false);
-    for (size_t i = 0; i < channels.size(); ++i) {
-      if (pfds[1 + i].revents != 0 && !ReadChannel(*channels[i])) closed[i] = true;
-    }
-    const size_t watch_base = 1 + channels.size();
-    for (size_t i = 0; i < watches.size(); ++i) {
-      if (watches[i].exit.has_value() || pfds[watch_base + i].revents == 0) continue;
-      watches[i].exit = watches[i].process->TryCollectExit();
-      if (watches[i].exit.has_value()) {
-        watches[i].drain_deadline = clock_->Now() + options_.drain_timeout;
-      }
-    }
-    for (size_t i = 0; i < channels.size(); ++i) {
-      if (closed[i]) CloseChannel(*channels[i]);
-    }
-    for (size_t i = channels.size(); i-- > 0;) {
-      if (closed[i]) channels.erase(channels.begin() + i);
-    }
-
-    // Publish exits whose pipes drained (or whose drain deadline passed).
-    const absl::Time now = clock_->Now();
-    for (size_t i = watches.size(); i-- > 0;) {
-      ExitWatch& w = watches[i];
-      if (!w.exit.has_value()) continue;
-      const bool open = std::any_of(channels.begin(), channels.end(),
-                                    [&](const auto& ch) { return ch->key == w.key; });
-      if (open && now < w.drain_deadline) continue;
-      for (size_t c = channels.size(); c-- > 0;) {
-        if (!(channels[c]->key == w.key)) continue;
-        CloseChannel(*channels[c]);
-        channels.erase(channels.begin() + c);
-      }
-      PublishExit(w.key, *w.exit);
-      watches.erase(watches.begin() + i);
-    }
-    EnforceDeadlines();
-  }
-  for (auto& ch : channels) CloseChannel(*ch);
-}
-
-bool Supervisor::ReadChannel(Channel& ch) {
-  char buf[kReadChunk];
-  const ssize_t n = ::read(ch.fd.get(), buf, sizeof(buf));
-  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
-  if (n <= 0) return false;
-  if (ch.log_file.valid()) {
-    absl::Status s = WriteAll(ch.log_file.get(), buf, static_cast<size_t>(n));
-    if (!s.ok()) {
-      BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)
-                         << ": cannot append to its log file: " << s;
-      ch.log_file.Reset();
-    }
-  }
-  ch.splitter.Feed(absl::string_view(buf, static_cast<size_t>(n)),
-                   [&](LineSplitter::Line line) { EmitLine(ch, std::move(line)); });
-  return true;
-}
-
-void Supervisor::CloseChannel(Channel& ch) {
-  ch.splitter.Finish([&](LineSplitter::Line line) { EmitLine(ch, std::move(line)); });
-  if (ch.malformed > 1) {
-    BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank) << ": "
-                       << ch.malformed << " malformed metrics lines ignored in total";
-  }
-  ch.fd.Reset();
-  ch.log_file.Reset();
-}
-
-void Supervisor::EmitLine(Channel& ch, LineSplitter::Line line) {
-  const absl::Time now = clock_->Now();
-  if (ch.kind == Channel::Kind::kMetrics) {
-    if (absl::StripAsciiWhitespace(line.text).empty() && !line.truncated) return;
-    absl::StatusOr<baton::v1::MetricPoint> point =
-        line.truncated ? absl::InvalidArgumentError(absl::StrCat("metrics line longer than ",
-                                                                 options_.max_line_bytes, " bytes"))
-                       : ParseMetricsLine(line.text);
-    if (!point.ok()) {
-      if (ch.malformed++ == 0) {
-        BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)
-                           << ": ignoring malformed metrics line (" << point.status()
-                           << "); further ones are only counted";
-      }
-      return;
-    }
-    *point->mutable_time() = ToProto(now);
-    point->set_generation(ch.key.generation);
-    point->set_rank(ch.key.rank);
-    listener_->OnMetricPoint(ch.key.job_id, *std::move(point));
-    return;
-  }
-  baton::v1::LogLine out;
-  out.set_generation(ch.key.generation);
-  out.set_rank(ch.key.rank);
-  out.set_stream(ch.kind == Channel::Kind::kStdout ? baton::v1::LogLine::STREAM_STDOUT
-                                                   : baton::v1::LogLine::STREAM_STDERR);
-  out.set_text(SanitizeUtf8(line.text) + (line.truncated ? " [line truncated]" : ""));
-  *out.mutable_time() = ToProto(now);
-  listener_->OnLogLine(ch.key.job_id, std::move(out));
-}
-
-void Supervisor::PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = assignments_.find({key.job_id, key.generation});
-    if (it == assignments_.end()) return;
-    for (RankEntry& r : it->second.ranks) {
-      if (r.info.rank() != key.rank) continue;
-      *r.info.mutable_exit() = exit;
-      if (!exit.has_time()) *r.info.mutable_exit()->mutable_time() = ToProto(clock_->Now());
-      r.kill_deadline = absl::InfiniteFuture();
-      TransitionLocked(it->second, r, RankState::kExited,
-                       exit.signal() != 0 ? absl::StrCat("Exited: signal ", exit.signal())
-                                          : absl::StrCat("Exited: code ", exit.exit_code()));
-    }
-  }
-  listener_->OnReportsPending();
 }
 
 }  // namespace baton::worker

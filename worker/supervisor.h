@@ -63,11 +63,17 @@ struct SupervisorOptions {
 // was sent. An assignment is forgotten once it started was reported, all its ranks exited and
 // all exits were reported.
 //
+// Time: every deadline (a stop's grace, the lease, the drain of an exited rank's pipes, the
+// bound on Shutdown) is measured by the injected clock and met by one of its timers, not by
+// polling: with a FakeClock, Advance() past a grace or the lease has sent the SIGKILLs by the
+// time it returns.
+//
 // Threading: one absl::Mutex guards the assignment table. One I/O thread owns every pipe:
-// it poll()s the ranks' stdout/stderr/metrics pipes and exit fds, appends output to the log
-// files, parses lines, calls the listener, publishes exits, and calls EnforceDeadlines() at
-// least every 250 ms. Processes are spawned and log files written without the lock held.
-// Public methods are thread-safe.
+// it sleeps in poll() on the ranks' stdout/stderr/metrics pipes, their exit fds and a wake-up
+// pipe, appends output to the log files, parses lines, calls the listener and publishes
+// exits. Grace and lease deadlines are enforced by the clock's timer callback (a RealClock's
+// thread, or the thread advancing a FakeClock), which only sends signals. Processes are
+// spawned and log files written without the lock held. Public methods are thread-safe.
 class Supervisor {
  public:
   // `launcher`, `clock` and `listener` must outlive the Supervisor.
@@ -80,7 +86,7 @@ class Supervisor {
   absl::Status Start();
 
   // Stops every process (SIGTERM, SIGKILL after `grace`), waits until all exited (at most
-  // grace + drain_timeout + 5 s of real time), then stops the I/O thread. Later
+  // grace + drain_timeout + 5 s by the clock), then stops the I/O thread. Later
   // StartAssignment calls fail with UNAVAILABLE. Idempotent.
   void Shutdown(absl::Duration grace);
 
@@ -99,11 +105,11 @@ class Supervisor {
   absl::Status StopAssignment(const std::string& job_id, int64_t generation,
                               std::optional<absl::Duration> grace);
 
-  // The worker's lease (lease.h) runs out at `expiry` (InfiniteFuture: no lease). When it
-  // does, the I/O thread kills every process of every assignment at once (SIGKILL to each
-  // process group, no grace; those being spawned as soon as they are): it keeps time on its own,
-  // whatever the network or the agent's threads do. A later expiry set after that arms it
-  // again. Thread-safe.
+  // The worker's lease (lease.h) runs out at `expiry` (InfiniteFuture: no lease). When the
+  // clock reaches it, a timer kills every process of every assignment at once (SIGKILL to
+  // each process group, no grace; those being spawned as soon as they are): the Supervisor
+  // keeps time on its own, whatever the network or the agent's threads do. A later expiry set
+  // after that arms it again. Thread-safe.
   void SetLeaseExpiry(absl::Time expiry);
   // How often the lease ran out with processes to kill.
   int64_t lease_expirations() const;
@@ -114,10 +120,12 @@ class Supervisor {
   // exited); UNAVAILABLE if it cannot be signalled.
   absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
 
-  // Sends SIGKILL to stopping ranks whose grace expired, and to every rank once the lease
-  // ran out (by the injected clock). Called by the I/O thread; tests driving a FakeClock call
-  // it after Advance().
-  void EnforceDeadlines();
+  // For a drain: blocks until no assignment is left (every rank exited and its exit was
+  // reported), the clock reaches `deadline`, or EndIdleWait() is called. Returns whether no
+  // assignment is left.
+  bool AwaitIdle(absl::Time deadline);
+  // Ends the AwaitIdle() in progress, and makes later ones return at once.
+  void EndIdleWait();
 
   struct PendingReports {
     std::vector<baton::v1::AssignmentStarted> started;  // Send these first,
@@ -187,6 +195,9 @@ class Supervisor {
   };
   struct RankLaunch;
 
+  // "job J gen G rank R", for logs.
+  static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
+
   RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank);
   void StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -196,6 +207,14 @@ class Supervisor {
   void MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
                          std::vector<Assignment>* forgotten) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends SIGKILL to stopping ranks whose grace expired, and to every rank once the lease
+  // ran out, then arms the timer for the next deadline. The deadline timer's callback.
+  void EnforceDeadlines() ABSL_LOCKS_EXCLUDED(mu_);
+  void EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Points the deadline timer at NextDeadlineLocked(). Call without mu_ after changing a
+  // deadline: a replaced timer is cancelled, which waits for a callback in progress, and the
+  // callback takes mu_.
+  void ArmDeadlineTimer() ABSL_LOCKS_EXCLUDED(mu_);
   // SIGKILL to every rank of every assignment; returns how many were running, stopping or
   // being spawned.
   int KillAllLocked(absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,6 +223,13 @@ class Supervisor {
 
   // I/O thread.
   void IoLoop();
+  // One poll() (blocking until an event unless `block` is false): reads output, collects
+  // exits (starting their drain deadline) and closes pipes at EOF.
+  void PollOnce(std::vector<std::unique_ptr<Channel>>& channels, std::vector<ExitWatch>& watches,
+                bool block);
+  // Publishes the collected exits whose pipes are closed or whose drain deadline passed.
+  void PublishDrainedExits(std::vector<std::unique_ptr<Channel>>& channels,
+                           std::vector<ExitWatch>& watches);
   bool ReadChannel(Channel& ch);  // False at EOF.
   void EmitLine(Channel& ch, LineSplitter::Line line);
   void CloseChannel(Channel& ch);
@@ -223,6 +249,10 @@ class Supervisor {
   bool lease_enforced_ ABSL_GUARDED_BY(mu_) = false;  // for lease_expiry_
   int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
   bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool idle_wait_ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Calls EnforceDeadlines() at armed_deadline_ (InfiniteFuture: disarmed).
+  Clock::Timer deadline_timer_ ABSL_GUARDED_BY(mu_);
+  absl::Time armed_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 
   UniqueFd wake_read_;  // Written to wake the I/O thread from poll().
   UniqueFd wake_write_;

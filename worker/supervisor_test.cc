@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -229,6 +230,8 @@ TEST_F(SupervisorFakeTest, RepeatedStartOnlyReportsAgain) {
   EXPECT_EQ(supervisor_->GetPendingReports().started.size(), 1u);
 }
 
+// The grace is kept by the clock's timer: the SIGKILL is sent while Advance() crosses the
+// deadline, not whenever a thread next looks at the clock.
 TEST_F(SupervisorFakeTest, StopSendsTermThenKillAfterGrace) {
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 2, {"x"})));
   ASSERT_OK(supervisor_->StopAssignment("j", 1, absl::Seconds(5)));
@@ -237,13 +240,11 @@ TEST_F(SupervisorFakeTest, StopSendsTermThenKillAfterGrace) {
     EXPECT_EQ(supervisor_->GetRankState("j", 1, i), RankState::kStopping);
   }
   clock_.Advance(absl::Seconds(4));
-  supervisor_->EnforceDeadlines();
   EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM));
 
   launcher_.process(1)->Exit(Exit(-1, SIGTERM));  // Rank 1 honours SIGTERM.
   WaitExited("j", 1, 1);
   clock_.Advance(absl::Seconds(1));
-  supervisor_->EnforceDeadlines();
   EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM, SIGKILL));
   EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGTERM));
   EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kKilling);
@@ -273,28 +274,26 @@ TEST_F(SupervisorFakeTest, ExpiredLeaseKillsEveryProcessOnceAndARenewalArmsItAga
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 2, {"x"})));
   ASSERT_OK(supervisor_->StartAssignment(Assignment("k", 4, 1, {"x"})));
   ASSERT_OK(supervisor_->StopAssignment("k", 4, absl::Seconds(60)));  // stopping, with grace
-  clock_.Advance(absl::Seconds(2));
-  supervisor_->EnforceDeadlines();
+  clock_.Advance(absl::Seconds(3) - absl::Nanoseconds(1));
   EXPECT_THAT(launcher_.process(0)->signals(), IsEmpty());
   EXPECT_EQ(supervisor_->lease_expirations(), 0);
-  clock_.Advance(absl::Seconds(1));
-  supervisor_->EnforceDeadlines();
-  supervisor_->EnforceDeadlines();
+  clock_.Advance(absl::Nanoseconds(1));
   EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGKILL));
   EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGKILL));
   EXPECT_THAT(launcher_.process(2)->signals(), ElementsAre(SIGTERM, SIGKILL));
   EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kKilling);
   EXPECT_EQ(supervisor_->lease_expirations(), 1);
 
+  clock_.Advance(absl::Hours(1));
+  EXPECT_EQ(supervisor_->lease_expirations(), 1);  // Once.
+
   supervisor_->SetLeaseExpiry(clock_.Now() + absl::Seconds(3));  // registered again
   ASSERT_OK(supervisor_->StartAssignment(Assignment("m", 1, 1, {"x"})));
   clock_.Advance(absl::Seconds(3));
-  supervisor_->EnforceDeadlines();
   EXPECT_THAT(launcher_.process(3)->signals(), ElementsAre(SIGKILL));
   EXPECT_EQ(supervisor_->lease_expirations(), 2);
   supervisor_->SetLeaseExpiry(absl::InfiniteFuture());  // a coordinator without leases
   clock_.Advance(absl::Hours(1000));
-  supervisor_->EnforceDeadlines();
   EXPECT_EQ(supervisor_->lease_expirations(), 2);
 }
 
@@ -303,7 +302,6 @@ TEST_F(SupervisorFakeTest, DefaultGraceAndSecondStopOnlyShortens) {
   ASSERT_OK(supervisor_->StopAssignment("j", 1, std::nullopt));  // 10 s default.
   ASSERT_OK(supervisor_->StopAssignment("j", 1, absl::Seconds(60)));
   clock_.Advance(absl::Seconds(10));
-  supervisor_->EnforceDeadlines();
   EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM, SIGKILL));
 }
 
@@ -385,6 +383,70 @@ TEST_F(SupervisorFakeTest, SnapshotCarriesExitsAndAcknowledgingItForgets) {
   EXPECT_THAT(reports.exited, IsEmpty());
 }
 
+// A rank that exited while something it left behind holds its pipes is published once the
+// drain timeout passes on the clock.
+TEST_F(SupervisorFakeTest, AnExitWhosePipesStayOpenIsPublishedAfterTheDrainTimeout) {
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
+  launcher_.process(0)->WriteStdout("partial");
+  launcher_.process(0)->ExitLeavingPipesOpen(Exit(0));
+  // The I/O thread collected the exit once it armed the drain deadline (2 s by default).
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(2)));
+  clock_.Advance(absl::Seconds(2) - absl::Nanoseconds(1));
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kRunning);
+  clock_.Advance(absl::Nanoseconds(1));
+  WaitExited("j", 1, 0);
+  EXPECT_THAT(listener_.events(), ElementsAre("reports", "log:partial", "reports"));
+}
+
+TEST_F(SupervisorFakeTest, ShutdownWaitsForExitsAtMostGraceDrainAndMarginOnTheClock) {
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
+  const absl::Time start = clock_.Now();
+  std::thread shutdown([&] { supervisor_->Shutdown(absl::Seconds(10)); });
+  // SIGKILL at 10 s; the wait ends at 10 + 2 (drain timeout) + 5 s at the latest.
+  ASSERT_TRUE(clock_.AwaitTimerAt(start + absl::Seconds(17)));
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM));
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM, SIGKILL));
+  clock_.Advance(absl::Seconds(7));  // The fake process never dies.
+  shutdown.join();
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kKilling);
+}
+
+TEST_F(SupervisorFakeTest, AwaitIdleEndsWhenTheLastExitIsReportedAtTheDeadlineOrWhenEnded) {
+  EXPECT_TRUE(supervisor_->AwaitIdle(clock_.Now()));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
+  const absl::Time deadline = clock_.Now() + absl::Seconds(30);
+
+  // The last exit reported.
+  std::optional<bool> idle;
+  std::thread waiter([&] { idle = supervisor_->AwaitIdle(deadline); });
+  ASSERT_TRUE(clock_.AwaitTimerAt(deadline));
+  supervisor_->MarkReported(supervisor_->GetPendingReports().started.at(0));
+  launcher_.process(0)->Exit(Exit(0));
+  WaitExited("j", 1, 0);
+  supervisor_->MarkReported(supervisor_->GetPendingReports().exited.at(0));
+  waiter.join();
+  EXPECT_EQ(idle, true);
+
+  // The deadline.
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("k", 1, 1, {"x"})));
+  idle.reset();
+  waiter = std::thread([&] { idle = supervisor_->AwaitIdle(deadline); });
+  ASSERT_TRUE(clock_.AwaitTimerAt(deadline));
+  clock_.Advance(absl::Seconds(30));
+  waiter.join();
+  EXPECT_EQ(idle, false);
+
+  // EndIdleWait(), as a second stop signal does.
+  idle.reset();
+  waiter = std::thread([&] { idle = supervisor_->AwaitIdle(clock_.Now() + absl::Hours(1)); });
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Hours(1)));
+  supervisor_->EndIdleWait();
+  waiter.join();
+  EXPECT_EQ(idle, false);
+  EXPECT_FALSE(supervisor_->AwaitIdle(absl::InfiniteFuture()));
+}
+
 TEST_F(SupervisorFakeTest, ShutdownRejectsNewAssignments) {
   supervisor_->Shutdown(absl::ZeroDuration());
   EXPECT_THAT(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})),
@@ -392,7 +454,7 @@ TEST_F(SupervisorFakeTest, ShutdownRejectsNewAssignments) {
 }
 
 // ---------------------------------------------------------------------------------------
-// With real processes (/bin/sh) and real signals.
+// With real processes (/bin/sh) and real signals; the deadlines still on a fake clock.
 // ---------------------------------------------------------------------------------------
 
 class SupervisorProcessTest : public ::testing::Test {
@@ -403,7 +465,7 @@ class SupervisorProcessTest : public ::testing::Test {
     SupervisorOptions o;
     o.work_dir = dir_;
     o.base_env = {"PATH=/usr/bin:/bin"};
-    supervisor_ = std::make_unique<Supervisor>(o, &launcher_, RealClock::Get(), &listener_);
+    supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
     ASSERT_OK(supervisor_->Start());
   }
   void TearDown() override { supervisor_->Shutdown(absl::ZeroDuration()); }
@@ -422,6 +484,7 @@ class SupervisorProcessTest : public ::testing::Test {
   }
 
   std::string dir_;
+  FakeClock clock_;
   PosixProcessLauncher launcher_;
   RecordingListener listener_;
   std::unique_ptr<Supervisor> supervisor_;
@@ -494,8 +557,13 @@ TEST_F(SupervisorProcessTest, StopKillsAGroupIgnoringSigtermAfterTheGrace) {
   const int leader = supervisor_->Snapshot().at(0).ranks(0).pid();
   ASSERT_GT(leader, 0);
 
-  ASSERT_OK(supervisor_->StopAssignment("j-trap", 1, absl::Milliseconds(300)));
+  ASSERT_OK(supervisor_->StopAssignment("j-trap", 1, absl::Seconds(30)));
   EXPECT_EQ(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
+  clock_.Advance(absl::Seconds(30) - absl::Nanoseconds(1));
+  EXPECT_EQ(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
+  EXPECT_FALSE(ProcessGone(leader));
+  clock_.Advance(absl::Nanoseconds(1));  // SIGKILL sent (KILLING, or EXITED already).
+  EXPECT_NE(supervisor_->GetRankState("j-trap", 1, 0), RankState::kStopping);
   std::optional<baton::v1::ProcessExit> exit = WaitExit("j-trap", 0);
   ASSERT_TRUE(exit.has_value());
   EXPECT_EQ(exit->signal(), SIGKILL);

@@ -202,6 +202,26 @@ TEST_F(WorkerE2eTest, SigtermDrainsUntilTheCoordinatorStopsTheRanksAndRestartKee
   EXPECT_FALSE(reg->register_().draining());
 }
 
+TEST_F(WorkerE2eTest, ASecondSigtermEndsTheDrainAtOnce) {
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return coordinator_.Send(StartCommand("j-again", 1, "exec sleep 1000")); }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const int pid = started->assignment_started().ranks(0).pid();
+  ASSERT_EQ(::kill(worker_pid_, SIGTERM), 0);
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kDraining).has_value());
+  // The coordinator never moves the job; the default drain would last 30 s.
+  ASSERT_EQ(::kill(worker_pid_, SIGTERM), 0);
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGTERM);
+  const int status = WaitWorkerExit();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(ProcessGone(pid));
+}
+
 TEST_F(WorkerE2eTest, SigintStopsRanksAtOnceAndReportsTheirExits) {
   StartWorker();
   ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());

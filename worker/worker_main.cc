@@ -7,12 +7,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -147,6 +148,30 @@ absl::StatusOr<HostAddress> NetworkIdentity() {
   return identity;
 }
 
+// While it lives, a second SIGINT or SIGTERM (blocked in every thread, so left to sigwait)
+// ends the drain: supervisor->AwaitIdle() returns at once.
+class SecondSignalWatcher {
+ public:
+  SecondSignalWatcher(const sigset_t& signals, Supervisor* supervisor)
+      : thread_([this, signals, supervisor] {
+          int signo = 0;
+          sigwait(&signals, &signo);
+          if (done_.load()) return;
+          BATON_LOG(INFO) << "second stop signal (" << strsignal(signo) << "); ending the drain";
+          supervisor->EndIdleWait();
+        }) {}
+  // Ends the thread with a signal of its own.
+  ~SecondSignalWatcher() {
+    done_ = true;
+    pthread_kill(thread_.native_handle(), SIGTERM);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 int Run() {
   // Block the stop signals in every thread (threads inherit the mask); main sigwait()s them.
   sigset_t stop_signals;
@@ -234,7 +259,10 @@ int Run() {
   standby_options.env = BuildRankEnv(standby_env);
   standby_options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
   StandbyLauncher launcher(standby_options, &posix_launcher, clock);
-  launcher.Start();
+  if (absl::Status s = launcher.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << "standby trainers: " << s;
+    return 1;
+  }
   // Served next to WorkerMetrics; the launcher outlives the exposer (declared first).
   auto standby_metrics = std::make_shared<StandbyMetrics>(&launcher);
   Outbox outbox(OutboxOptions(), clock);
@@ -299,23 +327,19 @@ int Run() {
     BATON_LOG(INFO) << "received SIGTERM; draining for up to " << drain_timeout
                     << " (SIGINT or another SIGTERM stops at once)";
     agent.Drain("received SIGTERM");
-    const absl::Time deadline = absl::Now() + drain_timeout;
-    // The coordinator stops this worker's processes once they checkpointed; an assignment
-    // is forgotten once its exits were reported.
-    while (supervisor.assignment_count() > 0) {
-      const absl::Duration left = deadline - absl::Now();
-      if (left <= absl::ZeroDuration()) {
-        BATON_LOG(WARNING) << "drain timed out after " << drain_timeout << " with "
-                           << supervisor.assignment_count() << " assignment(s) left";
-        break;
-      }
-      const timespec wait = absl::ToTimespec(std::min(left, absl::Milliseconds(100)));
-      if (sigtimedwait(&stop_signals, nullptr, &wait) > 0) {
-        BATON_LOG(INFO) << "second stop signal; ending the drain";
-        break;
-      }
+    bool drained;
+    {
+      SecondSignalWatcher second_signal(stop_signals, &supervisor);
+      // The coordinator stops this worker's processes once they checkpointed; an assignment
+      // is forgotten once its exits were reported.
+      drained = supervisor.AwaitIdle(clock->Now() + drain_timeout);
     }
-    if (supervisor.assignment_count() == 0) BATON_LOG(INFO) << "drained";
+    if (drained) {
+      BATON_LOG(INFO) << "drained";
+    } else {
+      BATON_LOG(WARNING) << "drain ended with " << supervisor.assignment_count()
+                         << " assignment(s) left";
+    }
   }
   BATON_LOG(INFO) << "received " << strsignal(signo) << "; stopping all training processes"
                   << " (grace " << absl::GetFlag(FLAGS_stop_grace) << ")";
