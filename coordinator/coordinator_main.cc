@@ -9,6 +9,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -64,6 +66,63 @@ ABSL_FLAG(absl::Duration, checkpoint_timeout, absl::Seconds(60),
           "step boundary first; after this long without its exit the generation is stopped "
           "anyway (losing the steps since its last checkpoint).");
 
+namespace {
+
+// ServerOptions from the flags; INVALID_ARGUMENT naming the flags that conflict.
+absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
+  baton::coordinator::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.lease.lease = absl::GetFlag(FLAGS_worker_lease);
+  options.lease.margin = absl::GetFlag(FLAGS_worker_lease_margin);
+  if (options.lease.lease <= 2 * options.coordinator.heartbeat_interval ||
+      options.lease.margin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker_lease (", absl::FormatDuration(options.lease.lease),
+        ") must exceed twice --heartbeat_interval (",
+        absl::FormatDuration(options.coordinator.heartbeat_interval),
+        "), and --worker_lease_margin must be >= 0"));
+  }
+  options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+  options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
+  options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
+  options.retention.history_max_age = absl::GetFlag(FLAGS_history_retention);
+  options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
+  options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);
+  options.retention.job_retention = absl::GetFlag(FLAGS_job_retention);
+  if (options.retention.history_max_age <= absl::ZeroDuration() ||
+      options.retention.job_retention <= absl::ZeroDuration() ||
+      options.retention.max_points_per_job < 0 || options.retention.max_log_bytes_per_job < 0) {
+    return absl::InvalidArgumentError(
+        "--history_retention and --job_retention must be > 0, --max_points_per_job and "
+        "--max_log_bytes_per_job >= 0");
+  }
+  return options;
+}
+
+// Writes the bound ports to the files the flags name (for scripts and tests).
+absl::Status WritePortFiles(const baton::coordinator::CoordinatorServer& server) {
+  const std::string port_file = absl::GetFlag(FLAGS_port_file);
+  if (!port_file.empty()) {
+    if (absl::Status s = baton::WritePortFile(port_file, server.port()); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--port_file: ", s.message()));
+    }
+  }
+  const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  if (!metrics_port_file.empty() && server.metrics_port() != 0) {
+    if (absl::Status s = baton::WritePortFile(metrics_port_file, server.metrics_port());
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The Baton coordinator daemon.\n\n"
@@ -80,64 +139,23 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  baton::coordinator::ServerOptions options;
-  options.listen = absl::GetFlag(FLAGS_listen);
-  options.state_dir = absl::GetFlag(FLAGS_state_dir);
-  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-  options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  options.lease.lease = absl::GetFlag(FLAGS_worker_lease);
-  options.lease.margin = absl::GetFlag(FLAGS_worker_lease_margin);
-  if (options.lease.lease <= 2 * options.coordinator.heartbeat_interval ||
-      options.lease.margin < absl::ZeroDuration()) {
-    std::fprintf(stderr,
-                 "baton-coordinator: --worker_lease (%s) must exceed twice "
-                 "--heartbeat_interval (%s), and --worker_lease_margin must be >= 0\n",
-                 absl::FormatDuration(options.lease.lease).c_str(),
-                 absl::FormatDuration(options.coordinator.heartbeat_interval).c_str());
+  absl::StatusOr<baton::coordinator::ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n",
+                 std::string(options.status().message()).c_str());
     return 2;
   }
-  options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
-  options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
-  options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
-  options.retention.history_max_age = absl::GetFlag(FLAGS_history_retention);
-  options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
-  options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);
-  options.retention.job_retention = absl::GetFlag(FLAGS_job_retention);
-  if (options.retention.history_max_age <= absl::ZeroDuration() ||
-      options.retention.job_retention <= absl::ZeroDuration() ||
-      options.retention.max_points_per_job < 0 || options.retention.max_log_bytes_per_job < 0) {
-    std::fprintf(stderr,
-                 "baton-coordinator: --history_retention and --job_retention must be > 0, "
-                 "--max_points_per_job and --max_log_bytes_per_job >= 0\n");
-    return 2;
-  }
-  options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
-
   // A store that cannot commit stops the coordinator: memory must never run ahead of disk.
-  options.on_halt = [](const absl::Status& why) {
+  options->on_halt = [](const absl::Status& why) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(why.message()).c_str());
     kill(getpid(), SIGTERM);  // wakes the sigwait below; the exit status says it failed
   };
-  baton::coordinator::CoordinatorServer server(options, baton::RealClock::Get());
-  if (absl::Status s = server.Start(); !s.ok()) {
+  baton::coordinator::CoordinatorServer server(*options, baton::RealClock::Get());
+  absl::Status s = server.Start();
+  if (s.ok()) s = WritePortFiles(server);
+  if (!s.ok()) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
     return 1;
-  }
-  const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty()) {
-    if (absl::Status s = baton::WritePortFile(port_file, server.port()); !s.ok()) {
-      std::fprintf(stderr, "baton-coordinator: --port_file: %s\n", s.ToString().c_str());
-      return 1;
-    }
-  }
-  const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
-  if (!metrics_port_file.empty() && server.metrics_port() != 0) {
-    if (absl::Status s = baton::WritePortFile(metrics_port_file, server.metrics_port());
-        !s.ok()) {
-      std::fprintf(stderr, "baton-coordinator: --metrics_port_file: %s\n",
-                   s.ToString().c_str());
-      return 1;
-    }
   }
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -280,10 +280,15 @@ void CoordinatorMetrics::RefreshOnLoop() const {
 }
 
 std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const {
-  using prometheus::MetricType;
-  const absl::Time now = clock_->Now();
   std::vector<prometheus::MetricFamily> out;
+  SnapshotJobCounts(out);
+  SnapshotWorkers(out);
+  SnapshotTrackedJobs(out);
+  return out;
+}
 
+void CoordinatorMetrics::SnapshotJobCounts(std::vector<prometheus::MetricFamily>& out) const {
+  using prometheus::MetricType;
   prometheus::MetricFamily jobs = MakeFamily(
       "baton_coordinator_jobs", "Jobs known to the coordinator, by state.", MetricType::Gauge);
   prometheus::MetricFamily queue =
@@ -307,7 +312,11 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
     state.metric.push_back(MakeSample({}, static_cast<double>(*bytes), MetricType::Gauge));
     out.push_back(std::move(state));
   }
+}
 
+void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& out) const {
+  using prometheus::MetricType;
+  const absl::Time now = clock_->Now();
   prometheus::MetricFamily workers = MakeFamily(
       "baton_coordinator_workers",
       "Workers known to the coordinator, by state (ready, draining, lost).", MetricType::Gauge);
@@ -362,7 +371,11 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   out.push_back(std::move(heartbeat));
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
+}
 
+void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const {
+  using prometheus::MetricType;
+  const absl::Time now = clock_->Now();
   prometheus::MetricFamily state =
       MakeFamily("baton_coordinator_job_state",
                  "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
@@ -405,7 +418,6 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   out.push_back(std::move(restarts));
   out.push_back(std::move(goodput));
   out.push_back(std::move(slowdown));
-  return out;
 }
 
 std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {

@@ -108,6 +108,12 @@ class CoordinatorMetrics final : public prometheus::Collectable {
 
   // The scrape-time families, built from the state on the loop. Must run on the loop.
   std::vector<prometheus::MetricFamily> SnapshotOnLoop() const;
+  // The parts of SnapshotOnLoop: job counts by state and the state's size; workers by
+  // state, heartbeat age, lease, losses; the tracked jobs' state, restarts, goodput and
+  // rank slowdown.
+  void SnapshotJobCounts(std::vector<prometheus::MetricFamily>& out) const;
+  void SnapshotWorkers(std::vector<prometheus::MetricFamily>& out) const;
+  void SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const;
 
  private:
   struct JobTracker;
