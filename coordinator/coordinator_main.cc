@@ -4,6 +4,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -149,6 +150,11 @@ int main(int argc, char** argv) {
   options->on_halt = [](const absl::Status& why) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(why.message()).c_str());
     kill(getpid(), SIGTERM);  // wakes the sigwait below; the exit status says it failed
+  };
+  // A store stuck in the kernel holds the event loop: no graceful shutdown is possible.
+  options->on_store_stuck = [](const absl::Status& why) {
+    std::fprintf(stderr, "baton-coordinator: %s; exiting\n", std::string(why.message()).c_str());
+    std::_Exit(1);
   };
   baton::coordinator::CoordinatorServer server(*options, baton::RealClock::Get());
   absl::Status s = server.Start();

@@ -33,7 +33,7 @@ absl::Status MakeDirs(const std::string& path) {
 
 }  // namespace
 
-CoordinatorServer::CoordinatorServer(ServerOptions options, const Clock* clock)
+CoordinatorServer::CoordinatorServer(ServerOptions options, Clock* clock)
     : options_(std::move(options)), clock_(clock) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
@@ -41,7 +41,19 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 absl::Status CoordinatorServer::Start() {
   RETURN_IF_ERROR(MakeDirs(options_.state_dir));
   ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
-  ASSIGN_OR_RETURN(store_, options_.open_store(options_.state_dir + "/coordinator.db"));
+  ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
+                   options_.open_store(options_.state_dir + "/coordinator.db"));
+  store_ = std::make_unique<WatchedStore>(
+      std::move(store), clock_, options_.store_stall_limit, [this](const absl::Status& why) {
+        halted_ = true;
+        if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);
+        BATON_LOG(ERROR) << why.message();
+        if (options_.on_store_stuck) {
+          options_.on_store_stuck(why);
+        } else if (options_.on_halt) {
+          options_.on_halt(why);
+        }
+      });
   JobManagerOptions job_options;
   job_options.retention = options_.retention;
   jobs_ = std::make_unique<JobManager>(store_.get(), clock_, job_options);

@@ -20,6 +20,7 @@
 #include "coordinator/server/services.h"
 #include "coordinator/store/state_dir_lock.h"
 #include "coordinator/store/store.h"
+#include "coordinator/store/watched_store.h"
 
 namespace baton::coordinator {
 
@@ -48,6 +49,12 @@ struct ServerOptions {
   // (Coordinator::halted()), after every health status was set to NOT_SERVING. The daemon
   // exits non-zero from here; a restart recovers from disk.
   std::function<void(const absl::Status&)> on_halt;
+  // A store call running longer than this means the state directory hangs (a hung mount,
+  // a dying disk): the event loop is stuck in it, so `on_store_stuck` runs (on a timer
+  // thread; health is NOT_SERVING by then). It cannot shut down gracefully, since the loop
+  // never returns: the daemon exits at once. Default (unset): on_halt.
+  absl::Duration store_stall_limit = absl::Seconds(60);
+  std::function<void(const absl::Status&)> on_store_stuck;
 };
 
 // The baton-coordinator daemon: store + domain objects + event loop + gRPC server
@@ -56,7 +63,7 @@ struct ServerOptions {
 class CoordinatorServer {
  public:
   // `clock` must outlive the server.
-  CoordinatorServer(ServerOptions options, const Clock* clock);
+  CoordinatorServer(ServerOptions options, Clock* clock);
   ~CoordinatorServer();
 
   // Locks the state directory, opens the state, recovers jobs and starts serving. Errors:
@@ -77,7 +84,7 @@ class CoordinatorServer {
 
  private:
   const ServerOptions options_;
-  const Clock* const clock_;
+  Clock* const clock_;
   std::unique_ptr<StateDirLock> state_lock_;  // released after everything below
   std::unique_ptr<Store> store_;
   std::unique_ptr<JobManager> jobs_;

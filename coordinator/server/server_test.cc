@@ -14,6 +14,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/notification.h"
+#include "common/clock.h"
 #include "common/protocol_version.h"
 #include "common/status_matchers.h"
 #include "coordinator/store/testing/faulty_store.h"
@@ -69,10 +70,10 @@ class ServerTest : public ::testing::Test {
     return options;
   }
 
-  // (Re)starts the server with `options`.
-  void Start(ServerOptions options) {
+  // (Re)starts the server with `options` (on `clock`, default real time).
+  void Start(ServerOptions options, Clock* clock = RealClock::Get()) {
     server_.reset();
-    server_ = std::make_unique<CoordinatorServer>(options, RealClock::Get());
+    server_ = std::make_unique<CoordinatorServer>(options, clock);
     ASSERT_OK(server_->Start());
     channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
                                    grpc::InsecureChannelCredentials());
@@ -273,6 +274,47 @@ TEST_F(ServerTest, WorkerReadsWaitForTheLoop) {
   }
   EXPECT_EQ(last_ack, static_cast<uint64_t>(kHeartbeats));
   wctx.TryCancel();
+}
+
+// A store call stuck in the kernel (a hung mount under the state directory) holds the
+// event loop; past the limit the coordinator stops serving and its stuck handler runs (the
+// daemon exits there), instead of answering health checks with a dead loop.
+TEST_F(ServerTest, AStuckStoreStopsServing) {
+  FakeClock clock;
+  ServerOptions options = Options();
+  options.store_stall_limit = absl::Seconds(60);
+  auto in_write = std::make_shared<absl::Notification>();
+  auto release = std::make_shared<absl::Notification>();
+  options.open_store = [in_write, release](const std::string& path)
+      -> absl::StatusOr<std::unique_ptr<Store>> {
+    absl::StatusOr<std::unique_ptr<Store>> base = Store::Open(path);
+    if (!base.ok()) return base.status();
+    auto store = std::make_unique<FaultyStore>(std::move(*base));
+    store->SetBeforeWrite([in_write, release] {
+      in_write->Notify();
+      release->WaitForNotification();
+    });
+    return store;
+  };
+  absl::Notification stuck;
+  absl::Status why;
+  options.on_store_stuck = [&](const absl::Status& s) {
+    why = s;
+    stuck.Notify();
+  };
+  Start(options, &clock);
+  baton::v1::Job job;
+  grpc::Status submitted;
+  std::thread submitter([&] { submitted = Submit(Spec(1), &job); });
+  in_write->WaitForNotification();
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  clock.Advance(absl::Seconds(90));
+  ASSERT_TRUE(stuck.HasBeenNotified());
+  EXPECT_THAT(why.message(), HasSubstr("has not returned"));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
+  release->Notify();
+  submitter.join();
+  server_.reset();  // before `clock`, which it uses
 }
 
 TEST_F(ServerTest, HealthServiceReportsServing) {
