@@ -60,6 +60,10 @@ ABSL_FLAG(int64_t, max_log_bytes_per_job, int64_t{50} << 20,
 ABSL_FLAG(absl::Duration, job_retention, absl::Hours(24 * 30),
           "A finished job (row, events, points, logs) is deleted this long after it ended "
           "('inf': never).");
+ABSL_FLAG(absl::Duration, store_stall_limit, absl::Seconds(60),
+          "A state store call running longer than this (a hung mount or dying disk under "
+          "--state_dir) stops the coordinator (exit 1), to be restarted where its state is "
+          "reachable.");
 ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
           "Time between SIGTERM and SIGKILL when stopping a job's processes.");
 ABSL_FLAG(absl::Duration, checkpoint_timeout, absl::Seconds(60),
@@ -94,6 +98,10 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
   options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);
   options.retention.job_retention = absl::GetFlag(FLAGS_job_retention);
+  options.store_stall_limit = absl::GetFlag(FLAGS_store_stall_limit);
+  if (options.store_stall_limit <= absl::Seconds(1)) {
+    return absl::InvalidArgumentError("--store_stall_limit must be more than 1s");
+  }
   if (options.retention.history_max_age <= absl::ZeroDuration() ||
       options.retention.job_retention <= absl::ZeroDuration() ||
       options.retention.max_points_per_job < 0 || options.retention.max_log_bytes_per_job < 0) {
