@@ -141,8 +141,8 @@ class WorkerMetrics final : public prometheus::Collectable {
 // The Supervisor's own errors on /metrics:
 //   baton_worker_illegal_rank_transitions_total  rank transitions the lifecycle forbids
 //                                                (rank_lifecycle.h), refused by the
-//                                                Supervisor: a bug of the worker, any is
-//                                                worth an alert
+//                                                Supervisor: a bug of the worker (alert
+//                                                WorkerIllegalRankTransition)
 class SupervisorMetrics final : public prometheus::Collectable {
  public:
   // `illegal_transitions` (Supervisor::illegal_rank_transitions) must be thread-safe and
