@@ -97,9 +97,10 @@ class Supervisor {
   // Starts the I/O thread. Errors: INTERNAL if the wake-up pipe cannot be created.
   absl::Status Start();
 
-  // Stops every process (SIGTERM, SIGKILL after `grace`), waits until all exited (at most
-  // grace + drain_timeout + 5 s by the clock), then stops the I/O thread. Later
-  // StartAssignment calls fail with UNAVAILABLE. Idempotent.
+  // Stops every process (SIGTERM, SIGKILL after `grace`; assignments not launched yet fail
+  // "WorkerShutdown"), waits until all exited (at most grace + drain_timeout + 5 s by the
+  // clock), then stops the I/O thread. Later AcceptAssignment calls fail with UNAVAILABLE.
+  // Idempotent.
   void Shutdown(absl::Duration grace);
 
   // Records an assignment to run, spawning nothing: its ranks are STARTING until
