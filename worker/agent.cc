@@ -50,6 +50,7 @@ Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock
 Agent::~Agent() { Stop(); }
 
 absl::Status Agent::Start() {
+  starter_.Start();
   session_thread_ = std::thread([this] { SessionLoop(); });
   writer_thread_ = std::thread([this] { WriterLoop(); });
   return absl::OkStatus();
@@ -60,6 +61,7 @@ void Agent::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
+  starter_.Stop();  // Launches still queued see stopping_ and fail.
   outbox_->Wake();
   {
     // The writer's final flush ends with a half-close; the coordinator then reads what is
@@ -205,39 +207,80 @@ void Agent::Attach(Stream* stream, const baton::v1::Registered& registered,
   outbox_->OnReportsPending();  // Let the writer heartbeat and report right away.
 }
 
-void Agent::StartAssignment(const baton::v1::StartAssignment& req) {
+void Agent::AcceptStart(const baton::v1::StartAssignment& req) {
   BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
                   << ": " << req.ranks_size() << " ranks of " << req.world_size();
+  const absl::StatusOr<bool> accepted = supervisor_->AcceptAssignment(req);
+  if (!accepted.ok()) {
+    ReplyFailed(req.job_id(), req.generation(),
+                absl::IsInvalidArgument(accepted.status()) ? "InvalidAssignment"
+                                                           : "WorkerShutdown",
+                accepted.status());
+    return;
+  }
+  if (!*accepted) return;  // Known: the Supervisor reports it again.
+  absl::Status refused;
   std::string reason;
-  absl::Status s;
   if (!lease_.Valid(clock_->Now())) {
     reason = "LeaseExpired";
-    s = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
-                                            absl::FormatTime(lease_.expiry()),
-                                            "; it starts nothing until it registers again"));
-  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout(), clock_);
-             !s.ok()) {
-    reason = "PeerUnreachable";
+    refused = absl::UnavailableError(absl::StrCat("the worker's lease ran out at ",
+                                                  absl::FormatTime(lease_.expiry()),
+                                                  "; it starts nothing until it registers again"));
+  } else if (!starter_.Post([this, req] { Launch(req); })) {
+    reason = "WorkerShutdown";
+    refused = absl::UnavailableError("the worker is stopping, or too many launches wait");
   } else {
-    s = supervisor_->StartAssignment(req);
-    if (!s.ok()) BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << ": " << s;
-    if (s.ok() && metrics_ != nullptr) metrics_->OnAssignmentStarted(req);
     return;
   }
   BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
-                   << " refused: " << s;
+                   << " refused: " << refused;
+  (void)supervisor_->FailAssignment(req.job_id(), req.generation(), reason,
+                                    std::string(refused.message()));
+}
+
+void Agent::Launch(const baton::v1::StartAssignment& req) {
+  bool stopping;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping = stopping_;
+  }
+  absl::Status s;
+  if (stopping) {
+    s = supervisor_->FailAssignment(req.job_id(), req.generation(), "WorkerShutdown",
+                                    "the worker stopped before the assignment was launched");
+  } else if (s = ProbePeers({req.peers().begin(), req.peers().end()}, ProbeTimeout(), clock_);
+             !s.ok()) {
+    BATON_LOG(ERROR) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
+                     << " refused: " << s;
+    s = supervisor_->FailAssignment(req.job_id(), req.generation(), "PeerUnreachable",
+                                    std::string(s.message()));
+  } else {
+    s = supervisor_->LaunchAssignment(req.job_id(), req.generation());
+    if (s.ok() && metrics_ != nullptr) metrics_->OnAssignmentStarted(req);
+  }
+  // Reported by the Supervisor either way; FAILED_PRECONDITION: stopped meanwhile.
+  if (!s.ok()) {
+    BATON_LOG(WARNING) << "job " << req.job_id() << " gen " << req.generation()
+                       << " not launched: " << s;
+  }
+}
+
+void Agent::ReplyFailed(const std::string& job_id, int64_t generation, const std::string& reason,
+                        const absl::Status& status) {
+  BATON_LOG(ERROR) << "job " << job_id << " gen " << generation << ": " << reason << ": "
+                   << status;
   baton::v1::WorkerMessage reply;
   baton::v1::AssignmentFailed* failed = reply.mutable_assignment_failed();
-  failed->set_job_id(req.job_id());
-  failed->set_generation(req.generation());
+  failed->set_job_id(job_id);
+  failed->set_generation(generation);
   failed->set_reason(reason);
-  failed->set_message(std::string(s.message()));
+  failed->set_message(std::string(status.message()));
   outbox_->PushReply(std::move(reply));
 }
 
 absl::Duration Agent::ProbeTimeout() const {
-  // The probe blocks this thread, which also takes the acknowledgements that renew the
-  // lease: at most half of it, so a probe of a cut-off peer cannot cost the lease.
+  // At most half the lease: a peer not reachable for that long counts as cut off, and the
+  // launches queued behind this one wait no longer.
   const absl::Duration lease = lease_.duration();
   return lease > absl::ZeroDuration() ? std::min(options_.peer_probe_timeout, lease / 2)
                                       : options_.peer_probe_timeout;
@@ -258,25 +301,30 @@ void Agent::Drain(const std::string& reason) {
   outbox_->PushReply(std::move(message));
 }
 
+void Agent::ReservePort(const baton::v1::ReservePort& req) {
+  const absl::StatusOr<int> port = options_.reserve_port();
+  if (!port.ok()) {
+    ReplyFailed(req.job_id(), req.generation(), "PortUnavailable",
+                absl::Status(port.status().code(),
+                             absl::StrCat("cannot reserve a port for MASTER_PORT: ",
+                                          port.status().message())));
+    return;
+  }
+  baton::v1::WorkerMessage reply;
+  baton::v1::PortReserved* reserved = reply.mutable_port_reserved();
+  reserved->set_job_id(req.job_id());
+  reserved->set_generation(req.generation());
+  reserved->set_port(*port);
+  outbox_->PushReply(std::move(reply));
+}
+
 void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
   switch (message.msg_case()) {
-    case baton::v1::CoordinatorMessage::kReservePort: {
-      const baton::v1::ReservePort& req = message.reserve_port();
-      absl::StatusOr<int> port = ReserveTcpPort();
-      if (!port.ok()) {
-        BATON_LOG(ERROR) << "ReservePort for job " << req.job_id() << ": " << port.status();
-        return;
-      }
-      baton::v1::WorkerMessage reply;
-      baton::v1::PortReserved* reserved = reply.mutable_port_reserved();
-      reserved->set_job_id(req.job_id());
-      reserved->set_generation(req.generation());
-      reserved->set_port(*port);
-      outbox_->PushReply(std::move(reply));
+    case baton::v1::CoordinatorMessage::kReservePort:
+      ReservePort(message.reserve_port());
       return;
-    }
     case baton::v1::CoordinatorMessage::kStartAssignment:
-      StartAssignment(message.start_assignment());
+      AcceptStart(message.start_assignment());
       return;
     case baton::v1::CoordinatorMessage::kHeartbeatAck:
       lease_.OnAck(message.heartbeat_ack().seq());
@@ -368,6 +416,12 @@ bool Agent::SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_f
   }
   outbox_->TakeReportsPending();  // Cleared before reading the state it announces.
   const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  for (const baton::v1::AssignmentFailed& failed : reports.failed) {
+    baton::v1::WorkerMessage message;
+    *message.mutable_assignment_failed() = failed;
+    if (!stream->Write(message)) return false;
+    supervisor_->MarkReported(failed);
+  }
   for (const baton::v1::AssignmentStarted& started : reports.started) {
     baton::v1::WorkerMessage message;
     *message.mutable_assignment_started() = started;

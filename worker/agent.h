@@ -1,11 +1,13 @@
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -15,6 +17,8 @@
 #include "worker/lease.h"
 #include "worker/metrics.h"
 #include "worker/outbox.h"
+#include "worker/reserve_port.h"
+#include "worker/serial_executor.h"
 #include "worker/supervisor.h"
 
 namespace grpc {
@@ -36,6 +40,9 @@ struct AgentOptions {
   // How long the worker waits for its peers' probe ports before it refuses a
   // StartAssignment (AssignmentFailed "PeerUnreachable"); at most half the lease.
   absl::Duration peer_probe_timeout = absl::Seconds(5);
+  // Finds a free port for ReservePort (MASTER_PORT); its error is answered with
+  // AssignmentFailed "PortUnavailable".
+  std::function<absl::StatusOr<int>()> reserve_port = ReserveTcpPort;
   // Heartbeat period until Registered.heartbeat_interval (when set) overrides it.
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // Delay between connection attempts.
@@ -64,22 +71,33 @@ struct AgentOptions {
 // runs out (no acknowledgement for the lease: a partition, a dead coordinator) the
 // Supervisor kills every process at once (Supervisor::SetLeaseExpiry: its own thread keeps
 // the time, since the stream's threads may block on a cut network), and StartAssignment is
-// refused (AssignmentFailed
-// "LeaseExpired") until a registration grants a new one. Before starting processes the
-// worker connects to its peers' probe ports (StartAssignment.peers) and refuses
-// (AssignmentFailed "PeerUnreachable") if one cannot be reached.
+// refused (AssignmentFailed "LeaseExpired") until a registration grants a new one. Before
+// starting processes the worker connects to its peers' probe ports (StartAssignment.peers)
+// and refuses (AssignmentFailed "PeerUnreachable") if one cannot be reached.
+//
+// Failures are reported, never left to a timeout: a command the worker cannot carry out is
+// answered with AssignmentFailed at once (worker_service.proto lists the reasons):
+// ReservePort ("PortUnavailable"), a refused StartAssignment ("InvalidAssignment",
+// "WorkerShutdown") as replies; the rest through the Supervisor's reports, once none of the
+// assignment's processes runs.
 //
 // Time: every timeout, backoff and period (register_timeout, the reconnect backoff, the
 // heartbeat, the batch flush, the peer probe, stop_flush_timeout) is measured by the injected
 // clock, and every wait ends on an event or on a deadline on that clock; nothing polls.
 //
-// Threading: two threads. The session thread connects, writes Register, then reads the stream
-// and runs each command (ReservePort, StartAssignment, StopAssignment, RequestCheckpoint)
-// inline; it never holds mu_ while calling the Supervisor or the stream. The writer thread is
+// Threading: three threads. The session thread connects, writes Register, then reads the
+// stream and handles each command without blocking: ReservePort, StopAssignment,
+// RequestCheckpoint and HeartbeatAck inline, and StartAssignment by accepting it into the
+// Supervisor (nothing spawned) and posting its launch to the starter. The starter thread
+// (a SerialExecutor) launches accepted assignments one at a time, in arrival order: the
+// peer probe (up to half the lease), then the spawns (a standby handoff, a fork). So a
+// StopAssignment is handled while a probe or a spawn is in progress: an assignment not
+// spawned yet then never starts, one being spawned is stopped as soon as its spawns end.
+// Neither thread holds mu_ while calling the Supervisor or the stream. The writer thread is
 // the only one writing on an established stream: it waits in Outbox::WaitForWork() until
 // there is work or its next heartbeat or flush is due, and sends heartbeats, replies,
-// reports and batches. mu_ guards the connection state shared by the two. The clock's timer
-// callbacks (register timeout, unblocking a stuck writer) only cancel the call.
+// reports and batches. mu_ guards the connection state shared by the three. The clock's
+// timer callbacks (register timeout, unblocking a stuck writer) only cancel the call.
 class Agent {
  public:
   // `supervisor`, `outbox`, `clock` and `metrics` (optional) must outlive the Agent. The
@@ -89,11 +107,12 @@ class Agent {
         WorkerMetrics* metrics = nullptr);
   ~Agent();  // Stop().
 
-  // Starts both threads and returns; connecting happens in the background.
+  // Starts the threads and returns; connecting happens in the background.
   absl::Status Start();
-  // Sends what is pending and half-closes the stream, so that the coordinator reads it all
-  // before the call ends (bounded by stop_flush_timeout on the clock, then the call is
-  // cancelled); joins the threads. Idempotent.
+  // Fails the assignments waiting for their launch ("WorkerShutdown"; one being probed or
+  // spawned finishes first), sends what is pending and half-closes the stream, so that the
+  // coordinator reads it all before the call ends (bounded by stop_flush_timeout on the
+  // clock, then the call is cancelled); joins the threads. Idempotent.
   void Stop();
 
   // Tells the coordinator this worker is leaving (SIGTERM): sends Draining now and marks
@@ -118,8 +137,10 @@ class Agent {
   // heartbeat interval, and hands `stream` to the writer.
   void Attach(Stream* stream, const baton::v1::Registered& registered, absl::Time register_sent,
               bool register_said_draining);
-  // Runs one coordinator command. Called on the session thread.
+  // Runs one coordinator command, without blocking. Called on the session thread.
   void Handle(const baton::v1::CoordinatorMessage& message);
+  // ReservePort: PortReserved, or AssignmentFailed "PortUnavailable".
+  void ReservePort(const baton::v1::ReservePort& req);
 
   void WriterLoop();
   // Writes everything that is due; false if the stream broke.
@@ -128,9 +149,16 @@ class Agent {
   void PublishLease();
   // options.peer_probe_timeout, at most half the lease.
   absl::Duration ProbeTimeout() const;
-  // StartAssignment, unless the lease ran out or a peer is unreachable: then
-  // AssignmentFailed. Called on the session thread.
-  void StartAssignment(const baton::v1::StartAssignment& req);
+  // StartAssignment on the session thread: accepts it into the Supervisor and posts its
+  // launch to the starter, unless it is refused (a malformed request, a worker shutting
+  // down, no lease: AssignmentFailed).
+  void AcceptStart(const baton::v1::StartAssignment& req);
+  // On the starter thread: probes the peers, then spawns the accepted assignment, or fails
+  // it ("PeerUnreachable", "WorkerShutdown").
+  void Launch(const baton::v1::StartAssignment& req);
+  // Queues AssignmentFailed (`reason`, the status's message) as a reply.
+  void ReplyFailed(const std::string& job_id, int64_t generation, const std::string& reason,
+                   const absl::Status& status);
 
   const AgentOptions options_;
   Supervisor* const supervisor_;
@@ -157,6 +185,7 @@ class Agent {
 
   std::thread session_thread_;
   std::thread writer_thread_;
+  SerialExecutor starter_;
 };
 
 }  // namespace baton::worker

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/fake_coordinator.h"
+#include "worker/fake_process_launcher.h"
 #include "worker/outbox.h"
 #include "worker/peer_probe.h"
 #include "worker/posix_process_launcher.h"
@@ -81,7 +82,7 @@ class AgentTest : public ::testing::Test {
     SupervisorOptions so;
     so.work_dir = MakeTestDir("agent");
     so.base_env = {"PATH=/usr/bin:/bin"};
-    supervisor_ = std::make_unique<Supervisor>(so, &launcher_, &clock_, &outbox_);
+    supervisor_ = std::make_unique<Supervisor>(so, launcher_, &clock_, &outbox_);
     ASSERT_TRUE(supervisor_->Start().ok());
     AgentOptions ao;
     ao.coordinator = address;
@@ -91,6 +92,7 @@ class AgentTest : public ::testing::Test {
     ao.resources.set_slots(2);
     ao.resources.set_cpu_cores(4);
     ao.peer_probe_timeout = peer_probe_timeout_;
+    ao.reserve_port = reserve_port_;
     ao.backoff.initial = kBackoff;
     ao.backoff.max = kBackoff;
     ao.backoff.jitter = 0;
@@ -114,6 +116,14 @@ class AgentTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    // Fake processes end only when told to.
+    fake_launcher_.ReleaseLaunches();
+    for (size_t i = 0; fake_launcher_.process(i) != nullptr; ++i) {
+      baton::v1::ProcessExit killed;
+      killed.set_exit_code(-1);
+      killed.set_signal(SIGKILL);
+      fake_launcher_.process(i)->Exit(killed);
+    }
     if (supervisor_ != nullptr) supervisor_->Shutdown(absl::ZeroDuration());
     if (agent_ != nullptr) agent_->Stop();
   }
@@ -121,7 +131,10 @@ class AgentTest : public ::testing::Test {
   // Declared before the worker so it outlives it.
   std::unique_ptr<FakeCoordinator> coordinator_ = std::make_unique<FakeCoordinator>();
   FakeClock clock_;
-  PosixProcessLauncher launcher_;
+  PosixProcessLauncher posix_launcher_;
+  FakeProcessLauncher fake_launcher_;
+  ProcessLauncher* launcher_ = &posix_launcher_;  // Set before StartWorker().
+  std::function<absl::StatusOr<int>()> reserve_port_ = ReserveTcpPort;
   Outbox outbox_{OutboxOptions(), &clock_};
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<Agent> agent_;
@@ -472,14 +485,14 @@ TEST_F(AgentTest, UnreachablePeerRefusesTheAssignmentNamingItAndStartsNothing) {
               ::testing::HasSubstr(absl::StrCat("worker w-bad at 127.0.0.1:", *closed)));
   EXPECT_THAT(failed->assignment_failed().message(),
               ::testing::Not(::testing::HasSubstr("w-good")));
-  EXPECT_EQ(supervisor_->assignment_count(), 0u);
+  EXPECT_TRUE(WaitUntil([&] { return supervisor_->assignment_count() == 0; }));
   // With every peer reachable it starts.
   ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-ok", "exit 0", {good})));
   ASSERT_TRUE(coordinator_->Next(ExitOf("j-ok")).has_value());
 }
 
-// A peer that never answers is given at most half the lease: the probe blocks the thread
-// that takes the acknowledgements, and must not cost the running processes their lease.
+// A peer that never answers is given at most half the lease, and the running processes keep
+// theirs meanwhile.
 TEST_F(AgentTest, AProbeOfACutOffPeerDoesNotOutlastHalfTheLease) {
   coordinator_->set_heartbeat_interval(absl::Seconds(3));
   coordinator_->set_lease(absl::Seconds(4));
@@ -494,7 +507,7 @@ TEST_F(AgentTest, AProbeOfACutOffPeerDoesNotOutlastHalfTheLease) {
   silent.set_host("127.0.0.1");
   silent.set_probe_port(hole.port());
   ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-cut", "exit 0", {silent})));
-  // The session thread probes for half the lease: 2 s of the clock, not 60.
+  // The starter thread probes for half the lease: 2 s of the clock, not 60.
   ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(2)));
   clock_.Advance(absl::Seconds(2));
   std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-cut"));
@@ -526,6 +539,129 @@ TEST_F(AgentTest, StopDeliversTheLastReports) {
     ASSERT_TRUE(exited.has_value()) << r;
     EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures are reported at once, and spawning never blocks the stream's read thread.
+// ---------------------------------------------------------------------------------------
+
+TEST_F(AgentTest, AReservePortThatFailsIsAnsweredWithAssignmentFailed) {
+  reserve_port_ = [] { return absl::InternalError("socket: Too many open files"); };
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  CoordinatorMessage m;
+  m.mutable_reserve_port()->set_job_id("j-port");
+  m.mutable_reserve_port()->set_generation(3);
+  ASSERT_TRUE(coordinator_->Send(m));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-port"));
+  ASSERT_TRUE(failed.has_value()) << "a failed ReservePort must be reported";
+  EXPECT_EQ(failed->assignment_failed().generation(), 3);
+  EXPECT_EQ(failed->assignment_failed().reason(), "PortUnavailable");
+  EXPECT_THAT(failed->assignment_failed().message(),
+              ::testing::HasSubstr("socket: Too many open files"));
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kPortReserved, absl::ZeroDuration()).has_value());
+}
+
+TEST_F(AgentTest, ARankThatCannotBeSpawnedFailsTheAssignmentAtOnce) {
+  launcher_ = &fake_launcher_;
+  fake_launcher_.FailNextLaunch(
+      absl::ResourceExhaustedError("fork: Resource temporarily unavailable"));
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-fork", "exit 0")));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-fork"));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->assignment_failed().reason(), "LaunchFailed");
+  EXPECT_EQ(failed->assignment_failed().message(),
+            "rank 0: fork: Resource temporarily unavailable");
+  // Instead of, not besides, a start and an exit.
+  EXPECT_TRUE(WaitUntil([&] { return supervisor_->assignment_count() == 0; }));
+  EXPECT_FALSE(
+      coordinator_->Next(WorkerMessage::kAssignmentStarted, absl::ZeroDuration()).has_value());
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kProcessExited, absl::ZeroDuration()).has_value());
+}
+
+TEST_F(AgentTest, AProgramThatCannotBeExecutedFailsTheAssignmentNamingTheError) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  CoordinatorMessage start = StartCommand("j-exec", "");
+  baton::v1::CommandSpec* command =
+      start.mutable_start_assignment()->mutable_spec()->mutable_command();
+  command->clear_argv();
+  command->add_argv("/nonexistent/baton-no-such-program");
+  ASSERT_TRUE(coordinator_->Send(start));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-exec"));
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_EQ(failed->assignment_failed().reason(), "LaunchFailed");
+  EXPECT_THAT(failed->assignment_failed().message(),
+              ::testing::AllOf(::testing::HasSubstr("/nonexistent/baton-no-such-program"),
+                               ::testing::HasSubstr("No such file or directory")));
+  EXPECT_FALSE(coordinator_->Next(WorkerMessage::kProcessExited, absl::ZeroDuration()).has_value());
+}
+
+// A launch that blocks (a slow spawn, a standby handoff) holds up neither the stream nor a
+// stop: stops sent meanwhile take effect at once, and the late launch of a stopped
+// assignment is stopped as soon as its spawn ends.
+TEST_F(AgentTest, AStopIsHandledWhileALaunchBlocksAndTheLateLaunchIsStopped) {
+  launcher_ = &fake_launcher_;
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-running", "x")));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  std::shared_ptr<FakeProcess> running = fake_launcher_.process(0);
+
+  fake_launcher_.BlockLaunches();
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-slow", "x")));
+  ASSERT_TRUE(fake_launcher_.AwaitBlockedLaunch());
+  // Commands are handled in order: once the second stop took effect, so did the first.
+  ASSERT_TRUE(coordinator_->Send(StopCommand("j-slow")));
+  ASSERT_TRUE(coordinator_->Send(StopCommand("j-running")));
+  EXPECT_TRUE(WaitUntil([&] { return running->signals() == std::vector<int>{SIGTERM}; }))
+      << "the stop waited behind the launch";
+  EXPECT_EQ(supervisor_->GetRankState("j-slow", 1, 0), RankState::kStarting);
+
+  fake_launcher_.ReleaseLaunches();
+  ASSERT_TRUE(WaitUntil([&] { return fake_launcher_.process(1) != nullptr; }));
+  std::shared_ptr<FakeProcess> slow = fake_launcher_.process(1);
+  EXPECT_TRUE(WaitUntil([&] { return slow->signals() == std::vector<int>{SIGTERM}; }))
+      << "the stopped assignment's process was left running";
+  baton::v1::ProcessExit terminated;
+  terminated.set_exit_code(-1);
+  terminated.set_signal(SIGTERM);
+  slow->Exit(terminated);
+  std::optional<WorkerMessage> exited = coordinator_->Next(ExitOf("j-slow"));
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGTERM);
+}
+
+// The same for the peer probe, which may take half the lease: a stop during it is handled
+// at once (the assignment fails "StopRequested" with the clock still short of the probe's
+// timeout), and when the probe ends nothing is spawned.
+TEST_F(AgentTest, AStopDuringThePeerProbeIsHandledAtOnceAndTheAssignmentNeverStarts) {
+  launcher_ = &fake_launcher_;
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kHeartbeat).has_value());  // registered
+  testing::BlackHole hole;
+  baton::v1::Peer silent;
+  silent.set_worker_id("w-silent");
+  silent.set_host("127.0.0.1");
+  silent.set_probe_port(hole.port());
+  ASSERT_TRUE(coordinator_->Send(StartWithPeers("j-probe", "x", {silent})));
+  const absl::Time probe_deadline = clock_.Now() + peer_probe_timeout_;
+  ASSERT_TRUE(clock_.AwaitTimerAt(probe_deadline));  // The probe waits on the clock.
+  ASSERT_TRUE(coordinator_->Send(StopCommand("j-probe")));
+  std::optional<WorkerMessage> failed = coordinator_->Next(FailureOf("j-probe"));
+  ASSERT_TRUE(failed.has_value()) << "the stop waited behind the probe";
+  EXPECT_EQ(failed->assignment_failed().reason(), "StopRequested");
+  EXPECT_LT(clock_.Now(), probe_deadline);
+
+  clock_.Advance(probe_deadline - clock_.Now());
+  // Launches run in order: once the next one started, the probe's launch is over.
+  ASSERT_TRUE(coordinator_->Send(StartCommand("j-after", "x")));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  ASSERT_EQ(fake_launcher_.requests().size(), 1u);  // j-after's only
+  EXPECT_NE(fake_launcher_.requests()[0].working_dir.find("/jobs/j-after/"), std::string::npos);
+  EXPECT_FALSE(coordinator_->Next(FailureOf("j-probe"), absl::ZeroDuration()).has_value());
 }
 
 }  // namespace

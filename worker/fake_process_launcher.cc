@@ -77,12 +77,12 @@ void FakeProcess::ExitLocked(const baton::v1::ProcessExit& exit) {
 
 absl::StatusOr<LaunchedProcess> FakeProcessLauncher::Launch(const LaunchRequest& request) {
   absl::MutexLock lock(&mu_);
+  const size_t nth = requests_.size();
   requests_.push_back(request);
-  if (!fail_next_.ok()) {
-    absl::Status s = fail_next_;
-    fail_next_ = absl::OkStatus();
-    return s;
-  }
+  ++waiting_;
+  mu_.Await(absl::Condition(+[](bool* blocked) { return !*blocked; }, &blocked_));
+  --waiting_;
+  if (auto it = failures_.find(nth); it != failures_.end()) return it->second;
   auto process = std::make_shared<FakeProcess>(100000 + static_cast<int>(processes_.size()));
   processes_.push_back(process);
   LaunchedProcess launched;
@@ -95,7 +95,28 @@ absl::StatusOr<LaunchedProcess> FakeProcessLauncher::Launch(const LaunchRequest&
 
 void FakeProcessLauncher::FailNextLaunch(absl::Status status) {
   absl::MutexLock lock(&mu_);
-  fail_next_ = std::move(status);
+  failures_[requests_.size()] = std::move(status);
+}
+
+void FakeProcessLauncher::FailLaunch(size_t nth, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  failures_[nth] = std::move(status);
+}
+
+void FakeProcessLauncher::BlockLaunches() {
+  absl::MutexLock lock(&mu_);
+  blocked_ = true;
+}
+
+void FakeProcessLauncher::ReleaseLaunches() {
+  absl::MutexLock lock(&mu_);
+  blocked_ = false;
+}
+
+bool FakeProcessLauncher::AwaitBlockedLaunch(absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithTimeout(
+      absl::Condition(+[](const int* waiting) { return *waiting > 0; }, &waiting_), timeout);
 }
 
 std::vector<LaunchRequest> FakeProcessLauncher::requests() const {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/process_launcher.h"
 #include "worker/unique_fd.h"
 
@@ -65,6 +67,14 @@ class FakeProcessLauncher final : public ProcessLauncher {
 
   // The next Launch() fails with `status`.
   void FailNextLaunch(absl::Status status);
+  // Launch() call number `nth` (0-based, counting every call) fails with `status`.
+  void FailLaunch(size_t nth, absl::Status status);
+  // While blocked, Launch() records its request and then waits until ReleaseLaunches(), as a
+  // slow spawn or a standby handoff would.
+  void BlockLaunches();
+  void ReleaseLaunches();
+  // Waits up to `timeout` (real time) until a Launch() waits on the block.
+  bool AwaitBlockedLaunch(absl::Duration timeout = absl::Seconds(10)) const;
   std::vector<LaunchRequest> requests() const;
   // The i-th launched process (0-based, in launch order), or nullptr.
   std::shared_ptr<FakeProcess> process(size_t i) const;
@@ -73,7 +83,9 @@ class FakeProcessLauncher final : public ProcessLauncher {
   mutable absl::Mutex mu_;
   std::vector<LaunchRequest> requests_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<FakeProcess>> processes_ ABSL_GUARDED_BY(mu_);
-  absl::Status fail_next_ ABSL_GUARDED_BY(mu_);
+  std::map<size_t, absl::Status> failures_ ABSL_GUARDED_BY(mu_);  // By call number.
+  bool blocked_ ABSL_GUARDED_BY(mu_) = false;
+  int waiting_ ABSL_GUARDED_BY(mu_) = 0;  // Launch() calls waiting on the block.
 };
 
 }  // namespace baton::worker

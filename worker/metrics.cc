@@ -346,4 +346,17 @@ void MetricsListener::OnMetricPoint(const std::string& job_id, baton::v1::Metric
 
 void MetricsListener::OnReportsPending() { next_->OnReportsPending(); }
 
+std::vector<prometheus::MetricFamily> SupervisorMetrics::Collect() const {
+  prometheus::MetricFamily illegal;
+  illegal.name = "baton_worker_illegal_rank_transitions_total";
+  illegal.help =
+      "Rank state transitions the worker refused because its lifecycle forbids them (a bug "
+      "of the worker; the rank keeps its state).";
+  illegal.type = prometheus::MetricType::Counter;
+  prometheus::ClientMetric sample;
+  sample.counter.value = static_cast<double>(illegal_transitions_());
+  illegal.metric.push_back(std::move(sample));
+  return {std::move(illegal)};
+}
+
 }  // namespace baton::worker

@@ -138,6 +138,23 @@ class WorkerMetrics final : public prometheus::Collectable {
   mutable std::map<std::string, JobInfo> jobs_ ABSL_GUARDED_BY(mu_);
 };
 
+// The Supervisor's own errors on /metrics:
+//   baton_worker_illegal_rank_transitions_total  rank transitions the lifecycle forbids
+//                                                (rank_lifecycle.h), refused by the
+//                                                Supervisor: a bug of the worker (alert
+//                                                WorkerIllegalRankTransition)
+class SupervisorMetrics final : public prometheus::Collectable {
+ public:
+  // `illegal_transitions` (Supervisor::illegal_rank_transitions) must be thread-safe and
+  // usable for the lifetime of this object.
+  explicit SupervisorMetrics(std::function<int64_t()> illegal_transitions)
+      : illegal_transitions_(std::move(illegal_transitions)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const std::function<int64_t()> illegal_transitions_;
+};
+
 // A SupervisorListener that feeds every metric point to WorkerMetrics and forwards all
 // calls to `next` (the Outbox). Both must outlive it. Thread-safe, never blocks.
 class MetricsListener final : public SupervisorListener {

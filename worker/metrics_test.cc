@@ -179,5 +179,18 @@ TEST_F(WorkerMetricsTest, GpuMemoryAndLossScaleAppearWhenReported) {
               Optional(65536.0));
 }
 
+TEST(SupervisorMetricsTest, IllegalRankTransitionsAreACounter) {
+  int64_t illegal = 0;
+  SupervisorMetrics metrics([&] { return illegal; });
+  EXPECT_THAT(Value(metrics.Collect(), "baton_worker_illegal_rank_transitions_total", {}),
+              Optional(0.0));
+  illegal = 3;
+  const std::vector<prometheus::MetricFamily> scrape = metrics.Collect();
+  ASSERT_EQ(scrape.size(), 1u);
+  EXPECT_EQ(scrape[0].type, prometheus::MetricType::Counter);
+  EXPECT_FALSE(scrape[0].help.empty());
+  EXPECT_THAT(Value(scrape, "baton_worker_illegal_rank_transitions_total", {}), Optional(3.0));
+}
+
 }  // namespace
 }  // namespace baton::worker

@@ -26,10 +26,20 @@ namespace baton::worker {
 namespace {
 
 // One record per SOCK_SEQPACKET message on the control socket.
-//   shim -> worker: kPid (the training process's pid) or kSpawnFailed (errno), then kExit
-//                   (wait status);
+//   shim -> worker: kPid (the training process's pid, once it exec'd), then kExit (wait
+//                   status); or, and then the shim exits, kSpawnFailed (fork's errno),
+//                   kChdirFailed or kExecFailed (the child's errno; the child was reaped);
 //   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
-enum RecordKind : int32_t { kPid = 1, kSpawnFailed = 2, kExit = 3, kSignal = 4 };
+// The child reports a failed chdir or execve to the shim with the same record on a CLOEXEC
+// pipe, which an execve that succeeds closes.
+enum RecordKind : int32_t {
+  kPid = 1,
+  kSpawnFailed = 2,
+  kExit = 3,
+  kSignal = 4,
+  kChdirFailed = 5,
+  kExecFailed = 6,
+};
 struct Record {
   int32_t kind;
   int32_t value;
@@ -42,6 +52,8 @@ constexpr int kShimStdoutFd = 5;
 constexpr int kShimStderrFd = 6;
 constexpr int kShimMetricsFd = 7;
 constexpr int kShimFirstFreeFd = 8;
+// In the child, after its stdio is in place: the write end of the exec status pipe.
+constexpr int kChildStatusFd = ProcessLauncher::kMetricsFd + 1;
 static_assert(ProcessLauncher::kMetricsFd == 3, "the child's fd layout below assumes 3");
 
 constexpr int kIgnoredInShim[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
@@ -53,36 +65,13 @@ constexpr absl::Duration kShimStartTimeout = absl::Seconds(30);
 // async-signal-safe calls run, so nothing may allocate.
 struct ShimArgs {
   int control_fd, stdin_fd, stdout_fd, stderr_fd, metrics_fd;  // Worker-side numbers.
-  const char* exec_path;  // nullptr: the program was not found.
+  const char* exec_path;
   char* const* argv;
   char* const* envp;
   const char* working_dir;
-  const char* not_found_message;
-  const char* exec_failed_prefix;
-  const char* chdir_failed_prefix;
 };
 
 // ---- Async-signal-safe helpers (used between fork and exec/_exit). ----
-
-void WriteString(int fd, const char* s) {
-  size_t n = ::strlen(s);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, s, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return;
-    }
-    s += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-void WriteErrnoLine(int fd, const char* prefix, int err) {
-  WriteString(fd, prefix);
-  const char* desc = ::strerrordesc_np(err);  // Table lookup: no locale, no allocation.
-  WriteString(fd, desc != nullptr ? desc : "unknown error");
-  WriteString(fd, "\n");
-}
 
 void CloseFrom(int low_fd) {
   if (::close_range(static_cast<unsigned>(low_fd), ~0U, 0) == 0) return;
@@ -102,8 +91,15 @@ void SetDisposition(int signo, void (*handler)(int)) {
   ::sigaction(signo, &sa, nullptr);
 }
 
-// The training process, between fork and exec.
-[[noreturn]] void RunChild(const ShimArgs& a) {
+// Reports a failed step to the shim on the status pipe, then exits.
+[[noreturn]] void ChildFailed(RecordKind kind, int err) {
+  const Record rec{kind, err};
+  (void)!::write(kChildStatusFd, &rec, sizeof(rec));
+  ::_exit(127);
+}
+
+// The training process, between fork and exec. `status_fd`: the status pipe's write end.
+[[noreturn]] void RunChild(const ShimArgs& a, int status_fd) {
   ::setpgid(0, 0);
   for (int signo : kIgnoredInShim) SetDisposition(signo, SIG_DFL);
   sigset_t none;
@@ -113,19 +109,30 @@ void SetDisposition(int signo, void (*handler)(int)) {
   ::dup2(kShimStdoutFd, 1);
   ::dup2(kShimStderrFd, 2);
   ::dup2(kShimMetricsFd, ProcessLauncher::kMetricsFd);  // Replaces the control socket.
-  CloseFrom(ProcessLauncher::kMetricsFd + 1);
+  if (::dup3(status_fd, kChildStatusFd, O_CLOEXEC) < 0) ::_exit(127);
+  CloseFrom(kChildStatusFd + 1);
   if (a.working_dir[0] != '\0' && ::chdir(a.working_dir) != 0) {
-    WriteErrnoLine(2, a.chdir_failed_prefix, errno);
-    ::_exit(127);
-  }
-  if (a.exec_path == nullptr) {
-    WriteString(2, a.not_found_message);
-    ::_exit(127);
+    ChildFailed(kChdirFailed, errno);
   }
   ::execve(a.exec_path, a.argv, a.envp);
-  const int err = errno;
-  WriteErrnoLine(2, a.exec_failed_prefix, err);
-  ::_exit(err == ENOENT ? 127 : 126);
+  ChildFailed(kExecFailed, errno);
+}
+
+// In the shim, once the child was forked: waits until it exec'd (true) or reported a failed
+// step, then reaps it and reports that to the worker (false).
+bool AwaitExec(pid_t child, int status_read) {
+  Record rec{0, 0};
+  ssize_t n;
+  do {
+    n = ::read(status_read, &rec, sizeof(rec));
+  } while (n < 0 && errno == EINTR);
+  ::close(status_read);
+  if (n != static_cast<ssize_t>(sizeof(rec))) return true;  // EOF: the execve closed it.
+  int status;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
+  return false;
 }
 
 // The shim: a fork of the worker that never execs.
@@ -159,6 +166,12 @@ void SetDisposition(int signo, void (*handler)(int)) {
   // SIG_IGN (an ignored signal is discarded, even if blocked): fork with every signal
   // blocked and the child's dispositions already default, so such a signal stays pending
   // until the child unblocks it. In the shim, SIG_IGN again discards what came meanwhile.
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    const Record rec{kSpawnFailed, errno};
+    ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
+    ::_exit(1);
+  }
   sigset_t all;
   ::sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -173,10 +186,12 @@ void SetDisposition(int signo, void (*handler)(int)) {
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
     ::_exit(1);
   }
-  if (child == 0) RunChild(a);
+  if (child == 0) RunChild(a, status_pipe[1]);
   // The child has its own copy; a stdin socket must see EOF/EPIPE once the child is gone.
   ::close(kShimStdinFd);
   ::setpgid(child, child);  // Also done by the child; EACCES once it exec'd is fine.
+  ::close(status_pipe[1]);
+  if (!AwaitExec(child, status_pipe[0])) ::_exit(0);
   {
     const Record rec{kPid, child};
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
@@ -326,6 +341,23 @@ std::vector<char*> CStringArray(const std::vector<std::string>& strings) {
   return out;
 }
 
+// Launch()'s error for the shim's record of a failed spawn.
+absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
+                        const std::string& exec_path) {
+  switch (rec.kind) {
+    case kSpawnFailed:
+      return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(rec.value)));
+    case kChdirFailed:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot change directory to ", request.working_dir, ": ", ::strerror(rec.value)));
+    case kExecFailed:
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot execute ", exec_path, ": ", ::strerror(rec.value)));
+    default:
+      return absl::InternalError("the process shim failed before spawning the process");
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& request) {
@@ -336,16 +368,11 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   std::string path_env = GetEnv(request.env, "PATH", &has_path);
   if (!has_path) path_env = "/usr/local/bin:/usr/bin:/bin";
   const absl::StatusOr<std::string> exec_path = FindExecutable(request.argv[0], path_env);
+  if (!exec_path.ok()) return exec_path.status();
 
   // Everything the child needs, built before fork.
   const std::vector<char*> argv = CStringArray(request.argv);
   const std::vector<char*> envp = CStringArray(request.env);
-  const std::string not_found =
-      absl::StrCat("baton-worker: ", request.argv[0], ": command not found\n");
-  const std::string exec_failed = absl::StrCat("baton-worker: cannot execute ",
-                                               exec_path.ok() ? *exec_path : request.argv[0], ": ");
-  const std::string chdir_failed =
-      absl::StrCat("baton-worker: cannot change directory to ", request.working_dir, ": ");
 
   LaunchedProcess launched;
   UniqueFd stdout_w, stderr_w, metrics_w;
@@ -375,10 +402,9 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   }
 
   const ShimArgs args = {
-      shim_control.get(), child_stdin.get(), stdout_w.get(),
-      stderr_w.get(),     metrics_w.get(),   exec_path.ok() ? exec_path->c_str() : nullptr,
-      argv.data(),        envp.data(),       request.working_dir.c_str(),
-      not_found.c_str(),  exec_failed.c_str(), chdir_failed.c_str(),
+      shim_control.get(), child_stdin.get(), stdout_w.get(),  stderr_w.get(),
+      metrics_w.get(),    exec_path->c_str(), argv.data(),     envp.data(),
+      request.working_dir.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
   // async-signal-safe calls.
@@ -405,10 +431,8 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   if (n != static_cast<ssize_t>(sizeof(rec)) || rec.kind != kPid) {
     ::kill(shim, SIGKILL);
     ReapWithin(shim, absl::Seconds(2));
-    if (n == static_cast<ssize_t>(sizeof(rec)) && rec.kind == kSpawnFailed) {
-      return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(rec.value)));
-    }
-    return absl::InternalError("the process shim failed before spawning the process");
+    return SpawnError(n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0}, request,
+                      *exec_path);
   }
   launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control));
   return launched;

@@ -24,8 +24,11 @@ namespace baton::worker {
 //   of its group, the pgid cannot be reused while it is being signalled.
 // * When the training process exits the shim kills the rest of its group, reaps it and sends
 //   the wait status over the socket; then it exits and the worker reaps it.
+// * The shim reports the pid only once the child exec'd: a failed chdir or execve comes back
+//   from the child on a CLOEXEC pipe, and Launch() returns it as an error.
 //
-// Thread-safe; Launch() may block for the time the shim needs to fork (milliseconds).
+// Thread-safe; Launch() may block for the time the shim needs to fork and the child to exec
+// (milliseconds).
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;

@@ -128,40 +128,41 @@ TEST_F(PosixProcessLauncherTest, LooksUpArgv0OnTheChildsPath) {
   EXPECT_EQ(o.exit->exit_code(), 3);
 }
 
-TEST_F(PosixProcessLauncherTest, UnknownCommandExits127WithReason) {
+// A program that cannot be run is a Launch error naming the reason; nothing runs.
+TEST_F(PosixProcessLauncherTest, UnknownCommandIsALaunchError) {
   LaunchRequest r = Sh("");
   r.argv = {"baton-no-such-program"};
-  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
-  ASSERT_OK(p);
-  const ProcessOutcome o = RunToExit(*p);
-  ASSERT_TRUE(o.exit.has_value());
-  EXPECT_EQ(o.exit->exit_code(), 127);
-  EXPECT_THAT(o.err, HasSubstr("baton-no-such-program: command not found"));
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("baton-no-such-program: command not found")));
 }
 
-TEST_F(PosixProcessLauncherTest, NonExecutableFileExits126WithReason) {
+TEST_F(PosixProcessLauncherTest, MissingProgramIsALaunchErrorWithTheOsReason) {
+  LaunchRequest r = Sh("");
+  r.argv = {dir_ + "/missing-program"};
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot execute " + r.argv[0] + ": No such file or directory")));
+}
+
+TEST_F(PosixProcessLauncherTest, NonExecutableFileIsALaunchError) {
   const std::string path = dir_ + "/not-executable";
   std::ofstream(path) << "#!/bin/sh\n";
   ::chmod(path.c_str(), 0644);
   LaunchRequest r = Sh("");
   r.argv = {path};
-  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
-  ASSERT_OK(p);
-  const ProcessOutcome o = RunToExit(*p);
-  ASSERT_TRUE(o.exit.has_value());
-  EXPECT_EQ(o.exit->exit_code(), 126);
-  EXPECT_THAT(o.err, HasSubstr("cannot execute " + path + ": Permission denied"));
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot execute " + path + ": Permission denied")));
 }
 
-TEST_F(PosixProcessLauncherTest, MissingWorkingDirExits127WithReason) {
+TEST_F(PosixProcessLauncherTest, MissingWorkingDirIsALaunchError) {
   LaunchRequest r = Sh("true");
   r.working_dir = dir_ + "/missing";
-  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
-  ASSERT_OK(p);
-  const ProcessOutcome o = RunToExit(*p);
-  ASSERT_TRUE(o.exit.has_value());
-  EXPECT_EQ(o.exit->exit_code(), 127);
-  EXPECT_THAT(o.err, HasSubstr("cannot change directory to " + r.working_dir));
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot change directory to " + r.working_dir +
+                                 ": No such file or directory")));
 }
 
 TEST_F(PosixProcessLauncherTest, EmptyArgvIsRejected) {

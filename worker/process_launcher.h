@@ -68,8 +68,9 @@ struct LaunchedProcess {
 
 // Starts training processes. Implementations are thread-safe.
 //
-// A program that cannot be executed (not found, not executable, bad working directory) is
-// not a Launch error: the process starts, writes the reason to its stderr and exits with 127.
+// A program that cannot be run is a Launch error, and nothing of it runs: NOT_FOUND for a
+// name not on the PATH; FAILED_PRECONDITION naming the program or the directory and the OS
+// error for one that cannot be executed or a working directory that cannot be entered.
 // Destroying a Process whose exit was not collected kills its process group.
 class ProcessLauncher {
  public:
@@ -78,8 +79,8 @@ class ProcessLauncher {
 
   virtual ~ProcessLauncher() = default;
 
-  // Errors: INVALID_ARGUMENT for an empty argv; INTERNAL/RESOURCE_EXHAUSTED when pipes or
-  // processes cannot be created.
+  // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND/FAILED_PRECONDITION as above;
+  // INTERNAL/RESOURCE_EXHAUSTED when pipes or processes cannot be created.
   virtual absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) = 0;
 };
 

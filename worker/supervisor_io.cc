@@ -176,12 +176,13 @@ void Supervisor::PublishExit(const RankKey& key, const baton::v1::ProcessExit& e
     if (it == assignments_.end()) return;
     for (RankEntry& r : it->second.ranks) {
       if (r.info.rank() != key.rank) continue;
+      const std::string reason = exit.signal() != 0
+                                     ? absl::StrCat("Exited: signal ", exit.signal())
+                                     : absl::StrCat("Exited: code ", exit.exit_code());
+      if (!TransitionLocked(it->second, r, RankState::kExited, reason).ok()) return;
       *r.info.mutable_exit() = exit;
       if (!exit.has_time()) *r.info.mutable_exit()->mutable_time() = ToProto(clock_->Now());
       r.kill_deadline = absl::InfiniteFuture();
-      TransitionLocked(it->second, r, RankState::kExited,
-                       exit.signal() != 0 ? absl::StrCat("Exited: signal ", exit.signal())
-                                          : absl::StrCat("Exited: code ", exit.exit_code()));
     }
   }
   listener_->OnReportsPending();

@@ -134,6 +134,12 @@ class SupervisorFakeTest : public ::testing::Test {
     supervisor_->Shutdown(absl::ZeroDuration());
   }
 
+  // AcceptAssignment's answer; nullopt for an error.
+  std::optional<bool> Accept(const baton::v1::StartAssignment& a) {
+    absl::StatusOr<bool> accepted = supervisor_->AcceptAssignment(a);
+    return accepted.ok() ? std::optional<bool>(*accepted) : std::nullopt;
+  }
+
   void WaitExited(const std::string& job, int64_t gen, int32_t rank) {
     ASSERT_TRUE(
         WaitUntil([&] { return supervisor_->GetRankState(job, gen, rank) == RankState::kExited; }));
@@ -305,22 +311,111 @@ TEST_F(SupervisorFakeTest, DefaultGraceAndSecondStopOnlyShortens) {
   EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM, SIGKILL));
 }
 
-TEST_F(SupervisorFakeTest, FailedSpawnIsAnExit127WithItsReason) {
-  launcher_.FailNextLaunch(absl::ResourceExhaustedError("fork: out of processes"));
-  ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 2, {"x"})));
-  EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kExited);
-  EXPECT_EQ(supervisor_->GetRankState("j", 1, 1), RankState::kRunning);
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
-  ASSERT_EQ(reports.started.size(), 1u);
-  EXPECT_EQ(reports.started[0].ranks(0).pid(), 0);
-  ASSERT_EQ(reports.exited.size(), 1u);
-  EXPECT_EQ(reports.exited[0].exit().exit_code(), 127);
+// A rank that cannot be spawned fails the whole assignment: no later rank is spawned, the
+// earlier ones are killed, and once they exited one AssignmentFailed is reported (never an
+// AssignmentStarted or a ProcessExited). The reason reaches the rank's stderr.log and logs.
+TEST_F(SupervisorFakeTest, AFailedSpawnFailsTheAssignmentAndKillsTheRanksSpawned) {
+  ASSERT_EQ(Accept(Assignment("j", 1, 3, {"x"})), true);
+  EXPECT_THAT(launcher_.requests(), IsEmpty());  // Accepting spawns nothing.
+  launcher_.FailLaunch(1, absl::ResourceExhaustedError("fork: out of processes"));
+  EXPECT_THAT(supervisor_->LaunchAssignment("j", 1),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("out of processes")));
+  EXPECT_EQ(launcher_.requests().size(), 2u);  // Rank 2 was never tried.
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGKILL));
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kKilling);
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 1), RankState::kExited);
+  EXPECT_EQ(supervisor_->GetRankState("j", 1, 2), RankState::kExited);
+  // Rank 0 still runs: nothing to report yet, and the Register lists nothing.
+  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  EXPECT_THAT(reports.failed, IsEmpty());
+  EXPECT_THAT(reports.started, IsEmpty());
+  EXPECT_THAT(supervisor_->Snapshot(), IsEmpty());
+  launcher_.process(0)->Exit(Exit(-1, SIGKILL));
+  WaitExited("j", 1, 0);
+  reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_THAT(reports.started, IsEmpty());
+  EXPECT_THAT(reports.exited, IsEmpty());
+  EXPECT_EQ(reports.failed[0].job_id(), "j");
+  EXPECT_EQ(reports.failed[0].generation(), 1);
+  EXPECT_EQ(reports.failed[0].reason(), "LaunchFailed");
+  EXPECT_EQ(reports.failed[0].message(), "rank 1: fork: out of processes");
   const std::vector<baton::v1::LogLine> lines = listener_.lines();
   ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rank(), 1);
   EXPECT_EQ(lines[0].stream(), baton::v1::LogLine::STREAM_STDERR);
   EXPECT_THAT(lines[0].text(), HasSubstr("out of processes"));
-  EXPECT_THAT(ReadFileOrEmpty(dir_ + "/jobs/j/gen-1/rank-0/stderr.log"),
+  EXPECT_THAT(ReadFileOrEmpty(dir_ + "/jobs/j/gen-1/rank-1/stderr.log"),
               HasSubstr("out of processes"));
+  supervisor_->MarkReported(reports.failed[0]);
+  EXPECT_EQ(supervisor_->assignment_count(), 0u);
+  EXPECT_EQ(supervisor_->illegal_rank_transitions(), 0);
+}
+
+// Spawning never holds up a stop: one that comes while the assignment waits for its launch
+// fails it at once (nothing is ever spawned); one that comes during the spawns is applied
+// as soon as they end.
+TEST_F(SupervisorFakeTest, AStopBeforeTheLaunchFailsItAndOneDuringTheSpawnsFollowsThem) {
+  ASSERT_EQ(Accept(Assignment("early", 1, 1, {"x"})), true);
+  ASSERT_OK(supervisor_->StopAssignment("early", 0, absl::Seconds(5)));
+  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "StopRequested");
+  EXPECT_THAT(supervisor_->LaunchAssignment("early", 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+
+  ASSERT_EQ(Accept(Assignment("late", 1, 1, {"x"})), true);
+  launcher_.BlockLaunches();
+  std::thread launch([&] { EXPECT_OK(supervisor_->LaunchAssignment("late", 1)); });
+  ASSERT_TRUE(launcher_.AwaitBlockedLaunch());
+  ASSERT_OK(supervisor_->StopAssignment("late", 1, absl::Seconds(5)));  // Returns at once.
+  EXPECT_EQ(supervisor_->GetRankState("late", 1, 0), RankState::kStarting);
+  launcher_.ReleaseLaunches();
+  launch.join();
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM));
+  EXPECT_EQ(supervisor_->GetRankState("late", 1, 0), RankState::kStopping);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGTERM, SIGKILL));
+  EXPECT_EQ(supervisor_->illegal_rank_transitions(), 0);
+}
+
+// The lease decides at the launch: an assignment accepted before the lease ran out and
+// launched after starts nothing; one accepted and not yet launched when it runs out fails.
+TEST_F(SupervisorFakeTest, AnAssignmentLaunchedWithoutALeaseFails) {
+  supervisor_->SetLeaseExpiry(clock_.Now() + absl::Seconds(1));
+  ASSERT_EQ(Accept(Assignment("j", 1, 1, {"x"})), true);
+  clock_.Advance(absl::Seconds(1));
+  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "LeaseExpired");
+
+  ASSERT_EQ(Accept(Assignment("k", 1, 1, {"x"})), true);
+  EXPECT_THAT(supervisor_->LaunchAssignment("k", 1),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("lease ran out")));
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+  reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 2u);
+  EXPECT_EQ(reports.failed[1].job_id(), "k");
+  EXPECT_EQ(reports.failed[1].reason(), "LeaseExpired");
+}
+
+TEST_F(SupervisorFakeTest, FailAssignmentEndsAnAcceptedAssignmentWithItsReason) {
+  ASSERT_EQ(Accept(Assignment("j", 2, 2, {"x"})), true);
+  EXPECT_EQ(Accept(Assignment("j", 2, 2, {"x"})), false);
+  ASSERT_OK(supervisor_->FailAssignment("j", 2, "PeerUnreachable", "worker w2 at h:1: refused"));
+  EXPECT_THAT(supervisor_->FailAssignment("j", 2, "Again", ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(supervisor_->LaunchAssignment("j", 2),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "PeerUnreachable");
+  EXPECT_EQ(reports.failed[0].message(), "worker w2 at h:1: refused");
+  EXPECT_THAT(listener_.events(), Contains("reports"));
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+  supervisor_->MarkReported(reports.failed[0]);
+  EXPECT_EQ(supervisor_->assignment_count(), 0u);
 }
 
 TEST_F(SupervisorFakeTest, RelaysLinesAndMetricsAndPublishesExitAfterThem) {

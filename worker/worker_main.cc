@@ -284,6 +284,8 @@ int Run() {
   }
   auto lease_metrics = std::make_shared<LeaseMetrics>(
       &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock);
+  auto supervisor_metrics = std::make_shared<SupervisorMetrics>(
+      [&supervisor] { return supervisor.illegal_rank_transitions(); });
   // Destroyed before the supervisor and the agent: scrapes read both.
   std::unique_ptr<prometheus::Exposer> exposer;
   if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
@@ -296,6 +298,7 @@ int Run() {
       BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
       exposer->RegisterCollectable(standby_metrics);
       exposer->RegisterCollectable(lease_metrics);
+      exposer->RegisterCollectable(supervisor_metrics);
       const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
       if (!port_file.empty()) {
         if (absl::Status s = WritePortFile(port_file, port); !s.ok()) {

@@ -166,8 +166,14 @@ class Coordinator {
   // happened (last heartbeat, or now for a closed stream).
   void HandleWorkerLost(const std::string& worker_id, const std::string& reason,
                         const std::string& why, absl::Time occurred);
-  // A worker could not carry out a StartAssignment (AssignmentFailed).
+  // A worker could not carry out a ReservePort or a StartAssignment, or it stopped one
+  // before its processes started (AssignmentFailed): an active generation fails (class
+  // infra); a restarting one counts the ranks that never started as stopped.
   void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
+  // Records an exit (code -1, now) for every rank of the generation `msg` names that never
+  // started: those of `worker_id`, or every rank if no StartAssignment was sent yet (a
+  // ReservePort failed). Returns false if the store failed.
+  bool RecordRanksNotStarted(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   void ReattachAssignments(const std::string& worker_id, const baton::v1::Register& reg);
   // Active jobs that count on a reconnected worker that did not report them (it restarted
   // and their processes are gone) fail their generation.

@@ -188,12 +188,39 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
 void Coordinator::OnAssignmentFailed(const std::string& worker_id,
                                      const baton::v1::AssignmentFailed& msg) {
   if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentFailed")) return;
-  if (ActiveJob(msg.job_id(), msg.generation()) == nullptr) return;
+  const absl::StatusOr<JobState> state = jobs_->State(msg.job_id());
+  if (!state.ok() || (!IsActive(*state) && *state != JobState::kRestarting)) return;
+  if (!RecordRanksNotStarted(worker_id, msg)) return;
+  if (*state == JobState::kRestarting) {
+    MaybeRestart(msg.job_id());  // its ranks on that worker count as stopped now
+    return;
+  }
   FailGeneration(msg.job_id(), baton::v1::FAILURE_CLASS_INFRA,
                  msg.reason().empty() ? std::string("AssignmentFailed") : msg.reason(),
                  absl::StrCat("worker ", worker_id, " could not start its processes: ",
                               msg.message()),
                  std::nullopt, worker_id);
+}
+
+bool Coordinator::RecordRanksNotStarted(const std::string& worker_id,
+                                        const baton::v1::AssignmentFailed& msg) {
+  baton::v1::Job job = *jobs_->Peek(msg.job_id());
+  // Before the port was reserved no worker was sent its StartAssignment: nothing of the
+  // generation runs anywhere. After, the failing worker runs none of its ranks.
+  const bool none_sent = job.master_port() == 0;
+  std::vector<std::string> ranks;
+  for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
+    if (r.has_exit() || (!none_sent && r.worker_id() != worker_id)) continue;
+    r.mutable_exit()->set_exit_code(-1);  // never started
+    *r.mutable_exit()->mutable_time() = ToProto(clock_->Now());
+    ranks.push_back(absl::StrCat(r.rank()));
+  }
+  if (ranks.empty()) return true;
+  const std::string what = absl::StrCat(
+      "generation ", job.generation(), ": rank", ranks.size() > 1 ? "s " : " ",
+      absl::StrJoin(ranks, ", "), " never started (worker ", worker_id, ": ", msg.reason(),
+      none_sent ? ", before any StartAssignment was sent" : "", ")");
+  return Ok(jobs_->Update(job, {NewEvent("RanksNotStarted", what)}), "ranks not started");
 }
 
 void Coordinator::OnProcessExited(const std::string& worker_id, const std::string& job_id,

@@ -663,6 +663,77 @@ TEST_F(CoordinatorTest, StartAssignmentNamesThePeersAndAnUnreachablePeerFailsThe
                                    "worker w1 at 10.0.0.1:7001"));
 }
 
+// Only the failing worker's ranks never started: once the others report their exits the
+// next generation starts after the backoff, without waiting for the failing worker's lease.
+TEST_F(CoordinatorTest, AnAssignmentFailedWorkerRanNothingSoTheRestartWaitsOnlyForTheOthers) {
+  for (const std::string w : {"w1", "w2"}) {
+    baton::v1::Register reg = Reg(w);
+    reg.set_probe_port(7000);
+    Connect(reg);
+  }
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  ReservedPort("w1", job->id(), 1, 29500);
+  Started("w1");
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("LaunchFailed");
+  failed.mutable_assignment_failed()->set_message("rank 1: fork: Resource temporarily unavailable");
+  Send("w2", failed);
+  EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
+  EXPECT_TRUE(jobs_->Peek(job->id())->ranks(1).has_exit());   // w2's rank never started
+  EXPECT_FALSE(jobs_->Peek(job->id())->ranks(0).has_exit());  // w1's runs until stopped
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kStopAssignment)
+                .stop_assignment()
+                .generation(),
+            1);
+  Exited("w1", job->id(), 1, 0, 0, /*signal=*/15);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(job->id())->generation(), 2);
+  EXPECT_TRUE(workers_->IsConnected("w2"));  // no lease revoked
+  CompleteRendezvous(job->id(), 2, 29501);
+}
+
+// A ReservePort that fails is reported at once (PortUnavailable), before any StartAssignment:
+// nothing of the generation runs anywhere, so it fails without waiting for the rendezvous
+// timeout or any process, and the next generation starts after the backoff.
+TEST_F(CoordinatorTest, AReservePortFailureFailsTheGenerationAtOnceAndItRestarts) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  ASSERT_EQ(StateOf(job->id()), JobState::kRendezvous);
+  const absl::Time start = clock_.Now();
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("PortUnavailable");
+  failed.mutable_assignment_failed()->set_message("socket: Too many open files");
+  Send("w1", failed);
+  // The clock has not moved: the failure is handled, and the generation counts as stopped.
+  ASSERT_EQ(clock_.Now(), start);
+  EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
+  baton::v1::Job record = *jobs_->Peek(job->id());
+  ASSERT_EQ(record.restarts().failures_size(), 1);
+  const baton::v1::Failure& f = record.restarts().failures(0);
+  EXPECT_EQ(f.reason(), "PortUnavailable");
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.worker_id(), "w1");
+  EXPECT_THAT(f.cause(), HasSubstr("socket: Too many open files"));
+  EXPECT_EQ(FromProto(f.stopped_time()), start);
+  EXPECT_THAT(channels_["w2"]->Of(baton::v1::CoordinatorMessage::kStartAssignment), SizeIs(0));
+  // The backoff, not the 60 s rendezvous timeout, separates it from the next generation.
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(job->id()), JobState::kRendezvous);
+  auto reserve = Last("w1", baton::v1::CoordinatorMessage::kReservePort).reserve_port();
+  EXPECT_EQ(reserve.generation(), 2);
+  CompleteRendezvous(job->id(), 2, 29502);
+}
+
 TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFreesThem) {
   const std::string id = RunningJob();
   absl::StatusOr<baton::v1::Job> next = coordinator_->SubmitJob(CommandSpec(1));
