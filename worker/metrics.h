@@ -31,7 +31,7 @@
 #include "common/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
-#include "worker/supervisor.h"
+#include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {
 

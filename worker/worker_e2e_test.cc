@@ -15,8 +15,8 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/fake_coordinator.h"
-#include "worker/process_test_util.h"
+#include "worker/testing/fake_coordinator.h"
+#include "worker/testing/process_test_util.h"
 
 extern char** environ;
 

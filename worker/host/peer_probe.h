@@ -1,0 +1,50 @@
+#pragma once
+
+// Peer reachability: before a worker starts a job's processes it checks that it can open a
+// TCP connection to every other worker of the generation at the address that worker
+// advertised (what MASTER_ADDR and Gloo's peers will dial). A wrong --advertise_host or a
+// cut network then fails the generation at once with the addresses named, instead of ranks
+// hanging in their rendezvous.
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/baton/v1/worker_service.pb.h"
+#include "worker/process/unique_fd.h"
+
+namespace baton::worker {
+
+// Accepts TCP connections on a port and closes them at once: what peers probe.
+// Thread-safe; one background thread.
+class ProbeListener {
+ public:
+  // Listens on all interfaces at `port` (0: the kernel picks). INTERNAL naming the errno
+  // if it cannot bind.
+  static absl::StatusOr<std::unique_ptr<ProbeListener>> Start(int port);
+  ~ProbeListener();  // Stops accepting and joins the thread.
+
+  int port() const { return port_; }
+
+ private:
+  ProbeListener(UniqueFd fd, int port);
+  void Loop();
+
+  UniqueFd fd_;
+  const int port_;
+  std::thread thread_;
+};
+
+// Connects to every peer's host:probe_port at once and waits up to `timeout`, measured by
+// `clock`, for all of them. OK if every connection opened; else UNAVAILABLE naming each peer
+// that failed, its address and why (refused, no answer within the timeout, no route, name not
+// resolved). Peers without a probe port are skipped.
+absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout,
+                        Clock* clock);
+
+}  // namespace baton::worker

@@ -1,0 +1,56 @@
+#include "worker/output/metrics_line.h"
+
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::worker {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Pair;
+using ::testing::UnorderedElementsAre;
+
+TEST(ParseMetricsLineTest, StepAndNumericValues) {
+  absl::StatusOr<baton::v1::MetricPoint> p = ParseMetricsLine(
+      R"({"step":10,"epoch":0,"loss":0.71,"accuracy":0.8,"samples_per_sec":1234.5,"lr":0.05})");
+  ASSERT_OK(p);
+  EXPECT_EQ(p->step(), 10);
+  EXPECT_THAT(p->values(),
+              UnorderedElementsAre(Pair("epoch", 0.0), Pair("loss", 0.71), Pair("accuracy", 0.8),
+                                   Pair("samples_per_sec", 1234.5), Pair("lr", 0.05)));
+  EXPECT_FALSE(p->has_time());
+}
+
+TEST(ParseMetricsLineTest, NonNumericValuesAreSkippedAndStepDefaultsToZero) {
+  absl::StatusOr<baton::v1::MetricPoint> p =
+      ParseMetricsLine(R"({"loss":1.5,"phase":"train","ok":true,"nested":{"a":1},"n":null})");
+  ASSERT_OK(p);
+  EXPECT_EQ(p->step(), 0);
+  EXPECT_THAT(p->values(), UnorderedElementsAre(Pair("loss", 1.5)));
+}
+
+TEST(ParseMetricsLineTest, LargeStep) {
+  absl::StatusOr<baton::v1::MetricPoint> p = ParseMetricsLine(R"({"step":4000000000})");
+  ASSERT_OK(p);
+  EXPECT_EQ(p->step(), 4000000000LL);
+}
+
+TEST(ParseMetricsLineTest, MalformedLines) {
+  for (const char* line : {"", "not json", "{\"loss\":", "[1,2]", "42", "{\"loss\":0.5}}"}) {
+    EXPECT_THAT(ParseMetricsLine(line),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("JSON object")))
+        << line;
+  }
+}
+
+TEST(ParseMetricsLineTest, BadStep) {
+  for (const char* line : {R"({"step":-1})", R"({"step":1.5})", R"({"step":"10"})"}) {
+    EXPECT_THAT(ParseMetricsLine(line),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step")))
+        << line;
+  }
+}
+
+}  // namespace
+}  // namespace baton::worker

@@ -1,0 +1,37 @@
+#pragma once
+
+#include "worker/process/process_launcher.h"
+
+namespace baton::worker {
+
+// Launches training processes with fork/exec, each under a small per-rank shim process that
+// guarantees no training process outlives the worker.
+//
+//   baton-worker --fork--> shim ("baton-shim") --fork+exec--> training process (pgid = pid)
+//        |                  |
+//        +- control socket -+   (AF_UNIX SOCK_SEQPACKET; the worker's end is CLOEXEC)
+//
+// * The shim is a fork of the worker that never execs; between fork and _exit it runs only
+//   async-signal-safe system calls (everything it needs is prepared before the fork). It
+//   ignores terminal signals (SIGINT, SIGTERM, SIGHUP, ...) and sits in its own process group.
+// * The training process leads its own process group; its descendants (DataLoader workers,
+//   `sh -c 'cmd &'`) inherit it unless they call setsid/setpgid themselves.
+// * Only the worker holds its end of the control socket (CLOEXEC; other shims close it right
+//   after their fork). When the worker dies for any reason, SIGKILL included, the kernel closes
+//   it and the shim SIGKILLs the whole process group.
+// * Stop signals travel over the socket and the shim delivers them with kill(-pgid). Because
+//   the shim is the training process's parent and reaps it only after SIGKILLing what is left
+//   of its group, the pgid cannot be reused while it is being signalled.
+// * When the training process exits the shim kills the rest of its group, reaps it and sends
+//   the wait status over the socket; then it exits and the worker reaps it.
+// * The shim reports the pid only once the child exec'd: a failed chdir or execve comes back
+//   from the child on a CLOEXEC pipe, and Launch() returns it as an error.
+//
+// Thread-safe; Launch() may block for the time the shim needs to fork and the child to exec
+// (milliseconds).
+class PosixProcessLauncher final : public ProcessLauncher {
+ public:
+  absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
+};
+
+}  // namespace baton::worker

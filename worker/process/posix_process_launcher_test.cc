@@ -1,0 +1,229 @@
+#include "worker/process/posix_process_launcher.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "common/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/testing/process_test_util.h"
+
+namespace baton::worker {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The first line the process prints on stdout.
+std::string ReadLine(LaunchedProcess& p, absl::Duration timeout = absl::Seconds(20)) {
+  std::string line;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    struct pollfd pfd = {p.stdout_fd.get(), POLLIN, 0};
+    ::poll(&pfd, 1, 100);
+    char c;
+    while (::read(p.stdout_fd.get(), &c, 1) == 1) {
+      if (c == '\n') return line;
+      line.push_back(c);
+    }
+  }
+  return line;
+}
+
+pid_t ParsePid(const std::string& s) {
+  int pid = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(s), &pid) ? pid : -1;
+}
+
+class PosixProcessLauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    BecomeSubreaper();
+    dir_ = MakeTestDir("launcher");
+    ASSERT_FALSE(dir_.empty());
+  }
+  LaunchRequest Sh(const std::string& script, std::vector<std::string> extra_env = {}) {
+    LaunchRequest r;
+    r.argv = {"/bin/sh", "-c", script};
+    r.env = {"PATH=/usr/bin:/bin", "BATON_METRICS_FD=3"};
+    r.env.insert(r.env.end(), extra_env.begin(), extra_env.end());
+    r.working_dir = dir_;
+    return r;
+  }
+  PosixProcessLauncher launcher_;
+  std::string dir_;
+};
+
+TEST_F(PosixProcessLauncherTest, RelaysOutputMetricsEnvironmentAndExitCode) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(
+      Sh(R"(echo out; echo err >&2; echo '{"step":1}' >&$BATON_METRICS_FD; echo "$FOO"; exit 7)",
+         {"FOO=bar"}));
+  ASSERT_OK(p);
+  EXPECT_GT(p->process->pid(), 0);
+  EXPECT_FALSE(p->stdin_fd.valid());
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, "out\nbar\n");
+  EXPECT_EQ(o.err, "err\n");
+  EXPECT_EQ(o.metrics, "{\"step\":1}\n");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 7);
+  EXPECT_EQ(o.exit->signal(), 0);
+  EXPECT_FALSE(p->process->TryCollectExit().has_value());  // Only once.
+}
+
+TEST_F(PosixProcessLauncherTest, ChildGetsWorkingDirNullStdinAndNoOtherFds) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(
+      Sh("pwd; readlink /proc/$$/fd/0; "
+         "for n in $(seq 0 64); do [ -e /proc/$$/fd/$n ] && printf '%s ' $n; done; true"));
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, dir_ + "\n/dev/null\n0 1 2 3 ");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+}
+
+TEST_F(PosixProcessLauncherTest, PipeStdinDeliversWhatIsWrittenThenEof) {
+  LaunchRequest r = Sh("cat; echo done; readlink /proc/$$/fd/0 | cut -d: -f1");
+  r.pipe_stdin = true;
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  ASSERT_TRUE(p->stdin_fd.valid());
+  const std::string input = "hello\n";
+  ASSERT_OK(WriteAll(p->stdin_fd.get(), input.data(), input.size()));
+  p->stdin_fd.Reset();  // EOF for cat.
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_EQ(o.out, "hello\ndone\nsocket\n");
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+}
+
+TEST_F(PosixProcessLauncherTest, WritingToTheStdinOfAnExitedChildFailsWithEpipe) {
+  LaunchRequest r = Sh("exit 0");
+  r.pipe_stdin = true;
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(::send(p->stdin_fd.get(), "x", 1, MSG_NOSIGNAL), -1);
+  EXPECT_EQ(errno, EPIPE);
+}
+
+TEST_F(PosixProcessLauncherTest, LooksUpArgv0OnTheChildsPath) {
+  LaunchRequest r = Sh("");
+  r.argv = {"sh", "-c", "exit 3"};
+  r.env = {"PATH=/nonexistent:/bin:/usr/bin"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 3);
+}
+
+// A program that cannot be run is a Launch error naming the reason; nothing runs.
+TEST_F(PosixProcessLauncherTest, UnknownCommandIsALaunchError) {
+  LaunchRequest r = Sh("");
+  r.argv = {"baton-no-such-program"};
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("baton-no-such-program: command not found")));
+}
+
+TEST_F(PosixProcessLauncherTest, MissingProgramIsALaunchErrorWithTheOsReason) {
+  LaunchRequest r = Sh("");
+  r.argv = {dir_ + "/missing-program"};
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot execute " + r.argv[0] + ": No such file or directory")));
+}
+
+TEST_F(PosixProcessLauncherTest, NonExecutableFileIsALaunchError) {
+  const std::string path = dir_ + "/not-executable";
+  std::ofstream(path) << "#!/bin/sh\n";
+  ::chmod(path.c_str(), 0644);
+  LaunchRequest r = Sh("");
+  r.argv = {path};
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot execute " + path + ": Permission denied")));
+}
+
+TEST_F(PosixProcessLauncherTest, MissingWorkingDirIsALaunchError) {
+  LaunchRequest r = Sh("true");
+  r.working_dir = dir_ + "/missing";
+  EXPECT_THAT(launcher_.Launch(r),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot change directory to " + r.working_dir +
+                                 ": No such file or directory")));
+}
+
+TEST_F(PosixProcessLauncherTest, EmptyArgvIsRejected) {
+  LaunchRequest r = Sh("");
+  r.argv.clear();
+  EXPECT_THAT(launcher_.Launch(r), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("argv")));
+}
+
+TEST_F(PosixProcessLauncherTest, SignalGroupDeliversSigterm) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("echo ready; exec sleep 1000"));
+  ASSERT_OK(p);
+  ASSERT_EQ(ReadLine(*p), "ready");
+  EXPECT_THAT(p->process->SignalGroup(SIGINT),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unsupported")));
+  ASSERT_OK(p->process->SignalGroup(SIGTERM));
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), -1);
+  EXPECT_EQ(o.exit->signal(), SIGTERM);
+  EXPECT_TRUE(ProcessGone(p->process->pid()));
+  ASSERT_OK(p->process->SignalGroup(SIGKILL));  // After the exit: a no-op.
+}
+
+TEST_F(PosixProcessLauncherTest, SigtermRightAfterLaunchIsNotLost) {
+  // The signal may reach the child before it reset the shim's SIG_IGN; it must stay
+  // pending instead of being discarded. Many tries make the early window likely.
+  for (int i = 0; i < 20; ++i) {
+    absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("exec sleep 1000"));
+    ASSERT_OK(p);
+    ASSERT_OK(p->process->SignalGroup(SIGTERM));
+    const ProcessOutcome o = RunToExit(*p, absl::Seconds(10));
+    ASSERT_TRUE(o.exit.has_value()) << "try " << i << ": SIGTERM was lost";
+    EXPECT_EQ(o.exit->signal(), SIGTERM) << "try " << i;
+  }
+}
+
+TEST_F(PosixProcessLauncherTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh("sleep 1000 & echo $!; exit 0"));
+  ASSERT_OK(p);
+  const pid_t grandchild = ParsePid(ReadLine(*p));
+  ASSERT_GT(grandchild, 0);
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(grandchild); }));
+}
+
+TEST_F(PosixProcessLauncherTest, LosingTheControlSocketKillsTheWholeGroup) {
+  // Dropping the Process closes the worker's end of the control socket, exactly what the
+  // kernel does when the worker dies (worker_e2e_test covers a real SIGKILL).
+  absl::StatusOr<LaunchedProcess> p =
+      launcher_.Launch(Sh("trap '' TERM; sleep 1000 & echo $!; wait"));
+  ASSERT_OK(p);
+  const pid_t leader = p->process->pid();
+  const pid_t grandchild = ParsePid(ReadLine(*p));
+  ASSERT_GT(grandchild, 0);
+  EXPECT_EQ(::kill(leader, 0), 0);
+  EXPECT_EQ(::kill(grandchild, 0), 0);
+  p->process.reset();
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(grandchild); }));
+}
+
+}  // namespace
+}  // namespace baton::worker

@@ -1,0 +1,55 @@
+#include "worker/supervisor/rank_env.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+
+namespace baton::worker {
+
+std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
+                                      std::vector<std::string>* ignored) {
+  std::map<std::string, std::string> env;
+  for (const std::string& entry : input.base_env) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [name, value] : input.spec_env) {
+    if (baton::IsReservedEnvName(name)) {
+      if (ignored != nullptr) ignored->push_back(name);
+      continue;
+    }
+    env[name] = value;
+  }
+  env.emplace("OMP_NUM_THREADS", "1");  // Only if neither the worker nor the spec set it.
+
+  const baton::v1::RankInfo& r = input.rank;
+  const int32_t groups = r.local_world_size() > 0
+                             ? (input.world_size + r.local_world_size() - 1) / r.local_world_size()
+                             : 1;
+  env["RANK"] = absl::StrCat(r.rank());
+  env["WORLD_SIZE"] = absl::StrCat(input.world_size);
+  env["LOCAL_RANK"] = absl::StrCat(r.local_rank());
+  env["LOCAL_WORLD_SIZE"] = absl::StrCat(r.local_world_size());
+  env["GROUP_RANK"] = absl::StrCat(r.group_rank());
+  env["GROUP_WORLD_SIZE"] = absl::StrCat(groups);
+  env["ROLE_RANK"] = absl::StrCat(r.rank());
+  env["ROLE_WORLD_SIZE"] = absl::StrCat(input.world_size);
+  env["ROLE_NAME"] = "default";
+  env["MASTER_ADDR"] = input.master_addr;
+  env["MASTER_PORT"] = absl::StrCat(input.master_port);
+  env["TORCHELASTIC_RUN_ID"] = input.job_id;
+  env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(std::max<int64_t>(input.generation - 1, 0));
+  env["TORCHELASTIC_MAX_RESTARTS"] = "0";
+  env["BATON_JOB_ID"] = input.job_id;
+  env["BATON_GENERATION"] = absl::StrCat(input.generation);
+  env["BATON_METRICS_FD"] = absl::StrCat(input.metrics_fd);
+
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) out.push_back(absl::StrCat(name, "=", value));
+  return out;
+}
+
+}  // namespace baton::worker

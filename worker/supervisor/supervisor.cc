@@ -1,0 +1,425 @@
+#include "worker/supervisor/supervisor.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/proto_time.h"
+
+namespace baton::worker {
+namespace {
+
+constexpr absl::Duration kShutdownMargin = absl::Seconds(5);
+
+}  // namespace
+
+std::string Supervisor::Describe(const std::string& job_id, int64_t generation, int32_t rank) {
+  return absl::StrCat("job ", job_id, " gen ", generation, " rank ", rank);
+}
+
+Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
+                       SupervisorListener* listener)
+    : options_(std::move(options)), launcher_(launcher), clock_(clock), listener_(listener) {}
+
+Supervisor::~Supervisor() {
+  Shutdown(absl::ZeroDuration());
+  Clock::Timer deadline_timer;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  deadline_timer = std::move(deadline_timer_);
+  // Remaining Process objects die with assignments_; each kills its process group.
+}
+
+absl::Status Supervisor::Start() {
+  absl::Status s = MakePipe(&wake_read_, &wake_write_, O_NONBLOCK, O_NONBLOCK);
+  if (!s.ok()) return s;
+  io_thread_ = std::thread([this] { IoLoop(); });
+  return absl::OkStatus();
+}
+
+void Supervisor::Wake() {
+  if (!wake_write_.valid()) return;
+  const char byte = 1;
+  (void)!::write(wake_write_.get(), &byte, 1);  // A full pipe already means "wake up".
+}
+
+void Supervisor::Shutdown(absl::Duration grace) {
+  bool failed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!shutting_down_) {
+      shutting_down_ = true;
+      for (auto& [key, a] : assignments_) failed |= StopRanksLocked(a, grace, "WorkerShutdown");
+    }
+  }
+  if (failed) listener_->OnReportsPending();
+  ArmDeadlineTimer();
+  if (!io_thread_.joinable()) return;
+  Wake();
+  {
+    absl::MutexLock lock(&mu_);
+    clock_->AwaitWithDeadline(
+        &mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
+        clock_->Now() + std::max(grace, absl::ZeroDuration()) + options_.drain_timeout +
+            kShutdownMargin);
+    io_stop_ = true;
+  }
+  Wake();
+  io_thread_.join();
+}
+
+bool Supervisor::AllExitedLocked() const {
+  for (const auto& [key, a] : assignments_) {
+    if (a.launching()) return false;
+    for (const RankEntry& r : a.ranks) {
+      if (!r.lifecycle.exited()) return false;
+    }
+  }
+  return true;
+}
+
+absl::Status Supervisor::TransitionLocked(const Assignment& a, RankEntry& r, RankState to,
+                                          absl::string_view reason) {
+  const RankState from = r.lifecycle.state();
+  absl::Status s = r.lifecycle.TransitionTo(to, clock_->Now(), reason);
+  if (!s.ok()) {
+    ++illegal_rank_transitions_;
+    BATON_LOG(ERROR) << Describe(a.job_id, a.generation, r.info.rank()) << " (" << reason
+                     << "): " << s;
+    return s;
+  }
+  BATON_LOG(INFO) << Describe(a.job_id, a.generation, r.info.rank()) << " pid " << r.info.pid()
+                  << ": " << RankStateName(from) << " -> " << RankStateName(to) << " (" << reason
+                  << ")";
+  return absl::OkStatus();
+}
+
+int64_t Supervisor::illegal_rank_transitions() const {
+  absl::MutexLock lock(&mu_);
+  return illegal_rank_transitions_;
+}
+
+// ---------------------------------------------------------------------------------------
+// Start / stop.
+// ---------------------------------------------------------------------------------------
+
+absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t generation,
+                                        std::optional<absl::Duration> grace) {
+  const absl::Duration g = grace.value_or(options_.default_stop_grace);
+  bool found = false;
+  bool failed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, a] : assignments_) {
+      if (a.job_id != job_id || (generation != 0 && a.generation != generation)) continue;
+      found = true;
+      failed |= StopRanksLocked(a, g, "StopRequested");
+    }
+  }
+  if (!found) {
+    return absl::NotFoundError(
+        absl::StrCat("no assignment of job ", job_id, " generation ", generation));
+  }
+  if (failed) listener_->OnReportsPending();
+  ArmDeadlineTimer();
+  return absl::OkStatus();
+}
+
+int Supervisor::KillAllLocked(absl::string_view reason, bool* failed) {
+  int live = 0;
+  for (auto& [key, a] : assignments_) {
+    for (const RankEntry& r : a.ranks) {
+      const RankState state = r.lifecycle.state();
+      if (state == RankState::kRunning || state == RankState::kStopping ||
+          (a.phase == Phase::kSpawning && state == RankState::kStarting)) {
+        ++live;
+      }
+    }
+    *failed |= StopRanksLocked(a, absl::ZeroDuration(), reason);
+  }
+  return live;
+}
+
+void Supervisor::SetLeaseExpiry(absl::Time expiry) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (expiry == lease_expiry_) return;
+    lease_expiry_ = expiry;
+    lease_enforced_ = false;
+  }
+  ArmDeadlineTimer();
+}
+
+int64_t Supervisor::lease_expirations() const {
+  absl::MutexLock lock(&mu_);
+  return lease_expirations_;
+}
+
+absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t generation,
+                                           int32_t rank) {
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({job_id, generation});
+  RankEntry* entry = nullptr;
+  if (it != assignments_.end()) {
+    for (RankEntry& r : it->second.ranks) {
+      if (r.info.rank() == rank) entry = &r;
+    }
+  }
+  if (entry == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no rank ", rank, " of job ", job_id,
+                                            " generation ", generation, " on this worker"));
+  }
+  if (entry->lifecycle.state() != RankState::kRunning) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " of job ", job_id, " generation ", generation, " is ",
+                     RankStateName(entry->lifecycle.state()), ", not running"));
+  }
+  return entry->process->SignalGroup(SIGUSR1);
+}
+
+bool Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason) {
+  if (a.phase == Phase::kAccepted) {
+    FailLocked(a, std::string(reason),
+               absl::StrCat("stopped (", reason, ") before its processes started"));
+    return true;
+  }
+  if (a.phase == Phase::kSpawning) {
+    if (!a.stop_while_spawning.has_value()) {
+      a.stop_while_spawning = Stop{grace, std::string(reason)};
+    } else {
+      a.stop_while_spawning->grace = std::min(a.stop_while_spawning->grace, grace);
+    }
+    return false;
+  }
+  const absl::Time now = clock_->Now();
+  for (RankEntry& r : a.ranks) {
+    const RankState state = r.lifecycle.state();
+    if (state != RankState::kRunning && state != RankState::kStopping) continue;
+    if (grace <= absl::ZeroDuration()) {
+      if (!TransitionLocked(a, r, RankState::kKilling, reason).ok()) continue;
+      absl::Status s = r.process->SignalGroup(SIGKILL);
+      if (!s.ok()) BATON_LOG(WARNING) << s;
+      r.kill_deadline = absl::InfiniteFuture();
+    } else if (state == RankState::kRunning) {
+      if (!TransitionLocked(a, r, RankState::kStopping, reason).ok()) continue;
+      absl::Status s = r.process->SignalGroup(SIGTERM);
+      if (!s.ok()) BATON_LOG(WARNING) << s;
+      r.kill_deadline = now + grace;
+    } else {
+      r.kill_deadline = std::min(r.kill_deadline, now + grace);
+    }
+  }
+  return false;
+}
+
+void Supervisor::EnforceDeadlines() {
+  bool failed;
+  {
+    absl::MutexLock lock(&mu_);
+    failed = EnforceDeadlinesLocked();
+  }
+  if (failed) listener_->OnReportsPending();
+  ArmDeadlineTimer();  // The next deadline, now that these were met.
+}
+
+bool Supervisor::EnforceDeadlinesLocked() {
+  const absl::Time now = clock_->Now();
+  bool failed = false;
+  if (!lease_enforced_ && now >= lease_expiry_) {
+    lease_enforced_ = true;
+    if (const int killed = KillAllLocked("LeaseExpired", &failed); killed > 0) {
+      ++lease_expirations_;
+      BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_expiry_)
+                         << " (no heartbeat acknowledged by the coordinator): killed " << killed
+                         << " training process(es) so the coordinator can restart them elsewhere";
+    }
+  }
+  for (auto& [key, a] : assignments_) {
+    for (RankEntry& r : a.ranks) {
+      if (r.lifecycle.state() != RankState::kStopping || now < r.kill_deadline) continue;
+      r.kill_deadline = absl::InfiniteFuture();
+      if (!TransitionLocked(a, r, RankState::kKilling, "GraceExpired").ok()) continue;
+      absl::Status s = r.process->SignalGroup(SIGKILL);
+      if (!s.ok()) BATON_LOG(WARNING) << s;
+    }
+  }
+  return failed;
+}
+
+absl::Time Supervisor::NextDeadlineLocked() const {
+  absl::Time next = lease_enforced_ ? absl::InfiniteFuture() : lease_expiry_;
+  for (const auto& [key, a] : assignments_) {
+    for (const RankEntry& r : a.ranks) next = std::min(next, r.kill_deadline);
+  }
+  return next;
+}
+
+void Supervisor::ArmDeadlineTimer() {
+  Clock::Timer replaced;  // Cancelled once mu_ is released: its callback takes mu_.
+  absl::MutexLock lock(&mu_);
+  const absl::Time next = NextDeadlineLocked();
+  if (next == armed_deadline_) return;
+  armed_deadline_ = next;
+  replaced = std::move(deadline_timer_);
+  if (next == absl::InfiniteFuture()) return;
+  deadline_timer_ = clock_->After(next - clock_->Now(), [this] { EnforceDeadlines(); });
+}
+
+bool Supervisor::AwaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle_or_ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return assignments_.empty() || idle_wait_ended_;
+  };
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(&idle_or_ended), deadline);
+  return assignments_.empty();
+}
+
+void Supervisor::EndIdleWait() {
+  absl::MutexLock lock(&mu_);
+  idle_wait_ended_ = true;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reports.
+// ---------------------------------------------------------------------------------------
+
+Supervisor::PendingReports Supervisor::GetPendingReports() const {
+  PendingReports out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, a] : assignments_) {
+    if (a.launching()) continue;
+    if (a.failure.has_value()) {
+      // Once none of its processes runs.
+      if (!a.failure_reported &&
+          std::all_of(a.ranks.begin(), a.ranks.end(),
+                      [](const RankEntry& r) { return r.lifecycle.exited(); })) {
+        out.failed.push_back(*a.failure);
+      }
+      continue;
+    }
+    if (!a.started_reported) {
+      baton::v1::AssignmentStarted started;
+      started.set_job_id(a.job_id);
+      started.set_generation(a.generation);
+      for (const RankEntry& r : a.ranks) {
+        baton::v1::RankInfo* info = started.add_ranks();
+        *info = r.info;
+        info->clear_exit();
+      }
+      out.started.push_back(std::move(started));
+    }
+    for (const RankEntry& r : a.ranks) {
+      if (!r.lifecycle.exited() || r.exit_reported) continue;
+      baton::v1::ProcessExited exited;
+      exited.set_job_id(a.job_id);
+      exited.set_generation(a.generation);
+      exited.set_rank(r.info.rank());
+      *exited.mutable_exit() = r.info.exit();
+      out.exited.push_back(std::move(exited));
+    }
+  }
+  return out;
+}
+
+void Supervisor::MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
+                                   std::vector<Assignment>* forgotten) {
+  const Assignment& a = it->second;
+  if (a.launching()) return;
+  if (a.failure.has_value()) {
+    if (!a.failure_reported) return;  // Reported once every rank exited.
+  } else {
+    if (!a.started_reported) return;
+    for (const RankEntry& r : a.ranks) {
+      if (!r.lifecycle.exited() || !r.exit_reported) return;
+    }
+  }
+  BATON_LOG(INFO) << "job " << a.job_id << " gen " << a.generation
+                  << ": all ranks exited and reported; forgetting the assignment";
+  forgotten->push_back(std::move(it->second));
+  assignments_.erase(it);
+}
+
+void Supervisor::MarkReported(const baton::v1::AssignmentFailed& failed) {
+  std::vector<Assignment> forgotten;  // Destroyed after the lock is released.
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({failed.job_id(), failed.generation()});
+  if (it == assignments_.end() || !it->second.failure.has_value()) return;
+  it->second.failure_reported = true;
+  MaybeForgetLocked(it, &forgotten);
+}
+
+void Supervisor::MarkReported(const baton::v1::AssignmentStarted& started) {
+  std::vector<Assignment> forgotten;  // Destroyed after the lock is released.
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({started.job_id(), started.generation()});
+  if (it == assignments_.end() || it->second.launching() || it->second.failure.has_value()) {
+    return;
+  }
+  it->second.started_reported = true;
+  MaybeForgetLocked(it, &forgotten);
+}
+
+void Supervisor::MarkReported(const baton::v1::ProcessExited& exited) {
+  std::vector<Assignment> forgotten;
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({exited.job_id(), exited.generation()});
+  if (it == assignments_.end()) return;
+  for (RankEntry& r : it->second.ranks) {
+    if (r.info.rank() == exited.rank() && r.lifecycle.exited()) r.exit_reported = true;
+  }
+  MaybeForgetLocked(it, &forgotten);
+}
+
+std::vector<baton::v1::AssignmentStatus> Supervisor::Snapshot() const {
+  std::vector<baton::v1::AssignmentStatus> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, a] : assignments_) {
+    if (a.launching() || a.failure.has_value()) continue;
+    baton::v1::AssignmentStatus status;
+    status.set_job_id(a.job_id);
+    status.set_generation(a.generation);
+    for (const RankEntry& r : a.ranks) *status.add_ranks() = r.info;
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
+void Supervisor::MarkReported(const std::vector<baton::v1::AssignmentStatus>& snapshot) {
+  std::vector<Assignment> forgotten;
+  absl::MutexLock lock(&mu_);
+  for (const baton::v1::AssignmentStatus& status : snapshot) {
+    auto it = assignments_.find({status.job_id(), status.generation()});
+    if (it == assignments_.end() || it->second.launching() || it->second.failure.has_value()) {
+      continue;
+    }
+    it->second.started_reported = true;
+    for (const baton::v1::RankInfo& info : status.ranks()) {
+      if (!info.has_exit()) continue;
+      for (RankEntry& r : it->second.ranks) {
+        if (r.info.rank() == info.rank() && r.lifecycle.exited()) r.exit_reported = true;
+      }
+    }
+    MaybeForgetLocked(it, &forgotten);
+  }
+}
+
+std::optional<RankState> Supervisor::GetRankState(const std::string& job_id, int64_t generation,
+                                                  int32_t rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({job_id, generation});
+  if (it == assignments_.end()) return std::nullopt;
+  for (const RankEntry& r : it->second.ranks) {
+    if (r.info.rank() == rank) return r.lifecycle.state();
+  }
+  return std::nullopt;
+}
+
+size_t Supervisor::assignment_count() const {
+  absl::MutexLock lock(&mu_);
+  return assignments_.size();
+}
+
+}  // namespace baton::worker

@@ -1,0 +1,334 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/worker_service.pb.h"
+#include "worker/output/line_splitter.h"
+#include "worker/process/process_launcher.h"
+#include "worker/supervisor/rank_lifecycle.h"
+#include "worker/process/unique_fd.h"
+
+namespace baton::worker {
+
+// Receives what supervised processes produce. Called with no Supervisor lock held:
+// OnLogLine/OnMetricPoint from the supervisor's I/O thread, OnReportsPending from the I/O
+// thread or from a thread calling Start/StopAssignment. Implementations must be thread-safe
+// and must not block (no network or disk I/O).
+class SupervisorListener {
+ public:
+  virtual ~SupervisorListener() = default;
+  virtual void OnLogLine(const std::string& job_id, baton::v1::LogLine line) = 0;
+  virtual void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) = 0;
+  // GetPendingReports() may have something new: an assignment started or a rank exited.
+  virtual void OnReportsPending() = 0;
+};
+
+struct SupervisorOptions {
+  // Absolute; ranks run in <work_dir>/jobs/<job_id>/gen-<g>/rank-<r>/ (created), which holds
+  // their stdout.log and stderr.log.
+  std::string work_dir;
+  // baton-trainer, run for TrainerSpec programs.
+  std::string trainer_path = "baton-trainer";
+  // The worker's environment ("KEY=VALUE"), the base of every rank's environment.
+  std::vector<std::string> base_env;
+  // SIGTERM -> SIGKILL grace when a stop request gives none.
+  absl::Duration default_stop_grace = absl::Seconds(10);
+  // Longest relayed stdout/stderr/metrics line; longer ones are cut (logs) or dropped (metrics).
+  size_t max_line_bytes = 64 * 1024;
+  // After a rank exited, how long its pipes are still drained (for the last lines) before the
+  // exit is published. Only matters if a process that left the group keeps them open.
+  absl::Duration drain_timeout = absl::Seconds(2);
+};
+
+// Runs and supervises the training processes of this worker's assignments (one assignment =
+// the ranks of one job generation placed on this worker): spawns them, relays their output
+// and metrics, stops them (SIGTERM, SIGKILL after a grace), and records exits until the agent
+// has reported them to the coordinator. Knows nothing of gRPC.
+//
+// An assignment is accepted (recorded, nothing spawned), then launched (its ranks spawned) or
+// failed. It fails when it is failed before its launch (FailAssignment: the agent's checks),
+// stopped before its launch (StopAssignment, the lease, Shutdown), or when a rank cannot be
+// spawned: then no further rank is spawned and those already spawned are SIGKILLed. A failed
+// assignment never reports AssignmentStarted or ProcessExited; it reports one
+// AssignmentFailed once none of its processes runs.
+//
+// Reports are level-triggered: GetPendingReports() lists what the coordinator has not been
+// told (AssignmentFailed, AssignmentStarted, then ProcessExited); the agent calls
+// MarkReported() once a message was sent. An assignment is forgotten once it started was
+// reported, all its ranks exited and all exits were reported, or once its failure was.
+//
+// Time: every deadline (a stop's grace, the lease, the drain of an exited rank's pipes, the
+// bound on Shutdown) is measured by the injected clock and met by one of its timers, not by
+// polling: with a FakeClock, Advance() past a grace or the lease has sent the SIGKILLs by the
+// time it returns.
+//
+// Threading: one absl::Mutex guards the assignment table. One I/O thread owns every pipe:
+// it sleeps in poll() on the ranks' stdout/stderr/metrics pipes, their exit fds and a wake-up
+// pipe, appends output to the log files, parses lines, calls the listener and publishes
+// exits. Grace and lease deadlines are enforced by the clock's timer callback (a RealClock's
+// thread, or the thread advancing a FakeClock), which only sends signals. Processes are
+// spawned and log files written without the lock held, by the thread calling
+// LaunchAssignment; every other public method returns without waiting for a spawn, so a
+// stop is never held up by one. Public methods are thread-safe.
+//
+// Errors of its own: a rank transition the lifecycle forbids (rank_lifecycle.h) is a bug;
+// it is refused, logged and counted (illegal_rank_transitions()).
+class Supervisor {
+ public:
+  // `launcher`, `clock` and `listener` must outlive the Supervisor.
+  Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
+             SupervisorListener* listener);
+  // Kills whatever still runs (Shutdown with zero grace) if Shutdown was not called.
+  ~Supervisor();
+
+  // Starts the I/O thread. Errors: INTERNAL if the wake-up pipe cannot be created.
+  absl::Status Start();
+
+  // Stops every process (SIGTERM, SIGKILL after `grace`; assignments not launched yet fail
+  // "WorkerShutdown"), waits until all exited (at most grace + drain_timeout + 5 s by the
+  // clock), then stops the I/O thread. Later AcceptAssignment calls fail with UNAVAILABLE.
+  // Idempotent.
+  void Shutdown(absl::Duration grace);
+
+  // Records an assignment to run, spawning nothing: its ranks are STARTING until
+  // LaunchAssignment or FailAssignment (or a stop) ends that. Returns true for a new
+  // assignment, which the caller must launch or fail; false for a known (job_id, generation),
+  // which needs nothing more (AssignmentStarted is reported again once it started).
+  // Errors: INVALID_ARGUMENT for a malformed request (job id unusable as a directory name,
+  // generation < 1, no ranks, duplicate ranks, world_size < 1); UNAVAILABLE after Shutdown.
+  absl::StatusOr<bool> AcceptAssignment(const baton::v1::StartAssignment& request);
+
+  // Spawns the accepted assignment's ranks in order, one process per rank (argv from
+  // spec.command, or baton-trainer's for spec.trainer; environment from BuildRankEnv). Blocks
+  // for the spawns (milliseconds, or a standby handoff). A stop during them is applied as
+  // soon as they end. Returns OK once every rank runs; otherwise the assignment failed and
+  // the error says why: FAILED_PRECONDITION if it is not waiting for its launch (unknown,
+  // launched, failed or stopped meanwhile: nothing is spawned), UNAVAILABLE if the lease ran
+  // out ("LeaseExpired"), or the first spawn's error ("LaunchFailed", the reason also written
+  // to that rank's stderr.log and relayed as a log line).
+  absl::Status LaunchAssignment(const std::string& job_id, int64_t generation);
+
+  // The accepted assignment will not be launched: its ranks end without starting and it
+  // reports AssignmentFailed with `reason` and `message`. Errors: FAILED_PRECONDITION if it is
+  // not waiting for its launch.
+  absl::Status FailAssignment(const std::string& job_id, int64_t generation,
+                              const std::string& reason, const std::string& message);
+
+  // AcceptAssignment, then LaunchAssignment if the assignment is new (its errors are only
+  // reported, as AssignmentFailed). Errors: those of AcceptAssignment.
+  absl::Status StartAssignment(const baton::v1::StartAssignment& request);
+
+  // Sends SIGTERM to the process group of every running rank of `job_id` (`generation` 0:
+  // any generation) and SIGKILL once `grace` (default: options.default_stop_grace) expired;
+  // a zero or negative grace sends SIGKILL at once. A second stop can only shorten the grace.
+  // An assignment not launched yet fails at once ("StopRequested"); one being spawned is
+  // stopped as soon as its spawns end.
+  // Errors: NOT_FOUND if no such assignment is known.
+  absl::Status StopAssignment(const std::string& job_id, int64_t generation,
+                              std::optional<absl::Duration> grace);
+
+  // The worker's lease (lease.h) runs out at `expiry` (InfiniteFuture: no lease). When the
+  // clock reaches it, a timer kills every process of every assignment at once (SIGKILL to
+  // each process group, no grace; those being spawned as soon as they are): the Supervisor
+  // keeps time on its own, whatever the network or the agent's threads do. A later expiry set
+  // after that arms it again. Thread-safe.
+  void SetLeaseExpiry(absl::Time expiry);
+  // How often the lease ran out with processes to kill.
+  int64_t lease_expirations() const;
+  // Rank transitions refused because the lifecycle forbids them (a bug of the worker).
+  int64_t illegal_rank_transitions() const;
+
+  // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
+  // process group (the built-in trainer's contract; only send it to such ranks). Errors:
+  // NOT_FOUND if the rank is unknown; FAILED_PRECONDITION if it is not RUNNING (stopping,
+  // exited); UNAVAILABLE if it cannot be signalled.
+  absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
+
+  // For a drain: blocks until no assignment is left (every rank exited and its exit was
+  // reported), the clock reaches `deadline`, or EndIdleWait() is called. Returns whether no
+  // assignment is left.
+  bool AwaitIdle(absl::Time deadline);
+  // Ends the AwaitIdle() in progress, and makes later ones return at once.
+  void EndIdleWait();
+
+  struct PendingReports {
+    std::vector<baton::v1::AssignmentFailed> failed;    // Send these first,
+    std::vector<baton::v1::AssignmentStarted> started;  // then these,
+    std::vector<baton::v1::ProcessExited> exited;       // then these.
+  };
+  PendingReports GetPendingReports() const;
+  void MarkReported(const baton::v1::AssignmentFailed& failed);
+  void MarkReported(const baton::v1::AssignmentStarted& started);
+  void MarkReported(const baton::v1::ProcessExited& exited);
+
+  // Every launched assignment that did not fail, with its ranks' pids and exits, for
+  // Register. MarkReported(snapshot) once the coordinator acknowledged that Register.
+  std::vector<baton::v1::AssignmentStatus> Snapshot() const;
+  void MarkReported(const std::vector<baton::v1::AssignmentStatus>& snapshot);
+
+  // Introspection. nullopt if the rank is unknown (never started, or forgotten).
+  std::optional<RankState> GetRankState(const std::string& job_id, int64_t generation,
+                                        int32_t rank) const;
+  size_t assignment_count() const;
+
+ private:
+  struct RankKey {
+    std::string job_id;
+    int64_t generation;
+    int32_t rank;
+    bool operator==(const RankKey& o) const {
+      return rank == o.rank && generation == o.generation && job_id == o.job_id;
+    }
+  };
+  struct RankEntry {
+    baton::v1::RankInfo info;  // pid once running; exit once EXITED.
+    RankLifecycle lifecycle;
+    std::shared_ptr<Process> process;                   // Null if it could not be spawned.
+    absl::Time kill_deadline = absl::InfiniteFuture();  // STOPPING only.
+    bool exit_reported = false;
+  };
+  enum class Phase {
+    kAccepted,  // Nothing spawned yet.
+    kSpawning,  // LaunchAssignment is spawning its ranks (without mu_).
+    kLaunched,  // Every rank was spawned, or the assignment failed.
+  };
+  struct Stop {
+    absl::Duration grace;
+    std::string reason;
+  };
+  struct Assignment {
+    baton::v1::StartAssignment request;  // As accepted.
+    std::string job_id;
+    int64_t generation = 0;
+    std::vector<RankEntry> ranks;  // One per request rank, in its order; fixed size.
+    Phase phase = Phase::kAccepted;
+    bool started_reported = false;
+    // A stop during kSpawning (shortest grace, first reason), applied when spawning ends.
+    std::optional<Stop> stop_while_spawning;
+    // Set once it failed; reported (once every rank exited) instead of started and exits.
+    std::optional<baton::v1::AssignmentFailed> failure;
+    bool failure_reported = false;
+    bool launching() const { return phase != Phase::kLaunched; }
+  };
+  using AssignmentKey = std::pair<std::string, int64_t>;
+
+  // Handed to the I/O thread under mu_, then owned by it alone.
+  struct Channel {
+    enum class Kind { kStdout, kStderr, kMetrics };
+    Channel(RankKey k, Kind kd, UniqueFd f, UniqueFd log, size_t max_line)
+        : key(std::move(k)),
+          kind(kd),
+          fd(std::move(f)),
+          log_file(std::move(log)),
+          splitter(max_line) {}
+    RankKey key;
+    Kind kind;
+    UniqueFd fd;
+    UniqueFd log_file;  // stdout.log / stderr.log; none for metrics.
+    LineSplitter splitter;
+    int64_t malformed = 0;  // Metrics lines that did not parse.
+  };
+  struct ExitWatch {
+    RankKey key;
+    std::shared_ptr<Process> process;
+    std::optional<baton::v1::ProcessExit> exit;  // Collected, waiting for the pipes to drain.
+    absl::Time drain_deadline = absl::InfiniteFuture();
+  };
+  struct RankLaunch;
+
+  // "job J gen G rank R", for logs.
+  static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
+
+  RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank);
+  // After LaunchAssignment's spawns (`launches`, in rank order, the last one possibly failed):
+  // records the processes, or fails the assignment and kills them; applies a stop that came
+  // meanwhile. Returns the failed spawn's status, or OK.
+  absl::Status FinishLaunchLocked(Assignment& a, std::vector<RankLaunch>& launches)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the reason of a failed spawn to the rank's stderr.log and relays it. Without mu_.
+  void ReportSpawnFailure(const std::string& job_id, int64_t generation, int32_t rank,
+                          RankLaunch& launch);
+  // Fails `a`: its STARTING ranks end without starting; the failure is reported once the
+  // ranks that did start (being killed by the caller) exited.
+  void FailLocked(Assignment& a, const std::string& reason, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stops `a`'s processes (see StopAssignment). Returns true if that failed an assignment
+  // not launched yet: the caller tells the listener once mu_ is released.
+  bool StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checked transition of one rank: refuses, logs and counts one the lifecycle forbids
+  // (FAILED_PRECONDITION naming both states), which leaves the rank unchanged.
+  absl::Status TransitionLocked(const Assignment& a, RankEntry& r, RankState to,
+                                absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves `it` to `forgotten` if it is finished and fully reported.
+  void MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
+                         std::vector<Assignment>* forgotten) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends SIGKILL to stopping ranks whose grace expired, and to every rank once the lease
+  // ran out, then arms the timer for the next deadline. The deadline timer's callback.
+  void EnforceDeadlines() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns true if an assignment failed (the caller tells the listener without mu_).
+  bool EnforceDeadlinesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Points the deadline timer at NextDeadlineLocked(). Call without mu_ after changing a
+  // deadline: a replaced timer is cancelled, which waits for a callback in progress, and the
+  // callback takes mu_.
+  void ArmDeadlineTimer() ABSL_LOCKS_EXCLUDED(mu_);
+  // SIGKILL to every rank of every assignment (those not launched yet fail); returns how
+  // many were running, stopping or being spawned. `failed` is set if an assignment failed.
+  int KillAllLocked(absl::string_view reason, bool* failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake();
+
+  // I/O thread.
+  void IoLoop();
+  // One poll() (blocking until an event unless `block` is false): reads output, collects
+  // exits (starting their drain deadline) and closes pipes at EOF.
+  void PollOnce(std::vector<std::unique_ptr<Channel>>& channels, std::vector<ExitWatch>& watches,
+                bool block);
+  // Publishes the collected exits whose pipes are closed or whose drain deadline passed.
+  void PublishDrainedExits(std::vector<std::unique_ptr<Channel>>& channels,
+                           std::vector<ExitWatch>& watches);
+  bool ReadChannel(Channel& ch);  // False at EOF.
+  void EmitLine(Channel& ch, LineSplitter::Line line);
+  void CloseChannel(Channel& ch);
+  void PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit);
+
+  const SupervisorOptions options_;
+  ProcessLauncher* const launcher_;
+  Clock* const clock_;
+  SupervisorListener* const listener_;
+
+  mutable absl::Mutex mu_;
+  std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Channel>> incoming_channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<ExitWatch> incoming_watches_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time lease_expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool lease_enforced_ ABSL_GUARDED_BY(mu_) = false;  // for lease_expiry_
+  int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t illegal_rank_transitions_ ABSL_GUARDED_BY(mu_) = 0;
+  bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool idle_wait_ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Calls EnforceDeadlines() at armed_deadline_ (InfiniteFuture: disarmed).
+  Clock::Timer deadline_timer_ ABSL_GUARDED_BY(mu_);
+  absl::Time armed_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+
+  UniqueFd wake_read_;  // Written to wake the I/O thread from poll().
+  UniqueFd wake_write_;
+  std::thread io_thread_;
+};
+
+}  // namespace baton::worker

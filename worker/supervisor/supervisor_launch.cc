@@ -1,0 +1,310 @@
+// The Supervisor's assignments from acceptance to launch or failure (see supervisor.h).
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/proto_time.h"
+#include "worker/supervisor/rank_env.h"
+#include "worker/supervisor/supervisor.h"
+#include "worker/supervisor/trainer_args.h"
+
+namespace baton::worker {
+namespace {
+
+// Job ids become directory names: allow [A-Za-z0-9._-], not "." or "..".
+bool IsSafeJobId(const std::string& id) {
+  if (id.empty() || id.size() > 128 || id == "." || id == "..") return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status ValidateRequest(const baton::v1::StartAssignment& request) {
+  if (!IsSafeJobId(request.job_id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job_id \"", request.job_id(), "\" must be 1-128 of [A-Za-z0-9._-]"));
+  }
+  if (request.generation() < 1) return absl::InvalidArgumentError("generation must be >= 1");
+  if (request.world_size() < 1) return absl::InvalidArgumentError("world_size must be >= 1");
+  if (request.ranks().empty()) return absl::InvalidArgumentError("ranks is empty");
+  std::set<int32_t> seen;
+  for (const auto& r : request.ranks()) {
+    if (r.rank() < 0 || r.rank() >= request.world_size() || !seen.insert(r.rank()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ranks: rank ", r.rank(), " is out of range or repeated"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+UniqueFd OpenLog(const std::string& path) {
+  return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+}
+
+}  // namespace
+
+// What LaunchRank produced for one rank: the process (or why there is none) and its logs.
+struct Supervisor::RankLaunch {
+  absl::Status status;
+  LaunchedProcess launched;
+  UniqueFd stdout_log;
+  UniqueFd stderr_log;
+};
+
+absl::StatusOr<bool> Supervisor::AcceptAssignment(const baton::v1::StartAssignment& request) {
+  if (absl::Status s = ValidateRequest(request); !s.ok()) return s;
+  const AssignmentKey key(request.job_id(), request.generation());
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) return absl::UnavailableError("the worker is shutting down");
+    auto it = assignments_.find(key);
+    if (it == assignments_.end()) {
+      Assignment a;
+      a.request = request;
+      a.job_id = request.job_id();
+      a.generation = request.generation();
+      for (const auto& r : request.ranks()) {
+        RankEntry entry;
+        entry.info = r;
+        entry.info.set_pid(0);
+        entry.info.clear_exit();
+        a.ranks.push_back(std::move(entry));
+      }
+      assignments_.emplace(key, std::move(a));
+      return true;
+    }
+    Assignment& a = it->second;
+    if (a.launching() || a.failure.has_value()) return false;
+    a.started_reported = false;
+  }
+  BATON_LOG(INFO) << "job " << key.first << " gen " << key.second
+                  << ": already started; reporting it again";
+  listener_->OnReportsPending();
+  return false;
+}
+
+absl::Status Supervisor::StartAssignment(const baton::v1::StartAssignment& request) {
+  absl::StatusOr<bool> accepted = AcceptAssignment(request);
+  if (!accepted.ok()) return accepted.status();
+  if (*accepted) (void)LaunchAssignment(request.job_id(), request.generation());
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::FailAssignment(const std::string& job_id, int64_t generation,
+                                        const std::string& reason, const std::string& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = assignments_.find({job_id, generation});
+    if (it == assignments_.end() || it->second.phase != Phase::kAccepted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, " gen ", generation, " is not waiting for its launch"));
+    }
+    FailLocked(it->second, reason, message);
+  }
+  listener_->OnReportsPending();
+  return absl::OkStatus();
+}
+
+void Supervisor::FailLocked(Assignment& a, const std::string& reason,
+                            const std::string& message) {
+  BATON_LOG(WARNING) << "job " << a.job_id << " gen " << a.generation << " failed (" << reason
+                     << "): " << message;
+  for (RankEntry& r : a.ranks) {
+    if (r.lifecycle.state() == RankState::kStarting) {
+      (void)TransitionLocked(a, r, RankState::kExited, absl::StrCat("NotStarted: ", reason));
+    }
+  }
+  a.phase = Phase::kLaunched;
+  baton::v1::AssignmentFailed failure;
+  failure.set_job_id(a.job_id);
+  failure.set_generation(a.generation);
+  failure.set_reason(reason);
+  failure.set_message(message);
+  a.failure = std::move(failure);
+}
+
+absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t generation) {
+  const AssignmentKey key(job_id, generation);
+  baton::v1::StartAssignment request;
+  std::string lease_expired;  // Why it failed at once, if it did.
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = assignments_.find(key);
+    if (it == assignments_.end() || it->second.phase != Phase::kAccepted) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job_id, " gen ", generation, " is not waiting for its launch"));
+    }
+    Assignment& a = it->second;
+    if (clock_->Now() >= lease_expiry_) {
+      lease_expired =
+          absl::StrCat("the worker's lease ran out at ", absl::FormatTime(lease_expiry_),
+                       "; it starts nothing until it registers again");
+      FailLocked(a, "LeaseExpired", lease_expired);
+    } else {
+      a.phase = Phase::kSpawning;
+      request = a.request;
+    }
+  }
+  if (!lease_expired.empty()) {
+    listener_->OnReportsPending();
+    return absl::UnavailableError(lease_expired);
+  }
+
+  // Spawn without the lock, in rank order, until one fails.
+  std::vector<RankLaunch> launches;
+  launches.reserve(request.ranks_size());
+  for (const auto& r : request.ranks()) {
+    launches.push_back(LaunchRank(request, r));
+    if (!launches.back().status.ok()) break;
+  }
+
+  absl::Status failed;
+  {
+    absl::MutexLock lock(&mu_);
+    failed = FinishLaunchLocked(assignments_.at(key), launches);  // Kept while spawning.
+  }
+  if (!failed.ok()) {
+    ReportSpawnFailure(job_id, generation, request.ranks(launches.size() - 1).rank(),
+                       launches.back());
+  }
+  ArmDeadlineTimer();  // A stop or a lease expiry while spawning set deadlines.
+  Wake();
+  listener_->OnReportsPending();
+  return failed;
+}
+
+absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunch>& launches) {
+  absl::Status failed;
+  for (size_t i = 0; i < launches.size(); ++i) {
+    RankEntry& r = a.ranks[i];
+    RankLaunch& l = launches[i];
+    if (!l.status.ok()) {
+      failed = l.status;
+      (void)TransitionLocked(a, r, RankState::kExited, "SpawnFailed");
+      continue;
+    }
+    r.process = l.launched.process;
+    r.info.set_pid(r.process->pid());
+    (void)TransitionLocked(a, r, RankState::kRunning, "Spawned");
+    const RankKey rank_key{a.job_id, a.generation, r.info.rank()};
+    const size_t max_line = options_.max_line_bytes;
+    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kStdout,
+                                                           std::move(l.launched.stdout_fd),
+                                                           std::move(l.stdout_log), max_line));
+    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kStderr,
+                                                           std::move(l.launched.stderr_fd),
+                                                           std::move(l.stderr_log), max_line));
+    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kMetrics,
+                                                           std::move(l.launched.metrics_fd),
+                                                           UniqueFd(), max_line));
+    incoming_watches_.push_back(ExitWatch{rank_key, r.process, std::nullopt});
+  }
+  a.phase = Phase::kLaunched;
+  if (!failed.ok()) {
+    // The ranks spawned cannot form the world without the failed one.
+    const int32_t rank = a.ranks[launches.size() - 1].info.rank();
+    FailLocked(a, "LaunchFailed", absl::StrCat("rank ", rank, ": ", failed.message()));
+    (void)StopRanksLocked(a, absl::ZeroDuration(), "LaunchFailed");
+  } else if (a.stop_while_spawning.has_value()) {
+    (void)StopRanksLocked(a, a.stop_while_spawning->grace, a.stop_while_spawning->reason);
+  }
+  return failed;
+}
+
+void Supervisor::ReportSpawnFailure(const std::string& job_id, int64_t generation, int32_t rank,
+                                    RankLaunch& launch) {
+  baton::v1::LogLine line;
+  line.set_generation(generation);
+  line.set_rank(rank);
+  line.set_stream(baton::v1::LogLine::STREAM_STDERR);
+  line.set_text(absl::StrCat("baton-worker: cannot start rank ", line.rank(), ": ",
+                             launch.status.ToString()));
+  *line.mutable_time() = ToProto(clock_->Now());
+  BATON_LOG(WARNING) << line.text();
+  if (launch.stderr_log.valid()) {
+    const std::string text = line.text() + "\n";
+    (void)WriteAll(launch.stderr_log.get(), text.data(), text.size());
+  }
+  listener_->OnLogLine(job_id, std::move(line));
+}
+
+Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& request,
+                                              const baton::v1::RankInfo& rank) {
+  RankLaunch out;
+  const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
+  const std::string rank_dir =
+      absl::StrCat(job_dir, "/gen-", request.generation(), "/rank-", rank.rank());
+  std::error_code ec;
+  std::filesystem::create_directories(rank_dir, ec);
+  if (ec) {
+    out.status = absl::InternalError(absl::StrCat("mkdir ", rank_dir, ": ", ec.message()));
+    return out;
+  }
+  out.stdout_log = OpenLog(rank_dir + "/stdout.log");
+  out.stderr_log = OpenLog(rank_dir + "/stderr.log");
+  if (!out.stdout_log.valid() || !out.stderr_log.valid()) {
+    out.status = absl::InternalError(
+        absl::StrCat("cannot open logs in ", rank_dir, ": ", std::strerror(errno)));
+    return out;
+  }
+
+  const baton::v1::JobSpec& spec = request.spec();
+  LaunchRequest launch;
+  launch.working_dir = rank_dir;
+  if (spec.has_trainer()) {
+    std::string checkpoint_dir = spec.checkpoint_dir();
+    if (checkpoint_dir.empty()) {
+      checkpoint_dir = job_dir + "/ckpt";
+      std::filesystem::create_directories(checkpoint_dir, ec);
+    }
+    launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
+  } else if (spec.has_command()) {
+    if (spec.command().argv().empty()) {
+      out.status = absl::InvalidArgumentError("spec.command.argv is empty");
+      return out;
+    }
+    launch.argv.assign(spec.command().argv().begin(), spec.command().argv().end());
+    if (!spec.command().working_dir().empty()) launch.working_dir = spec.command().working_dir();
+  } else {
+    out.status = absl::InvalidArgumentError("spec has neither trainer nor command");
+    return out;
+  }
+
+  RankEnvInput env;
+  env.base_env = options_.base_env;
+  env.job_id = request.job_id();
+  env.generation = request.generation();
+  env.world_size = request.world_size();
+  env.master_addr = request.master_addr();
+  env.master_port = request.master_port();
+  env.rank = rank;
+  env.spec_env.insert(spec.env().begin(), spec.env().end());
+  env.metrics_fd = ProcessLauncher::kMetricsFd;
+  std::vector<std::string> ignored;
+  launch.env = BuildRankEnv(env, &ignored);
+  for (const std::string& name : ignored) {
+    BATON_LOG(WARNING) << Describe(request.job_id(), request.generation(), rank.rank())
+                       << ": spec.env may not set " << name << "; ignored";
+  }
+
+  absl::StatusOr<LaunchedProcess> launched = launcher_->Launch(launch);
+  if (!launched.ok()) {
+    out.status = launched.status();
+    return out;
+  }
+  out.launched = std::move(*launched);
+  return out;
+}
+
+}  // namespace baton::worker
