@@ -20,25 +20,27 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics_http.h"
 #include "common/port_file.h"
-#include "worker/agent/agent.h"
-#include "worker/host/host_address.h"
-#include "worker/metrics.h"
-#include "worker/agent/outbox.h"
-#include "worker/host/peer_probe.h"
-#include "worker/process/posix_process_launcher.h"
-#include "worker/supervisor/rank_env.h"
-#include "worker/process/standby_launcher.h"
 #include "common/protocol_version.h"
+#include "common/status_macros.h"
+#include "worker/agent/agent.h"
+#include "worker/agent/outbox.h"
 #include "worker/agent/resources.h"
+#include "worker/agent/worker_identity.h"
+#include "worker/host/host_address.h"
+#include "worker/host/peer_probe.h"
+#include "worker/metrics.h"
+#include "worker/process/posix_process_launcher.h"
+#include "worker/process/standby_launcher.h"
+#include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/supervisor/trainer_args.h"
-#include "worker/agent/worker_identity.h"
 
 extern char** environ;
 
@@ -172,157 +174,117 @@ class SecondSignalWatcher {
   std::thread thread_;
 };
 
-int Run() {
-  // Block the stop signals in every thread (threads inherit the mask); main sigwait()s them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+// What the worker learns about itself before it starts: where it works, who it is, its
+// trainer, resources and network identity.
+struct Self {
+  std::string work_dir;
+  std::string worker_id;
+  std::string trainer = "baton-trainer";
+  bool trainer_found = false;
+  baton::v1::Resources resources;
+  HostAddress network;
+};
 
+absl::StatusOr<Self> DiscoverSelf() {
+  Self self;
   std::error_code ec;
   std::filesystem::create_directories(absl::GetFlag(FLAGS_work_dir), ec);
-  const std::string work_dir =
-      std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
+  self.work_dir = std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
   if (ec) {
-    BATON_LOG(ERROR) << "--work_dir " << absl::GetFlag(FLAGS_work_dir) << ": " << ec.message();
-    return 1;
+    return absl::FailedPreconditionError(
+        absl::StrCat("--work_dir ", absl::GetFlag(FLAGS_work_dir), ": ", ec.message()));
   }
-  std::string worker_id = absl::GetFlag(FLAGS_worker_id);
-  if (worker_id.empty()) {
-    absl::StatusOr<std::string> id = LoadOrCreateWorkerId(work_dir);
-    if (!id.ok()) {
-      BATON_LOG(ERROR) << id.status();
-      return 1;
-    }
-    worker_id = *id;
+  self.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (self.worker_id.empty()) {
+    ASSIGN_OR_RETURN(self.worker_id, LoadOrCreateWorkerId(self.work_dir));
   }
   const char* path_env = std::getenv("PATH");
-  std::string trainer = "baton-trainer";
   absl::StatusOr<std::string> found =
       ResolveTrainerPath(absl::GetFlag(FLAGS_trainer), SelfExe(), path_env ? path_env : "");
   if (found.ok()) {
-    trainer = *found;
+    self.trainer = *found;
+    self.trainer_found = true;
   } else {
     BATON_LOG(WARNING) << found.status() << "; jobs using the built-in trainer will fail";
   }
-  const baton::v1::Resources resources =
-      DetectResources(absl::GetFlag(FLAGS_slots), ResourceProbe());
-  absl::StatusOr<HostAddress> network = NetworkIdentity();
-  if (!network.ok()) {
-    BATON_LOG(ERROR) << network.status();
-    return 1;
-  }
+  self.resources = DetectResources(absl::GetFlag(FLAGS_slots), ResourceProbe());
+  ASSIGN_OR_RETURN(self.network, NetworkIdentity());
+  return self;
+}
 
-  SupervisorOptions supervisor_options;
-  supervisor_options.work_dir = work_dir;
-  supervisor_options.trainer_path = trainer;
-  for (char** e = environ; *e != nullptr; ++e) supervisor_options.base_env.push_back(*e);
+SupervisorOptions SupervisorOptionsFor(const Self& self) {
+  SupervisorOptions options;
+  options.work_dir = self.work_dir;
+  options.trainer_path = self.trainer;
+  for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
   // resolve the hostname, often to a loopback address that no peer can dial).
-  if (!network->interface.empty()) {
+  if (!self.network.interface.empty()) {
     for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
       if (std::getenv(name) == nullptr) {
-        supervisor_options.base_env.push_back(absl::StrCat(name, "=", network->interface));
+        options.base_env.push_back(absl::StrCat(name, "=", self.network.interface));
       }
     }
   }
-  supervisor_options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  return options;
+}
 
-  AgentOptions agent_options;
-  agent_options.coordinator = absl::GetFlag(FLAGS_coordinator);
-  agent_options.worker_id = worker_id;
-  agent_options.hostname = Hostname();
-  agent_options.advertise_host = network->address;
-  agent_options.resources = resources;
-  agent_options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
-  agent_options.peer_probe_timeout = absl::GetFlag(FLAGS_peer_probe_timeout);
-  absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
-      ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
-  if (!probe.ok()) {
-    BATON_LOG(ERROR) << "--probe_port: " << probe.status();
-    return 1;
-  }
-  agent_options.probe_port = (*probe)->port();
+AgentOptions AgentOptionsFor(const Self& self, int probe_port) {
+  AgentOptions options;
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.worker_id = self.worker_id;
+  options.hostname = Hostname();
+  options.advertise_host = self.network.address;
+  options.resources = self.resources;
+  options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.peer_probe_timeout = absl::GetFlag(FLAGS_peer_probe_timeout);
+  options.probe_port = probe_port;
+  return options;
+}
 
-  Clock* clock = RealClock::Get();
-  PosixProcessLauncher posix_launcher;
-  StandbyLauncherOptions standby_options;
-  standby_options.trainer_path = trainer;
-  standby_options.standbys = !found.ok() ? 0
-                             : absl::GetFlag(FLAGS_standby_trainers) < 0
-                                 ? resources.slots()
-                                 : absl::GetFlag(FLAGS_standby_trainers);
-  RankEnvInput standby_env;  // What a rank of a job without spec.env gets.
-  standby_env.base_env = supervisor_options.base_env;
-  standby_options.env = BuildRankEnv(standby_env);
-  standby_options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
-  StandbyLauncher launcher(standby_options, &posix_launcher, clock);
-  if (absl::Status s = launcher.Start(); !s.ok()) {
-    BATON_LOG(ERROR) << "standby trainers: " << s;
-    return 1;
+StandbyLauncherOptions StandbyOptionsFor(const Self& self, const SupervisorOptions& supervisor) {
+  StandbyLauncherOptions options;
+  options.trainer_path = self.trainer;
+  options.standbys = !self.trainer_found ? 0
+                     : absl::GetFlag(FLAGS_standby_trainers) < 0
+                         ? self.resources.slots()
+                         : absl::GetFlag(FLAGS_standby_trainers);
+  RankEnvInput env;  // What a rank of a job without spec.env gets.
+  env.base_env = supervisor.base_env;
+  options.env = BuildRankEnv(env);
+  options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
+  return options;
+}
+
+// The /metrics endpoint with every collectable (held weakly: the caller keeps them alive), or
+// null when not asked for or the port is taken (training does not depend on it: logged, and
+// the scrape target shows down).
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(
+    std::shared_ptr<WorkerMetrics> metrics,
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& others) {
+  const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
+  if (listen.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> served = ServeMetrics(listen, metrics);
+  if (!served.ok()) {
+    BATON_LOG(ERROR) << served.status() << "; running without a metrics endpoint";
+    return nullptr;
   }
-  // Served next to WorkerMetrics; the launcher outlives the exposer (declared first).
-  auto standby_metrics = std::make_shared<StandbyMetrics>(&launcher);
-  Outbox outbox(OutboxOptions(), clock);
-  Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
-  auto metrics = std::make_shared<WorkerMetrics>(
-      WorkerMetricsOptions(), clock,
-      [&supervisor_for_metrics](const std::string& job_id, int64_t generation, int32_t rank) {
-        const std::optional<RankState> state =
-            supervisor_for_metrics->GetRankState(job_id, generation, rank);
-        return state.has_value() && *state != RankState::kExited;
-      });
-  MetricsListener listener(metrics.get(), &outbox);
-  Supervisor supervisor(supervisor_options, &launcher, clock, &listener);
-  supervisor_for_metrics = &supervisor;
-  Agent agent(agent_options, &supervisor, &outbox, clock, metrics.get());
-  if (absl::Status s = supervisor.Start(); !s.ok()) {
-    BATON_LOG(ERROR) << s;
-    return 1;
-  }
-  auto lease_metrics = std::make_shared<LeaseMetrics>(
-      &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock);
-  auto supervisor_metrics = std::make_shared<SupervisorMetrics>(
-      [&supervisor] { return supervisor.illegal_rank_transitions(); });
-  // Destroyed before the supervisor and the agent: scrapes read both.
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen); !listen.empty()) {
-    // Training does not depend on the metrics endpoint: a taken port is logged (and the
-    // scrape target shows down), the worker still runs.
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> served = ServeMetrics(listen, metrics);
-    if (served.ok()) {
-      exposer = *std::move(served);
-      const int port = exposer->GetListeningPorts().front();
-      BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
-      exposer->RegisterCollectable(standby_metrics);
-      exposer->RegisterCollectable(lease_metrics);
-      exposer->RegisterCollectable(supervisor_metrics);
-      const std::string port_file = absl::GetFlag(FLAGS_metrics_port_file);
-      if (!port_file.empty()) {
-        if (absl::Status s = WritePortFile(port_file, port); !s.ok()) {
-          BATON_LOG(ERROR) << "--metrics_port_file: " << s;
-          return 1;
-        }
-      }
-    } else {
-      BATON_LOG(ERROR) << served.status() << "; running without a metrics endpoint";
+  const int port = (*served)->GetListeningPorts().front();
+  BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
+  for (const auto& c : others) (*served)->RegisterCollectable(c);
+  if (const std::string file = absl::GetFlag(FLAGS_metrics_port_file); !file.empty()) {
+    if (absl::Status s = WritePortFile(file, port); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));
     }
   }
-  if (absl::Status s = agent.Start(); !s.ok()) {
-    BATON_LOG(ERROR) << s;
-    return 1;
-  }
-  BATON_LOG(INFO) << "baton-worker " << worker_id << " (protocol " << kProtocolVersion
-                  << ") work_dir " << work_dir << ", " << resources.slots() << " slots, "
-                  << resources.gpus_size() << " GPUs, " << resources.cpu_cores()
-                  << " CPUs, trainer " << trainer << ", coordinator " << agent_options.coordinator;
-  for (const baton::v1::Gpu& gpu : resources.gpus()) {
-    BATON_LOG(INFO) << "GPU " << gpu.index() << ": " << gpu.name() << ", "
-                    << (gpu.memory_bytes() >> 20) << " MiB";
-  }
+  return served;
+}
 
+// Waits for SIGINT/SIGTERM; on SIGTERM (with a drain timeout) drains first. Then stops every
+// process, while the stream is up so their exits reach the coordinator, and the agent.
+void AwaitStop(const sigset_t& stop_signals, Agent& agent, Supervisor& supervisor,
+               const Clock* clock) {
   int signo = 0;
   sigwait(&stop_signals, &signo);
   const absl::Duration drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
@@ -346,10 +308,87 @@ int Run() {
   }
   BATON_LOG(INFO) << "received " << strsignal(signo) << "; stopping all training processes"
                   << " (grace " << absl::GetFlag(FLAGS_stop_grace) << ")";
-  // Processes first, while the stream is up, so their exits reach the coordinator.
   supervisor.Shutdown(absl::GetFlag(FLAGS_stop_grace));
   agent.Stop();
   BATON_LOG(INFO) << "stopped";
+}
+
+int Run() {
+  // Block the stop signals in every thread (threads inherit the mask); main sigwait()s them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<Self> self = DiscoverSelf();
+  if (!self.ok()) {
+    BATON_LOG(ERROR) << self.status();
+    return 1;
+  }
+  const SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
+  absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
+      ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
+  if (!probe.ok()) {
+    BATON_LOG(ERROR) << "--probe_port: " << probe.status();
+    return 1;
+  }
+  const AgentOptions agent_options = AgentOptionsFor(*self, (*probe)->port());
+
+  Clock* clock = RealClock::Get();
+  PosixProcessLauncher posix_launcher;
+  StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
+  if (absl::Status s = launcher.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << "standby trainers: " << s;
+    return 1;
+  }
+  Outbox outbox(OutboxOptions(), clock);
+  Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
+  auto metrics = std::make_shared<WorkerMetrics>(
+      WorkerMetricsOptions(), clock,
+      [&supervisor_for_metrics](const std::string& job_id, int64_t generation, int32_t rank) {
+        const std::optional<RankState> state =
+            supervisor_for_metrics->GetRankState(job_id, generation, rank);
+        return state.has_value() && *state != RankState::kExited;
+      });
+  MetricsListener listener(metrics.get(), &outbox);
+  Supervisor supervisor(supervisor_options, &launcher, clock, &listener);
+  supervisor_for_metrics = &supervisor;
+  Agent agent(agent_options, &supervisor, &outbox, clock, metrics.get());
+  if (absl::Status s = supervisor.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << s;
+    return 1;
+  }
+  // The exposer holds these weakly: they live as long as Run. Destroyed (the exposer first)
+  // before the supervisor and the agent, which scrapes read.
+  const std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
+      std::make_shared<StandbyMetrics>(&launcher),
+      std::make_shared<LeaseMetrics>(
+          &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock),
+      std::make_shared<SupervisorMetrics>(
+          [&supervisor] { return supervisor.illegal_rank_transitions(); })};
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      StartMetrics(metrics, collectables);
+  if (!exposer.ok()) {
+    BATON_LOG(ERROR) << exposer.status();
+    return 1;
+  }
+  if (absl::Status s = agent.Start(); !s.ok()) {
+    BATON_LOG(ERROR) << s;
+    return 1;
+  }
+  const baton::v1::Resources& resources = self->resources;
+  BATON_LOG(INFO) << "baton-worker " << self->worker_id << " (protocol " << kProtocolVersion
+                  << ") work_dir " << self->work_dir << ", " << resources.slots() << " slots, "
+                  << resources.gpus_size() << " GPUs, " << resources.cpu_cores()
+                  << " CPUs, trainer " << self->trainer << ", coordinator "
+                  << agent_options.coordinator;
+  for (const baton::v1::Gpu& gpu : resources.gpus()) {
+    BATON_LOG(INFO) << "GPU " << gpu.index() << ": " << gpu.name() << ", "
+                    << (gpu.memory_bytes() >> 20) << " MiB";
+  }
+  AwaitStop(stop_signals, agent, supervisor, clock);
   return 0;
 }
 

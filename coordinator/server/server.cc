@@ -39,6 +39,24 @@ CoordinatorServer::CoordinatorServer(ServerOptions options, Clock* clock)
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status CoordinatorServer::Start() {
+  RETURN_IF_ERROR(OpenState());
+  loop_ = std::make_unique<EventLoop>();
+  metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
+                                                  coordinator_.get(), clock_);
+  RETURN_IF_ERROR(Serve());
+  coordinator_->SetHaltHandler([this](const absl::Status& why) {
+    halted_ = true;
+    server_->GetHealthCheckService()->SetServingStatus(false);  // every service
+    if (options_.on_halt) options_.on_halt(why);
+  });
+  loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
+  ServeMetrics();
+  BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
+                  << options_.state_dir;
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::OpenState() {
   RETURN_IF_ERROR(MakeDirs(options_.state_dir));
   ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
@@ -61,11 +79,10 @@ absl::Status CoordinatorServer::Start() {
   workers_ = std::make_unique<WorkerRegistry>(clock_, options_.lease);
   coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), clock_,
                                                options_.coordinator);
-  RETURN_IF_ERROR(coordinator_->Recover());
+  return coordinator_->Recover();
+}
 
-  loop_ = std::make_unique<EventLoop>();
-  metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
-                                                  coordinator_.get(), clock_);
+absl::Status CoordinatorServer::Serve() {
   // Validation first (cheap, and its errors read better than a path's), then the paths.
   path_checker_ = std::make_unique<PathChecker>(
       [paths = options_.check_spec_paths](const baton::v1::JobSpec& spec) -> absl::Status {
@@ -101,28 +118,22 @@ absl::Status CoordinatorServer::Start() {
   }
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
-  coordinator_->SetHaltHandler([this](const absl::Status& why) {
-    halted_ = true;
-    server_->GetHealthCheckService()->SetServingStatus(false);  // every service
-    if (options_.on_halt) options_.on_halt(why);
-  });
-  loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
-  if (!options_.metrics_listen.empty()) {
-    // Training does not depend on the metrics endpoint: a taken port is logged (and the
-    // scrape target shows down), the coordinator still serves.
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
-        ServeMetrics(options_.metrics_listen, metrics_);
-    if (exposer.ok()) {
-      exposer_ = *std::move(exposer);
-      metrics_port_ = exposer_->GetListeningPorts().front();
-      BATON_LOG(INFO) << "metrics on port " << metrics_port_ << " (/metrics)";
-    } else {
-      BATON_LOG(ERROR) << exposer.status() << "; serving without a metrics endpoint";
-    }
-  }
-  BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
-                  << options_.state_dir;
   return absl::OkStatus();
+}
+
+void CoordinatorServer::ServeMetrics() {
+  if (options_.metrics_listen.empty()) return;
+  // Training does not depend on the metrics endpoint: a taken port is logged (and the
+  // scrape target shows down), the coordinator still serves.
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      coordinator::ServeMetrics(options_.metrics_listen, metrics_);
+  if (exposer.ok()) {
+    exposer_ = *std::move(exposer);
+    metrics_port_ = exposer_->GetListeningPorts().front();
+    BATON_LOG(INFO) << "metrics on port " << metrics_port_ << " (/metrics)";
+  } else {
+    BATON_LOG(ERROR) << exposer.status() << "; serving without a metrics endpoint";
+  }
 }
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {

@@ -83,6 +83,12 @@ class CoordinatorServer {
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
  private:
+  // Start's steps: lock and load the state and recover the jobs; the gRPC server (the
+  // domain must exist); the metrics endpoint (a failure is logged, not fatal).
+  absl::Status OpenState();
+  absl::Status Serve();
+  void ServeMetrics();
+
   const ServerOptions options_;
   Clock* const clock_;
   std::unique_ptr<StateDirLock> state_lock_;  // released after everything below

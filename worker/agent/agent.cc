@@ -4,9 +4,9 @@
 
 #include <algorithm>
 
-#include "common/message_limits.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/message_limits.h"
 #include "common/proto_time.h"
 #include "common/protocol_version.h"
 #include "worker/host/peer_probe.h"

@@ -14,11 +14,11 @@
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 #include "worker/agent/backoff.h"
-#include "worker/supervisor/lease.h"
-#include "worker/metrics.h"
 #include "worker/agent/outbox.h"
-#include "worker/host/reserve_port.h"
 #include "worker/agent/serial_executor.h"
+#include "worker/host/reserve_port.h"
+#include "worker/metrics.h"
+#include "worker/supervisor/lease.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace grpc {

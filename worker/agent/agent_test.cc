@@ -11,15 +11,15 @@
 #include "common/protocol_version.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/testing/fake_coordinator.h"
-#include "worker/testing/fake_process_launcher.h"
 #include "worker/agent/outbox.h"
 #include "worker/host/peer_probe.h"
-#include "worker/process/posix_process_launcher.h"
-#include "worker/testing/process_test_util.h"
 #include "worker/host/reserve_port.h"
+#include "worker/process/posix_process_launcher.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/testing/black_hole.h"
+#include "worker/testing/fake_coordinator.h"
+#include "worker/testing/fake_process_launcher.h"
+#include "worker/testing/process_test_util.h"
 
 namespace baton::worker {
 namespace {

@@ -18,8 +18,8 @@
 #include "proto/baton/v1/worker_service.pb.h"
 #include "worker/output/line_splitter.h"
 #include "worker/process/process_launcher.h"
-#include "worker/supervisor/rank_lifecycle.h"
 #include "worker/process/unique_fd.h"
+#include "worker/supervisor/rank_lifecycle.h"
 
 namespace baton::worker {
 

@@ -14,8 +14,8 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/testing/fake_process_launcher.h"
 #include "worker/process/posix_process_launcher.h"
+#include "worker/testing/fake_process_launcher.h"
 #include "worker/testing/process_test_util.h"
 
 namespace baton::worker {
