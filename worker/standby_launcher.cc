@@ -18,7 +18,7 @@
 #include "common/job_spec.h"
 #include "common/logging.h"
 #include "common/metrics_http.h"
-#include "worker/trainer/standby_protocol.h"
+#include "worker/trainer/contract/standby_protocol.h"
 
 namespace baton::worker {
 namespace {

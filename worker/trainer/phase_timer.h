@@ -1,7 +1,7 @@
 #pragma once
 
 // Splits the time of each optimizer step, read from an injected Clock, into the phases the
-// metric lines report (contract.h: time_data_s ... time_optimizer_s). The phases partition
+// metric lines report (contract/contract.h: time_data_s ... time_optimizer_s). The phases partition
 // the step: every instant between Start() and the last lap belongs to exactly one phase,
 // so they sum to the step's time exactly, whatever the clock does between calls.
 // Plain C++; thread-compatible (one training thread uses it).

@@ -28,7 +28,7 @@
 //
 // End: the test split, if any, is evaluated (every rank scores a strided shard; one
 // all-reduce of (correct, count)); rank 0 writes <checkpoint_dir>/final.pt. Metric lines:
-// see contract.h.
+// see contract/contract.h.
 //
 // The loop runs as a TrainingSession (training_session.h): setup, restore, steps and metric
 // lines. Options, context and result: trainer_options.h.

@@ -25,11 +25,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/communicator.h"
+#include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/idx_dataset.h"
-#include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/data/synthetic_mnist.h"
+#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/test_ranks.h"
 #include "worker/trainer/testing/ticking_clock.h"
 

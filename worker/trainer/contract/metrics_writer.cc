@@ -1,4 +1,4 @@
-#include "worker/trainer/metrics_writer.h"
+#include "worker/trainer/contract/metrics_writer.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 
 // The process contract between the worker daemon and `baton-trainer`: environment,
 // flags, metric lines and exit codes. Header-only, no LibTorch, so the worker daemon can
-// depend on it (//worker/trainer:contract).
+// depend on it (//worker/trainer/contract).
 //
 // Environment (set by the worker, as torchrun sets it):
 //   RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT,

@@ -1,4 +1,4 @@
-#include "worker/trainer/standby_protocol.h"
+#include "worker/trainer/contract/standby_protocol.h"
 
 #include <unistd.h>
 

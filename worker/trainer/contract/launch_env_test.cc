@@ -1,4 +1,4 @@
-#include "worker/trainer/launch_env.h"
+#include "worker/trainer/contract/launch_env.h"
 
 #include <map>
 #include <string>
@@ -6,7 +6,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/contract.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::trainer {
 namespace {

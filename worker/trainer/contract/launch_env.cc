@@ -1,4 +1,4 @@
-#include "worker/trainer/launch_env.h"
+#include "worker/trainer/contract/launch_env.h"
 
 #include <cstdlib>
 #include <optional>
@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "worker/trainer/contract.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::trainer {
 namespace {
