@@ -2,7 +2,7 @@
 
 // A Communicator over a concrete c10d process group (ProcessGroupGloo, ProcessGroupNCCL).
 // A template over the group type so that no code names the groups' base class, which is
-// c10d::ProcessGroup in LibTorch 1.13 and c10d::Backend in 2.x (see compat.h); the
+// c10d::ProcessGroup in LibTorch 1.13 and c10d::Backend in 2.x (see device/compat.h); the
 // collectives used have the same signatures in both. Included only by the backends'
 // .cc files (gloo_communicator.cc, nccl_communicator.cc), after the group's header.
 //

@@ -17,12 +17,12 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 #include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/process_group.h"
 #include "worker/trainer/shm_communicator.h"
 #include "worker/trainer/test_ranks.h"
-#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 namespace {

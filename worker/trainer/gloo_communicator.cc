@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/trainer/c10d_communicator.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 
 namespace baton::trainer {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 #include "worker/trainer/shm_communicator.h"
 #include "worker/trainer/store_protocol.h"
 

@@ -12,7 +12,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 #include "worker/trainer/host_topology.h"
 #include "worker/trainer/test_ranks.h"
 

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/device.h"
 #include "worker/trainer/grad_clip.h"
 
 namespace baton::trainer {

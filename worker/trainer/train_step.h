@@ -32,9 +32,9 @@
 #include "common/clock.h"
 #include "common/trainer_spec_defaults.h"
 #include "worker/trainer/communicator.h"
+#include "worker/trainer/device/precision.h"
 #include "worker/trainer/grad_scaler.h"
 #include "worker/trainer/gradient_reducer.h"
-#include "worker/trainer/precision.h"
 
 namespace baton::trainer {
 

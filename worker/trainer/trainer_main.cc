@@ -35,7 +35,7 @@
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/device.h"
 #include "worker/trainer/process_group.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_flags.h"

@@ -19,10 +19,10 @@
 #include "worker/trainer/communicator.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
+#include "worker/trainer/device/precision.h"
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/optim/optimizer.h"
-#include "worker/trainer/precision.h"
 #include "worker/trainer/train_step.h"
 
 namespace baton::trainer {

@@ -12,7 +12,7 @@
 
 #include "absl/time/time.h"
 #include "worker/trainer/contract/metrics_writer.h"
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/device.h"
 #include "worker/trainer/phase_timer.h"
 
 namespace baton::trainer {

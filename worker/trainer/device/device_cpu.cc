@@ -1,6 +1,6 @@
 // Device memory counters for a LibTorch without CUDA (see device.h).
 
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/device.h"
 
 namespace baton::trainer {
 

@@ -1,7 +1,7 @@
-#include "worker/trainer/precision.h"
+#include "worker/trainer/device/precision.h"
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 
 namespace baton::trainer {
 

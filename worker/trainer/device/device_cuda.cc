@@ -2,8 +2,8 @@
 // against a LibTorch with CUDA.
 
 #define BATON_COMPAT_CUDA 1
-#include "worker/trainer/compat.h"
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/compat.h"
+#include "worker/trainer/device/device.h"
 
 namespace baton::trainer {
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/device.h"
+#include "worker/trainer/device/device.h"
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/cuda.h>

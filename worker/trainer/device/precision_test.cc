@@ -1,4 +1,4 @@
-#include "worker/trainer/precision.h"
+#include "worker/trainer/device/precision.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
@@ -7,7 +7,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/compat.h"
+#include "worker/trainer/device/compat.h"
 
 namespace baton::trainer {
 namespace {
