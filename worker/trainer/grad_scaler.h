@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 namespace baton::trainer {
 

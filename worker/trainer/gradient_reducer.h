@@ -50,7 +50,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 namespace torch::autograd {
 struct Node;

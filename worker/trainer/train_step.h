@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/device/precision.h"
 #include "worker/trainer/grad_scaler.h"
 #include "worker/trainer/gradient_reducer.h"

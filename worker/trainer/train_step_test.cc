@@ -13,9 +13,9 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/test_ranks.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 
 namespace baton::trainer {
 namespace {

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device/precision.h"

@@ -24,13 +24,13 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/data/synthetic_mnist.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/test_ranks.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/testing/ticking_clock.h"
 
 namespace baton::trainer {

@@ -22,7 +22,7 @@
 //                 (assumed from 2.4 on).
 //   c10d          1.13: ProcessGroupGloo/ProcessGroupNCCL derive from c10d::ProcessGroup.
 //                 2.0+: they derive from c10d::Backend (ProcessGroup became a dispatcher
-//                 over backends). The trainer never names either base: c10d_communicator.h
+//                 over backends). The trainer never names either base: comm/c10d_communicator.h
 //                 is a template over the concrete group, whose collectives (allreduce,
 //                 broadcast with AllreduceOptions/BroadcastOptions, returning
 //                 c10::intrusive_ptr<c10d::Work>, Work::wait()) have the same signatures

@@ -1,4 +1,4 @@
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

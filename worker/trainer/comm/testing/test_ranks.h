@@ -14,8 +14,8 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
 
 namespace baton::trainer::testing {
 

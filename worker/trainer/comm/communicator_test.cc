@@ -1,4 +1,4 @@
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 #include <ATen/ATen.h>
 #include <netinet/in.h>
@@ -18,11 +18,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/device/compat.h"
-#include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/process_group.h"
-#include "worker/trainer/shm_communicator.h"
-#include "worker/trainer/test_ranks.h"
+#include "worker/trainer/comm/process_group.h"
+#include "worker/trainer/comm/shm_communicator.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 
 namespace baton::trainer {
 namespace {
@@ -354,7 +354,8 @@ std::string PeerBinary() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
   return absl::StrCat(srcdir != nullptr ? srcdir : ".", "/",
-                      workspace != nullptr ? workspace : "baton", "/worker/trainer/shm_peer");
+                      workspace != nullptr ? workspace : "baton",
+                      "/worker/trainer/comm/testing/shm_peer");
 }
 
 // A real peer process killed with SIGKILL while rank 0 waits in an all-reduce: the

@@ -1,4 +1,4 @@
-#include "worker/trainer/store_protocol.h"
+#include "worker/trainer/comm/host/store_protocol.h"
 
 #include <cstdint>
 #include <vector>

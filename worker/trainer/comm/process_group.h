@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/shm_segment.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/host/shm_segment.h"
 
 namespace baton::trainer {
 
@@ -38,7 +38,8 @@ struct RendezvousOptions {
 // address, rank and timeout on failure; INVALID_ARGUMENT on inconsistent options.
 absl::StatusOr<c10::intrusive_ptr<c10d::Store>> ConnectStore(const RendezvousOptions& options);
 
-// Collective backend for CPU tensors. Hosts are told apart by host keys (host_topology.h).
+// Collective backend for CPU tensors. Hosts are told apart by host keys
+// (comm/host/host_topology.h).
 enum class CpuBackend {
   // One host: shared memory. Several hosts, at least one with more than one rank:
   // hierarchical. Otherwise Gloo. Where shared memory turns out unusable (found out by
@@ -67,7 +68,7 @@ struct ProcessGroupOptions {
   // resolves to.
   std::string gloo_interface;
   // This rank's host key (BATON_HOST_KEY): ranks with equal keys count as one host. Empty:
-  // DefaultHostKey() (host_topology.h).
+  // DefaultHostKey() (comm/host/host_topology.h).
   std::string host_key;
   // Bytes per rank of a host's shared-memory segment (ShmOptions::slot_bytes); the same
   // on every rank.

@@ -1,6 +1,6 @@
 // The NCCL backend; compiled only against a LibTorch with CUDA (USE_C10D_NCCL).
 
-#include "worker/trainer/nccl_communicator.h"
+#include "worker/trainer/comm/nccl_communicator.h"
 
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/c10d_communicator.h"
+#include "worker/trainer/comm/c10d_communicator.h"
 
 namespace baton::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/trainer/shm_communicator.h"
+#include "worker/trainer/comm/shm_communicator.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -1,4 +1,4 @@
-#include "worker/trainer/hierarchical_communicator.h"
+#include "worker/trainer/comm/hierarchical_communicator.h"
 
 #include <ATen/ATen.h>
 
@@ -13,8 +13,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/device/compat.h"
-#include "worker/trainer/host_topology.h"
-#include "worker/trainer/test_ranks.h"
+#include "worker/trainer/comm/host/host_topology.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 
 namespace baton::trainer {
 namespace {

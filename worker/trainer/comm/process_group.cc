@@ -1,4 +1,4 @@
-#include "worker/trainer/process_group.h"
+#include "worker/trainer/comm/process_group.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "worker/trainer/gloo_communicator.h"
-#include "worker/trainer/hierarchical_communicator.h"
-#include "worker/trainer/host_topology.h"
-#include "worker/trainer/nccl_communicator.h"
-#include "worker/trainer/shm_communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
+#include "worker/trainer/comm/hierarchical_communicator.h"
+#include "worker/trainer/comm/host/host_topology.h"
+#include "worker/trainer/comm/nccl_communicator.h"
+#include "worker/trainer/comm/shm_communicator.h"
 
 namespace baton::trainer {
 namespace {

@@ -3,7 +3,7 @@
 // One POSIX shared-memory segment mapped by the ranks of one host (its "members"): a
 // header (a barrier, the members' pids, a failure word) and one slot per member, each
 // slot split in two buffers (by piece parity). The building block of the shared-memory
-// communicators (shm_communicator.h); it moves no tensors itself.
+// communicators (comm/shm_communicator.h); it moves no tensors itself.
 //
 // Setup (Attach) goes through the job's c10d store: member 0 creates a uniquely named
 // segment and publishes its name and a random token; every member maps it, checks the

@@ -1,4 +1,4 @@
-#include "worker/trainer/gloo_communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
 
 #include <chrono>
 #include <exception>
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/c10d_communicator.h"
+#include "worker/trainer/comm/c10d_communicator.h"
 #include "worker/trainer/device/compat.h"
 
 namespace baton::trainer {

@@ -1,4 +1,4 @@
-#include "worker/trainer/host_topology.h"
+#include "worker/trainer/comm/host/host_topology.h"
 
 #include <future>
 #include <string>

@@ -13,9 +13,10 @@
 // parity, so a rank may write piece k+1 while a slower peer still reads piece k. Every rank
 // reads the same sum, so results are bit-identical across ranks.
 //
-// Setup (CreateShmCommunicator) goes through the job's c10d store (shm_segment.h): if any
-// rank cannot attach (e.g. containers with separate IPC namespaces on one node), every
-// rank gets the same FAILED_PRECONDITION and may fall back to Gloo.
+// Setup (CreateShmCommunicator) goes through the job's c10d store
+// (comm/host/shm_segment.h): if any rank cannot attach (e.g. containers with separate IPC
+// namespaces on one node), every rank gets the same FAILED_PRECONDITION and may fall back
+// to Gloo.
 //
 // Failure: a rank waiting for its peers notices a peer's exit or a peer giving up, or
 // gives up after `collective_timeout`; the collective then fails with UNAVAILABLE and so
@@ -44,9 +45,9 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/host_topology.h"
-#include "worker/trainer/shm_segment.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/host/host_topology.h"
+#include "worker/trainer/comm/host/shm_segment.h"
 
 namespace baton::trainer {
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 namespace baton::trainer {
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/shm_segment.h"
+#include "worker/trainer/comm/host/shm_segment.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "worker/trainer/store_protocol.h"
+#include "worker/trainer/comm/host/store_protocol.h"
 
 namespace baton::trainer {
 namespace {

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
 
 namespace baton::trainer {
 

@@ -2,7 +2,7 @@
 
 // Which ranks of a job share a host, found out through the job's c10d store: every rank
 // publishes a host key and ranks with equal keys form a host. The hierarchical CPU
-// communicator (hierarchical_communicator.h) reduces inside each host through shared
+// communicator (comm/hierarchical_communicator.h) reduces inside each host through shared
 // memory and between hosts through one leader per host.
 //
 // A key only proposes a grouping: whether the ranks of a "host" can really share memory is

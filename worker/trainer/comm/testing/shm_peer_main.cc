@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "worker/trainer/shm_communicator.h"
+#include "worker/trainer/comm/shm_communicator.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -1,4 +1,4 @@
-#include "worker/trainer/hierarchical_communicator.h"
+#include "worker/trainer/comm/hierarchical_communicator.h"
 
 #include <exception>
 #include <string>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "worker/trainer/device/compat.h"
-#include "worker/trainer/shm_communicator.h"
-#include "worker/trainer/store_protocol.h"
+#include "worker/trainer/comm/shm_communicator.h"
+#include "worker/trainer/comm/host/store_protocol.h"
 
 namespace baton::trainer {
 

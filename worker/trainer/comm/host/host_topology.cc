@@ -1,4 +1,4 @@
-#include "worker/trainer/host_topology.h"
+#include "worker/trainer/comm/host/host_topology.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "worker/trainer/store_protocol.h"
+#include "worker/trainer/comm/host/store_protocol.h"
 
 namespace baton::trainer {
 namespace {

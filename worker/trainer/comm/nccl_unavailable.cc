@@ -1,6 +1,6 @@
 // CreateNcclCommunicator for a LibTorch without CUDA (see nccl_communicator.h).
 
-#include "worker/trainer/nccl_communicator.h"
+#include "worker/trainer/comm/nccl_communicator.h"
 
 namespace baton::trainer {
 

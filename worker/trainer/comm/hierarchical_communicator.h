@@ -24,10 +24,10 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "absl/status/statusor.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/gloo_communicator.h"
-#include "worker/trainer/host_topology.h"
-#include "worker/trainer/shm_segment.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
+#include "worker/trainer/comm/host/host_topology.h"
+#include "worker/trainer/comm/host/shm_segment.h"
 
 namespace baton::trainer {
 
