@@ -7,7 +7,7 @@
 // Setup: the model (models/model.h) is built from the options and the dataset's shape,
 // moved to the device and made identical on every rank (seeded init, then a broadcast of
 // parameters and buffers from rank 0); the optimizer, LR schedule (optim/) and the step
-// engine (train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
+// engine (step/train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
 // loss scaling, clipping) are built over its parameters. With a checkpoint_dir, every rank
 // restores the newest valid training-state checkpoint (optim/checkpoint_manager.h), the
 // ranks check they restored the same step, and rank 0 records the generation's start there,

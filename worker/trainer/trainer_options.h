@@ -23,7 +23,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/optim/optimizer.h"
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/train_step.h"
 
 namespace baton::trainer {
 

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/device/device.h"
-#include "worker/trainer/phase_timer.h"
+#include "worker/trainer/step/phase_timer.h"
 
 namespace baton::trainer {
 

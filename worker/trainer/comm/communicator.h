@@ -2,7 +2,7 @@
 
 // Collective communication between the ranks of one training job, behind a small
 // interface so the trainer runs the same code single-process, over Gloo (CPU tensors) and
-// over NCCL (CUDA tensors), and so gradient bucketing/overlap (gradient_reducer.h) is
+// over NCCL (CUDA tensors), and so gradient bucketing/overlap (step/gradient_reducer.h) is
 // layered on top without knowing the backend.
 //
 // Contract for every collective: all ranks issue the same collectives in the same order

@@ -19,12 +19,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/nccl_communicator.h"
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"
-#include "worker/trainer/grad_scaler.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/comm/nccl_communicator.h"
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/grad_scaler.h"
+#include "worker/trainer/step/train_step.h"
 
 namespace baton::trainer {
 namespace {

@@ -5,7 +5,7 @@
 //   fp32  everything in float32.
 //   bf16  autocast to bfloat16 (CUDA; CPU where LibTorch supports it, which 1.13 does):
 //         matmuls/convolutions run in bfloat16, reductions and losses in float32.
-//   fp16  autocast to float16 with dynamic loss scaling (grad_scaler.h). CPU float16
+//   fp16  autocast to float16 with dynamic loss scaling (step/grad_scaler.h). CPU float16
 //         autocast needs LibTorch >= 2.4; with an older one the forward runs in float32
 //         and the loss scaling still applies (PrecisionPlan::note says so).
 //

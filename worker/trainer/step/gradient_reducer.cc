@@ -1,4 +1,4 @@
-#include "worker/trainer/gradient_reducer.h"
+#include "worker/trainer/step/gradient_reducer.h"
 
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/function.h>

@@ -1,4 +1,4 @@
-#include "worker/trainer/phase_timer.h"
+#include "worker/trainer/step/phase_timer.h"
 
 #include <algorithm>
 

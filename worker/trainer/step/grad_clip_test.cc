@@ -1,4 +1,4 @@
-#include "worker/trainer/grad_clip.h"
+#include "worker/trainer/step/grad_clip.h"
 
 #include <ATen/ATen.h>
 #include <torch/types.h>

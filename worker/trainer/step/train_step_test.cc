@@ -1,4 +1,4 @@
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/train_step.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
@@ -14,8 +14,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
-#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
+#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 namespace {

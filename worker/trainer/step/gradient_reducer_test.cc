@@ -1,4 +1,4 @@
-#include "worker/trainer/gradient_reducer.h"
+#include "worker/trainer/step/gradient_reducer.h"
 
 #include <ATen/ATen.h>
 #include <torch/nn/functional/loss.h>
@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
-#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
+#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/trainer/grad_scaler.h"
+#include "worker/trainer/step/grad_scaler.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>

@@ -1,4 +1,4 @@
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/train_step.h"
 
 #include <ATen/ATen.h>
 
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/trainer/device/device.h"
-#include "worker/trainer/grad_clip.h"
+#include "worker/trainer/step/grad_clip.h"
 
 namespace baton::trainer {
 namespace {

@@ -33,8 +33,8 @@
 #include "common/trainer_spec_defaults.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/device/precision.h"
-#include "worker/trainer/grad_scaler.h"
-#include "worker/trainer/gradient_reducer.h"
+#include "worker/trainer/step/grad_scaler.h"
+#include "worker/trainer/step/gradient_reducer.h"
 
 namespace baton::trainer {
 
