@@ -9,7 +9,7 @@
 // parameters and buffers from rank 0); the optimizer, LR schedule (optim/) and the step
 // engine (step/train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
 // loss scaling, clipping) are built over its parameters. With a checkpoint_dir, every rank
-// restores the newest valid training-state checkpoint (optim/checkpoint_manager.h), the
+// restores the newest valid training-state checkpoint (checkpoint/checkpoint_manager.h), the
 // ranks check they restored the same step, and rank 0 records the generation's start there,
 // which fences older generations' writers off the directory.
 //

@@ -272,7 +272,7 @@ for rank in (0, 1):
 print("standby gang trained like the cold one; losses:", [p["loss"] for p in warm])
 PY
 
-# ---- 7. Split brain (optim/checkpoint_manager.h): generation 2 is cut off (SIGSTOP, as by a
+# ---- 7. Split brain (checkpoint/checkpoint_manager.h): generation 2 is cut off (SIGSTOP, as by a
 # partition) while it checkpoints; generation 3 resumes from its newest file and trains on in
 # the same directory; thawed, generation 2 is refused at its next checkpoint and exits
 # naming generation 3, having replaced or deleted none of generation 3's files -------------

@@ -87,7 +87,7 @@ struct TrainerContext {
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
   const std::atomic<bool>* checkpoint_request = nullptr;
   // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
-  // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
+  // for fencing the checkpoint directory (see checkpoint/checkpoint_manager.h).
   int64_t generation = 0;
   // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
   std::string job_id;

@@ -336,7 +336,7 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
   EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
 }
 
-// The generation fences the checkpoint directory (optim/checkpoint_manager.h): a newer
+// The generation fences the checkpoint directory (checkpoint/checkpoint_manager.h): a newer
 // generation resumes from an older one's files and records where it started; from then on
 // the older generation refuses to train, and writes and deletes nothing.
 TEST_F(TrainerTest, ASupersededGenerationRefusesToTrain) {

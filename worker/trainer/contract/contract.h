@@ -110,7 +110,7 @@ inline constexpr char kMetricCommBytes[] = "comm_bytes";
 
 // Final weights written by rank 0 under --checkpoint_dir: a pickled Dict[str, Tensor]
 // (parameter and buffer name -> tensor) that Python's torch.load reads. Full training
-// state checkpoints go to the same directory (see optim/checkpoint_manager.h):
+// state checkpoints go to the same directory (see checkpoint/checkpoint_manager.h):
 // ckpt-<step, 8 digits>-g<generation>.pt (ckpt-<step>.pt when BATON_GENERATION is 0 or
 // unset), every --checkpoint_every steps and after the last step; every rank resumes from
 // the newest valid one that is not stale at start. Then rank 0 of generation g >= 1 writes

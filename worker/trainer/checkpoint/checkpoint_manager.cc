@@ -1,4 +1,4 @@
-#include "worker/trainer/optim/checkpoint_manager.h"
+#include "worker/trainer/checkpoint/checkpoint_manager.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
@@ -36,7 +36,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/optim/checkpoint_file.h"
+#include "worker/trainer/checkpoint/checkpoint_file.h"
 
 namespace baton::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/trainer/optim/checkpoint_manager.h"
+#include "worker/trainer/checkpoint/checkpoint_manager.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -33,10 +33,10 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/optim/checkpoint_file.h"
+#include "worker/trainer/checkpoint/checkpoint_file.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/optim/optimizer.h"
-#include "worker/trainer/optim/python_runner.h"
+#include "worker/trainer/testing/python_runner.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/optim/checkpoint_file.h"
+#include "worker/trainer/checkpoint/checkpoint_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "worker/trainer/optim/python_runner.h"
+#include "worker/trainer/testing/python_runner.h"
 
 #include <sys/wait.h>
 
