@@ -14,7 +14,7 @@
 // which fences older generations' writers off the directory.
 //
 // Step: accumulation_steps micro-batches of batch_size samples from this rank's Loader
-// (data/loader.h, which follows the DistributedSampler), forward + loss under autocast,
+// (data/loader/loader.h, which follows the DistributedSampler), forward + loss under autocast,
 // backward (only the last micro-batch communicates), then TrainStep::Finish with the
 // schedule's lr. An epoch has floor(batches_per_epoch / accumulation_steps) steps; the
 // leftover micro-batches at an epoch's end are not used. Rank 0 saves a checkpoint every

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/loader.h"
+#include "worker/trainer/data/loader/loader.h"
 
 #include <ATen/ATen.h>
 

@@ -43,7 +43,7 @@
 #include "common/clock.h"
 #include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/data/distributed_sampler.h"
+#include "worker/trainer/data/loader/distributed_sampler.h"
 
 namespace baton::trainer {
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/file_util.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/image_folder.h"
+#include "worker/trainer/data/formats/image_folder.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "worker/trainer/data/random.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer {
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/image.h"
+#include "worker/trainer/data/formats/image.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "worker/trainer/data/file_util.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 // The single definition of stb_image / stb_image_write in Baton.
 #define STB_IMAGE_IMPLEMENTATION

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/token_file.h"
+#include "worker/trainer/data/formats/token_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "worker/trainer/data/file_util.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 namespace baton::trainer {
 

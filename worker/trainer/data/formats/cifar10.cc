@@ -1,9 +1,9 @@
-#include "worker/trainer/data/cifar10.h"
+#include "worker/trainer/data/formats/cifar10.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
-#include "worker/trainer/data/file_util.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 namespace baton::trainer {
 

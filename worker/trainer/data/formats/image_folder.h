@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/trainer/data/image.h"
+#include "worker/trainer/data/formats/image.h"
 
 namespace baton::trainer {
 

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/idx.h"
+#include "worker/trainer/data/formats/idx.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/image.h"
+#include "worker/trainer/data/formats/image.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -10,8 +10,8 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/data/image_folder.h"
-#include "worker/trainer/data/random.h"
+#include "worker/trainer/data/formats/image_folder.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/trainer/data/loader.h"
+#include "worker/trainer/data/loader/loader.h"
 
 #include <ATen/Context.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "common/status_macros.h"
-#include "worker/trainer/data/random.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer {
 namespace {
