@@ -8,19 +8,8 @@
 // ckpt-<step>.pt. Restore reads both forms; a legacy file counts as generation 0. Two
 // generations never write the same file. Each file is a sealed archive (checkpoint_file.h:
 // a ZIP + length/CRC-32 trailer) holding a pickled dict that Python's torch.load(path)
-// reads:
-//
-//   "format": "baton-checkpoint-v1"
-//   "step", "epoch", "batch_in_epoch", "samples_seen", "world_size",
-//   "scaler_growth_tracker": int          "scaler_scale": float
-//   "model": {name: Tensor}               parameters and buffers (detached, contiguous, CPU)
-//   "optimizer_type": "sgd" | "adamw" | "none" | "other"
-//   "optimizer_params": int               parameters the optimizer holds
-//   "optimizer": uint8 Tensor             torch::optim::Optimizer::save archive (a
-//                                         TorchScript-style ZIP); empty when none
-//   "rng_cpu": uint8 Tensor               the default CPU generator state
-//   "rng_cuda": [uint8 Tensor]            default CUDA generator states, one per device
-//   "rng_extra": uint8 Tensor             the caller's opaque bytes (e.g. std::mt19937)
+// reads; its keys are listed in checkpoint_codec.h. The names and the start records below
+// are read and judged by checkpoint_listing.h.
 //
 // Generations (split-brain safety). In a network partition a superseded generation's rank 0
 // may keep running beside its successor, writing into the same directory. The rule:
@@ -84,9 +73,6 @@
 //
 // Errors: no exceptions escape (LibTorch's c10::Error is converted).
 
-#include <ATen/core/Tensor.h>
-#include <torch/optim/optimizer.h>
-
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -96,35 +82,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/trainer_spec_defaults.h"
+#include "worker/trainer/checkpoint/checkpoint_listing.h"
+#include "worker/trainer/checkpoint/training_state.h"
 
 namespace baton::trainer {
-
-// Name -> tensor, in model order.
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-// Counters and small state the training loop owns; stored verbatim.
-struct TrainingProgress {
-  int64_t step = 0;            // Completed optimizer steps, global (drives LrSchedule). >= 0.
-  int64_t epoch = 0;           // Epoch of the next batch to train on.
-  int64_t batch_in_epoch = 0;  // Batches of `epoch` already trained on (per rank).
-  int64_t samples_seen = 0;    // Samples trained on, summed over ranks (global position).
-  int64_t world_size = 0;      // World size when saved (lets a resized gang remap data).
-  double scaler_scale = 1.0;   // GradScaler scale (fp16); 1 when unused.
-  int64_t scaler_growth_tracker = 0;  // GradScaler clean steps since the last growth.
-  std::string rng_extra;              // Opaque bytes restored as-is (e.g. an std::mt19937 dump).
-};
-
-// What a checkpoint captures. Save reads it; Restore writes into it.
-struct TrainingState {
-  TrainingProgress progress;
-  // Handles to the LIVE parameters and buffers (e.g. Model::NamedParameters() followed
-  // by NamedBuffers()); names must be unique. Restore copies into these tensors in place,
-  // so the model and the optimizer keep pointing at them.
-  NamedTensors tensors;
-  // Not owned; may be null (no optimizer state saved/restored). Restore requires one of
-  // the same type built over the same parameters in the same order (see optimizer.h).
-  torch::optim::Optimizer* optimizer = nullptr;
-};
 
 struct CheckpointManagerOptions {
   std::string dir;               // Created on the first save if missing. Non-empty.
@@ -148,13 +109,6 @@ struct RestoredCheckpoint {
   int64_t generation = 0;            // Of the file (0 for a legacy name).
   std::vector<std::string> skipped;  // Newer files rejected as corrupt, with the reason.
   std::vector<std::string> stale;    // Files ignored as stale, with the start record why.
-};
-
-// One checkpoint file in the directory.
-struct CheckpointFile {
-  int64_t step = 0;
-  int64_t generation = 0;  // 0 for a legacy name.
-  std::string path;
 };
 
 class CheckpointManager {
