@@ -13,6 +13,49 @@
 #include "absl/synchronization/mutex.h"
 
 namespace baton::trainer {
+namespace {
+
+// INVALID_ARGUMENT unless every parameter is a dense floating-point leaf requiring grad on
+// the communicator's device.
+absl::Status CheckParams(const std::vector<at::Tensor>& params, const Communicator& comm) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
+    if (!p.defined() || !p.requires_grad() || !p.is_leaf() || p.is_sparse() ||
+        !p.is_floating_point()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter ", i, " is not a dense floating-point leaf requiring grad"));
+    }
+    if (p.device() != comm.device()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " is on ",
+                                                     p.device().str(), ", the communicator on ",
+                                                     comm.device().str()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Parameter indices per bucket: reverse model order, closing a bucket when `cap_bytes`
+// would be exceeded or the dtype changes.
+std::vector<std::vector<size_t>> BucketLayout(const std::vector<at::Tensor>& params,
+                                              double cap_bytes) {
+  std::vector<std::vector<size_t>> layout;
+  double bytes = 0;
+  for (size_t k = params.size(); k-- > 0;) {
+    const at::Tensor& p = params[k];
+    const double size = static_cast<double>(p.numel()) * p.element_size();
+    const bool fits = !layout.empty() && !layout.back().empty() && bytes + size <= cap_bytes &&
+                      params[layout.back().front()].scalar_type() == p.scalar_type();
+    if (!fits) {
+      layout.emplace_back();
+      bytes = 0;
+    }
+    layout.back().push_back(k);
+    bytes += size;
+  }
+  return layout;
+}
+
+}  // namespace
 
 struct GradientReducer::Core {
   struct Bucket {
@@ -94,6 +137,31 @@ struct GradientReducer::Core {
     return absl::OkStatus();
   }
 
+  // Allocates the flat buffers of `layout`'s buckets (BucketLayout) and the parameter ->
+  // (bucket, slot) maps.
+  void BuildBuckets(const std::vector<std::vector<size_t>>& layout)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (size_t b = 0; b < layout.size(); ++b) {
+      Bucket bucket;
+      bucket.params = layout[b];
+      int64_t numel = 0;
+      for (size_t s = 0; s < layout[b].size(); ++s) {
+        const size_t index = layout[b][s];
+        bucket_of[index] = b;
+        slot_of[index] = s;
+        bucket.offsets.push_back(numel);
+        numel += params[index].numel();
+      }
+      const at::Tensor& first = params[layout[b].front()];
+      bucket.buffer = at::zeros({numel}, first.options().requires_grad(false));
+      bucket.wire =
+          compress ? at::zeros({numel}, bucket.buffer.options().dtype(wire_dtype)) : bucket.buffer;
+      bucket.missing = bucket.params.size();
+      buckets.push_back(std::move(bucket));
+    }
+    ready.assign(params.size(), false);
+  }
+
   void Reset() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     for (Bucket& bucket : buckets) {
       bucket.missing = bucket.params.size();
@@ -142,19 +210,7 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("--bucket_cap_mb=", options.bucket_cap_mb, " must be > 0"));
   }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const at::Tensor& p = params[i];
-    if (!p.defined() || !p.requires_grad() || !p.is_leaf() || p.is_sparse() ||
-        !p.is_floating_point()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("parameter ", i, " is not a dense floating-point leaf requiring grad"));
-    }
-    if (p.device() != comm.device()) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " is on ",
-                                                     p.device().str(), ", the communicator on ",
-                                                     comm.device().str()));
-    }
-  }
+  if (absl::Status s = CheckParams(params, comm); !s.ok()) return s;
   auto core = std::make_shared<Core>();
   core->comm = &comm;
   core->params = params;
@@ -166,55 +222,20 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
         options.compression == GradCompression::kBf16 ? c10::kBFloat16 : c10::kHalf;
     core->emulated = !comm.CanReduce(core->wire_dtype);
   }
-
-  // Reverse model order, closing a bucket when the cap would be exceeded or the dtype
-  // changes.
-  const double cap_bytes = options.bucket_cap_mb * 1024.0 * 1024.0;
-  std::vector<std::vector<size_t>> layout;
-  double bytes = 0;
-  for (size_t k = params.size(); k-- > 0;) {
-    const at::Tensor& p = params[k];
-    const double size = static_cast<double>(p.numel()) * p.element_size();
-    const bool fits = !layout.empty() && !layout.back().empty() && bytes + size <= cap_bytes &&
-                      params[layout.back().front()].scalar_type() == p.scalar_type();
-    if (!fits) {
-      layout.emplace_back();
-      bytes = 0;
-    }
-    layout.back().push_back(k);
-    bytes += size;
-  }
+  const std::vector<std::vector<size_t>> layout =
+      BucketLayout(params, options.bucket_cap_mb * 1024.0 * 1024.0);
 
   std::unique_ptr<GradientReducer> reducer(new GradientReducer(core, layout));
   try {
     absl::MutexLock lock(&core->mu);
-    for (size_t b = 0; b < layout.size(); ++b) {
-      Core::Bucket bucket;
-      bucket.params = layout[b];
-      int64_t numel = 0;
-      for (size_t s = 0; s < layout[b].size(); ++s) {
-        const size_t index = layout[b][s];
-        core->bucket_of[index] = b;
-        core->slot_of[index] = s;
-        bucket.offsets.push_back(numel);
-        numel += params[index].numel();
-      }
-      const at::Tensor& first = params[layout[b].front()];
-      bucket.buffer = at::zeros({numel}, first.options().requires_grad(false));
-      bucket.wire = core->compress ? at::zeros({numel}, bucket.buffer.options().dtype(
-                                                            core->wire_dtype))
-                                   : bucket.buffer;
-      bucket.missing = bucket.params.size();
-      core->buckets.push_back(std::move(bucket));
-    }
-    core->ready.assign(params.size(), false);
-
+    core->BuildBuckets(layout);
     const std::weak_ptr<Core> weak = core;
     for (size_t i = 0; i < params.size(); ++i) {
       std::shared_ptr<torch::autograd::Node> node =
           torch::autograd::impl::grad_accumulator(params[i]);
       if (node == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " has no grad accumulator"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("parameter ", i, " has no grad accumulator"));
       }
       node->add_post_hook(std::make_unique<GradReadyHook>(weak, i));
       reducer->accumulators_.push_back(std::move(node));
