@@ -3,7 +3,7 @@
 # host) against flat Gloo between all ranks, on 2 hosts x 2 ranks of the multi-host harness
 # (tests/multihost/cluster.sh: a network, mount and UTS namespace per host, so each host
 # has its own /dev/shm and reaches the other over a veth link). baton-trainer runs directly
-# (no coordinator), with the torchrun environment of worker/trainer/contract.h; the same
+# (no coordinator), with the torchrun environment of worker/trainer/contract/contract.h; the same
 # model and data as bench/trainer_vs_torchrun.sh (MLP 784-512-512-10 on MNIST-format data,
 # batch 64/rank, SGD with momentum, 1 thread per rank); hierarchical and flat runs
 # alternate. Prints samples/s min/median/max per backend, rank 0's step-time split, and last

@@ -4,7 +4,7 @@
 //
 // Produces train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
 // t10k-labels-idx1-ubyte (28x28 uint8, byte-compatible with MNIST). The output depends only
-// on the flags. See worker/trainer/synthetic_mnist.h for what the images look like.
+// on the flags. See worker/trainer/data/synthetic_mnist.h for what the images look like.
 // Exit status: 0 on success, 2 on bad flags, 1 on I/O errors.
 
 #include <cstdint>

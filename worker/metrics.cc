@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/contract.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::worker {
 namespace {

@@ -1,7 +1,7 @@
 #pragma once
 
 // baton-worker's Prometheus metrics: every family is built here, once, in WorkerMetrics.
-// The training series are fed from the trainer's metric lines (worker/trainer/contract.h)
+// The training series are fed from the trainer's metric lines (worker/trainer/contract/contract.h)
 // as the supervisor parses them, and from the assignments the agent starts.
 //
 // Naming: `baton_` prefix, base units (_seconds, _bytes), counters end in _total, every

@@ -1,5 +1,5 @@
 """Eager PyTorch baseline for tools/gpu_check.sh: the same GPT as baton-trainer's
-(worker/trainer/models/testdata/torch_reference.py, checked there to give identical
+(worker/trainer/models/testing/torch_reference.py, checked there to give identical
 logits), the same synthetic token sequences ((start + t * stride) mod vocab), the same
 AdamW settings and precision handling (bf16 autocast; fp16 autocast + GradScaler), one GPU.
 
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "worker", "trainer",
-                                "models", "testdata"))
+                                "models", "testing"))
 import torch_reference  # noqa: E402
 
 

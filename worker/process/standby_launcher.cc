@@ -18,7 +18,7 @@
 #include "common/logging.h"
 #include "common/metrics_http.h"
 #include "worker/host/clock_poll.h"
-#include "worker/trainer/standby_protocol.h"
+#include "worker/trainer/contract/standby_protocol.h"
 
 namespace baton::worker {
 namespace {

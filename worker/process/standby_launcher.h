@@ -22,7 +22,7 @@ namespace baton::worker {
 
 struct StandbyLauncherOptions {
   // The trainer binary. Only requests whose argv[0] is exactly this path are served by a
-  // standby, which is `trainer_path --standby` (worker/trainer/standby_protocol.h).
+  // standby, which is `trainer_path --standby` (worker/trainer/contract/standby_protocol.h).
   std::string trainer_path;
   // Standbys kept ready (typically one per training slot). 0 disables the pool: every
   // request goes to the inner launcher.

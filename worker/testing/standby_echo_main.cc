@@ -24,7 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "worker/trainer/standby_protocol.h"
+#include "worker/trainer/contract/standby_protocol.h"
 
 extern char** environ;
 

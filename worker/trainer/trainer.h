@@ -7,14 +7,14 @@
 // Setup: the model (models/model.h) is built from the options and the dataset's shape,
 // moved to the device and made identical on every rank (seeded init, then a broadcast of
 // parameters and buffers from rank 0); the optimizer, LR schedule (optim/) and the step
-// engine (train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
+// engine (step/train_step.h: bucketed all-reduce overlapped with backward, mixed precision,
 // loss scaling, clipping) are built over its parameters. With a checkpoint_dir, every rank
-// restores the newest valid training-state checkpoint (optim/checkpoint_manager.h), the
+// restores the newest valid training-state checkpoint (checkpoint/checkpoint_manager.h), the
 // ranks check they restored the same step, and rank 0 records the generation's start there,
 // which fences older generations' writers off the directory.
 //
 // Step: accumulation_steps micro-batches of batch_size samples from this rank's Loader
-// (data/loader.h, which follows the DistributedSampler), forward + loss under autocast,
+// (data/loader/loader.h, which follows the DistributedSampler), forward + loss under autocast,
 // backward (only the last micro-batch communicates), then TrainStep::Finish with the
 // schedule's lr. An epoch has floor(batches_per_epoch / accumulation_steps) steps; the
 // leftover micro-batches at an epoch's end are not used. Rank 0 saves a checkpoint every
@@ -28,7 +28,7 @@
 //
 // End: the test split, if any, is evaluated (every rank scores a strided shard; one
 // all-reduce of (correct, count)); rank 0 writes <checkpoint_dir>/final.pt. Metric lines:
-// see contract.h.
+// see contract/contract.h.
 //
 // The loop runs as a TrainingSession (training_session.h): setup, restore, steps and metric
 // lines. Options, context and result: trainer_options.h.

@@ -210,8 +210,8 @@ for i in 0 1; do wait "${pids[$i]}" || { cat usr1b.*.txt >&2; fail "restarted ra
 grep -q "^restored usr1/ckpt-$(printf %08d "$saved")-g1.pt at step $saved" usr1b.0.txt ||
   { cat usr1b.0.txt >&2; fail "the restarted gang did not resume at step $saved"; }
 
-# ---- 6. Warm standby (standby_protocol.h): `--standby` waits for its request on stdin; EOF
-# releases it silently; a gang started through standbys trains exactly like section 1's ----
+# ---- 6. Warm standby (contract/standby_protocol.h): `--standby` waits for its request on
+# stdin; EOF releases it silently; a gang started through standbys trains exactly like section 1's ----
 rc=0
 "$TRAINER" --standby < /dev/null > released.txt 2>&1 || rc=$?
 [[ $rc -eq 0 && ! -s released.txt ]] || { cat released.txt >&2; fail "released standby exited $rc"; }
@@ -272,7 +272,7 @@ for rank in (0, 1):
 print("standby gang trained like the cold one; losses:", [p["loss"] for p in warm])
 PY
 
-# ---- 7. Split brain (optim/checkpoint_manager.h): generation 2 is cut off (SIGSTOP, as by a
+# ---- 7. Split brain (checkpoint/checkpoint_manager.h): generation 2 is cut off (SIGSTOP, as by a
 # partition) while it checkpoints; generation 3 resumes from its newest file and trains on in
 # the same directory; thawed, generation 2 is refused at its next checkpoint and exits
 # naming generation 3, having replaced or deleted none of generation 3's files -------------

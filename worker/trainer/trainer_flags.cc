@@ -9,9 +9,9 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/gradient_reducer.h"
+#include "worker/trainer/device/precision.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/precision.h"
+#include "worker/trainer/step/gradient_reducer.h"
 
 namespace ts = ::baton::trainer_spec;
 

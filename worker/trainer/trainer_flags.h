@@ -1,6 +1,6 @@
 #pragma once
 
-// baton-trainer's contract flags (contract.h): one per TrainerSpec field, named like it,
+// baton-trainer's contract flags (contract/contract.h): one per TrainerSpec field, named like it,
 // plus --max_steps, --max_epochs and --checkpoint_dir. Each flag's default, and the values
 // it allows, come from the table in common/trainer_spec_defaults.h, the same one submit
 // validates against, so a value the coordinator accepts is one the trainer accepts and

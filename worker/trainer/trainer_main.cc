@@ -1,10 +1,10 @@
 // baton-trainer: Baton's built-in data-parallel trainer, one process per rank.
 //
 // The worker daemon starts it with the torchrun environment and the flags below; the
-// environment, metric lines, checkpoint and exit codes are specified in contract.h.
+// environment, metric lines, checkpoint and exit codes are specified in contract/contract.h.
 // This file only wires flags and environment into the trainer libraries.
 //
-// `baton-trainer --standby` is a warm standby (standby_protocol.h): it waits on stdin for
+// `baton-trainer --standby` is a warm standby (contract/standby_protocol.h): it waits on stdin for
 // the argv, environment and working directory of a launch and then runs as if exec'd with
 // them, without paying for LibTorch's static initialisation on the restart path.
 
@@ -29,14 +29,14 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/status_macros.h"
-#include "worker/trainer/communicator.h"
-#include "worker/trainer/contract.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/contract/contract.h"
+#include "worker/trainer/contract/launch_env.h"
+#include "worker/trainer/contract/metrics_writer.h"
+#include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/device.h"
-#include "worker/trainer/launch_env.h"
-#include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/process_group.h"
-#include "worker/trainer/standby_protocol.h"
+#include "worker/trainer/device/device.h"
+#include "worker/trainer/comm/process_group.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_flags.h"
 
@@ -190,7 +190,7 @@ namespace {
 int main(int argc, char** argv) {
   absl::Time start = absl::Now();
   if (argc == 2 && absl::string_view(argv[1]) == baton::trainer::kStandbyFlag) {
-    // A warm standby (standby_protocol.h): static initialisation is done; say so, wait for
+    // A warm standby (contract/standby_protocol.h): static initialisation is done; say so, wait for
     // the launch this process stands in for, then run exactly as if exec'd with it.
     baton::trainer::SignalStandbyLoaded(0);
     absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =

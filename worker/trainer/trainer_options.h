@@ -16,14 +16,14 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/metrics_writer.h"
+#include "worker/trainer/device/precision.h"
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/optim/optimizer.h"
-#include "worker/trainer/precision.h"
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/train_step.h"
 
 namespace baton::trainer {
 
@@ -87,7 +87,7 @@ struct TrainerContext {
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
   const std::atomic<bool>* checkpoint_request = nullptr;
   // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
-  // for fencing the checkpoint directory (see optim/checkpoint_manager.h).
+  // for fencing the checkpoint directory (see checkpoint/checkpoint_manager.h).
   int64_t generation = 0;
   // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
   std::string job_id;

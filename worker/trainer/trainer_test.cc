@@ -24,13 +24,13 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/communicator.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/idx_dataset.h"
-#include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/data/synthetic_mnist.h"
-#include "worker/trainer/test_ranks.h"
+#include "worker/trainer/models/mlp.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/testing/ticking_clock.h"
 
 namespace baton::trainer {
@@ -336,7 +336,7 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
   EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
 }
 
-// The generation fences the checkpoint directory (optim/checkpoint_manager.h): a newer
+// The generation fences the checkpoint directory (checkpoint/checkpoint_manager.h): a newer
 // generation resumes from an older one's files and records where it started; from then on
 // the older generation refuses to train, and writes and deletes nothing.
 TEST_F(TrainerTest, ASupersededGenerationRefusesToTrain) {

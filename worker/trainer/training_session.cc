@@ -12,9 +12,9 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/contract.h"
-#include "worker/trainer/device.h"
-#include "worker/trainer/precision.h"
+#include "worker/trainer/contract/contract.h"
+#include "worker/trainer/device/device.h"
+#include "worker/trainer/device/precision.h"
 
 namespace baton::trainer {
 namespace {

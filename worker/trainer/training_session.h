@@ -29,13 +29,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/trainer/data/distributed_sampler.h"
-#include "worker/trainer/data/loader.h"
+#include "worker/trainer/checkpoint/checkpoint_manager.h"
+#include "worker/trainer/data/loader/distributed_sampler.h"
+#include "worker/trainer/data/loader/loader.h"
 #include "worker/trainer/models/model.h"
-#include "worker/trainer/optim/checkpoint_manager.h"
 #include "worker/trainer/optim/lr_schedule.h"
-#include "worker/trainer/phase_timer.h"
-#include "worker/trainer/train_step.h"
+#include "worker/trainer/step/phase_timer.h"
+#include "worker/trainer/step/train_step.h"
 #include "worker/trainer/trainer_options.h"
 #include "worker/trainer/training_window.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "worker/trainer/contract.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::trainer {
 namespace {

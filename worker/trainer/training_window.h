@@ -1,7 +1,7 @@
 #pragma once
 
 // One rank's training statistics between two metric lines (a window), and what a window
-// becomes when it ends: the fields of the metric line (contract.h) and the human-readable
+// becomes when it ends: the fields of the metric line (contract/contract.h) and the human-readable
 // log line. Plain data and pure functions; the training loop owns the window.
 
 #include <ATen/core/Tensor.h>
@@ -11,9 +11,9 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "worker/trainer/device.h"
-#include "worker/trainer/metrics_writer.h"
-#include "worker/trainer/phase_timer.h"
+#include "worker/trainer/contract/metrics_writer.h"
+#include "worker/trainer/device/device.h"
+#include "worker/trainer/step/phase_timer.h"
 
 namespace baton::trainer {
 
@@ -52,7 +52,7 @@ struct WindowFacts {
 struct WindowReport {
   double loss = 0;      // Mean micro-batch loss; NaN without micro-batches.
   double accuracy = 0;  // correct / count; NaN when count is 0.
-  MetricFields fields;  // The metric line, keys and order as contract.h lists them.
+  MetricFields fields;  // The metric line, keys and order as contract/contract.h lists them.
   std::string line;     // "step 10/100 epoch 0 loss 0.6931 accuracy ... step_ms ... (data ...)".
 };
 

@@ -12,10 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "common/trainer_spec_defaults.h"
-#include "worker/trainer/data/cifar10.h"
 #include "worker/trainer/data/datasets_internal.h"
+#include "worker/trainer/data/formats/cifar10.h"
+#include "worker/trainer/data/formats/random.h"
 #include "worker/trainer/data/idx_dataset.h"
-#include "worker/trainer/data/random.h"
 
 namespace baton::trainer {
 namespace internal {

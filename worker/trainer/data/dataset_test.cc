@@ -11,12 +11,12 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/data/cifar10.h"
+#include "worker/trainer/data/formats/cifar10.h"
+#include "worker/trainer/data/formats/image.h"
+#include "worker/trainer/data/formats/image_folder.h"
+#include "worker/trainer/data/formats/token_file.h"
 #include "worker/trainer/data/idx_dataset.h"
-#include "worker/trainer/data/image.h"
-#include "worker/trainer/data/image_folder.h"
 #include "worker/trainer/data/synthetic_mnist.h"
-#include "worker/trainer/data/token_file.h"
 
 namespace baton::trainer {
 namespace {

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "worker/trainer/data/idx.h"
+#include "worker/trainer/data/formats/idx.h"
 
 namespace baton::trainer {
 

@@ -8,9 +8,9 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "worker/trainer/data/datasets_internal.h"
-#include "worker/trainer/data/image.h"
-#include "worker/trainer/data/image_folder.h"
-#include "worker/trainer/data/random.h"
+#include "worker/trainer/data/formats/image.h"
+#include "worker/trainer/data/formats/image_folder.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer::internal {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "common/status_macros.h"
 #include "worker/trainer/data/datasets_internal.h"
-#include "worker/trainer/data/random.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer::internal {
 namespace {

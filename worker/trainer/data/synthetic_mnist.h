@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/trainer/data/idx.h"
+#include "worker/trainer/data/formats/idx.h"
 
 namespace baton::trainer {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "worker/trainer/data/datasets_internal.h"
-#include "worker/trainer/data/token_file.h"
+#include "worker/trainer/data/formats/token_file.h"
 
 namespace baton::trainer::internal {
 namespace {

@@ -13,8 +13,8 @@
 #include "common/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/data/dataset.h"
-#include "worker/trainer/data/distributed_sampler.h"
-#include "worker/trainer/data/loader.h"
+#include "worker/trainer/data/loader/distributed_sampler.h"
+#include "worker/trainer/data/loader/loader.h"
 #include "worker/trainer/data/synthetic_mnist.h"
 #include "worker/trainer/models/model.h"
 

@@ -1,4 +1,4 @@
-// The built-in models against PyTorch references (testdata/torch_reference.py, run with
+// The built-in models against PyTorch references (testing/torch_reference.py, run with
 // /usr/bin/python3 and Debian's python3-torch): torchvision's ResNet-18/50 and nanoGPT load
 // the C++ weights and buffers by name and reproduce the C++ logits. This pins both the
 // architectures and the checkpoint names Python tools see.
@@ -41,7 +41,7 @@ void ExpectPythonAgrees(torch::nn::Module& module, const at::Tensor& input,
   std::ofstream(path, std::ios::binary)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   const std::string command =
-      absl::StrCat("/usr/bin/python3 worker/trainer/models/testdata/torch_reference.py '", path,
+      absl::StrCat("/usr/bin/python3 worker/trainer/models/testing/torch_reference.py '", path,
                    "' ", name, " ", absl::StrJoin(args, " "));
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
 }

@@ -22,7 +22,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-// tiny_mlp.py (a data dependency) writes mlp.pt, lm.pt and names.txt into this directory.
+// testing/tiny_mlp.py (a data dependency) writes mlp.pt, lm.pt and names.txt into this directory.
 std::string ModelDir() {
   const char* tmp = std::getenv("TEST_TMPDIR");
   return std::string(tmp != nullptr ? tmp : "/tmp") + "/torchscript";
@@ -31,8 +31,8 @@ std::string ModelDir() {
 class TorchScriptModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string command =
-        absl::StrCat("/usr/bin/python3 worker/trainer/models/tiny_mlp.py '", ModelDir(), "'");
+    const std::string command = absl::StrCat(
+        "/usr/bin/python3 worker/trainer/models/testing/tiny_mlp.py '", ModelDir(), "'");
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }
 

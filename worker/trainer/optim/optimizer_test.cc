@@ -17,7 +17,7 @@
 #include "common/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/optim/python_runner.h"
+#include "worker/trainer/testing/python_runner.h"
 
 namespace baton::trainer {
 namespace {

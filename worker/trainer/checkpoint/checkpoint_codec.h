@@ -1,0 +1,76 @@
+#pragma once
+
+// The contents of a step checkpoint and of the final weights, and how a checkpoint is
+// applied to the live training state. Internal to the checkpoint package: the manager
+// (checkpoint_manager.h) decides which file, this code what is in it.
+//
+// A step checkpoint is a sealed archive (checkpoint_file.h) holding a pickled dict that
+// Python's torch.load(path) reads:
+//
+//   "format": "baton-checkpoint-v1"
+//   "step", "epoch", "batch_in_epoch", "samples_seen", "world_size",
+//   "scaler_growth_tracker": int          "scaler_scale": float
+//   "model": {name: Tensor}               parameters and buffers (detached, contiguous, CPU)
+//   "optimizer_type": "sgd" | "adamw" | "none" | "other"
+//   "optimizer_params": int               parameters the optimizer holds
+//   "optimizer": uint8 Tensor             torch::optim::Optimizer::save archive (a
+//                                         TorchScript-style ZIP); empty when none
+//   "rng_cpu": uint8 Tensor               the default CPU generator state
+//   "rng_cuda": [uint8 Tensor]            default CUDA generator states, one per device
+//   "rng_extra": uint8 Tensor             the caller's opaque bytes (e.g. std::mt19937)
+//
+// The final weights are a pickled Dict[str, Tensor] (name -> detached contiguous CPU
+// tensor), unsealed, which torch.load returns as a dict.
+//
+// Errors: no exceptions escape (LibTorch's c10::Error is converted). Thread-compatible;
+// encoding and applying read or set the process's default generators.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/trainer/checkpoint/training_state.h"
+
+namespace baton::trainer {
+
+// A checkpoint file decoded and checked for internal consistency (not yet against the
+// live state).
+struct DecodedCheckpoint {
+  TrainingProgress progress;
+  absl::flat_hash_map<std::string, at::Tensor> model;
+  std::string optimizer_type;
+  int64_t optimizer_params = 0;
+  at::Tensor optimizer_bytes;  // uint8, CPU; empty when none.
+  at::Tensor rng_cpu;
+  std::vector<at::Tensor> rng_cuda;
+};
+
+// The sealed file contents for `state`, with the calling process's RNG states.
+// INVALID_ARGUMENT on a negative step, duplicate/empty tensor names or undefined tensors;
+// INTERNAL when serialising or sealing fails.
+absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state);
+
+// Reads, verifies (the trailer) and decodes one checkpoint file. NOT_FOUND if it does not
+// exist; DATA_LOSS if it is corrupt or not a checkpoint; INTERNAL on read errors.
+absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path);
+
+// Copies `decoded` into `state`: progress, tensors in place, optimizer state (keeping the
+// optimizer's live hyperparameters) and, if `restore_rng`, the CPU/CUDA generators.
+//   FAILED_PRECONDITION: `decoded` does not fit `state` (tensor names, shapes, dtypes,
+//     optimizer type or parameter count). `state` is unchanged.
+//   INVALID_ARGUMENT: duplicate names in state.tensors. `state` is unchanged.
+//   INTERNAL: loading failed part-way; `state` is unspecified.
+absl::Status ApplyCheckpoint(const DecodedCheckpoint& decoded, TrainingState& state,
+                             bool restore_rng);
+
+// The pickled final weights of `tensors` (`path` only names the file in errors).
+// INVALID_ARGUMENT on duplicate names; INTERNAL when serialising fails.
+absl::StatusOr<std::vector<char>> EncodeWeights(const NamedTensors& tensors,
+                                                const std::string& path);
+
+}  // namespace baton::trainer

@@ -1,0 +1,116 @@
+#include "worker/trainer/comm/communicator.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <exception>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::trainer {
+namespace {
+
+class DonePending final : public PendingCollective {
+ public:
+  absl::Status Wait() override { return absl::OkStatus(); }
+};
+
+at::Tensor Flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive slices of `flat` into `tensors`.
+void Unflatten(const at::Tensor& flat, const std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    const int64_t n = t.numel();
+    at::Tensor target = t;  // Shares storage: copy_ writes into the caller's tensor.
+    target.copy_(flat.narrow(0, offset, n).view(t.sizes()));
+    offset += n;
+  }
+}
+
+// Indices of `tensors` grouped by dtype (in a fixed dtype order, the same on every rank).
+std::map<int, std::vector<size_t>> GroupByDtype(const std::vector<at::Tensor>& tensors) {
+  std::map<int, std::vector<size_t>> groups;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    groups[static_cast<int>(tensors[i].scalar_type())].push_back(i);
+  }
+  return groups;
+}
+
+}  // namespace
+
+absl::Status Communicator::AllReduceSum(at::Tensor& tensor) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartAllReduceSum(tensor);
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartAllReduceSum(
+    at::Tensor /*tensor*/) {
+  return std::unique_ptr<PendingCollective>(new DonePending());
+}
+
+absl::Status LocalCommunicator::Broadcast(at::Tensor& /*tensor*/, int root) {
+  if (root != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " not in world of 1"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AverageGradients(const std::vector<at::Tensor>& parameters, Communicator& comm) {
+  const int world = comm.world_size();
+  if (world == 1 || parameters.empty()) return absl::OkStatus();
+  try {
+    std::vector<at::Tensor> grads;
+    grads.reserve(parameters.size());
+    for (const at::Tensor& p : parameters) {
+      at::Tensor& grad = p.mutable_grad();
+      if (!grad.defined()) grad = at::zeros_like(p);
+      grads.push_back(grad);
+    }
+    for (const auto& [dtype, indices] : GroupByDtype(grads)) {
+      std::vector<at::Tensor> group;
+      for (const size_t i : indices) group.push_back(grads[i]);
+      at::Tensor flat = Flatten(group);
+      if (absl::Status s = comm.AllReduceSum(flat); !s.ok()) return s;
+      flat.div_(world);
+      Unflatten(flat, group);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("averaging gradients: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BroadcastParameters(const std::vector<at::Tensor>& tensors, int root,
+                                 Communicator& comm) {
+  if (root < 0 || root >= comm.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("broadcast root ", root, " not in world of ", comm.world_size()));
+  }
+  if (comm.world_size() == 1 || tensors.empty()) return absl::OkStatus();
+  try {
+    c10::NoGradGuard no_grad;
+    std::vector<at::Tensor> values;
+    values.reserve(tensors.size());
+    for (const at::Tensor& t : tensors) values.push_back(t.detach());
+    for (const auto& [dtype, indices] : GroupByDtype(values)) {
+      std::vector<at::Tensor> group;
+      for (const size_t i : indices) group.push_back(values[i]);
+      at::Tensor flat = Flatten(group);
+      if (absl::Status s = comm.Broadcast(flat, root); !s.ok()) return s;
+      Unflatten(flat, group);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("broadcasting parameters: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::trainer

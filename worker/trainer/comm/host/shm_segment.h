@@ -1,0 +1,118 @@
+#pragma once
+
+// One POSIX shared-memory segment mapped by the ranks of one host (its "members"): a
+// header (a barrier, the members' pids, a failure word) and one slot per member, each
+// slot split in two buffers (by piece parity). The building block of the shared-memory
+// communicators (comm/shm_communicator.h); it moves no tensors itself.
+//
+// Setup (Attach) goes through the job's c10d store: member 0 creates a uniquely named
+// segment and publishes its name and a random token; every member maps it, checks the
+// token and that it can see its peers' processes; member 0 then unlinks the name, so
+// nothing is left in /dev/shm even if every process is killed. If any member cannot attach
+// (e.g. containers with separate IPC namespaces on one node), every member gets the same
+// FAILED_PRECONDITION.
+//
+// Failure: a member waiting at the barrier checks every `poll_interval` whether a peer
+// process has exited, a peer left (destroyed its ShmSegment) or gave up, and gives up after `collective_timeout`; its wait
+// then fails with UNAVAILABLE, and so does every later one on every member (the group is
+// out of step for good).
+//
+// Threading: Barrier() and GiveUp() are called by one thread per member (its
+// communication thread); Cancel() from any thread.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace baton::trainer {
+
+struct ShmOptions {
+  // How long one collective may wait for its peers before it fails (a hung peer).
+  absl::Duration collective_timeout = absl::Minutes(5);
+  // How often a waiting rank checks that its peers are alive.
+  absl::Duration poll_interval = absl::Milliseconds(100);
+  // Bytes of one rank's slot (half per parity buffer). The segment is one slot per rank of
+  // the host; keep it within /dev/shm (Docker's default is 64 MiB).
+  size_t slot_bytes = size_t{8} << 20;
+};
+
+// INVALID_ARGUMENT unless slot_bytes is a multiple of 64 and at least 256.
+absl::Status ValidateShmOptions(const ShmOptions& options);
+
+class ShmSegment {
+ public:
+  // At most this many members.
+  static constexpr int kMaxMembers = 256;
+
+  // Why a member gave up, as its peers are told.
+  enum class GiveUpReason {
+    kStuck,      // A wait timed out or saw a dead peer.
+    kCrossHost,  // The member (a host's leader) failed a collective with other hosts.
+  };
+
+  // Maps the group's segment through `store` (keys relative to it): blocks until every
+  // member attached or one failed to. Member `index` of `ranks.size()` members; `ranks`
+  // names them in messages (member i is rank ranks[i]). INVALID_ARGUMENT for a bad index,
+  // more than kMaxMembers or bad options; FAILED_PRECONDITION, the same on every member,
+  // if some member could not map the segment or see its peers' processes. Throws
+  // c10::Error as the store does.
+  static absl::StatusOr<std::unique_ptr<ShmSegment>> Attach(c10d::Store& store, int index,
+                                                            std::vector<int> ranks,
+                                                            const ShmOptions& options);
+  // Leaves the group: peers still waiting for this member fail as if its process exited.
+  ~ShmSegment();
+  ShmSegment(const ShmSegment&) = delete;
+  ShmSegment& operator=(const ShmSegment&) = delete;
+
+  int index() const { return index_; }
+  int size() const { return static_cast<int>(ranks_.size()); }
+  // Buffer `parity` (0 or 1) of member `slot`'s slot: ShmOptions::slot_bytes / 2 bytes.
+  char* Buffer(int slot, uint64_t parity) const;
+
+  // Returns once every member arrived. UNAVAILABLE if a peer exited or gave up, or after
+  // the collective timeout (peers are then told this member gave up); CANCELLED after
+  // Cancel(). A barrier that completed after some member gave up fails too.
+  absl::Status Barrier();
+
+  // Tells every member that this one gave up: their waits fail with UNAVAILABLE naming it
+  // and `reason`. The first member to give up is the one named.
+  void GiveUp(GiveUpReason reason);
+
+  // Makes a wait in progress (and every later one) return CANCELLED soon: for shutdown.
+  void Cancel() { cancelled_.store(true); }
+
+ private:
+  struct Header;
+  class Mapping;
+
+  ShmSegment(std::unique_ptr<Mapping> mapping, int index, std::vector<int> ranks,
+             const ShmOptions& options);
+  // The store protocol: member 0 creates and publishes the segment, every member maps it.
+  static absl::StatusOr<std::unique_ptr<Mapping>> MapGroupSegment(c10d::Store& store,
+                                                                  int index,
+                                                                  const std::vector<int>& ranks,
+                                                                  size_t bytes,
+                                                                  const ShmOptions& options);
+
+  // UNAVAILABLE once any member gave up.
+  absl::Status PeerGaveUp() const;
+  absl::Status WhyStuck(absl::Time deadline) const;
+
+  const std::unique_ptr<Mapping> mapping_;
+  Header* const header_;
+  const int index_;
+  const std::vector<int> ranks_;
+  const ShmOptions options_;
+  uint32_t round_ = 0;  // Barrier rounds this member passed.
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace baton::trainer

@@ -1,0 +1,322 @@
+#include "worker/trainer/comm/shm_communicator.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace baton::trainer {
+namespace {
+
+// Chunk boundaries inside a piece fall on multiples of this many elements (cache lines).
+constexpr int64_t kChunkAlign = 16;
+
+// ---- the communicator ----------------------------------------------------------------
+
+struct Completion {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  absl::Status status;
+};
+
+class ShmPending final : public PendingCollective {
+ public:
+  explicit ShmPending(std::shared_ptr<Completion> completion)
+      : completion_(std::move(completion)) {}
+
+  absl::Status Wait() override {
+    std::unique_lock<std::mutex> lock(completion_->mu);
+    completion_->cv.wait(lock, [this] { return completion_->done; });
+    return completion_->status;
+  }
+
+ private:
+  std::shared_ptr<Completion> completion_;
+};
+
+class ShmCommunicator final : public Communicator {
+ public:
+  ShmCommunicator(ShmGroup group, ShmOptions options)
+      : store_(std::move(group.store)),
+        topology_(std::move(group.topology)),
+        segment_(std::move(group.segment)),
+        leaders_(std::move(group.leaders)),
+        leaders_reduce_(std::move(group.leaders_reduce)),
+        backend_(std::move(group.backend)),
+        rank_(group.rank),
+        host_(topology_.host_of[rank_]),
+        local_rank_(topology_.local_rank_of[rank_]),
+        local_size_(static_cast<int>(topology_.hosts[host_].size())),
+        options_(options),
+        thread_([this] { Loop(); }) {}
+
+  ~ShmCommunicator() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    if (segment_ != nullptr) segment_->Cancel();
+    thread_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return topology_.world_size(); }
+  c10::Device device() const override { return c10::Device(c10::kCPU); }
+  std::string backend() const override { return backend_; }
+  bool CanReduce(c10::ScalarType dtype) const override {
+    return (at::isFloatingType(dtype) || dtype == at::kInt || dtype == at::kLong) &&
+           (leaders_reduce_ == nullptr || leaders_reduce_(dtype));
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
+      at::Tensor tensor) override {
+    RETURN_IF_ERROR(CheckTensor(tensor));
+    if (!CanReduce(tensor.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
+    }
+    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(tensor), -1)));
+  }
+
+  absl::Status Broadcast(at::Tensor& tensor, int root) override {
+    if (root < 0 || root >= world_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("broadcast root ", root, " not in world of ", world_size()));
+    }
+    RETURN_IF_ERROR(CheckTensor(tensor));
+    return ShmPending(Enqueue(tensor, root)).Wait();
+  }
+
+ private:
+  struct Op {
+    at::Tensor tensor;
+    int root;  // -1: all-reduce (sum); else broadcast from root.
+    std::shared_ptr<Completion> completion;
+  };
+
+  static absl::Status CheckTensor(const at::Tensor& tensor) {
+    if (!tensor.device().is_cpu() || !tensor.is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shm collectives need contiguous CPU tensors, got ",
+                       tensor.device().str(), tensor.is_contiguous() ? "" : " (strided)"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<Completion> Enqueue(at::Tensor tensor, int root) {
+    auto completion = std::make_shared<Completion>();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(Op{std::move(tensor), root, completion});
+    }
+    cv_.notify_all();
+    return completion;
+  }
+
+  // The communication thread: runs queued collectives in order.
+  void Loop() {
+    c10::AutoGradMode no_grad(false);
+    for (;;) {
+      Op op;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        op = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      absl::Status status = broken_;
+      if (status.ok()) {
+        try {
+          at::Tensor flat = op.tensor.view({-1});
+          status = op.root < 0 ? RunAllReduce(flat) : RunBroadcast(flat, op.root);
+        } catch (const std::exception& e) {
+          status = absl::InternalError(absl::StrCat("shm collective: ", e.what()));
+        }
+        if (!status.ok()) broken_ = status;
+      }
+      op.tensor = at::Tensor();
+      std::lock_guard<std::mutex> lock(op.completion->mu);
+      op.completion->status = std::move(status);
+      op.completion->done = true;
+      op.completion->cv.notify_all();
+    }
+  }
+
+  // Elements of one piece (half a slot), a multiple of kChunkAlign. The same on every rank,
+  // with or without a segment: the leaders' collectives must match piece for piece.
+  int64_t PieceElements(const at::Tensor& t) const {
+    const int64_t n = static_cast<int64_t>(options_.slot_bytes / 2) / t.element_size();
+    return std::max<int64_t>(kChunkAlign, n / kChunkAlign * kChunkAlign);
+  }
+
+  // `len` elements of slot `slot`'s buffer for `parity`, typed like `like`.
+  at::Tensor View(int slot, uint64_t parity, int64_t len, const at::Tensor& like) const {
+    return at::from_blob(segment_->Buffer(slot, parity), {len}, like.options());
+  }
+
+  bool MultiHost() const { return topology_.num_hosts() > 1; }
+
+  // Passes on the outcome of a leaders' collective; a failure is also this host's ranks'
+  // (the segment is marked failed, so their waits end with UNAVAILABLE).
+  absl::Status CrossHost(const absl::Status& status) {
+    if (status.ok()) return status;
+    if (segment_ != nullptr) segment_->GiveUp(ShmSegment::GiveUpReason::kCrossHost);
+    return absl::Status(status.code(), absl::StrCat("cross-host stage: ", status.message()));
+  }
+
+  absl::Status RunAllReduce(at::Tensor& flat) {
+    const int64_t n = flat.numel();
+    const int64_t piece = PieceElements(flat);
+    for (int64_t off = 0; off < n; off += piece) {
+      const int64_t len = std::min(piece, n - off);
+      at::Tensor mine = flat.narrow(0, off, len);
+      if (segment_ == nullptr) {  // Alone on this host: only the leaders' stage, in place.
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(mine)));
+        continue;
+      }
+      const uint64_t parity = pieces_++ & 1;
+      View(local_rank_, parity, len, flat).copy_(mine);
+      RETURN_IF_ERROR(segment_->Barrier());
+      // This rank's chunk of the piece, summed over every slot into slot 0.
+      const int64_t begin = len * local_rank_ / local_size_ / kChunkAlign * kChunkAlign;
+      const int64_t end = local_rank_ == local_size_ - 1
+                              ? len
+                              : len * (local_rank_ + 1) / local_size_ / kChunkAlign * kChunkAlign;
+      at::Tensor sum = View(0, parity, len, flat);
+      if (end > begin) {
+        at::Tensor chunk = sum.narrow(0, begin, end - begin);
+        for (int s = 1; s < local_size_; ++s) {
+          chunk.add_(View(s, parity, len, flat).narrow(0, begin, end - begin));
+        }
+      }
+      RETURN_IF_ERROR(segment_->Barrier());
+      if (MultiHost()) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(sum)));
+        RETURN_IF_ERROR(segment_->Barrier());
+      }
+      mine.copy_(sum);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RunBroadcast(at::Tensor& flat, int root) {
+    const int root_host = topology_.host_of[root];
+    // The slot this host's ranks read the value from: the root's on its host, else the
+    // leader's, which receives it from the other leaders.
+    const int source = root_host == host_ ? topology_.local_rank_of[root] : 0;
+    const int64_t n = flat.numel();
+    const int64_t piece = PieceElements(flat);
+    for (int64_t off = 0; off < n; off += piece) {
+      const int64_t len = std::min(piece, n - off);
+      at::Tensor mine = flat.narrow(0, off, len);
+      if (segment_ == nullptr) {
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(mine, root_host)));
+        continue;
+      }
+      const uint64_t parity = pieces_++ & 1;
+      at::Tensor value = View(source, parity, len, flat);
+      if (rank_ == root) value.copy_(mine);
+      if (MultiHost()) {
+        // On the root's host the leader sends once the root's copy is in.
+        if (source != 0) RETURN_IF_ERROR(segment_->Barrier());
+        if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->Broadcast(value, root_host)));
+      }
+      RETURN_IF_ERROR(segment_->Barrier());
+      if (rank_ != root) mine.copy_(value);
+    }
+    return absl::OkStatus();
+  }
+
+  // Kept alive: on rank 0 it serves the store, which peers may still be reading the setup
+  // keys from after this rank finished its setup.
+  const c10::intrusive_ptr<c10d::Store> store_;
+  const HostTopology topology_;
+  const std::unique_ptr<ShmSegment> segment_;  // Null if alone on this host.
+  const std::unique_ptr<Communicator> leaders_;  // Set on a leader of several hosts.
+  const std::function<bool(c10::ScalarType)> leaders_reduce_;
+  const std::string backend_;
+  const int rank_;
+  const int host_;
+  const int local_rank_;
+  const int local_size_;
+  const ShmOptions options_;
+
+  // Communication thread only.
+  uint64_t pieces_ = 0;   // Pieces moved through the segment (their parity picks the buffer).
+  absl::Status broken_;   // First failure; fails every later collective.
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Op> queue_;  // Guarded by mu_.
+  bool stopping_ = false;  // Guarded by mu_.
+
+  std::thread thread_;  // Last: starts after every member above is constructed.
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    const ShmOptions& options) {
+  if (world_size < 1 || world_size > ShmSegment::kMaxMembers || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " not in world of ", world_size, " (shm: at most ",
+                     ShmSegment::kMaxMembers, " ranks)"));
+  }
+  std::vector<int> ranks(world_size);
+  for (int r = 0; r < world_size; ++r) ranks[r] = r;
+  try {
+    c10d::PrefixStore shm_store("shm", store);
+    ASSIGN_OR_RETURN(std::unique_ptr<ShmSegment> segment,
+                     ShmSegment::Attach(shm_store, rank, std::move(ranks), options));
+    ShmGroup group;
+    group.store = store;
+    group.topology = SingleHost(world_size);
+    group.rank = rank;
+    group.segment = std::move(segment);
+    return NewShmCommunicator(std::move(group), options);
+  } catch (const std::exception& e) {
+    const std::string message = e.what();
+    return absl::UnavailableError(absl::StrCat("shm setup through the store failed (rank ", rank,
+                                               "): ", message.substr(0, message.find('\n'))));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> NewShmCommunicator(ShmGroup group,
+                                                                 const ShmOptions& options) {
+  const HostTopology& t = group.topology;
+  if (group.rank < 0 || group.rank >= t.world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", group.rank, " not in world of ", t.world_size()));
+  }
+  const int host_size = static_cast<int>(t.hosts[t.host_of[group.rank]].size());
+  const bool wants_leaders = t.num_hosts() > 1 && t.IsLeader(group.rank);
+  if ((group.segment == nullptr && host_size > 1) ||
+      (group.segment != nullptr && (group.segment->size() != host_size ||
+                                    group.segment->index() != t.local_rank_of[group.rank])) ||
+      (group.leaders == nullptr) == wants_leaders ||
+      (t.num_hosts() > 1 && group.leaders_reduce == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("shm parts of rank ", group.rank,
+                                                   " do not fit the topology ", t.ToString()));
+  }
+  RETURN_IF_ERROR(ValidateShmOptions(options));
+  return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(group), options));
+}
+
+}  // namespace baton::trainer

@@ -1,0 +1,85 @@
+#pragma once
+
+// Communicator over POSIX shared memory, for a world whose ranks all run on one host (CPU
+// tensors). Gloo moves every byte of an all-reduce through loopback TCP sockets and its
+// own threads; on a CPU host whose cores are all busy training, that costs about as much
+// as a compute step. Here the ranks map one segment and reduce in place:
+//
+//   each rank copies its piece into its own slot          (barrier)
+//   rank r sums chunk r of the piece over all slots into slot 0 (barrier)
+//   every rank copies the piece's sum back out of slot 0
+//
+// Tensors larger than a slot go through in pieces; each slot is double-buffered by piece
+// parity, so a rank may write piece k+1 while a slower peer still reads piece k. Every rank
+// reads the same sum, so results are bit-identical across ranks.
+//
+// Setup (CreateShmCommunicator) goes through the job's c10d store
+// (comm/host/shm_segment.h): if any rank cannot attach (e.g. containers with separate IPC
+// namespaces on one node), every rank gets the same FAILED_PRECONDITION and may fall back
+// to Gloo.
+//
+// Failure: a rank waiting for its peers notices a peer's exit or a peer giving up, or
+// gives up after `collective_timeout`; the collective then fails with UNAVAILABLE and so
+// does every later one (the communicator is broken).
+//
+// Several hosts (hierarchical_communicator.h builds the parts): each host has its own
+// segment, and one leader per host (its lowest rank) runs a cross-host stage on every piece
+// between the local reduce and the copy-out, in place on slot 0:
+//
+//   copy in (barrier) sum chunks into slot 0 (barrier)
+//   the leader all-reduces slot 0's piece with the other leaders (barrier)   copy out
+//
+// A rank alone on its host has no segment: it runs the cross-host stage on its own tensor,
+// in the same pieces. A broadcast goes from the root to its host's slot, across the
+// leaders, then out of each host's slot. If the leader's cross-host collective fails, it
+// marks the segment failed, so its host's ranks fail with UNAVAILABLE too.
+//
+// Threading: as Communicator. Collectives run in order on one communication thread per
+// rank, so StartAllReduceSum returns at once (overlap with backward) and Broadcast waits.
+
+#include <c10/core/ScalarType.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "absl/status/statusor.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/host/host_topology.h"
+#include "worker/trainer/comm/host/shm_segment.h"
+
+namespace baton::trainer {
+
+// Builds the communicator through `store` (keys under "shm/"): blocks until every rank
+// attached or one failed to. INVALID_ARGUMENT if rank is not in [0, world_size) or
+// world_size > 256; FAILED_PRECONDITION, the same on every rank, if some rank could not
+// map the segment or see its peers; UNAVAILABLE if the store failed.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+    const ShmOptions& options);
+
+// The parts of one rank's communicator in a world of one or more hosts.
+struct ShmGroup {
+  // The job's store, kept alive (rank 0 serves it to peers still reading setup keys).
+  c10::intrusive_ptr<c10d::Store> store;
+  HostTopology topology;
+  int rank = 0;
+  // This rank's host's segment, the host's ranks in order as members; may be null if the
+  // rank is alone on its host.
+  std::unique_ptr<ShmSegment> segment;
+  // On a host's leader when there are several hosts: the collectives between the leaders
+  // (rank = host index, world = number of hosts). Null everywhere else.
+  std::unique_ptr<Communicator> leaders;
+  // With several hosts: what the leaders' collectives can sum (the same on every rank).
+  std::function<bool(c10::ScalarType)> leaders_reduce;
+  // For backend().
+  std::string backend = "shm";
+};
+
+// A communicator over `group` (every rank must pass the same options: pieces are cut from
+// slot_bytes). INVALID_ARGUMENT if the parts do not fit the topology.
+absl::StatusOr<std::unique_ptr<Communicator>> NewShmCommunicator(ShmGroup group,
+                                                                 const ShmOptions& options);
+
+}  // namespace baton::trainer

@@ -1,0 +1,108 @@
+#pragma once
+
+// Test helper: runs one function per rank, each rank on its own thread with its own
+// communicator (ProcessGroupGloo unless told otherwise), rendezvousing through one c10d
+// TCPStore server on an OS-chosen port (no fixed ports, so tests may run in parallel).
+// Header-only, testonly.
+
+#include <chrono>
+#include <functional>
+#include <future>
+#include <memory>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/gloo_communicator.h"
+
+namespace baton::trainer::testing {
+
+// Builds rank r's communicator of a world through the shared store.
+using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world)>;
+
+inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
+    const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+  GlooOptions options;
+  options.collective_timeout = absl::Seconds(30);
+  options.hostname = "127.0.0.1";
+  return CreateGlooCommunicator(store, rank, world, options);
+}
+
+// One c10d TCPStore server on an OS-chosen port and one store per rank: rank 0's is the
+// server, the others are its clients.
+inline std::vector<c10::intrusive_ptr<c10d::Store>> MakeRankStores(int world) {
+  c10d::TCPStoreOptions server_options;
+  server_options.port = 0;
+  server_options.isServer = true;
+  server_options.numWorkers = world;
+  server_options.waitWorkers = false;
+  server_options.timeout = std::chrono::seconds(30);
+  auto server = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", server_options);
+  std::vector<c10::intrusive_ptr<c10d::Store>> stores = {server};
+  for (int r = 1; r < world; ++r) {
+    c10d::TCPStoreOptions client_options = server_options;
+    client_options.port = server->getPort();
+    client_options.isServer = false;
+    stores.push_back(c10::make_intrusive<c10d::TCPStore>("127.0.0.1", client_options));
+  }
+  return stores;
+}
+
+// make(store, rank, world) for ranks 0..world-1 concurrently: every rank's outcome, in rank
+// order (for tests of setup failures).
+inline std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> SetUpRanks(
+    int world, const CommunicatorFactory& make) {
+  const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(world);
+  std::vector<std::future<absl::StatusOr<std::unique_ptr<Communicator>>>> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&stores, r, world, &make] {
+      return make(stores[r], r, world);
+    }));
+  }
+  std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> results;
+  for (auto& f : ranks) results.push_back(f.get());
+  return results;
+}
+
+// fn(comm) for ranks 0..world-1 concurrently, each with make(store, rank, world) and
+// owning it (so a rank may destroy its communicator early); returns the results in rank
+// order.
+template <typename Result>
+std::vector<Result> RunRanksOwning(
+    int world, const CommunicatorFactory& make,
+    const std::function<Result(std::unique_ptr<Communicator>)>& fn) {
+  const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(world);
+  std::vector<std::future<Result>> ranks;
+  for (int r = 0; r < world; ++r) {
+    ranks.push_back(std::async(std::launch::async, [store = stores[r], r, world, &make, &fn] {
+      absl::StatusOr<std::unique_ptr<Communicator>> comm = make(store, r, world);
+      if (!comm.ok()) {
+        ADD_FAILURE() << comm.status();
+        return Result();
+      }
+      return fn(*std::move(comm));
+    }));
+  }
+  std::vector<Result> results;
+  for (auto& f : ranks) results.push_back(f.get());
+  return results;
+}
+
+// RunRanksOwning with fn(comm) borrowing the communicator.
+template <typename Result>
+std::vector<Result> RunRanksWith(int world, const CommunicatorFactory& make,
+                                 const std::function<Result(Communicator&)>& fn) {
+  return RunRanksOwning<Result>(
+      world, make, [&fn](std::unique_ptr<Communicator> comm) { return fn(*comm); });
+}
+
+// RunRanksWith over Gloo.
+template <typename Result>
+std::vector<Result> RunRanks(int world, const std::function<Result(Communicator&)>& fn) {
+  return RunRanksWith<Result>(world, MakeGloo, fn);
+}
+
+}  // namespace baton::trainer::testing

@@ -1,0 +1,161 @@
+#include "worker/trainer/data/formats/idx.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+
+namespace baton::trainer {
+namespace {
+
+constexpr uint8_t kTypeUnsignedByte = 0x08;
+constexpr size_t kMaxDims = 4;
+
+uint32_t ReadBigEndian32(const char* p) {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  return (uint32_t{u[0]} << 24) | (uint32_t{u[1]} << 16) | (uint32_t{u[2]} << 8) | uint32_t{u[3]};
+}
+
+void AppendBigEndian32(uint32_t v, std::string* out) {
+  out->push_back(static_cast<char>((v >> 24) & 0xff));
+  out->push_back(static_cast<char>((v >> 16) & 0xff));
+  out->push_back(static_cast<char>((v >> 8) & 0xff));
+  out->push_back(static_cast<char>(v & 0xff));
+}
+
+// Product of dims, or an error if it overflows 64 bits.
+absl::StatusOr<uint64_t> NumElements(const std::vector<uint32_t>& dims, absl::string_view what) {
+  uint64_t n = 1;
+  for (uint32_t d : dims) {
+    if (d != 0 && n > UINT64_MAX / d) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": IDX dimensions overflow"));
+    }
+    n *= d;
+  }
+  return n;
+}
+
+absl::StatusOr<IdxArray> ReadIdxWithMagic(const std::string& path, uint32_t magic,
+                                          absl::string_view kind) {
+  ASSIGN_OR_RETURN(IdxArray array, ReadIdxFile(path));
+  const uint32_t got =
+      (uint32_t{kTypeUnsignedByte} << 8) | static_cast<uint32_t>(array.dims.size());
+  if (got != magic) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: not an MNIST %s file (magic %u with %u dims, expected %u)", path, kind,
+                        got, array.dims.size(), magic));
+  }
+  return array;
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view what) {
+  if (bytes.size() < 4) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: truncated IDX header (%u bytes)", what, bytes.size()));
+  }
+  const uint32_t magic = ReadBigEndian32(bytes.data());
+  const auto type = static_cast<uint8_t>(bytes[2]);
+  const auto ndims = static_cast<uint8_t>(bytes[3]);
+  if (bytes[0] != 0 || bytes[1] != 0 || type != kTypeUnsignedByte || ndims == 0 ||
+      ndims > kMaxDims) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: bad IDX magic 0x%08x (expected 0x000008NN: unsigned bytes, 1..4 dims)", what, magic));
+  }
+  const size_t header = 4 + 4 * size_t{ndims};
+  if (bytes.size() < header) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: truncated IDX header (%u bytes, need %u for %u dims)", what,
+                        bytes.size(), header, ndims));
+  }
+  IdxArray array;
+  for (size_t i = 0; i < ndims; ++i)
+    array.dims.push_back(ReadBigEndian32(bytes.data() + 4 + 4 * i));
+  ASSIGN_OR_RETURN(const uint64_t n, NumElements(array.dims, what));
+  const uint64_t available = bytes.size() - header;
+  if (available != n) {
+    return absl::DataLossError(
+        absl::StrFormat("%s: %s IDX file: header says %u data bytes, file has %u", what,
+                        available < n ? "truncated" : "oversized", n, available));
+  }
+  array.data.assign(bytes.begin() + header, bytes.end());
+  return array;
+}
+
+absl::StatusOr<std::string> SerializeIdx(const IdxArray& array) {
+  if (array.dims.empty() || array.dims.size() > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("IDX arrays have 1..4 dims, got %u", array.dims.size()));
+  }
+  ASSIGN_OR_RETURN(const uint64_t n, NumElements(array.dims, "IDX array"));
+  if (n != array.data.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("IDX array: dims say %u elements, data has %u", n, array.data.size()));
+  }
+  std::string out;
+  out.reserve(4 + 4 * array.dims.size() + array.data.size());
+  out.push_back(0);
+  out.push_back(0);
+  out.push_back(static_cast<char>(kTypeUnsignedByte));
+  out.push_back(static_cast<char>(array.dims.size()));
+  for (uint32_t d : array.dims) AppendBigEndian32(d, &out);
+  out.append(array.data.begin(), array.data.end());
+  return out;
+}
+
+absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": read error"));
+  }
+  return ParseIdx(contents.str(), path);
+}
+
+absl::Status WriteIdxFile(const std::string& path, const IdxArray& array) {
+  ASSIGN_OR_RETURN(const std::string bytes, SerializeIdx(array));
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) {
+    return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<MnistImages> ReadMnistImages(const std::string& path) {
+  ASSIGN_OR_RETURN(IdxArray array, ReadIdxWithMagic(path, kIdxImagesMagic, "image"));
+  MnistImages images;
+  images.count = array.dims[0];
+  images.rows = array.dims[1];
+  images.cols = array.dims[2];
+  images.pixels = std::move(array.data);
+  return images;
+}
+
+absl::StatusOr<std::vector<uint8_t>> ReadMnistLabels(const std::string& path) {
+  ASSIGN_OR_RETURN(IdxArray array, ReadIdxWithMagic(path, kIdxLabelsMagic, "label"));
+  return std::move(array.data);
+}
+
+absl::Status WriteMnistImages(const std::string& path, const MnistImages& images) {
+  return WriteIdxFile(path, IdxArray{{images.count, images.rows, images.cols}, images.pixels});
+}
+
+absl::Status WriteMnistLabels(const std::string& path, const std::vector<uint8_t>& labels) {
+  return WriteIdxFile(path, IdxArray{{static_cast<uint32_t>(labels.size())}, labels});
+}
+
+}  // namespace baton::trainer

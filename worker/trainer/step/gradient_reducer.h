@@ -1,0 +1,137 @@
+#pragma once
+
+// Data-parallel gradient averaging that overlaps communication with backward(), as
+// PyTorch's DistributedDataParallel reducer does.
+//
+// Buckets. The trainable parameters are grouped, in REVERSE model order (the order
+// backward() produces their gradients), into buckets of at most bucket_cap_mb MiB of
+// gradient (a larger parameter gets a bucket of its own; a dtype change starts a new
+// bucket). Each bucket owns a flat buffer on comm.device().
+//
+// Overlap. A post-hook on each parameter's AccumulateGrad node (the autograd node that
+// writes param.grad(); the reducer keeps the nodes alive so the hooks survive between
+// iterations) copies the fresh gradient into its bucket slot. When a bucket's last
+// gradient arrives, its all-reduce is STARTED (async), while backward() goes on computing
+// earlier layers' gradients. Buckets start strictly in bucket order (a ready bucket waits
+// for the ones before it), so every rank issues the same collectives in the same order
+// even when hooks fire in a different order.
+//
+// FinishBackward(), after backward(), starts the buckets whose gradients never arrived
+// (parameters unused by the last micro-batch contribute their accumulated gradient, or
+// zeros), waits for every bucket, and writes the averages back into param.grad().
+// Averaging: full-width buckets are summed and divided by the world size while being
+// copied back into param.grad() (one memory pass fewer); compressed ones are divided
+// before the sum (below).
+//
+// Gradient accumulation. BeginBackward(sync=false) disarms the hooks: gradients just
+// accumulate in param.grad() locally (DDP's no_sync). Only the backward of the last
+// micro-batch (sync=true) communicates; param.grad() then holds the sum over the
+// micro-batches, which the loop made a mean by dividing each micro-batch's loss.
+//
+// Compression ("bf16"/"fp16"): the pre-divided fp32 bucket is cast to the 16-bit type,
+// summed in it, and cast back. Pre-dividing keeps partial sums within the largest |grad|,
+// so the sum cannot overflow where the inputs did not; values below the 16-bit type's
+// smallest subnormal flush to zero. When the backend cannot sum that type (Gloo in
+// LibTorch 1.13 has no bfloat16) the values are rounded to it and summed in fp32:
+// same rounding of the inputs, no bandwidth saved (compression_emulated() says so).
+//
+// Threading: hooks run on LibTorch's autograd thread(s) while the training thread is
+// blocked in backward(); all state is guarded by one mutex. BeginBackward/FinishBackward
+// are called by the training thread only.
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/trainer_spec_defaults.h"
+#include "worker/trainer/comm/communicator.h"
+
+namespace torch::autograd {
+struct Node;
+}  // namespace torch::autograd
+
+namespace baton::trainer {
+
+enum class GradCompression { kNone, kBf16, kFp16 };
+
+// "none" (or ""), "bf16", "fp16". INVALID_ARGUMENT naming --grad_compression otherwise.
+absl::StatusOr<GradCompression> ParseGradCompression(absl::string_view name);
+
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+struct GradientReducerOptions {
+  // MiB of gradient per bucket; > 0.
+  double bucket_cap_mb = trainer_spec::kBucketCapMb.default_value;
+  // TrainerSpec.grad_compression's default, "none".
+  GradCompression compression = GradCompression::kNone;
+};
+
+// One entry of a step's record (see GradientReducer::last_events()).
+struct ReducerEvent {
+  enum class Kind {
+    kGradReady,        // index = parameter whose gradient arrived (hook fired).
+    kBucketStarted,    // index = bucket whose all-reduce was started.
+    kBackwardReturned  // FinishBackward was entered: backward() has returned.
+  };
+  Kind kind;
+  int index;
+  friend bool operator==(const ReducerEvent& a, const ReducerEvent& b) {
+    return a.kind == b.kind && a.index == b.index;
+  }
+};
+
+class GradientReducer {
+ public:
+  // `params`: the trainable parameters in model order (defined, requires_grad, dense, on
+  // comm.device()). `comm` must outlive the reducer. INVALID_ARGUMENT for an empty list, a
+  // parameter that does not qualify, or bucket_cap_mb <= 0.
+  static absl::StatusOr<std::unique_ptr<GradientReducer>> Create(
+      std::vector<at::Tensor> params, Communicator& comm, const GradientReducerOptions& options);
+
+  // The hooks stay registered but do nothing once the reducer is gone.
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Parameter indices (into `params`) of each bucket, in start order.
+  const std::vector<std::vector<size_t>>& buckets() const { return layout_; }
+  bool compression_emulated() const;
+  // Bytes this rank all-reduces per optimizer step (the buckets as sent, 16-bit when
+  // compressed); 0 for a world of one.
+  int64_t bytes_per_sync() const;
+
+  // Call before each backward(): sync=true for the micro-batch that completes an optimizer
+  // step (its backward starts the all-reduces), false for the ones before it (no
+  // communication).
+  void BeginBackward(bool sync);
+
+  // After the sync backward(): see the header comment. On return every param.grad() holds
+  // the mean over ranks. UNAVAILABLE if a collective failed; INTERNAL for a LibTorch error
+  // in a hook; FAILED_PRECONDITION without a preceding BeginBackward(true). A world of one
+  // communicates nothing.
+  absl::Status FinishBackward();
+
+  // The last sync step's hook and start order, ending with the buckets FinishBackward
+  // started. Overlap happened when a kBucketStarted precedes kBackwardReturned.
+  std::vector<ReducerEvent> last_events() const;
+  // Buckets of the last sync step whose all-reduce started during backward().
+  int started_during_backward() const;
+
+ private:
+  struct Core;
+  class GradReadyHook;
+  GradientReducer(std::shared_ptr<Core> core, std::vector<std::vector<size_t>> layout);
+
+  std::shared_ptr<Core> core_;
+  std::vector<std::vector<size_t>> layout_;
+  // The parameters' AccumulateGrad nodes: autograd holds them only weakly between
+  // iterations, and a re-created node would have lost its hook.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+};
+
+}  // namespace baton::trainer

@@ -1,0 +1,50 @@
+#pragma once
+
+// Splits the time of each optimizer step, read from an injected Clock, into the phases the
+// metric lines report (contract/contract.h: time_data_s ... time_optimizer_s). The phases partition
+// the step: every instant between Start() and the last lap belongs to exactly one phase,
+// so they sum to the step's time exactly, whatever the clock does between calls.
+// Plain C++; thread-compatible (one training thread uses it).
+
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace baton::trainer {
+
+// Time of each phase, for one step or summed over several. step is the whole step.
+struct PhaseTimes {
+  absl::Duration step, data, forward, backward, comm_wait, optimizer;
+
+  PhaseTimes& operator+=(const PhaseTimes& other);
+  // data + forward + backward + comm_wait + optimizer.
+  absl::Duration PhaseSum() const;
+};
+
+enum class Phase { kData, kForward, kBackward, kCommWait, kOptimizer };
+
+class PhaseTimer {
+ public:
+  // `clock` is borrowed and must outlive the timer.
+  explicit PhaseTimer(const Clock& clock) : clock_(clock) {}
+
+  // Starts a step: the clock's time now is its start and the first mark.
+  void Start();
+  // Charges the time since the last mark to `phase`; now becomes the mark.
+  void Lap(Phase phase);
+  // Lap split in two: `first` gets `first_part` (at most the time since the mark; a
+  // duration measured inside the lap, e.g. the all-reduce wait), `rest` the remainder.
+  void LapSplit(Phase first, absl::Duration first_part, Phase rest);
+  // Ends the step at the last mark (time after it is not counted: lap first) and returns
+  // its times; step == PhaseSum() exactly. The timer is then ready for Start().
+  PhaseTimes Stop();
+
+ private:
+  absl::Duration& Slot(Phase phase);
+
+  const Clock& clock_;
+  absl::Time start_;
+  absl::Time mark_;
+  PhaseTimes times_;  // Of the current step.
+};
+
+}  // namespace baton::trainer

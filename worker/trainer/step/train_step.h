@@ -1,0 +1,105 @@
+#pragma once
+
+// One data-parallel optimizer step, split into the calls the training loop makes, so the
+// loop keeps control of data loading and the model while the numerics live here:
+//
+//   for each of accumulation_steps micro-batches:
+//     { AutocastScope scope(step.precision()); loss = criterion(model(x)); }
+//     step.Backward(loss);          // backward of loss * loss_scale / accumulation_steps;
+//                                   // the last micro-batch's backward starts the bucketed
+//                                   // all-reduces (GradientReducer), earlier ones don't
+//   outcome = step.Finish();        // wait for the all-reduces; fp16: unscale + collective
+//                                   // inf/NaN check, skip + back off on overflow; clip to
+//                                   // max_grad_norm; optimizer step; scaler update
+//
+// Gradients are zeroed by the first Backward of a step, so after Finish param.grad()
+// still holds the step's averaged (unscaled, clipped) gradient. Every rank takes the same
+// skip decision and, as the gradients are identical after the all-reduce, computes the
+// same norm and applies the same update.
+//
+// Not thread-safe: owned by the training loop's thread.
+
+#include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/trainer_spec_defaults.h"
+#include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/device/precision.h"
+#include "worker/trainer/step/grad_scaler.h"
+#include "worker/trainer/step/gradient_reducer.h"
+
+namespace baton::trainer {
+
+// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+struct TrainStepOptions {
+  Precision precision = Precision::kFp32;  // TrainerSpec.precision's default, "fp32".
+  int64_t accumulation_steps = trainer_spec::kAccumulationSteps.default_value;  // > 0.
+  // 0: no clipping (the norm is still reported).
+  double max_grad_norm = trainer_spec::kMaxGradNorm.default_value;
+  GradientReducerOptions reducer;
+  // Loss scaling knobs; `enabled` is ignored (on exactly for fp16).
+  GradScalerOptions scaler;
+  // Wait for the device at phase boundaries so that the reported times are the device's
+  // (CUDA kernels run asynchronously). Costs a little throughput on GPUs; no-op on CPU.
+  bool synchronize_for_timing = true;
+};
+
+struct StepOutcome {
+  bool skipped = false;       // fp16 overflow: no update was applied.
+  double grad_norm = 0;       // Of the averaged, unscaled gradient, before clipping (NaN
+                              // when skipped).
+  double loss_scale = 1;      // Scale used for this step's backward.
+  absl::Duration comm_wait;   // Finishing and waiting for the all-reduces.
+  absl::Duration optimizer;   // Unscale/check, clip, optimizer step, scaler update.
+};
+
+class TrainStep {
+ public:
+  // `params`: the trainable parameters in model order, on comm.device(), the ones
+  // `optimizer` updates. `optimizer`, `comm` and `clock` must outlive the TrainStep.
+  // INVALID_ARGUMENT for bad options or parameters (see GradientReducer::Create).
+  static absl::StatusOr<std::unique_ptr<TrainStep>> Create(std::vector<at::Tensor> params,
+                                                           torch::optim::Optimizer& optimizer,
+                                                           Communicator& comm,
+                                                           const Clock& clock,
+                                                           const TrainStepOptions& options);
+
+  const PrecisionPlan& precision() const { return plan_; }
+  const GradScaler& scaler() const { return scaler_; }
+  GradScaler& mutable_scaler() { return scaler_; }
+  const GradientReducer& reducer() const { return *reducer_; }
+  int64_t accumulation_steps() const { return options_.accumulation_steps; }
+
+  // Backward of one micro-batch's mean loss. FAILED_PRECONDITION after accumulation_steps
+  // calls without Finish; INTERNAL for LibTorch errors.
+  absl::Status Backward(const at::Tensor& loss);
+
+  // Completes the step after accumulation_steps Backward calls (FAILED_PRECONDITION
+  // otherwise). UNAVAILABLE when a collective failed; INTERNAL for LibTorch errors.
+  absl::StatusOr<StepOutcome> Finish();
+
+ private:
+  TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& optimizer,
+            Communicator& comm, const Clock& clock, const TrainStepOptions& options,
+            std::unique_ptr<GradientReducer> reducer);
+
+  const std::vector<at::Tensor> params_;
+  torch::optim::Optimizer& optimizer_;
+  Communicator& comm_;
+  const Clock& clock_;
+  const TrainStepOptions options_;
+  const PrecisionPlan plan_;
+  std::unique_ptr<GradientReducer> reducer_;
+  GradScaler scaler_;
+  int64_t micro_ = 0;  // Backward calls in the current step.
+};
+
+}  // namespace baton::trainer
