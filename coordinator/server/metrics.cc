@@ -389,7 +389,7 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
       MetricType::Counter);
   prometheus::MetricFamily goodput = MakeFamily(
       "baton_coordinator_job_goodput_ratio",
-      "Productive step time / wall time since the job started (see coordinator/metrics.h).",
+      "Productive step time / wall time since the job started (see coordinator/server/metrics.h).",
       MetricType::Gauge);
   prometheus::MetricFamily slowdown =
       MakeFamily("baton_rank_slowdown_ratio",

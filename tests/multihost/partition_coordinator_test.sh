@@ -46,8 +46,10 @@ echo "short outage: generation $GEN and pids $PID0 $PID1 unchanged, step $STEP -
 isolate 0
 stopped() { ! alive "$PID0" && ! alive "$PID1"; }
 wait_for 60 stopped
-grep -q "lease ran out" "$TMP/w1.log" && grep -q "lease ran out" "$TMP/w2.log" \
-  || fail "the workers did not kill their ranks on their lease"
+# The first lease to run out kills its rank; the other rank may die of its peer's death
+# before its own worker's lease runs out (then there is nothing left for that lease to kill).
+grep -q "lease ran out" "$TMP/w1.log" || grep -q "lease ran out" "$TMP/w2.log" \
+  || fail "no worker killed its ranks on its lease"
 sleep "$LEASE"  # the outage goes on past the lease and its margin on the coordinator's side
 rejoin 0
 resumed() {
