@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 namespace baton::trainer {
 namespace {
@@ -110,18 +111,8 @@ absl::StatusOr<std::string> SerializeIdx(const IdxArray& array) {
 }
 
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": read error"));
-  }
-  return ParseIdx(contents.str(), path);
+  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+  return ParseIdx(contents, path);
 }
 
 absl::Status WriteIdxFile(const std::string& path, const IdxArray& array) {
