@@ -14,7 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
-#include "common/message_limits.h"
+#include "common/spec/message_limits.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {

@@ -11,10 +11,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "client/job_file.h"
-#include "client/output.h"
-#include "client/progress.h"
-#include "client/views.h"
+#include "client/job/job_file.h"
+#include "client/render/output.h"
+#include "client/render/progress.h"
+#include "client/render/views.h"
 
 namespace baton::cli {
 namespace {

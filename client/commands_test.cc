@@ -20,8 +20,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
-#include "common/proto_time.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"

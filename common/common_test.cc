@@ -1,9 +1,9 @@
 #include "absl/status/statusor.h"
-#include "common/clock.h"
 #include "common/grpc_status.h"
-#include "common/proto_time.h"
 #include "common/status_macros.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "gtest/gtest.h"
 
 namespace baton {

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 
 namespace baton {
 namespace {

@@ -13,9 +13,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
 #include "common/logging.h"
 #include "common/port_file.h"
+#include "common/time/clock.h"
 #include "coordinator/server/server.h"
 
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",

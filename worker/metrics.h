@@ -28,7 +28,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
 #include "worker/supervisor/supervisor.h"

@@ -9,8 +9,8 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/metrics_testing.h"
+#include "common/testing/metrics_testing.h"
+#include "common/time/clock.h"
 
 namespace baton::worker {
 namespace {

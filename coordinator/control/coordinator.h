@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"

@@ -5,11 +5,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/job_spec.h"
 #include "common/logging.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "common/spec/job_spec.h"
 #include "common/status_macros.h"
+#include "common/time/proto_time.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scheduler.h"

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/store/store.h"

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "common/time/proto_time.h"
 
 namespace baton::coordinator {
 namespace {

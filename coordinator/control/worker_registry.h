@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
 

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/job_spec.h"
-#include "common/message_limits.h"
-#include "common/proto_time.h"
+#include "common/spec/job_spec.h"
+#include "common/spec/message_limits.h"
 #include "common/status_macros.h"
+#include "common/time/proto_time.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace baton::coordinator {

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "coordinator/jobs/job_state.h"
 #include "coordinator/jobs/job_streams.h"
 #include "coordinator/jobs/stream_sink.h"

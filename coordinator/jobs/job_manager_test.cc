@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/message_limits.h"
-#include "common/metrics_testing.h"
-#include "common/status_matchers.h"
+#include "common/spec/message_limits.h"
+#include "common/testing/metrics_testing.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "coordinator/store/store.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "coordinator/testing/recording_sink.h"

@@ -3,7 +3,7 @@
 #include <tuple>
 #include <vector>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace baton::coordinator {

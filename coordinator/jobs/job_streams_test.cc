@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "coordinator/store/store.h"
 #include "coordinator/testing/recording_sink.h"
 #include "gmock/gmock.h"

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/proto_time.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/store/store.h"
 #include "gtest/gtest.h"

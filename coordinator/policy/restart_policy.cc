@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
-#include "common/proto_time.h"
-#include "common/restart_stats.h"
+#include "common/spec/job_spec.h"
+#include "common/spec/restart_stats.h"
+#include "common/time/proto_time.h"
 
 namespace baton::coordinator {
 namespace {

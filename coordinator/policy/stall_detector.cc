@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
-#include "common/proto_time.h"
+#include "common/spec/job_spec.h"
+#include "common/time/proto_time.h"
 
 namespace baton::coordinator {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -68,8 +68,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
 #include "common/metrics_http.h"
+#include "common/time/clock.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/slowdown.h"

@@ -7,11 +7,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
-#include "common/metrics_testing.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
-#include "common/status_matchers.h"
+#include "common/testing/metrics_testing.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/store/store.h"
 

@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/message_limits.h"
+#include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 
 namespace baton::coordinator {

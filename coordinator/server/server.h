@@ -9,8 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/clock.h"
-#include "common/job_spec.h"
+#include "common/spec/job_spec.h"
+#include "common/time/clock.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"

@@ -14,9 +14,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
 #include "common/protocol_version.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

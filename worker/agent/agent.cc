@@ -6,9 +6,9 @@
 
 #include "common/grpc_status.h"
 #include "common/logging.h"
-#include "common/message_limits.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "common/spec/message_limits.h"
+#include "common/time/proto_time.h"
 #include "worker/host/peer_probe.h"
 #include "worker/host/reserve_port.h"
 

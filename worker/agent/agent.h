@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 #include "worker/agent/backoff.h"

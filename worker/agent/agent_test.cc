@@ -6,9 +6,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/agent/outbox.h"

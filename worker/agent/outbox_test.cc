@@ -3,7 +3,7 @@
 #include <optional>
 #include <thread>
 
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 
 namespace baton::worker {
 

@@ -3,8 +3,8 @@
 #include <thread>
 
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "gtest/gtest.h"
 #include "worker/process/unique_fd.h"
 

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 
 namespace baton::worker {
 namespace {

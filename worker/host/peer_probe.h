@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/worker_service.pb.h"
 #include "worker/process/unique_fd.h"
 

@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "common/clock.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "worker/host/reserve_port.h"
 #include "worker/testing/black_hole.h"
 

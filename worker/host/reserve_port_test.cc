@@ -6,7 +6,7 @@
 
 #include <cstring>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 
 namespace baton::worker {

@@ -1,6 +1,6 @@
 #include "worker/output/metrics_line.h"
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

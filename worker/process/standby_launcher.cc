@@ -14,9 +14,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "common/job_spec.h"
 #include "common/logging.h"
 #include "common/metrics_http.h"
+#include "common/spec/job_spec.h"
 #include "worker/host/clock_poll.h"
 #include "worker/trainer/contract/standby_protocol.h"
 

@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "worker/process/process_launcher.h"
 #include "worker/process/unique_fd.h"
 

@@ -3,8 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/clock.h"
-#include "common/metrics_testing.h"
+#include "common/testing/metrics_testing.h"
+#include "common/time/clock.h"
 
 namespace baton::worker {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
+#include "common/spec/job_spec.h"
 
 namespace baton::worker {
 

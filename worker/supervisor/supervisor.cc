@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 
 namespace baton::worker {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
 #include "worker/output/line_splitter.h"

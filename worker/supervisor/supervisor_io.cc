@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 #include "worker/output/metrics_line.h"
 
 namespace baton::worker {

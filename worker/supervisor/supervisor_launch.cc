@@ -11,7 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/supervisor/trainer_args.h"

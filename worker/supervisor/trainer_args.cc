@@ -2,8 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/trainer_spec.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "worker/process/path_lookup.h"
 
 namespace baton::worker {

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/proto_time.h"
 #include "common/protocol_version.h"
+#include "common/time/proto_time.h"
 
 namespace baton::worker {
 

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/trainer_options.h"
 

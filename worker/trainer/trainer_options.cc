@@ -1,8 +1,8 @@
 #include "worker/trainer/trainer_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 namespace {

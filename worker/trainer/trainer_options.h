@@ -14,8 +14,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "common/clock.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
+#include "common/time/clock.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"

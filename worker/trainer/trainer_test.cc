@@ -21,16 +21,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/data/synthetic_mnist.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/testing/ticking_clock.h"
 
 namespace baton::trainer {

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/contract/contract.h"
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"

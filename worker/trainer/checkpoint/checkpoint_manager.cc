@@ -11,8 +11,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/checkpoint/checkpoint_codec.h"
 #include "worker/trainer/checkpoint/checkpoint_file.h"
 

@@ -81,7 +81,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "worker/trainer/checkpoint/checkpoint_listing.h"
 #include "worker/trainer/checkpoint/training_state.h"
 

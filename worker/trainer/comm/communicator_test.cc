@@ -14,15 +14,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/device/compat.h"
 #include "worker/trainer/comm/gloo_communicator.h"
-#include "worker/trainer/models/mlp.h"
 #include "worker/trainer/comm/process_group.h"
 #include "worker/trainer/comm/shm_communicator.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
+#include "worker/trainer/device/compat.h"
+#include "worker/trainer/models/mlp.h"
 
 namespace baton::trainer {
 namespace {

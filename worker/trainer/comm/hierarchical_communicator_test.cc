@@ -9,12 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/trainer/device/compat.h"
 #include "worker/trainer/comm/host/host_topology.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
+#include "worker/trainer/device/compat.h"
 
 namespace baton::trainer {
 namespace {

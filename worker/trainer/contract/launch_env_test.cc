@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/contract/contract.h"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

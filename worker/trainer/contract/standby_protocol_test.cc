@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec_defaults.h"
 #include "worker/trainer/data/datasets_internal.h"
 #include "worker/trainer/data/formats/cifar10.h"
 #include "worker/trainer/data/formats/random.h"

@@ -61,7 +61,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/data/formats/cifar10.h"

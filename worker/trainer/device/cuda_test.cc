@@ -14,8 +14,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"

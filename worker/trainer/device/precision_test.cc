@@ -4,7 +4,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/nn/modules/linear.h>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/device/compat.h"

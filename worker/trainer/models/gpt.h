@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/loader/distributed_sampler.h"

@@ -52,7 +52,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "worker/trainer/data/dataset.h"
 
 namespace baton::trainer {

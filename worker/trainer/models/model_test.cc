@@ -9,7 +9,7 @@
 #include <numeric>
 #include <string>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/data/dataset.h"

@@ -23,7 +23,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 
 namespace baton::trainer {
 

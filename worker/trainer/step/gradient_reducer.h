@@ -49,7 +49,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "worker/trainer/comm/communicator.h"
 
 namespace torch::autograd {

@@ -7,7 +7,7 @@
 // Plain C++; thread-compatible (one training thread uses it).
 
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 
 namespace baton::trainer {
 

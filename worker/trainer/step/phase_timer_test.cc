@@ -1,7 +1,7 @@
 #include "worker/trainer/step/phase_timer.h"
 
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace baton::trainer {

@@ -10,7 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 
 namespace baton::trainer::testing {
 

@@ -5,7 +5,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -5,7 +5,7 @@
 #include <iterator>
 #include <string>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/data/synthetic_mnist.h"

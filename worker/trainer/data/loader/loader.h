@@ -40,8 +40,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
+#include "common/time/clock.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/data/loader/distributed_sampler.h"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "common/clock.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "common/job_spec.h"
+#include "common/spec/job_spec.h"
 
 
 #include <algorithm>
@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "common/proto_time.h"
+#include "common/spec/trainer_spec.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/time/proto_time.h"
 
 namespace baton {
 namespace {

@@ -29,7 +29,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/clock.h"
+#include "common/time/clock.h"
 #include "proto/baton/v1/job.pb.h"
 #include "proto/baton/v1/job_service.pb.h"
 

@@ -1,4 +1,4 @@
-#include "common/job_spec.h"
+#include "common/spec/job_spec.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

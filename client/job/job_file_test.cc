@@ -1,4 +1,4 @@
-#include "client/job_file.h"
+#include "client/job/job_file.h"
 
 #include <unistd.h>
 
@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "common/job_spec.h"
-#include "common/status_matchers.h"
+#include "common/spec/job_spec.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

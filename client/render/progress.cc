@@ -1,4 +1,4 @@
-#include "client/progress.h"
+#include "client/render/progress.h"
 
 #include <algorithm>
 #include <string>
@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/output.h"
-#include "client/views.h"
-#include "common/proto_time.h"
+#include "client/render/output.h"
+#include "client/render/views.h"
+#include "common/time/proto_time.h"
 
 namespace baton::cli {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/trainer_spec.h"
+#include "common/spec/trainer_spec.h"
 
 #include <string>
 #include <type_traits>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/status_matchers.h"
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

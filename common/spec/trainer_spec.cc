@@ -1,4 +1,4 @@
-#include "common/trainer_spec.h"
+#include "common/spec/trainer_spec.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -11,12 +11,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/text_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
-#include "common/trainer_spec_defaults.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/text_format.h"
 
 namespace baton {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/yaml_proto.h"
+#include "client/job/yaml_proto.h"
 
 #include <cstdint>
 #include <limits>

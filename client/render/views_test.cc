@@ -1,10 +1,10 @@
-#include "client/views.h"
+#include "client/render/views.h"
 
 #include <string>
 
 #include "absl/time/time.h"
-#include "client/output.h"
-#include "common/proto_time.h"
+#include "client/render/output.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,10 +1,10 @@
-#include "client/yaml_proto.h"
+#include "client/job/yaml_proto.h"
 
 #include <string>
 
 #include <yaml-cpp/yaml.h>
 
-#include "common/status_matchers.h"
+#include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/baton/v1/job.pb.h"

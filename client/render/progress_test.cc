@@ -1,11 +1,11 @@
-#include "client/progress.h"
+#include "client/render/progress.h"
 
 #include <sstream>
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "common/proto_time.h"
+#include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "common/trainer_spec_defaults.h"
+#include "common/spec/trainer_spec_defaults.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "common/message_limits.h"
+#include "common/spec/message_limits.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "client/job_file.h"
+#include "client/job/job_file.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "client/yaml_proto.h"
+#include "client/job/yaml_proto.h"
 #include "common/status_macros.h"
 
 namespace baton::cli {

@@ -1,4 +1,4 @@
-#include "common/clock.h"
+#include "common/time/clock.h"
 
 #include <atomic>
 #include <string>

@@ -1,4 +1,4 @@
-#include "client/output.h"
+#include "client/render/output.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 
 namespace baton::cli {
 

@@ -1,4 +1,4 @@
-#include "client/views.h"
+#include "client/render/views.h"
 
 #include <algorithm>
 #include <map>
@@ -10,10 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/output.h"
-#include "common/job_spec.h"
-#include "common/proto_time.h"
-#include "common/restart_stats.h"
+#include "client/render/output.h"
+#include "common/spec/job_spec.h"
+#include "common/spec/restart_stats.h"
+#include "common/time/proto_time.h"
 
 namespace baton::cli {
 namespace {

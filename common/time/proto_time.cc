@@ -1,4 +1,4 @@
-#include "common/proto_time.h"
+#include "common/time/proto_time.h"
 
 namespace baton {
 
