@@ -101,8 +101,9 @@ class JobManager {
   // Ids of jobs in any of `states`, in submission order.
   std::vector<std::string> JobsIn(const std::vector<JobState>& states) const;
 
-  // Read-only access to a job's record (without events); nullptr for unknown ids. Valid
-  // until the next Submit().
+  // Read-only access to a job's record (without events); nullptr for unknown ids. The
+  // pointer is valid until the job is deleted (Prune); what it points to changes with every
+  // Update/Transition of the job, so copy the record to build a change on it.
   const baton::v1::Job* Peek(const std::string& job_id) const;
 
   // Records a new version of a job's record (ranks, generation, restarts, ...): `job` is
