@@ -20,7 +20,7 @@
 namespace baton::cli {
 namespace {
 
-// gRPC's message size limit of the CLI's channel (common/message_limits.h).
+// gRPC's message size limit of the CLI's channel (common/spec/message_limits.h).
 grpc::ChannelArguments MessageSizeArgs() {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);

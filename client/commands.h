@@ -81,7 +81,7 @@ struct LogsArgs {
 };
 
 // Parses FILE (+ overrides) locally, submits it, prints the job id (JSON: the Job). With
-// `wait`, then watches it (see client/progress.h), prints the result and returns 0 only if
+// `wait`, then watches it (see client/render/progress.h), prints the result and returns 0 only if
 // the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns 1. In
 // JSON mode --wait prints only the final Job.
 int Submit(const CommandContext& ctx, const SubmitArgs& args);

@@ -11,11 +11,11 @@
 //   workers: {min: 2, max: 4}
 //   budget: {max_steps: 2000}
 //
-// Conversion is generic over the JobSpec descriptor (see client/yaml_proto.h for the YAML
+// Conversion is generic over the JobSpec descriptor (see client/job/yaml_proto.h for the YAML
 // shape of each field type). Afterwards, relative paths in trainer.data_dir,
 // checkpoint_dir and command.working_dir are made absolute against the file's directory.
 // No defaults are applied and nothing is validated beyond shape and types: the
-// coordinator runs WithDefaults/ValidateJobSpec (common/job_spec.h) at submit time.
+// coordinator runs WithDefaults/ValidateJobSpec (common/spec/job_spec.h) at submit time.
 //
 // Overrides ("--set PATH=VALUE") are applied to the YAML tree before conversion, in
 // order, each replacing whatever the file (or an earlier override) had at PATH. PATH is a

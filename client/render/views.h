@@ -24,7 +24,7 @@ std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, ab
 // `baton describe`: spec summary, state, message, generation, master endpoint, times,
 // ranks table (RANK WORKER LOCAL PID EXIT), result, goodput (Job.result.goodput as a
 // percentage, the value of baton_coordinator_job_goodput_ratio; "-" before the job
-// started), restarts (the total, TotalRestarts() of common/restart_stats.h as
+// started), restarts (the total, TotalRestarts() of common/spec/restart_stats.h as
 // baton_coordinator_job_restarts_total counts it; used/budget per failure class; then one
 // row per failed generation: GEN "1->2" ("1->x" when the job did not
 // restart), CLASS, RANK, WORKER, STEP reached, RESUMED step, the recovery phases STOP,

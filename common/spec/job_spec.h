@@ -12,7 +12,7 @@
 namespace baton {
 
 // Largest values accepted by ValidateJobSpec (the trainer's are in
-// common/trainer_spec_defaults.h).
+// common/spec/trainer_spec_defaults.h).
 inline constexpr int kMaxWorkers = 1024;
 inline constexpr int kMaxSlotsPerWorker = 64;
 
@@ -20,7 +20,7 @@ inline constexpr int kMaxSlotsPerWorker = 64;
 //   slots_per_worker  1        (only when absent: an explicit 0 is kept, and rejected)
 //   workers.max       workers.min (only when absent)
 //   trainer (only when the program is the trainer): TrainerSpecWithDefaults
-//     (common/trainer_spec.h: every field's default from common/trainer_spec_defaults.h).
+//     (common/spec/trainer_spec.h: every field's default from common/spec/trainer_spec_defaults.h).
 //   restart_policy: see RestartPolicyWithDefaults.
 // Everything else is copied unchanged. Never fails.
 baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
@@ -43,8 +43,8 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 //   "workers.max: 1 is less than workers.min (2); must be >= min".
 // Only the first violation is reported, checking fields in this fixed order:
 //   name; program (exactly one of trainer/command);
-//   trainer: ValidateTrainerSpec (common/trainer_spec.h: its fields in their order, ranges
-//     from common/trainer_spec_defaults.h, trainer.data_dir on the local file system);
+//   trainer: ValidateTrainerSpec (common/spec/trainer_spec.h: its fields in their order, ranges
+//     from common/spec/trainer_spec_defaults.h, trainer.data_dir on the local file system);
 //   command.argv, command.argv[0], command.working_dir;
 //   workers.min, workers.max; slots_per_worker; env (keys in sorted order);
 //   checkpoint_dir; trainer.global_batch against every world size (or

@@ -1,9 +1,9 @@
 #pragma once
 
 // Defaults and validation of a TrainerSpec (proto/baton/v1/job.proto), both read from the
-// table in common/trainer_spec_defaults.h. The coordinator applies them at submit (through
-// WithDefaults/ValidateJobSpec in common/job_spec.h); the worker applies the defaults
-// again before it turns a spec into baton-trainer flags (worker/trainer_args.h), so a spec
+// table in common/spec/trainer_spec_defaults.h. The coordinator applies them at submit (through
+// WithDefaults/ValidateJobSpec in common/spec/job_spec.h); the worker applies the defaults
+// again before it turns a spec into baton-trainer flags (worker/supervisor/trainer_args.h), so a spec
 // stored before a field existed still gets the field's default, not the trainer's.
 
 #include <string>

@@ -4,8 +4,8 @@
 // (proto/baton/v1/job.proto), plus the Budget and JobSpec fields baton-trainer takes as
 // flags, with its default and the values it allows. Everything that fills in a default or
 // checks a range reads it here:
-//   - submit: TrainerSpecWithDefaults / ValidateTrainerSpec (common/trainer_spec.h);
-//   - the worker: TrainerArgv (worker/trainer_args.h) passes every field as a flag;
+//   - submit: TrainerSpecWithDefaults / ValidateTrainerSpec (common/spec/trainer_spec.h);
+//   - the worker: TrainerArgv (worker/supervisor/trainer_args.h) passes every field as a flag;
 //   - baton-trainer: its flag defaults and flag validation (worker/trainer/trainer_flags.h),
 //     and the defaults of the option structs of its libraries (TrainerOptions, ModelOptions,
 //     OptimizerOptions, LrScheduleOptions, TrainStepOptions, LoaderOptions, DataOptions,

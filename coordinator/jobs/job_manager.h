@@ -37,7 +37,7 @@ struct RetentionOptions {
 };
 
 struct JobManagerOptions {
-  // Straggler events (coordinator/slowdown.h): a rank whose slowdown ratio stays above
+  // Straggler events (coordinator/policy/slowdown.h): a rank whose slowdown ratio stays above
   // `straggler_threshold` for `slowdown_window` consecutive metric points of its own.
   int slowdown_window = kDefaultSlowdownWindow;
   double straggler_threshold = kDefaultStragglerThreshold;
@@ -141,9 +141,9 @@ class JobManager {
 
   // Records metric points (the caller filtered them to the current generation) and
   // updates Job.result from rank 0's points (steps, final_metrics, initial_loss, and the
-  // productive step time behind result.goodput; see coordinator/goodput.h). Records a
+  // productive step time behind result.goodput; see coordinator/policy/goodput.h). Records a
   // "Straggler" event (after the points) the first time a rank of a generation is found
-  // to straggle (coordinator/slowdown.h), naming the rank and its slowdown ratio.
+  // to straggle (coordinator/policy/slowdown.h), naming the rank and its slowdown ratio.
   absl::Status AddMetrics(const std::string& job_id,
                           const std::vector<baton::v1::MetricPoint>& points);
   // Numbers and records log lines.

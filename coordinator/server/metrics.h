@@ -24,10 +24,10 @@
 //                                                      stream_closed, lease_revoked
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
 //   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
-//                                                      of Job.restarts (common/restart_stats.h),
+//                                                      of Job.restarts (common/spec/restart_stats.h),
 //                                                      = its RESTARTING transitions
-//   baton_coordinator_job_goodput_ratio{job_id}        coordinator/goodput.h
-//   baton_rank_slowdown_ratio{job_id,rank}             coordinator/slowdown.h
+//   baton_coordinator_job_goodput_ratio{job_id}        coordinator/policy/goodput.h
+//   baton_rank_slowdown_ratio{job_id,rank}             coordinator/policy/slowdown.h
 //   baton_coordinator_rpc_duration_seconds{method,code}  unary RPCs, server-side latency
 //
 // Per-job series exist for non-terminal jobs and for `terminal_retention` after a job
@@ -47,7 +47,7 @@
 // Failures that ended the job (no restart) have no recovery phases.
 //
 // The goodput ratio and JobResult.goodput (what `baton describe` shows) are the same
-// function of the same points and times (coordinator/goodput.h), so after a job ended
+// function of the same points and times (coordinator/policy/goodput.h), so after a job ended
 // they are equal.
 
 #include <cstdint>

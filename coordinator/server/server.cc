@@ -99,7 +99,7 @@ absl::Status CoordinatorServer::Serve() {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
-  // Above every message the coordinator sends or accepts (common/message_limits.h): a spec
+  // Above every message the coordinator sends or accepts (common/spec/message_limits.h): a spec
   // too large is an INVALID_ARGUMENT at submit, never a broken worker stream later.
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);

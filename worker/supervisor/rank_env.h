@@ -27,7 +27,7 @@ struct RankEnvInput {
 };
 
 // Builds a rank's environment, torchrun-compatible:
-//   base_env, then spec_env (names reserved by baton::IsReservedEnvName, common/job_spec.h,
+//   base_env, then spec_env (names reserved by baton::IsReservedEnvName, common/spec/job_spec.h,
 //   are ignored and reported in `ignored`; the coordinator rejects such specs anyway),
 //   then RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 //   GROUP_WORLD_SIZE (= number of workers = ceil(world_size / local_world_size)),

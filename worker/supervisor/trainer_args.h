@@ -10,8 +10,8 @@ namespace baton::worker {
 
 // The argv that runs the built-in trainer for `trainer` and `budget`: trainer_path, then
 // every TrainerSpec field of TrainerSpecWithDefaults(trainer) as "--<field>=<value>" in
-// field order (common/trainer_spec.h: TrainerSpecFlags), then --max_steps=, --max_epochs=
-// and --checkpoint_dir= (flag names from common/trainer_spec_defaults.h). Every flag is
+// field order (common/spec/trainer_spec.h: TrainerSpecFlags), then --max_steps=, --max_epochs=
+// and --checkpoint_dir= (flag names from common/spec/trainer_spec_defaults.h). Every flag is
 // passed, set or not, so baton-trainer's own flag defaults never apply to a job: an unset
 // field gets the table's default here, as at submit (a spec from before a field existed
 // included), and a required field left empty (model, dataset) reaches the trainer empty

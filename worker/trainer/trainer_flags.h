@@ -2,7 +2,7 @@
 
 // baton-trainer's contract flags (contract/contract.h): one per TrainerSpec field, named like it,
 // plus --max_steps, --max_epochs and --checkpoint_dir. Each flag's default, and the values
-// it allows, come from the table in common/trainer_spec_defaults.h, the same one submit
+// it allows, come from the table in common/spec/trainer_spec_defaults.h, the same one submit
 // validates against, so a value the coordinator accepts is one the trainer accepts and
 // vice versa. The worker passes every flag; the defaults only serve standalone runs.
 // The tuning flags (--device, --cpu_backend, ...) live in trainer_main.cc.

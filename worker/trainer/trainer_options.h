@@ -1,7 +1,7 @@
 #pragma once
 
 // What the training loop (trainer.h) is given and what it returns: its options (one per
-// baton-trainer flag, defaults and ranges from common/trainer_spec_defaults.h), the
+// baton-trainer flag, defaults and ranges from common/spec/trainer_spec_defaults.h), the
 // collaborators it borrows, and its result. No training code, so baton-trainer's flag
 // parsing (trainer_flags.h) depends on it without the loop.
 
@@ -28,7 +28,7 @@
 namespace baton::trainer {
 
 // The training fields of TrainerSpec (and Budget, checkpoint_dir), one per baton-trainer
-// flag; defaults and allowed values: common/trainer_spec_defaults.h.
+// flag; defaults and allowed values: common/spec/trainer_spec_defaults.h.
 struct TrainerOptions {
   ModelOptions model;          // model.seed is replaced by `seed`.
   OptimizerOptions optimizer;  // optimizer.lr is the base lr of the schedule.
@@ -61,7 +61,7 @@ struct TrainerOptions {
   int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
 };
 
-// Checks every field against the table (common/trainer_spec_defaults.h), the same ranges
+// Checks every field against the table (common/spec/trainer_spec_defaults.h), the same ranges
 // submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
 // lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget).
 // Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must

@@ -91,7 +91,7 @@ struct CheckpointManagerOptions {
   std::string dir;               // Created on the first save if missing. Non-empty.
   // TrainerSpec.checkpoint_every; 0: ShouldSave is false.
   int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
-  // TrainerSpec.keep_checkpoints; its range: common/trainer_spec_defaults.h.
+  // TrainerSpec.keep_checkpoints; its range: common/spec/trainer_spec_defaults.h.
   int32_t keep = static_cast<int32_t>(trainer_spec::kKeepCheckpoints.default_value);
   int64_t generation = 0;        // BATON_GENERATION; 0 = unknown (legacy names). >= 0.
   std::string job;               // BATON_JOB_ID; empty outside Baton.
@@ -114,7 +114,7 @@ struct RestoredCheckpoint {
 class CheckpointManager {
  public:
   // INVALID_ARGUMENT for an empty dir, checkpoint_every or keep outside TrainerSpec's range
-  // (common/trainer_spec_defaults.h; the message names trainer.<field>) or generation < 0.
+  // (common/spec/trainer_spec_defaults.h; the message names trainer.<field>) or generation < 0.
   static absl::StatusOr<CheckpointManager> Create(CheckpointManagerOptions options);
 
   // True when `step` (completed optimizer steps, > 0) is a multiple of checkpoint_every.

@@ -23,8 +23,8 @@
 // Flags: `--name=value` for each TrainerSpec field, named like the field, and for Budget's
 // max_steps and max_epochs and JobSpec's checkpoint_dir (hidden: comma-separated widths,
 // e.g. --hidden=256,128; booleans: true/false). Every one of them, its default and the
-// values it allows are in common/trainer_spec_defaults.h, the table submit validates
-// against; the worker passes every flag (worker/trainer_args.h), so a default only
+// values it allows are in common/spec/trainer_spec_defaults.h, the table submit validates
+// against; the worker passes every flag (worker/supervisor/trainer_args.h), so a default only
 // applies to a standalone run. Non-contract tuning flags: --device=auto|cpu|cuda (auto:
 // CUDA when a GPU is visible, NCCL between ranks; else CPU),
 // --cpu_backend=auto|shm|gloo|hierarchical (auto: shared memory when every rank is on one

@@ -85,7 +85,7 @@ enum class Split { kTrain, kTest };
 // The data fields of TrainerSpec (proto/baton/v1/job.proto). A numeric field <= 0 means
 // its default (the value shown, except image_size).
 // The data fields of TrainerSpec; defaults and allowed values:
-// common/trainer_spec_defaults.h. A numeric field <= 0 means the table's default.
+// common/spec/trainer_spec_defaults.h. A numeric field <= 0 means the table's default.
 struct DataOptions {
   std::string dataset;  // "mnist", "cifar10", "image_folder", "tokens" or "synthetic".
   std::string data_dir;

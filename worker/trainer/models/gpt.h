@@ -22,7 +22,7 @@
 
 namespace baton::trainer {
 
-// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+// Defaults: TrainerSpec's (common/spec/trainer_spec_defaults.h).
 struct GptOptions {
   int64_t vocab_size = trainer_spec::kVocabSize.default_value;
   // Longest sequence (rows of wpe).

@@ -27,7 +27,7 @@ struct MlpOptions {
 
 // Parses --hidden: comma-separated positive integers ("256,128"); "" means no hidden layer.
 // INVALID_ARGUMENT on anything else. How many and how wide is for the caller to check
-// (TrainerSpec.hidden's range: common/trainer_spec_defaults.h).
+// (TrainerSpec.hidden's range: common/spec/trainer_spec_defaults.h).
 absl::StatusOr<std::vector<int64_t>> ParseHiddenWidths(absl::string_view spec);
 
 class MlpImpl : public torch::nn::Module {

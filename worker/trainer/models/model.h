@@ -69,7 +69,7 @@ struct StepOutput {
 };
 
 // The model fields of TrainerSpec (proto/baton/v1/job.proto); defaults and allowed values:
-// common/trainer_spec_defaults.h. A gpt_* or vocab_size / context_length <= 0 means the
+// common/spec/trainer_spec_defaults.h. A gpt_* or vocab_size / context_length <= 0 means the
 // table's default.
 struct ModelOptions {
   std::string model;  // "mlp", "resnet18", "resnet50", "gpt", "torchscript".

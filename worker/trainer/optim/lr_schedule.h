@@ -29,7 +29,7 @@ namespace baton::trainer {
 
 enum class LrScheduleKind { kConstant, kCosine, kStep };
 
-// The TrainerSpec schedule fields; defaults: common/trainer_spec_defaults.h.
+// The TrainerSpec schedule fields; defaults: common/spec/trainer_spec_defaults.h.
 struct LrScheduleOptions {
   // TrainerSpec.lr_schedule: "constant" ("" too), "cosine", "step".
   std::string kind = std::string(trainer_spec::kLrSchedule.default_value);

@@ -32,7 +32,7 @@
 namespace baton::trainer {
 
 // The TrainerSpec optimisation fields; defaults and allowed values:
-// common/trainer_spec_defaults.h.
+// common/spec/trainer_spec_defaults.h.
 struct OptimizerOptions {
   // "sgd" or "adamw" (TrainerSpec.optimizer; "" means "sgd").
   std::string name = std::string(trainer_spec::kOptimizer.default_value);

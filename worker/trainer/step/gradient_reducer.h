@@ -63,7 +63,7 @@ enum class GradCompression { kNone, kBf16, kFp16 };
 // "none" (or ""), "bf16", "fp16". INVALID_ARGUMENT naming --grad_compression otherwise.
 absl::StatusOr<GradCompression> ParseGradCompression(absl::string_view name);
 
-// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+// Defaults: TrainerSpec's (common/spec/trainer_spec_defaults.h).
 struct GradientReducerOptions {
   // MiB of gradient per bucket; > 0.
   double bucket_cap_mb = trainer_spec::kBucketCapMb.default_value;

@@ -38,7 +38,7 @@
 
 namespace baton::trainer {
 
-// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+// Defaults: TrainerSpec's (common/spec/trainer_spec_defaults.h).
 struct TrainStepOptions {
   Precision precision = Precision::kFp32;  // TrainerSpec.precision's default, "fp32".
   int64_t accumulation_steps = trainer_spec::kAccumulationSteps.default_value;  // > 0.

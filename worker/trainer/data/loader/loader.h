@@ -58,7 +58,7 @@ struct LoaderPosition {
   friend bool operator!=(const LoaderPosition& a, const LoaderPosition& b) { return !(a == b); }
 };
 
-// Defaults: TrainerSpec's (common/trainer_spec_defaults.h).
+// Defaults: TrainerSpec's (common/spec/trainer_spec_defaults.h).
 struct LoaderOptions {
   // TrainerSpec.loader_threads; >= 0 (0 = synchronous).
   int threads = static_cast<int>(trainer_spec::kLoaderThreads.default_value);
