@@ -28,6 +28,34 @@ void FinishLive(std::vector<S>& streams) {
   EraseDone(streams, done);
 }
 
+// Up to kPagesPerPump pages of stored history (`read(cursor)`: the next page after
+// `cursor`) to a catching-up stream while its client keeps up; once a page comes back short
+// everything committed so far was sent, and the stream goes live, or finishes if the job
+// ended or it does not follow. False once the stream is done with (finished or gone).
+template <typename S, typename Read>
+bool PumpHistory(S& s, bool ended, int64_t page_size, Read read) {
+  if (s.live) return true;
+  for (int pages = 0; pages < kPagesPerPump && !s.sink->Backlogged(); ++pages) {
+    auto page = read(s.cursor);
+    if (!page.ok()) {
+      s.sink->Finish(page.status());
+      return false;
+    }
+    for (const auto& item : *page) {
+      if (!s.sink->Push(item)) return false;
+      s.cursor = item.seq();
+    }
+    if (static_cast<int64_t>(page->size()) == page_size) continue;
+    if (ended || !s.follow) {
+      s.sink->Finish(absl::OkStatus());
+      return false;
+    }
+    s.live = true;
+    return true;
+  }
+  return true;  // more next time
+}
+
 }  // namespace
 
 JobStreams::JobStreams(Store* store, std::function<baton::v1::Job(const std::string&)> snapshot,
@@ -70,52 +98,15 @@ absl::Status JobStreams::Follow(const std::string& job_id, int32_t rank, int64_t
 }
 
 bool JobStreams::PumpWatcher(const std::string& job_id, bool ended, Stream<UpdateSink>& s) {
-  if (s.live) return true;
-  for (int pages = 0; pages < kPagesPerPump && !s.sink->Backlogged(); ++pages) {
-    absl::StatusOr<std::vector<baton::v1::JobUpdate>> page =
-        store_->ReadUpdates(job_id, s.cursor, page_, /*events_only=*/false);
-    if (!page.ok()) {
-      s.sink->Finish(page.status());
-      return false;
-    }
-    for (const baton::v1::JobUpdate& u : *page) {
-      if (!s.sink->Push(u)) return false;
-      s.cursor = u.seq();
-    }
-    if (static_cast<int64_t>(page->size()) == page_) continue;
-    // Caught up: everything committed so far was sent.
-    if (ended) {
-      s.sink->Finish(absl::OkStatus());
-      return false;
-    }
-    s.live = true;
-    return true;
-  }
-  return true;  // more next time
+  return PumpHistory(s, ended, page_, [&](int64_t cursor) {
+    return store_->ReadUpdates(job_id, cursor, page_, /*events_only=*/false);
+  });
 }
 
 bool JobStreams::PumpFollower(const std::string& job_id, bool ended, Stream<LogSink>& s) {
-  if (s.live) return true;
-  for (int pages = 0; pages < kPagesPerPump && !s.sink->Backlogged(); ++pages) {
-    absl::StatusOr<std::vector<baton::v1::LogLine>> page =
-        store_->ReadLogs(job_id, s.rank, s.cursor, page_);
-    if (!page.ok()) {
-      s.sink->Finish(page.status());
-      return false;
-    }
-    for (const baton::v1::LogLine& line : *page) {
-      if (!s.sink->Push(line)) return false;
-      s.cursor = line.seq();
-    }
-    if (static_cast<int64_t>(page->size()) == page_) continue;
-    if (ended || !s.follow) {
-      s.sink->Finish(absl::OkStatus());
-      return false;
-    }
-    s.live = true;
-    return true;
-  }
-  return true;
+  return PumpHistory(s, ended, page_, [&](int64_t cursor) {
+    return store_->ReadLogs(job_id, s.rank, cursor, page_);
+  });
 }
 
 void JobStreams::Publish(const std::string& job_id,

@@ -62,7 +62,7 @@ class JobStreams {
     int64_t cursor = 0;   // last seq sent
     int32_t rank = -1;    // logs only: -1 all ranks
     bool live = false;    // caught up
-    bool follow = true;   // logs without follow finish once caught up
+    bool follow = true;   // false: finish once caught up (GetLogs without follow)
   };
   struct Streams {
     std::vector<Stream<UpdateSink>> watchers;
