@@ -44,11 +44,7 @@ absl::Status CoordinatorServer::Start() {
   metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
                                                   coordinator_.get(), clock_);
   RETURN_IF_ERROR(Serve());
-  coordinator_->SetHaltHandler([this](const absl::Status& why) {
-    halted_ = true;
-    server_->GetHealthCheckService()->SetServingStatus(false);  // every service
-    if (options_.on_halt) options_.on_halt(why);
-  });
+  coordinator_->SetHaltHandler([this](const absl::Status& why) { Halt(why, options_.on_halt); });
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
   ServeMetrics();
   BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
@@ -63,14 +59,8 @@ absl::Status CoordinatorServer::OpenState() {
                    options_.open_store(options_.state_dir + "/coordinator.db"));
   store_ = std::make_unique<WatchedStore>(
       std::move(store), clock_, options_.store_stall_limit, [this](const absl::Status& why) {
-        halted_ = true;
-        if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);
         BATON_LOG(ERROR) << why.message();
-        if (options_.on_store_stuck) {
-          options_.on_store_stuck(why);
-        } else if (options_.on_halt) {
-          options_.on_halt(why);
-        }
+        Halt(why, options_.on_store_stuck ? options_.on_store_stuck : options_.on_halt);
       });
   JobManagerOptions job_options;
   job_options.retention = options_.retention;
@@ -119,6 +109,13 @@ absl::Status CoordinatorServer::Serve() {
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
   server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
   return absl::OkStatus();
+}
+
+void CoordinatorServer::Halt(const absl::Status& why,
+                             const std::function<void(const absl::Status&)>& handler) {
+  halted_ = true;
+  if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);  // all
+  if (handler) handler(why);
 }
 
 void CoordinatorServer::ServeMetrics() {

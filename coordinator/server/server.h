@@ -88,6 +88,8 @@ class CoordinatorServer {
   absl::Status OpenState();
   absl::Status Serve();
   void ServeMetrics();
+  // Stops serving (halted(), every health status NOT_SERVING), then runs `handler`.
+  void Halt(const absl::Status& why, const std::function<void(const absl::Status&)>& handler);
 
   const ServerOptions options_;
   Clock* const clock_;
