@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"

@@ -4,6 +4,7 @@
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace baton {

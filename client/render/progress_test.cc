@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

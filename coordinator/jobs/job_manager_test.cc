@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/jobs/job_manager.h"
 
 #include <memory>

@@ -10,6 +10,7 @@
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/store/store.h"
 #include "gtest/gtest.h"

@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/server/metrics.h"
 
 #include <map>

@@ -1,5 +1,6 @@
 // In-process gRPC tests of the coordinator's services: a real server on 127.0.0.1:0 with
 // a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/server/server.h"
 
 #include <atomic>

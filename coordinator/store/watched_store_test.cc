@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/store/watched_store.h"
 
 #include <memory>

@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/agent/agent.h"
 
 #include <signal.h>

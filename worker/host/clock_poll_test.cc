@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/host/clock_poll.h"
 
 #include <thread>

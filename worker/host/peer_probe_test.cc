@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/host/peer_probe.h"
 
 #include <gmock/gmock.h>

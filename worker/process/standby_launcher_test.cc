@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/process/standby_launcher.h"
 
 #include <dirent.h>

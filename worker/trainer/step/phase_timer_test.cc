@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/trainer/step/phase_timer.h"
 
 #include "absl/time/time.h"

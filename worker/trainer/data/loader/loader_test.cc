@@ -1,3 +1,4 @@
+#include "common/time/testing/fake_clock.h"
 #include "worker/trainer/data/loader/loader.h"
 
 #include <ATen/ATen.h>
