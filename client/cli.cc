@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <grpc/support/log.h>
@@ -203,6 +204,42 @@ void SilenceGrpcLogging() {
   gpr_set_log_function([](gpr_log_func_args*) {});
 }
 
+// What the parsed tokens ask for: help, or `command` with its positional arguments.
+absl::StatusOr<Invocation> CompleteInvocation(const CommandSpec* command,
+                                              const std::vector<std::string>& positionals,
+                                              bool help, Invocation inv) {
+  if (command != nullptr && command->name == "help") {
+    if (positionals.size() > 1) return UsageError("'baton help' takes at most one command");
+    inv.command = "help";
+    if (!positionals.empty()) {
+      if (FindCommand(positionals[0]) == nullptr) {
+        return UsageError(absl::StrCat("unknown command '", positionals[0], "'"));
+      }
+      inv.help_topic = positionals[0];
+    }
+    return inv;
+  }
+  if (help) {
+    inv.command = "help";
+    inv.help_topic = command != nullptr ? command->name : "";
+    return inv;
+  }
+  if (command == nullptr) return UsageError("missing command");
+  inv.command = command->name;
+  if (static_cast<int>(positionals.size()) != command->positionals) {
+    if (command->positionals == 0) {
+      return UsageError(absl::StrCat(CommandRef(command->name), " takes no arguments, got '",
+                                     positionals[0], "'"));
+    }
+    return UsageError(absl::StrCat(CommandRef(command->name), " needs ", command->args,
+                                   positionals.empty() ? "" : " (exactly one)"));
+  }
+  if (command->name == "submit") inv.submit.file = positionals[0];
+  if (command->name == "logs") inv.logs.job_id = positionals[0];
+  if (command->name == "describe" || command->name == "cancel") inv.job_id = positionals[0];
+  return inv;
+}
+
 }  // namespace
 
 absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args) {
@@ -255,36 +292,7 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
     if (absl::Status s = ApplyFlag(*flag, value, inv, help); !s.ok()) return s;
   }
 
-  if (command != nullptr && command->name == "help") {
-    if (positionals.size() > 1) return UsageError("'baton help' takes at most one command");
-    inv.command = "help";
-    if (!positionals.empty()) {
-      if (FindCommand(positionals[0]) == nullptr) {
-        return UsageError(absl::StrCat("unknown command '", positionals[0], "'"));
-      }
-      inv.help_topic = positionals[0];
-    }
-    return inv;
-  }
-  if (help) {
-    inv.command = "help";
-    inv.help_topic = command != nullptr ? command->name : "";
-    return inv;
-  }
-  if (command == nullptr) return UsageError("missing command");
-  inv.command = command->name;
-  if (static_cast<int>(positionals.size()) != command->positionals) {
-    if (command->positionals == 0) {
-      return UsageError(absl::StrCat(CommandRef(command->name), " takes no arguments, got '",
-                                     positionals[0], "'"));
-    }
-    return UsageError(absl::StrCat(CommandRef(command->name), " needs ", command->args,
-                                   positionals.empty() ? "" : " (exactly one)"));
-  }
-  if (command->name == "submit") inv.submit.file = positionals[0];
-  if (command->name == "logs") inv.logs.job_id = positionals[0];
-  if (command->name == "describe" || command->name == "cancel") inv.job_id = positionals[0];
-  return inv;
+  return CompleteInvocation(command, positionals, help, std::move(inv));
 }
 
 std::string HelpText(const std::string& command_name) {

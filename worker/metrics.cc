@@ -51,6 +51,22 @@ const double* Find(const baton::v1::MetricPoint& p, const char* key) {
   return it == p.values().end() ? nullptr : &it->second;
 }
 
+// Registers one metric family (name, help) with `registry`.
+prometheus::Family<prometheus::Counter>& NewCounter(prometheus::Registry& registry,
+                                                    const std::string& name,
+                                                    const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+prometheus::Family<prometheus::Gauge>& NewGauge(prometheus::Registry& registry,
+                                                const std::string& name, const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(registry);
+}
+prometheus::Family<prometheus::Histogram>& NewHistogram(prometheus::Registry& registry,
+                                                        const std::string& name,
+                                                        const std::string& help) {
+  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
+}
+
 }  // namespace
 
 // One rank's series; pointers into the families, removed together.
@@ -82,72 +98,42 @@ WorkerMetrics::WorkerMetrics(WorkerMetricsOptions options, const Clock* clock,
       clock_(clock),
       rank_alive_(std::move(rank_alive)),
       registry_(std::make_shared<prometheus::Registry>()),
-      steps_(prometheus::BuildCounter()
-                 .Name("baton_trainer_steps_total")
-                 .Help("Optimizer steps completed by a training rank.")
-                 .Register(*registry_)),
-      samples_(prometheus::BuildCounter()
-                   .Name("baton_trainer_samples_total")
-                   .Help("Training samples processed by a rank (its share of the global "
-                         "batch).")
-                   .Register(*registry_)),
-      tokens_(prometheus::BuildCounter()
-                  .Name("baton_trainer_tokens_total")
-                  .Help("Target tokens processed by a rank (language models only).")
-                  .Register(*registry_)),
-      skipped_(prometheus::BuildCounter()
-                   .Name("baton_trainer_skipped_steps_total")
-                   .Help("fp16 optimizer steps skipped because gradients overflowed.")
-                   .Register(*registry_)),
-      allreduce_bytes_(prometheus::BuildCounter()
-                           .Name("baton_trainer_allreduce_bytes_total")
-                           .Help("Gradient bytes a rank all-reduced (as sent; 16-bit when "
-                                 "compressed). Time waited: phase=\"communication\".")
-                           .Register(*registry_)),
-      loss_(prometheus::BuildGauge()
-                .Name("baton_trainer_loss")
-                .Help("Training loss, averaged over the rank's latest metric window.")
-                .Register(*registry_)),
-      lr_(prometheus::BuildGauge()
-              .Name("baton_trainer_learning_rate")
-              .Help("Learning rate of the rank's latest step.")
-              .Register(*registry_)),
-      loss_scale_(prometheus::BuildGauge()
-                      .Name("baton_trainer_loss_scale")
-                      .Help("fp16 dynamic loss scale after the latest step.")
-                      .Register(*registry_)),
-      grad_norm_(prometheus::BuildGauge()
-                     .Name("baton_trainer_grad_norm")
-                     .Help("Mean L2 norm of the averaged gradient over the latest window.")
-                     .Register(*registry_)),
-      gpu_memory_(prometheus::BuildGauge()
-                      .Name("baton_trainer_gpu_memory_bytes")
-                      .Help("CUDA caching allocator memory of a rank: allocated, reserved, "
-                            "and peak allocated since the previous metric line.")
-                      .Register(*registry_)),
-      last_step_time_(prometheus::BuildGauge()
-                          .Name("baton_trainer_last_step_timestamp_seconds")
-                          .Help("Unix time of the rank's latest metric line.")
-                          .Register(*registry_)),
-      step_seconds_(prometheus::BuildHistogram()
-                        .Name("baton_trainer_step_seconds")
-                        .Help("Wall time of one optimizer step (one observation per step: "
-                              "the window average).")
-                        .Register(*registry_)),
-      phase_seconds_(prometheus::BuildHistogram()
-                         .Name("baton_trainer_step_phase_seconds")
-                         .Help("Time of one optimizer step spent in a phase: data, forward, "
-                               "backward, communication (all-reduce wait), optimizer.")
-                         .Register(*registry_)),
-      process_starts_(prometheus::BuildCounter()
-                          .Name("baton_worker_process_starts_total")
-                          .Help("Training processes started on this worker for a job.")
-                          .Register(*registry_)),
-      process_restarts_(prometheus::BuildCounter()
-                            .Name("baton_worker_process_restarts_total")
-                            .Help("Training processes started on this worker for a job "
-                                  "generation after the first (restarts).")
-                            .Register(*registry_)) {}
+      steps_(NewCounter(*registry_, "baton_trainer_steps_total",
+                        "Optimizer steps completed by a training rank.")),
+      samples_(NewCounter(*registry_, "baton_trainer_samples_total",
+                          "Training samples processed by a rank (its share of the global "
+                          "batch).")),
+      tokens_(NewCounter(*registry_, "baton_trainer_tokens_total",
+                         "Target tokens processed by a rank (language models only).")),
+      skipped_(NewCounter(*registry_, "baton_trainer_skipped_steps_total",
+                          "fp16 optimizer steps skipped because gradients overflowed.")),
+      allreduce_bytes_(NewCounter(*registry_, "baton_trainer_allreduce_bytes_total",
+                                  "Gradient bytes a rank all-reduced (as sent; 16-bit when "
+                                  "compressed). Time waited: phase=\"communication\".")),
+      loss_(NewGauge(*registry_, "baton_trainer_loss",
+                     "Training loss, averaged over the rank's latest metric window.")),
+      lr_(NewGauge(*registry_, "baton_trainer_learning_rate",
+                   "Learning rate of the rank's latest step.")),
+      loss_scale_(NewGauge(*registry_, "baton_trainer_loss_scale",
+                           "fp16 dynamic loss scale after the latest step.")),
+      grad_norm_(NewGauge(*registry_, "baton_trainer_grad_norm",
+                          "Mean L2 norm of the averaged gradient over the latest window.")),
+      gpu_memory_(NewGauge(*registry_, "baton_trainer_gpu_memory_bytes",
+                           "CUDA caching allocator memory of a rank: allocated, reserved, "
+                           "and peak allocated since the previous metric line.")),
+      last_step_time_(NewGauge(*registry_, "baton_trainer_last_step_timestamp_seconds",
+                               "Unix time of the rank's latest metric line.")),
+      step_seconds_(NewHistogram(*registry_, "baton_trainer_step_seconds",
+                                 "Wall time of one optimizer step (one observation per step: "
+                                 "the window average).")),
+      phase_seconds_(NewHistogram(*registry_, "baton_trainer_step_phase_seconds",
+                                  "Time of one optimizer step spent in a phase: data, forward, "
+                                  "backward, communication (all-reduce wait), optimizer.")),
+      process_starts_(NewCounter(*registry_, "baton_worker_process_starts_total",
+                                 "Training processes started on this worker for a job.")),
+      process_restarts_(NewCounter(*registry_, "baton_worker_process_restarts_total",
+                                   "Training processes started on this worker for a job "
+                                   "generation after the first (restarts).")) {}
 
 WorkerMetrics::~WorkerMetrics() = default;
 

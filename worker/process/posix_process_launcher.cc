@@ -27,7 +27,8 @@ namespace {
 
 // One record per SOCK_SEQPACKET message on the control socket.
 //   shim -> worker: kPid (the training process's pid, once it exec'd), then kExit (wait
-//                   status); or, and then the shim exits, kSpawnFailed (fork's errno),
+//                   status); or, and then the shim exits, kSpawnFailed (the errno of signalfd,
+//                   pipe2 or fork),
 //                   kChdirFailed or kExecFailed (the child's errno; the child was reaped);
 //   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
 // The child reports a failed chdir or execve to the shim with the same record on a CLOEXEC
@@ -160,6 +161,11 @@ bool AwaitExec(pid_t child, int status_read) {
   ::sigaddset(&chld, SIGCHLD);
   ::sigprocmask(SIG_SETMASK, &chld, nullptr);
   const int sigfd = ::signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {  // The shim learns of the child's exit only through it: no launch.
+    const Record rec{kSpawnFailed, errno};
+    ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
+    ::_exit(1);
+  }
   ::setpgid(0, 0);
 
   // A stop signal sent to the child's group right after the fork must not hit the shim's
@@ -200,9 +206,8 @@ bool AwaitExec(pid_t child, int status_read) {
   bool control_open = true;
   for (;;) {
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
-    // Without a signalfd (never expected) fall back to polling for the exit every 100 ms.
-    ::poll(fds, 2, sigfd >= 0 ? -1 : 100);
-    if (sigfd >= 0 && (fds[0].revents & POLLIN)) {
+    ::poll(fds, 2, -1);
+    if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof(si)) > 0) {
       }
@@ -346,7 +351,8 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
                         const std::string& exec_path) {
   switch (rec.kind) {
     case kSpawnFailed:
-      return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(rec.value)));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot start the process (fork): ", ::strerror(rec.value)));
     case kChdirFailed:
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot change directory to ", request.working_dir, ": ", ::strerror(rec.value)));
