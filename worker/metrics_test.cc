@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/metrics.h"
 
 #include <map>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/metrics_testing.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 
 namespace baton::worker {
 namespace {

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "coordinator/control/coordinator.h"
 
 #include <memory>
@@ -10,6 +9,7 @@
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/store/store.h"

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "coordinator/store/watched_store.h"
 
 #include <memory>
@@ -8,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

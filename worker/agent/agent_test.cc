@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/agent/agent.h"
 
 #include <signal.h>
@@ -10,6 +9,7 @@
 #include "common/protocol_version.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/agent/outbox.h"

@@ -1,10 +1,10 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/agent/outbox.h"
 
 #include <optional>
 #include <thread>
 
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/host/clock_poll.h"
 
 #include <thread>
@@ -6,6 +5,7 @@
 #include "absl/time/time.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gtest/gtest.h"
 #include "worker/process/unique_fd.h"
 

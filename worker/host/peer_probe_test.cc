@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/host/peer_probe.h"
 
 #include <gmock/gmock.h>
@@ -9,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "worker/host/reserve_port.h"
 #include "worker/testing/black_hole.h"
 

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/process/standby_launcher.h"
 
 #include <dirent.h>
@@ -21,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/process/posix_process_launcher.h"

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/supervisor/lease.h"
 
 #include <gmock/gmock.h>
@@ -6,6 +5,7 @@
 
 #include "common/testing/metrics_testing.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 
 namespace baton::worker {
 namespace {

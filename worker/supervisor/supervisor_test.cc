@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/supervisor/supervisor.h"
 
 #include <signal.h>
@@ -13,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/process/posix_process_launcher.h"

@@ -1,8 +1,8 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/trainer/step/phase_timer.h"
 
 #include "absl/time/time.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gtest/gtest.h"
 
 namespace baton::trainer {

@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "worker/trainer/data/loader/loader.h"
 
 #include <ATen/ATen.h>
@@ -11,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
