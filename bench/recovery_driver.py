@@ -64,16 +64,19 @@ def run_baton(args, rounds, rng, tmp):
     procs = []
     port_file = os.path.join(tmp, "port")
     procs.append(subprocess.Popen(
-        [args.coordinator, "--listen=127.0.0.1:0", "--port_file=" + port_file,
+        # Plaintext on loopback: the measurement is recovery, not the handshake.
+        [args.coordinator, "--insecure", "--listen=127.0.0.1:0", "--port_file=" + port_file,
          "--state_dir=" + os.path.join(tmp, "state"), "--metrics_listen=", "--stop_grace=2s"],
         stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30, "coordinator")
     env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
+    env["BATON_INSECURE"] = "1"
     metrics_port_files = []
     for w in ("w1", "w2"):
         metrics_port_files.append(os.path.join(tmp, w + ".metrics_port"))
         procs.append(subprocess.Popen(
-            [args.worker, "--coordinator=" + env["BATON_COORDINATOR"], "--work_dir=" + os.path.join(tmp, w),
+            [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
+             "--work_dir=" + os.path.join(tmp, w),
              "--slots=1", "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
              "--metrics_port_file=" + metrics_port_files[-1]],
             stderr=open(os.path.join(tmp, w + ".log"), "w")))

@@ -49,8 +49,20 @@ struct CommandSpec {
 const std::vector<FlagSpec>& GlobalFlags() {
   static const auto* flags = new std::vector<FlagSpec>{
       {"coordinator", "", "HOST:PORT",
-       absl::StrCat("Coordinator address. Default: $BATON_COORDINATOR, else ",
-                    kDefaultCoordinator, ".")},
+       absl::StrCat("Coordinator address. Default: $BATON_COORDINATOR, else the context's, "
+                    "else ", kDefaultCoordinator, ".")},
+      {"context", "", "NAME",
+       "Context of the config file ($BATON_CONFIG, else ~/.config/baton/config.yaml) to use: "
+       "coordinator address, CA and token. Default: $BATON_CONTEXT, else its "
+       "current_context."},
+      {"ca", "", "FILE",
+       "CA certificate (PEM) the coordinator's TLS certificate must chain to. Default: the "
+       "context's."},
+      {"token_file", "", "FILE",
+       "File holding your bearer token. Default: $BATON_TOKEN (the token itself), else the "
+       "context's."},
+      {"insecure", "", "",
+       "Plaintext instead of TLS ($BATON_INSECURE=1); only to a loopback coordinator."},
       {"output", "o", "FORMAT",
        "Output format: 'table' (default, for people) or 'json' (protobuf JSON, one document "
        "per command; `logs` prints one LogLine per line)."},
@@ -170,6 +182,11 @@ absl::Status ApplyFlag(const FlagSpec& flag, const std::string& value, Invocatio
   } else if (flag.name == "coordinator") {
     if (value.empty()) return UsageError("--coordinator needs HOST:PORT");
     inv.coordinator = value;
+  } else if (flag.name == "context" || flag.name == "ca" || flag.name == "token_file") {
+    if (value.empty()) return UsageError(absl::StrCat("--", flag.name, " needs a value"));
+    (flag.name == "context" ? inv.context : flag.name == "ca" ? inv.ca : inv.token_file) = value;
+  } else if (flag.name == "insecure") {
+    inv.insecure = true;
   } else if (flag.name == "output") {
     if (value == "table") {
       inv.format = OutputFormat::kTable;
@@ -202,6 +219,23 @@ void SilenceGrpcLogging() {
   // gRPC's own log lines (connection failures, ...) are debug output: the CLI reports
   // errors itself, in one line.
   gpr_set_log_function([](gpr_log_func_args*) {});
+}
+
+ConnectionInputs ConnectionInputsOf(const Invocation& inv, const CliEnvironment& env) {
+  ConnectionInputs in;
+  in.coordinator_flag = inv.coordinator;
+  in.context_flag = inv.context;
+  in.ca_flag = inv.ca;
+  in.token_file_flag = inv.token_file;
+  in.insecure_flag = inv.insecure;
+  in.coordinator_env = env.coordinator_env;
+  in.context_env = env.context_env;
+  in.config_env = env.config_env;
+  in.token_env = env.token_env;
+  in.insecure_env = env.insecure_env;
+  in.xdg_config_home = env.xdg_config_home;
+  in.home = env.home;
+  return in;
 }
 
 // What the parsed tokens ask for: help, or `command` with its positional arguments.
@@ -301,7 +335,8 @@ std::string HelpText(const std::string& command_name) {
     std::string out =
         "baton: submit and watch elastic training jobs on a Baton cluster.\n"
         "\n"
-        "Usage: baton [--coordinator HOST:PORT] [-o table|json] COMMAND [ARGS] [FLAGS]\n"
+        "Usage: baton [--context NAME] [--coordinator HOST:PORT] [-o table|json] COMMAND [ARGS]\n"
+        "             [FLAGS]\n"
         "\n"
         "Commands:\n";
     for (const CommandSpec& c : Commands()) {
@@ -345,17 +380,21 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   CommandContext ctx;
   ctx.out = &out;
   ctx.err = &err;
-  ctx.coordinator = !inv.coordinator.empty()       ? inv.coordinator
-                    : !env.coordinator_env.empty() ? env.coordinator_env
-                                                   : kDefaultCoordinator;
+  absl::StatusOr<Connection> conn = ResolveConnection(ConnectionInputsOf(inv, env),
+                                                     kDefaultCoordinator);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      conn.ok() ? OpenChannel(*conn, MessageSizeArgs())
+                : absl::StatusOr<std::shared_ptr<grpc::Channel>>(conn.status());
+  if (!channel.ok()) {
+    err << "baton: " << channel.status().message() << "\n";
+    return kExitUsage;
+  }
+  ctx.coordinator = conn->coordinator;
   ctx.format = inv.format;
   ctx.tty = env.stdout_is_tty;
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(ctx.coordinator, grpc::InsecureChannelCredentials(),
-                                MessageSizeArgs());
-  std::unique_ptr<baton::v1::JobService::Stub> jobs = baton::v1::JobService::NewStub(channel);
+  std::unique_ptr<baton::v1::JobService::Stub> jobs = baton::v1::JobService::NewStub(*channel);
   std::unique_ptr<baton::v1::ClusterService::Stub> cluster =
-      baton::v1::ClusterService::NewStub(channel);
+      baton::v1::ClusterService::NewStub(*channel);
   ctx.jobs = jobs.get();
   ctx.cluster = cluster.get();
 

@@ -6,7 +6,8 @@
 //
 // Grammar:  baton [GLOBAL FLAGS] COMMAND [ARGS and FLAGS in any order]
 //   * flags are `--name VALUE`, `--name=VALUE` or a short alias (`-o json`, `-f`);
-//   * global flags (--coordinator, -o/--output, -h/--help) may appear anywhere, command
+//   * global flags (--coordinator, --context, --ca, --token_file, --insecure, -o/--output,
+//     -h/--help) may appear anywhere, command
 //     flags only after the command; `--` ends flags;
 //   * `baton help [COMMAND]`, `baton --help` and `baton COMMAND --help` print help to stdout
 //     and exit 0; usage errors print one line plus a hint to stderr and exit 2.
@@ -17,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/commands.h"
+#include "client/config/connection.h"
 
 namespace baton::cli {
 
@@ -28,8 +30,12 @@ struct Invocation {
   std::string command;
   // For "help": the command to explain ("" for the overview).
   std::string help_topic;
-  // --coordinator, "" when not given.
+  // --coordinator, --context, --ca, --token_file, --insecure ("" / false: not given).
   std::string coordinator;
+  std::string context;
+  std::string ca;
+  std::string token_file;
+  bool insecure = false;
   OutputFormat format = OutputFormat::kTable;
   // The single positional of describe/cancel (JOB).
   std::string job_id;
@@ -51,10 +57,13 @@ struct CliEnvironment {
   std::string coordinator_env;
   // Whether stdout is a terminal.
   bool stdout_is_tty = false;
+  // $BATON_CONTEXT, $BATON_CONFIG, $BATON_TOKEN, $BATON_INSECURE, $XDG_CONFIG_HOME, $HOME.
+  std::string context_env, config_env, token_env, insecure_env, xdg_config_home, home;
 };
 
-// Parses, then runs the command against the coordinator (flag, else $BATON_COORDINATOR,
-// else localhost:7070). Returns the process exit code (0, 1, or 2 for usage errors).
+// Parses, then runs the command against the coordinator (client/config/connection.h:
+// flags, else environment, else the config file's context, else localhost:7070). Returns
+// the process exit code (0, 1, or 2 for usage errors).
 int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
            const CliEnvironment& env);
 

@@ -44,7 +44,14 @@ int ReportError(const CommandContext& ctx, const grpc::Status& status,
     case grpc::StatusCode::UNAVAILABLE:
       err << "baton: cannot reach the coordinator at " << ctx.coordinator << " ("
           << ShortUnavailableReason(message)
-          << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR.\n";
+          << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR (and "
+             "for TLS --ca or --context).\n";
+      return kExitFailure;
+    case grpc::StatusCode::UNAUTHENTICATED:
+      err << "baton: the coordinator did not accept your credentials (" << message << ")\n";
+      return kExitFailure;
+    case grpc::StatusCode::PERMISSION_DENIED:
+      err << "baton: not allowed: " << message << "\n";
       return kExitFailure;
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       err << "baton: the coordinator at " << ctx.coordinator << " did not answer within "

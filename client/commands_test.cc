@@ -508,7 +508,7 @@ TEST_F(CommandsTest, UnreachableCoordinatorIsOneLineWithHint) {
   EXPECT_THAT(err_.str(),
               MatchesRegex("baton: cannot reach the coordinator at 127\\.0\\.0\\.1:[0-9]+ "
                            "\\([^\n]+\\); is baton-coordinator running\\? Set --coordinator "
-                           "or BATON_COORDINATOR\\.\n"));
+                           "or BATON_COORDINATOR \\(and for TLS --ca or --context\\)\\.\n"));
   EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("at ", address, " (")));
   EXPECT_EQ(out_.str(), "");
 }

@@ -12,8 +12,18 @@
 
 int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const char* coordinator = std::getenv("BATON_COORDINATOR");
-  const baton::cli::CliEnvironment env{coordinator != nullptr ? coordinator : "",
-                                       isatty(STDOUT_FILENO) != 0};
+  auto getenv_or_empty = [](const char* name) -> std::string {
+    const char* value = std::getenv(name);
+    return value != nullptr ? value : "";
+  };
+  baton::cli::CliEnvironment env;
+  env.coordinator_env = getenv_or_empty("BATON_COORDINATOR");
+  env.stdout_is_tty = isatty(STDOUT_FILENO) != 0;
+  env.context_env = getenv_or_empty("BATON_CONTEXT");
+  env.config_env = getenv_or_empty("BATON_CONFIG");
+  env.token_env = getenv_or_empty("BATON_TOKEN");
+  env.insecure_env = getenv_or_empty("BATON_INSECURE");
+  env.xdg_config_home = getenv_or_empty("XDG_CONFIG_HOME");
+  env.home = getenv_or_empty("HOME");
   return baton::cli::RunCli(args, std::cout, std::cerr, env);
 }

@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/port_file.h"
@@ -21,6 +22,27 @@
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
           "gRPC address to serve on (HOST:PORT). Port 0 picks a free port; the bound port is "
           "logged and written to --port_file.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "The coordinator's TLS certificate chain (PEM). Its subjectAltNames must cover the "
+          "names and addresses workers and users dial (tools/certs.sh --coordinator-san).");
+ABSL_FLAG(std::string, tls_key, "", "The private key of --tls_cert (PEM).");
+ABSL_FLAG(std::string, ca, "",
+          "The cluster CA (PEM). Workers must present a certificate it signed, and register "
+          "under that certificate's name (CN or DNS SAN).");
+ABSL_FLAG(std::string, token_file, "",
+          "The users' bearer tokens as '<sha256 hex of token> <user> <role>' lines (roles: "
+          "viewer, submitter, admin; tools/certs.sh makes it). Required with TLS. Re-read on "
+          "SIGHUP.");
+ABSL_FLAG(std::string, command_job_roles, "submitter,admin",
+          "Roles that may submit `command` jobs (any program on the workers), e.g. 'admin'. "
+          "Empty: nobody.");
+ABSL_FLAG(std::string, health_listen, "",
+          "Plaintext address (HOST:PORT) serving only grpc.health.v1, with the same statuses as "
+          "--listen, for probes that cannot speak TLS (Kubernetes gRPC probes). Empty: none.");
+ABSL_FLAG(bool, insecure, false,
+          "Serve plaintext instead of TLS. Only allowed when --listen is a loopback address "
+          "(127.0.0.1, [::1], localhost). Without --token_file every caller is then an "
+          "anonymous admin: for a single-user machine only.");
 ABSL_FLAG(std::string, state_dir, "baton-state",
           "Directory for the coordinator's SQLite state (jobs, events, metrics, logs). "
           "Restarting with the same directory loses nothing.");
@@ -77,6 +99,25 @@ namespace {
 absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   baton::coordinator::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
+  options.security.insecure = absl::GetFlag(FLAGS_insecure);
+  options.health_listen = absl::GetFlag(FLAGS_health_listen);
+  options.security.tls = {absl::GetFlag(FLAGS_ca), absl::GetFlag(FLAGS_tls_cert),
+                          absl::GetFlag(FLAGS_tls_key)};
+  if (!options.security.insecure && options.security.tls.ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--ca (the cluster CA that signs worker certificates) is required with TLS");
+  }
+  options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.access.command_roles.clear();
+  for (absl::string_view name :
+       absl::StrSplit(absl::GetFlag(FLAGS_command_job_roles), ',', absl::SkipEmpty())) {
+    absl::StatusOr<baton::coordinator::Role> role = baton::coordinator::ParseRole(name);
+    if (!role.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--command_job_roles: ", role.status().message()));
+    }
+    options.access.command_roles.insert(*role);
+  }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.coordinator.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
@@ -135,10 +176,15 @@ absl::Status WritePortFiles(const baton::coordinator::CoordinatorServer& server)
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The Baton coordinator daemon.\n\n"
-      "Usage: baton-coordinator [--listen=0.0.0.0:7070] [--state_dir=DIR] [--port_file=F]\n"
-      "                         [--metrics_listen=0.0.0.0:7071]\n\n"
-      "Serves baton.v1.JobService and ClusterService (for the `baton` CLI), WorkerService "
-      "(for baton-worker daemons), grpc.health.v1 and server reflection.");
+      "Usage: baton-coordinator --tls_cert=F --tls_key=F --ca=F --token_file=F\n"
+      "                         [--listen=0.0.0.0:7070] [--state_dir=DIR] [--port_file=F]\n"
+      "                         [--metrics_listen=0.0.0.0:7071]\n"
+      "       baton-coordinator --insecure --listen=127.0.0.1:7070 ...   (plaintext, "
+      "loopback only)\n\n"
+      "Serves baton.v1.JobService and ClusterService (for the `baton` CLI: bearer tokens), "
+      "WorkerService (for baton-worker daemons: client certificates from --ca), "
+      "grpc.health.v1 (open to all) and server reflection. tools/certs.sh makes the CA, "
+      "certificates and tokens. SIGHUP re-reads --token_file.");
   absl::ParseCommandLine(argc, argv);
 
   // Block the stop signals in every thread; main waits for them below.
@@ -146,6 +192,7 @@ int main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   absl::StatusOr<baton::coordinator::ServerOptions> options = OptionsFromFlags();
@@ -172,7 +219,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (absl::Status reload = server.ReloadTokens(); reload.ok()) {
+      BATON_LOG(INFO) << "SIGHUP: re-read the token file";
+    } else {
+      BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous tokens stay in force";
+    }
+  }
   const bool halted = server.halted();
   if (!halted) BATON_LOG(INFO) << "signal " << sig << ": shutting down";
   server.Shutdown();

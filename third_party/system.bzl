@@ -33,6 +33,7 @@ _DEFAULT_MODULES = {
     "benchmark": ["benchmark"],
     "sqlite": ["sqlite3"],
     "yaml": ["yaml-cpp"],
+    "crypto": ["libcrypto"],
 }
 
 # Libraries that ship no .pc file (Debian has none for grpc++_reflection), or extra flags.
@@ -61,6 +62,7 @@ _CHECKS = {
     "benchmark": ("benchmark/benchmark.h", "libbenchmark-dev"),
     "sqlite": ("sqlite3.h", "libsqlite3-dev"),
     "yaml": ("yaml-cpp/yaml.h", "libyaml-cpp-dev"),
+    "crypto": ("openssl/sha.h", "libssl-dev"),
 }
 
 def _dedup(tokens):

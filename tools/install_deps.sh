@@ -10,6 +10,9 @@ PACKAGES=(
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   # Storage, config, metrics, tests.
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libgtest-dev libgmock-dev
+  # TLS and tokens: libcrypto (token hashes, certificate names) and the openssl tool that
+  # tools/certs.sh, the quickstart and the tests make a CA, certificates and tokens with.
+  libssl-dev openssl
   # Prometheus server + promtool: the deploy/ rule and config checks and the e2e test that
   # scrapes the daemons with a real Prometheus.
   prometheus

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Baton in one command, on a fresh Debian 12 machine (as root):
-#   installs what is needed, builds, starts a coordinator and two workers on loopback in a
+#   installs what is needed, builds, makes a throwaway CA, certificates and an admin token
+#   (tools/certs.sh), starts a coordinator and two workers on loopback over mutual TLS in a
 #   temporary directory, generates a small MNIST-format data set, submits
 #   examples/quickstart.yaml through the CLI, shows live progress and the final result,
 #   and shuts everything down. Exit 0 only if the job SUCCEEDED.
@@ -50,8 +51,16 @@ wait_for() {
 step "Generating a learnable MNIST-format data set"
 "$BIN/tools/make_mnist" --out_dir="$TMP/data/mnist"
 
-step "Starting a coordinator and two workers on loopback"
+step "Making a throwaway CA, certificates and a token (tools/certs.sh)"
+PKI=$TMP/pki
+tools/certs.sh "$PKI" --worker worker-1 --worker worker-2 --user "${USER:-me}:admin"
+# The CLI finds the coordinator's CA and the token through this config file's context.
+export BATON_CONFIG=$PKI/config.yaml
+
+step "Starting a coordinator and two workers on loopback (mutual TLS)"
 "$BIN/coordinator/baton-coordinator" --listen=127.0.0.1:0 --port_file="$TMP/port" \
+  --tls_cert="$PKI/coordinator.crt" --tls_key="$PKI/coordinator.key" --ca="$PKI/ca.crt" \
+  --token_file="$PKI/tokens" \
   --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
   --state_dir="$TMP/state" 2>"$TMP/coordinator.log" &
 PIDS+=($!)
@@ -59,7 +68,8 @@ wait_for test -s "$TMP/port"
 export BATON_COORDINATOR=127.0.0.1:$(cat "$TMP/port")
 for w in 1 2; do
   "$BIN/worker/baton-worker" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/worker-$w" \
-    --slots=1 --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/worker-$w.metrics_port" \
+    --ca="$PKI/ca.crt" --tls_cert="$PKI/workers/worker-$w.crt" \
+    --tls_key="$PKI/workers/worker-$w.key" --slots=1 --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/worker-$w.metrics_port" \
     2>"$TMP/worker-$w.log" &
   PIDS+=($!)
 done

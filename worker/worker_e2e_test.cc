@@ -71,6 +71,7 @@ class WorkerE2eTest : public ::testing::Test {
     std::vector<std::string> args = {
         binary,
         "--coordinator=" + coordinator_.address(),
+        "--insecure",
         "--work_dir=" + work_dir_,
         "--heartbeat_interval=100ms",
         "--stop_grace=5s",

@@ -27,6 +27,7 @@
 #include "common/metrics_http.h"
 #include "common/port_file.h"
 #include "common/protocol_version.h"
+#include "common/security/tls.h"
 #include "common/status_macros.h"
 #include "common/time/clock.h"
 #include "worker/agent/agent.h"
@@ -99,8 +100,18 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7072",
 ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the bound metrics port is written here (atomically) once serving.");
 ABSL_FLAG(std::string, worker_id, "",
-          "Worker identity. Default: read from <work_dir>/worker_id, created (random) on "
-          "first start, so restarts keep the identity.");
+          "Worker identity. With TLS it must be a name of --tls_cert (default: its subject "
+          "CN). With --insecure the default is read from <work_dir>/worker_id, created "
+          "(random) on first start, so restarts keep the identity.");
+ABSL_FLAG(std::string, ca, "",
+          "The cluster CA (PEM) the coordinator's certificate must chain to.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "This worker's certificate (PEM), signed by the cluster CA; the coordinator lets "
+          "it register only under the certificate's name (tools/certs.sh --worker ID).");
+ABSL_FLAG(std::string, tls_key, "", "The private key of --tls_cert (PEM).");
+ABSL_FLAG(bool, insecure, false,
+          "Talk plaintext to the coordinator instead of TLS. Only allowed when --coordinator "
+          "is a loopback address.");
 
 namespace baton::worker {
 namespace {
@@ -195,6 +206,9 @@ absl::StatusOr<Self> DiscoverSelf() {
         absl::StrCat("--work_dir ", absl::GetFlag(FLAGS_work_dir), ": ", ec.message()));
   }
   self.worker_id = absl::GetFlag(FLAGS_worker_id);
+  if (self.worker_id.empty() && !absl::GetFlag(FLAGS_insecure)) {
+    ASSIGN_OR_RETURN(self.worker_id, CertificateCommonName(absl::GetFlag(FLAGS_tls_cert)));
+  }
   if (self.worker_id.empty()) {
     ASSIGN_OR_RETURN(self.worker_id, LoadOrCreateWorkerId(self.work_dir));
   }
@@ -228,6 +242,24 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   }
   options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
   return options;
+}
+
+// The coordinator channel's security from --insecure/--ca/--tls_cert/--tls_key.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CoordinatorCredentials() {
+  TransportSecurity security;
+  security.insecure = absl::GetFlag(FLAGS_insecure);
+  if (security.insecure) {
+    RETURN_IF_ERROR(CheckLoopbackOnly(absl::GetFlag(FLAGS_coordinator), "--coordinator"));
+    return grpc::InsecureChannelCredentials();
+  }
+  security.tls = {absl::GetFlag(FLAGS_ca), absl::GetFlag(FLAGS_tls_cert),
+                  absl::GetFlag(FLAGS_tls_key)};
+  if (security.tls.cert.empty()) {
+    return absl::InvalidArgumentError(
+        "a worker needs --tls_cert and --tls_key (its certificate from the cluster CA: "
+        "tools/certs.sh --worker ID), or --insecure to a loopback coordinator");
+  }
+  return MakeChannelCredentials(security);
 }
 
 AgentOptions AgentOptionsFor(const Self& self, int probe_port) {
@@ -334,7 +366,14 @@ int Run() {
     BATON_LOG(ERROR) << "--probe_port: " << probe.status();
     return 1;
   }
-  const AgentOptions agent_options = AgentOptionsFor(*self, (*probe)->port());
+  AgentOptions agent_options = AgentOptionsFor(*self, (*probe)->port());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      CoordinatorCredentials();
+  if (!credentials.ok()) {
+    BATON_LOG(ERROR) << credentials.status();
+    return 1;
+  }
+  agent_options.credentials = *std::move(credentials);
 
   Clock* clock = RealClock::Get();
   PosixProcessLauncher posix_launcher;
@@ -399,7 +438,10 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The Baton worker daemon: one per machine. Connects to the coordinator, runs the "
       "training processes it assigns and relays their exits, metrics and logs.\n"
-      "  baton-worker --coordinator=HOST:PORT [--work_dir=DIR] [--slots=N]");
+      "  baton-worker --coordinator=HOST:PORT --ca=CA.crt --tls_cert=ID.crt --tls_key=ID.key\n"
+      "               [--work_dir=DIR] [--slots=N]\n"
+      "  baton-worker --coordinator=127.0.0.1:PORT --insecure ...   (plaintext, loopback "
+      "only)");
   absl::ParseCommandLine(argc, argv);
   return baton::worker::Run();
 }

@@ -49,9 +49,10 @@ absl::Status Coordinator::Recover() {
 }
 
 absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
-                                                      const std::string& request_id) {
+                                                      const std::string& request_id,
+                                                      const std::string& owner) {
   RETURN_IF_ERROR(halted_);
-  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id);
+  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id, owner);
   if (!job.ok()) {
     if (!jobs_->store_error().ok()) Halt(jobs_->store_error());
     return job.status();  // e.g. INVALID_ARGUMENT: the caller's to fix, not ours to log

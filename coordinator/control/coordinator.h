@@ -113,7 +113,8 @@ class Coordinator {
   // --- JobService ---
   // See JobManager::Submit (`request_id` makes it idempotent).
   absl::StatusOr<baton::v1::Job> SubmitJob(baton::v1::JobSpec spec,
-                                           const std::string& request_id = "");
+                                           const std::string& request_id = "",
+                                           const std::string& owner = "");
   // FAILED_PRECONDITION if the job is already terminal; NOT_FOUND if unknown.
   absl::StatusOr<baton::v1::Job> CancelJob(const std::string& job_id,
                                            const std::string& reason);

@@ -61,7 +61,8 @@ absl::Status JobManager::Load() {
 }
 
 absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
-                                                  const std::string& request_id) {
+                                                  const std::string& request_id,
+                                                  const std::string& owner) {
   RETURN_IF_ERROR(CheckMessageLimits(spec));
   spec = WithDefaults(std::move(spec));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
@@ -69,10 +70,11 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
     auto it = by_request_id_.find(request_id);
     if (it != by_request_id_.end()) {
       const Record& existing = jobs_.at(it->second);
-      if (!google::protobuf::util::MessageDifferencer::Equals(existing.job.spec(), spec)) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(existing.job.spec(), spec) ||
+          existing.job.owner() != owner) {
         return absl::AlreadyExistsError(absl::StrCat(
             "request_id \"", request_id, "\" already created job ", it->second,
-            " with a different spec; use a new request_id for a new job"));
+            " with a different spec or owner; use a new request_id for a new job"));
       }
       return View(existing);
     }
@@ -86,6 +88,7 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
   *job.mutable_create_time() = ToProto(clock_->Now());
   job.set_message("waiting for workers");
   job.set_request_id(request_id);
+  job.set_owner(owner);
   baton::v1::JobEvent event;
   event.set_to_state(JobStateToProto(JobState::kQueued));
   event.set_reason("Submitted");

@@ -84,9 +84,11 @@ class JobManager {
   // Applies defaults, validates (INVALID_ARGUMENT naming the field), assigns an id and
   // records the job as QUEUED with a "Submitted" event: one transaction with the next job
   // number. With a `request_id` that created a job before, returns that job instead
-  // (ALREADY_EXISTS if its spec differs from this one after defaults).
+  // (ALREADY_EXISTS if its spec or owner differs from this one after defaults). `owner`:
+  // the submitting user, recorded in Job.owner.
   absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec,
-                                        const std::string& request_id = "");
+                                        const std::string& request_id = "",
+                                        const std::string& owner = "");
 
   // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
   absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;

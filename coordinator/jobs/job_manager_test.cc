@@ -1,4 +1,3 @@
-#include "common/time/testing/fake_clock.h"
 #include "coordinator/jobs/job_manager.h"
 
 #include <memory>
@@ -13,6 +12,7 @@
 #include "common/testing/metrics_testing.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/store/store.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "coordinator/testing/recording_sink.h"
@@ -201,6 +201,20 @@ TEST_F(JobManagerDurabilityTest, ARetriedSubmitReturnsTheSameJob) {
   // Without a request id every call is a new job.
   ASSERT_OK(reloaded.Submit(NamedSpec("a")));
   EXPECT_EQ(reloaded.List({}, 0).size(), 2u);
+}
+
+TEST_F(JobManagerDurabilityTest, TheOwnerIsRecordedAndPartOfTheRequestId) {
+  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(NamedSpec("a"), "req-1", "alice");
+  ASSERT_OK(job);
+  EXPECT_EQ(job->owner(), "alice");
+  // Another user's retry with the same request id does not get alice's job.
+  EXPECT_THAT(jobs_->Submit(NamedSpec("a"), "req-1", "bob"),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("different spec or owner")));
+  JobManager reloaded(store_.get(), &clock_);
+  ASSERT_OK(reloaded.Load());
+  absl::StatusOr<baton::v1::Job> after_restart = reloaded.Get(job->id());
+  ASSERT_OK(after_restart);
+  EXPECT_EQ(after_restart->owner(), "alice");
 }
 
 TEST_F(JobManagerDurabilityTest, ASubmitWhoseCommitFailsCreatesNothing) {

@@ -39,17 +39,44 @@ CoordinatorServer::CoordinatorServer(ServerOptions options, Clock* clock)
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status CoordinatorServer::Start() {
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, PrepareSecurity());
   RETURN_IF_ERROR(OpenState());
   loop_ = std::make_unique<EventLoop>();
   metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
                                                   coordinator_.get(), clock_);
-  RETURN_IF_ERROR(Serve());
+  RETURN_IF_ERROR(Serve(std::move(credentials)));
   coordinator_->SetHaltHandler([this](const absl::Status& why) { Halt(why, options_.on_halt); });
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
   ServeMetrics();
   BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
                   << options_.state_dir;
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CoordinatorServer::PrepareSecurity() {
+  access_ = std::make_unique<AccessPolicy>(options_.access);
+  if (!options_.token_file.empty()) {
+    ASSIGN_OR_RETURN(auth_, Authenticator::FromTokenFile(options_.token_file));
+  } else if (options_.security.insecure) {
+    auth_ = Authenticator::AllowAll();
+  } else {
+    return absl::InvalidArgumentError(
+        "a TLS coordinator needs --token_file (the users' token hashes; tools/certs.sh "
+        "makes one)");
+  }
+  if (options_.security.insecure) {
+    RETURN_IF_ERROR(CheckLoopbackOnly(options_.listen, "--listen"));
+    BATON_LOG(WARNING) << "serving plaintext (--insecure) on " << options_.listen
+                       << (options_.token_file.empty() ? ", every caller an anonymous admin"
+                                                       : "");
+    return grpc::InsecureServerCredentials();
+  }
+  return MakeServerCredentials(options_.security);
+}
+
+absl::Status CoordinatorServer::ReloadTokens() {
+  if (auth_ == nullptr) return absl::FailedPreconditionError("not started");
+  return auth_->Reload();
 }
 
 absl::Status CoordinatorServer::OpenState() {
@@ -72,7 +99,7 @@ absl::Status CoordinatorServer::OpenState() {
   return coordinator_->Recover();
 }
 
-absl::Status CoordinatorServer::Serve() {
+absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> credentials) {
   // Validation first (cheap, and its errors read better than a path's), then the paths.
   path_checker_ = std::make_unique<PathChecker>(
       [paths = options_.check_spec_paths](const baton::v1::JobSpec& spec) -> absl::Status {
@@ -80,15 +107,17 @@ absl::Status CoordinatorServer::Serve() {
         if (absl::Status s = ValidateJobSpec(with_defaults); !s.ok()) return s;
         return paths(with_defaults);
       });
+  const CallerChecks checks{auth_.get(), access_.get()};
   job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get(),
-                                                  path_checker_.get());
-  cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get());
-  worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get());
+                                                  path_checker_.get(), checks);
+  cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get(), checks);
+  worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get(),
+                                                        !options_.security.insecure);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
   // Above every message the coordinator sends or accepts (common/spec/message_limits.h): a spec
   // too large is an INVALID_ARGUMENT at submit, never a broken worker stream later.
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
@@ -106,15 +135,40 @@ absl::Status CoordinatorServer::Serve() {
   if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.listen));
   }
-  server_->GetHealthCheckService()->SetServingStatus("baton.v1.JobService", true);
-  server_->GetHealthCheckService()->SetServingStatus("baton.v1.WorkerService", true);
+  RETURN_IF_ERROR(ServeHealth());
+  SetHealth("baton.v1.JobService", true);
+  SetHealth("baton.v1.WorkerService", true);
   return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::ServeHealth() {
+  if (options_.health_listen.empty()) return absl::OkStatus();
+  grpc::ServerBuilder builder;  // Only the default health service: nothing else to reach.
+  builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
+                           &health_port_);
+  health_server_ = builder.BuildAndStart();
+  if (health_server_ == nullptr || health_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options_.health_listen, " (--health_listen)"));
+  }
+  return absl::OkStatus();
+}
+
+void CoordinatorServer::SetHealth(const std::string& service, bool serving) {
+  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
+    if (server == nullptr) continue;
+    if (service.empty()) {
+      server->GetHealthCheckService()->SetServingStatus(serving);  // every service
+    } else {
+      server->GetHealthCheckService()->SetServingStatus(service, serving);
+    }
+  }
 }
 
 void CoordinatorServer::Halt(const absl::Status& why,
                              const std::function<void(const absl::Status&)>& handler) {
   halted_ = true;
-  if (server_ != nullptr) server_->GetHealthCheckService()->SetServingStatus(false);  // all
+  SetHealth("", false);
   if (handler) handler(why);
 }
 
@@ -135,6 +189,11 @@ void CoordinatorServer::ServeMetrics() {
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   exposer_.reset();  // No scrape reaches the loop after this.
+  if (health_server_ != nullptr) {
+    health_server_->GetHealthCheckService()->Shutdown();
+    health_server_->Shutdown();
+    health_server_.reset();
+  }
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +

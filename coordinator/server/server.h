@@ -9,8 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/security/tls.h"
 #include "common/spec/job_spec.h"
 #include "common/time/clock.h"
+#include "coordinator/auth/access_policy.h"
+#include "coordinator/auth/authenticator.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
@@ -27,6 +30,16 @@ namespace baton::coordinator {
 struct ServerOptions {
   // gRPC address, e.g. "0.0.0.0:7070"; port 0 picks a free port (see port()).
   std::string listen = "0.0.0.0:7070";
+  // TLS (server certificate and key; `tls.ca` is the cluster CA worker certificates must
+  // chain to), or, with `insecure`, plaintext: then `listen` must be a loopback address.
+  TransportSecurity security;
+  // Plaintext address serving only grpc.health.v1 (the same statuses as `listen`), for
+  // probes that cannot speak TLS, e.g. Kubernetes' gRPC probes. Empty: none.
+  std::string health_listen;
+  // The users' tokens (Authenticator). Required with TLS; without TLS and without a token
+  // file every caller is an anonymous admin.
+  std::string token_file;
+  AccessOptions access;
   // Directory of the SQLite state file (created if missing).
   std::string state_dir = "baton-state";
   // How often the control loop runs ReconcileOnce.
@@ -73,20 +86,29 @@ class CoordinatorServer {
   absl::Status Start();
   // The bound gRPC port (after Start).
   int port() const { return port_; }
+  // The bound health_listen port (after Start); 0 if none.
+  int health_port() const { return health_port_; }
   // The bound metrics port (after Start); 0 if metrics are not served.
   int metrics_port() const { return metrics_port_; }
   // Closures waiting on the event loop (EventLoop::queued). Thread-safe.
   size_t event_loop_queued() const { return loop_ == nullptr ? 0 : loop_->queued(); }
   // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
   bool halted() const { return halted_.load(); }
+  // Re-reads the token file (SIGHUP); on error the previous tokens stay in force.
+  absl::Status ReloadTokens();
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 
  private:
-  // Start's steps: lock and load the state and recover the jobs; the gRPC server (the
-  // domain must exist); the metrics endpoint (a failure is logged, not fatal).
+  // Start's steps: check the transport and load the tokens (before anything is touched);
+  // lock and load the state and recover the jobs; the gRPC server (the domain must exist);
+  // the metrics endpoint (a failure is logged, not fatal).
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> PrepareSecurity();
   absl::Status OpenState();
-  absl::Status Serve();
+  absl::Status Serve(std::shared_ptr<grpc::ServerCredentials> credentials);
+  absl::Status ServeHealth();
+  // Sets a health status on every server that serves health (service "" is the overall one).
+  void SetHealth(const std::string& service, bool serving);
   void ServeMetrics();
   // Stops serving (halted(), every health status NOT_SERVING), then runs `handler`.
   void Halt(const absl::Status& why, const std::function<void(const absl::Status&)>& handler);
@@ -101,13 +123,17 @@ class CoordinatorServer {
   std::unique_ptr<EventLoop> loop_;
   std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
   std::unique_ptr<PathChecker> path_checker_;
+  std::unique_ptr<Authenticator> auth_;
+  std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> health_server_;  // health_listen; null if none
   std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
   int port_ = 0;
   int metrics_port_ = 0;
+  int health_port_ = 0;
   std::atomic<bool> halted_{false};
 };
 

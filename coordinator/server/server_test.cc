@@ -1,6 +1,5 @@
 // In-process gRPC tests of the coordinator's services: a real server on 127.0.0.1:0 with
 // a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
-#include "common/time/testing/fake_clock.h"
 #include "coordinator/server/server.h"
 
 #include <atomic>
@@ -14,10 +13,12 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/protocol_version.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/testing/fake_clock.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -65,6 +66,7 @@ class ServerTest : public ::testing::Test {
   ServerOptions Options() {
     ServerOptions options;
     options.listen = "127.0.0.1:0";
+    options.security.insecure = true;
     options.state_dir = std::string(getenv("TEST_TMPDIR")) + "/" +
                         ::testing::UnitTest::GetInstance()->current_test_info()->name();
     options.reconcile_period = absl::Milliseconds(20);
@@ -284,6 +286,7 @@ TEST_F(ServerTest, AStuckStoreStopsServing) {
   FakeClock clock;
   ServerOptions options = Options();
   options.store_stall_limit = absl::Seconds(60);
+  options.health_listen = "127.0.0.1:0";  // probes' plaintext port follows the same status
   auto in_write = std::make_shared<absl::Notification>();
   auto release = std::make_shared<absl::Notification>();
   options.open_store = [in_write, release](const std::string& path)
@@ -308,11 +311,15 @@ TEST_F(ServerTest, AStuckStoreStopsServing) {
   grpc::Status submitted;
   std::thread submitter([&] { submitted = Submit(Spec(1), &job); });
   in_write->WaitForNotification();
+  std::shared_ptr<grpc::Channel> probe = grpc::CreateChannel(
+      absl::StrCat("127.0.0.1:", server_->health_port()), grpc::InsecureChannelCredentials());
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), std::string("\x08\x01", 2));
   clock.Advance(absl::Seconds(90));
   ASSERT_TRUE(stuck.HasBeenNotified());
   EXPECT_THAT(why.message(), HasSubstr("has not returned"));
   EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
+  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), std::string("\x08\x02", 2));
   release->Notify();
   submitter.join();
   server_.reset();  // before `clock`, which it uses

@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
+#include "coordinator/auth/peer_identity.h"
 #include "coordinator/server/write_queue.h"
 
 namespace baton::coordinator {
@@ -66,6 +67,42 @@ grpc::ServerUnaryReactor* OnLoop(EventLoop* loop, grpc::CallbackServerContext* c
   loop->Post([reactor, fn = std::move(fn)]() mutable { reactor->Finish(ToGrpcStatus(fn())); });
   return reactor;
 }
+
+// The authenticated caller of a JobService/ClusterService call.
+absl::StatusOr<Principal> Caller(const CallerChecks& checks, grpc::CallbackServerContext* ctx) {
+  return checks.auth->Authenticate(ctx->client_metadata());
+}
+
+// Finishes a unary call at once with `status` (a caller refused before any work).
+grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// A watch stream as one caller may see it: snapshots with env values hidden (AccessPolicy).
+class RedactingSink final : public StreamSink<baton::v1::JobUpdate> {
+ public:
+  RedactingSink(std::shared_ptr<StreamSink<baton::v1::JobUpdate>> sink,
+                const AccessPolicy* policy, Principal caller)
+      : sink_(std::move(sink)), policy_(policy), caller_(std::move(caller)) {}
+
+  bool Push(const baton::v1::JobUpdate& update) override {
+    if (!update.has_snapshot() || policy_->CanSeeEnv(caller_, update.snapshot())) {
+      return sink_->Push(update);
+    }
+    baton::v1::JobUpdate redacted = update;
+    policy_->Redact(caller_, redacted.mutable_snapshot());
+    return sink_->Push(redacted);
+  }
+  void Finish(const absl::Status& status) override { sink_->Finish(status); }
+  bool Backlogged() const override { return sink_->Backlogged(); }
+
+ private:
+  const std::shared_ptr<StreamSink<baton::v1::JobUpdate>> sink_;
+  const AccessPolicy* const policy_;
+  const Principal caller_;
+};
 
 // A server stream whose messages come from the loop through a WriteQueue. `start` runs
 // on the loop with the queue as sink; an error from it finishes the call.
@@ -123,10 +160,15 @@ class WorkerStream final : public WorkerReactor {
  public:
   static constexpr size_t kReadAheadTasks = 1024;
 
-  WorkerStream(EventLoop* loop, Coordinator* coordinator, std::string peer_host)
+  // `cert_names`: the names of the peer's verified certificate (CertificateNames); with
+  // `require_certificate` the worker must register under one of them.
+  WorkerStream(EventLoop* loop, Coordinator* coordinator, std::string peer_host,
+               std::vector<std::string> cert_names, bool require_certificate)
       : loop_(loop),
         coordinator_(coordinator),
         peer_host_(std::move(peer_host)),
+        cert_names_(std::move(cert_names)),
+        require_certificate_(require_certificate),
         queue_(std::make_shared<WorkerQueue>(this)),
         session_(std::make_shared<Session>()),
         rearm_(std::make_shared<Rearm>()) {
@@ -148,6 +190,12 @@ class WorkerStream final : public WorkerReactor {
       first_seen_ = true;
       if (!msg.has_register_()) {
         queue_->Finish(absl::FailedPreconditionError("the first message must be Register"));
+        return;
+      }
+      if (absl::Status s = CheckWorkerIdentity(cert_names_, msg.register_().worker_id(),
+                                               require_certificate_);
+          !s.ok()) {
+        queue_->Finish(s);
         return;
       }
       loop_->Post([c = coordinator_, s = session_, q = queue_, host = peer_host_,
@@ -202,6 +250,8 @@ class WorkerStream final : public WorkerReactor {
   EventLoop* const loop_;
   Coordinator* const coordinator_;
   const std::string peer_host_;
+  const std::vector<std::string> cert_names_;
+  const bool require_certificate_;
   std::shared_ptr<WorkerQueue> queue_;
   std::shared_ptr<Session> session_;
   std::shared_ptr<Rearm> rearm_;
@@ -228,10 +278,15 @@ std::string HostFromPeer(const std::string& peer) {
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
                                                     const baton::v1::SubmitJobRequest* req,
                                                     baton::v1::SubmitJobResponse* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (absl::Status s = checks_.policy->CanSubmit(*caller, req->spec()); !s.ok()) {
+    return Refuse(ctx, s);
+  }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto checked = [this, ctx, req, resp, reactor](absl::Status paths) {
-    loop_->Post([this, ctx, req, resp, reactor, paths] {
-      reactor->Finish(ToGrpcStatus(paths.ok() ? Submit(ctx, req, resp) : paths));
+  auto checked = [this, ctx, req, resp, reactor, caller = *caller](absl::Status paths) {
+    loop_->Post([this, ctx, req, resp, reactor, paths, caller] {
+      reactor->Finish(ToGrpcStatus(paths.ok() ? Submit(ctx, req, caller, resp) : paths));
     });
   };
   if (!checker_->Check(req->spec(), std::move(checked))) {
@@ -244,6 +299,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
 
 absl::Status JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
                                     const baton::v1::SubmitJobRequest* req,
+                                    const Principal& caller,
                                     baton::v1::SubmitJobResponse* resp) {
   // A client that gave up before its turn must not find a job it was told failed.
   if (ctx->IsCancelled()) {
@@ -253,7 +309,8 @@ absl::Status JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
     return absl::DeadlineExceededError(
         "the call's deadline passed before the job was created; nothing was submitted");
   }
-  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(req->spec(), req->request_id());
+  absl::StatusOr<baton::v1::Job> job =
+      coordinator_->SubmitJob(req->spec(), req->request_id(), caller.user);
   if (!job.ok()) return job.status();
   *resp->mutable_job() = std::move(*job);
   return absl::OkStatus();
@@ -262,10 +319,13 @@ absl::Status JobServiceImpl::Submit(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ctx,
                                                  const baton::v1::GetJobRequest* req,
                                                  baton::v1::Job* resp) {
-  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  return OnLoop(loop_, ctx, [this, req, resp, caller = *caller]() -> absl::Status {
     absl::StatusOr<baton::v1::Job> job = jobs_->Get(req->job_id());
     if (!job.ok()) return job.status();
     *resp = std::move(*job);
+    checks_.policy->Redact(caller, resp);
     return absl::OkStatus();
   });
 }
@@ -273,7 +333,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ct
 grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* ctx,
                                                    const baton::v1::ListJobsRequest* req,
                                                    baton::v1::ListJobsResponse* resp) {
-  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  return OnLoop(loop_, ctx, [this, req, resp, caller = *caller]() -> absl::Status {
     ASSIGN_OR_RETURN(ListPage page, ParseListPage(*req));
     std::vector<baton::v1::JobState> states;
     for (int s : req->states()) states.push_back(static_cast<baton::v1::JobState>(s));
@@ -282,7 +344,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     const bool more = static_cast<int>(jobs.size()) > page.size &&
                       (page.left == 0 || page.left > page.size);
     if (static_cast<int>(jobs.size()) > page.size) jobs.resize(page.size);
-    for (baton::v1::Job& job : jobs) *resp->add_jobs() = std::move(job);
+    for (baton::v1::Job& job : jobs) {
+      checks_.policy->Redact(caller, &job);
+      *resp->add_jobs() = std::move(job);
+    }
     if (more) {
       resp->set_next_page_token(MakeListPageToken(resp->jobs(page.size - 1).id(),
                                                   page.left == 0 ? 0 : page.left - page.size));
@@ -294,26 +359,34 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext* ctx,
                                                     const baton::v1::CancelJobRequest* req,
                                                     baton::v1::Job* resp) {
-  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  return OnLoop(loop_, ctx, [this, req, resp, caller = *caller]() -> absl::Status {
+    ASSIGN_OR_RETURN(const baton::v1::Job before, jobs_->Get(req->job_id()));
+    RETURN_IF_ERROR(checks_.policy->CanCancel(caller, before));
     absl::StatusOr<baton::v1::Job> job = coordinator_->CancelJob(req->job_id(), req->reason());
     if (!job.ok()) return job.status();
     *resp = std::move(*job);
+    checks_.policy->Redact(caller, resp);
     return absl::OkStatus();
   });
 }
 
 grpc::ServerWriteReactor<baton::v1::JobUpdate>* JobServiceImpl::WatchJob(
-    grpc::CallbackServerContext*, const baton::v1::WatchJobRequest* req) {
+    grpc::CallbackServerContext* ctx, const baton::v1::WatchJobRequest* req) {
   return new StreamReactor<baton::v1::JobUpdate>(
-      loop_, [jobs = jobs_, id = req->job_id(), after = req->after_seq()](auto queue) {
-        return jobs->Watch(id, after, std::move(queue));
+      loop_, [jobs = jobs_, policy = checks_.policy, caller = Caller(checks_, ctx),
+              id = req->job_id(), after = req->after_seq()](auto queue) -> absl::Status {
+        if (!caller.ok()) return caller.status();
+        return jobs->Watch(id, after, std::make_shared<RedactingSink>(queue, policy, *caller));
       });
 }
 
 grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
-    grpc::CallbackServerContext*, const baton::v1::GetLogsRequest* req) {
+    grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) {
   return new StreamReactor<baton::v1::LogLine>(
-      loop_, [jobs = jobs_, r = *req](auto queue) {
+      loop_, [jobs = jobs_, caller = Caller(checks_, ctx), r = *req](auto queue) -> absl::Status {
+        if (!caller.ok()) return caller.status();
         return jobs->FollowLogs(r.job_id(), r.rank(), r.after_seq(), r.follow(),
                                 std::move(queue));
       });
@@ -322,6 +395,9 @@ grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
     grpc::CallbackServerContext* ctx, const baton::v1::ListWorkersRequest*,
     baton::v1::ListWorkersResponse* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (absl::Status s = checks_.policy->CanRead(*caller); !s.ok()) return Refuse(ctx, s);
   return OnLoop(loop_, ctx, [this, resp]() -> absl::Status {
     for (baton::v1::Worker& w : coordinator_->ListWorkers()) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
@@ -330,7 +406,8 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
 
 grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>*
 WorkerServiceImpl::Connect(grpc::CallbackServerContext* ctx) {
-  return new WorkerStream(loop_, coordinator_, HostFromPeer(ctx->peer()));
+  return new WorkerStream(loop_, coordinator_, HostFromPeer(ctx->peer()),
+                          CertificateNames(*ctx->auth_context()), require_certificate_);
 }
 
 }  // namespace baton::coordinator

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "coordinator/auth/access_policy.h"
+#include "coordinator/auth/authenticator.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
@@ -14,13 +16,24 @@ namespace baton::coordinator {
 // gRPC glue, callback API. Each handler converts the request, posts one call into the
 // domain objects on the event loop, and finishes the RPC with the converted status.
 // No handler blocks a gRPC thread. All pointers must outlive the services.
+//
+// Every JobService and ClusterService call is authenticated first (Authenticator: the
+// bearer token; UNAUTHENTICATED without a valid one) and then checked against the
+// AccessPolicy (PERMISSION_DENIED); jobs are returned with env values hidden from callers
+// who are neither their owner nor an admin.
+
+// What the user-facing services check callers against.
+struct CallerChecks {
+  const Authenticator* auth;
+  const AccessPolicy* policy;
+};
 
 class JobServiceImpl final : public baton::v1::JobService::CallbackService {
  public:
   // SubmitJob checks a spec's paths on `checker` before it goes to the loop.
   JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs,
-                 PathChecker* checker)
-      : loop_(loop), coordinator_(coordinator), jobs_(jobs), checker_(checker) {}
+                 PathChecker* checker, CallerChecks checks)
+      : loop_(loop), coordinator_(coordinator), jobs_(jobs), checker_(checker), checks_(checks) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const baton::v1::SubmitJobRequest* req,
@@ -42,18 +55,19 @@ class JobServiceImpl final : public baton::v1::JobService::CallbackService {
  private:
   // SubmitJob's part on the loop, once the paths were checked.
   absl::Status Submit(grpc::CallbackServerContext* ctx, const baton::v1::SubmitJobRequest* req,
-                      baton::v1::SubmitJobResponse* resp);
+                      const Principal& caller, baton::v1::SubmitJobResponse* resp);
 
   EventLoop* const loop_;
   Coordinator* const coordinator_;
   JobManager* const jobs_;
   PathChecker* const checker_;
+  const CallerChecks checks_;
 };
 
 class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackService {
  public:
-  ClusterServiceImpl(EventLoop* loop, Coordinator* coordinator)
-      : loop_(loop), coordinator_(coordinator) {}
+  ClusterServiceImpl(EventLoop* loop, Coordinator* coordinator, CallerChecks checks)
+      : loop_(loop), coordinator_(coordinator), checks_(checks) {}
 
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
                                         const baton::v1::ListWorkersRequest* req,
@@ -62,12 +76,15 @@ class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackServi
  private:
   EventLoop* const loop_;
   Coordinator* const coordinator_;
+  const CallerChecks checks_;
 };
 
 class WorkerServiceImpl final : public baton::v1::WorkerService::CallbackService {
  public:
-  WorkerServiceImpl(EventLoop* loop, Coordinator* coordinator)
-      : loop_(loop), coordinator_(coordinator) {}
+  // With `require_certificate`, a worker registers only under a name of its verified
+  // client certificate (CheckWorkerIdentity).
+  WorkerServiceImpl(EventLoop* loop, Coordinator* coordinator, bool require_certificate)
+      : loop_(loop), coordinator_(coordinator), require_certificate_(require_certificate) {}
 
   grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>* Connect(
       grpc::CallbackServerContext* ctx) override;
@@ -75,6 +92,7 @@ class WorkerServiceImpl final : public baton::v1::WorkerService::CallbackService
  private:
   EventLoop* const loop_;
   Coordinator* const coordinator_;
+  const bool require_certificate_;
 };
 
 // "127.0.0.1" from a gRPC peer string like "ipv4:127.0.0.1:5000" or "ipv6:[::1]:5000".

@@ -9,6 +9,7 @@ WORKER_BIN=$RUNFILES/worker/baton-worker
 TRAINER_BIN=$RUNFILES/worker/trainer/baton-trainer
 BATON=$RUNFILES/client/baton
 MAKE_MNIST=$RUNFILES/tools/make_mnist
+CERTS=$RUNFILES/tools/certs.sh
 EXAMPLES=$RUNFILES/examples
 PY=/usr/bin/python3
 
@@ -21,6 +22,20 @@ declare -A WORKER_PIDS=()
 EXTRA_PIDS=()
 # Functions run first on exit, failure or not (e.g. tearing down a multi-host cluster).
 CLEANUP_HOOKS=()
+
+# TLS and tokens as in production: a throwaway CA, the coordinator's certificate, one
+# certificate per worker (made by start_worker) and an admin token the CLI uses through
+# the config file's context.
+PKI=$TMP/pki
+"$CERTS" "$PKI" --user e2e:admin --coordinator-san DNS:localhost,IP:127.0.0.1 >/dev/null
+export BATON_CONFIG=$PKI/config.yaml
+COORDINATOR_TLS=(--tls_cert="$PKI/coordinator.crt" --tls_key="$PKI/coordinator.key"
+                 --ca="$PKI/ca.crt" --token_file="$PKI/tokens")
+# worker_tls NAME: makes worker NAME's certificate (once) and sets WORKER_TLS to its flags.
+worker_tls() {
+  "$CERTS" "$PKI" --worker "$1" >/dev/null || fail "tools/certs.sh could not issue $1's certificate"
+  WORKER_TLS=(--ca="$PKI/ca.crt" --tls_cert="$PKI/workers/$1.crt" --tls_key="$PKI/workers/$1.key")
+}
 
 _e2e_cleanup() {
   local rc=$?
@@ -60,7 +75,7 @@ start_coordinator() {
   local port=${1:-0}
   rm -f "$TMP/port"
   rm -f "$TMP/coordinator.metrics_port"
-  "$COORDINATOR_BIN" --listen="127.0.0.1:$port" --port_file="$TMP/port" \
+  "$COORDINATOR_BIN" --listen="127.0.0.1:$port" --port_file="$TMP/port" "${COORDINATOR_TLS[@]}" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
     --state_dir="$TMP/state" --worker_lease=3s --stop_grace=2s \
     --reattach_timeout=20s 2>>"$TMP/coordinator.log" &
@@ -74,7 +89,8 @@ start_coordinator() {
 # (OS-chosen) lands in $TMP/NAME.metrics_port.
 start_worker() {
   rm -f "$TMP/$1.metrics_port"
-  "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$1" --slots=1 \
+  worker_tls "$1"
+  "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$1" --slots=1 "${WORKER_TLS[@]}" \
     --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
     --metrics_port_file="$TMP/$1.metrics_port" 2>>"$TMP/$1.log" &
   WORKER_PIDS[$1]=$!
@@ -123,15 +139,11 @@ alive() {
 # worker_name_of JOB RANK: the name (as started by start_worker) of the worker daemon
 # running RANK of the job's current generation.
 worker_name_of() {
-  local id name
+  # A worker registers under its certificate's name: the name start_worker gave it.
+  local id
   id=$(job_field "$1" "[r['worker_id'] for r in d['ranks'] if r.get('rank', 0) == $2][0]")
-  for name in "${!WORKER_PIDS[@]}"; do
-    if [[ $(cat "$TMP/$name/worker_id" 2>/dev/null) == "$id" ]]; then
-      echo "$name"
-      return 0
-    fi
-  done
-  fail "no worker daemon of this test runs $id"
+  [[ -n ${WORKER_PIDS[$id]:-} ]] || fail "no worker daemon of this test runs $id"
+  echo "$id"
 }
 
 # worker_pid_of JOB RANK: the pid of that worker daemon.

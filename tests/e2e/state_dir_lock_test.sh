@@ -13,7 +13,7 @@ YAML
 JOB=$("$BATON" submit "$TMP/job.yaml")
 
 rc=0
-"$COORDINATOR_BIN" --listen=127.0.0.1:0 --state_dir="$TMP/state" 2>"$TMP/second.err" || rc=$?
+"$COORDINATOR_BIN" --listen=127.0.0.1:0 "${COORDINATOR_TLS[@]}" --state_dir="$TMP/state" 2>"$TMP/second.err" || rc=$?
 ((rc == 1)) || fail "the second coordinator exited with $rc, want 1"
 grep -q "state directory $TMP/state is in use by another baton-coordinator (pid $COORDINATOR_PID)" \
   "$TMP/second.err" || fail "unexpected message: $(cat "$TMP/second.err")"

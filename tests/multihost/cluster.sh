@@ -180,8 +180,15 @@ cluster_start_coordinator() {
   shift || true
   [[ $TMP != /tmp/* ]] || fail "TMP ($TMP) is under /tmp, which every host has privately"
   rm -f "$TMP/port" "$TMP/coordinator.metrics_port"
+  # The coordinator's certificate names host 0's address, which workers and the CLI dial.
+  if ! grep -qx "${HOST_ADDR[0]}" "$PKI/coordinator.san" 2>/dev/null; then
+    rm -f "$PKI/coordinator.crt"
+    "$CERTS" "$PKI" --coordinator-san "DNS:localhost,IP:127.0.0.1,IP:${HOST_ADDR[0]}" >/dev/null ||
+      fail "tools/certs.sh could not issue the coordinator's certificate"
+    echo "${HOST_ADDR[0]}" >"$PKI/coordinator.san"
+  fi
   (on_exec 0 "$COORDINATOR_BIN" --listen="${HOST_ADDR[0]}:$port" --port_file="$TMP/port" \
-    --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
+    "${COORDINATOR_TLS[@]}" --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
     --state_dir="$TMP/state" --stop_grace=2s --reattach_timeout=20s "$@" \
     2>>"$TMP/coordinator.log") &
   COORDINATOR_PID=$!
@@ -196,8 +203,9 @@ cluster_start_worker() {
   local name=$1 host=$2 slots=$3
   shift 3
   rm -f "$TMP/$name.metrics_port"
+  worker_tls "$name"
   (on_exec "$host" "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$name" \
-    --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
+    "${WORKER_TLS[@]}" --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
     --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log") &
   WORKER_PIDS[$name]=$!
   WORKER_HOST[$name]=$host

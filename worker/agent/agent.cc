@@ -33,7 +33,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
               static_cast<int>(absl::ToInt64Milliseconds(options.backoff.initial)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.backoff.max)));
-  return grpc::CreateCustomChannel(options.coordinator, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(
+      options.coordinator,
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),
+      args);
 }
 
 }  // namespace

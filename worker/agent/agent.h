@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include <grpcpp/grpcpp.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,6 +32,9 @@ namespace baton::worker {
 struct AgentOptions {
   // Coordinator address, HOST:PORT.
   std::string coordinator;
+  // How to reach it: TLS credentials (the cluster CA and this worker's certificate);
+  // null: plaintext.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
   // Register fields.
   std::string worker_id;
   std::string hostname;
