@@ -288,7 +288,8 @@ int Logs(const CommandContext& ctx, const LogsArgs& args) {
       std::string text = line.text();
       if (!text.empty() && text.back() == '\n') text.pop_back();
       if (args.rank < 0) *ctx.out << "[rank " << line.rank() << "] ";
-      *ctx.out << text << "\n";
+      // A job's output must not drive the user's terminal.
+      *ctx.out << (ctx.tty ? NeutraliseControls(text) : text) << "\n";
     }
     ctx.out->flush();
     return reader->Finish();

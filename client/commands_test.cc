@@ -501,6 +501,21 @@ TEST_F(CommandsTest, LogsPrefixRanksAndFollowResumes) {
   EXPECT_EQ(fake_.logs_requests().back().rank(), 1);
 }
 
+TEST_F(CommandsTest, LogsNeutraliseTerminalEscapesOnATerminal) {
+  baton::v1::LogLine line;
+  line.set_seq(1);
+  line.set_text("ok \x1b]0;pwned\x07 \x1b[2J\r\xc2\x9b" "31m\tdone\n");
+  fake_.SetLogs({line}, /*breaks=*/0);
+  ctx_.tty = true;
+  EXPECT_EQ(Logs(ctx_, {"j-000001", 0, false}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "ok ^[]0;pwned^G ^[[2J^M<U+009B>31m\tdone\n");
+  // Piped to a file or another program, the bytes are the job's own.
+  out_.str("");
+  ctx_.tty = false;
+  EXPECT_EQ(Logs(ctx_, {"j-000001", 0, false}), kExitOk);
+  EXPECT_EQ(out_.str(), "ok \x1b]0;pwned\x07 \x1b[2J\r\xc2\x9b" "31m\tdone\n");
+}
+
 TEST_F(CommandsTest, UnreachableCoordinatorIsOneLineWithHint) {
   const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
   Connect(address);

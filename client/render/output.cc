@@ -140,4 +140,28 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, boo
   return json;
 }
 
+std::string NeutraliseControls(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      out.push_back(static_cast<char>(c));
+    } else if (c < 0x20 || c == 0x7f) {
+      out.push_back('^');
+      out.push_back(static_cast<char>(c ^ 0x40));  // ESC -> ^[, DEL -> ^?
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      absl::StrAppend(&out, absl::StrFormat("<U+%04X>", static_cast<unsigned char>(text[++i])));
+    } else if (c >= 0x80 && c <= 0x9f) {
+      // A raw C1 byte (not UTF-8): 8-bit terminals read 0x9b as CSI.
+      absl::StrAppend(&out, absl::StrFormat("<0x%02X>", c));
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
 }  // namespace baton::cli

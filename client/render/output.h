@@ -46,6 +46,11 @@ std::string FormatAge(const google::protobuf::Timestamp& t, absl::Time now);
 // "2024-05-01 12:00:03" in `tz`; "-" if unset.
 std::string FormatTimestamp(const google::protobuf::Timestamp& t, absl::TimeZone tz);
 // A metric value: up to 4 significant digits ("0.3412", "2.303", "1234").
+// `text` made safe to print on a terminal: control characters (C0 but tab, DEL, and the C1
+// range in UTF-8 or as raw bytes) become visible caret or <U+XXXX> notation, so a relayed
+// log line cannot move the cursor, retitle the window or inject terminal escapes.
+std::string NeutraliseControls(absl::string_view text);
+
 std::string FormatMetric(double v);
 // A fraction in [0, 1] as a percentage with one decimal: 0.9781 -> "97.8%".
 std::string FormatPercent(double fraction);
