@@ -4,15 +4,17 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
+#include <vector>
 
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
+#include "coordinator/auth/reflection_gate.h"
 
 namespace baton::coordinator {
 namespace {
@@ -71,7 +73,10 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CoordinatorServer::Prep
                                                        : "");
     return grpc::InsecureServerCredentials();
   }
-  return MakeServerCredentials(options_.security);
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(options_.security));
+  credentials->SetAuthMetadataProcessor(std::make_shared<ReflectionGate>(auth_.get()));
+  return credentials;
 }
 
 absl::Status CoordinatorServer::ReloadTokens() {
@@ -115,8 +120,13 @@ absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> c
                                                         !options_.security.insecure);
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // Reflection (which linking grpc++_reflection adds to every server) only where it can be
+  // limited to authenticated callers: behind ReflectionGate on TLS, or where every caller
+  // is an admin anyway (--insecure without tokens).
+  if (options_.security.insecure && !options_.token_file.empty()) {
+    builder.SetOption(WithoutReflection());
+  }
   builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
   // Above every message the coordinator sends or accepts (common/spec/message_limits.h): a spec
   // too large is an INVALID_ARGUMENT at submit, never a broken worker stream later.
@@ -143,25 +153,22 @@ absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> c
 
 absl::Status CoordinatorServer::ServeHealth() {
   if (options_.health_listen.empty()) return absl::OkStatus();
-  grpc::ServerBuilder builder;  // Only the default health service: nothing else to reach.
-  builder.AddListeningPort(options_.health_listen, grpc::InsecureServerCredentials(),
-                           &health_port_);
-  health_server_ = builder.BuildAndStart();
-  if (health_server_ == nullptr || health_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", options_.health_listen, " (--health_listen)"));
+  absl::StatusOr<std::unique_ptr<HealthPort>> port = HealthPort::Start(options_.health_listen);
+  if (!port.ok()) {
+    return absl::Status(port.status().code(),
+                        absl::StrCat(port.status().message(), " (--health_listen)"));
   }
+  health_port_ = *std::move(port);
   return absl::OkStatus();
 }
 
 void CoordinatorServer::SetHealth(const std::string& service, bool serving) {
-  for (grpc::Server* server : {server_.get(), health_server_.get()}) {
-    if (server == nullptr) continue;
-    if (service.empty()) {
-      server->GetHealthCheckService()->SetServingStatus(serving);  // every service
-    } else {
-      server->GetHealthCheckService()->SetServingStatus(service, serving);
-    }
+  if (health_port_ != nullptr) health_port_->Set(service, serving);
+  if (server_ == nullptr) return;
+  if (service.empty()) {
+    server_->GetHealthCheckService()->SetServingStatus(serving);  // every service
+  } else {
+    server_->GetHealthCheckService()->SetServingStatus(service, serving);
   }
 }
 
@@ -189,11 +196,7 @@ void CoordinatorServer::ServeMetrics() {
 
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   exposer_.reset();  // No scrape reaches the loop after this.
-  if (health_server_ != nullptr) {
-    health_server_->GetHealthCheckService()->Shutdown();
-    health_server_->Shutdown();
-    health_server_.reset();
-  }
+  health_port_.reset();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +

@@ -18,6 +18,7 @@
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
+#include "coordinator/server/health_port.h"
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/path_checker.h"
 #include "coordinator/server/services.h"
@@ -87,7 +88,7 @@ class CoordinatorServer {
   // The bound gRPC port (after Start).
   int port() const { return port_; }
   // The bound health_listen port (after Start); 0 if none.
-  int health_port() const { return health_port_; }
+  int health_port() const { return health_port_ == nullptr ? 0 : health_port_->port(); }
   // The bound metrics port (after Start); 0 if metrics are not served.
   int metrics_port() const { return metrics_port_; }
   // Closures waiting on the event loop (EventLoop::queued). Thread-safe.
@@ -129,11 +130,10 @@ class CoordinatorServer {
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<grpc::Server> health_server_;  // health_listen; null if none
+  std::unique_ptr<HealthPort> health_port_;  // health_listen; null if none
   std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
   int port_ = 0;
   int metrics_port_ = 0;
-  int health_port_ = 0;
   std::atomic<bool> halted_{false};
 };
 

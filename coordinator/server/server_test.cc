@@ -4,7 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,6 +16,7 @@
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/protocol_version.h"
@@ -554,6 +558,99 @@ TEST_F(ServerTest, ScriptedWorkerRunsJobWhileClientWatches) {
 
   stream->WritesDone();
   wctx.TryCancel();
+}
+
+// The status of a unary call of `method` (generic: empty request bytes), with `token` as
+// bearer token unless empty.
+grpc::Status CallStatus(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                        const std::string& token) {
+  grpc::GenericStub generic(channel);
+  grpc::Slice empty("");
+  grpc::ByteBuffer req(&empty, 1), resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
+  grpc::Status status;
+  absl::Notification done;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+    status = s;
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(ss.str()));
+}
+
+// The coordinator as deployed: TLS from a CA made by tools/certs.sh, users' tokens.
+class TlsServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pki_ = std::string(getenv("TEST_TMPDIR")) + "/pki";
+    const std::string certs = std::string(getenv("TEST_SRCDIR")) + "/baton/tools/certs.sh";
+    ASSERT_EQ(std::system((certs + " " + pki_ + " --user root:admin --user vic:viewer "
+                           ">/dev/null").c_str()),
+              0);
+    ServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.health_listen = "127.0.0.1:0";
+    options.state_dir = std::string(getenv("TEST_TMPDIR")) + "/state";
+    options.security.tls = {pki_ + "/ca.crt", pki_ + "/coordinator.crt", pki_ + "/coordinator.key"};
+    options.token_file = pki_ + "/tokens";
+    server_ = std::make_unique<CoordinatorServer>(options, RealClock::Get());
+    ASSERT_OK(server_->Start());
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = ReadText(pki_ + "/ca.crt") + "\n";
+    channel_ = grpc::CreateChannel(absl::StrCat("localhost:", server_->port()),
+                                   grpc::SslCredentials(tls));
+  }
+
+  std::string pki_;
+  std::unique_ptr<CoordinatorServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(TlsServerTest, EveryUserCallNeedsAToken) {
+  const std::string root = ReadText(pki_ + "/users/root.token");
+  for (const char* method : {"/baton.v1.JobService/ListJobs", "/baton.v1.JobService/GetJob",
+                             "/baton.v1.JobService/SubmitJob", "/baton.v1.JobService/CancelJob",
+                             "/baton.v1.ClusterService/ListWorkers"}) {
+    EXPECT_EQ(CallStatus(channel_, method, "").error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << method;
+    EXPECT_EQ(CallStatus(channel_, method, "forged").error_code(),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << method;
+  }
+  EXPECT_TRUE(CallStatus(channel_, "/baton.v1.JobService/ListJobs", root).ok());
+  // Health stays open, on the TLS port and on the probes' plaintext port.
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->health_port()),
+                                            grpc::InsecureChannelCredentials()),
+                        "baton.v1.JobService"),
+            std::string("\x08\x01", 2));
+}
+
+TEST_F(TlsServerTest, ReflectionOnlyForAuthenticatedCallers) {
+  const std::string method = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo";
+  grpc::Status anonymous = CallStatus(channel_, method, "");
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+      << anonymous.error_message();
+  EXPECT_THAT(anonymous.error_message(), HasSubstr("server reflection needs a valid bearer"));
+  EXPECT_EQ(CallStatus(channel_, method, "forged").error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::Status viewer = CallStatus(channel_, method, ReadText(pki_ + "/users/vic.token"));
+  EXPECT_TRUE(viewer.ok()) << viewer.error_code() << " " << viewer.error_message();
+  // The probes' plaintext port serves health only.
+  EXPECT_EQ(CallStatus(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->health_port()),
+                                           grpc::InsecureChannelCredentials()),
+                       method, "")
+                .error_code(),
+            grpc::StatusCode::UNIMPLEMENTED);
 }
 
 }  // namespace

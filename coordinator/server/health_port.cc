@@ -1,0 +1,152 @@
+#include "coordinator/server/health_port.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::coordinator {
+namespace {
+
+constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
+
+// HealthCheckRequest { string service = 1; } from its wire bytes; false if malformed.
+bool DecodeService(const std::string& bytes, std::string* service) {
+  service->clear();
+  size_t i = 0;
+  while (i < bytes.size()) {
+    const unsigned char tag = static_cast<unsigned char>(bytes[i++]);
+    if (tag != 0x0a || i >= bytes.size()) return false;  // only field 1, length-delimited
+    size_t len = 0;
+    for (int shift = 0;; shift += 7) {
+      if (i >= bytes.size() || shift > 28) return false;
+      const unsigned char b = static_cast<unsigned char>(bytes[i++]);
+      len |= static_cast<size_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) break;
+    }
+    if (len > bytes.size() - i) return false;
+    *service = bytes.substr(i, len);
+    i += len;
+  }
+  return true;
+}
+
+std::string ToString(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (!buffer.Dump(&slices).ok()) return out;
+  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  return out;
+}
+
+class RemoveReflection final : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name() == "proto_server_reflection";
+                                  }),
+                   plugins->end());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::ServerBuilderOption> WithoutReflection() {
+  return std::make_unique<RemoveReflection>();
+}
+
+class HealthPort::Service final : public grpc::CallbackGenericService {
+ public:
+  explicit Service(const HealthPort* port) : port_(port) {}
+
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
+    return new Call(port_, ctx->method() == kCheckMethod);
+  }
+
+ private:
+  // One call: Check reads one request and answers; any other method is UNIMPLEMENTED.
+  class Call final : public grpc::ServerGenericBidiReactor {
+   public:
+    Call(const HealthPort* port, bool check) : port_(port) {
+      if (check) {
+        StartRead(&request_);
+      } else {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this port serves health only"));
+      }
+    }
+    void OnReadDone(bool ok) override {
+      std::string service;
+      if (!ok || !DecodeService(ToString(request_), &service)) {
+        Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad HealthCheckRequest"));
+        return;
+      }
+      const int status = port_->Status(service);
+      if (status < 0) {
+        Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("unknown service ", service)));
+        return;
+      }
+      response_bytes_ = std::string("\x08", 1) + static_cast<char>(status);
+      grpc::Slice slice(response_bytes_);
+      response_ = grpc::ByteBuffer(&slice, 1);
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    const HealthPort* const port_;
+    grpc::ByteBuffer request_;
+    std::string response_bytes_;
+    grpc::ByteBuffer response_;
+  };
+
+  const HealthPort* const port_;
+};
+
+absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string& address) {
+  std::unique_ptr<HealthPort> port(new HealthPort());
+  port->service_ = std::make_unique<Service>(port.get());
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port->port_);
+  builder.RegisterCallbackGenericService(port->service_.get());
+  // Nothing but Check: not gRPC's default health service (which the main server enables
+  // process-wide), not reflection.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.SetOption(WithoutReflection());
+  port->server_ = builder.BuildAndStart();
+  if (port->server_ == nullptr || port->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return port;
+}
+
+HealthPort::~HealthPort() { Shutdown(); }
+
+void HealthPort::Shutdown() {
+  if (server_ == nullptr) return;
+  server_->Shutdown();
+  server_->Wait();
+  server_.reset();
+}
+
+void HealthPort::Set(const std::string& service, bool serving) {
+  absl::MutexLock lock(&mu_);
+  if (service.empty()) {
+    for (auto& [name, value] : serving_) value = serving;
+  } else {
+    serving_[service] = serving;
+  }
+}
+
+int HealthPort::Status(const std::string& service) const {
+  absl::MutexLock lock(&mu_);
+  auto it = serving_.find(service);
+  if (it == serving_.end()) return -1;
+  return it->second ? 1 : 2;
+}
+
+}  // namespace baton::coordinator
