@@ -52,6 +52,24 @@ def main(rendered, coordinator_help, worker_help):
     want = "%s:%d" % (service["metadata"]["name"], port)
     if wargs.get("coordinator") != want:
         errors.append("worker dials %s, want %s" % (wargs.get("coordinator"), want))
+    # TLS material and tokens come from mounted volumes (Secrets, the csi driver).
+    for name, c, a in [("baton-coordinator", coord, args), ("baton-worker", worker, wargs)]:
+        mounted = [m["mountPath"] for m in c.get("volumeMounts", [])]
+        for flag in ("tls_cert", "tls_key", "ca", "token_file"):
+            if flag not in a:
+                if flag != "token_file" or name == "baton-coordinator":
+                    errors.append("%s: no --%s (TLS is required)" % (name, flag))
+                continue
+            if a[flag].rsplit("/", 1)[0] not in mounted:
+                errors.append("%s: --%s=%s is not on a mounted volume" % (name, flag, a[flag]))
+        if "insecure" in a:
+            errors.append("%s: --insecure in a cluster manifest" % name)
+    # Probes speak plaintext: they must use the health-only port, not the TLS one.
+    health = args.get("health_listen", "")
+    for probe in ("readinessProbe", "livenessProbe"):
+        port = coord.get(probe, {}).get("grpc", {}).get("port")
+        if not health.endswith(":%s" % port):
+            errors.append("coordinator %s probes port %s, --health_listen is %s" % (probe, port, health))
     if errors:
         sys.exit("FAIL: " + "; ".join(errors))
     print("PASS: %d objects; flags and wiring consistent" % len(docs))
