@@ -213,6 +213,7 @@ std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone 
   std::vector<std::pair<std::string, std::string>> head = {
       {"Job", job.id()},
       {"Name", OrDash(spec.name())},
+      {"Owner", OrDash(job.owner())},
       {"State", JobStateName(job.state())},
       {"Message", OrDash(job.message())},
       {"Generation", absl::StrCat(job.generation())},

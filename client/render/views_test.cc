@@ -115,6 +115,7 @@ TEST(ViewsTest, Describe) {
   job.set_master_addr("10.0.0.5");
   job.set_master_port(29500);
   job.set_message("training");
+  job.set_owner("alice");
   auto* e = job.add_events();
   *e->mutable_time() = ToProto(kNow - absl::Minutes(5));
   e->set_to_state(baton::v1::JOB_STATE_QUEUED);
@@ -122,6 +123,7 @@ TEST(ViewsTest, Describe) {
   e->set_message("queued");
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
   EXPECT_THAT(text, HasSubstr("Job:         j-000007\n"));
+  EXPECT_THAT(text, HasSubstr("Owner:       alice\n"));
   EXPECT_THAT(text, HasSubstr("Master:      10.0.0.5:29500\n"));
   EXPECT_THAT(text, HasSubstr("Created:     2024-05-01 11:55:00 (5m ago)\n"));
   EXPECT_THAT(text, HasSubstr("  workers:  2-4 x 1 slot\n"));
