@@ -42,4 +42,27 @@ absl::Status CheckMessageLimits(const baton::v1::JobSpec& spec) {
   return absl::OkStatus();
 }
 
+absl::Status CheckMessageLimits(const baton::v1::WorkerMessage& msg) {
+  if (msg.has_logs() && msg.logs().lines_size() > kMaxReportEntries) {
+    return TooLarge("logs.lines", msg.logs().lines_size(), kMaxReportEntries, "lines");
+  }
+  if (!msg.has_metrics()) return absl::OkStatus();
+  const baton::v1::MetricsReport& m = msg.metrics();
+  if (m.points_size() > kMaxReportEntries) {
+    return TooLarge("metrics.points", m.points_size(), kMaxReportEntries, "points");
+  }
+  for (const baton::v1::MetricPoint& p : m.points()) {
+    if (p.values_size() > kMaxPointValues) {
+      return TooLarge("metrics.points.values", p.values_size(), kMaxPointValues, "values");
+    }
+    for (const auto& [name, value] : p.values()) {
+      if (static_cast<int64_t>(name.size()) > kMaxMetricNameBytes) {
+        return TooLarge("metrics.points.values name", static_cast<int64_t>(name.size()),
+                        kMaxMetricNameBytes, "bytes");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace baton

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/worker_service.pb.h"
 
 namespace baton {
 
@@ -23,6 +24,11 @@ inline constexpr int64_t kMaxArgBytes = 32 << 10;
 // One LogLine.text; the worker cuts longer lines ("[line truncated]") and the coordinator
 // cuts anything longer it is sent.
 inline constexpr int64_t kMaxLogLineBytes = 64 << 10;
+// What one worker message may carry: points or lines per MetricsReport/LogsReport (the
+// worker batches at most 100), values per MetricPoint, bytes of a value's name.
+inline constexpr int kMaxReportEntries = 1000;
+inline constexpr int kMaxPointValues = 64;
+inline constexpr int64_t kMaxMetricNameBytes = 128;
 // gRPC's limit on one message, both directions, on every channel and server. Larger than
 // anything Baton sends: a StartAssignment carries one spec (<= kMaxJobSpecBytes) and a
 // bounded peer list; Job replies carry a bounded event history.
@@ -34,5 +40,9 @@ static_assert(kMaxGrpcMessageBytes >= 4 * kMaxJobSpecBytes,
 // INVALID_ARGUMENT naming the field and the limit if `spec` exceeds one of the limits
 // above; OK otherwise.
 absl::Status CheckMessageLimits(const baton::v1::JobSpec& spec);
+
+// INVALID_ARGUMENT naming the field and the limit if a worker's report exceeds one of the
+// limits above (no well-behaved worker sends such a message); OK otherwise.
+absl::Status CheckMessageLimits(const baton::v1::WorkerMessage& msg);
 
 }  // namespace baton

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/protocol_version.h"
+#include "common/spec/message_limits.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/testing/fake_clock.h"
@@ -428,6 +429,34 @@ TEST_F(ServerTest, WorkerMustRegisterFirst) {
   grpc::Status s = stream->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("Register"));
+}
+
+// A peer sending more than any worker does (here 1001 metric points in one report) is cut
+// off with INVALID_ARGUMENT naming the limit, and its session ends with the stream.
+TEST_F(ServerTest, AnOversizedReportEndsTheWorkersSession) {
+  grpc::ClientContext wctx;
+  auto stream = workers_->Connect(&wctx);
+  baton::v1::WorkerMessage reg;
+  reg.mutable_register_()->set_worker_id("w-big");
+  reg.mutable_register_()->mutable_resources()->set_slots(1);
+  reg.mutable_register_()->set_protocol_version(kProtocolVersion);
+  ASSERT_TRUE(stream->Write(reg));
+  baton::v1::CoordinatorMessage in;
+  ASSERT_TRUE(stream->Read(&in));
+  baton::v1::WorkerMessage big;
+  for (int i = 0; i <= kMaxReportEntries; ++i) big.mutable_metrics()->add_points();
+  ASSERT_TRUE(stream->Write(big));
+  while (stream->Read(&in)) {
+  }
+  grpc::Status s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("metrics.points: 1001 points is too large"));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(Deadline());
+  baton::v1::ListWorkersResponse workers;
+  ASSERT_TRUE(cluster_->ListWorkers(&ctx, {}, &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_NE(workers.workers(0).state(), baton::v1::WORKER_STATE_READY);
 }
 
 // A scripted worker runs a job end to end over the real WorkerService stream while a

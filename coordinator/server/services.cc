@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/grpc_status.h"
+#include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 #include "coordinator/auth/peer_identity.h"
 #include "coordinator/server/write_queue.h"
@@ -178,14 +179,16 @@ class WorkerStream final : public WorkerReactor {
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      loop_->Post([c = coordinator_, s = session_] {
-        if (s->id != 0) c->OnWorkerDisconnected(s->worker_id, s->id);
-      });
-      queue_->Finish(absl::OkStatus());
+      EndSession(absl::OkStatus());
       return;
     }
     baton::v1::WorkerMessage msg = std::move(in_);
     in_.Clear();
+    // A peer that sends more than any worker does is cut off before its report costs more.
+    if (absl::Status s = CheckMessageLimits(msg); !s.ok()) {
+      EndSession(s);
+      return;
+    }
     if (!first_seen_) {
       first_seen_ = true;
       if (!msg.has_register_()) {
@@ -236,6 +239,15 @@ class WorkerStream final : public WorkerReactor {
   }
 
  private:
+  // The worker's session ends (once registered: the coordinator counts it disconnected),
+  // then the stream, with `status`.
+  void EndSession(const absl::Status& status) {
+    loop_->Post([c = coordinator_, s = session_] {
+      if (s->id != 0) c->OnWorkerDisconnected(s->worker_id, s->id);
+    });
+    queue_->Finish(status);
+  }
+
   // Lets a deferred read re-arm find out whether the stream still exists.
   struct Rearm {
     absl::Mutex mu;
