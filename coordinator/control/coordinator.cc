@@ -271,6 +271,17 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
   }
 }
 
+namespace {
+
+bool RunsRank(const baton::v1::Job& job, const std::string& worker_id, int32_t rank) {
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (r.rank() == rank) return r.worker_id() == worker_id;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
   absl::StatusOr<JobState> state = jobs_->State(m.job_id());
   if (!state.ok()) return;
@@ -280,6 +291,13 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   int rejected_count = 0;
   for (const baton::v1::MetricPoint& p : m.points()) {
     absl::Status s = CheckGeneration(job, p.generation());
+    // A worker speaks for its own ranks only: another's metrics would steer stall
+    // detection, goodput and the job's result.
+    if (s.ok() && !RunsRank(job, worker_id, p.rank())) {
+      s = absl::PermissionDeniedError(
+          absl::StrCat("rank ", p.rank(), " of generation ", p.generation(),
+                       " does not run on worker ", worker_id));
+    }
     if (s.ok()) {
       points.push_back(p);
     } else {

@@ -250,6 +250,19 @@ TEST_F(CoordinatorTest, GangWaitsForMinWorkersThenRendezvousAndRuns) {
                                                "RankExited", "Completed"}));
 }
 
+// A worker speaks only for its own ranks: w1 cannot report rank 1 (on w2), so the step it
+// claims never becomes the generation's progress.
+TEST_F(CoordinatorTest, AWorkerCannotReportAnotherWorkersRank) {
+  const std::string id = RunningJob();
+  clock_.Advance(absl::Seconds(1));
+  Metric("w2", id, 1, 1, 50);
+  Metric("w1", id, 1, 1, 999);  // forged
+  Exited("w2", id, 1, 1, 3, /*signal=*/0, clock_.Now());
+  baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.restarts().failures_size(), 1);
+  EXPECT_EQ(job.restarts().failures(0).step(), 50);
+}
+
 TEST_F(CoordinatorTest, FailedRankRestartsAsNextGenerationAfterBackoff) {
   const std::string id = RunningJob();
   clock_.Advance(absl::Seconds(1));
