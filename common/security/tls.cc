@@ -29,6 +29,16 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& 
   return ss.str();
 }
 
+// This end's key and certificate chain (--tls_key, --tls_cert).
+absl::StatusOr<grpc::SslServerCredentialsOptions::PemKeyCertPair> ReadKeyPair(
+    const TlsFiles& files) {
+  auto key = ReadPem(files.key, "--tls_key");
+  if (!key.ok()) return key.status();
+  auto cert = ReadPem(files.cert, "--tls_cert");
+  if (!cert.ok()) return cert.status();
+  return grpc::SslServerCredentialsOptions::PemKeyCertPair{*std::move(key), *std::move(cert)};
+}
+
 absl::Status NeedsTls(const TransportSecurity& security) {
   if (security.insecure) {
     return absl::InvalidArgumentError("TLS credentials asked for with --insecure set");
@@ -50,14 +60,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
   grpc::SslServerCredentialsOptions options(
       files.ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                        : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
-  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
-  auto key = ReadPem(files.key, "--tls_key");
-  if (!key.ok()) return key.status();
-  auto cert = ReadPem(files.cert, "--tls_cert");
-  if (!cert.ok()) return cert.status();
-  pair.private_key = *std::move(key);
-  pair.cert_chain = *std::move(cert);
-  options.pem_key_cert_pairs.push_back(std::move(pair));
+  auto pair = ReadKeyPair(files);
+  if (!pair.ok()) return pair.status();
+  options.pem_key_cert_pairs.push_back(*std::move(pair));
   if (!files.ca.empty()) {
     auto ca = ReadPem(files.ca, "--ca");
     if (!ca.ok()) return ca.status();
@@ -84,12 +89,10 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   if (!ca.ok()) return ca.status();
   options.pem_root_certs = *std::move(ca);
   if (!files.cert.empty()) {
-    auto key = ReadPem(files.key, "--tls_key");
-    if (!key.ok()) return key.status();
-    auto cert = ReadPem(files.cert, "--tls_cert");
-    if (!cert.ok()) return cert.status();
-    options.pem_private_key = *std::move(key);
-    options.pem_cert_chain = *std::move(cert);
+    auto pair = ReadKeyPair(files);
+    if (!pair.ok()) return pair.status();
+    options.pem_private_key = std::move(pair->private_key);
+    options.pem_cert_chain = std::move(pair->cert_chain);
   }
   return grpc::SslCredentials(options);
 }
