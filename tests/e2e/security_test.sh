@@ -5,6 +5,7 @@
 #    values; an admin can do both; every job records its owner;
 #  - a worker without a CA-signed certificate cannot connect; a worker with a valid
 #    certificate cannot register under another worker's id (nor replace its session);
+#  - a token removed from the token file stops working on SIGHUP;
 #  - plaintext (--insecure) is refused on a non-loopback address, on both ends.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
@@ -79,7 +80,16 @@ workers=$(as vic workers -o json | json_get '",".join(sorted(w["id"] for w in d.
 [[ $(as vic workers -o json | json_get '[w["state"] for w in d["workers"]][0]') == WORKER_STATE_READY ]] ||
   fail "the real w1 lost its session"
 
-# 4. Plaintext only on loopback, on both ends.
+# 4. Revocation: drop alice's line from the token file and send SIGHUP; her token stops
+# working, the others' do not.
+grep -v " alice " "$PKI/tokens" >"$PKI/tokens.new" && mv "$PKI/tokens.new" "$PKI/tokens"
+kill -HUP "$COORDINATOR_PID"
+alice_refused() { ! as alice jobs >/dev/null 2>&1; }
+wait_for 30 alice_refused
+as bob jobs >/dev/null || fail "bob's token stopped working after the reload"
+alive "$COORDINATOR_PID" || fail "SIGHUP stopped the coordinator"
+
+# 5. Plaintext only on loopback, on both ends.
 rc=0
 "$COORDINATOR_BIN" --insecure --listen=0.0.0.0:0 --state_dir="$TMP/s2" 2>"$TMP/insecure.err" || rc=$?
 ((rc != 0)) && grep -q "only allowed on loopback" "$TMP/insecure.err" ||
