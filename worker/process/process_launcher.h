@@ -32,7 +32,8 @@ class Process {
   virtual int exit_fd() const = 0;
 
   // Non-blocking. Returns the exit status once the process exited and every other member of
-  // its process group was killed; nullopt while it runs. Returns the exit once; later calls
+  // its process group, and every process it left behind outside it, was killed and reaped;
+  // nullopt while it runs. Returns the exit once; later calls
   // return nullopt.
   virtual std::optional<baton::v1::ProcessExit> TryCollectExit() = 0;
 };
