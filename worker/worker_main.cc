@@ -49,6 +49,13 @@ ABSL_FLAG(std::string, coordinator, "localhost:7070",
 ABSL_FLAG(std::string, work_dir, "./baton-worker",
           "Directory for this worker's state (worker_id) and the ranks' directories "
           "(jobs/<job>/gen-<g>/rank-<r>/ with stdout.log and stderr.log). Created if missing.");
+ABSL_FLAG(std::vector<std::string>, allowed_paths, {},
+          "Comma-separated absolute directories a job's checkpoint_dir, command.working_dir, "
+          "trainer.data_dir and trainer.sample_log may lie under (e.g. a shared checkpoint "
+          "file system), besides the job's own directory <work_dir>/jobs/<job>, which is "
+          "always allowed. Paths are resolved on this machine (symlinks followed, '..' "
+          "applied); anything else fails the job with PathNotAllowed. Under --work_dir a "
+          "job may only use its own directory.");
 ABSL_FLAG(int, slots, 0,
           "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
           "GPU, or 1 without GPUs.");
@@ -187,6 +194,12 @@ struct Self {
 
 absl::StatusOr<Self> DiscoverSelf() {
   Self self;
+  for (const std::string& root : absl::GetFlag(FLAGS_allowed_paths)) {
+    if (root.empty() || root[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allowed_paths: \"", root, "\" is not an absolute path"));
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(absl::GetFlag(FLAGS_work_dir), ec);
   self.work_dir = std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
@@ -216,6 +229,7 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   SupervisorOptions options;
   options.work_dir = self.work_dir;
   options.trainer_path = self.trainer;
+  options.allowed_paths = absl::GetFlag(FLAGS_allowed_paths);
   for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
   // resolve the hostname, often to a loopback address that no peer can dial).

@@ -73,15 +73,7 @@ absl::Status CoordinatorServer::OpenState() {
 }
 
 absl::Status CoordinatorServer::Serve() {
-  // Validation first (cheap, and its errors read better than a path's), then the paths.
-  path_checker_ = std::make_unique<PathChecker>(
-      [paths = options_.check_spec_paths](const baton::v1::JobSpec& spec) -> absl::Status {
-        const baton::v1::JobSpec with_defaults = WithDefaults(spec);
-        if (absl::Status s = ValidateJobSpec(with_defaults); !s.ok()) return s;
-        return paths(with_defaults);
-      });
-  job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get(),
-                                                  path_checker_.get());
+  job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get());
   cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get());
   worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get());
 
@@ -142,7 +134,6 @@ void CoordinatorServer::Shutdown(absl::Duration grace) {
     server_->Wait();
     server_.reset();
   }
-  path_checker_.reset();  // no check's callback reaches the loop after this
   if (loop_ != nullptr) loop_->Stop();
 }
 

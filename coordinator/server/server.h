@@ -16,7 +16,6 @@
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
 #include "coordinator/server/metrics.h"
-#include "coordinator/server/path_checker.h"
 #include "coordinator/server/services.h"
 #include "coordinator/store/state_dir_lock.h"
 #include "coordinator/store/store.h"
@@ -39,9 +38,6 @@ struct ServerOptions {
   CoordinatorOptions coordinator;
   LeaseOptions lease;
   RetentionOptions retention;
-  // The file system checks of a submitted spec's paths, run off the event loop after the
-  // spec validated (default: CheckJobSpecPaths, on the coordinator's file system).
-  std::function<absl::Status(const baton::v1::JobSpec&)> check_spec_paths = &CheckJobSpecPaths;
   // Opens the state store at a path (default: Store::Open, SQLite).
   std::function<absl::StatusOr<std::unique_ptr<Store>>(const std::string& path)> open_store =
       &Store::Open;
@@ -100,7 +96,6 @@ class CoordinatorServer {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<EventLoop> loop_;
   std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
-  std::unique_ptr<PathChecker> path_checker_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

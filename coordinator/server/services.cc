@@ -229,16 +229,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
                                                     const baton::v1::SubmitJobRequest* req,
                                                     baton::v1::SubmitJobResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto checked = [this, ctx, req, resp, reactor](absl::Status paths) {
-    loop_->Post([this, ctx, req, resp, reactor, paths] {
-      reactor->Finish(ToGrpcStatus(paths.ok() ? Submit(ctx, req, resp) : paths));
-    });
-  };
-  if (!checker_->Check(req->spec(), std::move(checked))) {
-    reactor->Finish(ToGrpcStatus(absl::UnavailableError(
-        "too many submits are waiting for the file system checks of their paths (is a "
-        "mount hung?); retry later")));
-  }
+  loop_->Post([this, ctx, req, resp, reactor] {
+    reactor->Finish(ToGrpcStatus(Submit(ctx, req, resp)));
+  });
   return reactor;
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/time/proto_time.h"
+#include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/supervisor/trainer_args.h"
@@ -159,6 +160,18 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   if (!lease_expired.empty()) {
     listener_->OnReportsPending();
     return absl::UnavailableError(lease_expired);
+  }
+
+  // The spec's paths, resolved on this machine (may block on a mount: without the lock).
+  if (absl::Status paths = CheckJobPaths(request.spec(), job_id,
+                                         PathPolicy{options_.work_dir, options_.allowed_paths});
+      !paths.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      FailLocked(assignments_.at(key), "PathNotAllowed", std::string(paths.message()));
+    }
+    listener_->OnReportsPending();
+    return paths;
   }
 
   // Spawn without the lock, in rank order, until one fails.

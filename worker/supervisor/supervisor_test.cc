@@ -121,6 +121,7 @@ class SupervisorFakeTest : public ::testing::Test {
     o.work_dir = dir_;
     o.trainer_path = "/opt/baton/baton-trainer";
     o.base_env = {"PATH=/bin", "HOME=/home/w"};
+    o.allowed_paths = {"/srv/code"};
     o.default_stop_grace = absl::Seconds(10);
     o.max_line_bytes = 64;
     supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
@@ -190,6 +191,21 @@ TEST_F(SupervisorFakeTest, TrainerArgvAndExplicitWorkingDir) {
   b.mutable_spec()->mutable_command()->set_working_dir("/srv/code");
   ASSERT_OK(supervisor_->StartAssignment(b));
   EXPECT_EQ(launcher_.requests()[1].working_dir, "/srv/code");
+}
+
+TEST_F(SupervisorFakeTest, APathOutsideTheAllowedOnesFailsTheAssignmentWithoutLaunching) {
+  baton::v1::StartAssignment a = Assignment("j-4", 1, 2, {"./run.sh"});
+  a.mutable_spec()->set_checkpoint_dir(dir_ + "/jobs/j-5/ckpt");  // Another job's.
+  ASSERT_OK(supervisor_->StartAssignment(a));  // Accepted; its launch fails.
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "PathNotAllowed");
+  EXPECT_THAT(reports.failed[0].message(),
+              ::testing::AllOf(HasSubstr("checkpoint_dir: " + dir_ + "/jobs/j-5/ckpt"),
+                               HasSubstr("not under an allowed path")));
+  EXPECT_EQ(supervisor_->GetRankState("j-4", 1, 0), RankState::kExited);
+  EXPECT_EQ(supervisor_->GetRankState("j-4", 1, 1), RankState::kExited);
 }
 
 TEST_F(SupervisorFakeTest, RejectsMalformedRequests) {
