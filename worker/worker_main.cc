@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/metrics_http.h"
 #include "common/port_file.h"
 #include "common/protocol_version.h"
@@ -200,8 +201,8 @@ absl::StatusOr<Self> DiscoverSelf() {
           absl::StrCat("--allowed_paths: \"", root, "\" is not an absolute path"));
     }
   }
+  RETURN_IF_ERROR(MakePrivateDirs(absl::GetFlag(FLAGS_work_dir)));  // 0700 if created.
   std::error_code ec;
-  std::filesystem::create_directories(absl::GetFlag(FLAGS_work_dir), ec);
   self.work_dir = std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
   if (ec) {
     return absl::FailedPreconditionError(

@@ -11,25 +11,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 
 namespace baton::coordinator {
 namespace {
-
-absl::Status MakeDirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      partial = path.substr(0, i);
-      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot create state directory ", partial, ": ", std::strerror(errno)));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -53,7 +40,8 @@ absl::Status CoordinatorServer::Start() {
 }
 
 absl::Status CoordinatorServer::OpenState() {
-  RETURN_IF_ERROR(MakeDirs(options_.state_dir));
+  // The state directory and the database hold every job's spec, env included: 0700/0600.
+  RETURN_IF_ERROR(MakePrivateDirs(options_.state_dir));
   ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                    options_.open_store(options_.state_dir + "/coordinator.db"));

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/time/proto_time.h"
 #include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/rank_env.h"
@@ -49,8 +50,10 @@ absl::Status ValidateRequest(const baton::v1::StartAssignment& request) {
   return absl::OkStatus();
 }
 
+// A rank's log: 0600, never opened through a symlink (a job cannot make the worker append
+// to a file of its choosing).
 UniqueFd OpenLog(const std::string& path) {
-  return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  return UniqueFd(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
 }
 
 }  // namespace
@@ -258,10 +261,9 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
   const std::string rank_dir =
       absl::StrCat(job_dir, "/gen-", request.generation(), "/rank-", rank.rank());
-  std::error_code ec;
-  std::filesystem::create_directories(rank_dir, ec);
-  if (ec) {
-    out.status = absl::InternalError(absl::StrCat("mkdir ", rank_dir, ": ", ec.message()));
+  // Created 0700: <work_dir>/jobs, the job's directory and its rank directories.
+  if (absl::Status made = MakePrivateDirs(rank_dir); !made.ok()) {
+    out.status = absl::InternalError(made.message());
     return out;
   }
   out.stdout_log = OpenLog(rank_dir + "/stdout.log");
@@ -279,7 +281,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     std::string checkpoint_dir = spec.checkpoint_dir();
     if (checkpoint_dir.empty()) {
       checkpoint_dir = job_dir + "/ckpt";
-      std::filesystem::create_directories(checkpoint_dir, ec);
+      (void)MakePrivateDirs(checkpoint_dir);  // The trainer reports it if it cannot.
     }
     launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
   } else if (spec.has_command()) {

@@ -2,6 +2,7 @@
 #include "worker/supervisor/supervisor.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <thread>
@@ -172,6 +173,34 @@ TEST_F(SupervisorFakeTest, CommandLaunchRequestsAndRankDirectories) {
     EXPECT_EQ(EnvValue(requests[r].env, "NCCL_DEBUG"), "INFO");
     EXPECT_EQ(EnvValue(requests[r].env, "HOME"), "/home/w");
   }
+}
+
+// A job's directories and logs are the worker's alone (0700/0600) whatever the umask, and a
+// log planted as a symlink is not appended to.
+TEST_F(SupervisorFakeTest, JobDirectoriesAndLogsArePrivate) {
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 07777u;
+  };
+  const std::string victim = dir_ + "/victim";
+  std::filesystem::create_directories(dir_ + "/jobs/j-9/gen-1/rank-0");
+  ASSERT_EQ(::symlink(victim.c_str(), (dir_ + "/jobs/j-9/gen-1/rank-0/stdout.log").c_str()), 0);
+  const mode_t old_umask = ::umask(0);
+  baton::v1::StartAssignment a = Assignment("j-8", 1, 1, {"python"});
+  ASSERT_OK(supervisor_->StartAssignment(a));
+  baton::v1::StartAssignment b = Assignment("j-9", 1, 1, {"python"});
+  ASSERT_OK(supervisor_->StartAssignment(b));
+  ::umask(old_umask);
+  for (const char* d : {"/jobs/j-8", "/jobs/j-8/gen-1", "/jobs/j-8/gen-1/rank-0"}) {
+    EXPECT_EQ(mode(dir_ + d), 0700u) << d;
+  }
+  EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stdout.log"), 0600u);
+  EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stderr.log"), 0600u);
+  EXPECT_FALSE(std::filesystem::exists(victim));
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].job_id(), "j-9");
+  EXPECT_EQ(reports.failed[0].reason(), "LaunchFailed");
 }
 
 TEST_F(SupervisorFakeTest, TrainerArgvAndExplicitWorkingDir) {
