@@ -57,6 +57,11 @@ ABSL_FLAG(std::vector<std::string>, allowed_paths, {},
           "always allowed. Paths are resolved on this machine (symlinks followed, '..' "
           "applied); anything else fails the job with PathNotAllowed. Under --work_dir a "
           "job may only use its own directory.");
+ABSL_FLAG(bool, confine_ranks, true,
+          "Confine every rank started by fork/exec with Landlock (Linux >= 5.13): it cannot "
+          "read or write --work_dir (other jobs' directories, the worker's files) or the "
+          "--allowed_paths roots, except its own job directory and the paths its spec names. "
+          "Without Landlock in the kernel ranks run unconfined (logged once).");
 ABSL_FLAG(int, slots, 0,
           "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
           "GPU, or 1 without GPUs.");
@@ -231,6 +236,7 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   options.work_dir = self.work_dir;
   options.trainer_path = self.trainer;
   options.allowed_paths = absl::GetFlag(FLAGS_allowed_paths);
+  options.confine_ranks = absl::GetFlag(FLAGS_confine_ranks);
   for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
   // resolve the hostname, often to a loopback address that no peer can dial).

@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "worker/process/fs_isolation.h"
 #include "worker/process/path_lookup.h"
 
 namespace baton::worker {
@@ -30,7 +32,8 @@ namespace {
 //   shim -> worker: kPid (the training process's pid, once it exec'd), then kExit (wait
 //                   status); or, and then the shim exits, kSpawnFailed (the errno of signalfd,
 //                   pipe2 or fork),
-//                   kChdirFailed or kExecFailed (the child's errno; the child was reaped);
+//                   kChdirFailed, kConfineFailed (landlock_restrict_self) or kExecFailed
+//                   (the child's errno; the child was reaped);
 //   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
 // The child reports a failed chdir or execve to the shim with the same record on a CLOEXEC
 // pipe, which an execve that succeeds closes.
@@ -41,6 +44,7 @@ enum RecordKind : int32_t {
   kSignal = 4,
   kChdirFailed = 5,
   kExecFailed = 6,
+  kConfineFailed = 7,
 };
 struct Record {
   int32_t kind;
@@ -53,7 +57,8 @@ constexpr int kShimStdinFd = 4;
 constexpr int kShimStdoutFd = 5;
 constexpr int kShimStderrFd = 6;
 constexpr int kShimMetricsFd = 7;
-constexpr int kShimFirstFreeFd = 8;
+constexpr int kShimRulesetFd = 8;  // The Landlock ruleset, or a copy of stdin's fd if none.
+constexpr int kShimFirstFreeFd = 9;
 // In the child, after its stdio is in place: the write end of the exec status pipe.
 constexpr int kChildStatusFd = ProcessLauncher::kMetricsFd + 1;
 static_assert(ProcessLauncher::kMetricsFd == 3, "the child's fd layout below assumes 3");
@@ -67,6 +72,7 @@ constexpr absl::Duration kShimStartTimeout = absl::Seconds(30);
 // async-signal-safe calls run, so nothing may allocate.
 struct ShimArgs {
   int control_fd, stdin_fd, stdout_fd, stderr_fd, metrics_fd;  // Worker-side numbers.
+  int ruleset_fd;  // A Landlock ruleset to confine the child with, or -1.
   const char* exec_path;
   char* const* argv;
   char* const* envp;
@@ -191,6 +197,10 @@ bool ReapOrphansUntil(pid_t child) {
   ::dup2(kShimStderrFd, 2);
   ::dup2(kShimMetricsFd, ProcessLauncher::kMetricsFd);  // Replaces the control socket.
   if (::dup3(status_fd, kChildStatusFd, O_CLOEXEC) < 0) ::_exit(127);
+  if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                            ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {
+    ChildFailed(kConfineFailed, errno);
+  }
   CloseFrom(kChildStatusFd + 1);
   if (a.working_dir[0] != '\0' && ::chdir(a.working_dir) != 0) {
     ChildFailed(kChdirFailed, errno);
@@ -220,13 +230,15 @@ bool AwaitExec(pid_t child, int status_read) {
 [[noreturn]] void RunShim(const ShimArgs& a) {
   // Move the fds we keep to fixed slots, then close everything else the worker had open
   // (its sockets, other ranks' pipes and control sockets).
-  const int keep[] = {a.control_fd, a.stdin_fd, a.stdout_fd, a.stderr_fd, a.metrics_fd};
-  int high[5];
-  for (int i = 0; i < 5; ++i) {
+  const int keep[] = {a.control_fd, a.stdin_fd,  a.stdout_fd, a.stderr_fd, a.metrics_fd,
+                      a.ruleset_fd >= 0 ? a.ruleset_fd : a.stdin_fd};
+  constexpr int kKept = sizeof(keep) / sizeof(keep[0]);
+  int high[kKept];
+  for (int i = 0; i < kKept; ++i) {
     high[i] = ::fcntl(keep[i], F_DUPFD, kShimFirstFreeFd);
     if (high[i] < 0) ::_exit(1);
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kKept; ++i) {
     if (::dup2(high[i], kShimControlFd + i) < 0) ::_exit(1);
   }
   CloseFrom(kShimFirstFreeFd);
@@ -442,6 +454,9 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
     case kExecFailed:
       return absl::FailedPreconditionError(
           absl::StrCat("cannot execute ", exec_path, ": ", ::strerror(rec.value)));
+    case kConfineFailed:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot confine the process to its files (landlock): ", ::strerror(rec.value)));
     default:
       return absl::InternalError("the process shim failed before spawning the process");
   }
@@ -490,10 +505,26 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
     }
   }
 
+  UniqueFd ruleset;
+  if (!request.isolation.empty()) {
+    absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(request.isolation);
+    if (built.ok()) {
+      ruleset = std::move(*built);
+    } else if (absl::IsUnimplemented(built.status())) {
+      static std::once_flag warned;
+      std::call_once(warned, [&] {
+        BATON_LOG(WARNING) << built.status().message()
+                           << "; ranks run without file system confinement";
+      });
+    } else {
+      return built.status();
+    }
+  }
+
   const ShimArgs args = {
-      shim_control.get(), child_stdin.get(), stdout_w.get(),  stderr_w.get(),
-      metrics_w.get(),    exec_path->c_str(), argv.data(),     envp.data(),
-      request.working_dir.c_str(),
+      shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
+      metrics_w.get(),    ruleset.get(),     exec_path->c_str(), argv.data(),
+      envp.data(),        request.working_dir.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
   // async-signal-safe calls.

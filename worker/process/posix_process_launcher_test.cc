@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -268,6 +269,34 @@ TEST_F(PosixProcessLauncherTest, OrphansThatExitWhileTheRankRunsAreReaped) {
   EXPECT_TRUE(WaitUntil([&] { return NoSuchProcess(orphan); }));
   ASSERT_OK(launched->process->SignalGroup(SIGKILL));
   EXPECT_TRUE(RunToExit(*launched).exit.has_value());
+}
+
+TEST_F(PosixProcessLauncherTest, AConfinedProcessCannotTouchTheHiddenTreesButItsOwnParts) {
+  if (absl::IsUnimplemented(BuildLandlockRuleset({{"/nonexistent"}, {}}).status())) {
+    GTEST_SKIP() << "no Landlock in this kernel";
+  }
+  const std::string hidden = dir_ + "/jobs";
+  std::filesystem::create_directories(hidden + "/other");
+  std::filesystem::create_directories(hidden + "/mine");
+  std::filesystem::create_directories(dir_ + "/free");  // Outside the hidden tree.
+  { std::ofstream(hidden + "/other/secret") << "secret\n"; }
+  LaunchRequest r = Sh(
+      "cat jobs/other/secret; echo read=$?; echo x > jobs/other/planted; echo write=$?; "
+      "rm -f jobs/other/secret; echo rm=$?; ls jobs/other >/dev/null; echo list=$?; "
+      "echo mine > jobs/mine/f && cat jobs/mine/f; echo own=$?; "
+      "echo x > free/f && rm free/f; echo outside=$?");
+  r.isolation.hidden = {hidden};
+  r.isolation.exceptions = {hidden + "/mine"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_THAT(o.out, ::testing::AllOf(HasSubstr("read=1"), HasSubstr("write=2"),
+                                      HasSubstr("rm=1"), HasSubstr("list=2"),
+                                      HasSubstr("mine\nown=0"), HasSubstr("outside=0")))
+      << o.err;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("secret")));
+  EXPECT_EQ(ReadFileOrEmpty(hidden + "/other/secret"), "secret\n");
+  EXPECT_FALSE(std::filesystem::exists(hidden + "/other/planted"));
 }
 
 }  // namespace

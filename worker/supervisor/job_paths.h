@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/baton/v1/job.pb.h"
+#include "worker/process/fs_isolation.h"
 
 namespace baton::worker {
 
@@ -34,12 +35,20 @@ bool IsUnder(const std::string& path, const std::string& root);
 std::string JobDir(const std::string& work_dir, const std::string& job_id);
 
 // Checks every path a spec names (checkpoint_dir, command.working_dir, trainer.data_dir,
-// trainer.sample_log), resolved with ResolvePath, against `policy`: each must lie under the
+// trainer.sample_log, trainer.torchscript_path), resolved with ResolvePath, against `policy`: each must lie under the
 // job's own directory or under an allowed root, and not under the work_dir outside the
 // job's own directory. Errors: PERMISSION_DENIED "<field>: <path> (resolved: <real>) is
 // not under ..." naming the allowed roots; what ResolvePath returns. Blocks like
 // ResolvePath.
 absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& job_id,
                            const PathPolicy& policy);
+
+// The file system confinement of a rank of the job (see FsIsolation): hidden are the
+// work_dir and the allowed roots; excepted are the job's own directory, the spec's paths
+// that exist (checked again with CheckJobPaths, then resolved) and `extra` (files the
+// worker made for the rank, e.g. its sample log). Errors: those of CheckJobPaths.
+absl::StatusOr<FsIsolation> IsolationFor(const baton::v1::JobSpec& spec,
+                                         const std::string& job_id, const PathPolicy& policy,
+                                         const std::vector<std::string>& extra);
 
 }  // namespace baton::worker

@@ -44,6 +44,9 @@ struct SupervisorOptions {
   // <work_dir>/jobs/<job_id> (see job_paths.h). A spec naming another path fails its
   // assignment with "PathNotAllowed".
   std::vector<std::string> allowed_paths;
+  // Whether ranks are confined (Landlock, fs_isolation.h) so they cannot touch the work_dir
+  // or the allowed roots but for their job's directory and the paths their spec names.
+  bool confine_ranks = true;
   // baton-trainer, run for TrainerSpec programs.
   std::string trainer_path = "baton-trainer";
   // The worker's environment ("KEY=VALUE"), the base of every rank's environment.

@@ -56,6 +56,26 @@ UniqueFd OpenLog(const std::string& path) {
   return UniqueFd(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
 }
 
+// Makes what a rank's confinement must name (a declared checkpoint_dir, the rank's sample
+// log file, both 0700/0600) and returns the confinement (job_paths.h).
+absl::StatusOr<FsIsolation> PrepareIsolation(const baton::v1::StartAssignment& request,
+                                             int32_t rank, const SupervisorOptions& options) {
+  const baton::v1::JobSpec& spec = request.spec();
+  if (!spec.checkpoint_dir().empty()) (void)MakePrivateDirs(spec.checkpoint_dir());
+  std::vector<std::string> extra;
+  if (spec.has_trainer() && !spec.trainer().sample_log().empty()) {
+    const std::string path = absl::StrCat(spec.trainer().sample_log(), ".", rank);
+    const UniqueFd file(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
+    if (!file.valid()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create the sample log ", path, ": ", std::strerror(errno)));
+    }
+    extra.push_back(path);
+  }
+  return IsolationFor(spec, request.job_id(), PathPolicy{options.work_dir, options.allowed_paths},
+                      extra);
+}
+
 }  // namespace
 
 // What LaunchRank produced for one rank: the process (or why there is none) and its logs.
@@ -308,6 +328,14 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   env.metrics_fd = ProcessLauncher::kMetricsFd;
   std::vector<std::string> ignored;
   launch.env = BuildRankEnv(env, &ignored);
+  if (options_.confine_ranks) {
+    absl::StatusOr<FsIsolation> isolation = PrepareIsolation(request, rank.rank(), options_);
+    if (!isolation.ok()) {
+      out.status = isolation.status();
+      return out;
+    }
+    launch.isolation = *std::move(isolation);
+  }
   for (const std::string& name : ignored) {
     BATON_LOG(WARNING) << Describe(request.job_id(), request.generation(), rank.rank())
                        << ": spec.env may not set " << name << "; ignored";
