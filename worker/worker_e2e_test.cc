@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -364,6 +365,26 @@ TEST_F(WorkerE2eTest, ADoubleForkedSetsidDaemonDoesNotOutliveItsJob) {
   // Killed and reaped before the exit was reported: no process, no zombie.
   EXPECT_TRUE(NoSuchProcess(pid)) << "pid " << pid << " outlived its job";
   if (!NoSuchProcess(pid)) ::kill(pid, SIGKILL);
+}
+
+TEST_F(WorkerE2eTest, TheWorkerReapsARankWhoseShimWasKilled) {
+  // The rank kills its own shim: it is reparented to the worker (a child subreaper), which
+  // kills its group and must also reap it, though no Process waits for it any more.
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(StartCommand(
+        "j-shim", 1, "while [ ! -e go ]; do sleep 0.01; done; kill -9 $PPID; exec sleep 1000"));
+  }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const pid_t pid = started->assignment_started().ranks(0).pid();
+  // Only once the shim reported the start: then the rank kills it.
+  { std::ofstream(work_dir_ + "/jobs/j-shim/gen-1/rank-0/go") << "go"; }
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return NoSuchProcess(pid); })) << "pid " << pid << " left";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,6 +38,7 @@
 #include "worker/host/host_address.h"
 #include "worker/host/peer_probe.h"
 #include "worker/metrics.h"
+#include "worker/process/child_reaper.h"
 #include "worker/process/posix_process_launcher.h"
 #include "worker/process/standby_launcher.h"
 #include "worker/supervisor/rank_env.h"
@@ -348,6 +350,18 @@ int Run() {
     BATON_LOG(ERROR) << self.status();
     return 1;
   }
+  // A child subreaper: whatever escapes a shim (or, as PID 1 in a container, any orphan)
+  // becomes our child and the reaper thread reaps it; the shims are forked through
+  // `children`, so their exits stay their Process's to collect. SIGCHLD is blocked in every
+  // thread from here on (none was started yet), for the reaper's sigwait.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, nullptr);
+  ChildRegistry children;
+  OrphanReaper reaper(&children);
+  reaper.Start();
   const SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
   absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
       ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
@@ -358,7 +372,7 @@ int Run() {
   const AgentOptions agent_options = AgentOptionsFor(*self, (*probe)->port());
 
   Clock* clock = RealClock::Get();
-  PosixProcessLauncher posix_launcher;
+  PosixProcessLauncher posix_launcher(&children);
   StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
   if (absl::Status s = launcher.Start(); !s.ok()) {
     BATON_LOG(ERROR) << "standby trainers: " << s;

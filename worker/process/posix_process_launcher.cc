@@ -366,16 +366,24 @@ bool ReapWithin(pid_t pid, absl::Duration timeout) {
   return r == pid || (r < 0 && errno == ECHILD);
 }
 
+// Reaps the shim `pid` within `timeout`, then hands it to the orphan reaper (if any): reaped
+// now, or reaped by it once it exits.
+bool ReapShimWithin(pid_t pid, absl::Duration timeout, ChildRegistry* children) {
+  const bool reaped = ReapWithin(pid, timeout);
+  if (children != nullptr) children->Release(pid);
+  return reaped;
+}
+
 class ShimProcess final : public Process {
  public:
-  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control)
-      : shim_pid_(shim_pid), pid_(pid), control_(std::move(control)) {}
+  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control, ChildRegistry* children)
+      : shim_pid_(shim_pid), pid_(pid), children_(children), control_(std::move(control)) {}
 
   // Closing the control socket makes the shim SIGKILL the group (if still running) and exit.
   ~ShimProcess() override {
     absl::MutexLock lock(&mu_);
     control_.Reset();
-    if (!shim_reaped_ && !ReapWithin(shim_pid_, absl::Seconds(2))) {
+    if (!shim_reaped_ && !ReapShimWithin(shim_pid_, absl::Seconds(2), children_)) {
       BATON_LOG(WARNING) << "shim " << shim_pid_ << " of pid " << pid_
                          << " did not exit within 2s of losing its control socket";
     }
@@ -407,7 +415,7 @@ class ShimProcess final : public Process {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return std::nullopt;
     collected_ = true;
     if (n == static_cast<ssize_t>(sizeof(rec)) && rec.kind == kExit) {
-      shim_reaped_ = ReapWithin(shim_pid_, absl::Seconds(2));
+      shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
       return DecodeWaitStatus(rec.value);
     }
     // The shim died without reporting (someone killed it): its child lost its guardian, so
@@ -416,7 +424,7 @@ class ShimProcess final : public Process {
     BATON_LOG(ERROR) << "shim " << shim_pid_ << " of pid " << pid_
                      << " died unexpectedly; killing process group " << pid_;
     ::kill(-pid_, SIGKILL);
-    shim_reaped_ = ReapWithin(shim_pid_, absl::Seconds(2));
+    shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
     baton::v1::ProcessExit exit;
     exit.set_exit_code(-1);
     exit.set_signal(SIGKILL);
@@ -427,6 +435,7 @@ class ShimProcess final : public Process {
   absl::Mutex mu_;
   const pid_t shim_pid_;
   const pid_t pid_;
+  ChildRegistry* const children_;  // May be null.
   UniqueFd control_ ABSL_GUARDED_BY(mu_);  // Open until destruction: exit_fd() stays valid.
   bool collected_ ABSL_GUARDED_BY(mu_) = false;
   bool shim_reaped_ ABSL_GUARDED_BY(mu_) = false;
@@ -528,11 +537,16 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
   // async-signal-safe calls.
-  const pid_t shim = ::_Fork();
+  const auto fork_shim = [&args]() -> pid_t {
+    const pid_t pid = ::_Fork();
+    if (pid == 0) RunShim(args);
+    return pid;
+  };
+  const pid_t shim =
+      children_ != nullptr ? children_->ForkRegistered(fork_shim) : fork_shim();
   if (shim < 0) {
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(errno)));
   }
-  if (shim == 0) RunShim(args);
 
   // Close the child's ends so EOF on the pipes means every writer is gone.
   stdout_w.Reset();
@@ -550,11 +564,11 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   const ssize_t n = ready > 0 ? ::recv(control.get(), &rec, sizeof(rec), MSG_DONTWAIT) : -1;
   if (n != static_cast<ssize_t>(sizeof(rec)) || rec.kind != kPid) {
     ::kill(shim, SIGKILL);
-    ReapWithin(shim, absl::Seconds(2));
+    ReapShimWithin(shim, absl::Seconds(2), children_);
     return SpawnError(n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0}, request,
                       *exec_path);
   }
-  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control));
+  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control), children_);
   return launched;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "worker/process/child_reaper.h"
 #include "worker/process/process_launcher.h"
 
 namespace baton::worker {
@@ -34,9 +35,16 @@ namespace baton::worker {
 //
 // Thread-safe; Launch() may block for the time the shim needs to fork and the child to exec
 // (milliseconds).
+//
+// `children` (optional, must outlive the launcher and its processes): the shims are forked
+// through it, so an OrphanReaper never reaps a shim whose exit a Process waits for.
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
+  explicit PosixProcessLauncher(ChildRegistry* children = nullptr) : children_(children) {}
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
+
+ private:
+  ChildRegistry* const children_;
 };
 
 }  // namespace baton::worker
