@@ -61,9 +61,9 @@ ABSL_FLAG(std::vector<std::string>, allowed_paths, {},
           "job may only use its own directory.");
 ABSL_FLAG(bool, confine_ranks, true,
           "Confine every rank started by fork/exec with Landlock (Linux >= 5.13): it cannot "
-          "read or write --work_dir (other jobs' directories, the worker's files) or the "
-          "--allowed_paths roots, except its own job directory and the paths its spec names. "
-          "Without Landlock in the kernel ranks run unconfined (logged once).");
+          "read or write anything under --work_dir (other jobs' directories, the worker's "
+          "files) but its own job's directory. Without Landlock in the kernel ranks run "
+          "unconfined (logged once).");
 ABSL_FLAG(int, slots, 0,
           "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
           "GPU, or 1 without GPUs.");

@@ -197,7 +197,7 @@ cluster_start_worker() {
   shift 3
   rm -f "$TMP/$name.metrics_port"
   (on_exec "$host" "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$name" \
-    --allowed_paths="$TMP" --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
+    --allowed_paths="$TMP,$EXAMPLES" --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
     --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log") &
   WORKER_PIDS[$name]=$!
   WORKER_HOST[$name]=$host

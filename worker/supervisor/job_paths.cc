@@ -121,29 +121,11 @@ absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& jo
   return absl::OkStatus();
 }
 
-absl::StatusOr<FsIsolation> IsolationFor(const baton::v1::JobSpec& spec,
-                                         const std::string& job_id, const PathPolicy& policy,
-                                         const std::vector<std::string>& extra) {
-  RETURN_IF_ERROR(CheckJobPaths(spec, job_id, policy));
-  FsIsolation isolation;
+absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPolicy& policy) {
   ASSIGN_OR_RETURN(const std::string work_dir, ResolvePath(policy.work_dir));
+  FsIsolation isolation;
   isolation.hidden.push_back(work_dir);
   isolation.exceptions.push_back(JobDir(work_dir, job_id));
-  for (const std::string& root : policy.allowed_roots) {
-    ASSIGN_OR_RETURN(std::string resolved, ResolvePath(root));
-    isolation.hidden.push_back(std::move(resolved));
-  }
-  std::vector<std::string> paths = extra;
-  for (const std::string* path :
-       {&spec.checkpoint_dir(), &spec.command().working_dir(), &spec.trainer().data_dir(),
-        &spec.trainer().torchscript_path()}) {
-    if (!path->empty()) paths.push_back(*path);
-  }
-  for (const std::string& path : paths) {
-    ASSIGN_OR_RETURN(std::string resolved, ResolvePath(path));
-    struct stat st;
-    if (::stat(resolved.c_str(), &st) == 0) isolation.exceptions.push_back(std::move(resolved));
-  }
   return isolation;
 }
 

@@ -43,12 +43,9 @@ std::string JobDir(const std::string& work_dir, const std::string& job_id);
 absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& job_id,
                            const PathPolicy& policy);
 
-// The file system confinement of a rank of the job (see FsIsolation): hidden are the
-// work_dir and the allowed roots; excepted are the job's own directory, the spec's paths
-// that exist (checked again with CheckJobPaths, then resolved) and `extra` (files the
-// worker made for the rank, e.g. its sample log). Errors: those of CheckJobPaths.
-absl::StatusOr<FsIsolation> IsolationFor(const baton::v1::JobSpec& spec,
-                                         const std::string& job_id, const PathPolicy& policy,
-                                         const std::vector<std::string>& extra);
+// The file system confinement of a rank of the job (see FsIsolation): the work_dir is
+// hidden (other jobs' directories, the worker's own files) but for the job's directory.
+// Errors: those of ResolvePath.
+absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPolicy& policy);
 
 }  // namespace baton::worker

@@ -45,7 +45,7 @@ struct SupervisorOptions {
   // assignment with "PathNotAllowed".
   std::vector<std::string> allowed_paths;
   // Whether ranks are confined (Landlock, fs_isolation.h) so they cannot touch the work_dir
-  // or the allowed roots but for their job's directory and the paths their spec names.
+  // (other jobs' directories, the worker's files) but for their job's directory.
   bool confine_ranks = true;
   // baton-trainer, run for TrainerSpec programs.
   std::string trainer_path = "baton-trainer";

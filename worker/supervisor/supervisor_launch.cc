@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/private_file.h"
+#include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/rank_env.h"
@@ -56,24 +57,36 @@ UniqueFd OpenLog(const std::string& path) {
   return UniqueFd(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
 }
 
-// Makes what a rank's confinement must name (a declared checkpoint_dir, the rank's sample
-// log file, both 0700/0600) and returns the confinement (job_paths.h).
-absl::StatusOr<FsIsolation> PrepareIsolation(const baton::v1::StartAssignment& request,
-                                             int32_t rank, const SupervisorOptions& options) {
-  const baton::v1::JobSpec& spec = request.spec();
-  if (!spec.checkpoint_dir().empty()) (void)MakePrivateDirs(spec.checkpoint_dir());
-  std::vector<std::string> extra;
-  if (spec.has_trainer() && !spec.trainer().sample_log().empty()) {
-    const std::string path = absl::StrCat(spec.trainer().sample_log(), ".", rank);
-    const UniqueFd file(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
-    if (!file.valid()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot create the sample log ", path, ": ", std::strerror(errno)));
-    }
-    extra.push_back(path);
+// Creates what the rank will write outside its job's directory, by the checked paths of its
+// spec: a declared checkpoint_dir (0700) and the rank's sample log file (0600). A confined
+// rank (Landlock) cannot create entries in the directories above the work_dir, where these
+// often live; made here, they are the rank's to use. Errors: FAILED_PRECONDITION.
+absl::Status MakeRankFiles(const baton::v1::JobSpec& spec, int32_t rank) {
+  if (!spec.checkpoint_dir().empty()) RETURN_IF_ERROR(MakePrivateDirs(spec.checkpoint_dir()));
+  if (!spec.has_trainer() || spec.trainer().sample_log().empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(spec.trainer().sample_log(), ".", rank);
+  const UniqueFd file(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
+  if (!file.valid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the sample log ", path, ": ", std::strerror(errno)));
   }
-  return IsolationFor(spec, request.job_id(), PathPolicy{options.work_dir, options.allowed_paths},
-                      extra);
+  return absl::OkStatus();
+}
+
+RankEnvInput RankEnvInputFor(const baton::v1::StartAssignment& request,
+                             const baton::v1::RankInfo& rank,
+                             const std::vector<std::string>& base_env) {
+  RankEnvInput env;
+  env.base_env = base_env;
+  env.job_id = request.job_id();
+  env.generation = request.generation();
+  env.world_size = request.world_size();
+  env.master_addr = request.master_addr();
+  env.master_port = request.master_port();
+  env.rank = rank;
+  env.spec_env.insert(request.spec().env().begin(), request.spec().env().end());
+  env.metrics_fd = ProcessLauncher::kMetricsFd;
+  return env;
 }
 
 }  // namespace
@@ -316,20 +329,15 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     return out;
   }
 
-  RankEnvInput env;
-  env.base_env = options_.base_env;
-  env.job_id = request.job_id();
-  env.generation = request.generation();
-  env.world_size = request.world_size();
-  env.master_addr = request.master_addr();
-  env.master_port = request.master_port();
-  env.rank = rank;
-  env.spec_env.insert(spec.env().begin(), spec.env().end());
-  env.metrics_fd = ProcessLauncher::kMetricsFd;
   std::vector<std::string> ignored;
-  launch.env = BuildRankEnv(env, &ignored);
+  launch.env = BuildRankEnv(RankEnvInputFor(request, rank, options_.base_env), &ignored);
+  if (absl::Status made = MakeRankFiles(spec, rank.rank()); !made.ok()) {
+    out.status = made;
+    return out;
+  }
   if (options_.confine_ranks) {
-    absl::StatusOr<FsIsolation> isolation = PrepareIsolation(request, rank.rank(), options_);
+    absl::StatusOr<FsIsolation> isolation =
+        IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths});
     if (!isolation.ok()) {
       out.status = isolation.status();
       return out;
