@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "common/logging.h"
 #include "worker/process/fs_isolation.h"
 #include "worker/process/path_lookup.h"
+#include "worker/process/shim_reaping.h"
 
 namespace baton::worker {
 namespace {
@@ -99,85 +99,6 @@ void SetDisposition(int signo, void (*handler)(int)) {
   ::sigaction(signo, &sa, nullptr);
 }
 
-// Parses the decimal number at `p`; returns -1 if there is none. Async-signal-safe.
-long ParseLong(const char* p) {
-  if (*p < '0' || *p > '9') return -1;
-  long v = 0;
-  for (; *p >= '0' && *p <= '9'; ++p) v = v * 10 + (*p - '0');
-  return v;
-}
-
-// The parent pid in /proc/<pid>/stat ("pid (comm) state ppid ..."), or -1. `name` is a
-// /proc entry's name. Async-signal-safe (the comm may hold spaces and parentheses: the
-// fields after it start at the last ')').
-long ParentOf(const char* name) {
-  char path[64] = "/proc/";
-  size_t len = 6;
-  for (const char* c = name; *c != '\0' && len < sizeof(path) - 6; ++c) path[len++] = *c;
-  ::memcpy(path + len, "/stat", 6);
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[512];
-  const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-  ::close(fd);
-  if (n <= 0) return -1;
-  buf[n] = '\0';
-  const char* close_paren = nullptr;
-  for (const char* c = buf; *c != '\0'; ++c) {
-    if (*c == ')') close_paren = c;
-  }
-  // ") S 1234": skip ") ", the state and a space.
-  if (close_paren == nullptr || close_paren + 4 >= buf + n) return -1;
-  return ParseLong(close_paren + 4);
-}
-
-// SIGKILLs every child of the calling process (found by scanning /proc/*/stat, as
-// /proc/<pid>/task/*/children needs CONFIG_PROC_CHILDREN). Async-signal-safe.
-void KillAllChildren() {
-  const pid_t self = ::getpid();
-  const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
-  alignas(8) char buf[4096];
-  for (;;) {
-    const long n = ::syscall(SYS_getdents64, dir, buf, sizeof(buf));
-    if (n <= 0) break;
-    for (long off = 0; off < n;) {
-      const auto* d = reinterpret_cast<const struct dirent64*>(buf + off);
-      off += d->d_reclen;
-      const long pid = ParseLong(d->d_name);
-      if (pid > 0 && ParentOf(d->d_name) == self) ::kill(static_cast<pid_t>(pid), SIGKILL);
-    }
-  }
-  ::close(dir);
-}
-
-// Kills and reaps every remaining descendant of the shim, a subreaper, so each one that loses
-// its parent becomes the shim's child: kill all children, reap one, look again, until
-// none is left. Async-signal-safe.
-void KillAndReapAllDescendants() {
-  for (;;) {
-    KillAllChildren();
-    int status;
-    const pid_t r = ::waitpid(-1, &status, 0);
-    if (r < 0 && errno == ECHILD) return;
-  }
-}
-
-// Reaps exited children of the shim other than `child` (orphans of the training process
-// reparented to the shim). Returns true once `child` itself has exited (left unreaped).
-bool ReapOrphansUntil(pid_t child) {
-  for (;;) {
-    siginfo_t info;
-    ::memset(&info, 0, sizeof(info));
-    if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) {
-      return false;
-    }
-    if (info.si_pid == child) return true;
-    int status;
-    ::waitpid(info.si_pid, &status, WNOHANG);
-  }
-}
-
 // Reports a failed step to the shim on the status pipe, then exits.
 [[noreturn]] void ChildFailed(RecordKind kind, int err) {
   const Record rec{kind, err};
@@ -224,6 +145,49 @@ bool AwaitExec(pid_t child, int status_read) {
   }
   ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
   return false;
+}
+
+// The shim once its child exec'd: relays stop signals to the child's group until the child
+// exits, then kills and reaps what is left (its group, then every other descendant),
+// reports the wait status and exits. Kills the group if the worker goes away.
+[[noreturn]] void SuperviseChild(pid_t child, int sigfd) {
+  bool control_open = true;
+  for (;;) {
+    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
+    ::poll(fds, 2, -1);
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(sigfd, &si, sizeof(si)) > 0) {
+      }
+    }
+    if (shim::ReapOrphansUntil(child)) {
+      // The child is a zombie, so its pgid stays reserved: kill what is left of its group,
+      // then reap it, kill and reap every other descendant (they are the shim's children
+      // by now, or become so as their parents die), and report.
+      ::kill(-child, SIGKILL);
+      int status = 0;
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      shim::KillAndReapAllDescendants();
+      const Record rec{kExit, status};
+      ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
+      ::_exit(0);
+    }
+    if (control_open && fds[1].revents != 0) {
+      Record rec;
+      const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
+      if (n == static_cast<ssize_t>(sizeof(rec))) {
+        if (rec.kind == kSignal &&
+            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
+          ::kill(-child, rec.value);
+        }
+      } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        // The worker is gone: nothing may outlive it.
+        ::kill(-child, SIGKILL);
+        control_open = false;
+      }
+    }
+  }
 }
 
 // The shim: a fork of the worker that never execs.
@@ -298,43 +262,7 @@ bool AwaitExec(pid_t child, int status_read) {
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
   }
 
-  bool control_open = true;
-  for (;;) {
-    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
-    ::poll(fds, 2, -1);
-    if (fds[0].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      while (::read(sigfd, &si, sizeof(si)) > 0) {
-      }
-    }
-    if (ReapOrphansUntil(child)) {
-      // The child is a zombie, so its pgid stays reserved: kill what is left of its group,
-      // then reap it, kill and reap every other descendant (they are the shim's children
-      // by now, or become so as their parents die), and report.
-      ::kill(-child, SIGKILL);
-      int status = 0;
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-      KillAndReapAllDescendants();
-      const Record rec{kExit, status};
-      ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
-      ::_exit(0);
-    }
-    if (control_open && fds[1].revents != 0) {
-      Record rec;
-      const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
-      if (n == static_cast<ssize_t>(sizeof(rec))) {
-        if (rec.kind == kSignal &&
-            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
-          ::kill(-child, rec.value);
-        }
-      } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        // The worker is gone: nothing may outlive it.
-        ::kill(-child, SIGKILL);
-        control_open = false;
-      }
-    }
-  }
+  SuperviseChild(child, sigfd);
 }
 
 // ---- Worker side. ----
@@ -471,6 +399,20 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
   }
 }
 
+// The Landlock ruleset enforcing `isolation`; an invalid fd when there is nothing to
+// enforce, or when the kernel has no Landlock (logged once: the rank runs unconfined).
+absl::StatusOr<UniqueFd> RulesetFor(const FsIsolation& isolation) {
+  if (isolation.empty()) return UniqueFd();
+  absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(isolation);
+  if (!absl::IsUnimplemented(built.status())) return built;
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    BATON_LOG(WARNING) << built.status().message()
+                       << "; ranks run without file system confinement";
+  });
+  return UniqueFd();
+}
+
 }  // namespace
 
 absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& request) {
@@ -514,25 +456,12 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
     }
   }
 
-  UniqueFd ruleset;
-  if (!request.isolation.empty()) {
-    absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(request.isolation);
-    if (built.ok()) {
-      ruleset = std::move(*built);
-    } else if (absl::IsUnimplemented(built.status())) {
-      static std::once_flag warned;
-      std::call_once(warned, [&] {
-        BATON_LOG(WARNING) << built.status().message()
-                           << "; ranks run without file system confinement";
-      });
-    } else {
-      return built.status();
-    }
-  }
+  absl::StatusOr<UniqueFd> ruleset = RulesetFor(request.isolation);
+  if (!ruleset.ok()) return ruleset.status();
 
   const ShimArgs args = {
       shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
-      metrics_w.get(),    ruleset.get(),     exec_path->c_str(), argv.data(),
+      metrics_w.get(),    ruleset->get(),     exec_path->c_str(), argv.data(),
       envp.data(),        request.working_dir.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
