@@ -3,6 +3,8 @@
 #include "common/time/testing/fake_clock.h"
 #include "coordinator/server/server.h"
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -187,6 +189,20 @@ TEST_F(ServerTest, ListJobsPages) {
   grpc::Status s = list(2, 0, "garbage", &bad);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("page_token"));
+}
+
+// The state directory and the database hold every job's spec and env: 0700 and 0600,
+// whatever the umask.
+TEST_F(ServerTest, TheStateDirectoryAndDatabaseArePrivate) {
+  const ServerOptions options = Options();
+  const mode_t old_umask = ::umask(0);
+  Start(options);
+  ::umask(old_umask);
+  struct stat st;
+  ASSERT_EQ(::stat(options.state_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(::stat((options.state_dir + "/coordinator.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
 // Submit does not probe the coordinator's file system for a spec's paths (it is not the
