@@ -77,7 +77,8 @@ def run_baton(args, rounds, rng, tmp):
         procs.append(subprocess.Popen(
             [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
              "--work_dir=" + os.path.join(tmp, w),
-             "--slots=1", "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
+             "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
+             "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
              "--metrics_port_file=" + metrics_port_files[-1]],
             stderr=open(os.path.join(tmp, w + ".log"), "w")))
 

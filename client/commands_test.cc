@@ -416,12 +416,12 @@ TEST_F(CommandsTest, SubmitRetriesWithOneRequestId) {
 
 TEST_F(CommandsTest, SubmitRejectedByServerNamesTheFile) {
   fake_.FailSubmit(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                "trainer.data_dir: /x has no readable file "
-                                "train-labels-idx1-ubyte"));
+                                "trainer.data_dir: 'x' is relative; must be an absolute "
+                                "path"));
   EXPECT_EQ(Submit(ctx_, {job_file_, {}, false}), kExitFailure);
   EXPECT_EQ(err_.str(), absl::StrCat("baton: invalid job file ", job_file_,
-                                     ": trainer.data_dir: /x has no readable file "
-                                     "train-labels-idx1-ubyte\n"));
+                                     ": trainer.data_dir: 'x' is relative; must be an "
+                                     "absolute path\n"));
   EXPECT_EQ(out_.str(), "");
 }
 

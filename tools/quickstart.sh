@@ -69,7 +69,8 @@ export BATON_COORDINATOR=127.0.0.1:$(cat "$TMP/port")
 for w in 1 2; do
   "$BIN/worker/baton-worker" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/worker-$w" \
     --ca="$PKI/ca.crt" --tls_cert="$PKI/workers/worker-$w.crt" \
-    --tls_key="$PKI/workers/worker-$w.key" --slots=1 --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/worker-$w.metrics_port" \
+    --tls_key="$PKI/workers/worker-$w.key" --allowed_paths="$TMP" --slots=1 \
+    --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/worker-$w.metrics_port" \
     2>"$TMP/worker-$w.log" &
   PIDS+=($!)
 done

@@ -1,10 +1,15 @@
 // End-to-end: the real baton-worker binary against an in-process fake coordinator.
 
+#include <errno.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -66,7 +71,7 @@ class WorkerE2eTest : public ::testing::Test {
     }
   }
 
-  void StartWorker() {
+  void StartWorker(std::vector<std::string> extra_args = {}) {
     const std::string binary = WorkerBinary();
     std::vector<std::string> args = {
         binary,
@@ -77,6 +82,7 @@ class WorkerE2eTest : public ::testing::Test {
         "--stop_grace=5s",
         "--metrics_listen=",  // No exporter: never bind the default port in tests.
     };
+    args.insert(args.end(), extra_args.begin(), extra_args.end());
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -112,6 +118,31 @@ class WorkerE2eTest : public ::testing::Test {
       }
     }
     return numbers;
+  }
+
+  // The text of `job_id`'s log lines until one equals `last` (included) or 20 s passed.
+  std::string LinesUntil(const std::string& job_id, const std::string& last) {
+    std::string text;
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      std::optional<WorkerMessage> logs =
+          coordinator_.Next(WorkerMessage::kLogs, deadline - absl::Now());
+      if (!logs.has_value() || logs->logs().job_id() != job_id) continue;
+      for (const auto& line : logs->logs().lines()) {
+        absl::StrAppend(&text, line.text(), "\n");
+        if (line.text() == last) return text;
+      }
+    }
+    return text;
+  }
+
+  // The AssignmentFailed the worker sends for `job_id`, if it sends one within 10 s.
+  std::optional<baton::v1::AssignmentFailed> FailureOf(const std::string& job_id) {
+    std::optional<WorkerMessage> m = coordinator_.Next([&](const WorkerMessage& m) {
+      return m.has_assignment_failed() && m.assignment_failed().job_id() == job_id;
+    });
+    if (!m.has_value()) return std::nullopt;
+    return m->assignment_failed();
   }
 
   FakeCoordinator coordinator_;
@@ -240,6 +271,121 @@ TEST_F(WorkerE2eTest, SigintStopsRanksAtOnceAndReportsTheirExits) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(ProcessGone(pid));
   EXPECT_FALSE(coordinator_.Next(WorkerMessage::kDraining, absl::ZeroDuration()).has_value());
+}
+
+// ---- Job isolation (docs/SECURITY.md, "Job isolation on a worker"). ----
+
+bool LandlockAvailable() {
+  return ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U /* _VERSION */) >= 1;
+}
+
+// True once no process `pid` exists, not even as a zombie; reaps nothing itself.
+bool NoSuchProcess(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+TEST_F(WorkerE2eTest, ACommandJobCannotWriteIntoAnotherJobsDirectoryOrReadItsCheckpoints) {
+  if (!LandlockAvailable()) GTEST_SKIP() << "no Landlock in this kernel";
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  // Job A keeps a checkpoint in its own directory (its rank runs in gen-1/rank-0 of it).
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(StartCommand(
+        "j-a", 1, "mkdir -p ../../ckpt && echo secret > ../../ckpt/c.pt && echo a-ready; "
+                  "exec sleep 1000"));
+  }));
+  ASSERT_THAT(LinesUntil("j-a", "a-ready"), ::testing::HasSubstr("a-ready"));
+  const std::string a_ckpt = work_dir_ + "/jobs/j-a/ckpt";
+
+  // Job B, the same user on the same worker, tries to read, plant and delete.
+  ASSERT_TRUE(coordinator_.Send(StartCommand(
+      "j-b", 1,
+      absl::StrCat("A=", a_ckpt, "; cat $A/c.pt; echo read=$?; echo x > $A/planted.pt; ",
+                   "echo write=$?; rm -f $A/c.pt; echo rm=$?; ls $A; echo list=$?; ",
+                   "ln -s $A ../../a-link && cat ../../a-link/c.pt; echo via-link=$?; ",
+                   "echo mine > ../../mine && echo own=ok; echo b-done"))));
+  const std::string b = LinesUntil("j-b", "b-done");
+  EXPECT_THAT(b, ::testing::AllOf(::testing::HasSubstr("own=ok"), ::testing::HasSubstr("b-done")));
+  for (const char* denied : {"read=0", "write=0", "rm=0", "list=0", "via-link=0", "secret"}) {
+    EXPECT_THAT(b, ::testing::Not(::testing::HasSubstr(denied))) << b;
+  }
+  EXPECT_EQ(ReadFileOrEmpty(a_ckpt + "/c.pt"), "secret\n");
+  EXPECT_NE(::access((a_ckpt + "/planted.pt").c_str(), F_OK), 0);
+  // Its own directory it may write.
+  EXPECT_EQ(ReadFileOrEmpty(work_dir_ + "/jobs/j-b/mine"), "mine\n");
+}
+
+TEST_F(WorkerE2eTest, ACheckpointDirOutsideTheAllowedRootsOrEscapingThemFailsTheJob) {
+  const std::string shared = MakeTestDir("allowed");
+  const std::string elsewhere = MakeTestDir("elsewhere");
+  ASSERT_EQ(::symlink(elsewhere.c_str(), (shared + "/link").c_str()), 0);
+  StartWorker({"--allowed_paths=" + shared});
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  const std::pair<const char*, std::string> cases[] = {
+      {"j-outside", elsewhere + "/ckpt"},
+      {"j-dotdot", shared + "/../" + elsewhere.substr(elsewhere.rfind('/') + 1) + "/ckpt"},
+      {"j-symlink", shared + "/link/ckpt"},
+      {"j-other-job", work_dir_ + "/jobs/j-victim/ckpt"},
+  };
+  for (const auto& [job, checkpoint_dir] : cases) {
+    CoordinatorMessage start = StartCommand(job, 1, "echo started");
+    start.mutable_start_assignment()->mutable_spec()->set_checkpoint_dir(checkpoint_dir);
+    ASSERT_TRUE(WaitUntil([&] { return coordinator_.Send(start); }));
+    std::optional<baton::v1::AssignmentFailed> failed = FailureOf(job);
+    ASSERT_TRUE(failed.has_value()) << job;
+    EXPECT_EQ(failed->reason(), "PathNotAllowed") << job;
+    EXPECT_THAT(failed->message(),
+                ::testing::AllOf(::testing::HasSubstr("checkpoint_dir: " + checkpoint_dir),
+                                 ::testing::HasSubstr("is not under an allowed path")))
+        << job;
+  }
+  EXPECT_FALSE(std::filesystem::exists(elsewhere + "/ckpt"));
+  // Under the allowed root it runs.
+  CoordinatorMessage ok = StartCommand("j-inside", 1, "echo started");
+  ok.mutable_start_assignment()->mutable_spec()->set_checkpoint_dir(shared + "/j-inside");
+  ASSERT_TRUE(coordinator_.Send(ok));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  EXPECT_EQ(started->assignment_started().job_id(), "j-inside");
+}
+
+TEST_F(WorkerE2eTest, ADoubleForkedSetsidDaemonDoesNotOutliveItsJob) {
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(StartCommand(
+        "j-daemon", 1,
+        "setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo \"daemon $!\"'; "
+        "exit 0"));
+  }));
+  const std::map<int, int> daemon = WaitForNumbers("j-daemon", "daemon ", 1);
+  ASSERT_EQ(daemon.size(), 1u);
+  const pid_t pid = daemon.begin()->second;
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().job_id(), "j-daemon");
+  EXPECT_EQ(exited->process_exited().exit().exit_code(), 0);
+  // Killed and reaped before the exit was reported: no process, no zombie.
+  EXPECT_TRUE(NoSuchProcess(pid)) << "pid " << pid << " outlived its job";
+  if (!NoSuchProcess(pid)) ::kill(pid, SIGKILL);
+}
+
+TEST_F(WorkerE2eTest, TheWorkerReapsARankWhoseShimWasKilled) {
+  // The rank kills its own shim: it is reparented to the worker (a child subreaper), which
+  // kills its group and must also reap it, though no Process waits for it any more.
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(StartCommand(
+        "j-shim", 1, "while [ ! -e go ]; do sleep 0.01; done; kill -9 $PPID; exec sleep 1000"));
+  }));
+  std::optional<WorkerMessage> started = coordinator_.Next(WorkerMessage::kAssignmentStarted);
+  ASSERT_TRUE(started.has_value());
+  const pid_t pid = started->assignment_started().ranks(0).pid();
+  // Only once the shim reported the start: then the rank kills it.
+  { std::ofstream(work_dir_ + "/jobs/j-shim/gen-1/rank-0/go") << "go"; }
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(exited->process_exited().exit().signal(), SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return NoSuchProcess(pid); })) << "pid " << pid << " left";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/metrics_http.h"
 #include "common/port_file.h"
 #include "common/protocol_version.h"
@@ -37,6 +39,7 @@
 #include "worker/host/host_address.h"
 #include "worker/host/peer_probe.h"
 #include "worker/metrics.h"
+#include "worker/process/child_reaper.h"
 #include "worker/process/posix_process_launcher.h"
 #include "worker/process/standby_launcher.h"
 #include "worker/supervisor/rank_env.h"
@@ -50,6 +53,18 @@ ABSL_FLAG(std::string, coordinator, "localhost:7070",
 ABSL_FLAG(std::string, work_dir, "./baton-worker",
           "Directory for this worker's state (worker_id) and the ranks' directories "
           "(jobs/<job>/gen-<g>/rank-<r>/ with stdout.log and stderr.log). Created if missing.");
+ABSL_FLAG(std::vector<std::string>, allowed_paths, {},
+          "Comma-separated absolute directories a job's checkpoint_dir, command.working_dir, "
+          "trainer.data_dir and trainer.sample_log may lie under (e.g. a shared checkpoint "
+          "file system), besides the job's own directory <work_dir>/jobs/<job>, which is "
+          "always allowed. Paths are resolved on this machine (symlinks followed, '..' "
+          "applied); anything else fails the job with PathNotAllowed. Under --work_dir a "
+          "job may only use its own directory.");
+ABSL_FLAG(bool, confine_ranks, true,
+          "Confine every rank started by fork/exec with Landlock (Linux >= 5.13): it cannot "
+          "read or write anything under --work_dir (other jobs' directories, the worker's "
+          "files) but its own job's directory. Without Landlock in the kernel ranks run "
+          "unconfined (logged once).");
 ABSL_FLAG(int, slots, 0,
           "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
           "GPU, or 1 without GPUs.");
@@ -198,8 +213,14 @@ struct Self {
 
 absl::StatusOr<Self> DiscoverSelf() {
   Self self;
+  for (const std::string& root : absl::GetFlag(FLAGS_allowed_paths)) {
+    if (root.empty() || root[0] != '/') {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allowed_paths: \"", root, "\" is not an absolute path"));
+    }
+  }
+  RETURN_IF_ERROR(MakePrivateDirs(absl::GetFlag(FLAGS_work_dir)));  // 0700 if created.
   std::error_code ec;
-  std::filesystem::create_directories(absl::GetFlag(FLAGS_work_dir), ec);
   self.work_dir = std::filesystem::canonical(absl::GetFlag(FLAGS_work_dir), ec).string();
   if (ec) {
     return absl::FailedPreconditionError(
@@ -230,6 +251,8 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   SupervisorOptions options;
   options.work_dir = self.work_dir;
   options.trainer_path = self.trainer;
+  options.allowed_paths = absl::GetFlag(FLAGS_allowed_paths);
+  options.confine_ranks = absl::GetFlag(FLAGS_confine_ranks);
   for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
   // resolve the hostname, often to a loopback address that no peer can dial).
@@ -359,6 +382,18 @@ int Run() {
     BATON_LOG(ERROR) << self.status();
     return 1;
   }
+  // A child subreaper: whatever escapes a shim (or, as PID 1 in a container, any orphan)
+  // becomes our child and the reaper thread reaps it; the shims are forked through
+  // `children`, so their exits stay their Process's to collect. SIGCHLD is blocked in every
+  // thread from here on (none was started yet), for the reaper's sigwait.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  pthread_sigmask(SIG_BLOCK, &chld, nullptr);
+  ChildRegistry children;
+  OrphanReaper reaper(&children);
+  reaper.Start();
   const SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
   absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
       ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
@@ -376,7 +411,7 @@ int Run() {
   agent_options.credentials = *std::move(credentials);
 
   Clock* clock = RealClock::Get();
-  PosixProcessLauncher posix_launcher;
+  PosixProcessLauncher posix_launcher(&children);
   StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
   if (absl::Status s = launcher.Start(); !s.ok()) {
     BATON_LOG(ERROR) << "standby trainers: " << s;

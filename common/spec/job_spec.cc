@@ -254,10 +254,6 @@ int SlotsPerWorker(const JobSpec& spec) {
   return spec.has_slots_per_worker() ? spec.slots_per_worker() : kDefaultSlotsPerWorker;
 }
 
-absl::Status CheckJobSpecPaths(const JobSpec& spec) {
-  return spec.has_trainer() ? CheckTrainerSpecPaths(spec.trainer()) : absl::OkStatus();
-}
-
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (!IsValidJobName(spec.name())) {
     return Invalid("name", absl::StrCat(spec.name().empty() ? "is empty"

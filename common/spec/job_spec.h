@@ -44,7 +44,7 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 // Only the first violation is reported, checking fields in this fixed order:
 //   name; program (exactly one of trainer/command);
 //   trainer: ValidateTrainerSpec (common/spec/trainer_spec.h: its fields in their order, ranges
-//     from common/spec/trainer_spec_defaults.h, trainer.data_dir on the local file system);
+//     from common/spec/trainer_spec_defaults.h, no file system access: the workers check a spec's paths);
 //   command.argv, command.argv[0], command.working_dir;
 //   workers.min, workers.max; slots_per_worker; env (keys in sorted order);
 //   checkpoint_dir; trainer.global_batch against every world size (or
@@ -56,10 +56,6 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 //     .stall_floor (>= 1 s).
 // Thread-safe.
 absl::Status ValidateJobSpec(const baton::v1::JobSpec& spec);
-
-// The file system checks of a valid spec (CheckTrainerSpecPaths for a trainer job; none
-// for a command). May block on a hung mount: never call it on the coordinator's event loop.
-absl::Status CheckJobSpecPaths(const baton::v1::JobSpec& spec);
 
 // True for names Baton sets in every training process (RANK, WORLD_SIZE, MASTER_ADDR,
 // ..., TORCHELASTIC_*, BATON_*), which a spec's env must not override.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/trainer_spec.h"
 #include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -20,11 +21,10 @@
 namespace baton {
 namespace {
 
-// What the coordinator does at submit: validation on the loop, then the file system checks
-// off it.
+// Validation, then the file system checks of a trainer's paths.
 absl::Status ValidateAndCheckPaths(const baton::v1::JobSpec& spec) {
   RETURN_IF_ERROR(ValidateJobSpec(spec));
-  return CheckJobSpecPaths(spec);
+  return spec.has_trainer() ? CheckTrainerSpecPaths(spec.trainer()) : absl::OkStatus();
 }
 
 using baton::v1::JobSpec;
@@ -264,11 +264,11 @@ TEST(ValidateJobSpecTest, TrainerDataDir) {
 }
 
 // Validation touches no file system (a hung mount cannot stall it); the path checks do.
-TEST(ValidateJobSpecTest, OnlyCheckJobSpecPathsTouchesTheFileSystem) {
+TEST(ValidateJobSpecTest, OnlyCheckTrainerSpecPathsTouchesTheFileSystem) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_data_dir("/nonexistent/mnist");
   EXPECT_OK(ValidateJobSpec(spec));
-  EXPECT_THAT(CheckJobSpecPaths(spec),
+  EXPECT_THAT(CheckTrainerSpecPaths(spec.trainer()),
               StatusIs(kInvalid, HasSubstr("trainer.data_dir: /nonexistent/mnist is not accessible")));
 }
 

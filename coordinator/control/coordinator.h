@@ -22,6 +22,10 @@
 
 namespace baton::coordinator {
 
+// AssignmentFailed.reason of a worker that refused a spec's paths (worker_service.proto).
+inline constexpr char kPathNotAllowed[] = "PathNotAllowed";
+inline constexpr char kDataNotFound[] = "DataNotFound";
+
 struct CoordinatorOptions {
   // Interval workers are told to heartbeat at. (How long a silent worker is trusted, its
   // lease, is the WorkerRegistry's.)
@@ -169,7 +173,9 @@ class Coordinator {
                         const std::string& why, absl::Time occurred);
   // A worker could not carry out a ReservePort or a StartAssignment, or it stopped one
   // before its processes started (AssignmentFailed): an active generation fails (class
-  // infra); a restarting one counts the ranks that never started as stopped.
+  // infra); a restarting one counts the ranks that never started as stopped. A refusal of
+  // the spec's paths (kPathNotAllowed) is a user error: the job fails, with the worker's
+  // message as its cause.
   void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   // Records an exit (code -1, now) for every rank of the generation `msg` names that never
   // started: those of `worker_id`, or every rank if no StartAssignment was sent yet (a

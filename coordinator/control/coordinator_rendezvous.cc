@@ -191,6 +191,16 @@ void Coordinator::OnAssignmentFailed(const std::string& worker_id,
   const absl::StatusOr<JobState> state = jobs_->State(msg.job_id());
   if (!state.ok() || (!IsActive(*state) && *state != JobState::kRestarting)) return;
   if (!RecordRanksNotStarted(worker_id, msg)) return;
+  if (msg.reason() == kPathNotAllowed || msg.reason() == kDataNotFound) {
+    // The spec names a path this worker refuses, or a dataset not there: a user error that
+    // no restart would fix.
+    Fail(msg.job_id(), msg.reason(),
+         absl::StrCat("worker ", worker_id,
+                      msg.reason() == kDataNotFound ? " cannot use the job's data: "
+                                                    : " refused the job's paths: ",
+                      msg.message()));
+    return;
+  }
   if (*state == JobState::kRestarting) {
     MaybeRestart(msg.job_id());  // its ranks on that worker count as stopped now
     return;

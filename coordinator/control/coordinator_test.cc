@@ -677,6 +677,55 @@ TEST_F(CoordinatorTest, StartAssignmentNamesThePeersAndAnUnreachablePeerFailsThe
                                    "worker w1 at 10.0.0.1:7001"));
 }
 
+// A worker that refuses the spec's paths names a user error: the job fails at once, with no
+// restart (every restart would be refused the same way), and the worker's message is the
+// cause `baton describe` shows.
+TEST_F(CoordinatorTest, ADataNotFoundRefusalFailsTheJobWithoutARestart) {
+  Connect(Reg("w1"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(job);
+  ReservedPort("w1", job->id(), 1, 29500);
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("DataNotFound");
+  failed.mutable_assignment_failed()->set_message("trainer.data_dir: /d has no mnist files");
+  Send("w1", failed);
+  EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
+  absl::StatusOr<baton::v1::Job> record = jobs_->Get(job->id());
+  ASSERT_OK(record);
+  EXPECT_THAT(record->message(), HasSubstr("worker w1 cannot use the job's data: trainer."));
+  EXPECT_EQ(record->restarts().failures_size(), 0);
+}
+
+TEST_F(CoordinatorTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  ReservedPort("w1", job->id(), 1, 29500);
+  Started("w1");
+  baton::v1::WorkerMessage failed;
+  failed.mutable_assignment_failed()->set_job_id(job->id());
+  failed.mutable_assignment_failed()->set_generation(1);
+  failed.mutable_assignment_failed()->set_reason("PathNotAllowed");
+  failed.mutable_assignment_failed()->set_message(
+      "checkpoint_dir: /etc/x is not under an allowed path of this worker");
+  Send("w2", failed);
+  EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
+  absl::StatusOr<baton::v1::Job> record = jobs_->Get(job->id());
+  ASSERT_OK(record);
+  EXPECT_THAT(record->message(), HasSubstr("worker w2 refused the job's paths: checkpoint_dir: "
+                                           "/etc/x is not under an allowed path"));
+  ASSERT_GT(record->events_size(), 0);
+  EXPECT_EQ(record->events(record->events_size() - 1).reason(), "PathNotAllowed");
+  EXPECT_EQ(record->restarts().failures_size(), 0);
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kStopAssignment)
+                .stop_assignment()
+                .generation(),
+            1);
+}
+
 // Only the failing worker's ranks never started: once the others report their exits the
 // next generation starts after the backoff, without waiting for the failing worker's lease.
 TEST_F(CoordinatorTest, AnAssignmentFailedWorkerRanNothingSoTheRestartWaitsOnlyForTheOthers) {

@@ -12,26 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 #include "coordinator/auth/reflection_gate.h"
 
 namespace baton::coordinator {
 namespace {
-
-absl::Status MakeDirs(const std::string& path) {
-  std::string partial;
-  for (size_t i = 0; i <= path.size(); ++i) {
-    if (i == path.size() || (path[i] == '/' && i > 0)) {
-      partial = path.substr(0, i);
-      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("cannot create state directory ", partial, ": ", std::strerror(errno)));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -85,7 +72,8 @@ absl::Status CoordinatorServer::ReloadTokens() {
 }
 
 absl::Status CoordinatorServer::OpenState() {
-  RETURN_IF_ERROR(MakeDirs(options_.state_dir));
+  // The state directory and the database hold every job's spec, env included: 0700/0600.
+  RETURN_IF_ERROR(MakePrivateDirs(options_.state_dir));
   ASSIGN_OR_RETURN(state_lock_, StateDirLock::Acquire(options_.state_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<Store> store,
                    options_.open_store(options_.state_dir + "/coordinator.db"));
@@ -105,16 +93,9 @@ absl::Status CoordinatorServer::OpenState() {
 }
 
 absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> credentials) {
-  // Validation first (cheap, and its errors read better than a path's), then the paths.
-  path_checker_ = std::make_unique<PathChecker>(
-      [paths = options_.check_spec_paths](const baton::v1::JobSpec& spec) -> absl::Status {
-        const baton::v1::JobSpec with_defaults = WithDefaults(spec);
-        if (absl::Status s = ValidateJobSpec(with_defaults); !s.ok()) return s;
-        return paths(with_defaults);
-      });
   const CallerChecks checks{auth_.get(), access_.get()};
-  job_service_ = std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get(),
-                                                  path_checker_.get(), checks);
+  job_service_ =
+      std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get(), checks);
   cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get(), checks);
   worker_service_ = std::make_unique<WorkerServiceImpl>(loop_.get(), coordinator_.get(),
                                                         !options_.security.insecure);
@@ -204,7 +185,6 @@ void CoordinatorServer::Shutdown(absl::Duration grace) {
     server_->Wait();
     server_.reset();
   }
-  path_checker_.reset();  // no check's callback reaches the loop after this
   if (loop_ != nullptr) loop_->Stop();
 }
 

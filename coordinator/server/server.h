@@ -20,7 +20,6 @@
 #include "coordinator/server/event_loop.h"
 #include "coordinator/server/health_port.h"
 #include "coordinator/server/metrics.h"
-#include "coordinator/server/path_checker.h"
 #include "coordinator/server/services.h"
 #include "coordinator/store/state_dir_lock.h"
 #include "coordinator/store/store.h"
@@ -53,9 +52,6 @@ struct ServerOptions {
   CoordinatorOptions coordinator;
   LeaseOptions lease;
   RetentionOptions retention;
-  // The file system checks of a submitted spec's paths, run off the event loop after the
-  // spec validated (default: CheckJobSpecPaths, on the coordinator's file system).
-  std::function<absl::Status(const baton::v1::JobSpec&)> check_spec_paths = &CheckJobSpecPaths;
   // Opens the state store at a path (default: Store::Open, SQLite).
   std::function<absl::StatusOr<std::unique_ptr<Store>>(const std::string& path)> open_store =
       &Store::Open;
@@ -123,7 +119,6 @@ class CoordinatorServer {
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<EventLoop> loop_;
   std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
-  std::unique_ptr<PathChecker> path_checker_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<AccessPolicy> access_;
   std::unique_ptr<JobServiceImpl> job_service_;

@@ -296,16 +296,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext*
     return Refuse(ctx, s);
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto checked = [this, ctx, req, resp, reactor, caller = *caller](absl::Status paths) {
-    loop_->Post([this, ctx, req, resp, reactor, paths, caller] {
-      reactor->Finish(ToGrpcStatus(paths.ok() ? Submit(ctx, req, caller, resp) : paths));
-    });
-  };
-  if (!checker_->Check(req->spec(), std::move(checked))) {
-    reactor->Finish(ToGrpcStatus(absl::UnavailableError(
-        "too many submits are waiting for the file system checks of their paths (is a "
-        "mount hung?); retry later")));
-  }
+  loop_->Post([this, ctx, req, resp, reactor, caller = *caller] {
+    reactor->Finish(ToGrpcStatus(Submit(ctx, req, caller, resp)));
+  });
   return reactor;
 }
 

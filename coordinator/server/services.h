@@ -7,7 +7,6 @@
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
-#include "coordinator/server/path_checker.h"
 #include "proto/baton/v1/job_service.grpc.pb.h"
 #include "proto/baton/v1/worker_service.grpc.pb.h"
 
@@ -30,10 +29,10 @@ struct CallerChecks {
 
 class JobServiceImpl final : public baton::v1::JobService::CallbackService {
  public:
-  // SubmitJob checks a spec's paths on `checker` before it goes to the loop.
-  JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs,
-                 PathChecker* checker, CallerChecks checks)
-      : loop_(loop), coordinator_(coordinator), jobs_(jobs), checker_(checker), checks_(checks) {}
+  // SubmitJob validates the spec syntactically only (ValidateJobSpec): a spec's paths are
+  // the workers' to check (their file systems, their --allowed_paths), never probed here.
+  JobServiceImpl(EventLoop* loop, Coordinator* coordinator, JobManager* jobs, CallerChecks checks)
+      : loop_(loop), coordinator_(coordinator), jobs_(jobs), checks_(checks) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* ctx,
                                       const baton::v1::SubmitJobRequest* req,
@@ -53,14 +52,13 @@ class JobServiceImpl final : public baton::v1::JobService::CallbackService {
       grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) override;
 
  private:
-  // SubmitJob's part on the loop, once the paths were checked.
+  // SubmitJob's part on the loop.
   absl::Status Submit(grpc::CallbackServerContext* ctx, const baton::v1::SubmitJobRequest* req,
                       const Principal& caller, baton::v1::SubmitJobResponse* resp);
 
   EventLoop* const loop_;
   Coordinator* const coordinator_;
   JobManager* const jobs_;
-  PathChecker* const checker_;
   const CallerChecks checks_;
 };
 

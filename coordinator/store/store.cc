@@ -1,7 +1,11 @@
 #include "coordinator/store/store.h"
 
 #include <sqlite3.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <memory>
@@ -16,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "common/private_file.h"
 #include "common/status_macros.h"
 #include "coordinator/store/sqlite.h"
 #include "google/protobuf/message_lite.h"
@@ -161,9 +166,36 @@ class SqliteStore final : public Store {
   std::string path_;  // empty for ":memory:"
 };
 
+namespace {
+
+// Creates the database file 0600 (SQLite would create it 0644 less the umask; its journal,
+// WAL and shm files take the database file's mode), or narrows an existing one to 0600.
+// A symlink is refused.
+absl::Status CreatePrivateDbFile(const std::string& path) {
+  const int fd = OpenPrivate(path, O_RDWR | O_CREAT);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Store::Open(", path, "): a symbolic link is not accepted"));
+  }
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat("Store::Open(", path, "): ", ::strerror(errno),
+                                               "; the directory must exist and be writable"));
+  }
+  const bool narrowed = ::fchmod(fd, kPrivateFileMode) == 0;
+  ::close(fd);
+  if (!narrowed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Store::Open(", path, "): chmod 0600: ", ::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> SqliteStore::Open(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("Store::Open: empty path");
   const std::string op = absl::StrCat("Store::Open(", path, ")");
+  if (path != ":memory:") RETURN_IF_ERROR(CreatePrivateDbFile(path));
   sqlite3* raw = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
                                  nullptr);

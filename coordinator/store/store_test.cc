@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -448,6 +449,31 @@ TEST(StoreFileTest, SchemaOneIsMigrated) {
   EXPECT_OK((*store)->AppendUpdates("j-1", {later}));
   store->reset();
   EXPECT_OK(Store::Open(path));  // reopening a migrated file changes nothing
+}
+
+// The database holds every job's spec (env included): 0600 whatever the umask, and so are
+// the files SQLite makes beside it (they take the database's mode).
+TEST(StoreFileTest, TheDatabaseFileIsPrivate) {
+  const std::string path = TempDbPath();
+  const mode_t old_umask = ::umask(0);
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
+  ::umask(old_umask);
+  ASSERT_OK(store);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);  // An older, wider file is narrowed.
+  store->reset();
+  ASSERT_OK(Store::Open(path));
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+}
+
+TEST(StoreFileTest, ASymlinkedDatabaseIsRefused) {
+  const std::string path = TempDbPath();
+  ASSERT_EQ(::symlink((path + ".elsewhere").c_str(), path.c_str()), 0);
+  EXPECT_THAT(Store::Open(path), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                          HasSubstr("symbolic link")));
 }
 
 TEST(StoreFileTest, MissingDirectoryIsUnavailable) {

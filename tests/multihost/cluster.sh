@@ -205,7 +205,8 @@ cluster_start_worker() {
   rm -f "$TMP/$name.metrics_port"
   worker_tls "$name"
   (on_exec "$host" "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$name" \
-    "${WORKER_TLS[@]}" --slots="$slots" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
+    "${WORKER_TLS[@]}" --allowed_paths="$TMP,$EXAMPLES" --slots="$slots" --trainer="$TRAINER_BIN" \
+    --metrics_listen=127.0.0.1:0 \
     --metrics_port_file="$TMP/$name.metrics_port" "$@" 2>>"$TMP/$name.log") &
   WORKER_PIDS[$name]=$!
   WORKER_HOST[$name]=$host

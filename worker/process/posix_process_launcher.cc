@@ -14,13 +14,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "worker/process/fs_isolation.h"
 #include "worker/process/path_lookup.h"
+#include "worker/process/shim_reaping.h"
 
 namespace baton::worker {
 namespace {
@@ -29,7 +32,8 @@ namespace {
 //   shim -> worker: kPid (the training process's pid, once it exec'd), then kExit (wait
 //                   status); or, and then the shim exits, kSpawnFailed (the errno of signalfd,
 //                   pipe2 or fork),
-//                   kChdirFailed or kExecFailed (the child's errno; the child was reaped);
+//                   kChdirFailed, kConfineFailed (landlock_restrict_self) or kExecFailed
+//                   (the child's errno; the child was reaped);
 //   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
 // The child reports a failed chdir or execve to the shim with the same record on a CLOEXEC
 // pipe, which an execve that succeeds closes.
@@ -40,6 +44,7 @@ enum RecordKind : int32_t {
   kSignal = 4,
   kChdirFailed = 5,
   kExecFailed = 6,
+  kConfineFailed = 7,
 };
 struct Record {
   int32_t kind;
@@ -52,7 +57,8 @@ constexpr int kShimStdinFd = 4;
 constexpr int kShimStdoutFd = 5;
 constexpr int kShimStderrFd = 6;
 constexpr int kShimMetricsFd = 7;
-constexpr int kShimFirstFreeFd = 8;
+constexpr int kShimRulesetFd = 8;  // The Landlock ruleset, or a copy of stdin's fd if none.
+constexpr int kShimFirstFreeFd = 9;
 // In the child, after its stdio is in place: the write end of the exec status pipe.
 constexpr int kChildStatusFd = ProcessLauncher::kMetricsFd + 1;
 static_assert(ProcessLauncher::kMetricsFd == 3, "the child's fd layout below assumes 3");
@@ -66,6 +72,7 @@ constexpr absl::Duration kShimStartTimeout = absl::Seconds(30);
 // async-signal-safe calls run, so nothing may allocate.
 struct ShimArgs {
   int control_fd, stdin_fd, stdout_fd, stderr_fd, metrics_fd;  // Worker-side numbers.
+  int ruleset_fd;  // A Landlock ruleset to confine the child with, or -1.
   const char* exec_path;
   char* const* argv;
   char* const* envp;
@@ -111,6 +118,10 @@ void SetDisposition(int signo, void (*handler)(int)) {
   ::dup2(kShimStderrFd, 2);
   ::dup2(kShimMetricsFd, ProcessLauncher::kMetricsFd);  // Replaces the control socket.
   if (::dup3(status_fd, kChildStatusFd, O_CLOEXEC) < 0) ::_exit(127);
+  if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+                            ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {
+    ChildFailed(kConfineFailed, errno);
+  }
   CloseFrom(kChildStatusFd + 1);
   if (a.working_dir[0] != '\0' && ::chdir(a.working_dir) != 0) {
     ChildFailed(kChdirFailed, errno);
@@ -136,22 +147,70 @@ bool AwaitExec(pid_t child, int status_read) {
   return false;
 }
 
+// The shim once its child exec'd: relays stop signals to the child's group until the child
+// exits, then kills and reaps what is left (its group, then every other descendant),
+// reports the wait status and exits. Kills the group if the worker goes away.
+[[noreturn]] void SuperviseChild(pid_t child, int sigfd) {
+  bool control_open = true;
+  for (;;) {
+    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
+    ::poll(fds, 2, -1);
+    if (fds[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (::read(sigfd, &si, sizeof(si)) > 0) {
+      }
+    }
+    if (shim::ReapOrphansUntil(child)) {
+      // The child is a zombie, so its pgid stays reserved: kill what is left of its group,
+      // then reap it, kill and reap every other descendant (they are the shim's children
+      // by now, or become so as their parents die), and report.
+      ::kill(-child, SIGKILL);
+      int status = 0;
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      shim::KillAndReapAllDescendants();
+      const Record rec{kExit, status};
+      ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
+      ::_exit(0);
+    }
+    if (control_open && fds[1].revents != 0) {
+      Record rec;
+      const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
+      if (n == static_cast<ssize_t>(sizeof(rec))) {
+        if (rec.kind == kSignal &&
+            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
+          ::kill(-child, rec.value);
+        }
+      } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        // The worker is gone: nothing may outlive it.
+        ::kill(-child, SIGKILL);
+        control_open = false;
+      }
+    }
+  }
+}
+
 // The shim: a fork of the worker that never execs.
 [[noreturn]] void RunShim(const ShimArgs& a) {
   // Move the fds we keep to fixed slots, then close everything else the worker had open
   // (its sockets, other ranks' pipes and control sockets).
-  const int keep[] = {a.control_fd, a.stdin_fd, a.stdout_fd, a.stderr_fd, a.metrics_fd};
-  int high[5];
-  for (int i = 0; i < 5; ++i) {
+  const int keep[] = {a.control_fd, a.stdin_fd,  a.stdout_fd, a.stderr_fd, a.metrics_fd,
+                      a.ruleset_fd >= 0 ? a.ruleset_fd : a.stdin_fd};
+  constexpr int kKept = sizeof(keep) / sizeof(keep[0]);
+  int high[kKept];
+  for (int i = 0; i < kKept; ++i) {
     high[i] = ::fcntl(keep[i], F_DUPFD, kShimFirstFreeFd);
     if (high[i] < 0) ::_exit(1);
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kKept; ++i) {
     if (::dup2(high[i], kShimControlFd + i) < 0) ::_exit(1);
   }
   CloseFrom(kShimFirstFreeFd);
 
   ::prctl(PR_SET_NAME, "baton-shim", 0, 0, 0);
+  // Orphans of the training process (double forks, setsid daemons) become the shim's
+  // children, so it can kill and reap them: nothing a rank starts escapes supervision.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   for (int signo = 1; signo < NSIG; ++signo) {
     if (signo != SIGKILL && signo != SIGSTOP) SetDisposition(signo, SIG_DFL);
   }
@@ -203,43 +262,7 @@ bool AwaitExec(pid_t child, int status_read) {
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
   }
 
-  bool control_open = true;
-  for (;;) {
-    struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
-    ::poll(fds, 2, -1);
-    if (fds[0].revents & POLLIN) {
-      struct signalfd_siginfo si;
-      while (::read(sigfd, &si, sizeof(si)) > 0) {
-      }
-    }
-    siginfo_t info;
-    ::memset(&info, 0, sizeof(info));
-    if (::waitid(P_PID, child, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child) {
-      // The child is a zombie, so its pgid stays reserved: kill what is left of its group,
-      // then reap it and report.
-      ::kill(-child, SIGKILL);
-      int status = 0;
-      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-      }
-      const Record rec{kExit, status};
-      ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
-      ::_exit(0);
-    }
-    if (control_open && fds[1].revents != 0) {
-      Record rec;
-      const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
-      if (n == static_cast<ssize_t>(sizeof(rec))) {
-        if (rec.kind == kSignal &&
-            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
-          ::kill(-child, rec.value);
-        }
-      } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        // The worker is gone: nothing may outlive it.
-        ::kill(-child, SIGKILL);
-        control_open = false;
-      }
-    }
-  }
+  SuperviseChild(child, sigfd);
 }
 
 // ---- Worker side. ----
@@ -271,16 +294,24 @@ bool ReapWithin(pid_t pid, absl::Duration timeout) {
   return r == pid || (r < 0 && errno == ECHILD);
 }
 
+// Reaps the shim `pid` within `timeout`, then hands it to the orphan reaper (if any): reaped
+// now, or reaped by it once it exits.
+bool ReapShimWithin(pid_t pid, absl::Duration timeout, ChildRegistry* children) {
+  const bool reaped = ReapWithin(pid, timeout);
+  if (children != nullptr) children->Release(pid);
+  return reaped;
+}
+
 class ShimProcess final : public Process {
  public:
-  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control)
-      : shim_pid_(shim_pid), pid_(pid), control_(std::move(control)) {}
+  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control, ChildRegistry* children)
+      : shim_pid_(shim_pid), pid_(pid), children_(children), control_(std::move(control)) {}
 
   // Closing the control socket makes the shim SIGKILL the group (if still running) and exit.
   ~ShimProcess() override {
     absl::MutexLock lock(&mu_);
     control_.Reset();
-    if (!shim_reaped_ && !ReapWithin(shim_pid_, absl::Seconds(2))) {
+    if (!shim_reaped_ && !ReapShimWithin(shim_pid_, absl::Seconds(2), children_)) {
       BATON_LOG(WARNING) << "shim " << shim_pid_ << " of pid " << pid_
                          << " did not exit within 2s of losing its control socket";
     }
@@ -312,7 +343,7 @@ class ShimProcess final : public Process {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return std::nullopt;
     collected_ = true;
     if (n == static_cast<ssize_t>(sizeof(rec)) && rec.kind == kExit) {
-      shim_reaped_ = ReapWithin(shim_pid_, absl::Seconds(2));
+      shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
       return DecodeWaitStatus(rec.value);
     }
     // The shim died without reporting (someone killed it): its child lost its guardian, so
@@ -321,7 +352,7 @@ class ShimProcess final : public Process {
     BATON_LOG(ERROR) << "shim " << shim_pid_ << " of pid " << pid_
                      << " died unexpectedly; killing process group " << pid_;
     ::kill(-pid_, SIGKILL);
-    shim_reaped_ = ReapWithin(shim_pid_, absl::Seconds(2));
+    shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
     baton::v1::ProcessExit exit;
     exit.set_exit_code(-1);
     exit.set_signal(SIGKILL);
@@ -332,6 +363,7 @@ class ShimProcess final : public Process {
   absl::Mutex mu_;
   const pid_t shim_pid_;
   const pid_t pid_;
+  ChildRegistry* const children_;  // May be null.
   UniqueFd control_ ABSL_GUARDED_BY(mu_);  // Open until destruction: exit_fd() stays valid.
   bool collected_ ABSL_GUARDED_BY(mu_) = false;
   bool shim_reaped_ ABSL_GUARDED_BY(mu_) = false;
@@ -359,9 +391,26 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
     case kExecFailed:
       return absl::FailedPreconditionError(
           absl::StrCat("cannot execute ", exec_path, ": ", ::strerror(rec.value)));
+    case kConfineFailed:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot confine the process to its files (landlock): ", ::strerror(rec.value)));
     default:
       return absl::InternalError("the process shim failed before spawning the process");
   }
+}
+
+// The Landlock ruleset enforcing `isolation`; an invalid fd when there is nothing to
+// enforce, or when the kernel has no Landlock (logged once: the rank runs unconfined).
+absl::StatusOr<UniqueFd> RulesetFor(const FsIsolation& isolation) {
+  if (isolation.empty()) return UniqueFd();
+  absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(isolation);
+  if (!absl::IsUnimplemented(built.status())) return built;
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    BATON_LOG(WARNING) << built.status().message()
+                       << "; ranks run without file system confinement";
+  });
+  return UniqueFd();
 }
 
 }  // namespace
@@ -407,18 +456,26 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
     }
   }
 
+  absl::StatusOr<UniqueFd> ruleset = RulesetFor(request.isolation);
+  if (!ruleset.ok()) return ruleset.status();
+
   const ShimArgs args = {
-      shim_control.get(), child_stdin.get(), stdout_w.get(),  stderr_w.get(),
-      metrics_w.get(),    exec_path->c_str(), argv.data(),     envp.data(),
-      request.working_dir.c_str(),
+      shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
+      metrics_w.get(),    ruleset->get(),     exec_path->c_str(), argv.data(),
+      envp.data(),        request.working_dir.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
   // async-signal-safe calls.
-  const pid_t shim = ::_Fork();
+  const auto fork_shim = [&args]() -> pid_t {
+    const pid_t pid = ::_Fork();
+    if (pid == 0) RunShim(args);
+    return pid;
+  };
+  const pid_t shim =
+      children_ != nullptr ? children_->ForkRegistered(fork_shim) : fork_shim();
   if (shim < 0) {
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(errno)));
   }
-  if (shim == 0) RunShim(args);
 
   // Close the child's ends so EOF on the pipes means every writer is gone.
   stdout_w.Reset();
@@ -436,11 +493,11 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   const ssize_t n = ready > 0 ? ::recv(control.get(), &rec, sizeof(rec), MSG_DONTWAIT) : -1;
   if (n != static_cast<ssize_t>(sizeof(rec)) || rec.kind != kPid) {
     ::kill(shim, SIGKILL);
-    ReapWithin(shim, absl::Seconds(2));
+    ReapShimWithin(shim, absl::Seconds(2), children_);
     return SpawnError(n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0}, request,
                       *exec_path);
   }
-  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control));
+  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control), children_);
   return launched;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "worker/process/child_reaper.h"
 #include "worker/process/process_launcher.h"
 
 namespace baton::worker {
@@ -22,16 +23,28 @@ namespace baton::worker {
 // * Stop signals travel over the socket and the shim delivers them with kill(-pgid). Because
 //   the shim is the training process's parent and reaps it only after SIGKILLing what is left
 //   of its group, the pgid cannot be reused while it is being signalled.
-// * When the training process exits the shim kills the rest of its group, reaps it and sends
-//   the wait status over the socket; then it exits and the worker reaps it.
+// * The shim is a child subreaper (PR_SET_CHILD_SUBREAPER): whatever the training process
+//   leaves behind (a double fork, a setsid daemon outside its group) is reparented to the
+//   shim, which reaps such orphans as they exit.
+// * When the training process exits (by itself or stopped) the shim kills the rest of its
+//   group, reaps it, then SIGKILLs every remaining child of its own (found in /proc/*/stat)
+//   and reaps them until it has none; only then does it send the wait status over the
+//   socket, exit, and the worker reaps it. So a reported exit means no descendant is left.
 // * The shim reports the pid only once the child exec'd: a failed chdir or execve comes back
 //   from the child on a CLOEXEC pipe, and Launch() returns it as an error.
 //
 // Thread-safe; Launch() may block for the time the shim needs to fork and the child to exec
 // (milliseconds).
+//
+// `children` (optional, must outlive the launcher and its processes): the shims are forked
+// through it, so an OrphanReaper never reaps a shim whose exit a Process waits for.
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
+  explicit PosixProcessLauncher(ChildRegistry* children = nullptr) : children_(children) {}
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
+
+ private:
+  ChildRegistry* const children_;
 };
 
 }  // namespace baton::worker

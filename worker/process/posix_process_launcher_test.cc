@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
@@ -223,6 +224,79 @@ TEST_F(PosixProcessLauncherTest, LosingTheControlSocketKillsTheWholeGroup) {
   EXPECT_EQ(::kill(grandchild, 0), 0);
   p->process.reset();
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(grandchild); }));
+}
+
+// True once no process `pid` exists, zombies included; reaps nothing itself.
+bool NoSuchProcess(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+TEST_F(PosixProcessLauncherTest, DoubleForkedSetsidDaemonIsKilledAndReapedWhenTheRankExits) {
+  // The daemon leaves the training process's group and session, and its parent exits at
+  // once: only the shim, a subreaper, can still find it.
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(
+      Sh("setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; exit 0"));
+  ASSERT_OK(p);
+  const pid_t daemon = ParsePid(ReadLine(*p));
+  ASSERT_GT(daemon, 0);
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->exit_code(), 0);
+  // Killed and reaped by the shim before it reported the exit: no process, no zombie.
+  EXPECT_TRUE(NoSuchProcess(daemon));
+}
+
+TEST_F(PosixProcessLauncherTest, EscapedDaemonIsKilledWhenTheRankIsStopped) {
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(Sh(
+      "setsid sh -c 'trap \"\" TERM; sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
+      "exec sleep 1000"));
+  ASSERT_OK(p);
+  const pid_t daemon = ParsePid(ReadLine(*p));
+  ASSERT_GT(daemon, 0);
+  ASSERT_OK(p->process->SignalGroup(SIGTERM));
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->signal(), SIGTERM);
+  EXPECT_TRUE(NoSuchProcess(daemon));
+}
+
+TEST_F(PosixProcessLauncherTest, OrphansThatExitWhileTheRankRunsAreReaped) {
+  absl::StatusOr<LaunchedProcess> launched = launcher_.Launch(
+      Sh("setsid sh -c 'sh -c \"echo \\$\\$; exit 0\" &'; exec sleep 1000"));
+  ASSERT_OK(launched);
+  const pid_t orphan = ParsePid(ReadLine(*launched));
+  ASSERT_GT(orphan, 0);
+  // It exited at once; without a reaper it would stay a zombie of the shim (or of this
+  // test, a subreaper too) for as long as the rank runs.
+  EXPECT_TRUE(WaitUntil([&] { return NoSuchProcess(orphan); }));
+  ASSERT_OK(launched->process->SignalGroup(SIGKILL));
+  EXPECT_TRUE(RunToExit(*launched).exit.has_value());
+}
+
+TEST_F(PosixProcessLauncherTest, AConfinedProcessCannotTouchTheHiddenTreesButItsOwnParts) {
+  if (absl::IsUnimplemented(BuildLandlockRuleset({{"/nonexistent"}, {}}).status())) {
+    GTEST_SKIP() << "no Landlock in this kernel";
+  }
+  const std::string hidden = dir_ + "/jobs";
+  std::filesystem::create_directories(hidden + "/other");
+  std::filesystem::create_directories(hidden + "/mine");
+  std::filesystem::create_directories(dir_ + "/free");  // Outside the hidden tree.
+  { std::ofstream(hidden + "/other/secret") << "secret\n"; }
+  LaunchRequest r = Sh(
+      "cat jobs/other/secret; echo read=$?; echo x > jobs/other/planted; echo write=$?; "
+      "rm -f jobs/other/secret; echo rm=$?; ls jobs/other >/dev/null; echo list=$?; "
+      "echo mine > jobs/mine/f && cat jobs/mine/f; echo own=$?; "
+      "echo x > free/f && rm free/f; echo outside=$?");
+  r.isolation.hidden = {hidden};
+  r.isolation.exceptions = {hidden + "/mine"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_THAT(o.out, ::testing::AllOf(HasSubstr("read=1"), HasSubstr("write=2"),
+                                      HasSubstr("rm=1"), HasSubstr("list=2"),
+                                      HasSubstr("mine\nown=0"), HasSubstr("outside=0")))
+      << o.err;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("secret")));
+  EXPECT_EQ(ReadFileOrEmpty(hidden + "/other/secret"), "secret\n");
+  EXPECT_FALSE(std::filesystem::exists(hidden + "/other/planted"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/baton/v1/job.pb.h"
+#include "worker/process/fs_isolation.h"
 #include "worker/process/unique_fd.h"
 
 namespace baton::worker {
@@ -32,7 +33,8 @@ class Process {
   virtual int exit_fd() const = 0;
 
   // Non-blocking. Returns the exit status once the process exited and every other member of
-  // its process group was killed; nullopt while it runs. Returns the exit once; later calls
+  // its process group, and every process it left behind outside it, was killed and reaped;
+  // nullopt while it runs. Returns the exit once; later calls
   // return nullopt.
   virtual std::optional<baton::v1::ProcessExit> TryCollectExit() = 0;
 };
@@ -50,6 +52,10 @@ struct LaunchRequest {
   // send(MSG_NOSIGNAL) and get EPIPE instead of SIGPIPE when the child is gone; it is
   // bidirectional, so the child may answer on its stdin). Otherwise stdin is /dev/null.
   bool pipe_stdin = false;
+  // File system confinement (Landlock): unless empty, the process and its descendants
+  // cannot touch the hidden trees but for the exceptions. A launcher that cannot confine
+  // the process (no Landlock in the kernel) logs it once and launches it unconfined.
+  FsIsolation isolation;
 };
 
 // A started process and the read ends of its output pipes (O_NONBLOCK, O_CLOEXEC), which the

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -22,6 +23,9 @@
 
 namespace baton::worker {
 namespace {
+
+// The one reserved name MatchKey keeps: a standby serves only the job it was started for.
+constexpr absl::string_view kJobIdPrefix = "BATON_JOB_ID=";
 
 // True once `fd` is readable or hung up: for a Process's exit_fd, the process has news
 // (exited, or its shim died). Never blocks and consumes nothing.
@@ -134,11 +138,25 @@ std::vector<std::string> StandbyLauncher::MatchKey(const std::vector<std::string
   key.reserve(env.size());
   for (const std::string& entry : env) {
     const size_t eq = entry.find('=');
-    if (eq != std::string::npos && baton::IsReservedEnvName(entry.substr(0, eq))) continue;
+    if (eq != std::string::npos && baton::IsReservedEnvName(entry.substr(0, eq)) &&
+        !(absl::StartsWith(entry, kJobIdPrefix) && entry.size() > kJobIdPrefix.size())) {
+      continue;
+    }
     key.push_back(entry);
   }
   std::sort(key.begin(), key.end());
   return key;
+}
+
+bool StandbyLauncher::Serves(const std::vector<std::string>& standby_key,
+                             const std::vector<std::string>& request_key) {
+  if (standby_key == request_key) return true;
+  auto is_job_id = [](const std::string& e) { return absl::StartsWith(e, kJobIdPrefix); };
+  if (std::any_of(standby_key.begin(), standby_key.end(), is_job_id)) return false;
+  std::vector<std::string> without_job = request_key;
+  without_job.erase(std::remove_if(without_job.begin(), without_job.end(), is_job_id),
+                    without_job.end());
+  return without_job == standby_key;
 }
 
 absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& request) {
@@ -162,7 +180,7 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
       if (!template_key_.has_value() || *template_key_ != key) {
         template_key_ = key;
         for (auto it = pool_.begin(); it != pool_.end();) {
-          if ((*it)->env_key == key) {
+          if (Serves((*it)->env_key, key)) {
             ++it;
           } else {
             retired_.push_back(std::move(*it));

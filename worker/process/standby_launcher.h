@@ -69,7 +69,8 @@ struct StandbyStats {
 //
 // Matching: a standby serves a request only if both environments are equal once the names
 // the worker sets per rank (baton::IsReservedEnvName: RANK, MASTER_ADDR, BATON_*, ...) are
-// left out, because libraries read the rest (OMP_NUM_THREADS, LD_PRELOAD, ...) during static
+// left out, and only if it was started for the same job (BATON_JOB_ID) or for none (the
+// worker's job-neutral template): one job's environment is never carried into another's, because libraries read the rest (OMP_NUM_THREADS, LD_PRELOAD, ...) during static
 // initialisation, before the request arrives. Each trainer launch makes its environment the
 // template for the standbys started after it; idle standbys with another one are retired.
 // An elastic restart of a job therefore finds standbys with that job's environment.
@@ -123,8 +124,16 @@ class StandbyLauncher final : public ProcessLauncher {
   // Reads the kStandbyLoaded byte of standbys still loading (non-blocking).
   void PollLoadedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The environment entries that must match, sorted.
+  // The environment entries that must match, sorted: every name but the per-rank ones, and
+  // BATON_JOB_ID when set, so that a standby started from one job's environment never
+  // serves another job.
   static std::vector<std::string> MatchKey(const std::vector<std::string>& env);
+
+  // Whether a standby started with `standby_key` may serve `request_key`: equal keys, or a
+  // job-neutral standby (no BATON_JOB_ID: the worker's template) whose key equals the
+  // request's but for BATON_JOB_ID.
+  static bool Serves(const std::vector<std::string>& standby_key,
+                     const std::vector<std::string>& request_key);
 
   // Writes the encoded request to the standby's stdin within handoff_timeout. Errors:
   // UNAVAILABLE (the standby is gone or does not read).

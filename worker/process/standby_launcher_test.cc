@@ -337,6 +337,33 @@ TEST_F(StandbyLauncherTest, ADifferentEnvironmentGetsAColdStartAndRetiresTheStan
   EXPECT_EQ(RunEcho(*p).Value("mode"), "standby");
 }
 
+TEST_F(StandbyLauncherTest, AStandbyStartedForOneJobNeverServesAnother) {
+  StandbyLauncher launcher(Options(), &inner_, &clock_);
+  LaunchRequest job_a = TrainerRequest(0);
+  job_a.env.push_back("BATON_JOB_ID=j-000001");
+  LaunchRequest job_b = TrainerRequest(0);
+  job_b.env.push_back("BATON_JOB_ID=j-000002");
+
+  // The worker's job-neutral standby serves the first job.
+  launcher.ReconcileOnce();
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(job_a);
+  ASSERT_OK(p);
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "standby");
+  // Its replacement starts with job A's environment.
+  clock_.Advance(absl::Seconds(5));
+  launcher.ReconcileOnce();
+  ASSERT_EQ(launcher.stats().ready, 1);
+  ASSERT_TRUE(WaitForStandbyPids(2));
+
+  // Job B's spec.env equals job A's, yet it gets a cold start, not job A's standby.
+  p = launcher.Launch(job_b);
+  ASSERT_OK(p);
+  const Outcome o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "cold");
+  EXPECT_THAT(o.Values("env"), ElementsAreArray(job_b.env));
+  EXPECT_EQ(launcher.stats().ready, 0);  // Job A's standby was retired.
+}
+
 TEST_F(StandbyLauncherTest, AKilledStandbyIsNoticedAndReplacedAfterABackoff) {
   StandbyLauncher launcher(Options(), &inner_, &clock_);
   launcher.ReconcileOnce();

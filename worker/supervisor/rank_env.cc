@@ -2,10 +2,33 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/spec/job_spec.h"
 
 namespace baton::worker {
+namespace {
+
+constexpr absl::string_view kInheritedNames[] = {
+    "PATH", "LD_LIBRARY_PATH", "HOME",   "USER",          "LOGNAME",      "SHELL",
+    "LANG", "LANGUAGE",        "TZ",     "TMPDIR",        "SSL_CERT_FILE", "SSL_CERT_DIR",
+};
+constexpr absl::string_view kInheritedPrefixes[] = {
+    "LC_", "CUDA_", "NCCL_", "NVIDIA_", "GLOO_", "OMP_", "MKL_", "KMP_", "TORCH_",
+};
+
+}  // namespace
+
+bool IsInheritedEnvName(const std::string& name) {
+  for (absl::string_view inherited : kInheritedNames) {
+    if (name == inherited) return true;
+  }
+  for (absl::string_view prefix : kInheritedPrefixes) {
+    if (absl::StartsWith(name, prefix)) return true;
+  }
+  return false;
+}
 
 std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
                                       std::vector<std::string>* ignored) {
@@ -13,7 +36,8 @@ std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
   for (const std::string& entry : input.base_env) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) continue;
-    env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    std::string name = entry.substr(0, eq);
+    if (IsInheritedEnvName(name)) env[std::move(name)] = entry.substr(eq + 1);
   }
   for (const auto& [name, value] : input.spec_env) {
     if (baton::IsReservedEnvName(name)) {

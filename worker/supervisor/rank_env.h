@@ -11,7 +11,8 @@ namespace baton::worker {
 
 // Everything the environment of one training process depends on.
 struct RankEnvInput {
-  // The worker's own environment, "KEY=VALUE" entries (e.g. from `environ`).
+  // The worker's own environment, "KEY=VALUE" entries (e.g. from `environ`). Only the
+  // names IsInheritedEnvName accepts reach the rank.
   std::vector<std::string> base_env;
   std::string job_id;
   int64_t generation = 0;
@@ -26,8 +27,19 @@ struct RankEnvInput {
   int metrics_fd = 3;
 };
 
+// Whether a variable of the worker's own environment is passed on to ranks. A rank does not
+// get the worker's whole environment (its credentials, its configuration, whatever the
+// operator's shell exported): only what locates programs and libraries, the locale and
+// time zone, temporary directories, and the settings of the accelerator and communication
+// libraries:
+//   PATH, LD_LIBRARY_PATH, HOME, USER, LOGNAME, SHELL, LANG, LANGUAGE, TZ, TMPDIR,
+//   SSL_CERT_FILE, SSL_CERT_DIR, and every name starting with LC_, CUDA_, NCCL_, NVIDIA_,
+//   GLOO_, OMP_, MKL_, KMP_, or TORCH_.
+// A job that needs anything else sets it in spec.env.
+bool IsInheritedEnvName(const std::string& name);
+
 // Builds a rank's environment, torchrun-compatible:
-//   base_env, then spec_env (names reserved by baton::IsReservedEnvName, common/spec/job_spec.h,
+//   the inherited part of base_env (IsInheritedEnvName), then spec_env (names reserved by baton::IsReservedEnvName, common/spec/job_spec.h,
 //   are ignored and reported in `ignored`; the coordinator rejects such specs anyway),
 //   then RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
 //   GROUP_WORLD_SIZE (= number of workers = ceil(world_size / local_world_size)),

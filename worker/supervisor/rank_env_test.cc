@@ -114,5 +114,25 @@ TEST(BuildRankEnvTest, OmpNumThreadsOnlyWhenUnset) {
   EXPECT_EQ(AsMap(BuildRankEnv(in))["OMP_NUM_THREADS"], "4");
 }
 
+TEST(BuildRankEnvTest, PassesOnlyTheAllowlistOfTheWorkersEnvironment) {
+  RankEnvInput in = Input();
+  in.base_env = {"PATH=/usr/bin:/bin",         "LD_LIBRARY_PATH=/opt/lib", "HOME=/home/w",
+                 "LANG=C.UTF-8",               "LC_ALL=C",                 "TMPDIR=/scratch",
+                 "CUDA_VISIBLE_DEVICES=0,1",   "NCCL_DEBUG=INFO",          "NVIDIA_DRIVER=x",
+                 "GLOO_SOCKET_IFNAME=eth0",    "AWS_SECRET_ACCESS_KEY=s3", "BATON_TOKEN=t",
+                 "SSH_AUTH_SOCK=/tmp/agent",   "LD_PRELOAD=/evil.so",      "FLAGS_x=1"};
+  in.spec_env = {{"LD_PRELOAD", "/mine.so"}};
+  const std::map<std::string, std::string> env = AsMap(BuildRankEnv(in));
+  for (const char* kept : {"PATH", "LD_LIBRARY_PATH", "HOME", "LANG", "LC_ALL", "TMPDIR",
+                           "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG", "NVIDIA_DRIVER",
+                           "GLOO_SOCKET_IFNAME"}) {
+    EXPECT_TRUE(env.count(kept)) << kept;
+  }
+  for (const char* dropped : {"AWS_SECRET_ACCESS_KEY", "BATON_TOKEN", "SSH_AUTH_SOCK", "FLAGS_x"}) {
+    EXPECT_FALSE(env.count(dropped)) << dropped;
+  }
+  EXPECT_EQ(env.at("LD_PRELOAD"), "/mine.so");  // The job's own env is the job's choice.
+}
+
 }  // namespace
 }  // namespace baton::worker

@@ -40,6 +40,13 @@ struct SupervisorOptions {
   // Absolute; ranks run in <work_dir>/jobs/<job_id>/gen-<g>/rank-<r>/ (created), which holds
   // their stdout.log and stderr.log.
   std::string work_dir;
+  // Roots (absolute) a job's paths may lie under besides its own directory
+  // <work_dir>/jobs/<job_id> (see job_paths.h). A spec naming another path fails its
+  // assignment with "PathNotAllowed".
+  std::vector<std::string> allowed_paths;
+  // Whether ranks are confined (Landlock, fs_isolation.h) so they cannot touch the work_dir
+  // (other jobs' directories, the worker's files) but for their job's directory.
+  bool confine_ranks = true;
   // baton-trainer, run for TrainerSpec programs.
   std::string trainer_path = "baton-trainer";
   // The worker's environment ("KEY=VALUE"), the base of every rank's environment.

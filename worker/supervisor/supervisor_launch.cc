@@ -11,7 +11,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/private_file.h"
+#include "common/spec/trainer_spec.h"
+#include "common/status_macros.h"
 #include "common/time/proto_time.h"
+#include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/supervisor/trainer_args.h"
@@ -48,8 +52,42 @@ absl::Status ValidateRequest(const baton::v1::StartAssignment& request) {
   return absl::OkStatus();
 }
 
+// A rank's log: 0600, never opened through a symlink (a job cannot make the worker append
+// to a file of its choosing).
 UniqueFd OpenLog(const std::string& path) {
-  return UniqueFd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  return UniqueFd(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
+}
+
+// Creates what the rank will write outside its job's directory, by the checked paths of its
+// spec: a declared checkpoint_dir (0700) and the rank's sample log file (0600). A confined
+// rank (Landlock) cannot create entries in the directories above the work_dir, where these
+// often live; made here, they are the rank's to use. Errors: FAILED_PRECONDITION.
+absl::Status MakeRankFiles(const baton::v1::JobSpec& spec, int32_t rank) {
+  if (!spec.checkpoint_dir().empty()) RETURN_IF_ERROR(MakePrivateDirs(spec.checkpoint_dir()));
+  if (!spec.has_trainer() || spec.trainer().sample_log().empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(spec.trainer().sample_log(), ".", rank);
+  const UniqueFd file(OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND));
+  if (!file.valid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create the sample log ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+RankEnvInput RankEnvInputFor(const baton::v1::StartAssignment& request,
+                             const baton::v1::RankInfo& rank,
+                             const std::vector<std::string>& base_env) {
+  RankEnvInput env;
+  env.base_env = base_env;
+  env.job_id = request.job_id();
+  env.generation = request.generation();
+  env.world_size = request.world_size();
+  env.master_addr = request.master_addr();
+  env.master_port = request.master_port();
+  env.rank = rank;
+  env.spec_env.insert(request.spec().env().begin(), request.spec().env().end());
+  env.metrics_fd = ProcessLauncher::kMetricsFd;
+  return env;
 }
 
 }  // namespace
@@ -161,6 +199,24 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
     return absl::UnavailableError(lease_expired);
   }
 
+  // The spec's paths, resolved on this machine, then the dataset's files in them (both may
+  // block on a mount: without the lock).
+  const char* refusal = "PathNotAllowed";
+  absl::Status paths = CheckJobPaths(request.spec(), job_id,
+                                     PathPolicy{options_.work_dir, options_.allowed_paths});
+  if (paths.ok() && request.spec().has_trainer()) {
+    refusal = "DataNotFound";
+    paths = CheckTrainerSpecPaths(request.spec().trainer());
+  }
+  if (!paths.ok()) {
+    {
+      absl::MutexLock lock(&mu_);
+      FailLocked(assignments_.at(key), refusal, std::string(paths.message()));
+    }
+    listener_->OnReportsPending();
+    return paths;
+  }
+
   // Spawn without the lock, in rank order, until one fails.
   std::vector<RankLaunch> launches;
   launches.reserve(request.ranks_size());
@@ -245,10 +301,9 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
   const std::string rank_dir =
       absl::StrCat(job_dir, "/gen-", request.generation(), "/rank-", rank.rank());
-  std::error_code ec;
-  std::filesystem::create_directories(rank_dir, ec);
-  if (ec) {
-    out.status = absl::InternalError(absl::StrCat("mkdir ", rank_dir, ": ", ec.message()));
+  // Created 0700: <work_dir>/jobs, the job's directory and its rank directories.
+  if (absl::Status made = MakePrivateDirs(rank_dir); !made.ok()) {
+    out.status = absl::InternalError(made.message());
     return out;
   }
   out.stdout_log = OpenLog(rank_dir + "/stdout.log");
@@ -266,7 +321,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     std::string checkpoint_dir = spec.checkpoint_dir();
     if (checkpoint_dir.empty()) {
       checkpoint_dir = job_dir + "/ckpt";
-      std::filesystem::create_directories(checkpoint_dir, ec);
+      (void)MakePrivateDirs(checkpoint_dir);  // The trainer reports it if it cannot.
     }
     launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
   } else if (spec.has_command()) {
@@ -281,18 +336,21 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     return out;
   }
 
-  RankEnvInput env;
-  env.base_env = options_.base_env;
-  env.job_id = request.job_id();
-  env.generation = request.generation();
-  env.world_size = request.world_size();
-  env.master_addr = request.master_addr();
-  env.master_port = request.master_port();
-  env.rank = rank;
-  env.spec_env.insert(spec.env().begin(), spec.env().end());
-  env.metrics_fd = ProcessLauncher::kMetricsFd;
   std::vector<std::string> ignored;
-  launch.env = BuildRankEnv(env, &ignored);
+  launch.env = BuildRankEnv(RankEnvInputFor(request, rank, options_.base_env), &ignored);
+  if (absl::Status made = MakeRankFiles(spec, rank.rank()); !made.ok()) {
+    out.status = made;
+    return out;
+  }
+  if (options_.confine_ranks) {
+    absl::StatusOr<FsIsolation> isolation =
+        IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths});
+    if (!isolation.ok()) {
+      out.status = isolation.status();
+      return out;
+    }
+    launch.isolation = *std::move(isolation);
+  }
   for (const std::string& name : ignored) {
     BATON_LOG(WARNING) << Describe(request.job_id(), request.generation(), rank.rank())
                        << ": spec.env may not set " << name << "; ignored";

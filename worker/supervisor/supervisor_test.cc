@@ -1,6 +1,7 @@
 #include "worker/supervisor/supervisor.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <thread>
@@ -121,6 +122,7 @@ class SupervisorFakeTest : public ::testing::Test {
     o.work_dir = dir_;
     o.trainer_path = "/opt/baton/baton-trainer";
     o.base_env = {"PATH=/bin", "HOME=/home/w"};
+    o.allowed_paths = {"/srv/code"};
     o.default_stop_grace = absl::Seconds(10);
     o.max_line_bytes = 64;
     supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
@@ -173,6 +175,34 @@ TEST_F(SupervisorFakeTest, CommandLaunchRequestsAndRankDirectories) {
   }
 }
 
+// A job's directories and logs are the worker's alone (0700/0600) whatever the umask, and a
+// log planted as a symlink is not appended to.
+TEST_F(SupervisorFakeTest, JobDirectoriesAndLogsArePrivate) {
+  auto mode = [](const std::string& path) {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0 ? (st.st_mode & 07777) : 07777u;
+  };
+  const std::string victim = dir_ + "/victim";
+  std::filesystem::create_directories(dir_ + "/jobs/j-9/gen-1/rank-0");
+  ASSERT_EQ(::symlink(victim.c_str(), (dir_ + "/jobs/j-9/gen-1/rank-0/stdout.log").c_str()), 0);
+  const mode_t old_umask = ::umask(0);
+  baton::v1::StartAssignment a = Assignment("j-8", 1, 1, {"python"});
+  ASSERT_OK(supervisor_->StartAssignment(a));
+  baton::v1::StartAssignment b = Assignment("j-9", 1, 1, {"python"});
+  ASSERT_OK(supervisor_->StartAssignment(b));
+  ::umask(old_umask);
+  for (const char* d : {"/jobs/j-8", "/jobs/j-8/gen-1", "/jobs/j-8/gen-1/rank-0"}) {
+    EXPECT_EQ(mode(dir_ + d), 0700u) << d;
+  }
+  EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stdout.log"), 0600u);
+  EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stderr.log"), 0600u);
+  EXPECT_FALSE(std::filesystem::exists(victim));
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].job_id(), "j-9");
+  EXPECT_EQ(reports.failed[0].reason(), "LaunchFailed");
+}
+
 TEST_F(SupervisorFakeTest, TrainerArgvAndExplicitWorkingDir) {
   baton::v1::StartAssignment a = Assignment("j-2", 1, 1, {});
   baton::v1::TrainerSpec* t = a.mutable_spec()->mutable_trainer();
@@ -190,6 +220,35 @@ TEST_F(SupervisorFakeTest, TrainerArgvAndExplicitWorkingDir) {
   b.mutable_spec()->mutable_command()->set_working_dir("/srv/code");
   ASSERT_OK(supervisor_->StartAssignment(b));
   EXPECT_EQ(launcher_.requests()[1].working_dir, "/srv/code");
+}
+
+TEST_F(SupervisorFakeTest, APathOutsideTheAllowedOnesFailsTheAssignmentWithoutLaunching) {
+  baton::v1::StartAssignment a = Assignment("j-4", 1, 2, {"./run.sh"});
+  a.mutable_spec()->set_checkpoint_dir(dir_ + "/jobs/j-5/ckpt");  // Another job's.
+  ASSERT_OK(supervisor_->StartAssignment(a));  // Accepted; its launch fails.
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "PathNotAllowed");
+  EXPECT_THAT(reports.failed[0].message(),
+              ::testing::AllOf(HasSubstr("checkpoint_dir: " + dir_ + "/jobs/j-5/ckpt"),
+                               HasSubstr("not under an allowed path")));
+  EXPECT_EQ(supervisor_->GetRankState("j-4", 1, 0), RankState::kExited);
+  EXPECT_EQ(supervisor_->GetRankState("j-4", 1, 1), RankState::kExited);
+}
+
+TEST_F(SupervisorFakeTest, ADatasetMissingOnThisWorkerFailsTheAssignmentWithoutLaunching) {
+  baton::v1::StartAssignment a = Assignment("j-6", 1, 1, {});
+  baton::v1::TrainerSpec* t = a.mutable_spec()->mutable_trainer();
+  t->set_model("mlp");
+  t->set_dataset("mnist");
+  t->set_data_dir(dir_ + "/jobs/j-6");  // The job's own directory: allowed, but empty.
+  ASSERT_OK(supervisor_->StartAssignment(a));
+  EXPECT_THAT(launcher_.requests(), IsEmpty());
+  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].reason(), "DataNotFound");
+  EXPECT_THAT(reports.failed[0].message(), HasSubstr("data_dir"));
 }
 
 TEST_F(SupervisorFakeTest, RejectsMalformedRequests) {

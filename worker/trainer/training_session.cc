@@ -1,6 +1,8 @@
 #include "worker/trainer/training_session.h"
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
 #include "worker/trainer/contract/contract.h"
@@ -249,8 +252,14 @@ absl::Status TrainingSession::OpenData() {
   epoch_ = start_.epoch;
   if (!options_.sample_log.empty()) {
     const std::string path = absl::StrCat(options_.sample_log, ".", comm_.rank());
-    sample_log_.open(path, std::ios::app);
-    if (!sample_log_) {
+    // Created 0600 and never through a symlink (the stream below then opens the file
+    // this made or checked).
+    const int fd = OpenPrivate(path, O_WRONLY | O_CREAT | O_APPEND);
+    if (fd >= 0) {
+      ::close(fd);
+      sample_log_.open(path, std::ios::app);
+    }
+    if (fd < 0 || !sample_log_) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot append to ", ts::FlagLabel(ts::kSampleLog), " file ", path));
     }

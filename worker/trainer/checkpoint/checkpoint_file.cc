@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "common/private_file.h"
 
 namespace baton::trainer {
 namespace {
@@ -127,13 +128,15 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("creating ", dir.string(), ": ", ec.message()));
-
+  // 0700 directories, a 0600 temporary file created exclusively: nothing planted in the
+  // directory (a symlink, a file another process holds open) is ever written through.
+  if (absl::Status made = MakePrivateDirs(dir.string()); !made.ok()) {
+    return absl::InternalError(made.message());
+  }
   const std::string tmp = absl::StrCat(path, kTemporaryInfix, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return OsError("creating", tmp);
+  absl::StatusOr<int> created = CreateExclusive(tmp);
+  if (!created.ok()) return absl::InternalError(created.status().message());
+  const int fd = *created;
   absl::Status status = WriteAll(fd, contents, tmp);
   if (status.ok() && ::fsync(fd) != 0) status = OsError("fsync", tmp);
   if (::close(fd) != 0 && status.ok()) status = OsError("closing", tmp);
@@ -155,7 +158,7 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view cont
 }
 
 absl::StatusOr<std::vector<char>> ReadFileBytes(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = OpenPrivate(path, O_RDONLY);  // A symlink fails (ELOOP).
   if (fd < 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return OsError("opening", path);

@@ -1,5 +1,6 @@
 #include "worker/trainer/checkpoint/checkpoint_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -100,6 +101,33 @@ TEST(AtomicFileTest, WritesReplacesAndLeavesNoTemporary) {
   }
   EXPECT_EQ(files, 1);
   EXPECT_THAT(ReadFileBytes(dir + "/missing"), StatusIs(absl::StatusCode::kNotFound, _));
+}
+
+// A job cannot make another's trainer write through a symlink planted at its temporary
+// name, nor read a checkpoint through a symlink; what it creates is 0700/0600.
+TEST(AtomicFileTest, PrivateModesAndNoSymlinkIsFollowed) {
+  const mode_t old_umask = ::umask(0);
+  const std::string dir = ::testing::TempDir() + "/atomic_private/ckpt";
+  const std::string path = dir + "/f.bin";
+  const std::string victim = ::testing::TempDir() + "/atomic_private_victim";
+  ASSERT_OK(WriteFileAtomically(victim, "victim"));
+  ASSERT_OK(WriteFileAtomically(dir + "/first.bin", "first"));  // Creates the directories.
+  const std::string tmp = absl::StrCat(path, kTemporaryInfix, ::getpid());
+  ASSERT_EQ(::symlink(victim.c_str(), tmp.c_str()), 0);
+  ASSERT_OK(WriteFileAtomically(path, "mine"));
+  ::umask(old_umask);
+  absl::StatusOr<std::vector<char>> bytes = ReadFileBytes(victim);
+  ASSERT_OK(bytes);
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()), "victim");  // Not written through.
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  ASSERT_EQ(::lstat((::testing::TempDir() + "/atomic_private").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+
+  const std::string link = dir + "/g.bin";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  EXPECT_THAT(ReadFileBytes(link), StatusIs(absl::StatusCode::kInternal, _));
 }
 
 TEST(AtomicFileTest, AFailedPreconditionBeforeTheRenameLeavesTheOldFile) {

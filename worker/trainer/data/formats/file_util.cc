@@ -1,5 +1,7 @@
 #include "worker/trainer/data/formats/file_util.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +10,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "common/private_file.h"
 
 namespace baton::trainer {
 
@@ -29,16 +32,31 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes) {
-  std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat(parent.string(), ": cannot create: ", ec.message()));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out)
-    return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(errno)));
+  if (!parent.empty()) {
+    if (absl::Status made = MakePrivateDirs(parent.string()); !made.ok()) {
+      return absl::InternalError(made.message());
+    }
+  }
+  // A temporary file created exclusively (0600, never through a symlink), then renamed
+  // over `path`: a symlink planted at `path` is replaced, not written through.
+  const std::string tmp = absl::StrCat(path, ".tmp-", ::getpid());
+  absl::StatusOr<int> fd = CreateExclusive(tmp);
+  if (!fd.ok()) return absl::InternalError(fd.status().message());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(*fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  const int err = done == bytes.size() ? 0 : errno;
+  ::close(*fd);
+  if (err != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int why = err != 0 ? err : errno;
+    ::unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(why)));
+  }
   return absl::OkStatus();
 }
 

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "proto/baton/v1/job.pb.h"
+#include "worker/process/fs_isolation.h"
+
+namespace baton::worker {
+
+// Where a job on this worker may keep its files.
+struct PathPolicy {
+  // The worker's work_dir (absolute). Under it a job may only use its own directory,
+  // <work_dir>/jobs/<job_id>: never another job's, nor the worker's own files.
+  std::string work_dir;
+  // Further roots a job's paths may lie under (absolute; e.g. a shared checkpoint file
+  // system), from --allowed_paths. The work_dir rule above applies inside them too.
+  std::vector<std::string> allowed_roots;
+};
+
+// Resolves `path` (absolute) the way the kernel would when the job creates it: component by
+// component, an existing component through realpath (so symlinks are followed to where they
+// really lead), a missing one and everything after it lexically ('.' dropped, '..' going
+// up one level of the resolved path). Errors: INVALID_ARGUMENT for a relative path;
+// FAILED_PRECONDITION when a component cannot be examined (e.g. EACCES).
+// May block on a hung mount: call it off any loop.
+absl::StatusOr<std::string> ResolvePath(const std::string& path);
+
+// True if `path` is `root` or lies beneath it; both resolved, without a trailing '/'.
+bool IsUnder(const std::string& path, const std::string& root);
+
+// The job's own directory on this worker: <work_dir>/jobs/<job_id>.
+std::string JobDir(const std::string& work_dir, const std::string& job_id);
+
+// Checks every path a spec names (checkpoint_dir, command.working_dir, trainer.data_dir,
+// trainer.sample_log, trainer.torchscript_path), resolved with ResolvePath, against `policy`: each must lie under the
+// job's own directory or under an allowed root, and not under the work_dir outside the
+// job's own directory. Errors: PERMISSION_DENIED "<field>: <path> (resolved: <real>) is
+// not under ..." naming the allowed roots; what ResolvePath returns. Blocks like
+// ResolvePath.
+absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& job_id,
+                           const PathPolicy& policy);
+
+// The file system confinement of a rank of the job (see FsIsolation): the work_dir is
+// hidden (other jobs' directories, the worker's own files) but for the job's directory.
+// Errors: those of ResolvePath.
+absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPolicy& policy);
+
+}  // namespace baton::worker
