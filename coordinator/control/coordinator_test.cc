@@ -147,6 +147,17 @@ class CoordinatorTest : public ::testing::Test {
     Send(worker, m);
   }
 
+  // `worker` refuses generation 1 of `job` with AssignmentFailed `reason`.
+  void RefuseAssignment(const std::string& worker, const std::string& job,
+                        const std::string& reason, const std::string& message) {
+    baton::v1::WorkerMessage failed;
+    failed.mutable_assignment_failed()->set_job_id(job);
+    failed.mutable_assignment_failed()->set_generation(1);
+    failed.mutable_assignment_failed()->set_reason(reason);
+    failed.mutable_assignment_failed()->set_message(message);
+    Send(worker, failed);
+  }
+
   // The latest message of one kind sent to `worker`.
   baton::v1::CoordinatorMessage Last(const std::string& worker,
                                      baton::v1::CoordinatorMessage::MsgCase c) {
@@ -685,12 +696,7 @@ TEST_F(CoordinatorTest, ADataNotFoundRefusalFailsTheJobWithoutARestart) {
   absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(1));
   ASSERT_OK(job);
   ReservedPort("w1", job->id(), 1, 29500);
-  baton::v1::WorkerMessage failed;
-  failed.mutable_assignment_failed()->set_job_id(job->id());
-  failed.mutable_assignment_failed()->set_generation(1);
-  failed.mutable_assignment_failed()->set_reason("DataNotFound");
-  failed.mutable_assignment_failed()->set_message("trainer.data_dir: /d has no mnist files");
-  Send("w1", failed);
+  RefuseAssignment("w1", job->id(), "DataNotFound", "trainer.data_dir: /d has no mnist files");
   EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
   absl::StatusOr<baton::v1::Job> record = jobs_->Get(job->id());
   ASSERT_OK(record);
@@ -705,13 +711,8 @@ TEST_F(CoordinatorTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
   ASSERT_OK(job);
   ReservedPort("w1", job->id(), 1, 29500);
   Started("w1");
-  baton::v1::WorkerMessage failed;
-  failed.mutable_assignment_failed()->set_job_id(job->id());
-  failed.mutable_assignment_failed()->set_generation(1);
-  failed.mutable_assignment_failed()->set_reason("PathNotAllowed");
-  failed.mutable_assignment_failed()->set_message(
-      "checkpoint_dir: /etc/x is not under an allowed path of this worker");
-  Send("w2", failed);
+  RefuseAssignment("w2", job->id(), "PathNotAllowed",
+                   "checkpoint_dir: /etc/x is not under an allowed path of this worker");
   EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
   absl::StatusOr<baton::v1::Job> record = jobs_->Get(job->id());
   ASSERT_OK(record);
