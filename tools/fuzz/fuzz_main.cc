@@ -2,12 +2,16 @@
 // LLVMFuzzerTestOneInput over every input file named on the command line (a directory
 // stands for the files in it), then over a fixed number of mutations of them
 // (tools/fuzz/mutator.h) from a fixed seed. Count-based and deterministic, so it is a
-// repeatable test: a crash or sanitizer report fails it, and the mutation that failed is
-// written to $TEST_UNDECLARED_OUTPUTS_DIR (or the current directory) before it runs.
+// repeatable test: a crash or sanitizer report fails it, and the input that failed is
+// written to $TEST_UNDECLARED_OUTPUTS_DIR/crash_input (or ./crash_input) as it dies.
 //
 // BATON_FUZZ_MUTATIONS overrides the number of mutations (default kDefaultMutations).
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +26,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) __attribute__((weak));
+// Provided by the ASan/UBSan runtimes (gcc's and clang's) when linked: runs `callback`
+// before a sanitizer report ends the process.
+extern "C" void __sanitizer_set_death_callback(void (*callback)()) __attribute__((weak));
 
 namespace baton::fuzz {
 namespace {
@@ -55,14 +62,33 @@ std::vector<std::string> LoadInputs(const std::vector<std::string>& args) {
   return inputs;
 }
 
-void Run(const std::string& input) {
-  LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+// The input being run, and where a dying process saves it.
+std::string current_input;
+std::string crash_path;
+
+void SaveCurrentInput() {
+  const int fd = open(crash_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return;
+  if (write(fd, current_input.data(), current_input.size()) < 0) std::perror("crash_input");
+  close(fd);
 }
 
-// Saves the input about to run, so that a crash leaves it behind (overwritten each time).
-void SaveCurrent(const std::string& input) {
+void OnFatalSignal(int signal) {
+  SaveCurrentInput();
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
+void SaveInputOnCrash() {
   const char* dir = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR");
-  std::ofstream(std::string(dir ? dir : ".") + "/current_input", std::ios::binary) << input;
+  crash_path = std::string(dir ? dir : ".") + "/crash_input";
+  for (int signal : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL}) std::signal(signal, OnFatalSignal);
+  if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(SaveCurrentInput);
+}
+
+void Run(const std::string& input) {
+  current_input = input;
+  LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
 }
 
 uint64_t MutationCount() {
@@ -76,6 +102,7 @@ uint64_t MutationCount() {
 int main(int argc, char** argv) {
   using namespace baton::fuzz;
   if (LLVMFuzzerInitialize) LLVMFuzzerInitialize(&argc, &argv);
+  SaveInputOnCrash();
   const std::vector<std::string> inputs = LoadInputs({argv + 1, argv + argc});
   for (const std::string& input : inputs) Run(input);
   Run("");
@@ -84,7 +111,6 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < mutations; ++i) {
     std::string input = inputs.empty() ? std::string() : inputs[i % inputs.size()];
     Mutate(input, inputs, kMaxInputSize, rng);
-    SaveCurrent(input);
     Run(input);
   }
   std::printf("fuzz: %zu corpus inputs and %llu mutations ran\n", inputs.size(),

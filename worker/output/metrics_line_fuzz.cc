@@ -5,9 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "absl/strings/string_view.h"
+#include "tools/fuzz/fuzz_check.h"
 #include "worker/output/line_splitter.h"
 #include "worker/output/metrics_line.h"
 
@@ -16,11 +16,11 @@ namespace {
 constexpr size_t kMaxLineBytes = 512;
 
 void CheckLine(const baton::worker::LineSplitter::Line& line) {
-  if (line.text.size() > kMaxLineBytes) std::abort();
+  FUZZ_CHECK(line.text.size() <= kMaxLineBytes);
   const std::string text = baton::worker::SanitizeUtf8(line.text);
-  if (baton::worker::SanitizeUtf8(text) != text) std::abort();
+  FUZZ_CHECK(baton::worker::SanitizeUtf8(text) == text);
   const auto point = baton::worker::ParseMetricsLine(text);
-  if (point.ok() && point->step() < 0) std::abort();
+  if (point.ok()) FUZZ_CHECK(point->step() >= 0);
 }
 
 }  // namespace
