@@ -19,6 +19,43 @@ import zlib
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 FORMATS = os.path.join(ROOT, "worker/trainer/data/formats/fuzz_corpus")
 CHECKPOINT = os.path.join(ROOT, "worker/trainer/checkpoint/fuzz_corpus/checkpoint")
+COORDINATOR = os.path.join(ROOT, "coordinator/control/fuzz_corpus/coordinator")
+
+# coordinator_fuzz programs: each step is [opcode, worker] + operands, as Harness::Step reads
+# them (coordinator/control/coordinator_fuzz.cc). Job 0 at its current generation is
+# "0, 1"; a rank is "rank + 1".
+def submit(min_workers, slots=1):
+    return [1, 0, 1, min_workers, 0, slots - 1, 1, 1, 1]
+
+
+def connect(worker, slots=2):
+    return [0, worker, 1, slots, 0, 1, 1, 0, 1]
+
+
+def reconcile(advance=1):
+    return [5, 0, advance]
+
+
+def port_reserved(worker):
+    return [9, worker, 0, 1, 1, 0, 1]
+
+
+def started(worker):
+    return [9, worker, 0, 1, 1, 1, 1]
+
+
+def metrics(worker, rank, step_byte):
+    return [9, worker, 0, 1, rank + 1, 3, step_byte, 16]
+
+
+def exited(worker, rank, code):
+    return [9, worker, 0, 1, rank + 1, 2, code + 1, 1]
+
+
+ONE_WORKER_RUN = (submit(1) + connect(0) + reconcile() + port_reserved(0) + started(0) +
+                  metrics(0, 0, 5) + [8, 0, 1])
+TWO_WORKER_RUN = (submit(2) + connect(0) + connect(1) + reconcile() + port_reserved(0) +
+                  started(0) + started(1) + metrics(1, 1, 3))
 
 
 def write(directory, name, data):
@@ -48,8 +85,8 @@ def sealed_checkpoint(members):
     """A ZIP of `members` sealed as checkpoint_file.h describes (CRC-32 trailer as comment)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        for name, data in members:
-            archive.writestr(name, data)
+        for name, data in members:  # A fixed date keeps the bytes the same on every run.
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     body = bytearray(buffer.getvalue())
     assert body[-22:-18] == b"PK\x05\x06" and body[-2:] == b"\x00\x00"
     body[-2:] = struct.pack("<H", 20)
@@ -77,6 +114,13 @@ def main():
     write(CHECKPOINT, "start_record",
           b"gen-00000003.start\nbaton-generation-start-v1\njob j-000001\ngeneration 3\n"
           b"resumed_step 120\n")
+    write(COORDINATOR, "succeeds", bytes(ONE_WORKER_RUN + exited(0, 0, 0) + reconcile(2)))
+    write(COORDINATOR, "fails_and_restarts",
+          bytes(ONE_WORKER_RUN + exited(0, 0, 1) + reconcile(3) + reconcile(3) + port_reserved(0)))
+    write(COORDINATOR, "coordinator_restart",
+          bytes(TWO_WORKER_RUN + [6, 0] + reconcile(1) + connect(0) + connect(1) + reconcile(4)))
+    write(COORDINATOR, "worker_lost",
+          bytes(TWO_WORKER_RUN + [3, 1] + reconcile(4) + [4, 0] + reconcile(5)))
     write(CHECKPOINT, "temporary", b"ckpt-00000010-g2.pt.tmp.4242\npartial")
 
 
