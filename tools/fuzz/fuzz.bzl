@@ -17,8 +17,12 @@ Every target is tagged "fuzz_target" (tools/fuzz.sh finds them by that tag).
 
 load("@rules_cc//cc:defs.bzl", "cc_test")
 
-def baton_fuzz_test(name, srcs, corpus, deps = [], size = "small", tags = [], **kwargs):
-    """A fuzz target `name` over the seed files `corpus` (a list or glob of files)."""
+def baton_fuzz_test(name, srcs, corpus, deps = [], mutations = None, size = "small", tags = [], **kwargs):
+    """A fuzz target `name` over the seed files `corpus` (a list or glob of files).
+
+    `mutations` sets how many mutated inputs the normal build's test runs (default:
+    fuzz_main.cc's kDefaultMutations); a slow target runs fewer.
+    """
     native.filegroup(
         name = name + "_corpus",
         srcs = corpus,
@@ -38,6 +42,7 @@ def baton_fuzz_test(name, srcs, corpus, deps = [], size = "small", tags = [], **
             "//tools/fuzz:libfuzzer": ["-fsanitize=fuzzer"],
             "//conditions:default": [],
         }),
+        env = {"BATON_FUZZ_MUTATIONS": str(mutations)} if mutations else {},
         tags = tags + ["fuzz_target"],
         **kwargs
     )
