@@ -1,0 +1,13 @@
+// The single definition of stb_image / stb_image_write in Baton (libstb-dev, header-only),
+// used by image.cc: decoding JPEG and PNG only, encoding PNG and JPEG, no stdio.
+// Compiled on its own so that a sanitizer exception for stb's code (see BUILD) covers no
+// Baton code.
+
+#define STB_IMAGE_IMPLEMENTATION
+#define STBI_ONLY_JPEG
+#define STBI_ONLY_PNG
+#define STBI_NO_STDIO
+#define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
+#include <stb/stb_image.h>
+#include <stb/stb_image_write.h>
