@@ -13,7 +13,7 @@
 // Declarations only: the definitions are in stb.cc.
 #define STBI_NO_STDIO
 #define STBI_WRITE_NO_STDIO
-#include <stb/stb_image.h>
+#include "worker/trainer/data/formats/stb_image_fixed.h"
 #include <stb/stb_image_write.h>
 
 namespace baton::trainer {

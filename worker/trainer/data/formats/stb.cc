@@ -1,5 +1,6 @@
 // The single definition of stb_image / stb_image_write in Baton (libstb-dev, header-only),
-// used by image.cc: decoding JPEG and PNG only, encoding PNG and JPEG, no stdio.
+// used by image.cc: decoding JPEG and PNG only, encoding PNG and JPEG, no stdio. The
+// decoder is the system's with the fixes of fix_stb_image.sh.
 // Compiled on its own so that a sanitizer exception for stb's code (see BUILD) covers no
 // Baton code.
 
@@ -9,5 +10,5 @@
 #define STBI_NO_STDIO
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBI_WRITE_NO_STDIO
-#include <stb/stb_image.h>
+#include "worker/trainer/data/formats/stb_image_fixed.h"
 #include <stb/stb_image_write.h>
