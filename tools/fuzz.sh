@@ -17,6 +17,11 @@ cd "$(dirname "$0")/.."
 minutes=${1:?usage: tools/fuzz.sh MINUTES [//pkg:target ...]}
 [[ $minutes =~ ^[0-9]+$ ]] || { echo "fuzz.sh: MINUTES must be a whole number" >&2; exit 2; }
 shift
+if ! command -v clang-14 >/dev/null ||
+  ! compgen -G '/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a' >/dev/null; then
+  echo "fuzz.sh: needs clang-14 and libFuzzer: apt-get install clang-14 libclang-rt-14-dev" >&2
+  exit 2
+fi
 targets=("$@")
 if ((${#targets[@]} == 0)); then
   mapfile -t targets < <(bazel query --noshow_progress 'attr(tags, "\bfuzz_target\b", tests(//...))')
