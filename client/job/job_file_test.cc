@@ -244,6 +244,16 @@ TEST(ParseJobYamlTest, InvalidYamlAndEmptyFile) {
   EXPECT_THAT(Parse("a: 1\n---\nb: 2\n"), StatusIs(kInvalid, HasSubstr("2 YAML documents")));
 }
 
+// Found by //client/job:job_file_fuzz: yaml-cpp 0.7 never ends a document that starts with
+// ',' (allocating until bad_alloc), in a file or in a --set value.
+TEST(ParseJobYamlTest, YamlTheParserCannotEndIsInvalid) {
+  for (const char* text : {",", "&a ,", "!tag ,\n", "name: x\n---\n,"}) {
+    EXPECT_THAT(Parse(text), StatusIs(kInvalid, HasSubstr("invalid YAML"))) << text;
+  }
+  EXPECT_THAT(Parse(kTrainerJob, {"name=,"}),
+              StatusIs(kInvalid, HasSubstr("name: invalid YAML value")));
+}
+
 TEST(ParseJobFileTest, ReadsFileAndResolvesAgainstItsDirectory) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp");

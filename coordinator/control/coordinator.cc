@@ -109,6 +109,12 @@ absl::StatusOr<uint64_t> Coordinator::OnWorkerConnected(const baton::v1::Registe
   if (reg.worker_id().empty()) {
     return absl::InvalidArgumentError("register.worker_id: must not be empty");
   }
+  if (reg.resources().slots() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("register.resources.slots: worker ",
+                                                   reg.worker_id(), " offers ",
+                                                   reg.resources().slots(),
+                                                   " slots; must be at least 1"));
+  }
   if (reg.protocol_version() < kMinWorkerProtocolVersion ||
       reg.protocol_version() > kProtocolVersion) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -127,7 +127,8 @@ class Coordinator {
 
   // --- WorkerService stream ---
   // A worker's first message. FAILED_PRECONDITION for an unsupported protocol version,
-  // INVALID_ARGUMENT for an empty worker id. Returns the session id for later calls.
+  // INVALID_ARGUMENT for an empty worker id or fewer than 1 slot. Returns the session id
+  // for later calls.
   absl::StatusOr<uint64_t> OnWorkerConnected(const baton::v1::Register& reg,
                                              const std::string& peer_host,
                                              std::shared_ptr<WorkerChannel> channel);

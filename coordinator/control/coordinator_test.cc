@@ -997,6 +997,18 @@ TEST_F(CoordinatorTest, RejectsUnsupportedProtocolVersion) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("protocol version")));
 }
 
+// Found by //coordinator/control:coordinator_fuzz: a worker offering 0 or negative slots
+// was admitted and reported with more slots used than it had.
+TEST_F(CoordinatorTest, RejectsAWorkerWithoutSlots) {
+  for (int slots : {0, -1}) {
+    baton::v1::Register reg = Reg("w1", slots);
+    EXPECT_THAT(coordinator_->OnWorkerConnected(reg, "h", std::make_shared<FakeChannel>()),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("register.resources.slots")));
+  }
+  EXPECT_THAT(coordinator_->ListWorkers(), SizeIs(0));
+}
+
 TEST_F(CoordinatorTest, StaleAssignmentReportedOnRegisterIsStopped) {
   baton::v1::Register reg = Reg("w1");
   auto* a = reg.add_assignments();

@@ -21,6 +21,7 @@
 #include "coordinator/store/store.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "coordinator/testing/fake_channel.h"
+#include "coordinator/testing/job_snapshot.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
@@ -201,12 +202,6 @@ class Harness {
 
 // Every job JobManager holds in memory, by id, as stored (no events: those live in the
 // store only).
-std::map<std::string, baton::v1::Job> Snapshot(const JobManager& jobs) {
-  std::map<std::string, baton::v1::Job> out;
-  for (const baton::v1::Job& listed : jobs.List({}, 0)) out[listed.id()] = *jobs.Peek(listed.id());
-  return out;
-}
-
 TEST(DurabilityTest, AFailedCommitChangesNothingAndStopsEverything) {
   const std::string dir = std::string(getenv("TEST_TMPDIR"));
   // A clean run counts the commits the scenario makes.
@@ -248,8 +243,8 @@ TEST(DurabilityTest, AFailedCommitChangesNothingAndStopsEverything) {
     FakeClock clock;
     JobManager reloaded(disk->get(), &clock);
     ASSERT_OK(reloaded.Load());
-    const std::map<std::string, baton::v1::Job> memory = Snapshot(h.jobs());
-    const std::map<std::string, baton::v1::Job> stored = Snapshot(reloaded);
+    const std::map<std::string, baton::v1::Job> memory = SnapshotJobs(h.jobs());
+    const std::map<std::string, baton::v1::Job> stored = SnapshotJobs(reloaded);
     ASSERT_EQ(memory.size(), stored.size());
     for (const auto& [id, job] : memory) {
       ASSERT_EQ(stored.count(id), 1u) << id;

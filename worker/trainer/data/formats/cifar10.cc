@@ -17,17 +17,20 @@ absl::Status AppendCifar10File(const std::string& path, Cifar10Records* out) {
         path, bytes.size(), kCifar10RecordBytes));
   }
   const size_t count = bytes.size() / kCifar10RecordBytes;
-  out->labels.reserve(out->labels.size() + count);
-  out->images.reserve(out->images.size() + count * kCifar10ImageBytes);
+  // Every label is checked before anything is appended: a bad file leaves `out` as it was.
   for (size_t i = 0; i < count; ++i) {
-    const char* record = bytes.data() + i * kCifar10RecordBytes;
-    const auto label = static_cast<uint8_t>(record[0]);
+    const auto label = static_cast<uint8_t>(bytes[i * kCifar10RecordBytes]);
     if (label >= kCifar10Classes) {
       return absl::DataLossError(
           absl::StrFormat("%s: record %d has label %d, not in [0, 10): not a CIFAR-10 binary batch",
                           path, i, label));
     }
-    out->labels.push_back(label);
+  }
+  out->labels.reserve(out->labels.size() + count);
+  out->images.reserve(out->images.size() + count * kCifar10ImageBytes);
+  for (size_t i = 0; i < count; ++i) {
+    const char* record = bytes.data() + i * kCifar10RecordBytes;
+    out->labels.push_back(static_cast<uint8_t>(record[0]));
     out->images.insert(out->images.end(), record + 1, record + kCifar10RecordBytes);
   }
   return absl::OkStatus();

@@ -37,7 +37,7 @@ struct Cifar10Records {
 
 // Reads one batch file and appends its records to `out`. NOT_FOUND if missing,
 // FAILED_PRECONDITION if unreadable, DATA_LOSS (naming the file) if it is empty, its size
-// is not a multiple of 3073 or a label is >= 10.
+// is not a multiple of 3073 or a label is >= 10. On error `out` is unchanged.
 absl::Status AppendCifar10File(const std::string& path, Cifar10Records* out);
 
 // Writes `records` as one batch file (creating parent directories). INVALID_ARGUMENT if

@@ -10,16 +10,10 @@
 #include "common/status_macros.h"
 #include "worker/trainer/data/formats/file_util.h"
 
-// The single definition of stb_image / stb_image_write in Baton.
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_PNG
+// Declarations only: the definitions are in stb.cc.
 #define STBI_NO_STDIO
-#define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBI_WRITE_NO_STDIO
-#define STB_IMAGE_STATIC
-#define STB_IMAGE_WRITE_STATIC
-#include <stb/stb_image.h>
+#include "worker/trainer/data/formats/stb_image_fixed.h"
 #include <stb/stb_image_write.h>
 
 namespace baton::trainer {

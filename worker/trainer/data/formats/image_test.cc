@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,23 @@ TEST(ImageTest, BadFilesGiveClearStatuses) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("none.png")));
   EXPECT_THAT(WriteImageFile(TempDir() + "/img/x.gif", SolidImage(2, 2, 0, 0, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("extension")));
+}
+
+// Found by //worker/trainer/data/formats:image_fuzz: stb_image 2.27 wrote past its Huffman
+// arrays when a table's code counts add up to more than 256 (fix_stb_image.sh).
+TEST(ImageTest, AJpegHuffmanTableWithTooManyCodesIsRefused) {
+  const std::string jpg = TempDir() + "/img/huffman.jpg";
+  ASSERT_OK(WriteImageFile(jpg, SolidImage(8, 8, 10, 20, 30)));
+  std::ifstream in(jpg, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_OK(DecodeImage(bytes, "valid"));
+  const size_t dht = bytes.find("\xFF\xC4");
+  ASSERT_NE(dht, std::string::npos);
+  bytes[dht + 5 + 14] = '\xFF';  // The first table's counts of 15- and 16-bit codes.
+  bytes[dht + 5 + 15] = '\xFF';
+  EXPECT_THAT(DecodeImage(bytes, "bad.jpg"),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("bad.jpg"), HasSubstr("bad DHT header"))));
 }
 
 TEST(ImageTest, IdentityResampleIsExactNormalisation) {
