@@ -7,6 +7,10 @@
 #     [0, 256), read out of bounds (and failed an assertion); it is now a decode error.
 #     So is a code that does not match its table, which v2.28 still asserts on (aborting
 #     the trainer unless built with NDEBUG).
+#   - The bit reader (stbi__extend_receive, stbi__jpeg_get_bits, stbi__jpeg_get_bit and the
+#     two fast-AC paths) let code_bits go negative on a stream that ran out of bits, so the
+#     next refill shifted by 32 or more (undefined; found by image_fuzz). As in v2.28 it
+#     now returns zeros there, and a fast-AC code longer than the bits left is an error.
 # A header that already has them (v2.28 or later) is copied unchanged; one in which an
 # anchor line is not found exactly once fails the build (review the fixes for it).
 # Usage: fix_stb_image.sh IN OUT
@@ -28,10 +32,28 @@ awk '
     huff++
     next
   }
+  $0 == "   if (j->code_bits < n) stbi__grow_buffer_unsafe(j);" {
+    print
+    print "   if (j->code_bits < n) return 0; /* Baton: v2.28, out of bits */"
+    bits++
+    next
+  }
+  $0 == "   if (j->code_bits < 1) stbi__grow_buffer_unsafe(j);" {
+    print
+    print "   if (j->code_bits < 1) return 0; /* Baton: v2.28, out of bits */"
+    bits++
+    next
+  }
+  $0 ~ /^ *s = r & 15; \/\/ combined length$/ {
+    print
+    print "         if (s > j->code_bits) return stbi__err(\"bad huffman code\",\"Corrupt JPEG\"); /* Baton: v2.28 */"
+    fastac++
+    next
+  }
   { print }
   END {
-    if (dht != 1 || huff != 1) {
-      printf "fix_stb_image.sh: anchors found %d and %d times, expected once each\n", dht, huff > "/dev/stderr"
+    if (dht != 1 || huff != 1 || bits != 3 || fastac != 2) {
+      printf "fix_stb_image.sh: anchors found %d, %d, %d and %d times, expected 1, 1, 3 and 2\n", dht, huff, bits, fastac > "/dev/stderr"
       exit 1
     }
   }
