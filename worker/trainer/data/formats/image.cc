@@ -81,6 +81,15 @@ absl::StatusOr<Image> DecodeImage(absl::string_view bytes, absl::string_view wha
   int width = 0;
   int height = 0;
   int channels_in_file = 0;
+  // The header's size first: a few bytes can claim a picture that needs gigabytes.
+  if (stbi_info_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
+                            static_cast<int>(bytes.size()), &width, &height,
+                            &channels_in_file) != 0 &&
+      int64_t{width} * height > kMaxImagePixels) {
+    return absl::DataLossError(absl::StrCat(what, ": image of ", width, "x", height,
+                                            " pixels is larger than the ", kMaxImagePixels,
+                                            " pixels a training image may have"));
+  }
   stbi_uc* data = stbi_load_from_memory(reinterpret_cast<const stbi_uc*>(bytes.data()),
                                         static_cast<int>(bytes.size()), &width, &height,
                                         &channels_in_file, kChannels);

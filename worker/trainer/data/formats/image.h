@@ -46,8 +46,13 @@ struct Normalization {
 inline constexpr Normalization kImageNetNormalization = {{0.485f, 0.456f, 0.406f},
                                                          {0.229f, 0.224f, 0.225f}};
 
+// The most pixels a decoded image may have (64 Mi: 192 MiB as RGB), checked from the file's
+// header before anything is allocated.
+inline constexpr int64_t kMaxImagePixels = int64_t{1} << 26;
+
 // Decodes a JPEG or PNG file held in memory, converting any channel layout to RGB.
-// `what` names the source in errors. DATA_LOSS with stb's reason on failure.
+// `what` names the source in errors. DATA_LOSS with stb's reason on failure, or naming the
+// size of an image over kMaxImagePixels.
 absl::StatusOr<Image> DecodeImage(absl::string_view bytes, absl::string_view what);
 
 // Reads and decodes `path`: errors of ReadWholeFile, then of DecodeImage.

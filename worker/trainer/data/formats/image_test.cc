@@ -1,6 +1,7 @@
 #include "worker/trainer/data/formats/image.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -73,6 +74,29 @@ TEST(ImageTest, BadFilesGiveClearStatuses) {
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("none.png")));
   EXPECT_THAT(WriteImageFile(TempDir() + "/img/x.gif", SolidImage(2, 2, 0, 0, 0)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("extension")));
+}
+
+// A PNG signature and IHDR chunk claiming `width` x `height` RGB pixels, then an IDAT chunk
+// header claiming `idat_bytes` (no data follows; stb checks no CRC).
+std::string PngHeader(uint32_t width, uint32_t height, uint32_t idat_bytes) {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  return std::string("\x89PNG\r\n\x1a\n", 8) + be32(13) + "IHDR" + be32(width) + be32(height) +
+         std::string("\x08\x02\x00\x00\x00", 5) + be32(0) + be32(idat_bytes) + "IDAT";
+}
+
+// A few bytes must not make the decoder allocate gigabytes: a header over kMaxImagePixels
+// is refused before decoding, and a chunk claiming more than any such image needs fails
+// cleanly. (That stb's allocator cap refuses the chunk's 2 GiB realloc is shown by
+// image_fuzz's regression-png-huge-idat-chunk, where libFuzzer fails such an allocation.)
+TEST(ImageTest, HeadersClaimingHugeImagesAreRefusedBeforeAllocating) {
+  EXPECT_THAT(DecodeImage(PngHeader(8000, 9000, 16), "big.png"),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("big.png"), HasSubstr("8000x9000 pixels is larger"))));
+  EXPECT_THAT(DecodeImage(PngHeader(2, 2, 0x7ffffff0u), "chunk.png"),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("cannot decode image")));
 }
 
 // Found by //worker/trainer/data/formats:image_fuzz: stb_image 2.27 wrote past its Huffman
