@@ -5,8 +5,9 @@
 #     overflowed stbi__build_huffman's arrays; it is now "bad DHT header".
 #   - stbi__jpeg_huff_decode: a code of a malformed table gave a symbol index outside
 #     [0, 256), read out of bounds (and failed an assertion); it is now a decode error.
-#     So is a code that does not match its table, which v2.28 still asserts on (aborting
-#     the trainer unless built with NDEBUG).
+#     So is a code that does not match its table (or whose symbol has no length: the
+#     check would shift by 32), which v2.28 still asserts on (aborting the trainer unless
+#     built with NDEBUG).
 #   - The bit reader (stbi__extend_receive, stbi__jpeg_get_bits, stbi__jpeg_get_bit and the
 #     two fast-AC paths) let code_bits go negative on a stream that ran out of bits, so the
 #     next refill shifted by 32 or more (undefined; found by image_fuzz). As in v2.28 it
@@ -28,7 +29,7 @@ awk '
   }
   $0 == "   STBI_ASSERT((((j->code_buffer) >> (32 - h->size[c])) & stbi__bmask[h->size[c]]) == h->code[c]);" {
     print "   if (c < 0 || c >= 256) return -1; /* Baton: v2.28 */"
-    print "   if ((((j->code_buffer) >> (32 - h->size[c])) & stbi__bmask[h->size[c]]) != h->code[c]) return -1; /* Baton */"
+    print "   if (h->size[c] == 0 || (((j->code_buffer) >> (32 - h->size[c])) & stbi__bmask[h->size[c]]) != h->code[c]) return -1; /* Baton */"
     huff++
     next
   }
