@@ -644,8 +644,11 @@ class TlsServerTest : public ::testing::Test {
     ASSERT_OK(server_->Start());
     grpc::SslCredentialsOptions tls;
     tls.pem_root_certs = ReadText(pki_ + "/ca.crt") + "\n";
-    channel_ = grpc::CreateChannel(absl::StrCat("localhost:", server_->port()),
-                                   grpc::SslCredentials(tls));
+    // 127.0.0.1, checked against the certificate's DNS:localhost (no resolver involved).
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", server_->port()),
+                                         grpc::SslCredentials(tls), args);
   }
 
   std::string pki_;
