@@ -120,7 +120,7 @@ std::string HostOfAddress(const std::string& address) {
   if (absl::StartsWith(s, "dns:///")) s = s.substr(7);
   if (!s.empty() && s[0] == '[') {
     const size_t close = s.find(']');
-    return close == std::string::npos ? s.substr(1) : s.substr(1, close - 1);
+    return close == std::string::npos ? s : s.substr(1, close - 1);
   }
   const size_t colon = s.rfind(':');
   return colon == std::string::npos ? s : s.substr(0, colon);

@@ -43,7 +43,8 @@ absl::Status CheckLoopbackOnly(const std::string& address, const std::string& wh
 // The subject CN of the first certificate in the PEM file at `path` (a worker's name).
 absl::StatusOr<std::string> CertificateCommonName(const std::string& path);
 
-// The host part of HOST:PORT or [HOST]:PORT.
+// The host part of HOST:PORT or [HOST]:PORT (a "dns:///" scheme dropped); an address
+// without a port is returned whole, one with an unclosed '[' unchanged.
 std::string HostOfAddress(const std::string& address);
 
 }  // namespace baton

@@ -29,6 +29,8 @@ TEST(HostOfAddressTest, SplitsHostAndPort) {
   EXPECT_EQ(HostOfAddress("a.b:70"), "a.b");
   EXPECT_EQ(HostOfAddress("[::1]:70"), "::1");
   EXPECT_EQ(HostOfAddress("dns:///h:1"), "h");
+  EXPECT_EQ(HostOfAddress("h"), "h");
+  EXPECT_EQ(HostOfAddress("[::1"), "[::1");
 }
 
 TEST(CredentialsTest, ClearErrorsForMissingOrBadFiles) {

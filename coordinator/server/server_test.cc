@@ -694,5 +694,11 @@ TEST_F(TlsServerTest, ReflectionOnlyForAuthenticatedCallers) {
             grpc::StatusCode::UNIMPLEMENTED);
 }
 
+TEST(HostFromPeerTest, DropsTheSchemeAndThePort) {
+  EXPECT_EQ(HostFromPeer("ipv4:127.0.0.1:5000"), "127.0.0.1");
+  EXPECT_EQ(HostFromPeer("ipv6:[::1]:5000"), "::1");
+  EXPECT_EQ(HostFromPeer("10.0.0.2:80"), "10.0.0.2");
+}
+
 }  // namespace
 }  // namespace baton::coordinator

@@ -11,7 +11,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "common/security/tls.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 #include "coordinator/auth/peer_identity.h"
@@ -274,17 +276,9 @@ class WorkerStream final : public WorkerReactor {
 }  // namespace
 
 std::string HostFromPeer(const std::string& peer) {
-  std::string s = peer;
-  const size_t colon = s.find(':');
-  if (colon != std::string::npos && (absl::StartsWith(s, "ipv4:") || absl::StartsWith(s, "ipv6:"))) {
-    s = s.substr(colon + 1);
-  }
-  if (!s.empty() && s[0] == '[') {
-    const size_t close = s.find(']');
-    return close == std::string::npos ? s : s.substr(1, close - 1);
-  }
-  const size_t last = s.rfind(':');
-  return last == std::string::npos ? s : s.substr(0, last);
+  absl::string_view address = peer;
+  if (!absl::ConsumePrefix(&address, "ipv4:")) absl::ConsumePrefix(&address, "ipv6:");
+  return HostOfAddress(std::string(address));
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::SubmitJob(grpc::CallbackServerContext* ctx,
