@@ -27,21 +27,58 @@ PACKAGES=(
   iproute2 util-linux nftables
 )
 
-missing=()
-for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
-    missing+=("$p")
+install_debian_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    echo "install_deps: all ${#PACKAGES[@]} Debian packages already installed"
+    return 0
   fi
-done
-if ((${#missing[@]} == 0)); then
-  echo "install_deps: all ${#PACKAGES[@]} packages already installed"
-  exit 0
-fi
-if [[ $(id -u) -ne 0 ]]; then
-  echo "install_deps: missing packages: ${missing[*]}; run as root (or: sudo $0)" >&2
-  exit 1
-fi
-echo "install_deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "install_deps: missing packages: ${missing[*]}; run as root (or: sudo $0)" >&2
+    exit 1
+  fi
+  echo "install_deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# The deploy/ checks' validators (tools/node/package.json, versions pinned by its lock file):
+# `npm ci` into NODE_TOOLS, redone only when the lock file changes.
+NODE_TOOLS=/opt/baton-node-tools
+install_node_tools() {
+  local src stamp
+  src="$(cd "$(dirname "$0")/node" && pwd)"
+  stamp="$(sha256sum "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  if [[ -f "$NODE_TOOLS/.installed" && "$(cat "$NODE_TOOLS/.installed")" == "$stamp" ]]; then
+    echo "install_deps: node tools already installed in $NODE_TOOLS"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 && ! -w "$(dirname "$NODE_TOOLS")" ]]; then
+    echo "install_deps: node tools missing in $NODE_TOOLS; run as root (or: sudo $0)" >&2
+    exit 1
+  fi
+  if ! command -v npm >/dev/null; then
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "install_deps: npm is missing; run as root (or: sudo $0)" >&2
+      exit 1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends nodejs npm
+  fi
+  echo "install_deps: npm ci into $NODE_TOOLS"
+  rm -rf "$NODE_TOOLS.new"
+  mkdir -p "$NODE_TOOLS.new"
+  cp "$src/package.json" "$src/package-lock.json" "$NODE_TOOLS.new/"
+  (cd "$NODE_TOOLS.new" && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+  echo "$stamp" >"$NODE_TOOLS.new/.installed"
+  rm -rf "$NODE_TOOLS"
+  mv "$NODE_TOOLS.new" "$NODE_TOOLS"
+}
+
+install_debian_packages
+install_node_tools
