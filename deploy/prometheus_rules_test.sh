@@ -11,7 +11,7 @@ promtool check config "$dir/prometheus.yml"
 promtool check rules "$dir/alerts.yml"
 (cd "$dir" && promtool test rules alerts_test.yml)
 
-/usr/bin/python3 - "$dir/prometheus.yml" deploy/k8s/coordinator.yaml deploy/k8s/worker.yaml <<'PY'
+/usr/bin/python3 - "$dir/prometheus.yml" deploy/k8s/base/coordinator.yaml deploy/k8s/base/worker.yaml <<'PY'
 import sys
 import yaml
 
@@ -38,7 +38,7 @@ want = "baton-coordinator.baton.svc:%s" % service_port("baton-coordinator")
 got = jobs["baton-coordinator"]["static_configs"][0]["targets"]
 if got != [want] or service_port("baton-coordinator") != coord_port:
     errors.append("coordinator target %s, want [%s] (container port %s)" % (got, want, coord_port))
-worker_port = metrics_port("DaemonSet", "baton-worker")
+worker_port = metrics_port("StatefulSet", "baton-worker")
 dns = jobs["baton-worker"]["dns_sd_configs"][0]
 if objs[("Service", "baton-worker")]["spec"].get("clusterIP") != "None":
     errors.append("Service baton-worker must be headless (one DNS record per pod)")

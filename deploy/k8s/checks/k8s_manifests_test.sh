@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Renders every overlay of deploy/k8s with kustomize (kubectl, offline) and checks the
+# result: the Kubernetes, Prometheus Operator and cert-manager schemas with unknown fields
+# rejected (schema_check.js), the deployment policy and the wiring against the real
+# binaries' flags (policy_check.py, and its own test that every rule can fail), and the
+# PrometheusRule against alerts.yml. No API server is involved: none can run here.
+set -euo pipefail
+cd "${TEST_SRCDIR}/baton"
+NODE_TOOLS=/opt/baton-node-tools/node_modules
+command -v kubectl >/dev/null || { echo "FAIL: kubectl (with kustomize) is required" >&2; exit 1; }
+[[ -d $NODE_TOOLS ]] || { echo "FAIL: $NODE_TOOLS missing: run tools/install_deps.sh" >&2; exit 1; }
+CHECKS=deploy/k8s/checks
+T=$TEST_TMPDIR
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# kustomize does not follow the runfiles' symlinks: render a real copy.
+mkdir -p "$T/deploy"
+cp -rL deploy/k8s deploy/grafana "$T/deploy/"
+coordinator/baton-coordinator --helpfull >"$T/coordinator.flags" 2>&1 || true
+worker/baton-worker --helpfull >"$T/worker.flags" 2>&1 || true
+
+for overlay in cpu gpu; do
+  kubectl kustomize "$T/deploy/k8s/overlays/$overlay" >"$T/$overlay.yaml" \
+    || fail "kustomize cannot render overlays/$overlay"
+  NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$T/$overlay.yaml"
+  /usr/bin/python3 "$CHECKS/policy_check.py" "$T/$overlay.yaml" "$T/coordinator.flags" \
+    "$T/worker.flags"
+done
+/usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/coordinator.flags" \
+  "$T/worker.flags"
+
+# The schema check refuses what it must (unknown fields in core and CRD objects, wrong
+# types, unknown kinds).
+if NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$CHECKS/testdata/invalid_objects.yaml" \
+    >"$T/invalid.out"; then
+  fail "schema_check.js accepted testdata/invalid_objects.yaml"
+fi
+for want in "Pod/misspelt: unknown field /spec/containers/0/resourcez" \
+    "StatefulSet/wrong-type: data/spec/replicas must be integer" \
+    "ServiceMonitor/misspelt-monitor: unknown field /spec/endpoints/0/intervall" \
+    "Certificate/misspelt-certificate: unknown field /spec/dnsName" \
+    "Deploymnt/unknown-kind: unknown kind apps/v1 Deploymnt"; do
+  grep -qF "$want" "$T/invalid.out" || { cat "$T/invalid.out"; fail "no error: $want"; }
+done
+
+# The GPU overlay patches worker flags by position, guarded by `test` operations: a change
+# of the base's flags must make the render fail, not patch another flag.
+sed -i 's/--drain_timeout=45s$/--drain_timeout=50s/' "$T/deploy/k8s/base/worker.yaml"
+if kubectl kustomize "$T/deploy/k8s/overlays/gpu" >/dev/null 2>"$T/guard.err"; then
+  fail "the GPU overlay patched a changed base without noticing"
+fi
+grep -q "test failed" "$T/guard.err" || { cat "$T/guard.err"; fail "unexpected render error"; }
+
+# The PrometheusRule carries exactly alerts.yml's rules.
+/usr/bin/python3 deploy/prometheus/make_prometheus_rule.py deploy/prometheus/alerts.yml \
+  >"$T/prometheus-rule.yaml"
+diff -u deploy/k8s/components/monitoring/prometheus-rule.yaml "$T/prometheus-rule.yaml" \
+  || fail "prometheus-rule.yaml is out of date: regenerate it (deploy/prometheus/make_prometheus_rule.py)"
+echo "PASS"

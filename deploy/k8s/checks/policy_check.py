@@ -1,0 +1,376 @@
+"""Policy checks of a rendered Baton overlay (kubectl kustomize deploy/k8s/overlays/X).
+
+    policy_check.py RENDERED.yaml COORDINATOR_HELPFULL WORKER_HELPFULL
+
+Fails (exit 1, one line per problem) when any of these does not hold:
+  * Pod Security "restricted": every container runs as non-root with no privilege
+    escalation, all capabilities dropped, seccomp RuntimeDefault, a read-only root file
+    system; only the volume types "restricted" allows; no host namespaces; the namespace
+    enforces "restricted".
+  * Every container has CPU and memory requests and limits, and liveness and readiness
+    probes; every Deployment/StatefulSet has a PodDisruptionBudget selecting its pods.
+  * Service accounts mount no token; images are pinned by tag and digest.
+  * The wiring: flags exist in the binaries, ports and Services agree, TLS material and
+    state are on mounted volumes, probes use the plaintext health port, the worker's grace
+    period covers its drain, the shared volume is ReadWriteMany and in --allowed_paths,
+    /dev/shm is memory-backed and sized from the slots, GPUs match slots, the rank port
+    range matches the NetworkPolicy, monitors select the metrics ports.
+"""
+import re
+import sys
+
+import yaml
+
+# Pod Security "restricted" allows these volume sources only.
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                      "persistentVolumeClaim", "projected", "secret"}
+SHM_PER_CPU_SLOT = 8 << 20   # the shared-memory communicator's segment per local rank
+SHM_PER_GPU_SLOT = 2 << 30   # NCCL's intra-node buffers (docs/DEPLOY.md)
+DIGEST_IMAGE = re.compile(r"^[^@\s]+:[^@:/\s]+@sha256:[0-9a-f]{64}$")
+UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
+         "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+def quantity(q):
+    """Bytes of a Kubernetes quantity such as 16Gi or 512M."""
+    m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q))
+    if not m or (m.group(2) and m.group(2) not in UNITS):
+        raise ValueError("bad quantity %r" % q)
+    return float(m.group(1)) * UNITS.get(m.group(2), 1)
+
+
+def duration_seconds(d):
+    total = 0.0
+    for value, unit in re.findall(r"([0-9.]+)(ms|s|m|h)", d):
+        total += float(value) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
+    return total
+
+
+def flags_of(help_text):
+    return set(re.findall(r"^\s+--([a-z_]+)", help_text, re.M))
+
+
+def args_of(container):
+    out = {}
+    for arg in container.get("args", []):
+        name, _, value = arg.lstrip("-").partition("=")
+        out[name] = value
+    return out
+
+
+class Manifests:
+    def __init__(self, docs):
+        self.docs = [d for d in docs if d]
+        self.by_kind = {}
+        for d in self.docs:
+            self.by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
+
+    def get(self, kind, name):
+        return self.by_kind.get(kind, {}).get(name)
+
+    def all(self, kind):
+        return list(self.by_kind.get(kind, {}).values())
+
+    def workloads(self):
+        return [d for d in self.docs if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
+
+
+def selects(selector, labels):
+    for k, v in selector.get("matchLabels", {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions", []):
+        present = e["key"] in labels
+        if e["operator"] == "In" and labels.get(e["key"]) not in e["values"]:
+            return False
+        if e["operator"] == "NotIn" and labels.get(e["key"]) in e["values"]:
+            return False
+        if e["operator"] == "Exists" and not present:
+            return False
+        if e["operator"] == "DoesNotExist" and present:
+            return False
+    return True
+
+
+def check_pod_security(m, errors):
+    ns = m.get("Namespace", "baton")
+    labels = (ns or {}).get("metadata", {}).get("labels", {})
+    if labels.get("pod-security.kubernetes.io/enforce") != "restricted":
+        errors.append("Namespace baton does not enforce Pod Security 'restricted'")
+    for w in m.workloads():
+        name = "%s/%s" % (w["kind"], w["metadata"]["name"])
+        pod = w["spec"]["template"]["spec"]
+        psc = pod.get("securityContext", {})
+        for host in ("hostNetwork", "hostPID", "hostIPC"):
+            if pod.get(host):
+                errors.append("%s: %s" % (name, host))
+        for v in pod.get("volumes", []):
+            kinds = set(v) - {"name"}
+            if not kinds <= RESTRICTED_VOLUMES:
+                errors.append("%s: volume %s is %s, not allowed by 'restricted'"
+                              % (name, v["name"], sorted(kinds)))
+        if pod.get("automountServiceAccountToken") is not False:
+            errors.append("%s: automountServiceAccountToken is not false" % name)
+        sa = m.get("ServiceAccount", pod.get("serviceAccountName", "default"))
+        if sa is None or sa.get("automountServiceAccountToken") is not False:
+            errors.append("%s: service account %s missing or mounts a token"
+                          % (name, pod.get("serviceAccountName", "default")))
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            where = "%s container %s" % (name, c["name"])
+            sc = c.get("securityContext", {})
+
+            def setting(key):
+                return sc.get(key, psc.get(key))
+            if setting("runAsNonRoot") is not True:
+                errors.append("%s: runAsNonRoot is not true" % where)
+            if setting("runAsUser") == 0:
+                errors.append("%s: runAsUser 0" % where)
+            if sc.get("privileged"):
+                errors.append("%s: privileged" % where)
+            if sc.get("allowPrivilegeEscalation") is not False:
+                errors.append("%s: allowPrivilegeEscalation is not false" % where)
+            caps = sc.get("capabilities", {})
+            if "ALL" not in caps.get("drop", []):
+                errors.append("%s: capabilities do not drop ALL" % where)
+            if caps.get("add"):
+                errors.append("%s: adds capabilities %s" % (where, caps["add"]))
+            seccomp = (setting("seccompProfile") or {}).get("type")
+            if seccomp not in ("RuntimeDefault", "Localhost"):
+                errors.append("%s: seccompProfile is %s, not RuntimeDefault" % (where, seccomp))
+            if sc.get("readOnlyRootFilesystem") is not True:
+                errors.append("%s: readOnlyRootFilesystem is not true" % where)
+            if not DIGEST_IMAGE.match(c.get("image", "")):
+                errors.append("%s: image %r is not pinned as name:tag@sha256:digest"
+                              % (where, c.get("image")))
+
+
+def check_resources_probes_pdbs(m, errors):
+    pdbs = m.all("PodDisruptionBudget")
+    for w in m.workloads():
+        name = "%s/%s" % (w["kind"], w["metadata"]["name"])
+        pod = w["spec"]["template"]
+        for c in pod["spec"]["containers"]:
+            where = "%s container %s" % (name, c["name"])
+            res = c.get("resources", {})
+            for kind in ("requests", "limits"):
+                for r in ("cpu", "memory"):
+                    if r not in res.get(kind, {}):
+                        errors.append("%s: no %s %s" % (where, r, kind))
+            for probe in ("livenessProbe", "readinessProbe"):
+                if probe not in c:
+                    errors.append("%s: no %s" % (where, probe))
+        if w["kind"] in ("Deployment", "StatefulSet"):
+            labels = pod["metadata"].get("labels", {})
+            if not any(selects(p["spec"].get("selector", {}), labels) for p in pdbs):
+                errors.append("%s: no PodDisruptionBudget selects its pods" % name)
+
+
+def container(workload):
+    return workload["spec"]["template"]["spec"]["containers"][0]
+
+
+def volume_of(pod_spec, mount_path):
+    c = pod_spec["containers"][0]
+    for mount in c.get("volumeMounts", []):
+        if mount["mountPath"] == mount_path:
+            return next((v for v in pod_spec.get("volumes", []) if v["name"] == mount["name"]),
+                        None)
+    return None
+
+
+def mounted_under(c, path):
+    return any(path == mp or path.startswith(mp.rstrip("/") + "/")
+               for mp in (m["mountPath"] for m in c.get("volumeMounts", [])))
+
+
+def check_wiring(m, coordinator_flags, worker_flags, errors):
+    coord_set = m.get("StatefulSet", "baton-coordinator")
+    worker_set = m.get("StatefulSet", "baton-worker")
+    service = m.get("Service", "baton-coordinator")
+    if not (coord_set and worker_set and service):
+        errors.append("missing StatefulSet/baton-coordinator, StatefulSet/baton-worker or "
+                      "Service/baton-coordinator")
+        return
+    if not m.get("Service", coord_set["spec"]["serviceName"]) or m.get(
+            "Service", coord_set["spec"]["serviceName"])["spec"].get("clusterIP") != "None":
+        errors.append("the coordinator's serviceName is not a headless Service")
+    for d in m.docs:
+        if d["kind"] != "Namespace" and d["metadata"].get("namespace") != "baton":
+            errors.append("%s/%s not in namespace baton" % (d["kind"], d["metadata"]["name"]))
+    coord, worker = container(coord_set), container(worker_set)
+    for name, c, known in [("baton-coordinator", coord, coordinator_flags),
+                           ("baton-worker", worker, worker_flags)]:
+        if c.get("command") != ["/usr/local/bin/" + name]:
+            errors.append("%s: command %s" % (name, c.get("command")))
+        for flag in args_of(c):
+            if flag not in known:
+                errors.append("%s: --%s is not a flag of the binary" % (name, flag))
+    args, wargs = args_of(coord), args_of(worker)
+    port = next(p["port"] for p in service["spec"]["ports"] if p["name"] == "grpc")
+    if not args.get("listen", "").endswith(":%d" % port):
+        errors.append("coordinator listens on %s, its Service's port is %d"
+                      % (args.get("listen"), port))
+    if wargs.get("coordinator") != "%s:%d" % (service["metadata"]["name"], port):
+        errors.append("worker dials %s, not the coordinator's Service" % wargs.get("coordinator"))
+    if not mounted_under(coord, args.get("state_dir", "?")):
+        errors.append("state_dir %s is not on a mounted volume" % args.get("state_dir"))
+    claims = [t["metadata"]["name"] for t in coord_set["spec"].get("volumeClaimTemplates", [])]
+    if not any(mnt["name"] in claims for mnt in coord["volumeMounts"]
+               if mnt["mountPath"] == args.get("state_dir")):
+        errors.append("state_dir %s is not the StatefulSet's volume claim" % args.get("state_dir"))
+    for name, c, a in [("baton-coordinator", coord, args), ("baton-worker", worker, wargs)]:
+        for flag in ("tls_cert", "tls_key", "ca") + (("token_file",) if name == "baton-coordinator" else ()):
+            if flag not in a:
+                errors.append("%s: no --%s (TLS is required)" % (name, flag))
+            elif not mounted_under(c, a[flag]):
+                errors.append("%s: --%s=%s is not on a mounted volume" % (name, flag, a[flag]))
+        if "insecure" in a:
+            errors.append("%s: --insecure in a cluster manifest" % name)
+    health = args.get("health_listen", "")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        p = coord.get(probe, {}).get("grpc", {}).get("port")
+        if not health.endswith(":%s" % p):
+            errors.append("coordinator %s probes port %s, --health_listen is %s" % (probe, p, health))
+    check_worker(m, worker_set, worker, wargs, errors)
+
+
+def check_worker(m, worker_set, worker, wargs, errors):
+    pod = worker_set["spec"]["template"]["spec"]
+    grace = pod.get("terminationGracePeriodSeconds", 30)
+    need = duration_seconds(wargs.get("drain_timeout", "0s")) + duration_seconds(
+        wargs.get("stop_grace", "10s")) + 5
+    if grace < need:
+        errors.append("worker terminationGracePeriodSeconds %s < drain_timeout + stop_grace + 5s "
+                      "(%gs)" % (grace, need))
+    anti = pod.get("affinity", {}).get("podAntiAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", [])
+    if not any(t.get("topologyKey") == "kubernetes.io/hostname" and
+               selects(t.get("labelSelector", {}), worker_set["spec"]["template"]["metadata"]["labels"])
+               for t in anti):
+        errors.append("workers are not kept one per node (required pod anti-affinity by hostname)")
+    # The shared volume: ReadWriteMany, mounted, and where jobs may keep checkpoints.
+    allowed = [p for p in wargs.get("allowed_paths", "").split(",") if p]
+    shared = [mnt for mnt in worker["volumeMounts"] if mnt["mountPath"] in allowed]
+    if not shared:
+        errors.append("no worker --allowed_paths entry %s is a mounted volume" % allowed)
+    for mnt in shared:
+        v = next(v for v in pod["volumes"] if v["name"] == mnt["name"])
+        claim = m.get("PersistentVolumeClaim", v.get("persistentVolumeClaim", {}).get("claimName"))
+        if not claim or "ReadWriteMany" not in claim["spec"]["accessModes"]:
+            errors.append("worker volume at %s is not a ReadWriteMany claim" % mnt["mountPath"])
+    # Slots, GPUs and /dev/shm.
+    limits = worker["resources"].get("limits", {})
+    gpus = int(limits.get("nvidia.com/gpu", 0))
+    slots = int(wargs.get("slots", "0")) or max(gpus, 1)
+    if gpus:
+        if int(worker["resources"].get("requests", {}).get("nvidia.com/gpu", gpus)) != gpus:
+            errors.append("worker nvidia.com/gpu requests differ from limits")
+        if int(wargs.get("slots", "0")) != gpus:
+            errors.append("worker --slots=%s but nvidia.com/gpu %d" % (wargs.get("slots"), gpus))
+        if not pod.get("nodeSelector") or not pod.get("tolerations"):
+            errors.append("GPU workers have no node selector or tolerations for GPU nodes")
+    shm = volume_of(pod, "/dev/shm")
+    if not shm or shm.get("emptyDir", {}).get("medium") != "Memory":
+        errors.append("worker /dev/shm is not a memory-backed emptyDir")
+    else:
+        size = quantity(shm["emptyDir"].get("sizeLimit", "0"))
+        per_slot = SHM_PER_GPU_SLOT if gpus else SHM_PER_CPU_SLOT
+        if size < slots * per_slot:
+            errors.append("worker /dev/shm sizeLimit %s < %d slot(s) x %d MiB"
+                          % (shm["emptyDir"]["sizeLimit"], slots, per_slot >> 20))
+        if quantity(limits.get("memory", "0")) <= size:
+            errors.append("worker memory limit %s does not leave room beyond /dev/shm (%s)"
+                          % (limits.get("memory"), shm["emptyDir"]["sizeLimit"]))
+    check_network(m, worker_set, errors)
+
+
+def check_network(m, worker_set, errors):
+    sysctls = {s["name"]: s["value"] for s in
+               worker_set["spec"]["template"]["spec"].get("securityContext", {}).get("sysctls", [])}
+    lo, hi = (int(x) for x in sysctls.get("net.ipv4.ip_local_port_range", "0 0").split())
+    policies = m.all("NetworkPolicy")
+    if not any(p["spec"].get("podSelector") == {} and "Ingress" in p["spec"].get("policyTypes", [])
+               and not p["spec"].get("ingress") for p in policies):
+        errors.append("no default-deny ingress NetworkPolicy")
+    labels = worker_set["spec"]["template"]["metadata"]["labels"]
+    ranges = []
+    for p in policies:
+        if not selects(p["spec"]["podSelector"], labels):
+            continue
+        for rule in p["spec"].get("ingress", []):
+            if any(selects(f.get("podSelector", {}), labels) and "namespaceSelector" not in f
+                   for f in rule.get("from", [])):
+                ranges += [(port["port"], port.get("endPort", port["port"]))
+                           for port in rule.get("ports", [])]
+    if (lo, hi) not in ranges:
+        errors.append("worker ephemeral ports %d-%d (ip_local_port_range) are not what the "
+                      "worker-to-worker NetworkPolicy allows: %s" % (lo, hi, ranges))
+    for name, port in [("baton-coordinator", 7070)]:
+        target = m.get("StatefulSet", name)["spec"]["template"]["metadata"]["labels"]
+        if not any(selects(p["spec"]["podSelector"], target) and
+                   any(port in [q["port"] for q in r.get("ports", [])] and not r.get("from")
+                       for r in p["spec"].get("ingress", [])) for p in policies):
+            errors.append("no NetworkPolicy admits users to the coordinator's API port %d" % port)
+    for w in m.workloads():
+        ports = [p["containerPort"] for p in container(w)["ports"] if p["name"] == "metrics"]
+        target = w["spec"]["template"]["metadata"]["labels"]
+        for port in ports:
+            if not any(selects(p["spec"]["podSelector"], target) and
+                       any(port in [q["port"] for q in r.get("ports", [])] and
+                           any("namespaceSelector" in f for f in r.get("from", []))
+                           for r in p["spec"].get("ingress", [])) for p in policies):
+                errors.append("no NetworkPolicy admits Prometheus to %s's metrics port %d"
+                              % (w["metadata"]["name"], port))
+
+
+def check_monitoring(m, errors):
+    for sm in m.all("ServiceMonitor"):
+        services = [s for s in m.all("Service")
+                    if selects(sm["spec"]["selector"], s["metadata"].get("labels", {}))]
+        for ep in sm["spec"]["endpoints"]:
+            if not any(ep["port"] in [p.get("name") for p in s["spec"]["ports"]] for s in services):
+                errors.append("ServiceMonitor %s: no selected Service has port %s"
+                              % (sm["metadata"]["name"], ep["port"]))
+    for pm in m.all("PodMonitor"):
+        pods = [w for w in m.workloads()
+                if selects(pm["spec"]["selector"], w["spec"]["template"]["metadata"]["labels"])]
+        for ep in pm["spec"]["podMetricsEndpoints"]:
+            if not any(ep["port"] in [p.get("name") for p in container(w).get("ports", [])]
+                       for w in pods):
+                errors.append("PodMonitor %s: no selected pod has port %s"
+                              % (pm["metadata"]["name"], ep["port"]))
+    for kind in ("ServiceMonitor", "PodMonitor", "PrometheusRule"):
+        if not m.all(kind):
+            errors.append("no %s" % kind)
+    dashboards = [c for c in m.all("ConfigMap")
+                  if c["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+    if not dashboards:
+        errors.append("no ConfigMap labelled grafana_dashboard=1")
+
+
+def check(docs, coordinator_help, worker_help):
+    m = Manifests(docs)
+    errors = []
+    check_pod_security(m, errors)
+    check_resources_probes_pdbs(m, errors)
+    check_wiring(m, flags_of(coordinator_help), flags_of(worker_help), errors)
+    check_monitoring(m, errors)
+    return errors
+
+
+def main(rendered, coordinator_help, worker_help):
+    with open(rendered) as f:
+        docs = list(yaml.safe_load_all(f))
+    with open(coordinator_help) as f, open(worker_help) as g:
+        errors = check(docs, f.read(), g.read())
+    for e in errors:
+        print("%s: %s" % (rendered, e))
+    if errors:
+        sys.exit("FAIL: %d policy problem(s)" % len(errors))
+    print("PASS: %s: %d objects meet the policy" % (rendered, len([d for d in docs if d])))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    main(*sys.argv[1:4])
