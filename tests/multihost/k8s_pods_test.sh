@@ -111,8 +111,7 @@ COORDINATOR_PID=${POD_PID[baton-coordinator-0]}
 for p in startupProbe readinessProbe livenessProbe; do
   wait_for 60 probe baton-coordinator-0 "$p" "$COORD_IP"
 done
-[[ $(stat -c %u "$TMP/state/pvc/state-baton-coordinator-0/baton.db" 2>/dev/null ||
-     stat -c %u "$TMP/state/pvc/state-baton-coordinator-0"/* | head -1) == 65532 ]] \
+[[ $(stat -c %u "$TMP/state/pvc/state-baton-coordinator-0/coordinator.db") == 65532 ]] \
   || fail "the coordinator's state is not written by uid 65532: $(ls -ln "$TMP/state/pvc/state-baton-coordinator-0")"
 
 # ---- Workers: one from each overlay -------------------------------------------------------
