@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/health/health_port.h"
 #include "common/logging.h"
 #include "common/private_file.h"
 #include "common/metrics_http.h"
@@ -107,6 +108,11 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "continue on the other workers, and exits once its processes ended and their exits "
           "were reported, or after this long. SIGINT, a second SIGTERM or 0 stops at once. "
           "Keep it below the pod's terminationGracePeriodSeconds minus --stop_grace.");
+ABSL_FLAG(std::string, health_listen, "",
+          "Plaintext address (HOST:PORT) answering grpc.health.v1.Health/Check only, for "
+          "Kubernetes' gRPC probes: service \"\" is SERVING while the daemon runs, "
+          "\"baton.v1.WorkerService\" while this worker holds a lease from the coordinator "
+          "(registered, heartbeats acknowledged). Empty: none.");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7072",
           "Prometheus metrics address (HOST:PORT), served at /metrics. Empty: no metrics "
           "endpoint. Port 0 picks a free port; it is logged and written to "
@@ -447,6 +453,19 @@ int Run() {
   if (!exposer.ok()) {
     BATON_LOG(ERROR) << exposer.status();
     return 1;
+  }
+  std::unique_ptr<HealthPort> health;  // Before the agent goes: its check reads the lease.
+  if (const std::string address = absl::GetFlag(FLAGS_health_listen); !address.empty()) {
+    absl::StatusOr<std::unique_ptr<HealthPort>> port = HealthPort::Start(address);
+    if (!port.ok()) {
+      BATON_LOG(ERROR) << "--health_listen: " << port.status();
+      return 1;
+    }
+    health = *std::move(port);
+    const Lease* lease = &agent.lease();
+    health->SetCheck("baton.v1.WorkerService", [lease, clock] {
+      return lease->duration() > absl::ZeroDuration() && lease->Valid(clock->Now());
+    });
   }
   if (absl::Status s = agent.Start(); !s.ok()) {
     BATON_LOG(ERROR) << s;

@@ -109,6 +109,10 @@ absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> c
     builder.SetOption(WithoutReflection());
   }
   builder.AddListeningPort(options_.listen, std::move(credentials), &port_);
+  // gRPC binds with SO_REUSEPORT by default: a second coordinator (another state
+  // directory) would then share the port and the kernel would split connections between
+  // the two. Refuse a port in use instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Above every message the coordinator sends or accepts (common/spec/message_limits.h): a spec
   // too large is an INVALID_ARGUMENT at submit, never a broken worker stream later.
   builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);

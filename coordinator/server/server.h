@@ -18,7 +18,7 @@
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
-#include "coordinator/server/health_port.h"
+#include "common/health/health_port.h"
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/services.h"
 #include "coordinator/store/state_dir_lock.h"

@@ -212,6 +212,16 @@ TEST_F(ServerTest, TheStateDirectoryAndDatabaseArePrivate) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+// A second coordinator on a port in use fails to start (gRPC would otherwise share the
+// port through SO_REUSEPORT, and the kernel would split connections between the two).
+TEST_F(ServerTest, APortInUseIsUnavailable) {
+  ServerOptions options = Options();
+  options.state_dir += "-second";
+  options.listen = "127.0.0.1:" + std::to_string(server_->port());
+  CoordinatorServer second(options, RealClock::Get());
+  EXPECT_THAT(second.Start(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("cannot listen")));
+}
+
 // Submit does not probe the coordinator's file system for a spec's paths (it is not the
 // workers'; each worker checks them against its own, and its --allowed_paths): a data_dir
 // that does not exist here is accepted.

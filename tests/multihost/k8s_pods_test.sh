@@ -10,15 +10,17 @@
 #
 # Pods: baton-coordinator-0 (host 0), baton-worker-0 of the cpu overlay (host 1),
 # baton-worker-1 of the gpu overlay (host 2, --slots=8 from its 8 GPUs: this machine has
-# none, so they are CPU slots), and host 3 in namespace "monitoring" labelled as
-# Prometheus: the users' CLI, the probes and the scrapes come from there.
+# none, so they are CPU slots), host 3 in namespace "monitoring" labelled as Prometheus
+# (the scrapes, and the users' CLI), and host 4, the node: the kubelet's probes come from
+# there, which network plugins admit whatever the policies say.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
 CHECKS=$RUNFILES/deploy/k8s/checks
 PROBE=$RUNFILES/tools/grpc_health_probe
 [[ $TMP != /tmp/* ]] || fail "TMP ($TMP) is under /tmp, which every host has privately"
 
-cluster_create 4
+cluster_create 5
+NODE_IP=${HOST_ADDR[4]}
 COORD_IP=${HOST_ADDR[0]}
 
 # ---- Render the overlays ---------------------------------------------------------------
@@ -82,7 +84,8 @@ pod_start() {
   while IFS='=' read -r sysctl value; do
     [[ -n $sysctl ]] && on "$host" sysctl -q -w "$sysctl=$value"
   done < <("$PY" -c 'import json,sys; [print("%s=%s" % kv) for kv in json.load(open(sys.argv[1]))["sysctls"].items()]' "$TMP/$name.json")
-  "$PY" "$CHECKS/netpol_nft.py" "$TMP/$overlay.yaml" "$name" "$TMP/peers.json" >"$TMP/$name.nft"
+  "$PY" "$CHECKS/netpol_nft.py" "$TMP/$overlay.yaml" "$name" "$TMP/peers.json" "$NODE_IP" \
+    >"$TMP/$name.nft"
   on "$host" nft -f "$TMP/$name.nft"
   (on_exec "$host" unshare --mount --uts --propagation private bash "$TMP/$name.sh" \
     >>"$TMP/$name.log" 2>&1) &
@@ -90,20 +93,33 @@ pod_start() {
   WORKER_PIDS[$name]=$!  # stopped by lib.sh on exit
 }
 spec_field() { "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$TMP/$1.json"; }
-# probe POD KIND: the pod's probe of that kind (readinessProbe, ...), from host 3.
+# probe POD KIND IP: the pod's probe of that kind (readinessProbe, ...), from the node.
 probe() {
   local spec=$TMP/$1.json ip port
   alive "${POD_PID[$1]}" || fail "pod $1 exited: $(tail -5 "$TMP/$1.log")"
   ip=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["env"].get("POD_IP", sys.argv[2]))' "$spec" "$3")
   if port=$(spec_field "$1" "d['probes']['$2']['grpc']" 2>/dev/null); then
-    on 3 "$PROBE" "$ip:$port" "$(spec_field "$1" "d['probes']['$2']['service']")"
+    on 4 "$PROBE" "$ip:$port" "$(spec_field "$1" "d['probes']['$2']['service']")"
   else
     port=$(spec_field "$1" "d['probes']['$2']['http']")
-    on 3 "$PY" -c "import sys, urllib.request
+    on 4 "$PY" -c "import sys, urllib.request
 urllib.request.urlopen('http://%s:%s%s' % tuple(sys.argv[1:4]), timeout=5).read()" \
       "$ip" "$port" "$(spec_field "$1" "d['probes']['$2']['path']")"
   fi
 }
+
+# ---- Workers first: alive, but not ready without a coordinator's lease -----------------
+pod_start 1 cpu baton-worker 0
+pod_start 2 gpu baton-worker 1
+for pod in baton-worker-0 baton-worker-1; do
+  h=$([[ $pod == baton-worker-0 ]] && echo 1 || echo 2)
+  wait_for 60 probe "$pod" startupProbe "${HOST_ADDR[h]}"
+  probe "$pod" livenessProbe "${HOST_ADDR[h]}" >/dev/null || fail "$pod is not live"
+  if out=$(probe "$pod" readinessProbe "${HOST_ADDR[h]}"); then
+    fail "$pod is ready with no coordinator"
+  fi
+  [[ $out == NOT_SERVING ]] || fail "$pod readiness without a coordinator: $out"
+done
 
 # ---- The coordinator --------------------------------------------------------------------
 pod_start 0 cpu baton-coordinator 0
@@ -113,16 +129,9 @@ for p in startupProbe readinessProbe livenessProbe; do
 done
 [[ $(stat -c %u "$TMP/state/pvc/state-baton-coordinator-0/coordinator.db") == 65532 ]] \
   || fail "the coordinator's state is not written by uid 65532: $(ls -ln "$TMP/state/pvc/state-baton-coordinator-0")"
-
-# ---- Workers: one from each overlay -------------------------------------------------------
-pod_start 1 cpu baton-worker 0
-pod_start 2 gpu baton-worker 1
-for pod in baton-worker-0 baton-worker-1; do
-  h=$([[ $pod == baton-worker-0 ]] && echo 1 || echo 2)
-  for p in startupProbe readinessProbe livenessProbe; do
-    wait_for 60 probe "$pod" "$p" "${HOST_ADDR[h]}"
-  done
-done
+# Now the workers register, hold leases, and become ready.
+wait_for 60 probe baton-worker-0 readinessProbe "${HOST_ADDR[1]}"
+wait_for 60 probe baton-worker-1 readinessProbe "${HOST_ADDR[2]}"
 
 # The users' side: the CLI on host 3, with a submitter's token over mTLS.
 export BATON_COORDINATOR=$COORD_IP:7070
@@ -152,7 +161,6 @@ slots_per_worker: 1
 budget: {max_steps: 30}
 checkpoint_dir: /mnt/baton/checkpoints/k8s-pods
 YAML
-on 3 cat "$TMP/job.yaml" >/dev/null
 "$BATON" submit "$TMP/job.yaml" --wait >"$TMP/job.out" 2>&1 || { cat "$TMP/job.out"; fail "the job did not succeed"; }
 JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 [[ $(job_field "$JOB" 'len(set(r["worker_id"] for r in d["ranks"]))') == 2 ]] || fail "not on both pods"

@@ -2,13 +2,14 @@
 tests running pods as network namespaces (tests/multihost/k8s_pods_test.sh) enforce what a
 NetworkPolicy-enforcing network plugin would.
 
-    netpol_nft.py RENDERED.yaml POD PEERS.json
+    netpol_nft.py RENDERED.yaml POD PEERS.json [NODE_IP]
 
 PEERS.json: {"<pod or host name>": {"ip": "198.18.0.1", "namespace": "baton",
 "labels": {...}}, ...} (namespaces are labelled kubernetes.io/metadata.name=<name>, as
 Kubernetes does). Prints an nft script for the table `netpol`: traffic to POD is refused
 (TCP reset, so tests see it at once) unless a policy selecting POD admits its source and
-port; replies and loopback pass. Only what Baton's policies use is supported: pod and
+port; replies and loopback pass, and so does NODE_IP, the node the pod runs on: traffic
+from the node (the kubelet's probes) is always allowed, whatever the policies. Only what Baton's policies use is supported: pod and
 namespace selectors, TCP ports with endPort, rules without `from` (any source).
 """
 import json
@@ -52,10 +53,12 @@ def admitted(policies, pod, peers):
     return out
 
 
-def nft(rules):
+def nft(rules, node_ip=None):
     lines = ["table inet netpol {", "  chain input {",
              "    type filter hook input priority 0; policy accept;",
              "    iif lo accept", "    ct state established,related accept"]
+    if node_ip:
+        lines.append("    ip saddr %s accept" % node_ip)
     for ips, ports in rules:
         if ips == []:
             continue
@@ -68,10 +71,11 @@ def nft(rules):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         policies = [d for d in yaml.safe_load_all(f) if d and d["kind"] == "NetworkPolicy"]
     with open(sys.argv[3]) as f:
         peers = json.load(f)
-    sys.stdout.write(nft(admitted(policies, sys.argv[2], peers)))
+    sys.stdout.write(nft(admitted(policies, sys.argv[2], peers),
+                         sys.argv[4] if len(sys.argv) == 5 else None))

@@ -226,11 +226,13 @@ def check_wiring(m, coordinator_flags, worker_flags, errors):
                 errors.append("%s: --%s=%s is not on a mounted volume" % (name, flag, a[flag]))
         if "insecure" in a:
             errors.append("%s: --insecure in a cluster manifest" % name)
-    health = args.get("health_listen", "")
-    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        p = coord.get(probe, {}).get("grpc", {}).get("port")
-        if not health.endswith(":%s" % p):
-            errors.append("coordinator %s probes port %s, --health_listen is %s" % (probe, p, health))
+    for name, c, a in [("coordinator", coord, args), ("worker", worker, wargs)]:
+        health = a.get("health_listen", "")
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            p = c.get(probe, {}).get("grpc", {}).get("port")
+            if not health.endswith(":%s" % p):
+                errors.append("%s %s probes port %s, --health_listen is %s"
+                              % (name, probe, p, health))
     check_worker(m, worker_set, worker, wargs, errors)
 
 

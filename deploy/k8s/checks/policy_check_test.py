@@ -110,6 +110,8 @@ class PolicyCheckTest(unittest.TestCase):
                          "not on a mounted volume")
         self.assertFails(lambda d: set_arg(pod(d, "baton-coordinator")["containers"][0],
                                            "health_listen", "0.0.0.0:9999"), "probes port")
+        self.assertFails(lambda d: set_arg(worker(d), "health_listen", None),
+                         "worker readinessProbe probes port 7073")
         self.assertFails(lambda d: set_arg(pod(d, "baton-coordinator")["containers"][0],
                                            "state_dir", "/tmp/state"), "state_dir")
 

@@ -1,4 +1,4 @@
-#include "coordinator/server/health_port.h"
+#include "common/health/health_port.h"
 
 #include <algorithm>
 #include <vector>
@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace baton::coordinator {
+namespace baton {
 namespace {
 
 constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
@@ -112,6 +112,9 @@ absl::StatusOr<std::unique_ptr<HealthPort>> HealthPort::Start(const std::string&
   port->service_ = std::make_unique<Service>(port.get());
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port->port_);
+  // No SO_REUSEPORT (gRPC's default): a port in use is an error, not shared with whoever
+  // holds it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterCallbackGenericService(port->service_.get());
   // Nothing but Check: not gRPC's default health service (which the main server enables
   // process-wide), not reflection.
@@ -137,16 +140,31 @@ void HealthPort::Set(const std::string& service, bool serving) {
   absl::MutexLock lock(&mu_);
   if (service.empty()) {
     for (auto& [name, value] : serving_) value = serving;
+    all_down_ = !serving;
   } else {
     serving_[service] = serving;
+    checks_.erase(service);
   }
 }
 
-int HealthPort::Status(const std::string& service) const {
+void HealthPort::SetCheck(const std::string& service, std::function<bool()> serving) {
   absl::MutexLock lock(&mu_);
-  auto it = serving_.find(service);
-  if (it == serving_.end()) return -1;
-  return it->second ? 1 : 2;
+  serving_.erase(service);
+  checks_[service] = std::move(serving);
 }
 
-}  // namespace baton::coordinator
+int HealthPort::Status(const std::string& service) const {
+  std::function<bool()> check;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = serving_.find(service);
+    if (it != serving_.end()) return it->second ? 1 : 2;
+    auto c = checks_.find(service);
+    if (c == checks_.end()) return -1;
+    if (all_down_) return 2;
+    check = c->second;
+  }
+  return check() ? 1 : 2;
+}
+
+}  // namespace baton
