@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Checks deploy/prometheus with the real promtool (Debian's `prometheus` package):
 # the scrape config and the rules are valid, the rule unit tests pass, and the scrape
-# targets match the metrics ports of the Kubernetes manifests in deploy/k8s.
+# targets match the metrics ports of the Kubernetes manifests in deploy/k8s. Every alert
+# has a runbook_url `docs/RUNBOOK.md#<alert name in lower case>` whose anchor is a heading
+# of docs/RUNBOOK.md (and the check rejects broken examples of both).
 set -euo pipefail
 cd "${TEST_SRCDIR}/baton"
 command -v promtool >/dev/null || { echo "FAIL: promtool is required (apt-get install prometheus)" >&2; exit 1; }
@@ -48,4 +50,57 @@ if dns["names"] != ["baton-worker.baton.svc"] or dns["port"] != worker_port:
 if errors:
     sys.exit("FAIL: " + "; ".join(errors))
 print("PASS: scrape targets match the manifests' metrics ports")
+PY
+
+/usr/bin/python3 - deploy/prometheus/alerts.yml docs/RUNBOOK.md <<'PY'
+import re
+import sys
+import yaml
+
+RUNBOOK = "docs/RUNBOOK.md"
+
+
+def anchor(heading):
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces -> '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def runbook_errors(rules, runbook):
+    anchors = {anchor(m) for m in re.findall(r"^#{1,6}\s+(.+?)\s*#*$", runbook, re.M)}
+    errors = []
+    for r in rules:
+        if "alert" not in r:
+            continue
+        want = "%s#%s" % (RUNBOOK, r["alert"].lower())
+        url = r.get("annotations", {}).get("runbook_url")
+        if url is None:
+            errors.append("%s has no runbook_url annotation" % r["alert"])
+        elif url != want:
+            errors.append("%s: runbook_url %r, want %r" % (r["alert"], url, want))
+        elif url.split("#", 1)[1] not in anchors:
+            errors.append("%s: %s has no heading with anchor #%s"
+                          % (r["alert"], RUNBOOK, url.split("#", 1)[1]))
+    return errors
+
+
+rules = [r for g in yaml.safe_load(open(sys.argv[1]))["groups"] for r in g["rules"]]
+runbook = open(sys.argv[2]).read()
+errors = runbook_errors(rules, runbook)
+if not [r for r in rules if "alert" in r]:
+    errors.append("no alerts in %s" % sys.argv[1])
+
+# The check itself: an alert without runbook_url, one pointing elsewhere, and one whose
+# section is missing must each be reported.
+broken = [{"alert": "NoUrl", "annotations": {}},
+          {"alert": "WrongUrl", "annotations": {"runbook_url": "https://example.com/x"}},
+          {"alert": "NoSection", "annotations": {"runbook_url": RUNBOOK + "#nosection"}}]
+got = runbook_errors(broken, runbook)
+for name in ("NoUrl", "WrongUrl", "NoSection"):
+    if not any(e.startswith(name) for e in got):
+        errors.append("the runbook check missed the broken alert %s: %s" % (name, got))
+if anchor("StragglerRank") != "stragglerrank" or anchor("Submit -> it, now!") != "submit---it-now":
+    errors.append("anchor() does not follow GitHub's rules")
+if errors:
+    sys.exit("FAIL: " + "; ".join(errors))
+print("PASS: every alert's runbook_url names a section of %s" % RUNBOOK)
 PY

@@ -25,6 +25,9 @@ prometheus::Histogram::BucketBoundaries PhaseBuckets() {
   return {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 }
 
+// The reasons of planned resizes' RESTARTING transitions (Coordinator::Resize).
+constexpr const char* kPlannedResizeCauses[] = {"Draining", "ScalingUp"};
+
 // "queued" for JOB_STATE_QUEUED: the label value of a state.
 std::string StateLabel(baton::v1::JobState s) {
   return absl::AsciiStrToLower(absl::StripPrefix(baton::v1::JobState_Name(s), "JOB_STATE_"));
@@ -146,6 +149,9 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
   for (const RecoveryPhase& phase : kRecoveryPhases) {
     recovery_.Add({{"phase", phase.label}}, PhaseBuckets());
   }
+  // So do the planned resizes' causes: a counter that appears at 1 hides its first
+  // increase from increase()/changes(), which the dashboard's resize annotation uses.
+  for (const char* cause : kPlannedResizeCauses) restarts_.Add({{"cause", cause}});
 }
 
 CoordinatorMetrics::~CoordinatorMetrics() = default;

@@ -16,7 +16,9 @@
 //   baton_coordinator_queue_wait_seconds               histogram: QUEUED -> RENDEZVOUS
 //   baton_coordinator_rendezvous_duration_seconds      histogram: RENDEZVOUS -> RUNNING
 //   baton_coordinator_recovery_duration_seconds{phase} histogram: recovery phases, below
-//   baton_coordinator_restarts_total{cause}            RESTARTING transitions by reason
+//   baton_coordinator_restarts_total{cause}            RESTARTING transitions by reason; the
+//                                                      planned resizes' (Draining, ScalingUp)
+//                                                      exist from the start, at 0
 //   baton_coordinator_workers{state}                   workers READY / LOST
 //   baton_coordinator_worker_heartbeat_age_seconds{worker_id}  now - last heartbeat (READY)
 //   baton_coordinator_worker_lease_remaining_seconds{worker_id}  lease renewal + lease - now

@@ -129,6 +129,11 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_state", {{"job_id", id}, {"state", "queued"}}),
               Optional(1.0));
   EXPECT_THAT(Value(scrape, "baton_coordinator_workers", {{"state", "ready"}}), Optional(0.0));
+  // The planned resizes' causes exist before any resize, so their first one is an increase.
+  EXPECT_THAT(Value(scrape, "baton_coordinator_restarts_total", {{"cause", "Draining"}}),
+              Optional(0.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_restarts_total", {{"cause", "ScalingUp"}}),
+              Optional(0.0));
 
   clock_.Advance(absl::Seconds(3));
   Move(id, JobState::kRendezvous, "Scheduled");

@@ -10,9 +10,12 @@
 #   - after the job ended, `baton describe` shows the goodput and the restart count that
 #     Prometheus has for it (baton_coordinator_job_goodput_ratio within 1e-6 in -o json, and
 #     the text view prints that value; baton_coordinator_job_restarts_total exactly);
-#   - every PromQL expression of deploy/grafana/baton.json (variables substituted with the
-#     real job and rank) returns data over the job's time range (GPU panels excepted on
-#     CPU-only runs);
+#   - every PromQL expression of deploy/grafana/baton.json's panels and variables (variables
+#     substituted with the real job and rank) returns data over the job's time range (GPU
+#     panels excepted on CPU-only runs); the job trains in fp16 (dynamic loss scaling, on
+#     CPU too) so the loss-scale panel has data;
+#   - every annotation query of the dashboard (restarts, resizes: events a healthy run does
+#     not have) evaluates, and every metric it reads exists in Prometheus;
 #   - every alert rule is loaded and evaluates with health "ok", every metric an alert
 #     reads exists in Prometheus (so no rule watches a misspelt or missing series), and no
 #     alert fires during a healthy run.
@@ -89,7 +92,8 @@ wait_for 60 targets_up
 START=$(date +%s)
 
 "$BATON" submit "$EXAMPLES/quickstart.yaml" --set trainer.data_dir="$TMP/mnist" \
-  --set checkpoint_dir="$TMP/ckpt" --set budget.max_steps=800 >"$TMP/submit.out" 2>&1 \
+  --set checkpoint_dir="$TMP/ckpt" --set budget.max_steps=800 --set trainer.precision=fp16 \
+  >"$TMP/submit.out" 2>&1 \
   || { cat "$TMP/submit.out"; fail "submit failed"; }
 JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 echo "job $JOB"
@@ -166,18 +170,38 @@ if errors:
 print("describe: goodput %.6f, %d restarts, as in Prometheus" % (goodput, restarts))
 PY
 
-# Every dashboard expression returns data over the job's time range.
+# Every dashboard panel and variable expression returns data over the job's time range.
+# Annotation queries mark restarts and resizes, which this run has none of: each must
+# evaluate, and every metric it reads must have series (so none reads a misspelt or
+# missing metric).
+# metrics_exist EXPR: prints the baton_ metrics EXPR reads that have no series.
+metrics_exist() {
+  local metric
+  for metric in $(grep -oE '\bbaton_[a-z_]+' <<<"$1" | sort -u); do
+    [[ $(prom_query "count(last_over_time({__name__=\"$metric\"}[15m]))" 'len(d["data"]["result"])') == 1 ]] \
+      || echo "$metric"
+  done
+}
 n=0
+annotations=0
 while IFS= read -r line; do
-  title=$(json_get 'd[0]' <<<"$line")
-  expr=$(json_get 'd[1]' <<<"$line")
+  kind=$(json_get 'd[0]' <<<"$line")
+  title=$(json_get 'd[1]' <<<"$line")
+  expr=$(json_get 'd[2]' <<<"$line")
   [[ $title == "GPU memory (CUDA only)" ]] && continue  # CPU-only run: no CUDA allocator.
-  series=$(prom_range "$expr" "$START") || fail "dashboard panel '$title': query failed: $expr"
-  ((series > 0)) || fail "dashboard panel '$title' returned no data: $expr"
+  series=$(prom_range "$expr" "$START") || fail "dashboard $kind '$title': query failed: $expr"
+  if [[ $kind == annotation ]]; then
+    missing=$(metrics_exist "$expr")
+    [[ -z $missing ]] || fail "dashboard annotation '$title' reads metrics with no series: $missing"
+    annotations=$((annotations + 1))
+    continue
+  fi
+  ((series > 0)) || fail "dashboard $kind '$title' returned no data: $expr"
   n=$((n + 1))
 done < <("$PY" "$DEPLOY/grafana/dashboard_check.py" "$DEPLOY/grafana/baton.json" list "$JOB" '.*')
-((n >= 15)) || fail "only $n dashboard expressions checked"
-echo "dashboard: $n expressions returned data"
+((n >= 25)) || fail "only $n dashboard expressions checked"
+((annotations >= 2)) || fail "only $annotations dashboard annotations checked"
+echo "dashboard: $n expressions returned data, $annotations annotation queries evaluated"
 
 # Alert rules: all loaded, evaluated without error; every metric they read exists.
 curl -sf "$PROM/api/v1/rules" >"$TMP/rules.json" || fail "cannot read /api/v1/rules"
