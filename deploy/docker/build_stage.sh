@@ -11,11 +11,12 @@
 #                                    cpu   base + Debian's LibTorch (libtorch-dev, Gloo)
 #                                    cuda  base + Gloo's headers; LibTorch and CUDA come
 #                                          from the two commands below
-#   build_stage.sh cuda-repo CUDA_MAJOR_MINOR
+#   build_stage.sh cuda-repo CUDA_MAJOR_MINOR NCCL_VERSION
 #                                    Adds NVIDIA's CUDA apt repository for Debian 12 (its
 #                                    signing key checked against NVIDIA_KEY_FINGERPRINT
 #                                    before apt trusts it) and installs the CUDA runtime
-#                                    and NCCL headers and libraries of that CUDA version
+#                                    headers and libraries of that CUDA version and NCCL
+#                                    NCCL_VERSION (e.g. 2.21.5-1) built for it
 #                                    (CUDA_HOME=/usr/local/cuda-X.Y, NCCL linked into it).
 #   build_stage.sh libtorch URL SHA256 DEST
 #                                    Downloads a pytorch.org LibTorch zip, checks its
@@ -41,8 +42,6 @@ readonly BASE_PACKAGES=(
   bazel-bootstrap bazel-rules-java bazel-rules-proto build-essential pkgconf ca-certificates
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev libabsl-dev
   libsqlite3-dev libyaml-cpp-dev prometheus-cpp-dev libssl-dev libstb-dev
-  # Loading the packages that hold the tests references @gtest.
-  libgtest-dev libgmock-dev
 )
 
 die() {
@@ -83,12 +82,13 @@ add_nvidia_repo() {
 }
 
 cmd_cuda_repo() {
-  local version=${1:-}
+  local version=${1:-} nccl=${2:-}
   [[ "$version" =~ ^[0-9]+\.[0-9]+$ ]] || die "cuda-repo: CUDA_MAJOR_MINOR like 12.4 (got '$version')"
-  local v=${version/./-}
+  [[ "$nccl" =~ ^[0-9.]+-[0-9]+$ ]] || die "cuda-repo: NCCL_VERSION like 2.21.5-1 (got '$nccl')"
   add_nvidia_repo
   # Host C++ only, no nvcc: cuda_runtime.h + libcudart, nccl.h + libnccl.
-  apt_install "cuda-cudart-dev-$v" libnccl-dev libnccl2
+  apt_install "cuda-cudart-dev-${version/./-}" "libnccl-dev=$nccl+cuda$version" \
+    "libnccl2=$nccl+cuda$version"
   # third_party/cuda.bzl looks for NCCL in CUDA_HOME; NVIDIA's NCCL packages install it in
   # /usr/include and /usr/lib/x86_64-linux-gnu.
   local home=/usr/local/cuda-$version f
@@ -172,7 +172,7 @@ main() {
     cuda-repo) cmd_cuda_repo "$@" ;;
     libtorch) cmd_libtorch "$@" ;;
     build) cmd_build "$@" ;;
-    *) die "usage: build_stage.sh deps PROFILE | cuda-repo X.Y | libtorch URL SHA256 DEST | build OUT NAME..." ;;
+    *) die "usage: build_stage.sh deps PROFILE | cuda-repo X.Y NCCL | libtorch URL SHA256 DEST | build OUT NAME..." ;;
   esac
 }
 

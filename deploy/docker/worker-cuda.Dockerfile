@@ -18,21 +18,23 @@
 #
 # LibTorch's CUDA zip bundles its own CUDA libraries (cuBLAS, cuDNN, ...); Baton's own
 # CUDA code (device_cuda.cc, nccl_communicator.cc) links libcudart and libnccl, hence
-# cuda-cudart and libnccl2 in the runtime. Keep CUDA_VERSION, the LibTorch zip's CUDA
-# build (cuXY in the URL) and its checksum in step (README.md: version matrix).
+# cuda-cudart and libnccl2 in the runtime. Keep CUDA_VERSION, NCCL_VERSION, the LibTorch
+# zip's CUDA build (cuXY in the URL) and its checksum in step (README.md: version matrix).
 #
 # The base image is pinned by digest (deploy/docker/README.md: how to refresh it).
 ARG DEBIAN_IMAGE=debian:12-slim@sha256:abd67ffcfa541b485a3dff59865ab629aa048a6c613e639d36e7456b0b229241
 ARG CUDA_VERSION=12.4
+ARG NCCL_VERSION=2.21.5-1
 
 FROM ${DEBIAN_IMAGE} AS build
 ARG CUDA_VERSION
+ARG NCCL_VERSION
 ARG LIBTORCH_URL=https://download.pytorch.org/libtorch/cu124/libtorch-cxx11-abi-shared-with-deps-2.4.1%2Bcu124.zip
 ARG LIBTORCH_SHA256=ebedc318756dd12229644bf24a76434e1a20f7491be34df0a689f151440f0a0a
 WORKDIR /src
 COPY deploy/docker/build_stage.sh deploy/docker/build_stage.sh
 RUN deploy/docker/build_stage.sh deps cuda \
- && deploy/docker/build_stage.sh cuda-repo "${CUDA_VERSION}" \
+ && deploy/docker/build_stage.sh cuda-repo "${CUDA_VERSION}" "${NCCL_VERSION}" \
  && deploy/docker/build_stage.sh libtorch "${LIBTORCH_URL}" "${LIBTORCH_SHA256}" /opt/libtorch \
  && rm -rf /var/lib/apt/lists/*
 COPY . .
@@ -43,6 +45,7 @@ RUN BATON_BAZEL_FLAGS="--repo_env=LIBTORCH_HOME=/opt/libtorch --repo_env=CUDA_HO
 
 FROM ${DEBIAN_IMAGE}
 ARG CUDA_VERSION
+ARG NCCL_VERSION
 ARG VERSION=dev
 ARG REVISION=unknown
 ARG SOURCE_URL=unset
@@ -57,6 +60,7 @@ COPY --from=build /usr/share/keyrings/nvidia-cuda.gpg /usr/share/keyrings/nvidia
 COPY --from=build /etc/apt/sources.list.d/nvidia-cuda.list /etc/apt/nvidia-cuda.list
 # NVIDIA's repository is served over HTTPS: ca-certificates first, then the repository.
 RUN cudart="cuda-cudart-$(echo "${CUDA_VERSION}" | tr . -)" \
+ && nccl="libnccl2=${NCCL_VERSION}+cuda${CUDA_VERSION}" \
  && apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       tini ca-certificates \
@@ -65,7 +69,7 @@ RUN cudart="cuda-cudart-$(echo "${CUDA_VERSION}" | tr . -)" \
  && mv /etc/apt/nvidia-cuda.list /etc/apt/sources.list.d/ \
  && apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-      "$cudart" libnccl2 \
+      "$cudart" "$nccl" \
  && rm -rf /var/lib/apt/lists/* \
  && install -d -o 65532 -g 65532 /var/lib/baton-worker
 # The programs' RUNPATH holds /opt/libtorch/lib (third_party/torch.bzl).
