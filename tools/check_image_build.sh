@@ -62,7 +62,8 @@ make_libtorch_home() {
   for f in /usr/lib/x86_64-linux-gnu/lib{torch,torch_cpu,c10}.so*; do
     ln -s "$f" "$HOME_DIR/lib/"
   done
-  [[ -f "$HOME_DIR/include/torch/csrc/api/include/torch/torch.h" && -e "$HOME_DIR/lib/libtorch.so" ]]
+  [[ -f "$HOME_DIR/include/torch/csrc/api/include/torch/torch.h" &&
+     -e "$HOME_DIR/lib/libtorch.so" ]]
 }
 sep_bazel() { bazel --output_base="$OUTPUT_BASE" "$@"; }
 build_with_home() {
@@ -73,9 +74,11 @@ trainer_uses_home() {
   ob=$(sep_bazel info output_base) || return 1
   grep -q "LIBTORCH_HOME=$HOME_DIR" "$ob/external/torch/BUILD.bazel" ||
     { echo "@torch was not generated from $HOME_DIR"; return 1; }
-  trainer="$(sep_bazel info --repo_env=LIBTORCH_HOME="$HOME_DIR" bazel-bin)/worker/trainer/baton-trainer"
+  trainer="$(sep_bazel info --repo_env=LIBTORCH_HOME="$HOME_DIR" bazel-bin)"
+  trainer+=/worker/trainer/baton-trainer
   readelf -d "$trainer" | grep -E "R(UN)?PATH" | grep -q "$HOME_DIR/lib" ||
-    { echo "no $HOME_DIR/lib in the RUNPATH"; readelf -d "$trainer" | grep -E "R(UN)?PATH"; return 1; }
+    { echo "no $HOME_DIR/lib in the RUNPATH"; readelf -d "$trainer" | grep -E "R(UN)?PATH";
+      return 1; }
   ldd "$trainer" | grep -E "lib(torch|torch_cpu|c10)\.so" | tee "$SCRATCH/ldd.txt"
   (($(grep -c "=> $HOME_DIR/lib/" "$SCRATCH/ldd.txt") == 3)) ||
     { echo "LibTorch not loaded from $HOME_DIR/lib"; return 1; }

@@ -83,7 +83,8 @@ add_nvidia_repo() {
 
 cmd_cuda_repo() {
   local version=${1:-} nccl=${2:-}
-  [[ "$version" =~ ^[0-9]+\.[0-9]+$ ]] || die "cuda-repo: CUDA_MAJOR_MINOR like 12.4 (got '$version')"
+  [[ "$version" =~ ^[0-9]+\.[0-9]+$ ]] ||
+    die "cuda-repo: CUDA_MAJOR_MINOR like 12.4 (got '$version')"
   [[ "$nccl" =~ ^[0-9.]+-[0-9]+$ ]] || die "cuda-repo: NCCL_VERSION like 2.21.5-1 (got '$nccl')"
   add_nvidia_repo
   # Host C++ only, no nvcc: cuda_runtime.h + libcudart, nccl.h + libnccl.
@@ -172,7 +173,8 @@ main() {
     cuda-repo) cmd_cuda_repo "$@" ;;
     libtorch) cmd_libtorch "$@" ;;
     build) cmd_build "$@" ;;
-    *) die "usage: build_stage.sh deps PROFILE | cuda-repo X.Y NCCL | libtorch URL SHA256 DEST | build OUT NAME..." ;;
+    *) die "usage: build_stage.sh deps PROFILE | cuda-repo X.Y NCCL |" \
+         "libtorch URL SHA256 DEST | build OUT NAME..." ;;
   esac
 }
 

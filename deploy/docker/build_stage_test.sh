@@ -7,7 +7,8 @@ set -euo pipefail
 cd "${TEST_SRCDIR}/baton"
 STAGE=deploy/docker/build_stage.sh
 for tool in curl unzip sha256sum; do
-  command -v "$tool" >/dev/null || { echo "FAIL: $tool is required (tools/install_deps.sh)" >&2; exit 1; }
+  command -v "$tool" >/dev/null ||
+    { echo "FAIL: $tool is required (tools/install_deps.sh)" >&2; exit 1; }
 done
 T="$TEST_TMPDIR"
 failures=0
@@ -50,10 +51,12 @@ other_sha=$(printf '%064d' 0)
 expect_failure "does not have SHA-256" $STAGE libtorch "file://$T/good.zip" "$other_sha" "$T/dest1"
 [[ ! -e "$T/dest1" && ! -e "$T/dest1.unpack" ]] || fail "a zip with the wrong checksum was unpacked"
 expect_failure "64 lowercase hex" $STAGE libtorch "file://$T/good.zip" "${good_sha:0:63}" "$T/dest1"
-expect_failure "is not an unpacked LibTorch" $STAGE libtorch "file://$T/empty.zip" "$empty_sha" "$T/dest2"
+expect_failure "is not an unpacked LibTorch" \
+  $STAGE libtorch "file://$T/empty.zip" "$empty_sha" "$T/dest2"
 expect_failure "" $STAGE libtorch "file://$T/missing.zip" "$good_sha" "$T/dest3"
 if $STAGE libtorch "file://$T/good.zip" "$good_sha" "$T/dest4"; then
-  [[ -f "$T/dest4/include/torch/csrc/api/include/torch/torch.h" && -f "$T/dest4/lib/libtorch.so" ]] ||
+  [[ -f "$T/dest4/include/torch/csrc/api/include/torch/torch.h" &&
+     -f "$T/dest4/lib/libtorch.so" ]] ||
     fail "the good zip was not unpacked into DEST/include, DEST/lib"
   [[ ! -e "$T/dest4.unpack" ]] || fail "the unpack folder was left behind"
 else

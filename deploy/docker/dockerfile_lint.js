@@ -22,7 +22,9 @@
 const fs = require('fs');
 const {validate} = require('dockerfile-utils');
 
-const DIGEST_REF = /^[a-z0-9][a-z0-9._\/-]*(:[0-9]+)?(\/[a-z0-9._-]+)*:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}@sha256:[0-9a-f]{64}$/;
+// [registry[:port]/]path:tag@sha256:<64 hex>
+const DIGEST_REF = new RegExp('^[a-z0-9][a-z0-9._/-]*(:[0-9]+)?(/[a-z0-9._-]+)*' +
+                              ':[A-Za-z0-9_][A-Za-z0-9._-]{0,127}@sha256:[0-9a-f]{64}$');
 const OCI_LABELS = ['source', 'title', 'description', 'licenses', 'version', 'revision'];
 const ARG_VALUED_LABELS = ['source', 'licenses', 'version', 'revision'];
 
@@ -107,18 +109,24 @@ function lint(file, text, binaries) {
     } else {
       const m = image.match(/^\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?$/);
       if (!m) {
-        fail('from-pinned', stage.line, `FROM ${image}: name the image through an ARG with a digest-pinned default`);
+        fail('from-pinned', stage.line,
+             `FROM ${image}: name the image through an ARG with a digest-pinned default`);
       } else if (!globalArgs.has(m[1])) {
-        fail('from-pinned', stage.line, `FROM ${image}: ARG ${m[1]} is not declared before the first FROM`);
+        fail('from-pinned', stage.line,
+             `FROM ${image}: ARG ${m[1]} is not declared before the first FROM`);
       } else {
         const ref = globalArgs.get(m[1]);
         if (!DIGEST_REF.test(ref)) {
           fail('from-pinned', stage.line, `ARG ${m[1]}=${ref} is not name:tag@sha256:<64 hex>`);
         }
-        if (/:latest(@|$)/.test(ref)) fail('no-latest', stage.line, `ARG ${m[1]}=${ref} uses the latest tag`);
+        if (/:latest(@|$)/.test(ref)) {
+          fail('no-latest', stage.line, `ARG ${m[1]}=${ref} uses the latest tag`);
+        }
       }
     }
-    if (/:latest(@|$)/.test(image)) fail('no-latest', stage.line, `FROM ${image} uses the latest tag`);
+    if (/:latest(@|$)/.test(image)) {
+      fail('no-latest', stage.line, `FROM ${image} uses the latest tag`);
+    }
     if (stage.name) stageNames.add(stage.name);
   }
 
@@ -132,7 +140,8 @@ function lint(file, text, binaries) {
   } else {
     const m = user.args.match(/^(\d+):(\d+)$/);
     if (!m) {
-      fail('user', user.line, `USER ${user.args}: must be numeric uid:gid (Kubernetes' runAsNonRoot checks numbers)`);
+      fail('user', user.line,
+           `USER ${user.args}: must be numeric uid:gid (Kubernetes' runAsNonRoot checks numbers)`);
     } else if (m[1] === '0' || m[2] === '0') {
       fail('user', user.line, `USER ${user.args}: root`);
     }
@@ -148,7 +157,8 @@ function lint(file, text, binaries) {
   }
   if (!Array.isArray(argv) || argv[0] !== '/usr/bin/tini' || argv[1] !== '--' || argv.length < 3) {
     fail('entrypoint-tini', entrypoint ? entrypoint.line : final.line,
-         'the final stage needs ENTRYPOINT ["/usr/bin/tini", "--", PROGRAM, ...] (an init that reaps zombies)');
+         'the final stage needs ENTRYPOINT ["/usr/bin/tini", "--", PROGRAM, ...] ' +
+             '(an init that reaps zombies)');
   }
 
   // oci-labels
@@ -165,7 +175,8 @@ function lint(file, text, binaries) {
     } else if (ARG_VALUED_LABELS.includes(name)) {
       const m = labels.get(key).match(/^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$/);
       if (!m || !stageArgs.has(m[1])) {
-        fail('oci-labels', final.line, `LABEL ${key} must be \${ARG} of an ARG declared in the final stage`);
+        fail('oci-labels', final.line,
+             `LABEL ${key} must be \${ARG} of an ARG declared in the final stage`);
       }
     }
   }
@@ -177,14 +188,16 @@ function lint(file, text, binaries) {
         fail('apt', ins.line, 'use apt-get, not apt (no stable CLI)');
       }
       if (!/\bapt-get\b[^&;|]*\binstall\b/.test(ins.args)) continue;
-      const installs = ins.args.split(/&&|;|\|\|/).filter((c) => /\bapt-get\b.*\binstall\b/.test(c));
+      const installs = ins.args.split(/&&|;|\|\|/)
+                           .filter((c) => /\bapt-get\b.*\binstall\b/.test(c));
       for (const c of installs) {
         if (!/--no-install-recommends\b/.test(c)) {
           fail('apt', ins.line, 'apt-get install without --no-install-recommends');
         }
       }
       if (!/rm\s+-(rf|fr)\s+\/var\/lib\/apt\/lists/.test(ins.args)) {
-        fail('apt', ins.line, 'a RUN with apt-get install must end with rm -rf /var/lib/apt/lists/*');
+        fail('apt', ins.line,
+             'a RUN with apt-get install must end with rm -rf /var/lib/apt/lists/*');
       }
     }
   }
@@ -211,7 +224,8 @@ function lint(file, text, binaries) {
 function main(argv) {
   const files = argv.filter((a) => !a.startsWith('--'));
   const binariesArg = argv.find((a) => a.startsWith('--binaries='));
-  const binaries = binariesArg ? binariesArg.slice('--binaries='.length).split(',').filter(Boolean) : [];
+  const binaries =
+      binariesArg ? binariesArg.slice('--binaries='.length).split(',').filter(Boolean) : [];
   if (files.length !== 1) {
     console.error('usage: dockerfile_lint.js DOCKERFILE [--binaries=NAME,...]');
     return 2;

@@ -24,7 +24,8 @@ declare -A BINARIES=(
 shopt -s nullglob
 dockerfiles=(*.Dockerfile)
 ((${#dockerfiles[@]} == ${#BINARIES[@]})) ||
-  fail "deploy/docker has ${#dockerfiles[@]} Dockerfiles, the test knows ${#BINARIES[@]}: ${dockerfiles[*]}"
+  fail "deploy/docker has ${#dockerfiles[@]} Dockerfiles (${dockerfiles[*]})," \
+    "the test knows ${#BINARIES[@]}"
 for f in "${dockerfiles[@]}"; do
   [[ -n "${BINARIES[$f]:-}" ]] || { fail "$f: add it to BINARIES"; continue; }
   lint "$f" --binaries="${BINARIES[$f]}" || fail "$f"

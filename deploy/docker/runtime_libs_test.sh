@@ -37,7 +37,8 @@ elif ! grep -q "needs package libsqlite3-0" <<<"$out"; then
   fail "a Dockerfile without libsqlite3-0 failed for another reason: $out"
 fi
 unneeded="$TEST_TMPDIR/unneeded.Dockerfile"
-sed 's/ libsqlite3-0 / libsqlite3-0 libyaml-cpp0.7 /' deploy/docker/coordinator.Dockerfile >"$unneeded"
+sed 's/ libsqlite3-0 / libsqlite3-0 libyaml-cpp0.7 /' deploy/docker/coordinator.Dockerfile \
+  >"$unneeded"
 if out=$(check --dockerfile="$unneeded" --binary="$COORDINATOR"); then
   fail "a Dockerfile installing libyaml-cpp0.7 for the coordinator passed"
 elif ! grep -q "installs libyaml-cpp0.7, which no program needs" <<<"$out"; then
