@@ -25,6 +25,8 @@ PACKAGES=(
   # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and
   # partitions made with nftables rules.
   iproute2 util-linux nftables
+  # deploy/docker/build_stage.sh's LibTorch download (checked by //deploy:docker_build_stage_test).
+  curl unzip
 )
 
 install_debian_packages() {
