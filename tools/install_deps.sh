@@ -27,6 +27,9 @@ PACKAGES=(
   iproute2 util-linux nftables
   # deploy/docker/build_stage.sh's LibTorch download (checked by //deploy:docker_build_stage_test).
   curl unzip
+  # The images' init (reaps orphans, forwards signals), which tests/multihost:k8s_pods_test
+  # runs the pods' daemons under as the images do.
+  tini
 )
 
 install_debian_packages() {

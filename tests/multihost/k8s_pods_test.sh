@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The Kubernetes manifests, run as pods: the real daemons started with exactly the command,
-# args and env the rendered overlays give (deploy/k8s/checks/pod_spec.py), each pod a host
+# The Kubernetes manifests, run as pods: the real daemons started with exactly the command
+# (the images' ENTRYPOINT: tini and the daemon), args and env the rendered overlays give
+# (deploy/k8s/checks/pod_spec.py), each pod a host
 # of its own (cluster.sh) as on a cluster network, its volumes laid at their mountPaths
 # (Secrets and the cert-manager csi volume as files the way they mount them; the shared
 # ReadWriteMany claim one directory for all), a read-only root file system, the pod's user
@@ -18,6 +19,7 @@ source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
 CHECKS=$RUNFILES/deploy/k8s/checks
 PROBE=$RUNFILES/tools/grpc_health_probe
 [[ $TMP != /tmp/* ]] || fail "TMP ($TMP) is under /tmp, which every host has privately"
+[[ -x /usr/bin/tini ]] || fail "tini (the images' init) is missing: run tools/install_deps.sh"
 
 cluster_create 5
 NODE_IP=${HOST_ADDR[4]}
@@ -77,7 +79,7 @@ declare -A POD_PID=()
 pod_start() {
   local host=$1 overlay=$2 set=$3 ordinal=$4 name=$3-$4 sysctl
   "$PY" "$CHECKS/pod_spec.py" "$TMP/$overlay.yaml" "$set" "$ordinal" "${HOST_ADDR[host]}" \
-    >"$TMP/$name.json"
+    "$RUNFILES/deploy/docker" >"$TMP/$name.json"
   "$PY" "$RUNFILES/tests/multihost/pod_launcher.py" "$TMP/$name.json" "$TMP/state" "$IMAGE" \
     "$COORD_IP baton-coordinator baton-coordinator.baton.svc baton-coordinator.baton.svc.cluster.local" \
     >"$TMP/$name.sh"
@@ -177,6 +179,18 @@ urllib.request.urlopen('http://%s:7071/metrics' % sys.argv[1], timeout=5).read()
 metrics 3 || fail "Prometheus (host 3) cannot scrape the coordinator"
 if metrics 1 2>"$TMP/denied.err"; then fail "a worker pod reached the coordinator's metrics port"; fi
 grep -q "Connection refused" "$TMP/denied.err" || fail "unexpected error: $(cat "$TMP/denied.err")"
+
+# ---- Token rotation as docs/DEPLOY.md says: new Secret content, SIGHUP to the pod's PID 1
+# (the image's init, which passes it on to the coordinator) ------------------------------
+"$CERTS" "$PKI" --user bob:viewer >/dev/null
+bob() { BATON_TOKEN=$(cat "$PKI/users/bob.token") "$BATON" workers >"$TMP/bob.out" 2>&1; }
+if bob; then fail "bob's token worked before the coordinator re-read the tokens"; fi
+grep -qi "unauthenticated\|token" "$TMP/bob.out" || fail "unexpected refusal: $(cat "$TMP/bob.out")"
+cp "$PKI/tokens" "$TMP/state/secrets/baton-tokens/tokens.new"
+mv "$TMP/state/secrets/baton-tokens/tokens.new" "$TMP/state/secrets/baton-tokens/tokens"
+chgrp 65532 "$TMP/state/secrets/baton-tokens/tokens" && chmod 0440 "$TMP/state/secrets/baton-tokens/tokens"
+kill -HUP "${POD_PID[baton-coordinator-0]}"
+wait_for 30 bob
 
 # ---- Termination: SIGTERM (what eviction sends) ends each pod within its grace period ---
 for pod in baton-worker-1 baton-worker-0 baton-coordinator-0; do

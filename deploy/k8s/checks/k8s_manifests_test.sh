@@ -24,10 +24,10 @@ for overlay in cpu gpu; do
     || fail "kustomize cannot render overlays/$overlay"
   NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$T/$overlay.yaml"
   /usr/bin/python3 "$CHECKS/policy_check.py" "$T/$overlay.yaml" "$T/coordinator.flags" \
-    "$T/worker.flags"
+    "$T/worker.flags" deploy/docker
 done
 /usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/coordinator.flags" \
-  "$T/worker.flags"
+  "$T/worker.flags" deploy/docker
 
 # The schema check refuses what it must (unknown fields in core and CRD objects, wrong
 # types, unknown kinds).

@@ -1,16 +1,17 @@
 """What a kubelet would run for one pod of a rendered overlay, as JSON, for tests that start
 the real daemons exactly as the manifests say (tests/multihost/k8s_pods_test.sh).
 
-    pod_spec.py RENDERED.yaml STATEFULSET ORDINAL POD_IP
+    pod_spec.py RENDERED.yaml STATEFULSET ORDINAL POD_IP DOCKER_DIR
 
-Prints {"name", "command" (command + args, $(VAR) expanded from the container's env as
-the kubelet does), "env" (name -> value; fieldRefs resolved for this pod), "run_as_user",
+Prints {"name", "command" (the container's command, else its image's ENTRYPOINT from
+DOCKER_DIR, + args, $(VAR) expanded from the container's env as the kubelet does), "env" (name -> value; fieldRefs resolved for this pod), "run_as_user",
 "run_as_group", "fs_group", "sysctls", "grace_seconds", "labels", "mounts" (mountPath,
 readOnly, and the volume: kind emptyDir/secret/pvc/csi with its details, claim names of
 volumeClaimTemplates get the pod's ordinal as StatefulSets name them), "probes"}.
 Only the features Baton's manifests use are supported; anything else is an error.
 """
 import json
+import os
 import re
 import sys
 
@@ -24,7 +25,19 @@ def expand(value, env):
                   else env.get(m.group(1), m.group(0)), value)
 
 
-def pod_spec(docs, statefulset, ordinal, pod_ip):
+def image_entrypoint(image, docker_dir):
+    """The ENTRYPOINT of image `.../baton-NAME:tag@digest`: the exec form in the final stage
+    of DOCKER_DIR/NAME.Dockerfile. None if there is no such Dockerfile or entrypoint."""
+    name = image.rsplit("/", 1)[-1].split("@")[0].split(":")[0]
+    path = os.path.join(docker_dir, name[len("baton-"):] + ".Dockerfile")
+    if not name.startswith("baton-") or not os.path.exists(path):
+        return None
+    with open(path) as f:
+        found = re.findall(r"^ENTRYPOINT\s+(\[.*\])\s*$", f.read(), re.M)
+    return json.loads(found[-1]) if found else None
+
+
+def pod_spec(docs, statefulset, ordinal, pod_ip, docker_dir):
     sts = next(d for d in docs if d["kind"] == "StatefulSet" and d["metadata"]["name"] == statefulset)
     name = "%s-%d" % (statefulset, ordinal)
     template = sts["spec"]["template"]
@@ -64,6 +77,10 @@ def pod_spec(docs, statefulset, ordinal, pod_ip):
                 raise SystemExit("volume %s: unsupported kind %s" % (v["name"], sorted(v)))
         mounts.append({"mountPath": m["mountPath"], "readOnly": bool(m.get("readOnly")),
                        "name": m["name"], "volume": volume})
+    command = c.get("command") or image_entrypoint(c["image"], docker_dir)
+    if not command:
+        raise SystemExit("container %s: no command and no ENTRYPOINT for image %s"
+                         % (c["name"], c["image"]))
     psc = pod.get("securityContext", {})
     csc = c.get("securityContext", {})
     probes = {}
@@ -79,7 +96,7 @@ def pod_spec(docs, statefulset, ordinal, pod_ip):
                 probes[probe] = {"http": port, "path": p["httpGet"]["path"]}
     return {
         "name": name,
-        "command": [expand(a, env) for a in c.get("command", []) + c.get("args", [])],
+        "command": [expand(a, env) for a in command + c.get("args", [])],
         "env": env,
         "run_as_user": csc.get("runAsUser", psc.get("runAsUser")),
         "run_as_group": csc.get("runAsGroup", psc.get("runAsGroup")),
@@ -94,8 +111,9 @@ def pod_spec(docs, statefulset, ordinal, pod_ip):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) != 6:
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
-    print(json.dumps(pod_spec(docs, sys.argv[2], int(sys.argv[3]), sys.argv[4]), indent=1))
+    print(json.dumps(pod_spec(docs, sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]),
+                     indent=1))

@@ -1,6 +1,6 @@
 """Policy checks of a rendered Baton overlay (kubectl kustomize deploy/k8s/overlays/X).
 
-    policy_check.py RENDERED.yaml COORDINATOR_HELPFULL WORKER_HELPFULL
+    policy_check.py RENDERED.yaml COORDINATOR_HELPFULL WORKER_HELPFULL DOCKER_DIR
 
 Fails (exit 1, one line per problem) when any of these does not hold:
   * Pod Security "restricted": every container runs as non-root with no privilege
@@ -10,16 +10,22 @@ Fails (exit 1, one line per problem) when any of these does not hold:
   * Every container has CPU and memory requests and limits, and liveness and readiness
     probes; every Deployment/StatefulSet has a PodDisruptionBudget selecting its pods.
   * Service accounts mount no token; images are pinned by tag and digest.
+  * Each container runs its daemon under the image's init: its command, else its image's
+    ENTRYPOINT (DOCKER_DIR/NAME.Dockerfile), is tini -- /usr/local/bin/<daemon>.
   * The wiring: flags exist in the binaries, ports and Services agree, TLS material and
     state are on mounted volumes, probes use the plaintext health port, the worker's grace
     period covers its drain, the shared volume is ReadWriteMany and in --allowed_paths,
     /dev/shm is memory-backed and sized from the slots, GPUs match slots, the rank port
     range matches the NetworkPolicy, monitors select the metrics ports.
 """
+import os
 import re
 import sys
 
 import yaml
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pod_spec import image_entrypoint  # noqa: E402
 
 # Pod Security "restricted" allows these volume sources only.
 RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
@@ -183,7 +189,7 @@ def mounted_under(c, path):
                for mp in (m["mountPath"] for m in c.get("volumeMounts", [])))
 
 
-def check_wiring(m, coordinator_flags, worker_flags, errors):
+def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
     coord_set = m.get("StatefulSet", "baton-coordinator")
     worker_set = m.get("StatefulSet", "baton-worker")
     service = m.get("Service", "baton-coordinator")
@@ -200,8 +206,10 @@ def check_wiring(m, coordinator_flags, worker_flags, errors):
     coord, worker = container(coord_set), container(worker_set)
     for name, c, known in [("baton-coordinator", coord, coordinator_flags),
                            ("baton-worker", worker, worker_flags)]:
-        if c.get("command") != ["/usr/local/bin/" + name]:
-            errors.append("%s: command %s" % (name, c.get("command")))
+        command = c.get("command") or image_entrypoint(c["image"], docker_dir)
+        if command != ["/usr/bin/tini", "--", "/usr/local/bin/" + name]:
+            errors.append("%s: runs %s, not tini -- /usr/local/bin/%s (command, else the "
+                          "image's ENTRYPOINT)" % (name, command, name))
         for flag in args_of(c):
             if flag not in known:
                 errors.append("%s: --%s is not a flag of the binary" % (name, flag))
@@ -350,21 +358,21 @@ def check_monitoring(m, errors):
         errors.append("no ConfigMap labelled grafana_dashboard=1")
 
 
-def check(docs, coordinator_help, worker_help):
+def check(docs, coordinator_help, worker_help, docker_dir):
     m = Manifests(docs)
     errors = []
     check_pod_security(m, errors)
     check_resources_probes_pdbs(m, errors)
-    check_wiring(m, flags_of(coordinator_help), flags_of(worker_help), errors)
+    check_wiring(m, flags_of(coordinator_help), flags_of(worker_help), docker_dir, errors)
     check_monitoring(m, errors)
     return errors
 
 
-def main(rendered, coordinator_help, worker_help):
+def main(rendered, coordinator_help, worker_help, docker_dir):
     with open(rendered) as f:
         docs = list(yaml.safe_load_all(f))
     with open(coordinator_help) as f, open(worker_help) as g:
-        errors = check(docs, f.read(), g.read())
+        errors = check(docs, f.read(), g.read(), docker_dir)
     for e in errors:
         print("%s: %s" % (rendered, e))
     if errors:
@@ -373,6 +381,6 @@ def main(rendered, coordinator_help, worker_help):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         sys.exit(__doc__)
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

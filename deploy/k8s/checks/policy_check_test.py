@@ -1,6 +1,6 @@
 """Each rule of policy_check.py fails on a render that breaks it (and only then).
 
-    policy_check_test.py RENDERED_GPU.yaml COORDINATOR_HELPFULL WORKER_HELPFULL
+    policy_check_test.py RENDERED_GPU.yaml COORDINATOR_HELPFULL WORKER_HELPFULL DOCKER_DIR
 """
 import copy
 import os
@@ -12,8 +12,8 @@ import yaml
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import policy_check  # noqa: E402
 
-RENDERED, COORDINATOR_HELP, WORKER_HELP = sys.argv[1:4]
-del sys.argv[1:4]
+RENDERED, COORDINATOR_HELP, WORKER_HELP, DOCKER_DIR = sys.argv[1:5]
+del sys.argv[1:5]
 
 
 def load():
@@ -51,7 +51,7 @@ class PolicyCheckTest(unittest.TestCase):
     def errors(self, mutate):
         docs = copy.deepcopy(self.docs)
         mutate(docs)
-        return policy_check.check(docs, self.coordinator_help, self.worker_help)
+        return policy_check.check(docs, self.coordinator_help, self.worker_help, DOCKER_DIR)
 
     def assertFails(self, mutate, needle):
         errors = self.errors(mutate)
@@ -99,6 +99,13 @@ class PolicyCheckTest(unittest.TestCase):
         self.assertFails(lambda d: worker(d).pop("readinessProbe"), "no readinessProbe")
         self.assertFails(lambda d: d.remove(find(d, "PodDisruptionBudget", "baton-worker")),
                          "no PodDisruptionBudget")
+
+    def test_daemons_run_under_the_images_init(self):
+        self.assertFails(lambda d: worker(d).update(command=["/usr/local/bin/baton-worker"]),
+                         "not tini -- /usr/local/bin/baton-worker")
+        self.assertFails(lambda d: worker(d).update(
+            image="registry.example.com/baton/baton-unknown:1@sha256:" + "0" * 64),
+            "runs None")
 
     def test_wiring(self):
         self.assertFails(lambda d: set_arg(worker(d), "no_such_flag", "1"),
