@@ -59,7 +59,7 @@ NODE_TOOLS=/opt/baton-node-tools
 install_node_tools() {
   local src stamp
   src="$(cd "$(dirname "$0")/node" && pwd)"
-  stamp="$(sha256sum "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
+  stamp="$(cat "$src/package.json" "$src/package-lock.json" | sha256sum | cut -d' ' -f1)"
   if [[ -f "$NODE_TOOLS/.installed" && "$(cat "$NODE_TOOLS/.installed")" == "$stamp" ]]; then
     echo "install_deps: node tools already installed in $NODE_TOOLS"
     return 0
