@@ -48,8 +48,8 @@ int main(int argc, char** argv) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                 &response, [&](grpc::Status s) {
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                 [&](grpc::Status s) {
                    status = std::move(s);
                    done.Notify();
                  });

@@ -1,10 +1,10 @@
 #include "common/health/health_port.h"
 
-#include <algorithm>
-#include <vector>
-
 #include <grpcpp/ext/health_check_service_server_builder_option.h>
 #include <grpcpp/impl/server_builder_plugin.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -38,7 +38,8 @@ std::string ToString(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   std::string out;
   if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices)
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
   return out;
 }
 
@@ -87,7 +88,8 @@ class HealthPort::Service final : public grpc::CallbackGenericService {
       }
       const int status = port_->Status(service);
       if (status < 0) {
-        Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("unknown service ", service)));
+        Finish(
+            grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("unknown service ", service)));
         return;
       }
       response_bytes_ = std::string("\x08", 1) + static_cast<char>(status);

@@ -1,13 +1,13 @@
 #pragma once
 
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/server_builder_option.h>
+
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
-
-#include <grpcpp/generic/async_generic_service.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/impl/server_builder_option.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"

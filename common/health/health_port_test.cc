@@ -1,12 +1,12 @@
 #include "common/health/health_port.h"
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <chrono>
 #include <string>
 #include <vector>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
@@ -24,8 +24,8 @@ struct Answer {
 // Calls `method` with a HealthCheckRequest{service} in its wire form.
 Answer Call(int port, const std::string& service,
             const std::string& method = "/grpc.health.v1.Health/Check") {
-  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::Slice slice(std::string("\x0a", 1) + static_cast<char>(service.size()) + service);
   grpc::ByteBuffer request(&slice, 1), response;
@@ -33,16 +33,16 @@ Answer Call(int port, const std::string& service,
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   grpc::Status status;
   absl::Notification done;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
-                 [&](grpc::Status s) {
-                   status = std::move(s);
-                   done.Notify();
-                 });
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
   done.WaitForNotification();
   std::vector<grpc::Slice> slices;
   std::string bytes;
   if (status.ok() && response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    for (const grpc::Slice& s : slices)
+      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
   }
   return {status.error_code(), bytes};
 }
