@@ -68,8 +68,8 @@ size_t Utf8Length(const std::string& s, size_t i) {
 int64_t Micros(absl::Time t) { return absl::ToUnixMicros(t); }
 
 std::string ThreadName(int thread) {
-  if (thread == 0) return "training";
-  if (thread == 1) return "autograd";
+  if (thread == kTrainingTraceThread) return "training";
+  if (thread == kCommTraceThread) return "collectives";
   return absl::StrCat("thread ", thread);
 }
 

@@ -22,12 +22,16 @@
 
 namespace baton::trainer {
 
+// Threads of a rank's trace: the training loop, and the collectives it waits for.
+inline constexpr int kTrainingTraceThread = 0;
+inline constexpr int kCommTraceThread = 1;
+
 struct TraceSpan {
   std::string name;      // e.g. "forward", "allreduce bucket 3"
   std::string category;  // e.g. "step", "comm", "checkpoint"
   absl::Time start;
   absl::Duration duration;
-  int thread = 0;  // 0: the training thread; 1: the autograd thread; others as needed
+  int thread = kTrainingTraceThread;
   // Free-form details shown with the span: numbers (bytes, step) and strings.
   std::map<std::string, int64_t> int_args;
   std::map<std::string, std::string> string_args;
@@ -63,7 +67,7 @@ struct TraceProcess {
 // "ms", "otherData": {...}}. Each span is a complete event (ph "X") with ts and dur in
 // microseconds since the Unix epoch, pid = rank, tid = thread, cat, name and args; each
 // process gets process_name / process_sort_index metadata events (ph "M") and its threads
-// thread_name ones ("training", "autograd", else "thread N"). Strings are JSON-escaped
+// thread_name ones ("training", "collectives", else "thread N"). Strings are JSON-escaped
 // (control characters as \u00XX; bytes that are not UTF-8 are replaced by U+FFFD), so the
 // output is valid JSON for any input.
 std::string ChromeTraceJson(

@@ -65,7 +65,7 @@ TEST(ChromeTraceJsonTest, CompleteEventsInMicrosecondsWithMetadataPerRankAndThre
                               R"("args":{"bytes":4096,"backend":"gloo"}})"));
   EXPECT_THAT(json, HasSubstr(R"({"name":"process_name","ph":"M","pid":1,"tid":0,)"
                               R"("args":{"name":"rank 1 @ host-b"}})"));
-  EXPECT_THAT(json, HasSubstr(R"("tid":1,"args":{"name":"autograd"}})"));
+  EXPECT_THAT(json, HasSubstr(R"("tid":1,"args":{"name":"collectives"}})"));
   // Rank 1 recorded nothing: no thread metadata for it.
   EXPECT_THAT(json, Not(HasSubstr(R"("pid":1,"tid":0,"args":{"name":"training"})")));
   EXPECT_THAT(json, HasSubstr(R"("otherData":{"job_id":"j-000001","dropped_spans":3})"));

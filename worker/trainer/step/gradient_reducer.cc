@@ -65,6 +65,7 @@ struct GradientReducer::Core {
     at::Tensor wire;              // What is all-reduced: `buffer`, or its 16-bit copy.
     size_t missing = 0;           // Gradients not yet copied in this step.
     std::unique_ptr<PendingCollective> pending;
+    absl::Time started;           // When `pending` was started (while tracing).
   };
 
   Communicator* comm = nullptr;
@@ -83,6 +84,9 @@ struct GradientReducer::Core {
   absl::Status error ABSL_GUARDED_BY(mu);        // First failure inside a hook.
   std::vector<ReducerEvent> events ABSL_GUARDED_BY(mu);
   int started_in_backward ABSL_GUARDED_BY(mu) = 0;
+  TraceRecorder* trace ABSL_GUARDED_BY(mu) = nullptr;  // SetTrace.
+  const Clock* trace_clock ABSL_GUARDED_BY(mu) = nullptr;
+  int64_t trace_step ABSL_GUARDED_BY(mu) = 0;
 
   // Hook body: parameter `index`'s gradient was just accumulated.
   void OnGradReady(size_t index) {
@@ -130,6 +134,7 @@ struct GradientReducer::Core {
           comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
       if (!pending.ok()) return pending.status();
       bucket.pending = *std::move(pending);
+      if (trace != nullptr) bucket.started = trace_clock->Now();
       events.push_back({ReducerEvent::Kind::kBucketStarted, static_cast<int>(next_to_start)});
       if (in_backward) ++started_in_backward;
       ++next_to_start;
@@ -289,11 +294,27 @@ absl::Status GradientReducer::FinishBackward() {
     if (status.ok()) status = core.StartReadyBuckets(/*in_backward=*/false);
     // Wait for everything started, even after a failure, so no collective outlives
     // the buffers' use.
-    for (Core::Bucket& bucket : core.buckets) {
+    for (size_t b = 0; b < core.buckets.size(); ++b) {
+      Core::Bucket& bucket = core.buckets[b];
       if (bucket.pending == nullptr) continue;
       absl::Status s = bucket.pending->Wait();
       bucket.pending.reset();
       if (status.ok()) status = s;
+      if (core.trace != nullptr) {
+        TraceSpan span;
+        span.name = absl::StrCat("allreduce bucket ", b);
+        span.category = "comm";
+        span.start = bucket.started;
+        span.duration = core.trace_clock->Now() - bucket.started;
+        span.thread = kCommTraceThread;
+        span.int_args["bytes"] = static_cast<int64_t>(
+            (core.compress && !core.emulated ? bucket.wire : bucket.buffer).nbytes());
+        span.int_args["parameters"] = static_cast<int64_t>(bucket.params.size());
+        span.int_args["step"] = core.trace_step;
+        span.string_args["backend"] = core.comm->backend();
+        if (!s.ok()) span.string_args["error"] = std::string(s.message());
+        core.trace->Record(std::move(span));
+      }
     }
     if (status.ok()) {
       const at::Tensor divisor = at::scalar_tensor(
@@ -319,6 +340,13 @@ absl::Status GradientReducer::FinishBackward() {
   }
   core.Reset();
   return status;
+}
+
+void GradientReducer::SetTrace(TraceRecorder* recorder, const Clock* clock, int64_t step) {
+  absl::MutexLock lock(&core_->mu);
+  core_->trace = clock == nullptr ? nullptr : recorder;
+  core_->trace_clock = clock;
+  core_->trace_step = step;
 }
 
 std::vector<ReducerEvent> GradientReducer::last_events() const {

@@ -50,7 +50,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/spec/trainer_spec_defaults.h"
+#include "common/time/clock.h"
 #include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/profile/trace.h"
 
 namespace torch::autograd {
 struct Node;
@@ -121,6 +123,13 @@ class GradientReducer {
   std::vector<ReducerEvent> last_events() const;
   // Buckets of the last sync step whose all-reduce started during backward().
   int started_during_backward() const;
+
+  // Step profiling: while `recorder` is set, each bucket's all-reduce of a sync step is
+  // recorded as a span on thread kCommTraceThread, from its start (read from `clock`) to
+  // the return of its Wait() in FinishBackward (an upper bound of the collective's time),
+  // with its bytes as sent, parameter count, `step` and the backend. Null stops recording.
+  // `recorder` and `clock` must outlive their use. Training thread, between steps.
+  void SetTrace(TraceRecorder* recorder, const Clock* clock, int64_t step);
 
  private:
   struct Core;

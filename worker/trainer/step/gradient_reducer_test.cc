@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "common/testing/status_matchers.h"
+#include "common/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/models/mlp.h"
+#include "worker/trainer/profile/trace.h"
 
 namespace baton::trainer {
 namespace {
@@ -180,6 +182,44 @@ TEST(GradientReducerTest, UnusedParameterContributesZeros) {
   for (const auto& grads : got) {
     EXPECT_TRUE(grads[0].equal(at::full({3}, 1.5, at::kFloat)));
     EXPECT_TRUE(grads[1].equal(at::full({2}, 2.0, at::kFloat)));
+  }
+}
+
+// While tracing, each bucket's all-reduce is a span on the collectives thread with its bytes,
+// and nothing is recorded once tracing stops.
+TEST(GradientReducerTest, TracesEachBucketsAllReduce) {
+  const std::vector<std::vector<TraceSpan>> got =
+      RunRanks<std::vector<TraceSpan>>(2, [](Communicator& comm) {
+        at::Tensor a = at::ones({3}, at::kFloat).requires_grad_();
+        at::Tensor b = at::ones({5}, at::kFloat).requires_grad_();
+        GradientReducerOptions options;
+        options.bucket_cap_mb = 1e-6;  // One parameter per bucket.
+        auto reducer = GradientReducer::Create({a, b}, comm, options);
+        EXPECT_OK(reducer);
+        TraceRecorder recorder;
+        (*reducer)->SetTrace(&recorder, RealClock::Get(), 42);
+        (*reducer)->BeginBackward(true);
+        ((a + 0).sum() + (b * 2).sum()).backward();
+        EXPECT_OK((*reducer)->FinishBackward());
+        (*reducer)->SetTrace(nullptr, nullptr, 0);
+        (*reducer)->BeginBackward(true);
+        ((a + 0).sum() + (b * 2).sum()).backward();
+        EXPECT_OK((*reducer)->FinishBackward());
+        return recorder.Spans();
+      });
+  for (const std::vector<TraceSpan>& spans : got) {
+    ASSERT_EQ(spans.size(), 2u);
+    // Buckets in start order: reverse parameter order, so b (20 bytes) first.
+    EXPECT_EQ(spans[0].name, "allreduce bucket 0");
+    EXPECT_EQ(spans[0].int_args.at("bytes"), 20);
+    EXPECT_EQ(spans[1].int_args.at("bytes"), 12);
+    for (const TraceSpan& span : spans) {
+      EXPECT_EQ(span.category, "comm");
+      EXPECT_EQ(span.thread, kCommTraceThread);
+      EXPECT_EQ(span.int_args.at("step"), 42);
+      EXPECT_EQ(span.string_args.at("backend"), "gloo");
+      EXPECT_GE(span.duration, absl::ZeroDuration());
+    }
   }
 }
 

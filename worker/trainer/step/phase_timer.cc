@@ -1,6 +1,7 @@
 #include "worker/trainer/step/phase_timer.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace baton::trainer {
 
@@ -26,6 +27,7 @@ void PhaseTimer::Start() {
 void PhaseTimer::Lap(Phase phase) {
   const absl::Time now = clock_.Now();
   Slot(phase) += now - mark_;
+  Record(phase, mark_, now - mark_);
   mark_ = now;
 }
 
@@ -36,7 +38,36 @@ void PhaseTimer::LapSplit(Phase first, absl::Duration first_part, Phase rest) {
                                        std::max(elapsed, absl::ZeroDuration()));
   Slot(first) += head;
   Slot(rest) += elapsed - head;
+  Record(first, mark_, head);
+  Record(rest, mark_ + head, elapsed - head);
   mark_ = now;
+}
+
+void PhaseTimer::Record(Phase phase, absl::Time start, absl::Duration duration) {
+  if (trace_ == nullptr) return;
+  TraceSpan span;
+  span.name = PhaseName(phase);
+  span.category = "step";
+  span.start = start;
+  span.duration = duration;
+  span.int_args["step"] = trace_step_;
+  trace_->Record(std::move(span));
+}
+
+const char* PhaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kData:
+      return "data";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kCommWait:
+      return "comm_wait";
+    case Phase::kOptimizer:
+      return "optimizer";
+  }
+  return "unknown";
 }
 
 PhaseTimes PhaseTimer::Stop() {

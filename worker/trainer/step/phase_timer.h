@@ -6,8 +6,11 @@
 // so they sum to the step's time exactly, whatever the clock does between calls.
 // Plain C++; thread-compatible (one training thread uses it).
 
+#include <cstdint>
+
 #include "absl/time/time.h"
 #include "common/time/clock.h"
+#include "worker/trainer/profile/trace.h"
 
 namespace baton::trainer {
 
@@ -38,13 +41,28 @@ class PhaseTimer {
   // its times; step == PhaseSum() exactly. The timer is then ready for Start().
   PhaseTimes Stop();
 
+  // Step profiling: while `recorder` is set, every lap is also recorded as a span named
+  // after its phase ("data", "forward", "backward", "comm_wait", "optimizer"; category
+  // "step", args.step = `step`) on thread kTrainingTraceThread; a split lap gives two
+  // spans. Null stops recording. `recorder` must outlive its use.
+  void SetTrace(TraceRecorder* recorder, int64_t step) {
+    trace_ = recorder;
+    trace_step_ = step;
+  }
+
  private:
   absl::Duration& Slot(Phase phase);
+  void Record(Phase phase, absl::Time start, absl::Duration duration);
 
   const Clock& clock_;
   absl::Time start_;
   absl::Time mark_;
   PhaseTimes times_;  // Of the current step.
+  TraceRecorder* trace_ = nullptr;
+  int64_t trace_step_ = 0;
 };
+
+// "data", "forward", "backward", "comm_wait", "optimizer".
+const char* PhaseName(Phase phase);
 
 }  // namespace baton::trainer

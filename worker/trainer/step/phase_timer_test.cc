@@ -77,3 +77,44 @@ TEST(PhaseTimerTest, EachStepStartsFromZeroAndTimesAdd) {
 
 }  // namespace
 }  // namespace baton::trainer
+
+namespace baton::trainer {
+namespace {
+
+TEST(PhaseTimerTest, WhileTracingEveryLapIsASpanThatTilesTheStep) {
+  FakeClock clock;
+  PhaseTimer timer(clock);
+  TraceRecorder recorder;
+  timer.SetTrace(&recorder, 7);
+  timer.Start();
+  const absl::Time start = clock.Now();
+  clock.Advance(absl::Milliseconds(3));
+  timer.Lap(Phase::kData);
+  clock.Advance(absl::Milliseconds(5));
+  timer.Lap(Phase::kForward);
+  clock.Advance(absl::Milliseconds(11));
+  timer.LapSplit(Phase::kCommWait, absl::Milliseconds(4), Phase::kOptimizer);
+  timer.Stop();
+  const std::vector<TraceSpan> spans = recorder.Spans();
+  ASSERT_EQ(spans.size(), 4u);
+  const char* names[] = {"data", "forward", "comm_wait", "optimizer"};
+  const absl::Duration durations[] = {absl::Milliseconds(3), absl::Milliseconds(5),
+                                      absl::Milliseconds(4), absl::Milliseconds(7)};
+  absl::Time at = start;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_EQ(spans[i].name, names[i]);
+    EXPECT_EQ(spans[i].start, at) << i;  // Contiguous: no gap, no overlap.
+    EXPECT_EQ(spans[i].duration, durations[i]) << i;
+    EXPECT_EQ(spans[i].int_args.at("step"), 7);
+    EXPECT_EQ(spans[i].thread, kTrainingTraceThread);
+    at += spans[i].duration;
+  }
+  // Not tracing: nothing more is recorded.
+  timer.SetTrace(nullptr, 0);
+  timer.Start();
+  timer.Lap(Phase::kData);
+  EXPECT_EQ(recorder.Spans().size(), 4u);
+}
+
+}  // namespace
+}  // namespace baton::trainer
