@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -37,6 +38,7 @@
 #include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device/device.h"
+#include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_flags.h"
 
@@ -54,6 +56,13 @@ ABSL_FLAG(std::string, cpu_backend, "auto",
           "shared memory turns out unusable, gloo). Hosts: see BATON_HOST_KEY.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "How long one all-reduce may take before the run fails.");
+ABSL_FLAG(std::string, profile_dir, "",
+          "Step profiling: on SIGUSR2, record a window of optimizer steps (the phases, each "
+          "bucket's all-reduce, checkpoints) and write it to <dir>/trace-<id>-rank<R>.json as "
+          "a Chrome trace; <dir>/profile-request may say id=, steps= and start_step= "
+          "(worker/trainer/profile/profiler.h). Empty: SIGUSR2 is ignored.");
+ABSL_FLAG(int64_t, profile_steps, 20,
+          "Steps of a profiling window when the request does not say (1..10000).");
 
 namespace baton::trainer {
 namespace {
@@ -76,6 +85,14 @@ std::atomic<bool> g_checkpoint_requested{false};
 
 extern "C" void OnCheckpointSignal(int /*sig*/) { g_checkpoint_requested.store(true); }
 
+// With --profile_dir: SIGUSR2 asks for a profiling window (Profiler::Request only stores an
+// atomic flag, which a signal handler may do).
+std::atomic<Profiler*> g_profiler{nullptr};
+
+extern "C" void OnProfileSignal(int /*sig*/) {
+  if (Profiler* profiler = g_profiler.load(); profiler != nullptr) profiler->Request();
+}
+
 void InstallSignalHandlers() {
   struct sigaction action = {};
   sigemptyset(&action.sa_mask);
@@ -86,6 +103,8 @@ void InstallSignalHandlers() {
   ::sigaction(SIGALRM, &action, nullptr);
   action.sa_handler = OnCheckpointSignal;
   ::sigaction(SIGUSR1, &action, nullptr);
+  action.sa_handler = OnProfileSignal;
+  ::sigaction(SIGUSR2, &action, nullptr);
   // A vanished metrics reader must surface as EPIPE, not kill the process.
   action.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &action, nullptr);
@@ -126,6 +145,34 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> train,
                    OpenDataset(data_options, Split::kTrain));
   ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> test, OpenDataset(data_options, Split::kTest));
+  // Before the rendezvous: a request sent once this is logged covers the first steps.
+  std::unique_ptr<Profiler> profiler;
+  if (const std::string dir = absl::GetFlag(FLAGS_profile_dir); !dir.empty()) {
+    const int64_t steps = absl::GetFlag(FLAGS_profile_steps);
+    if (steps < 1 || steps > 10000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profile_steps=", steps, " is outside 1..10000"));
+    }
+    ProfilerOptions profile;
+    profile.dir = dir;
+    profile.rank = env.rank;
+    profile.job_id = env.job_id;
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0) profile.host = host;
+    profile.default_steps = steps;
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--profile_dir=", dir, " is not a directory"));
+    }
+    profiler = std::make_unique<Profiler>(profile, *RealClock::Get());
+    g_profiler.store(profiler.get());
+    std::cout << "baton-trainer: profiling on SIGUSR2 into " << dir << std::endl;
+  }
+  // Destroyed before `profiler`: the signal handler stops seeing it first.
+  struct ForgetProfiler {
+    ~ForgetProfiler() { g_profiler.store(nullptr); }
+  } forget_profiler;
   ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm, Connect(env, device));
   std::cout << absl::StrFormat(
                    "baton-trainer: rank %d/%d job '%s' generation %d on %s (%s): %d train, %d "
@@ -145,6 +192,7 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   context.checkpoint_request = &g_checkpoint_requested;
   context.generation = env.generation;
   context.job_id = env.job_id;
+  context.profiler = profiler.get();
   Trainer trainer(options, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
 

@@ -27,6 +27,8 @@
 
 namespace baton::trainer {
 
+class Profiler;
+
 // The training fields of TrainerSpec (and Budget, checkpoint_dir), one per baton-trainer
 // flag; defaults and allowed values: common/spec/trainer_spec_defaults.h.
 struct TrainerOptions {
@@ -91,6 +93,8 @@ struct TrainerContext {
   int64_t generation = 0;
   // The job (BATON_JOB_ID; empty = unknown), whose generations fence the checkpoint directory.
   std::string job_id;
+  // Optional: records requested windows of steps as trace files (profile/profiler.h).
+  Profiler* profiler = nullptr;
 };
 
 struct TrainResult {

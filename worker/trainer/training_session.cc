@@ -18,6 +18,7 @@
 #include "worker/trainer/contract/contract.h"
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"
+#include "worker/trainer/profile/profiler.h"
 
 namespace baton::trainer {
 namespace {
@@ -230,10 +231,32 @@ absl::StatusOr<TrainResult> TrainingSession::Train() {
   RETURN_IF_ERROR(OpenData());
   while (step_ < total_steps_) {
     if (StopRequested()) break;
+    TraceStep(step_ + 1);
     RETURN_IF_ERROR(Step());
     RETURN_IF_ERROR(CheckpointAndEmit());
+    TraceWritten(context_.profiler != nullptr ? context_.profiler->AfterStep(step_)
+                                              : std::optional<std::string>());
   }
-  return Finish();
+  absl::StatusOr<TrainResult> result = Finish();
+  if (context_.profiler != nullptr) TraceWritten(context_.profiler->Finish());
+  return result;
+}
+
+// Step profiling (profile/profiler.h): the phases and the buckets' all-reduces of `step`
+// are recorded when it is in a requested window.
+void TrainingSession::TraceStep(int64_t step) {
+  TraceRecorder* trace =
+      context_.profiler != nullptr ? context_.profiler->BeforeStep(step) : nullptr;
+  phases_.SetTrace(trace, step);
+  train_step_->SetTrace(trace, &clock_, step);
+}
+
+void TrainingSession::TraceWritten(const absl::StatusOr<std::optional<std::string>>& written) {
+  if (!written.ok()) {
+    BATON_LOG(WARNING) << "profile trace lost: " << written.status();
+  } else if (written->has_value()) {
+    *context_.log << "profile: " << **written << std::endl;
+  }
 }
 
 // The loader from the restored position, the first window and the sample log.
@@ -427,8 +450,15 @@ absl::Status TrainingSession::Save() {
   state_.progress.world_size = world_;
   state_.progress.scaler_scale = train_step_->scaler().scale();
   state_.progress.scaler_growth_tracker = train_step_->scaler().growth_tracker();
+  const absl::Time start = clock_.Now();
   absl::StatusOr<std::string> path = checkpoints_->Save(state_);
   if (!path.ok()) return path.status();
+  if (context_.profiler != nullptr) {
+    TraceSpan span{"checkpoint", "checkpoint", start, clock_.Now() - start};
+    span.int_args["step"] = step_;
+    span.string_args["path"] = *path;
+    context_.profiler->Record(std::move(span));
+  }
   return absl::OkStatus();
 }
 

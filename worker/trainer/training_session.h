@@ -79,6 +79,8 @@ class TrainingSession {
   absl::Status CheckpointAndEmit();
   void Emit(std::optional<double> eval_accuracy);
   absl::Status Save();
+  void TraceStep(int64_t step);
+  void TraceWritten(const absl::StatusOr<std::optional<std::string>>& written);
   absl::StatusOr<TrainResult> Finish();
   // Accuracy on the test split, identical on every rank (collective).
   absl::StatusOr<double> Evaluate();

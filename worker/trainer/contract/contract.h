@@ -30,11 +30,13 @@
 // --cpu_backend=auto|shm|gloo|hierarchical (auto: shared memory when every rank is on one
 // host; hierarchical, i.e. shared memory inside each host and Gloo between one leader per
 // host, when ranks are on several hosts and some host has more than one; else Gloo),
-// --rendezvous_timeout, --collective_timeout.
+// --rendezvous_timeout, --collective_timeout, --profile_dir, --profile_steps.
 //
 // Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
 // at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
-// kExitCheckpointed (other ranks ignore it).
+// kExitCheckpointed (other ranks ignore it); with --profile_dir=DIR, SIGUSR2 asks for a
+// profiling window of steps written to DIR as a Chrome trace (worker/trainer/profile/
+// profiler.h has the request file and the output's names); without it SIGUSR2 is ignored.
 //
 // Metric lines (on BATON_METRICS_FD): one JSON object per line, numbers only, e.g.
 //   {"step":N,"epoch":E,"loss":L,"accuracy":A,"samples_per_sec":S,"lr":LR,

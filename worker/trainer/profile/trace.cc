@@ -133,12 +133,18 @@ std::string ChromeTraceJson(
     }
   }
   std::string job = processes.empty() ? "" : processes.front().first.job_id;
+  std::string windows;
+  for (const auto& [process, spans] : processes) {
+    absl::StrAppend(&windows, windows.empty() ? "" : ",", R"({"rank":)", process.rank,
+                    R"(,"first_step":)", process.first_step, R"(,"steps":)", process.steps,
+                    R"(,"partial":)", process.partial ? "true" : "false", "}");
+  }
   std::string out = "{\"traceEvents\":[\n";
   for (size_t i = 0; i < events.size(); ++i) {
     absl::StrAppend(&out, events[i], i + 1 < events.size() ? ",\n" : "\n");
   }
   absl::StrAppend(&out, R"(],"displayTimeUnit":"ms","otherData":{"job_id":)", JsonString(job),
-                  R"(,"dropped_spans":)", dropped, "}}\n");
+                  R"(,"dropped_spans":)", dropped, R"(,"windows":[)", windows, "]}}\n");
   return out;
 }
 

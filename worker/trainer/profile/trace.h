@@ -61,15 +61,19 @@ struct TraceProcess {
   std::string job_id;
   std::string host;
   int64_t dropped_spans = 0;
+  int64_t first_step = 0;  // The window: steps first_step .. first_step + steps - 1.
+  int64_t steps = 0;
+  bool partial = false;  // Training ended before the window did.
 };
 
 // The spans of each process as one Chrome trace: {"traceEvents": [...], "displayTimeUnit":
-// "ms", "otherData": {...}}. Each span is a complete event (ph "X") with ts and dur in
-// microseconds since the Unix epoch, pid = rank, tid = thread, cat, name and args; each
-// process gets process_name / process_sort_index metadata events (ph "M") and its threads
-// thread_name ones ("training", "collectives", else "thread N"). Strings are JSON-escaped
-// (control characters as \u00XX; bytes that are not UTF-8 are replaced by U+FFFD), so the
-// output is valid JSON for any input.
+// "ms", "otherData": {"job_id", "dropped_spans" (summed), "windows": [{"rank",
+// "first_step", "steps", "partial"}, ...]}}. Each span is a complete event (ph "X") with ts and dur
+// in microseconds since the Unix epoch, pid = rank, tid = thread, cat, name and args; each process
+// gets process_name / process_sort_index metadata events (ph "M") and its threads thread_name ones
+// ("training", "collectives", else "thread N"). Strings are JSON-escaped (control characters as
+// \u00XX; bytes that are not UTF-8 are replaced by U+FFFD), so the output is valid JSON for any
+// input.
 std::string ChromeTraceJson(
     const std::vector<std::pair<TraceProcess, std::vector<TraceSpan>>>& processes);
 

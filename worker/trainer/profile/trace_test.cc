@@ -68,7 +68,9 @@ TEST(ChromeTraceJsonTest, CompleteEventsInMicrosecondsWithMetadataPerRankAndThre
   EXPECT_THAT(json, HasSubstr(R"("tid":1,"args":{"name":"collectives"}})"));
   // Rank 1 recorded nothing: no thread metadata for it.
   EXPECT_THAT(json, Not(HasSubstr(R"("pid":1,"tid":0,"args":{"name":"training"})")));
-  EXPECT_THAT(json, HasSubstr(R"("otherData":{"job_id":"j-000001","dropped_spans":3})"));
+  EXPECT_THAT(json, HasSubstr(R"("otherData":{"job_id":"j-000001","dropped_spans":3,"windows":[)"
+                              R"({"rank":0,"first_step":0,"steps":0,"partial":false},)"
+                              R"({"rank":1,"first_step":0,"steps":0,"partial":false}]})"));
 }
 
 TEST(ChromeTraceJsonTest, ANegativeDurationIsWrittenAsZero) {

@@ -130,11 +130,12 @@ struct GradientReducer::Core {
         bucket.wire.copy_(bucket.buffer);
         if (emulated) bucket.buffer.copy_(bucket.wire);  // Rounded; summed in full width.
       }
+      // Before the call: a backend may do part or all of the work inside it.
+      if (trace != nullptr) bucket.started = trace_clock->Now();
       absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
           comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
       if (!pending.ok()) return pending.status();
       bucket.pending = *std::move(pending);
-      if (trace != nullptr) bucket.started = trace_clock->Now();
       events.push_back({ReducerEvent::Kind::kBucketStarted, static_cast<int>(next_to_start)});
       if (in_backward) ++started_in_backward;
       ++next_to_start;

@@ -125,8 +125,9 @@ class GradientReducer {
   int started_during_backward() const;
 
   // Step profiling: while `recorder` is set, each bucket's all-reduce of a sync step is
-  // recorded as a span on thread kCommTraceThread, from its start (read from `clock`) to
-  // the return of its Wait() in FinishBackward (an upper bound of the collective's time),
+  // recorded as a span on thread kCommTraceThread, from the call that starts it (read from
+  // `clock`) to the return of its Wait() in FinishBackward (an upper bound of the
+  // collective's time: a bucket started during backward() waits for backward to end),
   // with its bytes as sent, parameter count, `step` and the backend. Null stops recording.
   // `recorder` and `clock` must outlive their use. Training thread, between steps.
   void SetTrace(TraceRecorder* recorder, const Clock* clock, int64_t step);

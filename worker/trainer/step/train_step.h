@@ -33,6 +33,7 @@
 #include "common/time/clock.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/device/precision.h"
+#include "worker/trainer/profile/trace.h"
 #include "worker/trainer/step/grad_scaler.h"
 #include "worker/trainer/step/gradient_reducer.h"
 
@@ -77,6 +78,10 @@ class TrainStep {
   GradScaler& mutable_scaler() { return scaler_; }
   const GradientReducer& reducer() const { return *reducer_; }
   int64_t accumulation_steps() const { return options_.accumulation_steps; }
+  // Step profiling: GradientReducer::SetTrace.
+  void SetTrace(TraceRecorder* recorder, const Clock* clock, int64_t step) {
+    reducer_->SetTrace(recorder, clock, step);
+  }
 
   // Backward of one micro-batch's mean loss. FAILED_PRECONDITION after accumulation_steps
   // calls without Finish; INTERNAL for LibTorch errors.

@@ -1,0 +1,148 @@
+#include "worker/trainer/profile/profiler.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+
+namespace baton::trainer {
+namespace {
+
+constexpr int64_t kMaxSteps = 10000;
+constexpr char kRequestFile[] = "profile-request";
+
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Writes `content` to `path` through a temporary file and a rename.
+absl::Status WriteAtomically(const std::string& path, const std::string& content) {
+  const std::string tmp = absl::StrCat(path, ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.flush();
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ProfileRequest> ParseProfileRequest(const std::string& line, int64_t default_steps) {
+  ProfileRequest request;
+  request.steps = default_steps;
+  for (absl::string_view token :
+       absl::StrSplit(line, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
+    const std::pair<std::string, std::string> kv = absl::StrSplit(token, absl::MaxSplits('=', 1));
+    int64_t value = 0;
+    if (kv.first == "id" && ValidId(kv.second)) {
+      request.id = kv.second;
+    } else if (kv.first == "steps" && absl::SimpleAtoi(kv.second, &value) && value >= 1 &&
+               value <= kMaxSteps) {
+      request.steps = value;
+    } else if (kv.first == "start_step" && absl::SimpleAtoi(kv.second, &value) && value >= 1) {
+      request.start_step = value;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "profile request: bad token '", token,
+          "' (allowed: id=<1-64 of [A-Za-z0-9._-]> steps=<1..", kMaxSteps, "> start_step=<N>=1>)"));
+    }
+  }
+  return request;
+}
+
+Profiler::Profiler(ProfilerOptions options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock), recorder_(options_.max_spans) {}
+
+void Profiler::Arm(int64_t next_step) {
+  std::string line;
+  {
+    std::ifstream in(absl::StrCat(options_.dir, "/", kRequestFile));
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    line = buffer.str();
+  }
+  absl::StatusOr<ProfileRequest> request = ParseProfileRequest(line, options_.default_steps);
+  if (!request.ok()) {
+    const std::string path =
+        absl::StrCat(options_.dir, "/trace-unknown-rank", options_.rank, ".error");
+    BATON_LOG(WARNING) << request.status() << " (written to " << path << ")";
+    (void)WriteAtomically(path, absl::StrCat(request.status().message(), "\n"));
+    return;
+  }
+  if (request->start_step == 0 || request->start_step < next_step) {
+    request->start_step = next_step;
+  }
+  pending_ = *std::move(request);
+}
+
+TraceRecorder* Profiler::BeforeStep(int64_t step) {
+  if (!open_ && !pending_.has_value() && requested_.exchange(false)) Arm(step);
+  if (!open_ && pending_.has_value() && step >= pending_->start_step) {
+    open_ = true;
+    id_ = pending_->id;
+    first_step_ = step;
+    last_step_ = step + pending_->steps - 1;
+    steps_done_ = 0;
+    pending_.reset();
+    recorder_.Clear();
+    BATON_LOG(INFO) << "profiling steps " << first_step_ << ".." << last_step_ << " (" << id_
+                    << ")";
+  }
+  if (open_) requested_.store(false);  // One window at a time.
+  return open_ ? &recorder_ : nullptr;
+}
+
+absl::StatusOr<std::optional<std::string>> Profiler::AfterStep(int64_t step) {
+  if (!open_) return std::nullopt;
+  ++steps_done_;
+  if (step < last_step_) return std::nullopt;
+  open_ = false;
+  return Write(/*partial=*/false);
+}
+
+absl::StatusOr<std::optional<std::string>> Profiler::Finish() {
+  if (!open_) return std::nullopt;
+  open_ = false;
+  return Write(/*partial=*/true);
+}
+
+void Profiler::Record(TraceSpan span) {
+  if (open_) recorder_.Record(std::move(span));
+}
+
+absl::StatusOr<std::string> Profiler::Write(bool partial) {
+  TraceProcess process;
+  process.rank = options_.rank;
+  process.job_id = options_.job_id;
+  process.host = options_.host;
+  process.dropped_spans = recorder_.dropped();
+  process.first_step = first_step_;
+  process.steps = steps_done_;
+  process.partial = partial;
+  const std::string path =
+      absl::StrCat(options_.dir, "/trace-", id_, "-rank", options_.rank, ".json");
+  const absl::Status written =
+      WriteAtomically(path, ChromeTraceJson({{process, recorder_.Spans()}}));
+  recorder_.Clear();
+  if (!written.ok()) return written;
+  return path;
+}
+
+}  // namespace baton::trainer
