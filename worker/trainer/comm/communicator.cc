@@ -5,6 +5,8 @@
 
 #include <exception>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -49,6 +51,97 @@ absl::Status Communicator::AllReduceSum(at::Tensor& tensor) {
   absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartAllReduceSum(tensor);
   if (!pending.ok()) return pending.status();
   return (*pending)->Wait();
+}
+
+absl::Status Communicator::ReduceScatterSum(at::Tensor input, at::Tensor output) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
+      StartReduceScatterSum(std::move(input), std::move(output));
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
+absl::Status Communicator::AllGather(at::Tensor input, at::Tensor output) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
+      StartAllGather(std::move(input), std::move(output));
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
+c10::ScalarType CopyTypeOfSize(int64_t element_size) {
+  switch (element_size) {
+    case 1:
+      return c10::kByte;
+    case 2:
+      return c10::kHalf;
+    case 4:
+      return c10::kInt;
+    default:
+      return c10::kLong;
+  }
+}
+
+absl::Status CheckShardedCollective(const Communicator& comm, const at::Tensor& input,
+                                    const at::Tensor& output, bool reduce_scatter) {
+  const char* what = reduce_scatter ? " reduce-scatter" : " all-gather";
+  const std::string name = absl::StrCat(comm.backend(), what);
+  if (!input.defined() || !output.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": undefined tensor"));
+  }
+  if (input.scalar_type() != output.scalar_type()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": input is ",
+                                                   c10::toString(input.scalar_type()), ", output ",
+                                                   c10::toString(output.scalar_type())));
+  }
+  const c10::ScalarType dtype = input.scalar_type();
+  if (reduce_scatter && !comm.CanReduce(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(comm.backend(), " cannot reduce ", c10::toString(dtype), " tensors"));
+  }
+  const int64_t element = input.element_size();
+  if (!reduce_scatter && element != 1 && element != 2 && element != 4 && element != 8) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " cannot move ", c10::toString(dtype),
+                                                   " (", element, " bytes per element)"));
+  }
+  for (const at::Tensor* t : {&input, &output}) {
+    if (t->device() != comm.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " needs tensors on ", comm.device().str(), ", got ", t->device().str()));
+    }
+    if (t->is_sparse() || !t->is_contiguous()) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " needs dense contiguous tensors"));
+    }
+  }
+  const int64_t world = comm.world_size();
+  const at::Tensor& full = reduce_scatter ? input : output;
+  const at::Tensor& shard = reduce_scatter ? output : input;
+  if (full.numel() != world * shard.numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": the ", reduce_scatter ? "input" : "output", " has ", full.numel(),
+                     " elements, not world size ", world, " x ", shard.numel(), " (the ",
+                     reduce_scatter ? "output" : "input", "'s)"));
+  }
+  const auto* in = static_cast<const char*>(input.data_ptr());
+  const auto* out = static_cast<const char*>(output.data_ptr());
+  const int64_t in_bytes = input.numel() * element;
+  const int64_t out_bytes = output.numel() * element;
+  if (in_bytes > 0 && out_bytes > 0 && in < out + out_bytes && out < in + in_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": input and output overlap"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartReduceScatterSum(
+    at::Tensor input, at::Tensor output) {
+  if (absl::Status s = CheckShardedCollective(*this, input, output, true); !s.ok()) return s;
+  output.copy_(input);
+  return std::unique_ptr<PendingCollective>(new DonePending());
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartAllGather(
+    at::Tensor input, at::Tensor output) {
+  if (absl::Status s = CheckShardedCollective(*this, input, output, false); !s.ok()) return s;
+  output.copy_(input);
+  return std::unique_ptr<PendingCollective>(new DonePending());
 }
 
 absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartAllReduceSum(

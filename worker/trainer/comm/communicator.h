@@ -61,9 +61,46 @@ class Communicator {
   // StartAllReduceSum + Wait; INVALID_ARGUMENT if root is not a rank.
   virtual absl::Status Broadcast(at::Tensor& tensor, int root) = 0;
 
+  // Reduce-scatter (ZeRO-2's gradient sharding). `input` is a flat buffer of world_size() equal
+  // chunks: input.numel() == world_size() * output.numel(), chunk r being elements [r *
+  // output.numel(), (r + 1) * output.numel()). Starts writing into `output` (this rank's chunk:
+  // output == sum over ranks of their input's chunk rank()) and returns without waiting. Both
+  // tensors dense, contiguous, on device(), of one dtype that CanReduce(); they must not overlap
+  // and must not be touched until Wait() returned. Afterwards `input`'s contents are unspecified
+  // (backends may reduce in it); `output` is the only result. Every rank's output for its chunk is
+  // the same sum a StartAllReduceSum of the inputs would produce up to the order of additions (per
+  // backend: see the backends' headers). INVALID_ARGUMENT for sizes, dtypes, devices or layouts
+  // that do not fit (checked before anything is sent, so every rank fails alike when all pass the
+  // same shapes); UNAVAILABLE as StartAllReduceSum.
+  virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
+      at::Tensor input, at::Tensor output) = 0;
+
+  // All-gather (ZeRO's re-assembly of updated parameter shards). output.numel() == world_size() *
+  // input.numel(); after Wait(), chunk r of `output` (elements [r * input.numel(), (r + 1) *
+  // input.numel())) holds rank r's `input`, bit for bit. Any dtype of 1, 2, 4 or 8 bytes per
+  // element (a copy, no arithmetic: CanReduce does not apply), except where a backend says
+  // otherwise. Tensors and errors as StartReduceScatterSum; `input` is left unchanged.
+  virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
+                                                                            at::Tensor output) = 0;
+
   // StartAllReduceSum + Wait; for CUDA tensors the host is not blocked (see Wait()).
   absl::Status AllReduceSum(at::Tensor& tensor);
+  // StartReduceScatterSum + Wait, StartAllGather + Wait (same host-blocking caveat).
+  absl::Status ReduceScatterSum(at::Tensor input, at::Tensor output);
+  absl::Status AllGather(at::Tensor input, at::Tensor output);
 };
+
+// For backends: a dtype of `element_size` bytes (1, 2, 4 or 8) that every CPU backend moves,
+// Gloo included (byte, half, int, long), so that any dtype's elements can be moved bit for bit
+// as it (tensor.view(type)).
+c10::ScalarType CopyTypeOfSize(int64_t element_size);
+
+// For backends: INVALID_ARGUMENT unless `input` and `output` fit a reduce-scatter
+// (reduce_scatter = true) or an all-gather on `comm` as the contracts above say: same dtype,
+// dense and contiguous, on comm.device(), not overlapping, the sizes; for a reduce-scatter
+// comm.CanReduce(dtype), for an all-gather 1, 2, 4 or 8 bytes per element.
+absl::Status CheckShardedCollective(const Communicator& comm, const at::Tensor& input,
+                                    const at::Tensor& output, bool reduce_scatter);
 
 // World of one: collectives are identities, on `device` (CPU unless given).
 class LocalCommunicator final : public Communicator {
@@ -75,9 +112,13 @@ class LocalCommunicator final : public Communicator {
   c10::Device device() const override { return device_; }
   std::string backend() const override { return "local"; }
   bool CanReduce(c10::ScalarType /*dtype*/) const override { return true; }
-  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
-      at::Tensor tensor) override;
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(at::Tensor tensor) override;
   absl::Status Broadcast(at::Tensor& tensor, int root) override;
+  // Both copy input into output (a world of one); the usual checks apply.
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
+      at::Tensor input, at::Tensor output) override;
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
+                                                                    at::Tensor output) override;
 
  private:
   c10::Device device_;

@@ -9,6 +9,7 @@
 #include <torch/nn/functional/loss.h>
 #include <unistd.h>
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <vector>
@@ -358,10 +359,11 @@ std::string PeerBinary() {
                       "/worker/trainer/comm/testing/shm_peer");
 }
 
-// A real peer process killed with SIGKILL while rank 0 waits in an all-reduce: the
-// collective fails with UNAVAILABLE naming the dead rank, long before the 60 s timeout
-// (the test would otherwise hit its own timeout), and later collectives fail too.
-TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheCollective) {
+// A real peer process killed with SIGKILL while rank 0 waits in the collective `start` starts: it
+// fails with UNAVAILABLE naming the dead rank, long before the 60 s timeout (the test would
+// otherwise hit its own timeout), and later collectives fail too.
+void ExpectKilledPeerProcessFailsTheCollective(
+    const std::function<absl::StatusOr<std::unique_ptr<PendingCollective>>(Communicator&)>& start) {
   c10d::TCPStoreOptions server_options;
   server_options.port = 0;
   server_options.isServer = true;
@@ -383,8 +385,7 @@ TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheCollective) {
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateShmCommunicator(store, /*rank=*/0, /*world_size=*/2, options);
   ASSERT_OK(comm);
-  at::Tensor t = at::ones({1000});
-  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = (*comm)->StartAllReduceSum(t);
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = start(**comm);
   ASSERT_OK(pending);
   ASSERT_EQ(kill(peer, SIGKILL), 0);
   int status = 0;
@@ -392,7 +393,28 @@ TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheCollective) {
   EXPECT_THAT((*pending)->Wait(),
               StatusIs(absl::StatusCode::kUnavailable,
                        HasSubstr(absl::StrCat("rank 1 (pid ", peer, ") exited"))));
+  at::Tensor t = at::ones({1000});
   EXPECT_THAT((*comm)->AllReduceSum(t), StatusIs(absl::StatusCode::kUnavailable, ::testing::_));
+}
+
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheAllReduce) {
+  at::Tensor t = at::ones({1000});
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&t](Communicator& comm) { return comm.StartAllReduceSum(t); });
+}
+
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheReduceScatter) {
+  at::Tensor full = at::ones({2000});
+  at::Tensor shard = at::empty({1000});
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&](Communicator& comm) { return comm.StartReduceScatterSum(full, shard); });
+}
+
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheAllGather) {
+  at::Tensor shard = at::ones({1000});
+  at::Tensor full = at::empty({2000});
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&](Communicator& comm) { return comm.StartAllGather(shard, full); });
 }
 
 TEST(ProcessGroupTest, CpuBackendNames) {

@@ -32,7 +32,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     auto group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, group_options);
     return std::unique_ptr<Communicator>(new C10dCommunicator<c10d::ProcessGroupGloo>(
-        std::move(group), c10::Device(c10::kCPU), "gloo", &compat::GlooReduces));
+        std::move(group), c10::Device(c10::kCPU), "gloo", &compat::GlooReduces,
+        C10dShardedCollectives::kEmulated));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("connecting Gloo peers (rank ", rank, " of ",
                                                world_size, "): ",

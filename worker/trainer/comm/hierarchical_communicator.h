@@ -8,6 +8,11 @@
 // Gloo's threads. Results are bit-identical on every rank (every rank reads the leaders'
 // result); sums differ from a flat all-reduce only in the order of additions.
 //
+// Reduce-scatter and all-gather are composed from these (shm_communicator.h): a
+// reduce-scatter is the hierarchical all-reduce of the whole input, of which each rank
+// copies out its chunk; an all-gather is one hierarchical broadcast per rank. Correct and
+// exact, not bandwidth-optimal (a real one would reduce-scatter across the leaders).
+//
 // Setup goes through the job's store (keys under "hier/"): each host's ranks attach their
 // host's segment ("hier/host<h>/"), then every rank learns whether every host succeeded
 // ("hier/local/"), then the leaders connect their Gloo group ("hier/leaders/") and every

@@ -41,7 +41,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(
         std::chrono::milliseconds(absl::ToInt64Milliseconds(collective_timeout));
     auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world_size, options);
     return std::unique_ptr<Communicator>(new C10dCommunicator<c10d::ProcessGroupNCCL>(
-        std::move(group), device, "nccl", &NcclReduces));
+        std::move(group), device, "nccl", &NcclReduces, C10dShardedCollectives::kNative));
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat("creating the NCCL process group (rank ", rank,
                                                " of ", world_size, ", cuda:", device_index,

@@ -90,7 +90,8 @@ class ShmCommunicator final : public Communicator {
       return absl::InvalidArgumentError(absl::StrCat(
           backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
     }
-    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(tensor), -1)));
+    return std::unique_ptr<PendingCollective>(
+        new ShmPending(Enqueue(Op{Kind::kAllReduce, std::move(tensor)})));
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
@@ -99,13 +100,35 @@ class ShmCommunicator final : public Communicator {
           absl::StrCat("broadcast root ", root, " not in world of ", world_size()));
     }
     RETURN_IF_ERROR(CheckTensor(tensor));
-    return ShmPending(Enqueue(tensor, root)).Wait();
+    Op op{Kind::kBroadcast, tensor};
+    op.root = root;
+    return ShmPending(Enqueue(std::move(op))).Wait();
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
+      at::Tensor input, at::Tensor output) override {
+    RETURN_IF_ERROR(CheckShardedCollective(*this, input, output, /*reduce_scatter=*/true));
+    Op op{Kind::kReduceScatter, std::move(input)};
+    op.output = std::move(output);
+    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+  }
+
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
+                                                                    at::Tensor output) override {
+    RETURN_IF_ERROR(CheckShardedCollective(*this, input, output, /*reduce_scatter=*/false));
+    Op op{Kind::kAllGather, std::move(input)};
+    op.output = std::move(output);
+    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
   }
 
  private:
+  enum class Kind { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
+
   struct Op {
-    at::Tensor tensor;
-    int root;  // -1: all-reduce (sum); else broadcast from root.
+    Kind kind = Kind::kAllReduce;
+    at::Tensor tensor;  // An all-reduce's or broadcast's tensor; else the input.
+    at::Tensor output;  // A reduce-scatter's or all-gather's output.
+    int root = 0;       // A broadcast's root.
     std::shared_ptr<Completion> completion;
   };
 
@@ -118,11 +141,12 @@ class ShmCommunicator final : public Communicator {
     return absl::OkStatus();
   }
 
-  std::shared_ptr<Completion> Enqueue(at::Tensor tensor, int root) {
+  std::shared_ptr<Completion> Enqueue(Op op) {
     auto completion = std::make_shared<Completion>();
+    op.completion = completion;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Op{std::move(tensor), root, completion});
+      queue_.push_back(std::move(op));
     }
     cv_.notify_all();
     return completion;
@@ -143,14 +167,14 @@ class ShmCommunicator final : public Communicator {
       absl::Status status = broken_;
       if (status.ok()) {
         try {
-          at::Tensor flat = op.tensor.view({-1});
-          status = op.root < 0 ? RunAllReduce(flat) : RunBroadcast(flat, op.root);
+          status = Run(op);
         } catch (const std::exception& e) {
           status = absl::InternalError(absl::StrCat("shm collective: ", e.what()));
         }
         if (!status.ok()) broken_ = status;
       }
       op.tensor = at::Tensor();
+      op.output = at::Tensor();
       std::lock_guard<std::mutex> lock(op.completion->mu);
       op.completion->status = std::move(status);
       op.completion->done = true;
@@ -178,6 +202,33 @@ class ShmCommunicator final : public Communicator {
     if (status.ok()) return status;
     if (segment_ != nullptr) segment_->GiveUp(ShmSegment::GiveUpReason::kCrossHost);
     return absl::Status(status.code(), absl::StrCat("cross-host stage: ", status.message()));
+  }
+
+  absl::Status Run(const Op& op) {
+    at::Tensor flat = op.tensor.view({-1});
+    switch (op.kind) {
+      case Kind::kAllReduce:
+        return RunAllReduce(flat);
+      case Kind::kBroadcast:
+        return RunBroadcast(flat, op.root);
+      case Kind::kReduceScatter: {
+        at::Tensor out = op.output.view({-1});
+        if (world_size() == 1) {  // Possibly without a segment.
+          out.copy_(flat);
+          return absl::OkStatus();
+        }
+        return RunReduceScatter(flat, out);
+      }
+      case Kind::kAllGather: {
+        at::Tensor out = op.output.view({-1});
+        if (world_size() == 1) {
+          out.copy_(flat);
+          return absl::OkStatus();
+        }
+        return RunAllGather(flat, out);
+      }
+    }
+    return absl::InternalError("shm: unknown collective");
   }
 
   absl::Status RunAllReduce(at::Tensor& flat) {
@@ -239,6 +290,69 @@ class ShmCommunicator final : public Communicator {
       }
       RETURN_IF_ERROR(segment_->Barrier());
       if (rank_ != root) mine.copy_(value);
+    }
+    return absl::OkStatus();
+  }
+
+  // Reduce-scatter of `input` (world_size() chunks of out.numel()) into `out`. One host: piece by
+  // piece, every rank copies q elements of each chunk into its slot (chunk j's at j * q) and, after
+  // one barrier, sums the q elements of its own chunk over the slots (in slot order) straight into
+  // `out`. One barrier per piece suffices: a rank writes a buffer again two pieces later, after the
+  // next piece's barrier, which every reader of this piece passed only after reading it. Several
+  // hosts (or slots too small to hold one element per rank): the whole input is all-reduced in
+  // place and this rank's chunk copied out, at the cost of an all-reduce.
+  absl::Status RunReduceScatter(at::Tensor& input, at::Tensor& out) {
+    const int64_t m = out.numel();
+    const int world = world_size();
+    const int64_t q_max = PieceElements(input) / world;
+    if (MultiHost() || q_max == 0) {
+      RETURN_IF_ERROR(RunAllReduce(input));
+      out.copy_(input.narrow(0, rank_ * m, m));
+      return absl::OkStatus();
+    }
+    for (int64_t off = 0; off < m; off += q_max) {
+      const int64_t q = std::min(q_max, m - off);
+      const uint64_t parity = pieces_++ & 1;
+      at::Tensor slot = View(local_rank_, parity, world * q, input);
+      for (int j = 0; j < world; ++j) {
+        slot.narrow(0, j * q, q).copy_(input.narrow(0, j * m + off, q));
+      }
+      RETURN_IF_ERROR(segment_->Barrier());
+      at::Tensor mine = out.narrow(0, off, q);
+      mine.copy_(View(0, parity, world * q, input).narrow(0, rank_ * q, q));
+      for (int s = 1; s < world; ++s) {
+        mine.add_(View(s, parity, world * q, input).narrow(0, rank_ * q, q));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // All-gather of `input` into `out` (world_size() chunks of input.numel()). One host: piece by
+  // piece, every rank copies its piece into its slot and, after one barrier (enough, as for the
+  // reduce-scatter), copies every slot's piece into its chunk of `out`. Several hosts: one
+  // broadcast per rank, of its chunk (exact; world_size() times the latency of a broadcast).
+  absl::Status RunAllGather(at::Tensor& input, at::Tensor& out) {
+    const int64_t n = input.numel();
+    const int world = world_size();
+    if (MultiHost()) {
+      // As a type the leaders' Gloo broadcasts (any dtype: a copy).
+      const at::Tensor wire = out.view(CopyTypeOfSize(out.element_size()));
+      for (int r = 0; r < world; ++r) {
+        at::Tensor chunk = wire.narrow(0, r * n, n);
+        if (r == rank_) chunk.copy_(input.view(wire.scalar_type()));
+        RETURN_IF_ERROR(RunBroadcast(chunk, r));
+      }
+      return absl::OkStatus();
+    }
+    const int64_t piece = PieceElements(input);
+    for (int64_t off = 0; off < n; off += piece) {
+      const int64_t len = std::min(piece, n - off);
+      const uint64_t parity = pieces_++ & 1;
+      View(local_rank_, parity, len, input).copy_(input.narrow(0, off, len));
+      RETURN_IF_ERROR(segment_->Barrier());
+      for (int s = 0; s < world; ++s) {
+        out.narrow(0, s * n + off, len).copy_(View(s, parity, len, input));
+      }
     }
     return absl::OkStatus();
   }

@@ -9,6 +9,12 @@
 //   rank r sums chunk r of the piece over all slots into slot 0 (barrier)
 //   every rank copies the piece's sum back out of slot 0
 //
+// A reduce-scatter on one host moves each piece in once and sums only this rank's chunk:
+// every rank copies the piece's part of every chunk into its slot (barrier), then sums its
+// own chunk's part over all slots straight into its output. An all-gather: every rank
+// copies its piece into its slot (barrier), then every slot's piece into its output. One
+// barrier per piece: a buffer is rewritten only after the next piece's barrier.
+//
 // Tensors larger than a slot go through in pieces; each slot is double-buffered by piece
 // parity, so a rank may write piece k+1 while a slower peer still reads piece k. Every rank
 // reads the same sum, so results are bit-identical across ranks.
@@ -28,6 +34,10 @@
 //
 //   copy in (barrier) sum chunks into slot 0 (barrier)
 //   the leader all-reduces slot 0's piece with the other leaders (barrier)   copy out
+//
+// With several hosts a reduce-scatter is an all-reduce of the whole input of which each
+// rank keeps its chunk (the cost of an all-reduce), and an all-gather is one broadcast per
+// rank (exact; world_size broadcasts' latency).
 //
 // A rank alone on its host has no segment: it runs the cross-host stage on its own tensor,
 // in the same pieces. A broadcast goes from the root to its host's slot, across the

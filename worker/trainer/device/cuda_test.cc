@@ -81,6 +81,28 @@ TEST_F(CudaTest, NcclAllReduceAndBroadcast) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("cuda")));
 }
 
+// ncclReduceScatter and ncclAllGather through ProcessGroupNCCL's flat collectives, in a world
+// of one (a copy each); the sizes are checked before NCCL is called.
+TEST_F(CudaTest, NcclReduceScatterAndAllGather) {
+  std::unique_ptr<Communicator> comm = Nccl();
+  ASSERT_NE(comm, nullptr);
+  const auto on_gpu = [this](at::ScalarType dtype) {
+    return at::TensorOptions().dtype(dtype).device(device_);
+  };
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const at::Tensor input = at::arange(6, on_gpu(dtype));
+    at::Tensor output = at::zeros({6}, on_gpu(dtype));
+    ASSERT_OK(comm->ReduceScatterSum(input.clone(), output));
+    EXPECT_TRUE(output.cpu().equal(at::arange(6, at::TensorOptions().dtype(dtype))));
+    at::Tensor gathered = at::zeros({6}, on_gpu(dtype));
+    ASSERT_OK(comm->AllGather(input, gathered));
+    EXPECT_TRUE(gathered.cpu().equal(input.cpu()));
+  }
+  EXPECT_THAT(comm->ReduceScatterSum(at::ones({4}, on_gpu(at::kFloat)),
+                                     at::empty({3}, on_gpu(at::kFloat))),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("world size 1")));
+}
+
 TEST_F(CudaTest, AutocastOnCuda) {
   torch::nn::Linear linear(16, 8);
   linear->to(device_);
