@@ -168,6 +168,16 @@ inline constexpr IntField kKeepCheckpoints{"keep_checkpoints", 3, 1, 1000, ""};
 inline constexpr IntField kGlobalBatch{"global_batch", 0, 0, kInt64Max,
                                        "0 = batch_size per rank"};
 inline constexpr TextField kSampleLog{"sample_log", ""};
+// Memory. "blocks": models resnet18, resnet50 and gpt only (mlp and torchscript have no
+// blocks to checkpoint).
+inline constexpr absl::string_view kActivationCheckpointings[] = {"none", "blocks"};
+inline constexpr ChoiceField kActivationCheckpointing{"activation_checkpointing", "none",
+                                                      kActivationCheckpointings, false};
+// Whether `model` (a kModels name) is built of blocks that activation_checkpointing
+// "blocks" can checkpoint.
+inline bool HasCheckpointableBlocks(absl::string_view model) {
+  return model == "resnet18" || model == "resnet50" || model == "gpt";
+}
 
 // ---- Budget and JobSpec fields baton-trainer takes as flags -------------------------------
 

@@ -12,6 +12,9 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
+
+#include "worker/trainer/models/recompute.h"
 
 namespace baton::trainer {
 namespace {
@@ -126,7 +129,16 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
   const at::Tensor pos =
       at::arange(t, at::TensorOptions().dtype(at::kLong).device(tokens.device()));
   at::Tensor x = wte_->forward(tokens) + wpe_->forward(pos);
-  for (const auto& block : *blocks_) x = block->as<BlockImpl>()->forward(x);
+  for (const auto& module : *blocks_) {
+    BlockImpl* block = module->as<BlockImpl>();
+    if (options_.checkpoint_blocks) {
+      x = Recompute(*block,
+                    [block](const std::vector<at::Tensor>& in) { return block->forward(in[0]); },
+                    {x});
+    } else {
+      x = block->forward(x);
+    }
+  }
   x = ln_f_->forward(x);
   return at::linear(x, wte_->weight);  // Tied output projection.
 }

@@ -8,6 +8,8 @@
 //                    causal multi-head self-attention and a GELU MLP of 4x width
 //   transformer.ln_f final LayerNorm
 // logits = ln_f(x) @ wte^T. No dropout.
+// With checkpoint_blocks, each block runs under Recompute (models/recompute.h): backward
+// recomputes its activations; values and gradients are unchanged.
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/moduledict.h>
@@ -30,6 +32,8 @@ struct GptOptions {
   int64_t layers = trainer_spec::kGptLayers.default_value;
   int64_t heads = trainer_spec::kGptHeads.default_value;  // Must divide width.
   int64_t width = trainer_spec::kGptWidth.default_value;
+  // Activation checkpointing per transformer block (activation_checkpointing "blocks").
+  bool checkpoint_blocks = false;
 };
 
 class GptImpl : public torch::nn::Module {

@@ -127,6 +127,22 @@ absl::Status RequireKind(const ModelOptions& options, const DatasetInfo& data,
       data.language_model ? "a language-model (token) dataset" : "a classification dataset"));
 }
 
+// "blocks" needs a model made of blocks; whether the model is one is
+// trainer_spec::HasCheckpointableBlocks.
+absl::StatusOr<bool> CheckpointBlocks(const ModelOptions& o) {
+  namespace ts = ::baton::trainer_spec;
+  RETURN_IF_ERROR(ts::Check(ts::kActivationCheckpointing, o.activation_checkpointing,
+                            ts::kActivationCheckpointing.name));
+  if (o.activation_checkpointing != "blocks") return false;
+  if (!ts::HasCheckpointableBlocks(o.model)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "activation_checkpointing: \"blocks\" needs a model made of blocks (resnet18, "
+        "resnet50, gpt); model \"%s\" has none, use \"none\"",
+        o.model));
+  }
+  return true;
+}
+
 absl::StatusOr<std::unique_ptr<Model>> MakeMlp(const ModelOptions& o, const DatasetInfo& data) {
   RETURN_IF_ERROR(RequireKind(o, data, false));
   for (const int64_t w : o.hidden) {
@@ -153,6 +169,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeResNet(const ModelOptions& o, const D
   r.num_classes = data.num_classes;
   r.cifar_stem =
       data.input_shape[1] <= kMaxCifarStemSide && data.input_shape[2] <= kMaxCifarStemSide;
+  ASSIGN_OR_RETURN(r.checkpoint_blocks, CheckpointBlocks(o));
   ResNet net(r, o.seed);
   return std::make_unique<NnModel>(
       net.ptr(), [m = net.get()](const at::Tensor& x) { return m->forward(x); }, false);
@@ -167,6 +184,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeGpt(const ModelOptions& o, const Data
   g.width = o.gpt_width > 0 ? o.gpt_width : ts::kGptWidth.default_value;
   g.vocab_size = o.vocab_size > 0 ? o.vocab_size : ts::kVocabSize.default_value;
   g.context_length = o.context_length > 0 ? o.context_length : ts::kContextLength.default_value;
+  ASSIGN_OR_RETURN(g.checkpoint_blocks, CheckpointBlocks(o));
   if (g.width % g.heads != 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("gpt_width: %d is not divisible by gpt_heads %d", g.width, g.heads));
@@ -253,6 +271,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeScriptModel(const ModelOptions& o,
 
 absl::StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options,
                                                  const DatasetInfo& data) {
+  if (options.model == "mlp" || options.model == "torchscript") {
+    RETURN_IF_ERROR(CheckpointBlocks(options).status());
+  }
   try {
     if (options.model == "mlp") return MakeMlp(options, data);
     if (options.model == "resnet18") return MakeResNet(options, data, 18);

@@ -86,6 +86,11 @@ struct ModelOptions {
   // torchscript: or "language_model".
   std::string task = std::string(trainer_spec::kTask.default_value);
   uint64_t seed = trainer_spec::kSeed.default_value;  // Initialisation of built-in models.
+  // "none" or "blocks": recompute each residual (resnet*) or transformer (gpt) block's
+  // activations in backward instead of keeping them (models/recompute.h). Values and
+  // gradients are unchanged.
+  std::string activation_checkpointing =
+      std::string(trainer_spec::kActivationCheckpointing.default_value);
 };
 
 class Model {
@@ -115,7 +120,8 @@ class Model {
 
 // Builds ModelOptions::model for data described by `data`.
 // Errors: INVALID_ARGUMENT naming the field (unknown model, a model for the other kind of
-// dataset, gpt_width not divisible by gpt_heads, a torchscript output of the wrong shape),
+// dataset, gpt_width not divisible by gpt_heads, a torchscript output of the wrong shape,
+// an unknown activation_checkpointing or "blocks" for mlp or torchscript),
 // NOT_FOUND if torchscript_path does not exist, DATA_LOSS if it is not a TorchScript
 // archive.
 absl::StatusOr<std::unique_ptr<Model>> MakeModel(const ModelOptions& options,

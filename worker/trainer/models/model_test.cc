@@ -1,6 +1,7 @@
 #include "worker/trainer/models/model.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
 #include <torch/optim/adam.h>
 #include <torch/optim/sgd.h>
 
@@ -8,6 +9,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <unordered_set>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -247,6 +249,110 @@ TEST(MakeModelTest, RejectsMismatchesWithClearStatuses) {
   flat.input_shape = {784};
   EXPECT_THAT(MakeModel({.model = "resnet50"}, flat),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[C, H, W]")));
+}
+
+// Autograd nodes reachable from `loss` that backward will run, leaves' AccumulateGrad
+// not counted: the recorded operations.
+size_t GraphNodes(const at::Tensor& loss) {
+  std::unordered_set<const torch::autograd::Node*> seen;
+  std::vector<torch::autograd::Node*> todo = {loss.grad_fn().get()};
+  while (!todo.empty()) {
+    torch::autograd::Node* node = todo.back();
+    todo.pop_back();
+    if (node == nullptr || !seen.insert(node).second) continue;
+    for (const torch::autograd::Edge& edge : node->next_edges())
+      todo.push_back(edge.function.get());
+  }
+  size_t ops = 0;
+  for (const torch::autograd::Node* node : seen) {
+    ops += node->name().find("AccumulateGrad") == std::string::npos;
+  }
+  return ops;
+}
+
+// The same model with activation_checkpointing "none" and "blocks", trained side by side
+// with SGD + momentum on `batch`: every step's loss, every parameter's gradient, and the
+// parameters and buffers after each step are bit-identical; the checkpointed graph is
+// smaller (the blocks' insides are not recorded).
+void ExpectCheckpointingChangesNothing(ModelOptions o, const DatasetInfo& info,
+                                       const Batch& batch) {
+  o.activation_checkpointing = "none";
+  std::unique_ptr<Model> plain = MustMake(o, info);
+  o.activation_checkpointing = "blocks";
+  std::unique_ptr<Model> ckpt = MustMake(o, info);
+  ASSERT_TRUE(plain && ckpt);
+  const auto sgd = torch::optim::SGDOptions(0.05).momentum(0.9);
+  torch::optim::SGD plain_opt(plain->Parameters(), sgd);
+  torch::optim::SGD ckpt_opt(ckpt->Parameters(), sgd);
+  for (int step = 0; step < 3; ++step) {
+    SCOPED_TRACE(step);
+    plain_opt.zero_grad();
+    ckpt_opt.zero_grad();
+    const StepOutput a = plain->Forward(batch);
+    const StepOutput b = ckpt->Forward(batch);
+    EXPECT_TRUE(at::equal(a.loss, b.loss))
+        << a.loss.item<double>() << " vs " << b.loss.item<double>();
+    EXPECT_LT(GraphNodes(b.loss), GraphNodes(a.loss) / 2);
+    a.loss.backward();
+    b.loss.backward();
+    const NamedTensors pa = plain->NamedParameters();
+    const NamedTensors pb = ckpt->NamedParameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) {
+      ASSERT_TRUE(pb[i].second.grad().defined()) << pb[i].first;
+      EXPECT_TRUE(at::equal(pa[i].second.grad(), pb[i].second.grad())) << pa[i].first;
+    }
+    plain_opt.step();
+    ckpt_opt.step();
+    for (size_t i = 0; i < pa.size(); ++i) {
+      EXPECT_TRUE(at::equal(pa[i].second, pb[i].second)) << pa[i].first;
+    }
+    const NamedTensors ba = plain->NamedBuffers();
+    const NamedTensors bb = ckpt->NamedBuffers();
+    ASSERT_EQ(ba.size(), bb.size());
+    for (size_t i = 0; i < ba.size(); ++i) {
+      EXPECT_TRUE(at::equal(ba[i].second, bb[i].second)) << ba[i].first;
+    }
+  }
+}
+
+TEST(ActivationCheckpointingTest, GptGradientsAndStepsAreBitIdentical) {
+  const DatasetInfo info = Tokens(16, 64);
+  at::Generator gen = at::detail::createCPUGenerator(11);
+  const at::Tensor tokens = at::randint(64, {4, 17}, gen);
+  const Batch batch{tokens.slice(1, 0, 16).contiguous(), tokens.slice(1, 1, 17).contiguous()};
+  ExpectCheckpointingChangesNothing({.model = "gpt",
+                                     .gpt_layers = 3,
+                                     .gpt_heads = 2,
+                                     .gpt_width = 32,
+                                     .vocab_size = 64,
+                                     .context_length = 16,
+                                     .seed = 5},
+                                    info, batch);
+}
+
+TEST(ActivationCheckpointingTest, Resnet18GradientsStepsAndBatchNormStatsAreBitIdentical) {
+  ExpectCheckpointingChangesNothing({.model = "resnet18", .seed = 5}, Images(3, 16, 10),
+                                    ImageBatch(4, 3, 16, 10, 3));
+}
+
+TEST(ActivationCheckpointingTest, ModelsWithoutBlocksAndUnknownValuesAreRejected) {
+  ModelOptions mlp{.model = "mlp"};
+  mlp.activation_checkpointing = "blocks";
+  EXPECT_THAT(MakeModel(mlp, Images(1, 28, 10)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("activation_checkpointing"), HasSubstr("\"mlp\""))));
+  ModelOptions script{.model = "torchscript", .torchscript_path = "/nonexistent.pt"};
+  script.activation_checkpointing = "blocks";
+  EXPECT_THAT(MakeModel(script, Images(1, 28, 10)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("activation_checkpointing"), HasSubstr("\"torchscript\""))));
+  ModelOptions gpt{.model = "gpt", .vocab_size = 100};
+  gpt.activation_checkpointing = "layers";
+  EXPECT_THAT(MakeModel(gpt, Tokens(8, 100)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "activation_checkpointing: 'layers' is not supported; allowed: none, "
+                       "blocks"));
 }
 
 TEST(MlpModelTest, FlattensImagesAndKeepsItsNames) {

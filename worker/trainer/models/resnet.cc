@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "worker/trainer/models/recompute.h"
+
 namespace baton::trainer {
 namespace {
 
@@ -97,7 +99,7 @@ TORCH_MODULE(Bottleneck);
 }  // namespace
 
 ResNetImpl::ResNetImpl(const ResNetOptions& options, uint64_t seed)
-    : cifar_stem_(options.cifar_stem) {
+    : cifar_stem_(options.cifar_stem), checkpoint_blocks_(options.checkpoint_blocks) {
   TORCH_CHECK(options.depth == 18 || options.depth == 50, "ResNet depth must be 18 or 50, got ",
               options.depth);
   at::Generator gen = at::detail::createCPUGenerator(seed);
@@ -135,7 +137,21 @@ at::Tensor ResNetImpl::forward(const at::Tensor& x) {
   at::Tensor out = at::relu(bn1_->forward(conv1_->forward(x)));
   if (!cifar_stem_)
     out = at::max_pool2d(out, /*kernel_size=*/{3, 3}, /*stride=*/{2, 2}, /*padding=*/{1, 1});
-  for (torch::nn::Sequential& layer : layers_) out = layer->forward(out);
+  for (torch::nn::Sequential& layer : layers_) {
+    if (!checkpoint_blocks_) {
+      out = layer->forward(out);
+      continue;
+    }
+    for (const torch::nn::AnyModule& block : *layer) {
+      // A shallow copy (it shares the module) that backward's recompute can call.
+      out = Recompute(
+          *block.ptr(),
+          [module = torch::nn::AnyModule(block)](const std::vector<at::Tensor>& in) mutable {
+            return module.forward(in[0]);
+          },
+          {out});
+    }
+  }
   out = at::adaptive_avg_pool2d(out, {1, 1}).flatten(1);
   return fc_->forward(out);
 }

@@ -10,6 +10,9 @@
 //   Stem: ImageNet (7x7 conv stride 2 + 3x3 max-pool stride 2) or CIFAR (3x3 conv stride 1,
 //         no max-pool; for 32x32 inputs, where the ImageNet stem would leave 1x1 maps).
 //   Then global average pooling and a linear classifier `fc`.
+// With checkpoint_blocks, each residual block runs under Recompute (models/recompute.h):
+// backward recomputes its activations; values, gradients and BatchNorm statistics are
+// unchanged.
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
@@ -27,6 +30,8 @@ struct ResNetOptions {
   int64_t in_channels = 3;  // Channels of the input images.
   int64_t num_classes = 1000;
   bool cifar_stem = false;
+  // Activation checkpointing per residual block (activation_checkpointing "blocks").
+  bool checkpoint_blocks = false;
 };
 
 class ResNetImpl : public torch::nn::Module {
@@ -41,6 +46,7 @@ class ResNetImpl : public torch::nn::Module {
 
  private:
   bool cifar_stem_;
+  bool checkpoint_blocks_;
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   torch::nn::Sequential layers_[4] = {nullptr, nullptr, nullptr, nullptr};
