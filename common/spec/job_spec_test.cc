@@ -98,6 +98,7 @@ TEST(WithDefaultsTest, FillsTrainerDefaults) {
   EXPECT_DOUBLE_EQ(t.bucket_cap_mb(), 25);
   EXPECT_EQ(t.grad_compression(), "none");
   EXPECT_EQ(t.max_grad_norm(), 0);
+  EXPECT_EQ(t.activation_checkpointing(), "none");
   EXPECT_EQ(t.optimizer(), "sgd");
   EXPECT_EQ(t.weight_decay(), 0);
   EXPECT_FALSE(t.nesterov());
@@ -375,6 +376,25 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_model("torchscript"); }, "trainer.torchscript_path: '' is invalid"},
       {[](auto& t) { t.set_model("torchscript"); t.set_torchscript_path("/nonexistent.pt"); },
        "trainer.torchscript_path: /nonexistent.pt is not a readable file"},
+      {[](auto& t) { t.set_activation_checkpointing("all"); },
+       "trainer.activation_checkpointing: 'all' is not supported; allowed: none, blocks"},
+      {[](auto& t) { t.set_activation_checkpointing("blocks"); },
+       "trainer.activation_checkpointing: 'blocks' is not supported by model 'mlp'"},
+      {[](auto& t) {
+         t.set_model("torchscript");
+         t.set_torchscript_path("/m.pt");
+         t.set_activation_checkpointing("blocks");
+       },
+       "trainer.activation_checkpointing: 'blocks' is not supported by model 'torchscript'"},
+      {[](auto& t) { t.set_activation_checkpointing("none"); }, ""},
+      {[](auto& t) { t.set_model("resnet18"); t.set_activation_checkpointing("blocks"); }, ""},
+      {[](auto& t) {
+         t.set_model("gpt");
+         t.set_dataset("synthetic");
+         t.clear_data_dir();
+         t.set_activation_checkpointing("blocks");
+       },
+       ""},
       {[](auto& t) { t.set_checkpoint_every(-5); }, "trainer.checkpoint_every: -5 is out of range"},
       {[](auto& t) { t.set_checkpoint_every(100); t.set_keep_checkpoints(1); }, ""},
       {[](auto& t) { t.set_keep_checkpoints(-1); }, "trainer.keep_checkpoints: -1"},

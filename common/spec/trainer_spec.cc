@@ -226,6 +226,13 @@ absl::Status ValidateDataAndModel(const TrainerSpec& t, const DatasetRule& datas
   RETURN_IF_ERROR(CheckSpec(ts::kVocabSize, t.vocab_size()));
   RETURN_IF_ERROR(ValidateTorchscriptPath(t));
   RETURN_IF_ERROR(CheckSpec(ts::kTask, t.task()));
+  RETURN_IF_ERROR(CheckSpec(ts::kActivationCheckpointing, t.activation_checkpointing()));
+  if (t.activation_checkpointing() == "blocks" && !ts::HasCheckpointableBlocks(t.model())) {
+    return Invalid(ts::SpecPath(ts::kActivationCheckpointing),
+                   absl::StrCat("'blocks' is not supported by model '", t.model(),
+                                "', which has no blocks; 'blocks' needs resnet18, resnet50 "
+                                "or gpt, else use 'none'"));
+  }
   // Token datasets feed language models only.
   const bool language_model =
       t.model() == "gpt" || (t.model() == "torchscript" && t.task() == "language_model");
@@ -344,6 +351,7 @@ TrainerSpec TrainerSpecWithDefaults(TrainerSpec t) {
   t.set_checkpoint_every(OrDefault(t.checkpoint_every(), ts::kCheckpointEvery));
   t.set_keep_checkpoints(OrDefault(t.keep_checkpoints(), ts::kKeepCheckpoints));
   t.set_global_batch(OrDefault(t.global_batch(), ts::kGlobalBatch));
+  FillChoice(t.mutable_activation_checkpointing(), ts::kActivationCheckpointing);
   return t;
 }
 

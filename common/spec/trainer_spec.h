@@ -31,7 +31,8 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   adam_beta2, adam_eps, lr_schedule, warmup_steps, lr_step_size, lr_gamma, min_lr,
 //   base_batch, loader_threads, prefetch_batches, image_size, context_length,
 //   synthetic_samples, num_classes, gpt_layers, gpt_heads, gpt_width (also: divisible by
-//   gpt_heads), vocab_size, torchscript_path, task, then model/dataset compatibility
+//   gpt_heads), vocab_size, torchscript_path, task, activation_checkpointing (also:
+//   "blocks" only for resnet18, resnet50 and gpt), then model/dataset compatibility
 //   (reported on trainer.dataset for a language model on image data, on trainer.model
 //   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
 //   (its range only; ValidateJobSpec checks it against the world sizes).

@@ -90,7 +90,7 @@ absl::Span<const AnyField> TrainerSpecFields() {
       &kPrefetchBatches, &kImageSize,    &kContextLength,   &kSyntheticSamples,
       &kNumClasses,     &kGptLayers,     &kGptHeads,        &kGptWidth,
       &kVocabSize,      &kTorchscriptPath, &kTask,          &kCheckpointEvery,
-      &kKeepCheckpoints, &kGlobalBatch,  &kSampleLog,
+      &kKeepCheckpoints, &kGlobalBatch,  &kSampleLog,      &kActivationCheckpointing,
   };
   return kFields;
 }

@@ -89,6 +89,7 @@ TEST(TrainerArgvTest, SetFieldsAreKept) {
   t.set_keep_checkpoints(5);
   t.set_global_batch(512);
   t.set_sample_log("/tmp/samples");
+  t.set_activation_checkpointing("blocks");
   baton::v1::Budget b;
   b.set_max_steps(1000);
   b.set_max_epochs(3);
@@ -104,6 +105,7 @@ TEST(TrainerArgvTest, SetFieldsAreKept) {
   EXPECT_EQ(FlagOf(argv, "keep_checkpoints"), "--keep_checkpoints=5");
   EXPECT_EQ(FlagOf(argv, "global_batch"), "--global_batch=512");
   EXPECT_EQ(FlagOf(argv, "sample_log"), "--sample_log=/tmp/samples");
+  EXPECT_EQ(FlagOf(argv, "activation_checkpointing"), "--activation_checkpointing=blocks");
   EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
               ElementsAre("--max_steps=1000", "--max_epochs=3", "--checkpoint_dir=/ckpt"));
 }

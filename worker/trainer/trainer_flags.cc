@@ -87,6 +87,10 @@ ABSL_FLAG(int64_t, global_batch, ts::kGlobalBatch.default_value,
 ABSL_FLAG(std::string, sample_log, std::string(ts::kSampleLog.default_value),
           "Append each step's sample ids to <this>.<rank> (one line: generation step rank "
           "ids), to audit which data was trained on across restarts.");
+ABSL_FLAG(std::string, activation_checkpointing,
+          std::string(ts::kActivationCheckpointing.default_value),
+          "none, or blocks: recompute each block's activations in backward (resnet18, "
+          "resnet50, gpt).");
 // Budget fields and JobSpec.checkpoint_dir.
 ABSL_FLAG(int64_t, max_steps, ts::kMaxSteps.default_value,
           "Stop after this many steps (0 = no limit).");
@@ -146,6 +150,7 @@ absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
   model.context_length = absl::GetFlag(FLAGS_context_length);
   model.torchscript_path = absl::GetFlag(FLAGS_torchscript_path);
   model.task = absl::GetFlag(FLAGS_task);
+  model.activation_checkpointing = absl::GetFlag(FLAGS_activation_checkpointing);
   return model;
 }
 

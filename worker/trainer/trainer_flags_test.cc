@@ -233,6 +233,24 @@ TEST(TrainerFlagsTest, BuildsOptionsFromFlags) {
   EXPECT_EQ(options->data.image_size, 48);
 }
 
+TEST(TrainerFlagsTest, ActivationCheckpointingNeedsAModelWithBlocks) {
+  absl::FlagSaver restore_flags;
+  absl::StatusOr<FlagOptions> gpt = FromArgs({"--model=gpt", "--dataset=synthetic",
+                                              "--max_steps=1", "--activation_checkpointing=blocks"});
+  ASSERT_OK(gpt);
+  EXPECT_EQ(gpt->trainer.model.activation_checkpointing, "blocks");
+  EXPECT_THAT(FromArgs({"--model=mlp", "--dataset=synthetic", "--max_steps=1",
+                        "--activation_checkpointing=blocks"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("--activation_checkpointing: 'blocks' is not supported by "
+                                  "--model=mlp")));
+  EXPECT_THAT(FromArgs({"--model=gpt", "--dataset=synthetic", "--max_steps=1",
+                        "--activation_checkpointing=layers"}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "--activation_checkpointing: 'layers' is not supported; allowed: none, "
+                       "blocks"));
+}
+
 TEST(TrainerFlagsTest, ParseErrorsAreOneLineNamingTheFlag) {
   absl::FlagSaver restore_flags;
   EXPECT_THAT(FromArgs({"--no_such_flag=1"}),

@@ -24,6 +24,12 @@ absl::Status ValidateModelAndOptimizer(const ModelOptions& m, const OptimizerOpt
   RETURN_IF_ERROR(CheckFlag(ts::kGptWidth, m.gpt_width));
   RETURN_IF_ERROR(CheckFlag(ts::kVocabSize, m.vocab_size));
   RETURN_IF_ERROR(CheckFlag(ts::kTask, m.task));
+  RETURN_IF_ERROR(CheckFlag(ts::kActivationCheckpointing, m.activation_checkpointing));
+  if (m.activation_checkpointing == "blocks" && !ts::HasCheckpointableBlocks(m.model)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ts::FlagLabel(ts::kActivationCheckpointing), ": 'blocks' is not supported by --model=",
+        m.model, ", which has no blocks; use resnet18, resnet50 or gpt, or 'none'"));
+  }
   RETURN_IF_ERROR(CheckFlag(ts::kOptimizer, o.name));
   RETURN_IF_ERROR(CheckFlag(ts::kLr, o.lr));
   RETURN_IF_ERROR(CheckFlag(ts::kMomentum, o.momentum));
