@@ -27,7 +27,7 @@ for i in 0 1; do
   [[ $rc -eq 0 ]] || { cat "out.$i.txt" "err.$i.txt" >&2; fail "rank $i exited $rc"; }
 done
 cat out.0.txt
-grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* skipped=0 wall_s=' out.0.txt ||
+grep -q '^done: steps=60 loss=[0-9.]* accuracy=[0-9.]* eval_accuracy=[0-9.]* skipped=0 wall_s=[0-9.]* peak_rss_mib=[1-9][0-9.]*$' out.0.txt ||
   fail "no summary line from rank 0"
 grep -q '^done: steps=60 ' out.1.txt || fail "no summary line from rank 1"
 # Both ranks on this host: the default CPU backend is shared memory.
@@ -144,6 +144,7 @@ expect_exit 2 "--precision: 'fp8' is not supported" -- "$TRAINER" --data_dir=dat
 expect_exit 2 "--grad_compression: 'int8' is not supported" -- "$TRAINER" --data_dir=data --max_steps=1 --grad_compression=int8
 expect_exit 2 "--accumulation_steps: 0 is out of range" -- "$TRAINER" --data_dir=data --max_steps=1 --accumulation_steps=0
 expect_exit 2 "--keep_checkpoints: 5000 is out of range; must be 1..1000" -- "$TRAINER" --data_dir=data --max_steps=1 --keep_checkpoints=5000
+expect_exit 2 "--activation_checkpointing: 'blocks' is not supported by --model=mlp" -- "$TRAINER" --data_dir=data --max_steps=1 --activation_checkpointing=blocks
 expect_exit 2 "--device=tpu" -- "$TRAINER" --data_dir=data --max_steps=1 --device=tpu
 expect_exit 2 "max_epochs" -- "$TRAINER" --data_dir=data
 expect_exit 2 "RANK=5" -- env WORLD_SIZE=2 RANK=5 "$TRAINER" --data_dir=data --max_steps=1

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -24,8 +25,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
@@ -129,6 +132,25 @@ absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
   return JoinProcessGroup(options);
 }
 
+// The process's peak resident set size so far (VmHWM in /proc/self/status) in MiB, or -1
+// where that cannot be read.
+double PeakRssMib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "VmHWM:")) continue;
+    rest = absl::StripAsciiWhitespace(rest);
+    int64_t kib = 0;
+    if (absl::ConsumeSuffix(&rest, "kB") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(rest), &kib)) {
+      return static_cast<double>(kib) / 1024.0;
+    }
+    return -1;
+  }
+  return -1;
+}
+
 // The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
 absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   RETURN_IF_ERROR(ParseFlags(argc, argv));
@@ -200,13 +222,14 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
                                ? absl::StrFormat("%.4f", *result.eval_accuracy)
                                : std::string("nan");
   std::cout << absl::StrFormat(
-                   "%s: steps=%d loss=%.4f accuracy=%.4f eval_accuracy=%s skipped=%d wall_s=%.2f",
+                   "%s: steps=%d loss=%.4f accuracy=%.4f eval_accuracy=%s skipped=%d wall_s=%.2f "
+                   "peak_rss_mib=%.1f",
                    result.stopped        ? "stopped"
                    : result.checkpointed ? "checkpointed"
                                          : "done",
                    result.steps, result.loss,
                    result.accuracy, eval, result.skipped_steps,
-                   absl::ToDoubleSeconds(absl::Now() - process_start))
+                   absl::ToDoubleSeconds(absl::Now() - process_start), PeakRssMib())
             << std::endl;
   if (!result.checkpoint_path.empty()) {
     std::cout << "checkpoint: " << result.checkpoint_path << std::endl;
