@@ -9,7 +9,10 @@
 #   3. runs the same model, data and optimiser in eager PyTorch (tools/gpu/gpt_eager.py)
 #      in the same invocation and prints tokens/s of both, their ratio and the model FLOP
 #      utilisation (6 x parameters + 12 x layers x context x width FLOPs per token, against
-#      the H200's measured ~790 TFLOP/s dense bf16).
+#      the H200's measured ~790 TFLOP/s dense bf16);
+#   4. trains the bf16 GPT with --activation_checkpointing=blocks and =none and reports the
+#      CUDA caching allocator's peak memory of each (metric lines' mem_peak_bytes) and
+#      their ratio; checks checkpointing lowers the peak and ends at the same loss.
 # Usage: tools/gpu_check.sh [STEPS=60]. Writes logs to $OUT (default /tmp/gpu_check). The
 # last line is `ratio=<baton / eager tokens/s, bf16>`; exit status 1 if a check failed.
 set -uo pipefail
@@ -68,6 +71,17 @@ rates = [r["tokens_per_sec"] for r in rows if r["step"] > int(sys.argv[2])]
 print(statistics.median(rates), rows[0]["loss"], rows[-1]["loss"])
 PY
 }
+# run_ac MODE: bf16 GPT with --activation_checkpointing=MODE; prints "peak_MiB last_loss"
+# (peak: the largest mem_peak_bytes of the metric lines).
+run_ac() {
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$(free_port) BATON_METRICS_FD=3 timeout 600 "$TRAINER" --device=cuda \
+    --model=gpt --dataset=synthetic --synthetic_samples=8192 "${GPT[@]}" --optimizer=adamw \
+    --weight_decay=0 --max_steps=20 --log_every=5 --loader_threads=4 --precision=bf16 \
+    --activation_checkpointing="$1" 3> "$OUT/ac-$1.jsonl" > "$OUT/ac-$1.txt" 2>&1 \
+    || { tail -5 "$OUT/ac-$1.txt" >&2; echo "nan nan"; return; }
+  $PY -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]; print(max(r.get("mem_peak_bytes", float("nan")) for r in rows) / 2**20, rows[-1]["loss"])' "$OUT/ac-$1.jsonl"
+}
 run_eager() {
   timeout 600 $PY tools/gpu/gpt_eager.py --precision="$1" "${GPT[@]}" --steps="$STEPS" \
     --warmup="$WARMUP" > "$OUT/eager-$1.json" 2> "$OUT/eager-$1.err" || { tail -5 "$OUT/eager-$1.err" >&2; echo "0 nan nan 0"; return; }
@@ -103,6 +117,12 @@ for p in fp32 bf16 fp16; do
   check "$p: the loss falls" "$PY -c 'import sys; sys.exit(not (float(\"$last\") < 0.8 * float(\"$first\")))'"
   check "$p: ends within 10% of fp32" "$PY -c 'import sys; sys.exit(not (abs(float(\"$last\") - float(\"$fp32_last\")) <= 0.1 * float(\"$fp32_last\") + 0.05))'"
 done
+echo "== activation checkpointing (bf16 GPT, CUDA peak memory)"
+read -r ac_peak ac_loss <<< "$(run_ac blocks)"
+read -r plain_peak plain_loss <<< "$(run_ac none)"
+echo "peak MiB: blocks $ac_peak, none $plain_peak; ratio $($PY -c "print('%.2f' % ($ac_peak / $plain_peak))" 2>/dev/null)"
+check "activation checkpointing lowers the CUDA peak" "$PY -c 'import sys; sys.exit(not float(\"$ac_peak\") < float(\"$plain_peak\"))'"
+check "activation checkpointing ends at the same loss (bf16: within 1%)" "$PY -c 'import sys; sys.exit(not abs(float(\"$ac_loss\") - float(\"$plain_loss\")) <= 0.01 * abs(float(\"$plain_loss\")))'"
 bf16_ratio=$($PY -c "b=float('${B[bf16]}'.split()[0]); e=float('${E[bf16]}'.split()[0]); print('%.2f' % (b / e if e else float('nan')))")
 check "bf16: baton-trainer >= 1.0x eager PyTorch tokens/s" "$PY -c 'import sys; sys.exit(not float(\"$bf16_ratio\") >= 1.0)'"
 echo "failed checks: $failures"
