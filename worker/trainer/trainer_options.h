@@ -38,6 +38,11 @@ struct TrainerOptions {
   // base_lr, total_steps and global_batch.
   LrScheduleOptions schedule;
   TrainStepOptions step;  // precision, accumulation_steps, clipping, buckets, ...
+  // ZeRO (TrainerSpec.zero): 1 shards the optimizer state over the ranks
+  // (zero/zero_optimizer.h; the same as 0 on one rank); 2 and offload are not implemented
+  // (ValidateTrainerOptions rejects them).
+  int zero_stage = static_cast<int>(trainer_spec::kZeroStage.default_value);
+  bool zero_offload_optimizer = trainer_spec::kZeroOffloadOptimizer.default_value;
   // Samples per rank per micro-batch (with global_batch: at most).
   int64_t batch_size = trainer_spec::kBatchSize.default_value;
   // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
@@ -65,7 +70,8 @@ struct TrainerOptions {
 
 // Checks every field against the table (common/spec/trainer_spec_defaults.h), the same ranges
 // submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
-// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget).
+// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget;
+// ZeRO stage 2 and offload are not implemented yet).
 // Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
 // be ...".
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);

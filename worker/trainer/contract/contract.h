@@ -20,7 +20,8 @@
 //   kernel's boot id, /dev/shm's device and the PID namespace; tests use it to simulate
 //   several hosts on one machine).
 //
-// Flags: `--name=value` for each TrainerSpec field, named like the field, and for Budget's
+// Flags: `--name=value` for each TrainerSpec field, named like the field (a field of a
+// nested message as `<field>_<subfield>`: TrainerSpec.zero.stage is --zero_stage), and for Budget's
 // max_steps and max_epochs and JobSpec's checkpoint_dir (hidden: comma-separated widths,
 // e.g. --hidden=256,128; booleans: true/false). Every one of them, its default and the
 // values it allows are in common/spec/trainer_spec_defaults.h, the table submit validates
