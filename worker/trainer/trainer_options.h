@@ -93,6 +93,10 @@ struct TrainerContext {
   // set; none is lost), writes a metric line for the steps since the last one, and returns
   // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
+  // Except with ZeRO stage 1 on more than one rank (zero_stage): the optimizer state is
+  // sharded, so rank 0's request is shared with every rank at each step boundary (one
+  // scalar all-reduce per step); every rank takes part in the save and returns with
+  // `checkpointed` set.
   const std::atomic<bool>* checkpoint_request = nullptr;
   // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
   // for fencing the checkpoint directory (see checkpoint/checkpoint_manager.h).

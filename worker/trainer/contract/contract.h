@@ -35,7 +35,9 @@
 //
 // Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
 // at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
-// kExitCheckpointed (other ranks ignore it); with --profile_dir=DIR, SIGUSR2 asks for a
+// kExitCheckpointed (other ranks ignore it; with --zero_stage=1 on more than one rank they
+// follow rank 0's request, take part in the save and exit kExitCheckpointed too); with
+// --profile_dir=DIR, SIGUSR2 asks for a
 // profiling window of steps written to DIR as a Chrome trace (worker/trainer/profile/
 // profiler.h has the request file and the output's names); without it SIGUSR2 is ignored.
 //
