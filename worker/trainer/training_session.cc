@@ -110,6 +110,11 @@ absl::Status TrainingSession::BuildModel() {
   if (options_.zero_stage >= 1 && world_ > 1) {
     ASSIGN_OR_RETURN(zero_,
                      ZeroOptimizer::Create(params_, options_.optimizer, *optimizer_, comm_));
+    if (comm_.rank() == 0) {
+      *context_.log << "zero stage 1: each of " << world_ << " ranks updates "
+                    << zero_->layout().shard_numel() << " of "
+                    << zero_->layout().total_numel() << " parameter elements" << std::endl;
+    }
   }
   return absl::OkStatus();
 }

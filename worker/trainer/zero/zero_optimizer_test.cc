@@ -244,6 +244,23 @@ TEST(ZeroOptimizerTest, NoStateBeforeTheFirstStep) {
   });
 }
 
+// A restored optimizer with state for only some parameters cannot be cut into shards.
+TEST(ZeroOptimizerTest, ImportRejectsStateForSomeParametersOnly) {
+  RunRanks<int>(2, [](Communicator& comm) {
+    std::vector<at::Tensor> params = {at::ones({40}).set_requires_grad(true),
+                                      at::ones({24}).set_requires_grad(true)};
+    auto reference = MakeOptimizer(params, Sgd());
+    EXPECT_OK(reference);
+    params[0].mutable_grad() = at::ones({40});  // params[1] has no gradient: no state.
+    (*reference)->step();
+    auto zero = ZeroOptimizer::Create(params, Sgd(), **reference, comm);
+    EXPECT_OK(zero);
+    EXPECT_THAT((*zero)->ImportState(),
+                StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::HasSubstr("1 of 2")));
+    return 0;
+  });
+}
+
 TEST(ZeroOptimizerTest, RejectsMixedDtypes) {
   RunRanks<int>(1, [](Communicator& comm) {
     std::vector<at::Tensor> params = {at::zeros({4}).set_requires_grad(true),
