@@ -182,6 +182,21 @@ TEST(ParseJobYamlTest, ResolvesRelativePathsAgainstBaseDir) {
   EXPECT_EQ(spec->checkpoint_dir(), "");
 }
 
+// The shape, `trainer.zero: {stage: 0|1|2, offload_optimizer: bool}`, as a file and
+// as overrides; stage 2 parses and is rejected by validation, naming the field.
+TEST(ParseJobYamlTest, ZeroSpec) {
+  absl::StatusOr<JobSpec> spec = Parse("trainer:\n  zero: {stage: 1, offload_optimizer: false}\n");
+  ASSERT_OK(spec);
+  EXPECT_TRUE(spec->trainer().zero().has_stage());
+  EXPECT_EQ(spec->trainer().zero().stage(), 1);
+  EXPECT_TRUE(spec->trainer().zero().has_offload_optimizer());
+  spec = Parse(kTrainerJob, {"trainer.zero.stage=2"});
+  ASSERT_OK(spec);
+  EXPECT_EQ(spec->trainer().zero().stage(), 2);
+  EXPECT_THAT(ValidateJobSpec(WithDefaults(*spec)),
+              StatusIs(kInvalid, HasSubstr("trainer.zero.stage: 2 is not implemented yet")));
+}
+
 TEST(ParseJobYamlTest, Overrides) {
   absl::StatusOr<JobSpec> spec =
       Parse(kTrainerJob, {"trainer.data_dir=/x", "workers.min=1", "trainer.hidden=[8, 4, 2]",

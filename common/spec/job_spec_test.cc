@@ -99,6 +99,8 @@ TEST(WithDefaultsTest, FillsTrainerDefaults) {
   EXPECT_EQ(t.grad_compression(), "none");
   EXPECT_EQ(t.max_grad_norm(), 0);
   EXPECT_EQ(t.activation_checkpointing(), "none");
+  EXPECT_EQ(t.zero().stage(), 0);
+  EXPECT_FALSE(t.zero().offload_optimizer());
   EXPECT_EQ(t.optimizer(), "sgd");
   EXPECT_EQ(t.weight_decay(), 0);
   EXPECT_FALSE(t.nesterov());
@@ -387,6 +389,16 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
        },
        "trainer.activation_checkpointing: 'blocks' is not supported by model 'torchscript'"},
       {[](auto& t) { t.set_activation_checkpointing("none"); }, ""},
+      {[](auto& t) { t.mutable_zero()->set_stage(2); },
+       "trainer.zero.stage: 2 is not implemented yet; allowed: 0, 1"},
+      {[](auto& t) { t.mutable_zero()->set_stage(3); },
+       "trainer.zero.stage: 3 is out of range; must be 0..2"},
+      {[](auto& t) { t.mutable_zero()->set_stage(-1); },
+       "trainer.zero.stage: -1 is out of range; must be 0..2"},
+      {[](auto& t) { t.mutable_zero()->set_offload_optimizer(true); },
+       "trainer.zero.offload_optimizer: true is not implemented yet; allowed: false"},
+      {[](auto& t) { t.mutable_zero()->set_stage(1); }, ""},
+      {[](auto& t) { t.mutable_zero()->set_stage(0); }, ""},
       {[](auto& t) { t.set_model("resnet18"); t.set_activation_checkpointing("blocks"); }, ""},
       {[](auto& t) {
          t.set_model("gpt");

@@ -265,7 +265,8 @@ void FillChoice(std::string* value, const ts::ChoiceField& field) {
 }
 
 // The value of `field` in `t` as flag text.
-std::string FlagValue(const TrainerSpec& t, const google::protobuf::FieldDescriptor& field) {
+std::string FlagValue(const google::protobuf::Message& t,
+                      const google::protobuf::FieldDescriptor& field) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection& r = *t.GetReflection();
   if (field.is_repeated()) {
@@ -302,7 +303,8 @@ std::string FlagValue(const TrainerSpec& t, const google::protobuf::FieldDescrip
 
 // Fields whose default is the proto's zero need no filling.
 static_assert(ts::kDataDir.default_value.empty() && ts::kTorchscriptPath.default_value.empty() &&
-              ts::kSampleLog.default_value.empty() && !ts::kNesterov.default_value);
+              ts::kSampleLog.default_value.empty() && !ts::kNesterov.default_value &&
+              ts::kZeroStage.default_value == 0 && !ts::kZeroOffloadOptimizer.default_value);
 
 }  // namespace
 
@@ -355,13 +357,32 @@ TrainerSpec TrainerSpecWithDefaults(TrainerSpec t) {
   return t;
 }
 
-std::vector<std::string> TrainerSpecFlags(const TrainerSpec& t) {
+std::vector<TrainerSpecLeaf> TrainerSpecLeaves() {
+  using google::protobuf::FieldDescriptor;
   const google::protobuf::Descriptor& descriptor = *TrainerSpec::descriptor();
-  std::vector<std::string> flags;
-  flags.reserve(descriptor.field_count());
+  std::vector<TrainerSpecLeaf> leaves;
   for (int i = 0; i < descriptor.field_count(); ++i) {
-    const google::protobuf::FieldDescriptor& field = *descriptor.field(i);
-    flags.push_back(absl::StrCat("--", field.name(), "=", FlagValue(t, field)));
+    const FieldDescriptor* field = descriptor.field(i);
+    if (field->cpp_type() != FieldDescriptor::CPPTYPE_MESSAGE || field->is_repeated()) {
+      leaves.push_back({field->name(), absl::StrCat("trainer.", field->name()), nullptr, field});
+      continue;
+    }
+    const google::protobuf::Descriptor& nested = *field->message_type();
+    for (int j = 0; j < nested.field_count(); ++j) {
+      const FieldDescriptor* sub = nested.field(j);
+      leaves.push_back({absl::StrCat(field->name(), "_", sub->name()),
+                        absl::StrCat("trainer.", field->name(), ".", sub->name()), field, sub});
+    }
+  }
+  return leaves;
+}
+
+std::vector<std::string> TrainerSpecFlags(const TrainerSpec& t) {
+  std::vector<std::string> flags;
+  for (const TrainerSpecLeaf& leaf : TrainerSpecLeaves()) {
+    const google::protobuf::Message& holder =
+        leaf.parent != nullptr ? t.GetReflection()->GetMessage(t, leaf.parent) : t;
+    flags.push_back(absl::StrCat("--", leaf.flag_name, "=", FlagValue(holder, *leaf.field)));
   }
   return flags;
 }
@@ -384,7 +405,11 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(ValidateDataAndModel(t, *dataset));
   RETURN_IF_ERROR(CheckSpec(ts::kCheckpointEvery, t.checkpoint_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
-  return CheckSpec(ts::kGlobalBatch, t.global_batch());
+  RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));
+  RETURN_IF_ERROR(CheckSpec(ts::kZeroStage, t.zero().stage()));
+  return ts::CheckZeroImplemented(t.zero().stage(), t.zero().offload_optimizer(),
+                                  ts::SpecPath(ts::kZeroStage),
+                                  ts::SpecPath(ts::kZeroOffloadOptimizer));
 }
 
 }  // namespace baton

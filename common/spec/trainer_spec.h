@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "google/protobuf/descriptor.h"
 #include "proto/baton/v1/job.pb.h"
 
 namespace baton {
@@ -35,7 +36,8 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   "blocks" only for resnet18, resnet50 and gpt), then model/dataset compatibility
 //   (reported on trainer.dataset for a language model on image data, on trainer.model
 //   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
-//   (its range only; ValidateJobSpec checks it against the world sizes).
+//   (its range only; ValidateJobSpec checks it against the world sizes), zero.stage (also:
+//   2 is not implemented yet), zero.offload_optimizer (true is not implemented yet).
 // Ranges come from the table. data_dir: for "synthetic" it must be empty; otherwise an
 // absolute path. torchscript_path (model "torchscript" only): an absolute path. Touches no
 // file system (see CheckTrainerSpecPaths). Thread-safe.
@@ -49,8 +51,22 @@ absl::Status ValidateTrainerSpec(const baton::v1::TrainerSpec& t);
 // Thread-safe.
 absl::Status CheckTrainerSpecPaths(const baton::v1::TrainerSpec& t);
 
-// Every field of `t`, in field-number order, as a baton-trainer flag "--<field>=<value>"
-// (the flag of a TrainerSpec field has the field's name): integers in decimal, doubles as
+// One TrainerSpec setting as baton-trainer sees it: a field of TrainerSpec, or a field of
+// one of its message fields (TrainerSpec.zero, a ZeroSpec), whose flag is
+// "<message field>_<field>" ("zero_stage") and whose path is "trainer.zero.stage".
+struct TrainerSpecLeaf {
+  std::string flag_name;  // "batch_size", "zero_stage".
+  std::string spec_path;  // "trainer.batch_size", "trainer.zero.stage".
+  const google::protobuf::FieldDescriptor* parent = nullptr;  // The message field, or null.
+  const google::protobuf::FieldDescriptor* field = nullptr;   // Never null.
+};
+
+// Every TrainerSpec setting, in field-number order (a message field's fields in theirs, at
+// the message field's place): one per entry of trainer_spec::TrainerSpecFields(), in order.
+std::vector<TrainerSpecLeaf> TrainerSpecLeaves();
+
+// Every setting of `t` (TrainerSpecLeaves), in that order, as a baton-trainer flag
+// "--<flag_name>=<value>": integers in decimal, doubles as
 // trainer_spec::RealText, booleans "true"/"false", strings as they are, repeated integers
 // (hidden) comma-separated. Every field is included, set or not, so pass a spec that went
 // through TrainerSpecWithDefaults. Fields of any other type (none today; the table test

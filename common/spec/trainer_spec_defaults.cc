@@ -53,6 +53,20 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
                                                  absl::StrJoin(field.allowed, ", ")));
 }
 
+absl::Status CheckZeroImplemented(int64_t stage, bool offload_optimizer,
+                                  absl::string_view stage_label,
+                                  absl::string_view offload_label) {
+  if (stage > kZeroStagesImplemented) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(stage_label, ": ", stage, " is not implemented yet; allowed: 0, 1"));
+  }
+  if (offload_optimizer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(offload_label, ": true is not implemented yet; allowed: false"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label) {
   if (values.size() > static_cast<size_t>(field.max_count)) {
@@ -91,6 +105,7 @@ absl::Span<const AnyField> TrainerSpecFields() {
       &kNumClasses,     &kGptLayers,     &kGptHeads,        &kGptWidth,
       &kVocabSize,      &kTorchscriptPath, &kTask,          &kCheckpointEvery,
       &kKeepCheckpoints, &kGlobalBatch,  &kSampleLog,      &kActivationCheckpointing,
+      &kZeroStage,      &kZeroOffloadOptimizer,
   };
   return kFields;
 }

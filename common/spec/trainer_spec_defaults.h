@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <variant>
 
 #include "absl/status/status.h"
@@ -40,6 +41,9 @@ struct IntField {
   int64_t min;
   int64_t max;
   absl::string_view note;  // What special values mean (e.g. "0 = no limit"); may be empty.
+  // The field path under "trainer." when it is not `name` (a field of a nested message:
+  // "zero.stage" for the flag "zero_stage"); empty otherwise.
+  absl::string_view path = {};
 };
 
 // A real number; allowed: finite values between lo and hi, each bound included when its
@@ -74,6 +78,7 @@ struct TextField {
 struct BoolField {
   absl::string_view name;
   bool default_value;
+  absl::string_view path = {};  // As IntField::path.
 };
 
 // An unsigned 64-bit integer; every value is allowed.
@@ -178,6 +183,13 @@ inline constexpr ChoiceField kActivationCheckpointing{"activation_checkpointing"
 inline bool HasCheckpointableBlocks(absl::string_view model) {
   return model == "resnet18" || model == "resnet50" || model == "gpt";
 }
+// ZeRO (TrainerSpec.zero, a ZeroSpec): the flag of each of its fields is "zero_<field>".
+// Stage 2 and offload_optimizer are in the schema but not implemented: CheckZeroImplemented.
+inline constexpr IntField kZeroStage{"zero_stage", 0, 0, 2, "", "zero.stage"};
+inline constexpr BoolField kZeroOffloadOptimizer{"zero_offload_optimizer", false,
+                                                 "zero.offload_optimizer"};
+// The ZeRO stages and options implemented so far.
+inline constexpr int64_t kZeroStagesImplemented = 1;  // 0..this.
 
 // ---- Budget and JobSpec fields baton-trainer takes as flags -------------------------------
 
@@ -201,10 +213,23 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
 // order, labelled "<label>[<index>]".
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label);
+// OK for what is implemented of ZeRO (stage 0..kZeroStagesImplemented, no offload), else
+// INVALID_ARGUMENT "<stage_label>: 2 is not implemented yet; allowed: 0, 1" or
+// "<offload_label>: true is not implemented yet; allowed: false". `stage` must have passed
+// Check(kZeroStage, ...).
+absl::Status CheckZeroImplemented(int64_t stage, bool offload_optimizer,
+                                  absl::string_view stage_label,
+                                  absl::string_view offload_label);
 
-// "trainer.<name>": the field path of a TrainerSpec entry in a JobSpec.
+// "trainer.<name>" (or "trainer.<path>" for a nested field): the field path of a TrainerSpec
+// entry in a JobSpec.
 template <typename Field>
 std::string SpecPath(const Field& field) {
+  if constexpr (std::is_same_v<Field, IntField> || std::is_same_v<Field, BoolField>) {
+    if (!field.path.empty()) {
+      return std::string("trainer.").append(field.path.data(), field.path.size());
+    }
+  }
   return std::string("trainer.").append(field.name.data(), field.name.size());
 }
 // "--<name>".

@@ -47,24 +47,32 @@ bool KindFits(const ts::AnyField& entry, const FieldDescriptor& field) {
 }
 
 // A new TrainerSpec field without a table entry (or an entry without a field) fails here.
+// A nested message's fields count one by one (TrainerSpecLeaves), with their spec path.
 TEST(TrainerSpecTableTest, HasOneEntryPerTrainerSpecFieldInFieldOrder) {
-  const google::protobuf::Descriptor& descriptor = *TrainerSpec::descriptor();
+  const std::vector<TrainerSpecLeaf> leaves = TrainerSpecLeaves();
   const absl::Span<const ts::AnyField> table = ts::TrainerSpecFields();
-  ASSERT_EQ(table.size(), static_cast<size_t>(descriptor.field_count()));
-  for (int i = 0; i < descriptor.field_count(); ++i) {
-    const FieldDescriptor& field = *descriptor.field(i);
-    EXPECT_EQ(ts::FieldName(table[i]), field.name()) << "entry " << i;
+  ASSERT_EQ(table.size(), leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const FieldDescriptor& field = *leaves[i].field;
+    EXPECT_EQ(ts::FieldName(table[i]), leaves[i].flag_name) << "entry " << i;
     EXPECT_TRUE(KindFits(table[i], field)) << field.name() << ": the entry's kind does not fit";
+    std::visit([&](const auto* f) { EXPECT_EQ(ts::SpecPath(*f), leaves[i].spec_path); },
+               table[i]);
   }
+  EXPECT_EQ(ts::SpecPath(ts::kZeroStage), "trainer.zero.stage");
+  EXPECT_EQ(ts::FlagLabel(ts::kZeroStage), "--zero_stage");
 }
 
 // Int entries must fit their proto type, defaults must be allowed values (except a
 // required choice's, which only a standalone trainer uses; it must still be allowed).
 TEST(TrainerSpecTableTest, DefaultsAreAllowedAndRangesFitTheProtoTypes) {
-  const google::protobuf::Descriptor& descriptor = *TrainerSpec::descriptor();
+  const std::vector<TrainerSpecLeaf> leaves = TrainerSpecLeaves();
   for (const ts::AnyField& entry : ts::TrainerSpecFields()) {
     const std::string name(ts::FieldName(entry));
-    const FieldDescriptor* field = descriptor.FindFieldByName(name);
+    const FieldDescriptor* field = nullptr;
+    for (const TrainerSpecLeaf& leaf : leaves) {
+      if (leaf.flag_name == name) field = leaf.field;
+    }
     ASSERT_NE(field, nullptr) << name;
     std::visit(
         [&](const auto* f) {
@@ -133,6 +141,18 @@ TEST(TrainerSpecFlagsTest, FormatsEachKind) {
   EXPECT_EQ(flags[7], "--hidden=64,32");
   EXPECT_EQ(flags[17], "--nesterov=true");
   EXPECT_EQ(flags[31], "--synthetic_samples=2147483648");
+}
+
+// The fields of TrainerSpec.zero are flags of their own, at zero's place.
+TEST(TrainerSpecFlagsTest, FlattensTheZeroMessage) {
+  TrainerSpec t;
+  t.mutable_zero()->set_stage(1);
+  std::vector<std::string> flags = TrainerSpecFlags(t);
+  ASSERT_GE(flags.size(), 2u);
+  EXPECT_EQ(flags[flags.size() - 2], "--zero_stage=1");
+  EXPECT_EQ(flags.back(), "--zero_offload_optimizer=false");
+  flags = TrainerSpecFlags(TrainerSpec());
+  EXPECT_EQ(flags[flags.size() - 2], "--zero_stage=0");
 }
 
 TEST(TrainerSpecTableTest, ChecksNameTheLabelTheValueAndWhatIsAllowed) {

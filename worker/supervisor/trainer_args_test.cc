@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/spec/trainer_spec.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -20,6 +21,8 @@
 namespace baton::worker {
 namespace {
 
+using ::baton::TrainerSpecLeaf;
+using ::baton::TrainerSpecLeaves;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -41,15 +44,16 @@ std::string FlagOf(const std::vector<std::string>& argv, absl::string_view field
 TEST(TrainerArgvTest, PassesEveryTrainerSpecFieldExplicitly) {
   const std::vector<std::string> argv =
       TrainerArgv("t", baton::v1::TrainerSpec(), baton::v1::Budget(), "");
-  const google::protobuf::Descriptor& descriptor = *baton::v1::TrainerSpec::descriptor();
-  for (int i = 0; i < descriptor.field_count(); ++i) {
-    EXPECT_NE(FlagOf(argv, descriptor.field(i)->name()), "")
-        << "TrainerSpec." << descriptor.field(i)->name() << " is not passed";
+  const std::vector<TrainerSpecLeaf> leaves = TrainerSpecLeaves();
+  for (const TrainerSpecLeaf& leaf : leaves) {
+    EXPECT_NE(FlagOf(argv, leaf.flag_name), "") << leaf.spec_path << " is not passed";
   }
+  EXPECT_EQ(FlagOf(argv, "zero_stage"), "--zero_stage=0");
+  EXPECT_EQ(FlagOf(argv, "zero_offload_optimizer"), "--zero_offload_optimizer=false");
   EXPECT_EQ(FlagOf(argv, "max_steps"), "--max_steps=0");
   EXPECT_EQ(FlagOf(argv, "max_epochs"), "--max_epochs=0");
   EXPECT_EQ(FlagOf(argv, "checkpoint_dir"), "--checkpoint_dir=");
-  EXPECT_EQ(argv.size(), 1u + descriptor.field_count() + 3u);
+  EXPECT_EQ(argv.size(), 1u + leaves.size() + 3u);
   EXPECT_EQ(argv[0], "t");
 }
 
@@ -90,6 +94,7 @@ TEST(TrainerArgvTest, SetFieldsAreKept) {
   t.set_global_batch(512);
   t.set_sample_log("/tmp/samples");
   t.set_activation_checkpointing("blocks");
+  t.mutable_zero()->set_stage(1);
   baton::v1::Budget b;
   b.set_max_steps(1000);
   b.set_max_epochs(3);
@@ -106,6 +111,7 @@ TEST(TrainerArgvTest, SetFieldsAreKept) {
   EXPECT_EQ(FlagOf(argv, "global_batch"), "--global_batch=512");
   EXPECT_EQ(FlagOf(argv, "sample_log"), "--sample_log=/tmp/samples");
   EXPECT_EQ(FlagOf(argv, "activation_checkpointing"), "--activation_checkpointing=blocks");
+  EXPECT_EQ(FlagOf(argv, "zero_stage"), "--zero_stage=1");
   EXPECT_THAT(std::vector<std::string>(argv.end() - 3, argv.end()),
               ElementsAre("--max_steps=1000", "--max_epochs=3", "--checkpoint_dir=/ckpt"));
 }

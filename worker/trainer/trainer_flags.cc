@@ -91,6 +91,11 @@ ABSL_FLAG(std::string, activation_checkpointing,
           std::string(ts::kActivationCheckpointing.default_value),
           "none, or blocks: recompute each block's activations in backward (resnet18, "
           "resnet50, gpt).");
+ABSL_FLAG(int32_t, zero_stage, static_cast<int32_t>(ts::kZeroStage.default_value),
+          "TrainerSpec.zero.stage: 0, or 1 to shard the optimizer state over the ranks (2 is "
+          "not implemented yet).");
+ABSL_FLAG(bool, zero_offload_optimizer, ts::kZeroOffloadOptimizer.default_value,
+          "TrainerSpec.zero.offload_optimizer (not implemented yet: must be false).");
 // Budget fields and JobSpec.checkpoint_dir.
 ABSL_FLAG(int64_t, max_steps, ts::kMaxSteps.default_value,
           "Stop after this many steps (0 = no limit).");
@@ -211,6 +216,8 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   options.sample_log = absl::GetFlag(FLAGS_sample_log);
   options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  options.zero_stage = absl::GetFlag(FLAGS_zero_stage);
+  options.zero_offload_optimizer = absl::GetFlag(FLAGS_zero_offload_optimizer);
   RETURN_IF_ERROR(ValidateTrainerOptions(options));
   return options;
 }

@@ -75,6 +75,10 @@ absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
   RETURN_IF_ERROR(CheckFlag(ts::kKeepCheckpoints, o.keep_checkpoints));
   RETURN_IF_ERROR(CheckFlag(ts::kMaxSteps, o.max_steps));
   RETURN_IF_ERROR(CheckFlag(ts::kMaxEpochs, o.max_epochs));
+  RETURN_IF_ERROR(CheckFlag(ts::kZeroStage, o.zero_stage));
+  RETURN_IF_ERROR(ts::CheckZeroImplemented(o.zero_stage, o.zero_offload_optimizer,
+                                           ts::FlagLabel(ts::kZeroStage),
+                                           ts::FlagLabel(ts::kZeroOffloadOptimizer)));
   if (o.max_steps == 0 && o.max_epochs == 0) {
     return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
   }

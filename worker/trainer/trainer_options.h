@@ -38,6 +38,11 @@ struct TrainerOptions {
   // base_lr, total_steps and global_batch.
   LrScheduleOptions schedule;
   TrainStepOptions step;  // precision, accumulation_steps, clipping, buckets, ...
+  // ZeRO (TrainerSpec.zero): 1 shards the optimizer state over the ranks
+  // (zero/zero_optimizer.h; the same as 0 on one rank); 2 and offload are not implemented
+  // (ValidateTrainerOptions rejects them).
+  int zero_stage = static_cast<int>(trainer_spec::kZeroStage.default_value);
+  bool zero_offload_optimizer = trainer_spec::kZeroOffloadOptimizer.default_value;
   // Samples per rank per micro-batch (with global_batch: at most).
   int64_t batch_size = trainer_spec::kBatchSize.default_value;
   // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
@@ -65,7 +70,8 @@ struct TrainerOptions {
 
 // Checks every field against the table (common/spec/trainer_spec_defaults.h), the same ranges
 // submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
-// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget).
+// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget;
+// ZeRO stage 2 and offload are not implemented yet).
 // Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
 // be ...".
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);
@@ -87,6 +93,10 @@ struct TrainerContext {
   // set; none is lost), writes a metric line for the steps since the last one, and returns
   // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
+  // Except with ZeRO stage 1 on more than one rank (zero_stage): the optimizer state is
+  // sharded, so rank 0's request is shared with every rank at each step boundary (one
+  // scalar all-reduce per step); every rank takes part in the save and returns with
+  // `checkpointed` set.
   const std::atomic<bool>* checkpoint_request = nullptr;
   // The gang's rendezvous generation (BATON_GENERATION; 0 = unknown), for the sample log and
   // for fencing the checkpoint directory (see checkpoint/checkpoint_manager.h).

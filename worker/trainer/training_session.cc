@@ -107,6 +107,15 @@ absl::Status TrainingSession::BuildModel() {
     RETURN_IF_ERROR(BroadcastParameters(all, /*root=*/0, comm_));
   }
   ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(params_, options_.optimizer));
+  if (options_.zero_stage >= 1 && world_ > 1) {
+    ASSIGN_OR_RETURN(zero_,
+                     ZeroOptimizer::Create(params_, options_.optimizer, *optimizer_, comm_));
+    if (comm_.rank() == 0) {
+      *context_.log << "zero stage 1: each of " << world_ << " ranks updates "
+                    << zero_->layout().shard_numel() << " of "
+                    << zero_->layout().total_numel() << " parameter elements" << std::endl;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -143,8 +152,8 @@ absl::Status TrainingSession::BuildSchedule() {
   schedule_options.total_steps = total_steps_;
   schedule_options.global_batch = global_batch_;
   ASSIGN_OR_RETURN(schedule_, LrSchedule::Create(schedule_options));
-  ASSIGN_OR_RETURN(train_step_,
-                   TrainStep::Create(params_, *optimizer_, comm_, clock_, step_options_));
+  ASSIGN_OR_RETURN(train_step_, TrainStep::Create(params_, *optimizer_, comm_, clock_,
+                                                  step_options_, zero_.get()));
   if (!train_step_->precision().note.empty() && comm_.rank() == 0) {
     BATON_LOG(WARNING) << train_step_->precision().note;
   }
@@ -176,6 +185,9 @@ absl::Status TrainingSession::Restore() {
     } else if (restored.status().code() != absl::StatusCode::kNotFound) {
       return restored.status();
     }
+    // A checkpoint holds the unsharded optimizer state (whatever stage and world size saved
+    // it): each rank keeps its shard's cut of it.
+    if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
     RETURN_IF_ERROR(CheckRanksAgreeOnStep());
     // From here on older generations' writers are fenced off the directory; if a newer
     // generation has started already, this one is superseded and must not train.
@@ -230,7 +242,8 @@ absl::Status TrainingSession::CheckRanksAgreeOnStep() {
 absl::StatusOr<TrainResult> TrainingSession::Train() {
   RETURN_IF_ERROR(OpenData());
   while (step_ < total_steps_) {
-    if (StopRequested()) break;
+    ASSIGN_OR_RETURN(const bool stop, StopRequested());
+    if (stop) break;
     TraceStep(step_ + 1);
     RETURN_IF_ERROR(Step());
     RETURN_IF_ERROR(CheckpointAndEmit());
@@ -290,17 +303,21 @@ absl::Status TrainingSession::OpenData() {
   return absl::OkStatus();
 }
 
-bool TrainingSession::StopRequested() {
+absl::StatusOr<bool> TrainingSession::StopRequested() {
   if (context_.stop != nullptr && context_.stop->load()) {
     result_.stopped = true;
     return true;
   }
-  if (context_.checkpoint_request != nullptr && context_.checkpoint_request->load() &&
-      comm_.rank() == 0) {
-    result_.checkpointed = true;
-    return true;
+  bool checkpoint = context_.checkpoint_request != nullptr &&
+                    context_.checkpoint_request->load() && comm_.rank() == 0;
+  if (zero_ != nullptr && context_.checkpoint_request != nullptr) {
+    at::Tensor flag = at::full({1}, checkpoint ? 1.0 : 0.0,
+                               at::TensorOptions().dtype(at::kFloat).device(device_));
+    RETURN_IF_ERROR(comm_.AllReduceSum(flag));
+    checkpoint = flag.cpu().item<float>() > 0;
   }
-  return false;
+  if (checkpoint) result_.checkpointed = true;
+  return checkpoint;
 }
 
 // One optimizer step: accumulation_ micro-batches, then the all-reduce wait and update.
@@ -439,9 +456,19 @@ void TrainingSession::Emit(std::optional<double> eval_accuracy) {
   ResetPeakMemory(device_);
 }
 
-// Rank 0 saves the training state at step_ (no-op elsewhere or without a checkpoint_dir).
+// Rank 0 saves the training state at step_ (no-op without a checkpoint_dir). With zero_
+// every rank must call it: the optimizer state is gathered to rank 0 first (collective).
 absl::Status TrainingSession::Save() {
-  if (!checkpoints_.has_value() || comm_.rank() != 0) return absl::OkStatus();
+  if (!checkpoints_.has_value()) return absl::OkStatus();
+  if (zero_ == nullptr) return WriteCheckpoint();
+  RETURN_IF_ERROR(zero_->ExportState());
+  const absl::Status written = WriteCheckpoint();
+  zero_->ClearExportedState();
+  return written;
+}
+
+absl::Status TrainingSession::WriteCheckpoint() {
+  if (comm_.rank() != 0) return absl::OkStatus();
   const LoaderPosition next = loader_->position();
   state_.progress.step = step_;
   state_.progress.epoch = next.epoch;

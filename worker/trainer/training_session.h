@@ -38,6 +38,7 @@
 #include "worker/trainer/step/train_step.h"
 #include "worker/trainer/trainer_options.h"
 #include "worker/trainer/training_window.h"
+#include "worker/trainer/zero/zero_optimizer.h"
 
 namespace baton::trainer {
 
@@ -71,7 +72,10 @@ class TrainingSession {
   absl::Status CheckRanksAgreeOnStep();
   // Train.
   absl::Status OpenData();
-  bool StopRequested();  // Sets result_.stopped / result_.checkpointed.
+  // Sets result_.stopped / result_.checkpointed. With zero_, rank 0's checkpoint request is
+  // shared with every rank (collective): sharded state is saved by all ranks together.
+  // UNAVAILABLE when that collective fails.
+  absl::StatusOr<bool> StopRequested();
   absl::Status Step();
   absl::Status MicroBatch();
   void LogStepSamples();
@@ -79,6 +83,7 @@ class TrainingSession {
   absl::Status CheckpointAndEmit();
   void Emit(std::optional<double> eval_accuracy);
   absl::Status Save();
+  absl::Status WriteCheckpoint();  // Rank 0's part of Save.
   void TraceStep(int64_t step);
   void TraceWritten(const absl::StatusOr<std::optional<std::string>>& written);
   absl::StatusOr<TrainResult> Finish();
@@ -102,7 +107,10 @@ class TrainingSession {
   std::vector<at::Tensor> params_;
   NamedTensors named_;              // Parameters, then buffers.
   std::vector<at::Tensor> buffers_;
+  // Stage 0: updates the parameters. ZeRO stage 1: zero_'s reference optimizer (zero_grad,
+  // the lr, and the optimizer of checkpoints; state only while saving or restoring).
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<ZeroOptimizer> zero_;  // ZeRO stage 1 on more than one rank; else null.
   std::optional<DistributedSampler> sampler_;
   int64_t micro_per_epoch_ = 0;
   int64_t steps_per_epoch_ = 0;

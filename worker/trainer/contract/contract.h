@@ -20,7 +20,8 @@
 //   kernel's boot id, /dev/shm's device and the PID namespace; tests use it to simulate
 //   several hosts on one machine).
 //
-// Flags: `--name=value` for each TrainerSpec field, named like the field, and for Budget's
+// Flags: `--name=value` for each TrainerSpec field, named like the field (a field of a
+// nested message as `<field>_<subfield>`: TrainerSpec.zero.stage is --zero_stage), and for Budget's
 // max_steps and max_epochs and JobSpec's checkpoint_dir (hidden: comma-separated widths,
 // e.g. --hidden=256,128; booleans: true/false). Every one of them, its default and the
 // values it allows are in common/spec/trainer_spec_defaults.h, the table submit validates
@@ -34,7 +35,9 @@
 //
 // Signals: SIGTERM/SIGINT stop before the next step (a second one, or 5 s, ends the process
 // at once); SIGUSR1 asks rank 0 to checkpoint at the next step boundary and exit
-// kExitCheckpointed (other ranks ignore it); with --profile_dir=DIR, SIGUSR2 asks for a
+// kExitCheckpointed (other ranks ignore it; with --zero_stage=1 on more than one rank they
+// follow rank 0's request, take part in the save and exit kExitCheckpointed too); with
+// --profile_dir=DIR, SIGUSR2 asks for a
 // profiling window of steps written to DIR as a Chrome trace (worker/trainer/profile/
 // profiler.h has the request file and the output's names); without it SIGUSR2 is ignored.
 //

@@ -24,9 +24,10 @@ GradScalerOptions ScalerFor(const TrainStepOptions& options, const PrecisionPlan
 
 TrainStep::TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& optimizer,
                      Communicator& comm, const Clock& clock, const TrainStepOptions& options,
-                     std::unique_ptr<GradientReducer> reducer)
+                     std::unique_ptr<GradientReducer> reducer, ZeroOptimizer* zero)
     : params_(std::move(params)),
       optimizer_(optimizer),
+      zero_(zero),
       comm_(comm),
       clock_(clock),
       options_(options),
@@ -38,7 +39,8 @@ absl::StatusOr<std::unique_ptr<TrainStep>> TrainStep::Create(std::vector<at::Ten
                                                              torch::optim::Optimizer& optimizer,
                                                              Communicator& comm,
                                                              const Clock& clock,
-                                                             const TrainStepOptions& options) {
+                                                             const TrainStepOptions& options,
+                                                             ZeroOptimizer* zero) {
   if (options.accumulation_steps < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("--accumulation_steps=", options.accumulation_steps, " must be >= 1"));
@@ -54,7 +56,7 @@ absl::StatusOr<std::unique_ptr<TrainStep>> TrainStep::Create(std::vector<at::Ten
       GradientReducer::Create(params, comm, options.reducer);
   if (!reducer.ok()) return reducer.status();
   return std::unique_ptr<TrainStep>(
-      new TrainStep(std::move(params), optimizer, comm, clock, options, *std::move(reducer)));
+      new TrainStep(std::move(params), optimizer, comm, clock, options, *std::move(reducer), zero));
 }
 
 absl::Status TrainStep::Backward(const at::Tensor& loss) {
@@ -106,7 +108,11 @@ absl::StatusOr<StepOutcome> TrainStep::Finish() {
       outcome.grad_norm = options_.max_grad_norm > 0
                               ? ClipGradNorm(params_, options_.max_grad_norm)
                               : GradNorm(params_);
-      optimizer_.step();
+      if (zero_ != nullptr) {
+        if (absl::Status s = zero_->Step(); !s.ok()) return s;
+      } else {
+        optimizer_.step();
+      }
     }
     scaler_.Update(*found_inf);
     sync();

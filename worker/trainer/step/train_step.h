@@ -10,7 +10,8 @@
 //                                   // all-reduces (GradientReducer), earlier ones don't
 //   outcome = step.Finish();        // wait for the all-reduces; fp16: unscale + collective
 //                                   // inf/NaN check, skip + back off on overflow; clip to
-//                                   // max_grad_norm; optimizer step; scaler update
+//                                   // max_grad_norm; optimizer step (ZeRO stage 1: of this
+//                                   // rank's shard, then an all-gather); scaler update
 //
 // Gradients are zeroed by the first Backward of a step, so after Finish param.grad()
 // still holds the step's averaged (unscaled, clipped) gradient. Every rank takes the same
@@ -36,6 +37,7 @@
 #include "worker/trainer/profile/trace.h"
 #include "worker/trainer/step/grad_scaler.h"
 #include "worker/trainer/step/gradient_reducer.h"
+#include "worker/trainer/zero/zero_optimizer.h"
 
 namespace baton::trainer {
 
@@ -65,13 +67,17 @@ struct StepOutcome {
 class TrainStep {
  public:
   // `params`: the trainable parameters in model order, on comm.device(), the ones
-  // `optimizer` updates. `optimizer`, `comm` and `clock` must outlive the TrainStep.
-  // INVALID_ARGUMENT for bad options or parameters (see GradientReducer::Create).
+  // `optimizer` updates. `zero` (ZeRO stage 1; may be null): when set, the update is
+  // zero->Step() (this rank's shard, then the all-gather) instead of optimizer.step(), and
+  // `optimizer` must be zero's reference optimizer (it still zeroes the gradients).
+  // `optimizer`, `comm`, `clock` and `zero` must outlive the TrainStep. INVALID_ARGUMENT for
+  // bad options or parameters (see GradientReducer::Create).
   static absl::StatusOr<std::unique_ptr<TrainStep>> Create(std::vector<at::Tensor> params,
                                                            torch::optim::Optimizer& optimizer,
                                                            Communicator& comm,
                                                            const Clock& clock,
-                                                           const TrainStepOptions& options);
+                                                           const TrainStepOptions& options,
+                                                           ZeroOptimizer* zero = nullptr);
 
   const PrecisionPlan& precision() const { return plan_; }
   const GradScaler& scaler() const { return scaler_; }
@@ -94,10 +100,11 @@ class TrainStep {
  private:
   TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& optimizer,
             Communicator& comm, const Clock& clock, const TrainStepOptions& options,
-            std::unique_ptr<GradientReducer> reducer);
+            std::unique_ptr<GradientReducer> reducer, ZeroOptimizer* zero);
 
   const std::vector<at::Tensor> params_;
   torch::optim::Optimizer& optimizer_;
+  ZeroOptimizer* const zero_;  // Null: optimizer_ updates all the parameters.
   Communicator& comm_;
   const Clock& clock_;
   const TrainStepOptions options_;

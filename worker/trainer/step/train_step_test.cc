@@ -16,6 +16,8 @@
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/models/mlp.h"
+#include "worker/trainer/optim/optimizer.h"
+#include "worker/trainer/zero/zero_optimizer.h"
 
 namespace baton::trainer {
 namespace {
@@ -50,12 +52,25 @@ struct RankState {
 
 // Trains `steps` steps of a fresh MLP on `data` (this rank's shard = contiguous
 // rows per rank and step) with `options`. `poison(rank, step)` multiplies that loss by inf.
+// `zero`: update through a ZeroOptimizer (ZeRO stage 1) of the same SGD options.
 RankState Train(Communicator& comm, const Data& data, int64_t per_rank_batch, int steps,
                 const TrainStepOptions& options,
-                const std::function<bool(int, int)>& poison = nullptr) {
+                const std::function<bool(int, int)>& poison = nullptr, bool zero = false) {
   Mlp model(kMlp, /*seed=*/3);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  auto step = TrainStep::Create(model->parameters(), sgd, comm, *RealClock::Get(), options);
+  std::unique_ptr<ZeroOptimizer> sharded;
+  if (zero) {
+    OptimizerOptions sgd_options;
+    sgd_options.name = "sgd";
+    sgd_options.lr = 0.1;
+    sgd_options.momentum = 0.9;
+    absl::StatusOr<std::unique_ptr<ZeroOptimizer>> made =
+        ZeroOptimizer::Create(model->parameters(), sgd_options, sgd, comm);
+    EXPECT_OK(made);
+    if (made.ok()) sharded = *std::move(made);
+  }
+  auto step = TrainStep::Create(model->parameters(), sgd, comm, *RealClock::Get(), options,
+                                sharded.get());
   EXPECT_OK(step);
   RankState state;
   const int64_t micro = per_rank_batch / options.accumulation_steps;
@@ -189,6 +204,35 @@ TEST(TrainStepTest, ClipsToMaxGradNormAfterAveraging) {
     EXPECT_LT(RelativeError(got[r].grads[0] * (norm / 0.05), unclipped[r].grads[0]), 1e-4);
   }
   EXPECT_EQ(got[0].outcomes[0].grad_norm, got[1].outcomes[0].grad_norm);
+}
+
+// ZeRO stage 1 behind the whole step (fp16 scaling with an overflow skip, accumulation,
+// clipping, small buckets): the same outcomes and weights, bit for bit, as the plain update.
+TEST(TrainStepTest, ZeroStageOneUpdateMatchesThePlainOne) {
+  const Data data = MakeData(2 * 5 * 32, 13);
+  TrainStepOptions options;
+  options.precision = Precision::kFp16;
+  options.accumulation_steps = 2;
+  options.max_grad_norm = 0.5;
+  options.reducer.bucket_cap_mb = 0.5 / 1024;
+  const auto poison = [](int rank, int step) { return rank == 1 && step == 1; };
+  std::vector<RankState> runs[2];
+  for (const bool zero : {false, true}) {
+    runs[zero] = RunRanks<RankState>(
+        2, [&](Communicator& comm) { return Train(comm, data, 32, 5, options, poison, zero); });
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(runs[1][r].outcomes.size(), 5u);
+    EXPECT_TRUE(runs[1][r].outcomes[1].skipped);
+    for (size_t s = 0; s < 5; ++s) {
+      if (s == 1) continue;
+      EXPECT_EQ(runs[1][r].outcomes[s].grad_norm, runs[0][r].outcomes[s].grad_norm) << s;
+    }
+    EXPECT_EQ(runs[1][r].scale, runs[0][r].scale);
+    for (size_t i = 0; i < runs[0][r].weights.size(); ++i) {
+      EXPECT_TRUE(runs[1][r].weights[i].equal(runs[0][r].weights[i])) << "rank " << r << " " << i;
+    }
+  }
 }
 
 TEST(TrainStepTest, RejectsBadOptionsAndMisuse) {
