@@ -5,7 +5,11 @@
 # worker, which then exits 0 by itself. No step is lost (none runs twice), every step
 # trained on exactly the samples of an uninterrupted run, and the weights equal its weights
 # within an fp32 tolerance (see compare_runs in lib.sh).
+# With the argument "zero1" the drained job shards its optimizer state (trainer.zero.stage
+# 1): every rank takes part in the checkpoint the drain asks for, and the result still
+# matches the unsharded reference.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+MODE=${1:-}
 
 make_data "$TMP/mnist"
 start_coordinator
@@ -18,6 +22,10 @@ elastic_job_yaml reference 3 3 400
 run_reference
 
 elastic_job_yaml drained 2 3 400
+if [[ $MODE == zero1 ]]; then
+  sed -i 's/threads: 1,/threads: 1, zero: {stage: 1},/' "$TMP/drained.yaml"
+  grep -q "zero: {stage: 1}" "$TMP/drained.yaml" || fail "could not set trainer.zero"
+fi
 JOB=$("$BATON" submit "$TMP/drained.yaml")
 past_step() { (($(job_step "$JOB") >= $1)); }
 wait_for 60 past_step 40
@@ -37,6 +45,12 @@ grep -q "infra: *0/" "$TMP/describe.out" || fail "a drain used the infra budget"
 "$BATON" logs "$JOB" >"$TMP/logs.out"
 grep -q "checkpointed: steps=" "$TMP/logs.out" \
   || fail "rank 0 did not checkpoint on request"
+if [[ $MODE == zero1 ]]; then
+  "$BATON" logs "$JOB" --rank 1 >"$TMP/logs1.out"
+  grep -q "checkpointed: steps=" "$TMP/logs1.out" \
+    || fail "rank 1 did not take part in the sharded checkpoint"
+  grep -q "zero stage 1: each of 3 ranks" "$TMP/logs.out" || fail "stage 1 was not in use"
+fi
 
 compare_runs reference drained no-repeats
 echo "PASS"
