@@ -32,7 +32,6 @@ TRAINER=$BIN/worker/trainer/baton-trainer
 TMP=$(mktemp -d -t baton-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== BLAS in use: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"
 
@@ -53,13 +52,6 @@ run() {
   echo "${peak%% *} $(baton_rate "$metrics") ${loss%% *}"
 }
 
-# summary LABEL UNIT VALUE...: "LABEL  min M  median M  max M UNIT" (two decimals).
-summary() {
-  local label=$1 unit=$2; shift 2
-  $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[3:]))
-print("%-36s min %.2f  median %.2f  max %.2f %s" % (sys.argv[1], v[0], statistics.median(v), v[-1], sys.argv[2]))' \
-    "$label" "$unit" "$@"
-}
 
 echo "== GPT 6x128 (4 heads), T=512, batch 8, AdamW, 1 rank x 1 thread; ${STEPS} timed steps after ${WARMUP}; ${REPEATS} repeats"
 PLAIN_MEM=(); PLAIN_RATE=(); CKPT_MEM=(); CKPT_RATE=()

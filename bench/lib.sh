@@ -44,3 +44,15 @@ median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.
 
 # ratio A B: A / B with two decimals.
 ratio() { $PY -c "print('%.2f' % ($1 / $2))"; }
+
+# summary LABEL UNIT VALUE...: "LABEL  min M  median M  max M UNIT" (two decimals).
+summary() {
+  local label=$1 unit=$2
+  shift 2
+  $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[3:]))
+print("%-40s min %.2f  median %.2f  max %.2f %s" % (sys.argv[1], v[0], statistics.median(v), v[-1], sys.argv[2]))' \
+    "$label" "$unit" "$@"
+}
+
+# free_port: a loopback port the OS found free.
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

@@ -25,7 +25,6 @@ trap 'rm -rf "$TMP"' EXIT
 "$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
 
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== BLAS in use"
 echo "baton-trainer: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"

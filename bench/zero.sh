@@ -35,7 +35,6 @@ TRAINER=$BIN/worker/trainer/baton-trainer
 TMP=$(mktemp -d -t baton-bench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # run STAGE: two fresh ranks; prints "<max peak MiB over ranks> <samples/s> <final loss>
 # <elements updated per rank> <total elements>".
@@ -68,12 +67,6 @@ print(max(peaks), rate, loss, shard or 0, total or 0)
 PY
 }
 
-summary() {
-  local label=$1 unit=$2; shift 2
-  $PY -c 'import statistics,sys; v=sorted(map(float,sys.argv[3:]))
-print("%-40s min %.2f  median %.2f  max %.2f %s" % (sys.argv[1], v[0], statistics.median(v), v[-1], sys.argv[2]))' \
-    "$label" "$unit" "$@"
-}
 
 echo "== BLAS in use: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"
 echo "== GPT 6x256 (4 heads), vocab 16384, T=64, batch 8/rank, AdamW, 2 ranks x 1 thread;" \
