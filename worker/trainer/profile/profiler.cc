@@ -1,8 +1,6 @@
 #include "worker/trainer/profile/profiler.h"
 
-#include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <cctype>
 #include <utility>
 #include <vector>
 
@@ -10,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "worker/trainer/data/formats/file_util.h"
 
 namespace baton::trainer {
 namespace {
@@ -25,21 +24,6 @@ bool ValidId(const std::string& id) {
     }
   }
   return true;
-}
-
-// Writes `content` to `path` through a temporary file and a rename.
-absl::Status WriteAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << content;
-    out.flush();
-    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -71,19 +55,17 @@ Profiler::Profiler(ProfilerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), recorder_(options_.max_spans) {}
 
 void Profiler::Arm(int64_t next_step) {
-  std::string line;
-  {
-    std::ifstream in(absl::StrCat(options_.dir, "/", kRequestFile));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    line = buffer.str();
-  }
-  absl::StatusOr<ProfileRequest> request = ParseProfileRequest(line, options_.default_steps);
+  // No file: the defaults. An unreadable one is a bad request, reported below.
+  absl::StatusOr<std::string> line = ReadWholeFile(absl::StrCat(options_.dir, "/", kRequestFile));
+  absl::StatusOr<ProfileRequest> request =
+      line.ok()                         ? ParseProfileRequest(*line, options_.default_steps)
+      : absl::IsNotFound(line.status()) ? ParseProfileRequest("", options_.default_steps)
+                                        : absl::StatusOr<ProfileRequest>(line.status());
   if (!request.ok()) {
     const std::string path =
         absl::StrCat(options_.dir, "/trace-unknown-rank", options_.rank, ".error");
     BATON_LOG(WARNING) << request.status() << " (written to " << path << ")";
-    (void)WriteAtomically(path, absl::StrCat(request.status().message(), "\n"));
+    (void)WriteWholeFile(path, absl::StrCat(request.status().message(), "\n"));
     return;
   }
   if (request->start_step == 0 || request->start_step < next_step) {
@@ -139,7 +121,7 @@ absl::StatusOr<std::string> Profiler::Write(bool partial) {
   const std::string path =
       absl::StrCat(options_.dir, "/trace-", id_, "-rank", options_.rank, ".json");
   const absl::Status written =
-      WriteAtomically(path, ChromeTraceJson({{process, recorder_.Spans()}}));
+      WriteWholeFile(path, ChromeTraceJson({{process, recorder_.Spans()}}));
   recorder_.Clear();
   if (!written.ok()) return written;
   return path;

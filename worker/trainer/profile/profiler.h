@@ -13,7 +13,8 @@
 //      is still ahead, else the next step. A request that cannot be parsed is dropped with
 //      its reason in `<dir>/trace-<id>-rank<R>.error` (id "unknown" if none could be read).
 //   4. When the window's last step is done, `<dir>/trace-<id>-rank<R>.json` appears
-//      (written under a temporary name, then renamed: a reader never sees half a trace).
+//      (WriteWholeFile: a private temporary file, then renamed, so a reader never sees
+//      half a trace and a symlink planted there is replaced, not written through).
 //      If training ends first, the steps done so far are written (otherData in the trace
 //      says partial).
 // A request while a window is open is ignored (the open window finishes).
