@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# ZeRO (trainer.zero.stage): memory per rank and speed of baton-trainer at stage 1 vs the
-# baseline, stage 0 (the same trainer, every rank holding the whole optimizer state), for
-# the GPT model with AdamW at world size 2 (two processes, shared-memory collectives, 1
-# thread each). Stage 2 is not implemented yet: its row says so.
+# ZeRO (trainer.zero.stage): memory per rank and speed of baton-trainer at stages 1 and 2
+# vs the baseline, stage 0 (the same trainer, every rank holding the whole optimizer state
+# and gradient; the same overlapped bucketed all-reduce as DDP), for the GPT model with
+# AdamW at world size 2 (two processes, shared-memory collectives, 1 thread each), 4 MiB
+# gradient buckets for every stage.
 #
 # Per rank: optimizer-state bytes (AdamW's two fp32 moments per element it updates: the
-# whole model at stage 0, its shard at stage 1, read from the trainer's "zero stage 1:
-# each of N ranks updates S of T parameter elements" line), gradient bytes (fp32, the
-# whole model at stages 0 and 1: the all-reduce leaves every rank every gradient), and
-# the process's peak RSS (VmHWM, peak_rss_mib= on the trainer's summary line; includes
-# LibTorch, the model and activations). Speed: global samples/s from rank 0's metric
-# lines after the warmup. Every run is a pair of fresh processes; the stages alternate;
-# both must end at the same loss (stage 1 changes no value).
+# whole model at stage 0, its shard at stages 1 and 2, read from the trainer's "zero stage
+# S: each of N ranks updates K of T parameter elements" line), gradient bytes (fp32: the
+# whole model at stages 0 and 1, where the all-reduce leaves every rank every gradient; at
+# stage 2 the shard, plus at most two 4 MiB buckets in flight during backward), and the
+# process's peak RSS (VmHWM, peak_rss_mib= on the trainer's summary line; includes
+# LibTorch, the model and activations). Speed: global samples/s from rank 0's metric lines
+# after the warmup. Every run is a pair of fresh processes; the stages alternate; all must
+# end at the same loss (world size 2: the stages change no value).
 #
 # Prints min/median/max per stage; the last line is
-# `ratio=<stage 1 / stage 0 peak RSS per rank, medians>` (stage 2's, once it exists).
+# `ratio=<stage 2 / stage 0 peak RSS per rank, medians>`.
 #
 # Usage: bench/zero.sh [REPEATS=3] [STEPS=6]
 set -euo pipefail
@@ -27,7 +29,8 @@ PY=/usr/bin/python3
 # parameters dominate memory at T=64): ~9M parameters, AdamW state ~72 MB at stage 0.
 GPT=(--model=gpt --dataset=synthetic --gpt_layers=6 --gpt_heads=4 --gpt_width=256
   --vocab_size=16384 --context_length=64 --synthetic_samples=512 --batch_size=8
-  --optimizer=adamw --lr=0.001 --threads=1 --loader_threads=0 --log_every=1)
+  --optimizer=adamw --lr=0.001 --threads=1 --loader_threads=0 --log_every=1
+  --bucket_cap_mb=4)
 
 source bench/lib.sh
 build_trainer
@@ -60,7 +63,7 @@ for r in (0, 1):
     peaks.append(float(re.search(r"peak_rss_mib=([0-9.]+)", out).group(1)))
     if r == 0:
         loss = re.search(r"^done: steps=\d+ loss=([0-9.]+)", out, re.M).group(1)
-        m = re.search(r"zero stage 1: each of \d+ ranks updates (\d+) of (\d+) parameter elements", out)
+        m = re.search(r"zero stage \d: each of \d+ ranks updates (\d+) of (\d+) parameter elements", out)
         if m:
             shard, total = int(m.group(1)), int(m.group(2))
 print(max(peaks), rate, loss, shard or 0, total or 0)
@@ -71,16 +74,22 @@ PY
 echo "== BLAS in use: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"
 echo "== GPT 6x256 (4 heads), vocab 16384, T=64, batch 8/rank, AdamW, 2 ranks x 1 thread;" \
   "${STEPS} timed steps after ${WARMUP}; ${REPEATS} repeats"
-S0_MEM=(); S0_RATE=(); S1_MEM=(); S1_RATE=()
+declare -A MEM RATE
+SHARD=0 TOTAL=0
 for ((i = 0; i < REPEATS; i++)); do
-  read -r m0 r0 l0 _ _ <<<"$(run 0)"
-  read -r m1 r1 l1 shard total <<<"$(run 1)"
-  S0_MEM+=("$m0"); S0_RATE+=("$r0"); S1_MEM+=("$m1"); S1_RATE+=("$r1")
-  printf '  repeat %d: stage 0 %s MiB %.2f samples/s loss %s | stage 1 %s MiB %.2f samples/s loss %s\n' \
-    $((i + 1)) "$m0" "$r0" "$l0" "$m1" "$r1" "$l1"
-  [[ "$l0" == "$l1" ]] || { echo "final losses differ ($l0 vs $l1)" >&2; exit 1; }
+  line="  repeat $((i + 1)):"
+  losses=()
+  for stage in 0 1 2; do
+    read -r m r l shard total <<<"$(run "$stage")"
+    MEM[$stage]+="$m "; RATE[$stage]+="$r "; losses+=("$l")
+    [[ "$stage" == 2 ]] && SHARD=$shard TOTAL=$total
+    line+=$(printf ' stage %d %s MiB %.2f samples/s loss %s |' "$stage" "$m" "$r" "$l")
+  done
+  echo "${line% |}"
+  [[ "${losses[0]}" == "${losses[1]}" && "${losses[0]}" == "${losses[2]}" ]] ||
+    { echo "final losses differ (${losses[*]})" >&2; exit 1; }
 done
-$PY - "$shard" "$total" <<'PY'
+$PY - "$SHARD" "$TOTAL" <<'PY'
 import sys
 shard, total = int(sys.argv[1]), int(sys.argv[2])
 mib = lambda b: b / 2**20
@@ -88,11 +97,19 @@ print("per rank, bytes:               optimizer state    gradients")
 print("  stage 0 (baseline)           %8.1f MiB       %8.1f MiB" % (mib(8 * total), mib(4 * total)))
 print("  stage 1                      %8.1f MiB       %8.1f MiB   (state %.3f of stage 0)"
       % (mib(8 * shard), mib(4 * total), shard / total))
-print("  stage 2                      not implemented yet")
+print("  stage 2                      %8.1f MiB       %8.1f MiB + <= 8 MiB of buckets in flight"
+      "   (state and gradients %.3f of stage 0)" % (mib(8 * shard), mib(4 * shard), shard / total))
 PY
-summary "peak RSS per rank, stage 0 (baseline)" MiB "${S0_MEM[@]}"
-summary "peak RSS per rank, stage 1" MiB "${S1_MEM[@]}"
-summary "samples/s, stage 0 (baseline)" "samples/s" "${S0_RATE[@]}"
-summary "samples/s, stage 1" "samples/s" "${S1_RATE[@]}"
-echo "samples/s stage 1 / stage 0 (medians): $(ratio "$(median "${S1_RATE[@]}")" "$(median "${S0_RATE[@]}")")"
-echo "ratio=$(ratio "$(median "${S1_MEM[@]}")" "$(median "${S0_MEM[@]}")")"
+# shellcheck disable=SC2086  # The per-stage lists are space-separated numbers.
+{
+  summary "peak RSS per rank, stage 0 (baseline)" MiB ${MEM[0]}
+  summary "peak RSS per rank, stage 1" MiB ${MEM[1]}
+  summary "peak RSS per rank, stage 2" MiB ${MEM[2]}
+  summary "samples/s, stage 0 (baseline)" "samples/s" ${RATE[0]}
+  summary "samples/s, stage 1" "samples/s" ${RATE[1]}
+  summary "samples/s, stage 2" "samples/s" ${RATE[2]}
+  echo "samples/s stage 1 / stage 0 (medians): $(ratio "$(median ${RATE[1]})" "$(median ${RATE[0]})")"
+  echo "samples/s stage 2 / stage 0 (medians): $(ratio "$(median ${RATE[2]})" "$(median ${RATE[0]})")"
+  echo "peak RSS stage 1 / stage 0 (medians): $(ratio "$(median ${MEM[1]})" "$(median ${MEM[0]})")"
+  echo "ratio=$(ratio "$(median ${MEM[2]})" "$(median ${MEM[0]})")"
+}

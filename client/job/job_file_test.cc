@@ -183,18 +183,23 @@ TEST(ParseJobYamlTest, ResolvesRelativePathsAgainstBaseDir) {
 }
 
 // The shape, `trainer.zero: {stage: 0|1|2, offload_optimizer: bool}`, as a file and
-// as overrides; stage 2 parses and is rejected by validation, naming the field.
+// as overrides; stage 2 with gradient compression parses and is rejected by validation,
+// naming the field.
 TEST(ParseJobYamlTest, ZeroSpec) {
   absl::StatusOr<JobSpec> spec = Parse("trainer:\n  zero: {stage: 1, offload_optimizer: false}\n");
   ASSERT_OK(spec);
   EXPECT_TRUE(spec->trainer().zero().has_stage());
   EXPECT_EQ(spec->trainer().zero().stage(), 1);
   EXPECT_TRUE(spec->trainer().zero().has_offload_optimizer());
-  spec = Parse(kTrainerJob, {"trainer.zero.stage=2"});
+  spec = Parse(kTrainerJob, {"trainer.zero.stage=2", "trainer.zero.offload_optimizer=true"});
   ASSERT_OK(spec);
   EXPECT_EQ(spec->trainer().zero().stage(), 2);
+  EXPECT_OK(ValidateJobSpec(WithDefaults(*spec)));
+  spec = Parse(kTrainerJob, {"trainer.zero.stage=2", "trainer.grad_compression=bf16"});
+  ASSERT_OK(spec);
   EXPECT_THAT(ValidateJobSpec(WithDefaults(*spec)),
-              StatusIs(kInvalid, HasSubstr("trainer.zero.stage: 2 is not implemented yet")));
+              StatusIs(kInvalid, HasSubstr("trainer.zero.stage: 2 cannot be combined with "
+                                           "trainer.grad_compression=bf16")));
 }
 
 TEST(ParseJobYamlTest, Overrides) {

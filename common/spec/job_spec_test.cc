@@ -389,14 +389,23 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
        },
        "trainer.activation_checkpointing: 'blocks' is not supported by model 'torchscript'"},
       {[](auto& t) { t.set_activation_checkpointing("none"); }, ""},
-      {[](auto& t) { t.mutable_zero()->set_stage(2); },
-       "trainer.zero.stage: 2 is not implemented yet; allowed: 0, 1"},
+      {[](auto& t) { t.mutable_zero()->set_stage(2); }, ""},
+      {[](auto& t) {
+         t.mutable_zero()->set_stage(2);
+         t.set_grad_compression("bf16");
+       },
+       "trainer.zero.stage: 2 cannot be combined with trainer.grad_compression=bf16"},
       {[](auto& t) { t.mutable_zero()->set_stage(3); },
        "trainer.zero.stage: 3 is out of range; must be 0..2"},
       {[](auto& t) { t.mutable_zero()->set_stage(-1); },
        "trainer.zero.stage: -1 is out of range; must be 0..2"},
       {[](auto& t) { t.mutable_zero()->set_offload_optimizer(true); },
-       "trainer.zero.offload_optimizer: true is not implemented yet; allowed: false"},
+       "trainer.zero.offload_optimizer: true needs trainer.zero.stage 1 or 2"},
+      {[](auto& t) {
+         t.mutable_zero()->set_stage(1);
+         t.mutable_zero()->set_offload_optimizer(true);
+       },
+       ""},
       {[](auto& t) { t.mutable_zero()->set_stage(1); }, ""},
       {[](auto& t) { t.mutable_zero()->set_stage(0); }, ""},
       {[](auto& t) { t.set_model("resnet18"); t.set_activation_checkpointing("blocks"); }, ""},

@@ -407,9 +407,10 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
   RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));
   RETURN_IF_ERROR(CheckSpec(ts::kZeroStage, t.zero().stage()));
-  return ts::CheckZeroImplemented(t.zero().stage(), t.zero().offload_optimizer(),
-                                  ts::SpecPath(ts::kZeroStage),
-                                  ts::SpecPath(ts::kZeroOffloadOptimizer));
+  return ts::CheckZeroCombination(t.zero().stage(), t.zero().offload_optimizer(),
+                                  t.grad_compression(), ts::SpecPath(ts::kZeroStage),
+                                  ts::SpecPath(ts::kZeroOffloadOptimizer),
+                                  ts::SpecPath(ts::kGradCompression));
 }
 
 }  // namespace baton

@@ -53,16 +53,20 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
                                                  absl::StrJoin(field.allowed, ", ")));
 }
 
-absl::Status CheckZeroImplemented(int64_t stage, bool offload_optimizer,
-                                  absl::string_view stage_label,
-                                  absl::string_view offload_label) {
-  if (stage > kZeroStagesImplemented) {
+absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
+                                  absl::string_view grad_compression,
+                                  absl::string_view stage_label, absl::string_view offload_label,
+                                  absl::string_view compression_label) {
+  if (offload_optimizer && stage == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(stage_label, ": ", stage, " is not implemented yet; allowed: 0, 1"));
+        absl::StrCat(offload_label, ": true needs ", stage_label,
+                     " 1 or 2 (the sharded optimizer state is what is offloaded); it is 0"));
   }
-  if (offload_optimizer) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(offload_label, ": true is not implemented yet; allowed: false"));
+  if (stage == 2 && !grad_compression.empty() && grad_compression != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        stage_label, ": 2 cannot be combined with ", compression_label, "=", grad_compression,
+        " (stage 2 reduce-scatters full-width gradients); use stage 1, or ", compression_label,
+        "=none"));
   }
   return absl::OkStatus();
 }

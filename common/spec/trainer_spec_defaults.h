@@ -184,12 +184,10 @@ inline bool HasCheckpointableBlocks(absl::string_view model) {
   return model == "resnet18" || model == "resnet50" || model == "gpt";
 }
 // ZeRO (TrainerSpec.zero, a ZeroSpec): the flag of each of its fields is "zero_<field>".
-// Stage 2 and offload_optimizer are in the schema but not implemented: CheckZeroImplemented.
+// Combinations that cannot work: CheckZeroCombination.
 inline constexpr IntField kZeroStage{"zero_stage", 0, 0, 2, "", "zero.stage"};
 inline constexpr BoolField kZeroOffloadOptimizer{"zero_offload_optimizer", false,
                                                  "zero.offload_optimizer"};
-// The ZeRO stages and options implemented so far.
-inline constexpr int64_t kZeroStagesImplemented = 1;  // 0..this.
 
 // ---- Budget and JobSpec fields baton-trainer takes as flags -------------------------------
 
@@ -213,13 +211,15 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
 // order, labelled "<label>[<index>]".
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label);
-// OK for what is implemented of ZeRO (stage 0..kZeroStagesImplemented, no offload), else
-// INVALID_ARGUMENT "<stage_label>: 2 is not implemented yet; allowed: 0, 1" or
-// "<offload_label>: true is not implemented yet; allowed: false". `stage` must have passed
-// Check(kZeroStage, ...).
-absl::Status CheckZeroImplemented(int64_t stage, bool offload_optimizer,
-                                  absl::string_view stage_label,
-                                  absl::string_view offload_label);
+// OK unless the ZeRO settings cannot work together with the gradient compression, else
+// INVALID_ARGUMENT naming the field: "<offload_label>: true needs <stage_label> 1 or 2 ..."
+// (there is no sharded optimizer state to offload at stage 0), or "<stage_label>: 2 cannot
+// be combined with <compression_label>=bf16 ..." (stage 2 reduce-scatters full-width
+// gradients). `stage` and `grad_compression` must have passed their Checks.
+absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
+                                  absl::string_view grad_compression,
+                                  absl::string_view stage_label, absl::string_view offload_label,
+                                  absl::string_view compression_label);
 
 // "trainer.<name>" (or "trainer.<path>" for a nested field): the field path of a TrainerSpec
 // entry in a JobSpec.

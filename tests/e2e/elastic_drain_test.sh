@@ -5,9 +5,10 @@
 # worker, which then exits 0 by itself. No step is lost (none runs twice), every step
 # trained on exactly the samples of an uninterrupted run, and the weights equal its weights
 # within an fp32 tolerance (see compare_runs in lib.sh).
-# With the argument "zero1" the drained job shards its optimizer state (trainer.zero.stage
-# 1): every rank takes part in the checkpoint the drain asks for, and the result still
-# matches the unsharded reference.
+# With the argument "zero1" or "zero2" the drained job shards its optimizer state
+# (trainer.zero.stage 1), and with zero2 its gradients too: every rank takes part in the
+# checkpoint the drain asks for, the sharded checkpoint restores at the new world size, and
+# the result still matches the unsharded reference.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 MODE=${1:-}
 
@@ -22,9 +23,11 @@ elastic_job_yaml reference 3 3 400
 run_reference
 
 elastic_job_yaml drained 2 3 400
-if [[ $MODE == zero1 ]]; then
-  sed -i 's/threads: 1,/threads: 1, zero: {stage: 1},/' "$TMP/drained.yaml"
-  grep -q "zero: {stage: 1}" "$TMP/drained.yaml" || fail "could not set trainer.zero"
+STAGE=
+if [[ $MODE == zero[12] ]]; then
+  STAGE=${MODE#zero}
+  sed -i "s/threads: 1,/threads: 1, zero: {stage: $STAGE},/" "$TMP/drained.yaml"
+  grep -q "zero: {stage: $STAGE}" "$TMP/drained.yaml" || fail "could not set trainer.zero"
 fi
 JOB=$("$BATON" submit "$TMP/drained.yaml")
 past_step() { (($(job_step "$JOB") >= $1)); }
@@ -45,11 +48,14 @@ grep -q "infra: *0/" "$TMP/describe.out" || fail "a drain used the infra budget"
 "$BATON" logs "$JOB" >"$TMP/logs.out"
 grep -q "checkpointed: steps=" "$TMP/logs.out" \
   || fail "rank 0 did not checkpoint on request"
-if [[ $MODE == zero1 ]]; then
+if [[ -n $STAGE ]]; then
   "$BATON" logs "$JOB" --rank 1 >"$TMP/logs1.out"
   grep -q "checkpointed: steps=" "$TMP/logs1.out" \
     || fail "rank 1 did not take part in the sharded checkpoint"
-  grep -q "zero stage 1: each of 3 ranks" "$TMP/logs.out" || fail "stage 1 was not in use"
+  grep -q "zero stage $STAGE: each of 3 ranks" "$TMP/logs.out" \
+    || fail "stage $STAGE was not in use at world size 3"
+  grep -q "zero stage $STAGE: each of 2 ranks" "$TMP/logs.out" \
+    || fail "stage $STAGE was not in use after the resize to 2"
 fi
 
 compare_runs reference drained no-repeats

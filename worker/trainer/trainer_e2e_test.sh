@@ -145,7 +145,7 @@ expect_exit 2 "--grad_compression: 'int8' is not supported" -- "$TRAINER" --data
 expect_exit 2 "--accumulation_steps: 0 is out of range" -- "$TRAINER" --data_dir=data --max_steps=1 --accumulation_steps=0
 expect_exit 2 "--keep_checkpoints: 5000 is out of range; must be 1..1000" -- "$TRAINER" --data_dir=data --max_steps=1 --keep_checkpoints=5000
 expect_exit 2 "--activation_checkpointing: 'blocks' is not supported by --model=mlp" -- "$TRAINER" --data_dir=data --max_steps=1 --activation_checkpointing=blocks
-expect_exit 2 "--zero_stage: 2 is not implemented yet" -- "$TRAINER" --data_dir=data --max_steps=1 --zero_stage=2
+expect_exit 2 "--zero_offload_optimizer: true needs --zero_stage 1 or 2" -- "$TRAINER" --data_dir=data --max_steps=1 --zero_offload_optimizer=true
 expect_exit 2 "--device=tpu" -- "$TRAINER" --data_dir=data --max_steps=1 --device=tpu
 expect_exit 2 "max_epochs" -- "$TRAINER" --data_dir=data
 expect_exit 2 "RANK=5" -- env WORLD_SIZE=2 RANK=5 "$TRAINER" --data_dir=data --max_steps=1

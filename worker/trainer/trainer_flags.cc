@@ -92,10 +92,13 @@ ABSL_FLAG(std::string, activation_checkpointing,
           "none, or blocks: recompute each block's activations in backward (resnet18, "
           "resnet50, gpt).");
 ABSL_FLAG(int32_t, zero_stage, static_cast<int32_t>(ts::kZeroStage.default_value),
-          "TrainerSpec.zero.stage: 0, or 1 to shard the optimizer state over the ranks (2 is "
-          "not implemented yet).");
+          "TrainerSpec.zero.stage: 0 (every rank keeps everything), 1 to shard the optimizer "
+          "state over the ranks, 2 to shard the gradients too (reduce-scattered bucket by "
+          "bucket; not with --grad_compression).");
 ABSL_FLAG(bool, zero_offload_optimizer, ts::kZeroOffloadOptimizer.default_value,
-          "TrainerSpec.zero.offload_optimizer (not implemented yet: must be false).");
+          "TrainerSpec.zero.offload_optimizer: with --zero_stage 1 or 2, keep the sharded "
+          "optimizer state and run its update in pinned host memory when training on GPUs "
+          "(no-op on CPU).");
 // Budget fields and JobSpec.checkpoint_dir.
 ABSL_FLAG(int64_t, max_steps, ts::kMaxSteps.default_value,
           "Stop after this many steps (0 = no limit).");
@@ -114,9 +117,8 @@ absl::Status CheckFlag(const Field& field, const Value& value) {
 }
 
 bool IsLanguageModel() {
-  return absl::GetFlag(FLAGS_model) == "gpt" ||
-         (absl::GetFlag(FLAGS_model) == "torchscript" &&
-          absl::GetFlag(FLAGS_task) == "language_model");
+  return absl::GetFlag(FLAGS_model) == "gpt" || (absl::GetFlag(FLAGS_model) == "torchscript" &&
+                                                 absl::GetFlag(FLAGS_task) == "language_model");
 }
 
 // The data flags. The model flags it shares (vocab_size, context_length) are checked with
@@ -127,9 +129,9 @@ absl::StatusOr<DataOptions> DataOptionsFromFlags() {
   data.data_dir = absl::GetFlag(FLAGS_data_dir);
   RETURN_IF_ERROR(CheckFlag(ts::kDataset, data.dataset));
   if (data.dataset != "synthetic" && data.data_dir.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ts::FlagLabel(ts::kDataDir), ": is required for dataset ", data.dataset,
-                     "; the directory holding its files"));
+    return absl::InvalidArgumentError(absl::StrCat(ts::FlagLabel(ts::kDataDir),
+                                                   ": is required for dataset ", data.dataset,
+                                                   "; the directory holding its files"));
   }
   data.image_size = absl::GetFlag(FLAGS_image_size);
   data.context_length = absl::GetFlag(FLAGS_context_length);

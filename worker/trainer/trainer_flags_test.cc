@@ -180,17 +180,37 @@ TEST(TrainerFlagsTest, SubmitAndTrainerRejectTheSameValues) {
   }
 }
 
-// ZeRO stage 2 and offload are in the schema but rejected by both, naming the field.
-TEST(TrainerFlagsTest, ZeroStageTwoAndOffloadAreNotImplementedYet) {
-  EXPECT_THAT(SpecVerdict("zero_stage", "2").value(),
+// ZeRO combinations that cannot work are rejected by both, naming the field: offload
+// without a sharded stage, stage 2 with gradient compression.
+TEST(TrainerFlagsTest, ZeroCombinationsThatCannotWorkAreRejectedByBoth) {
+  baton::v1::JobSpec offload = BaseSpec();
+  offload.mutable_trainer()->mutable_zero()->set_offload_optimizer(true);
+  EXPECT_THAT(ValidateJobSpec(WithDefaults(offload)),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "trainer.zero.stage: 2 is not implemented yet; allowed: 0, 1"));
-  EXPECT_THAT(TrainerVerdict("zero_stage", "2"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--zero_stage: 2 is not implemented yet; allowed: 0, 1"));
+                       HasSubstr("trainer.zero.offload_optimizer: true needs trainer.zero.stage "
+                                 "1 or 2")));
   EXPECT_THAT(TrainerVerdict("zero_offload_optimizer", "true"),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--zero_offload_optimizer: true is not implemented yet; allowed: false"));
+                       HasSubstr("--zero_offload_optimizer: true needs --zero_stage 1 or 2")));
+  {
+    absl::FlagSaver restore_flags;
+    std::vector<std::string> args = BaseArgs();
+    args.push_back("--zero_stage=2");
+    args.push_back("--grad_compression=bf16");
+    EXPECT_THAT(FromArgs(args).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--zero_stage: 2 cannot be combined with "
+                                   "--grad_compression=bf16")));
+  }
+  baton::v1::JobSpec spec = BaseSpec();
+  spec.mutable_trainer()->mutable_zero()->set_stage(2);
+  spec.mutable_trainer()->set_grad_compression("fp16");
+  EXPECT_THAT(ValidateJobSpec(WithDefaults(spec)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("trainer.zero.stage: 2 cannot be combined with "
+                                 "trainer.grad_compression=fp16")));
+  EXPECT_OK(SpecVerdict("zero_stage", "2").value());
+  EXPECT_OK(TrainerVerdict("zero_stage", "2"));
   EXPECT_OK(SpecVerdict("zero_stage", "1").value());
   EXPECT_OK(TrainerVerdict("zero_stage", "1"));
   absl::FlagSaver restore_flags;

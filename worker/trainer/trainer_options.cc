@@ -35,8 +35,8 @@ absl::Status ValidateModelAndOptimizer(const ModelOptions& m, const OptimizerOpt
   RETURN_IF_ERROR(CheckFlag(ts::kMomentum, o.momentum));
   RETURN_IF_ERROR(CheckFlag(ts::kWeightDecay, o.weight_decay));
   if (o.nesterov && (o.name != "sgd" || !(o.momentum > 0))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ts::FlagLabel(ts::kNesterov), " needs --optimizer=sgd with --momentum > 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(ts::FlagLabel(ts::kNesterov), " needs --optimizer=sgd with --momentum > 0"));
   }
   RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta1, o.adam_beta1));
   RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta2, o.adam_beta2));
@@ -76,9 +76,14 @@ absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
   RETURN_IF_ERROR(CheckFlag(ts::kMaxSteps, o.max_steps));
   RETURN_IF_ERROR(CheckFlag(ts::kMaxEpochs, o.max_epochs));
   RETURN_IF_ERROR(CheckFlag(ts::kZeroStage, o.zero_stage));
-  RETURN_IF_ERROR(ts::CheckZeroImplemented(o.zero_stage, o.zero_offload_optimizer,
+  const GradCompression compression = o.step.reducer.compression;
+  RETURN_IF_ERROR(ts::CheckZeroCombination(o.zero_stage, o.zero_offload_optimizer,
+                                           compression == GradCompression::kNone   ? "none"
+                                           : compression == GradCompression::kBf16 ? "bf16"
+                                                                                   : "fp16",
                                            ts::FlagLabel(ts::kZeroStage),
-                                           ts::FlagLabel(ts::kZeroOffloadOptimizer)));
+                                           ts::FlagLabel(ts::kZeroOffloadOptimizer),
+                                           ts::FlagLabel(ts::kGradCompression)));
   if (o.max_steps == 0 && o.max_epochs == 0) {
     return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
   }

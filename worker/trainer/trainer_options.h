@@ -38,9 +38,9 @@ struct TrainerOptions {
   // base_lr, total_steps and global_batch.
   LrScheduleOptions schedule;
   TrainStepOptions step;  // precision, accumulation_steps, clipping, buckets, ...
-  // ZeRO (TrainerSpec.zero): 1 shards the optimizer state over the ranks
-  // (zero/zero_optimizer.h; the same as 0 on one rank); 2 and offload are not implemented
-  // (ValidateTrainerOptions rejects them).
+  // ZeRO (TrainerSpec.zero; zero/zero_optimizer.h; both the same as 0 on one rank): 1
+  // shards the optimizer state over the ranks, 2 the gradients too; offload keeps the
+  // sharded state in host memory when training on GPUs (a no-op on CPU).
   int zero_stage = static_cast<int>(trainer_spec::kZeroStage.default_value);
   bool zero_offload_optimizer = trainer_spec::kZeroOffloadOptimizer.default_value;
   // Samples per rank per micro-batch (with global_batch: at most).
@@ -93,7 +93,7 @@ struct TrainerContext {
   // set; none is lost), writes a metric line for the steps since the last one, and returns
   // with `checkpointed` set. The other ranks then fail their next collective (rank 0 left):
   // whoever asked (the worker, for a resize or a drain) stops and restarts the gang.
-  // Except with ZeRO stage 1 on more than one rank (zero_stage): the optimizer state is
+  // Except with ZeRO stage 1 or 2 on more than one rank (zero_stage): the optimizer state is
   // sharded, so rank 0's request is shared with every rank at each step boundary (one
   // scalar all-reduce per step); every rank takes part in the save and returns with
   // `checkpointed` set.

@@ -1,9 +1,9 @@
 #include "worker/trainer/training_session.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <fcntl.h>
 #include <unistd.h>
-#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"
 #include "worker/trainer/profile/profiler.h"
+#include "worker/trainer/step/gradient_reducer.h"
 
 namespace baton::trainer {
 namespace {
@@ -79,9 +80,8 @@ absl::Status TrainingSession::SplitBatch() {
     batch_size_ = split.micro_batch;
     step_options_.accumulation_steps = split.accumulation_steps;
     if (comm_.rank() == 0) {
-      *context_.log << "global batch " << options_.global_batch << " = " << world_
-                    << " ranks x " << split.accumulation_steps << " micro-batches x "
-                    << batch_size_ << std::endl;
+      *context_.log << "global batch " << options_.global_batch << " = " << world_ << " ranks x "
+                    << split.accumulation_steps << " micro-batches x " << batch_size_ << std::endl;
     }
   }
   accumulation_ = step_options_.accumulation_steps;
@@ -108,13 +108,30 @@ absl::Status TrainingSession::BuildModel() {
   }
   ASSIGN_OR_RETURN(optimizer_, MakeOptimizer(params_, options_.optimizer));
   if (options_.zero_stage >= 1 && world_ > 1) {
-    ASSIGN_OR_RETURN(zero_,
-                     ZeroOptimizer::Create(params_, options_.optimizer, *optimizer_, comm_));
-    if (comm_.rank() == 0) {
-      *context_.log << "zero stage 1: each of " << world_ << " ranks updates "
-                    << zero_->layout().shard_numel() << " of "
-                    << zero_->layout().total_numel() << " parameter elements" << std::endl;
+    ZeroOptions zero;
+    zero.stage = options_.zero_stage;
+    zero.offload_optimizer = options_.zero_offload_optimizer;
+    // Stage 2 shards each gradient bucket: the segments are the reducer's buckets.
+    if (zero.stage == 2) {
+      zero.segments = GradientBuckets(params_, step_options_.reducer.bucket_cap_mb);
     }
+    ASSIGN_OR_RETURN(zero_,
+                     ZeroOptimizer::Create(params_, options_.optimizer, *optimizer_, comm_, zero));
+    if (comm_.rank() == 0) {
+      *context_.log << "zero stage " << zero.stage << ": each of " << world_ << " ranks updates "
+                    << zero_->shard_numel() << " of " << zero_->total_numel()
+                    << " parameter elements"
+                    << (zero.stage == 2 ? " and keeps only their gradients" : "") << std::endl;
+      if (zero.offload_optimizer && !zero_->offloading()) {
+        *context_.log << ts::FlagLabel(ts::kZeroOffloadOptimizer)
+                      << ": training on the CPU, the optimizer state is in host memory "
+                         "already; nothing to offload"
+                      << std::endl;
+      }
+    }
+  } else if (options_.zero_stage >= 1 && comm_.rank() == 0) {
+    *context_.log << "zero stage " << options_.zero_stage
+                  << ": a world of one rank has nothing to shard; training as stage 0" << std::endl;
   }
   return absl::OkStatus();
 }
@@ -125,16 +142,15 @@ absl::Status TrainingSession::BuildSampler() {
                                  ? DistributedSampler::CreateForGlobalBatch(
                                        train_.size(), comm_.rank(), world_, batch_size_,
                                        options_.global_batch, options_.seed)
-                                 : DistributedSampler::Create(train_.size(), comm_.rank(),
-                                                              world_, batch_size_,
-                                                              options_.seed));
+                                 : DistributedSampler::Create(train_.size(), comm_.rank(), world_,
+                                                              batch_size_, options_.seed));
   micro_per_epoch_ = sampler_->batches_per_epoch();
   steps_per_epoch_ = micro_per_epoch_ / accumulation_;
   if (steps_per_epoch_ == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the dataset (", train_.size(), " samples) gives each of ", world_, " ranks ",
-        micro_per_epoch_, " batches of ", batch_size_, " per epoch, fewer than ",
-        ts::FlagLabel(ts::kAccumulationSteps), "=", accumulation_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the dataset (", train_.size(), " samples) gives each of ", world_, " ranks ",
+                     micro_per_epoch_, " batches of ", batch_size_, " per epoch, fewer than ",
+                     ts::FlagLabel(ts::kAccumulationSteps), "=", accumulation_));
   }
   total_steps_ = std::numeric_limits<int64_t>::max();
   if (options_.max_steps > 0) total_steps_ = options_.max_steps;
@@ -204,8 +220,7 @@ absl::Status TrainingSession::ApplyRestored(const RestoredCheckpoint& restored) 
   result_.restored_from = restored.path;
   // A scale of 1 means the saving run had no loss scaling: keep the initial scale.
   if (train_step_->scaler().enabled() && p.scaler_scale > 0 && p.scaler_scale != 1.0) {
-    RETURN_IF_ERROR(
-        train_step_->mutable_scaler().Restore(p.scaler_scale, p.scaler_growth_tracker));
+    RETURN_IF_ERROR(train_step_->mutable_scaler().Restore(p.scaler_scale, p.scaler_growth_tracker));
   }
   // Micro-batches per epoch of the gang that saved it (same dataset and batch size).
   const int64_t saved_micro =
@@ -213,8 +228,7 @@ absl::Status TrainingSession::ApplyRestored(const RestoredCheckpoint& restored) 
   // With a global batch every step consumed the same samples whatever the world size, so
   // the position follows from the step count alone, exactly.
   start_ = options_.global_batch > 0
-               ? LoaderPosition{step_ / steps_per_epoch_,
-                                step_ % steps_per_epoch_ * accumulation_}
+               ? LoaderPosition{step_ / steps_per_epoch_, step_ % steps_per_epoch_ * accumulation_}
                : ResumePosition(p, world_, micro_per_epoch_, accumulation_, saved_micro);
   *context_.log << "restored " << restored.path << " at step " << step_ << " (epoch "
                 << start_.epoch << ", batch " << start_.batch_in_epoch << ")" << std::endl;
@@ -308,8 +322,8 @@ absl::StatusOr<bool> TrainingSession::StopRequested() {
     result_.stopped = true;
     return true;
   }
-  bool checkpoint = context_.checkpoint_request != nullptr &&
-                    context_.checkpoint_request->load() && comm_.rank() == 0;
+  bool checkpoint = context_.checkpoint_request != nullptr && context_.checkpoint_request->load() &&
+                    comm_.rank() == 0;
   if (zero_ != nullptr && context_.checkpoint_request != nullptr) {
     at::Tensor flag = at::full({1}, checkpoint ? 1.0 : 0.0,
                                at::TensorOptions().dtype(at::kFloat).device(device_));

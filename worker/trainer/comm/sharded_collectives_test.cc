@@ -27,6 +27,7 @@ namespace baton::trainer {
 namespace {
 
 using ::baton::trainer::testing::CommunicatorFactory;
+using ::baton::trainer::testing::MakeShm;
 using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
 using ::testing::HasSubstr;
@@ -37,17 +38,6 @@ CommunicatorFactory MakeGloo(absl::Duration timeout) {
     options.collective_timeout = timeout;
     options.hostname = "127.0.0.1";
     return CreateGlooCommunicator(store, rank, world, options);
-  };
-}
-
-// 4 KiB slots (512 floats per piece), so a few thousand elements take several pieces.
-CommunicatorFactory MakeShm(absl::Duration timeout) {
-  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-    ShmOptions options;
-    options.slot_bytes = 4096;
-    options.collective_timeout = timeout;
-    options.poll_interval = absl::Milliseconds(20);
-    return CreateShmCommunicator(store, rank, world, options);
   };
 }
 

@@ -38,4 +38,20 @@ double ClipGradNorm(const std::vector<at::Tensor>& params, double max_norm) {
   return total.item<double>();
 }
 
+absl::StatusOr<double> ShardedClipGradNorm(const std::vector<at::Tensor>& shards, double max_norm,
+                                           Communicator& comm) {
+  c10::NoGradGuard no_grad;
+  std::vector<at::Tensor> grads;
+  const at::Tensor local = TotalNorm(shards, &grads);
+  at::Tensor squared = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(comm.device()));
+  if (local.defined()) squared.copy_(local.to(at::kDouble).square());
+  if (absl::Status s = comm.AllReduceSum(squared); !s.ok()) return s;
+  const at::Tensor total = squared.sqrt();
+  if (max_norm > 0) {
+    const at::Tensor coefficient = at::clamp_max(max_norm / (total + 1e-6), 1.0);
+    for (at::Tensor& grad : grads) grad.detach().mul_(coefficient.to(grad.scalar_type()));
+  }
+  return total.item<double>();
+}
+
 }  // namespace baton::trainer

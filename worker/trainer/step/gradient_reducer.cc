@@ -26,18 +26,19 @@ absl::Status CheckParams(const std::vector<at::Tensor>& params, const Communicat
           absl::StrCat("parameter ", i, " is not a dense floating-point leaf requiring grad"));
     }
     if (p.device() != comm.device()) {
-      return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " is on ",
-                                                     p.device().str(), ", the communicator on ",
+      return absl::InvalidArgumentError(absl::StrCat("parameter ", i, " is on ", p.device().str(),
+                                                     ", the communicator on ",
                                                      comm.device().str()));
     }
   }
   return absl::OkStatus();
 }
 
-// Parameter indices per bucket: reverse model order, closing a bucket when `cap_bytes`
-// would be exceeded or the dtype changes.
-std::vector<std::vector<size_t>> BucketLayout(const std::vector<at::Tensor>& params,
-                                              double cap_bytes) {
+}  // namespace
+
+std::vector<std::vector<size_t>> GradientBuckets(const std::vector<at::Tensor>& params,
+                                                 double bucket_cap_mb) {
+  const double cap_bytes = bucket_cap_mb * 1024.0 * 1024.0;
   std::vector<std::vector<size_t>> layout;
   double bytes = 0;
   for (size_t k = params.size(); k-- > 0;) {
@@ -55,33 +56,36 @@ std::vector<std::vector<size_t>> BucketLayout(const std::vector<at::Tensor>& par
   return layout;
 }
 
-}  // namespace
-
 struct GradientReducer::Core {
   struct Bucket {
-    std::vector<size_t> params;   // Indices into Core::params.
-    std::vector<int64_t> offsets; // Slot start of each parameter in `buffer`.
-    at::Tensor buffer;            // Flat, the parameters' dtype, on the device.
-    at::Tensor wire;              // What is all-reduced: `buffer`, or its 16-bit copy.
-    size_t missing = 0;           // Gradients not yet copied in this step.
+    std::vector<size_t> params;    // Indices into Core::params.
+    std::vector<int64_t> offsets;  // Slot start of each parameter in `buffer`.
+    at::Tensor buffer;             // Flat, the parameters' dtype, on the device. Sharded:
+                                   // allocated per step, `padded` elements.
+    at::Tensor wire;               // What is all-reduced: `buffer`, or its 16-bit copy.
+    at::Tensor output;             // Sharded: this rank's chunk of the sum.
+    int64_t padded = 0;            // Sharded: world size * output's elements.
+    size_t missing = 0;            // Gradients not yet copied in this step.
     std::unique_ptr<PendingCollective> pending;
-    absl::Time started;           // When `pending` was started (while tracing).
+    absl::Time started;  // When `pending` was started (while tracing).
   };
 
   Communicator* comm = nullptr;
   std::vector<at::Tensor> params;
-  std::vector<size_t> bucket_of;  // Parameter -> bucket.
-  std::vector<size_t> slot_of;    // Parameter -> position in its bucket.
+  std::vector<size_t> bucket_of;             // Parameter -> bucket.
+  std::vector<size_t> slot_of;               // Parameter -> position in its bucket.
   c10::ScalarType wire_dtype = c10::kFloat;  // Compressed type (unused for kNone).
   bool compress = false;
   bool emulated = false;  // Round to wire_dtype, sum in the bucket's dtype.
+  bool sharded = false;   // ReduceScatterInto.
 
   mutable absl::Mutex mu;
   std::vector<Bucket> buckets ABSL_GUARDED_BY(mu);
   std::vector<bool> ready ABSL_GUARDED_BY(mu);  // Gradient copied in this step.
   size_t next_to_start ABSL_GUARDED_BY(mu) = 0;
+  size_t next_to_wait ABSL_GUARDED_BY(mu) = 0;  // Sharded: buckets before it are done.
   bool armed ABSL_GUARDED_BY(mu) = false;       // Between BeginBackward(true) and Finish.
-  absl::Status error ABSL_GUARDED_BY(mu);        // First failure inside a hook.
+  absl::Status error ABSL_GUARDED_BY(mu);       // First failure inside a hook.
   std::vector<ReducerEvent> events ABSL_GUARDED_BY(mu);
   int started_in_backward ABSL_GUARDED_BY(mu) = 0;
   TraceRecorder* trace ABSL_GUARDED_BY(mu) = nullptr;  // SetTrace.
@@ -106,6 +110,9 @@ struct GradientReducer::Core {
   void CopyIn(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     Bucket& bucket = buckets[bucket_of[index]];
     const at::Tensor& param = params[index];
+    if (sharded && !bucket.buffer.defined()) {
+      bucket.buffer = at::zeros({bucket.padded}, param.options().requires_grad(false));
+    }
     at::Tensor slot =
         bucket.buffer.narrow(0, bucket.offsets[slot_of[index]], param.numel()).view(param.sizes());
     const at::Tensor& grad = param.grad();
@@ -114,6 +121,8 @@ struct GradientReducer::Core {
     } else {
       slot.zero_();
     }
+    // Sharded: the bucket holds it now; only this rank's chunk of the sum is kept.
+    if (sharded) param.mutable_grad().reset();
     ready[index] = true;
     --bucket.missing;
   }
@@ -133,14 +142,51 @@ struct GradientReducer::Core {
       // Before the call: a backend may do part or all of the work inside it.
       if (trace != nullptr) bucket.started = trace_clock->Now();
       absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
-          comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
+          sharded ? comm->StartReduceScatterSum(bucket.buffer, bucket.output)
+                  : comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
       if (!pending.ok()) return pending.status();
       bucket.pending = *std::move(pending);
       events.push_back({ReducerEvent::Kind::kBucketStarted, static_cast<int>(next_to_start)});
       if (in_backward) ++started_in_backward;
       ++next_to_start;
+      while (sharded && next_to_start - next_to_wait > kMaxScatterBucketsInFlight) {
+        if (absl::Status s = WaitBucket(next_to_wait++); !s.ok()) return s;
+      }
     }
     return absl::OkStatus();
+  }
+
+  // Waits for bucket b's collective (if started and not waited for) and traces it.
+  // Sharded: then divides its output by the world size and frees its buffer.
+  absl::Status WaitBucket(size_t b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    Bucket& bucket = buckets[b];
+    if (bucket.pending == nullptr) return absl::OkStatus();
+    absl::Status s = bucket.pending->Wait();
+    bucket.pending.reset();
+    if (trace != nullptr) {
+      TraceSpan span;
+      span.name = absl::StrCat(sharded ? "reduce-scatter bucket " : "allreduce bucket ", b);
+      span.category = "comm";
+      span.start = bucket.started;
+      span.duration = trace_clock->Now() - bucket.started;
+      span.thread = kCommTraceThread;
+      span.int_args["bytes"] =
+          static_cast<int64_t>((compress && !emulated ? bucket.wire : bucket.buffer).nbytes());
+      span.int_args["parameters"] = static_cast<int64_t>(bucket.params.size());
+      span.int_args["step"] = trace_step;
+      span.string_args["backend"] = comm->backend();
+      if (!s.ok()) span.string_args["error"] = std::string(s.message());
+      trace->Record(std::move(span));
+    }
+    if (sharded) {
+      bucket.buffer = at::Tensor();
+      if (s.ok()) at::div_out(bucket.output, bucket.output, Divisor(comm->world_size()));
+    }
+    return s;
+  }
+
+  static at::Tensor Divisor(int world) {
+    return at::scalar_tensor(static_cast<double>(world), at::TensorOptions().dtype(at::kDouble));
   }
 
   // Allocates the flat buffers of `layout`'s buckets (BucketLayout) and the parameter ->
@@ -172,9 +218,11 @@ struct GradientReducer::Core {
     for (Bucket& bucket : buckets) {
       bucket.missing = bucket.params.size();
       bucket.pending.reset();
+      if (sharded) bucket.buffer = at::Tensor();
     }
     std::fill(ready.begin(), ready.end(), false);
     next_to_start = 0;
+    next_to_wait = 0;
   }
 };
 
@@ -224,12 +272,10 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
   core->slot_of.resize(params.size());
   if (options.compression != GradCompression::kNone) {
     core->compress = true;
-    core->wire_dtype =
-        options.compression == GradCompression::kBf16 ? c10::kBFloat16 : c10::kHalf;
+    core->wire_dtype = options.compression == GradCompression::kBf16 ? c10::kBFloat16 : c10::kHalf;
     core->emulated = !comm.CanReduce(core->wire_dtype);
   }
-  const std::vector<std::vector<size_t>> layout =
-      BucketLayout(params, options.bucket_cap_mb * 1024.0 * 1024.0);
+  const std::vector<std::vector<size_t>> layout = GradientBuckets(params, options.bucket_cap_mb);
 
   std::unique_ptr<GradientReducer> reducer(new GradientReducer(core, layout));
   try {
@@ -258,10 +304,55 @@ int64_t GradientReducer::bytes_per_sync() const {
   if (core_->comm->world_size() == 1) return 0;
   int64_t bytes = 0;
   for (const Core::Bucket& bucket : core_->buckets) {
+    if (core_->sharded) {
+      bytes += bucket.padded * static_cast<int64_t>(bucket.output.element_size());
+      continue;
+    }
     const at::Tensor& sent = core_->compress && !core_->emulated ? bucket.wire : bucket.buffer;
     bytes += static_cast<int64_t>(sent.nbytes());
   }
   return bytes;
+}
+
+bool GradientReducer::sharded() const { return core_->sharded; }
+
+absl::Status GradientReducer::ReduceScatterInto(std::vector<at::Tensor> outputs) {
+  Core& core = *core_;
+  absl::MutexLock lock(&core.mu);
+  const int world = core.comm->world_size();
+  if (world == 1) {
+    return absl::FailedPreconditionError("sharded gradients need more than one rank");
+  }
+  if (core.compress) {
+    return absl::InvalidArgumentError(
+        "sharded gradients (ZeRO stage 2) cannot be combined with gradient compression");
+  }
+  if (outputs.size() != core.buckets.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sharded gradients: ", outputs.size(), " outputs for ", core.buckets.size(), " buckets"));
+  }
+  for (size_t b = 0; b < outputs.size(); ++b) {
+    const Core::Bucket& bucket = core.buckets[b];
+    const at::Tensor& out = outputs[b];
+    const at::Tensor& first = core.params[bucket.params.front()];
+    if (!out.defined() || out.scalar_type() != first.scalar_type() ||
+        out.device() != core.comm->device() || !out.is_contiguous() ||
+        out.numel() * world < bucket.buffer.numel()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sharded gradients: output ", b, " must be a contiguous ",
+                       std::string(first.dtype().name()), " tensor on ", core.comm->device().str(),
+                       " of at least ", (bucket.buffer.numel() + world - 1) / world, " elements"));
+    }
+  }
+  core.sharded = true;
+  for (size_t b = 0; b < outputs.size(); ++b) {
+    Core::Bucket& bucket = core.buckets[b];
+    bucket.padded = outputs[b].numel() * world;
+    bucket.output = std::move(outputs[b]);
+    bucket.buffer = at::Tensor();
+    bucket.wire = at::Tensor();
+  }
+  return absl::OkStatus();
 }
 
 void GradientReducer::BeginBackward(bool sync) {
@@ -295,32 +386,12 @@ absl::Status GradientReducer::FinishBackward() {
     if (status.ok()) status = core.StartReadyBuckets(/*in_backward=*/false);
     // Wait for everything started, even after a failure, so no collective outlives
     // the buffers' use.
-    for (size_t b = 0; b < core.buckets.size(); ++b) {
-      Core::Bucket& bucket = core.buckets[b];
-      if (bucket.pending == nullptr) continue;
-      absl::Status s = bucket.pending->Wait();
-      bucket.pending.reset();
+    for (size_t b = core.next_to_wait; b < core.buckets.size(); ++b) {
+      absl::Status s = core.WaitBucket(b);
       if (status.ok()) status = s;
-      if (core.trace != nullptr) {
-        TraceSpan span;
-        span.name = absl::StrCat("allreduce bucket ", b);
-        span.category = "comm";
-        span.start = bucket.started;
-        span.duration = core.trace_clock->Now() - bucket.started;
-        span.thread = kCommTraceThread;
-        span.int_args["bytes"] = static_cast<int64_t>(
-            (core.compress && !core.emulated ? bucket.wire : bucket.buffer).nbytes());
-        span.int_args["parameters"] = static_cast<int64_t>(bucket.params.size());
-        span.int_args["step"] = core.trace_step;
-        span.string_args["backend"] = core.comm->backend();
-        if (!s.ok()) span.string_args["error"] = std::string(s.message());
-        core.trace->Record(std::move(span));
-      }
     }
-    if (status.ok()) {
-      const at::Tensor divisor = at::scalar_tensor(
-          static_cast<double>(core.compress ? 1 : core.comm->world_size()),
-          at::TensorOptions().dtype(at::kDouble));
+    if (status.ok() && !core.sharded) {
+      const at::Tensor divisor = Core::Divisor(core.compress ? 1 : core.comm->world_size());
       for (Core::Bucket& bucket : core.buckets) {
         if (core.compress && !core.emulated) bucket.buffer.copy_(bucket.wire);
         for (size_t s = 0; s < bucket.params.size(); ++s) {

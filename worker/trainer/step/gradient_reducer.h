@@ -35,6 +35,15 @@
 // LibTorch 1.13 has no bfloat16) the values are rounded to it and summed in fp32:
 // same rounding of the inputs, no bandwidth saved (compression_emulated() says so).
 //
+// Sharded gradients (ZeRO stage 2, ReduceScatterInto): each bucket is REDUCE-SCATTERED
+// instead of all-reduced, into the caller's per-bucket output (this rank's chunk of the
+// bucket), and the full gradients are dropped as soon as they are copied into their bucket:
+// the hook resets param.grad() (sync backward only), a bucket's buffer is allocated when
+// its first gradient arrives and freed once its collective completed, and at most
+// kMaxScatterBucketsInFlight buckets are in flight (starting one more first waits for the
+// oldest, on the autograd thread). After FinishBackward the outputs hold the means over
+// ranks and no parameter has a gradient.
+//
 // Threading: hooks run on LibTorch's autograd thread(s) while the training thread is
 // blocked in backward(); all state is guarded by one mutex. BeginBackward/FinishBackward
 // are called by the training thread only.
@@ -61,6 +70,12 @@ struct Node;
 namespace baton::trainer {
 
 enum class GradCompression { kNone, kBf16, kFp16 };
+
+// The buckets GradientReducer::Create makes of `params` (parameter indices per bucket, in
+// start order: reverse model order, closing a bucket when bucket_cap_mb MiB would be
+// exceeded or the dtype changes). ZeRO stage 2 cuts its shards per bucket from these.
+std::vector<std::vector<size_t>> GradientBuckets(const std::vector<at::Tensor>& params,
+                                                 double bucket_cap_mb);
 
 // "none" (or ""), "bf16", "fp16". INVALID_ARGUMENT naming --grad_compression otherwise.
 absl::StatusOr<GradCompression> ParseGradCompression(absl::string_view name);
@@ -103,9 +118,24 @@ class GradientReducer {
   // Parameter indices (into `params`) of each bucket, in start order.
   const std::vector<std::vector<size_t>>& buckets() const { return layout_; }
   bool compression_emulated() const;
-  // Bytes this rank all-reduces per optimizer step (the buckets as sent, 16-bit when
-  // compressed); 0 for a world of one.
+  // Bytes this rank all-reduces (sharded: reduce-scatters) per optimizer step: the buckets
+  // as sent, 16-bit when compressed, padded when sharded; 0 for a world of one.
   int64_t bytes_per_sync() const;
+
+  // Buckets reduce-scattered at once at most (sharded mode); bounds the gradient memory of
+  // a step to this many buckets plus the outputs.
+  static constexpr int kMaxScatterBucketsInFlight = 2;
+
+  // Switches to sharded gradients (see the header comment): bucket b is reduce-scattered
+  // into outputs[b], whose world_size-fold is the bucket's buffer: the bucket's gradients
+  // end to end in bucket order, then zeros up to world_size * outputs[b].numel() elements.
+  // outputs: one per bucket, dense, contiguous, of the bucket's dtype, on comm.device(),
+  // not overlapping, each at least the bucket's elements / world_size; they are written
+  // (and must not be touched) between BeginBackward(true) and FinishBackward. Call before
+  // the first backward. INVALID_ARGUMENT for outputs that do not fit, or with compression;
+  // FAILED_PRECONDITION for a world of one (nothing to shard).
+  absl::Status ReduceScatterInto(std::vector<at::Tensor> outputs);
+  bool sharded() const;
 
   // Call before each backward(): sync=true for the micro-batch that completes an optimizer
   // step (its backward starts the all-reduces), false for the ones before it (no
@@ -113,7 +143,8 @@ class GradientReducer {
   void BeginBackward(bool sync);
 
   // After the sync backward(): see the header comment. On return every param.grad() holds
-  // the mean over ranks. UNAVAILABLE if a collective failed; INTERNAL for a LibTorch error
+  // the mean over ranks (sharded: the outputs hold the means of their chunks, and no
+  // param.grad() is defined). UNAVAILABLE if a collective failed; INTERNAL for a LibTorch error
   // in a hook; FAILED_PRECONDITION without a preceding BeginBackward(true). A world of one
   // communicates nothing.
   absl::Status FinishBackward();

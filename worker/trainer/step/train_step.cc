@@ -37,8 +37,7 @@ TrainStep::TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& op
 
 absl::StatusOr<std::unique_ptr<TrainStep>> TrainStep::Create(std::vector<at::Tensor> params,
                                                              torch::optim::Optimizer& optimizer,
-                                                             Communicator& comm,
-                                                             const Clock& clock,
+                                                             Communicator& comm, const Clock& clock,
                                                              const TrainStepOptions& options,
                                                              ZeroOptimizer* zero) {
   if (options.accumulation_steps < 1) {
@@ -55,6 +54,14 @@ absl::StatusOr<std::unique_ptr<TrainStep>> TrainStep::Create(std::vector<at::Ten
   absl::StatusOr<std::unique_ptr<GradientReducer>> reducer =
       GradientReducer::Create(params, comm, options.reducer);
   if (!reducer.ok()) return reducer.status();
+  if (zero != nullptr && zero->stage() == 2) {
+    if (zero->segments() != (*reducer)->buckets()) {
+      return absl::InvalidArgumentError(
+          "zero stage 2: the optimizer's segments are not the gradient buckets (build it with "
+          "GradientBuckets(params, bucket_cap_mb))");
+    }
+    if (absl::Status s = (*reducer)->ReduceScatterInto(zero->GradientShards()); !s.ok()) return s;
+  }
   return std::unique_ptr<TrainStep>(
       new TrainStep(std::move(params), optimizer, comm, clock, options, *std::move(reducer), zero));
 }
@@ -98,16 +105,28 @@ absl::StatusOr<StepOutcome> TrainStep::Finish() {
   const absl::Time optimizer_start = clock_.Now();
   outcome.comm_wait = optimizer_start - comm_start;
 
-  absl::StatusOr<bool> found_inf = scaler_.UnscaleAndCheck(params_, comm_);
+  // Stage 2: only this rank's shard of the gradient exists; the checks and the norm are
+  // collective over the shards.
+  const bool sharded = zero_ != nullptr && zero_->stage() == 2;
+  const std::vector<at::Tensor> grad_owners =
+      sharded ? std::vector<at::Tensor>{zero_->gradient_shard_leaf()} : params_;
+  absl::StatusOr<bool> found_inf = scaler_.UnscaleAndCheck(grad_owners, comm_);
   if (!found_inf.ok()) return found_inf.status();
   try {
     if (*found_inf) {
       outcome.skipped = true;
       outcome.grad_norm = std::numeric_limits<double>::quiet_NaN();
     } else {
-      outcome.grad_norm = options_.max_grad_norm > 0
-                              ? ClipGradNorm(params_, options_.max_grad_norm)
-                              : GradNorm(params_);
+      if (sharded) {
+        absl::StatusOr<double> norm =
+            ShardedClipGradNorm(grad_owners, options_.max_grad_norm, comm_);
+        if (!norm.ok()) return norm.status();
+        outcome.grad_norm = *norm;
+      } else {
+        outcome.grad_norm = options_.max_grad_norm > 0
+                                ? ClipGradNorm(params_, options_.max_grad_norm)
+                                : GradNorm(params_);
+      }
       if (zero_ != nullptr) {
         if (absl::Status s = zero_->Step(); !s.ok()) return s;
       } else {
@@ -124,4 +143,3 @@ absl::StatusOr<StepOutcome> TrainStep::Finish() {
 }
 
 }  // namespace baton::trainer
-

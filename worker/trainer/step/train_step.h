@@ -10,11 +10,14 @@
 //                                   // all-reduces (GradientReducer), earlier ones don't
 //   outcome = step.Finish();        // wait for the all-reduces; fp16: unscale + collective
 //                                   // inf/NaN check, skip + back off on overflow; clip to
-//                                   // max_grad_norm; optimizer step (ZeRO stage 1: of this
-//                                   // rank's shard, then an all-gather); scaler update
+//                                   // max_grad_norm; optimizer step (ZeRO: of this rank's
+//                                   // shard, then all-gathers); scaler update
 //
 // Gradients are zeroed by the first Backward of a step, so after Finish param.grad()
-// still holds the step's averaged (unscaled, clipped) gradient. Every rank takes the same
+// still holds the step's averaged (unscaled, clipped) gradient, except at ZeRO stage 2:
+// the reducer reduce-scatters each bucket into the ZeroOptimizer's gradient shard and
+// drops param.grad(); the inf/NaN check and the norm are then collective over the shards
+// (grad_clip.h: ShardedClipGradNorm). Every rank takes the same
 // skip decision and, as the gradients are identical after the all-reduce, computes the
 // same norm and applies the same update.
 //
@@ -67,9 +70,11 @@ struct StepOutcome {
 class TrainStep {
  public:
   // `params`: the trainable parameters in model order, on comm.device(), the ones
-  // `optimizer` updates. `zero` (ZeRO stage 1; may be null): when set, the update is
-  // zero->Step() (this rank's shard, then the all-gather) instead of optimizer.step(), and
-  // `optimizer` must be zero's reference optimizer (it still zeroes the gradients).
+  // `optimizer` updates. `zero` (ZeRO stage 1 or 2; may be null): when set, the update is
+  // zero->Step() (this rank's shard, then the all-gathers) instead of optimizer.step(), and
+  // `optimizer` must be zero's reference optimizer (it still zeroes the gradients). At
+  // stage 2 zero's segments must be the reducer's buckets (GradientBuckets(params,
+  // options.reducer.bucket_cap_mb)): INVALID_ARGUMENT otherwise, or with compression.
   // `optimizer`, `comm`, `clock` and `zero` must outlive the TrainStep. INVALID_ARGUMENT for
   // bad options or parameters (see GradientReducer::Create).
   static absl::StatusOr<std::unique_ptr<TrainStep>> Create(std::vector<at::Tensor> params,

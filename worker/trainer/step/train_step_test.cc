@@ -52,25 +52,30 @@ struct RankState {
 
 // Trains `steps` steps of a fresh MLP on `data` (this rank's shard = contiguous
 // rows per rank and step) with `options`. `poison(rank, step)` multiplies that loss by inf.
-// `zero`: update through a ZeroOptimizer (ZeRO stage 1) of the same SGD options.
+// `zero_stage` 1 or 2: update through a ZeroOptimizer of that stage and the same SGD options.
 RankState Train(Communicator& comm, const Data& data, int64_t per_rank_batch, int steps,
                 const TrainStepOptions& options,
-                const std::function<bool(int, int)>& poison = nullptr, bool zero = false) {
+                const std::function<bool(int, int)>& poison = nullptr, int zero_stage = 0) {
   Mlp model(kMlp, /*seed=*/3);
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   std::unique_ptr<ZeroOptimizer> sharded;
-  if (zero) {
+  if (zero_stage > 0) {
     OptimizerOptions sgd_options;
     sgd_options.name = "sgd";
     sgd_options.lr = 0.1;
     sgd_options.momentum = 0.9;
+    ZeroOptions zero;
+    zero.stage = zero_stage;
+    if (zero_stage == 2) {
+      zero.segments = GradientBuckets(model->parameters(), options.reducer.bucket_cap_mb);
+    }
     absl::StatusOr<std::unique_ptr<ZeroOptimizer>> made =
-        ZeroOptimizer::Create(model->parameters(), sgd_options, sgd, comm);
+        ZeroOptimizer::Create(model->parameters(), sgd_options, sgd, comm, zero);
     EXPECT_OK(made);
     if (made.ok()) sharded = *std::move(made);
   }
-  auto step = TrainStep::Create(model->parameters(), sgd, comm, *RealClock::Get(), options,
-                                sharded.get());
+  auto step =
+      TrainStep::Create(model->parameters(), sgd, comm, *RealClock::Get(), options, sharded.get());
   EXPECT_OK(step);
   RankState state;
   const int64_t micro = per_rank_batch / options.accumulation_steps;
@@ -134,8 +139,8 @@ TEST(TrainStepTest, Fp16OverflowOnOneRankSkipsTheStepEverywhere) {
   TrainStepOptions options;
   options.precision = Precision::kFp16;
   options.scaler.growth_interval = 2;
-  const std::vector<RankState> zero = RunRanks<RankState>(
-      2, [&](Communicator& comm) { return Train(comm, data, 16, 0, options); });
+  const std::vector<RankState> zero =
+      RunRanks<RankState>(2, [&](Communicator& comm) { return Train(comm, data, 16, 0, options); });
   const std::vector<RankState> got = RunRanks<RankState>(2, [&](Communicator& comm) {
     return Train(comm, data, 16, 1, options, [](int rank, int /*step*/) { return rank == 0; });
   });
@@ -173,8 +178,8 @@ TEST(TrainStepTest, LossScalingIsUndoneBeforeTheUpdate) {
   const Data data = MakeData(2 * 32, 13);
   TrainStepOptions fp16;
   fp16.precision = Precision::kFp16;
-  const std::vector<RankState> scaled = RunRanks<RankState>(
-      2, [&](Communicator& comm) { return Train(comm, data, 32, 1, fp16); });
+  const std::vector<RankState> scaled =
+      RunRanks<RankState>(2, [&](Communicator& comm) { return Train(comm, data, 32, 1, fp16); });
   const std::vector<RankState> plain = RunRanks<RankState>(
       2, [&](Communicator& comm) { return Train(comm, data, 32, 1, TrainStepOptions()); });
   const double tolerance = PlanPrecision(Precision::kFp16, c10::kCPU).autocast ? 1e-2 : 1e-5;
@@ -189,8 +194,8 @@ TEST(TrainStepTest, ClipsToMaxGradNormAfterAveraging) {
   const Data data = MakeData(2 * 32, 14);
   TrainStepOptions options;
   options.max_grad_norm = 0.05;
-  const std::vector<RankState> got = RunRanks<RankState>(
-      2, [&](Communicator& comm) { return Train(comm, data, 32, 1, options); });
+  const std::vector<RankState> got =
+      RunRanks<RankState>(2, [&](Communicator& comm) { return Train(comm, data, 32, 1, options); });
   const std::vector<RankState> unclipped = RunRanks<RankState>(
       2, [&](Communicator& comm) { return Train(comm, data, 32, 1, TrainStepOptions()); });
   for (int r = 0; r < 2; ++r) {
@@ -217,9 +222,9 @@ TEST(TrainStepTest, ZeroStageOneUpdateMatchesThePlainOne) {
   options.reducer.bucket_cap_mb = 0.5 / 1024;
   const auto poison = [](int rank, int step) { return rank == 1 && step == 1; };
   std::vector<RankState> runs[2];
-  for (const bool zero : {false, true}) {
-    runs[zero] = RunRanks<RankState>(
-        2, [&](Communicator& comm) { return Train(comm, data, 32, 5, options, poison, zero); });
+  for (const int stage : {0, 1}) {
+    runs[stage] = RunRanks<RankState>(
+        2, [&](Communicator& comm) { return Train(comm, data, 32, 5, options, poison, stage); });
   }
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(runs[1][r].outcomes.size(), 5u);
@@ -231,6 +236,67 @@ TEST(TrainStepTest, ZeroStageOneUpdateMatchesThePlainOne) {
     EXPECT_EQ(runs[1][r].scale, runs[0][r].scale);
     for (size_t i = 0; i < runs[0][r].weights.size(); ++i) {
       EXPECT_TRUE(runs[1][r].weights[i].equal(runs[0][r].weights[i])) << "rank " << r << " " << i;
+    }
+  }
+}
+
+// ZeRO stage 2 behind the whole step (fp16 scaling with an overflow skip found on one rank's
+// shard only, accumulation, small buckets, two of them in flight): the same skips, scale
+// and weights bit for bit as the plain update, and no rank keeps a full gradient. The norm
+// is summed per shard, so it agrees within rounding only.
+TEST(TrainStepTest, ZeroStageTwoUpdateMatchesThePlainOne) {
+  const Data data = MakeData(2 * 5 * 32, 13);
+  TrainStepOptions options;
+  options.precision = Precision::kFp16;
+  options.accumulation_steps = 2;
+  options.reducer.bucket_cap_mb = 0.25 / 1024;
+  const auto poison = [](int rank, int step) { return rank == 1 && step == 1; };
+  std::vector<RankState> runs[3];
+  for (const int stage : {0, 2}) {
+    runs[stage] = RunRanks<RankState>(
+        2, [&](Communicator& comm) { return Train(comm, data, 32, 5, options, poison, stage); });
+  }
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(runs[2][r].outcomes.size(), 5u);
+    EXPECT_TRUE(runs[2][r].outcomes[1].skipped);
+    for (size_t s = 0; s < 5; ++s) {
+      EXPECT_EQ(runs[2][r].outcomes[s].skipped, runs[0][r].outcomes[s].skipped) << s;
+      if (s == 1) continue;
+      EXPECT_NEAR(runs[2][r].outcomes[s].grad_norm, runs[0][r].outcomes[s].grad_norm,
+                  1e-5 * runs[0][r].outcomes[s].grad_norm)
+          << s;
+    }
+    EXPECT_EQ(runs[2][r].scale, runs[0][r].scale);
+    for (size_t i = 0; i < runs[0][r].weights.size(); ++i) {
+      EXPECT_TRUE(runs[2][r].weights[i].equal(runs[0][r].weights[i])) << "rank " << r << " " << i;
+      EXPECT_FALSE(runs[2][r].grads[i].defined()) << "rank " << r << " " << i;
+    }
+  }
+  EXPECT_EQ(runs[2][0].outcomes[0].grad_norm, runs[2][1].outcomes[0].grad_norm);
+}
+
+// Clipping at stage 2 scales the shards by the coefficient of the global norm: the weights
+// follow the plain clipped update within rounding (the coefficient comes from a norm summed
+// in another order).
+TEST(TrainStepTest, ZeroStageTwoClipsByTheGlobalNorm) {
+  const Data data = MakeData(2 * 3 * 32, 17);
+  TrainStepOptions options;
+  options.max_grad_norm = 0.05;
+  options.reducer.bucket_cap_mb = 0.25 / 1024;
+  std::vector<RankState> runs[3];
+  for (const int stage : {0, 2}) {
+    runs[stage] = RunRanks<RankState>(
+        2, [&](Communicator& comm) { return Train(comm, data, 32, 3, options, nullptr, stage); });
+  }
+  for (int r = 0; r < 2; ++r) {
+    for (size_t s = 0; s < 3; ++s) {
+      EXPECT_GT(runs[0][r].outcomes[s].grad_norm, 0.05) << "clipping is active at step " << s;
+      EXPECT_NEAR(runs[2][r].outcomes[s].grad_norm, runs[0][r].outcomes[s].grad_norm,
+                  1e-5 * runs[0][r].outcomes[s].grad_norm);
+    }
+    for (size_t i = 0; i < runs[0][r].weights.size(); ++i) {
+      EXPECT_TRUE(at::allclose(runs[2][r].weights[i], runs[0][r].weights[i], 1e-5, 1e-7))
+          << "rank " << r << " " << i;
     }
   }
 }

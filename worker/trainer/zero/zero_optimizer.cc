@@ -6,6 +6,7 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <utility>
@@ -61,82 +62,157 @@ std::unique_ptr<OptimizerParamState> MakeState(bool adamw, std::vector<at::Tenso
 
 absl::StatusOr<std::unique_ptr<ZeroOptimizer>> ZeroOptimizer::Create(
     std::vector<at::Tensor> params, const OptimizerOptions& options,
-    torch::optim::Optimizer& reference, Communicator& comm) {
+    torch::optim::Optimizer& reference, Communicator& comm, const ZeroOptions& zero) {
   if (params.empty()) return absl::InvalidArgumentError("zero: the model has no parameters");
-  std::vector<int64_t> numels;
-  for (const at::Tensor& p : params) {
+  if (zero.stage != 1 && zero.stage != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zero: stage ", zero.stage, " is not a sharded stage (1 or 2)"));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor& p = params[i];
     if (!p.defined() || p.scalar_type() != params[0].scalar_type() || p.device() != comm.device() ||
         !p.is_contiguous()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "zero: parameter ", numels.size(),
+          "zero: parameter ", i,
           " is not a contiguous tensor of the first one's dtype on the communicator's device"));
     }
-    numels.push_back(p.numel());
   }
-  ASSIGN_OR_RETURN(ShardLayout layout,
-                   ShardLayout::Create(std::move(numels), comm.world_size(), kAlign));
-  if (layout.total_numel() == 0) {
-    return absl::InvalidArgumentError("zero: the model's parameters have no elements");
-  }
-  at::Tensor shard, gathered;
-  std::unique_ptr<torch::optim::Optimizer> inner;
-  try {
-    const at::TensorOptions flat = params[0].options().requires_grad(false);
-    shard = at::zeros({layout.shard_numel()}, flat).set_requires_grad(true);
-    shard.mutable_grad() = at::zeros({layout.shard_numel()}, flat);
-    gathered = at::empty({layout.padded_numel()}, flat);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("zero: allocating the shard: ", e.what()));
-  }
-  ASSIGN_OR_RETURN(inner, MakeOptimizer({shard}, options));
-  return std::unique_ptr<ZeroOptimizer>(new ZeroOptimizer(std::move(params), reference, comm,
-                                                          std::move(layout), std::move(shard),
-                                                          std::move(gathered), std::move(inner)));
+  std::unique_ptr<ZeroOptimizer> optimizer(
+      new ZeroOptimizer(std::move(params), reference, comm, zero.stage));
+  RETURN_IF_ERROR(optimizer->Build(options, zero));
+  return optimizer;
 }
 
 ZeroOptimizer::ZeroOptimizer(std::vector<at::Tensor> params, torch::optim::Optimizer& reference,
-                             Communicator& comm, ShardLayout layout, at::Tensor shard,
-                             at::Tensor gathered, std::unique_ptr<torch::optim::Optimizer> inner)
-    : params_(std::move(params)),
-      reference_(reference),
-      comm_(comm),
-      layout_(std::move(layout)),
-      pieces_(layout_.Pieces(comm.rank())),
-      shard_(std::move(shard)),
-      gathered_(std::move(gathered)),
-      inner_(std::move(inner)) {}
+                             Communicator& comm, int stage)
+    : params_(std::move(params)), reference_(reference), comm_(comm), stage_(stage) {}
+
+absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOptions& zero) {
+  std::vector<std::vector<size_t>> segments = zero.segments;
+  if (segments.empty()) {
+    segments.emplace_back();
+    for (size_t i = 0; i < params_.size(); ++i) segments.back().push_back(i);
+  }
+  std::vector<bool> seen(params_.size(), false);
+  flat_offset_.assign(params_.size(), 0);
+  int64_t flat_numel = 0;
+  for (std::vector<size_t>& indices : segments) {
+    std::vector<int64_t> numels;
+    for (const size_t i : indices) {
+      if (i >= params_.size() || seen[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("zero: the segments are not a partition of the ", params_.size(),
+                         " parameters (index ", i, " is out of range or repeated)"));
+      }
+      seen[i] = true;
+      numels.push_back(params_[i].numel());
+    }
+    ASSIGN_OR_RETURN(ShardLayout layout,
+                     ShardLayout::Create(std::move(numels), comm_.world_size(), kAlign));
+    Segment segment{std::move(indices), std::move(layout), flat_numel, shard_numel_, {}};
+    segment.pieces = segment.layout.Pieces(comm_.rank());
+    for (size_t k = 0; k < segment.params.size(); ++k) {
+      flat_offset_[segment.params[k]] = flat_numel + segment.layout.param_offset(k);
+    }
+    flat_numel += segment.layout.padded_numel();
+    shard_numel_ += segment.layout.shard_numel();
+    total_numel_ += segment.layout.total_numel();
+    segments_.push_back(std::move(segment));
+  }
+  if (std::find(seen.begin(), seen.end(), false) != seen.end()) {
+    return absl::InvalidArgumentError("zero: the segments leave parameters out");
+  }
+  if (total_numel_ == 0) {
+    return absl::InvalidArgumentError("zero: the model's parameters have no elements");
+  }
+  offloading_ = zero.offload_optimizer && comm_.device().is_cuda();
+  try {
+    c10::NoGradGuard no_grad;
+    const at::TensorOptions device = params_[0].options().requires_grad(false);
+    const at::TensorOptions host =
+        offloading_ ? device.device(c10::kCPU).pinned_memory(true) : device;
+    flat_ = at::zeros({flat_numel}, device);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor slot =
+          flat_.narrow(0, flat_offset_[i], params_[i].numel()).view(params_[i].sizes());
+      slot.copy_(params_[i].detach());
+      params_[i].set_data(slot);
+    }
+    shard_ = at::zeros({shard_numel_}, host).set_requires_grad(true);
+    shard_.mutable_grad() = at::zeros({shard_numel_}, host);
+    grad_dev_ = offloading_ ? at::zeros({shard_numel_}, device) : shard_.mutable_grad();
+    shard_dev_ = offloading_ ? at::zeros({shard_numel_}, device) : shard_.detach();
+    grad_leaf_ = grad_dev_.detach().set_requires_grad(true);
+    grad_leaf_.mutable_grad() = grad_dev_;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("zero: allocating the shard: ", e.what()));
+  }
+  ASSIGN_OR_RETURN(inner_, MakeOptimizer({shard_}, options));
+  return absl::OkStatus();
+}
+
+std::vector<at::Tensor> ZeroOptimizer::GradientShards() const {
+  std::vector<at::Tensor> shards;
+  for (const Segment& segment : segments_) {
+    shards.push_back(grad_dev_.narrow(0, segment.shard_begin, segment.layout.shard_numel()));
+  }
+  return shards;
+}
+
+std::vector<std::vector<size_t>> ZeroOptimizer::segments() const {
+  std::vector<std::vector<size_t>> segments;
+  for (const Segment& segment : segments_) segments.push_back(segment.params);
+  return segments;
+}
 
 absl::Status ZeroOptimizer::Step() {
   try {
     c10::NoGradGuard no_grad;
     const at::Tensor values = shard_.detach();
     at::Tensor grad = shard_.mutable_grad();
-    grad.zero_();
-    for (const ShardPiece& piece : pieces_) {
-      const at::Tensor& p = params_[piece.param];
-      values.narrow(0, piece.shard_offset, piece.length)
-          .copy_(p.detach().view(-1).narrow(0, piece.param_offset, piece.length));
-      if (p.grad().defined()) {
-        grad.narrow(0, piece.shard_offset, piece.length)
-            .copy_(p.grad().reshape(-1).narrow(0, piece.param_offset, piece.length));
+    const int rank = comm_.rank();
+    for (const Segment& segment : segments_) {
+      const int64_t chunk = segment.layout.shard_numel();
+      values.narrow(0, segment.shard_begin, chunk)
+          .copy_(flat_.narrow(0, segment.flat_begin + segment.layout.shard_begin(rank), chunk));
+    }
+    if (stage_ == 1) {
+      grad.zero_();
+      for (const Segment& segment : segments_) {
+        for (const ShardPiece& piece : segment.pieces) {
+          const at::Tensor& p = params_[segment.params[piece.param]];
+          if (!p.grad().defined()) continue;
+          grad.narrow(0, segment.shard_begin + piece.shard_offset, piece.length)
+              .copy_(p.grad().reshape(-1).narrow(0, piece.param_offset, piece.length));
+        }
       }
+    } else if (offloading_) {
+      grad.copy_(grad_dev_);
     }
     SetLearningRate(*inner_, GetLearningRate(reference_));
     inner_->step();
+    if (offloading_) shard_dev_.copy_(values);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("zero: shard update: ", e.what()));
   }
-  RETURN_IF_ERROR(comm_.AllGather(shard_.detach(), gathered_));
-  try {
-    c10::NoGradGuard no_grad;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      params_[i].detach().view(-1).copy_(
-          gathered_.narrow(0, layout_.param_offset(static_cast<int>(i)), layout_.numels()[i]));
+  // Every segment's all-gather is started before any is waited for.
+  std::vector<std::unique_ptr<PendingCollective>> pending;
+  absl::Status status;
+  for (const Segment& segment : segments_) {
+    absl::StatusOr<std::unique_ptr<PendingCollective>> started = comm_.StartAllGather(
+        shard_dev_.narrow(0, segment.shard_begin, segment.layout.shard_numel()),
+        flat_.narrow(0, segment.flat_begin, segment.layout.padded_numel()));
+    if (!started.ok()) {
+      status = started.status();
+      break;
     }
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("zero: parameter copy-back: ", e.what()));
+    pending.push_back(*std::move(started));
   }
-  return absl::OkStatus();
+  for (const std::unique_ptr<PendingCollective>& p : pending) {
+    absl::Status s = p->Wait();
+    if (status.ok()) status = s;
+  }
+  return status;
 }
 
 absl::Status ZeroOptimizer::ExportState() {
@@ -149,20 +225,24 @@ absl::Status ZeroOptimizer::ExportState() {
   const bool keep = comm_.rank() == 0;
   std::vector<std::vector<at::Tensor>> per_param(params_.size());
   for (const at::Tensor& tensor : shard_state) {
-    at::Tensor full;
+    // Laid out as flat_: each parameter's state where the parameter is.
+    at::Tensor full, local;
     try {
-      full = at::empty({layout_.padded_numel()}, tensor.options());
+      full = at::empty({flat_.numel()}, flat_.options());
+      local = tensor.to(comm_.device());
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("zero: export buffer: ", e.what()));
     }
-    RETURN_IF_ERROR(comm_.AllGather(tensor, full));
+    for (const Segment& segment : segments_) {
+      RETURN_IF_ERROR(
+          comm_.AllGather(local.narrow(0, segment.shard_begin, segment.layout.shard_numel()),
+                          full.narrow(0, segment.flat_begin, segment.layout.padded_numel())));
+    }
     if (!keep) continue;
     try {
       for (size_t i = 0; i < params_.size(); ++i) {
         per_param[i].push_back(
-            full.narrow(0, layout_.param_offset(static_cast<int>(i)), layout_.numels()[i])
-                .view(params_[i].sizes())
-                .clone());
+            full.narrow(0, flat_offset_[i], params_[i].numel()).view(params_[i].sizes()).clone());
       }
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("zero: export: ", e.what()));
@@ -200,18 +280,21 @@ absl::Status ZeroOptimizer::ImportState() {
   std::vector<at::Tensor> shard_state;
   try {
     for (size_t f = 0; f < fields; ++f) {
-      at::Tensor shard = at::zeros({layout_.shard_numel()}, shard_.options().requires_grad(false));
-      for (const ShardPiece& piece : pieces_) {
-        const OptimizerParamState& state = *states[piece.param];
-        const std::vector<at::Tensor> tensors = StateTensors(state);
-        if (StateStep(state) != step || tensors.size() != fields || !tensors[f].defined() ||
-            tensors[f].numel() != layout_.numels()[piece.param]) {
-          return absl::FailedPreconditionError(
-              absl::StrCat("zero: the restored optimizer state of parameter ", piece.param,
-                           " does not match the first parameter's step or the parameter's size"));
+      at::Tensor shard = at::zeros({shard_numel_}, shard_.options().requires_grad(false));
+      for (const Segment& segment : segments_) {
+        for (const ShardPiece& piece : segment.pieces) {
+          const size_t param = segment.params[piece.param];
+          const OptimizerParamState& state = *states[param];
+          const std::vector<at::Tensor> tensors = StateTensors(state);
+          if (StateStep(state) != step || tensors.size() != fields || !tensors[f].defined() ||
+              tensors[f].numel() != params_[param].numel()) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("zero: the restored optimizer state of parameter ", param,
+                             " does not match the first parameter's step or the parameter's size"));
+          }
+          shard.narrow(0, segment.shard_begin + piece.shard_offset, piece.length)
+              .copy_(tensors[f].reshape(-1).narrow(0, piece.param_offset, piece.length));
         }
-        shard.narrow(0, piece.shard_offset, piece.length)
-            .copy_(tensors[f].reshape(-1).narrow(0, piece.param_offset, piece.length));
       }
       shard_state.push_back(std::move(shard));
     }

@@ -1,38 +1,61 @@
 #pragma once
 
-// ZeRO stage 1 (issue 14): each data-parallel rank keeps the optimizer state of only its
-// shard of the parameters (shard_layout.h), updates that shard, and the updated shards are
-// all-gathered into every rank's parameters.
+// ZeRO stages 1 and 2 (issue 14): each data-parallel rank keeps the optimizer state of
+// only its shard of the parameters (shard_layout.h), updates that shard, and the updated
+// shards are all-gathered straight into every rank's parameters.
 //
-// The step, after the gradients have been all-reduced (and unscaled/clipped) on every rank:
-//   1. rank r copies its shard of the flat parameters and of their gradients into a leaf
-//      tensor `shard` of layout.shard_numel() elements (padding: zeros);
-//   2. it runs the SAME LibTorch optimizer (optim/optimizer.h, same options, the lr of the
-//      reference optimizer's first group) over `shard` alone;
-//   3. one all-gather of the shards (Communicator::AllGather) into a flat buffer of
-//      layout.padded_numel() elements, copied back into the parameters.
+// Segments and the flat buffer. The parameters are cut into segments (stage 2: the
+// GradientReducer's buckets, GradientBuckets(), so a bucket's reduce-scatter yields this
+// rank's gradient shard of that segment; otherwise one segment of all the parameters in
+// model order). Each segment is laid out and sharded on its own by a ShardLayout: its
+// parameters end to end in segment order, padded to world_size equal chunks. Create moves
+// every parameter into one flat buffer on the device holding the segments one after the
+// other: the parameters become views into it (Tensor::set_data: same tensors, so modules,
+// optimizers and checkpoints keep working; they must not be replaced later, only written
+// in place). This rank's shard is the concatenation of its chunk of every segment.
+//
+// The step, after backward:
+//   1. the shard's values are copied out of the flat buffer (they may have been written
+//      in place since: a restore, a broadcast);
+//   2. its gradient: stage 1 copies this rank's pieces of the all-reduced param.grad();
+//      stage 2 already has it (the reducer reduce-scattered each bucket into
+//      GradientShards(), averaged; no param.grad() exists);
+//   3. the SAME LibTorch optimizer (optim/optimizer.h, same options, the lr of the
+//      reference optimizer's first group) steps over the shard alone;
+//   4. one all-gather per segment, from the shard into the segment's part of the flat
+//      buffer: the parameters are updated in place, no copy-back.
 // SGD (momentum, weight decay, nesterov) and AdamW are elementwise, so every parameter
-// element sees the same arithmetic as in the unsharded step: the results are the same bits
-// (zero_optimizer_test checks it). One difference: a parameter without a gradient gets a
-// zero gradient here (and so weight decay and momentum), where LibTorch skips it; the
-// GradientReducer gives every parameter a gradient, so the trainer never has one.
+// element sees the same arithmetic as in the unsharded step given the same gradient (stage
+// 1: the same bits, zero_optimizer_test checks it; stage 2: the gradient is a sum by a
+// reduce-scatter instead of an all-reduce, see train_step_test for when that is the same
+// sum). One difference: a parameter without a gradient gets a zero gradient here (and so
+// weight decay and momentum), where LibTorch skips it; the GradientReducer gives every
+// parameter a gradient, so the trainer never has one.
+//
+// Offload (offload_optimizer): on a CUDA device the shard, its gradient, the optimizer
+// state and the update live in pinned host memory; the gradient shard is copied down
+// before and the updated shard up after the optimizer step (1/N of the parameters each
+// way). On CPU the state is in host memory already: offloading() is false and nothing
+// changes (the trainer says so).
 //
 // The reference optimizer: the unsharded optimizer of the same options over all the
 // parameters, as stage 0 builds it. It holds no state while training; the training loop
 // uses it for what is not sharded: zero_grad, the lr (SetLearningRate), and as the
-// checkpoint's optimizer (checkpoint/training_state.h). A checkpoint of stage 1 is therefore
-// a checkpoint of stage 0, whatever the world size:
+// checkpoint's optimizer (checkpoint/training_state.h). A checkpoint of stage 1 or 2 is
+// therefore a checkpoint of stage 0, whatever the world size:
 //   ExportState (collective, before rank 0 saves): every state tensor of the shards is
 //     all-gathered and rank 0 fills the reference optimizer's per-parameter state with it.
 //     Memory while saving: on every rank one flat buffer of the model's size per state
 //     tensor (one at a time), and on rank 0 the full state (what stage 0 holds always)
 //     until ClearExportedState.
 //   ImportState (local, after every rank restored the reference optimizer): each rank cuts
-//     its shard from the full per-parameter state (so any world size, and stage 0 <-> 1),
-//     then clears the reference's state.
+//     its shard from the full per-parameter state (so any world size, and any stage), then
+//     clears the reference's state.
 //
-// Memory while training: the shard's state (1/N of stage 0's), the shard and its gradient
-// (2/N of the parameters), and the all-gather buffer (the parameters' size).
+// Memory while training, beside the parameters (1x, now in the flat buffer): the shard's
+// state (1/N of stage 0's), the shard and its gradient (2/N of the parameters). Stage 1
+// keeps the full param.grad() and the reducer's buckets (as stage 0); stage 2 keeps
+// neither (GradientReducer: at most two buckets in flight during backward).
 //
 // Not thread-safe: owned by the training loop's thread. Every rank must make the same
 // collective calls (Step, ExportState) in the same order.
@@ -42,6 +65,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -52,26 +76,38 @@
 
 namespace baton::trainer {
 
+struct ZeroOptions {
+  int stage = 1;  // 1: optimizer state sharded; 2: gradients too (GradientShards()).
+  bool offload_optimizer = false;
+  // Parameter indices per segment (see the header comment): a partition of all the
+  // parameters, each segment's indices in its layout order. Empty: one segment, model
+  // order. Stage 2 passes GradientBuckets(params, bucket_cap_mb).
+  std::vector<std::vector<size_t>> segments;
+};
+
 class ZeroOptimizer {
  public:
   // Shards start on multiples of this many elements.
   static constexpr int64_t kAlign = 16;
 
   // `params`: the trainable parameters in model order (the same on every rank), dense,
-  // contiguous, of one dtype, on comm.device(). `reference`: the unsharded optimizer built
-  // by MakeOptimizer(params, options). `reference` and `comm` must outlive the object.
-  // INVALID_ARGUMENT for bad options (MakeOptimizer's) or parameters.
+  // contiguous, of one dtype, on comm.device(); they become views into the flat buffer.
+  // `reference`: the unsharded optimizer built by MakeOptimizer(params, options).
+  // `reference` and `comm` must outlive the object. INVALID_ARGUMENT for bad options
+  // (MakeOptimizer's), parameters, stage or segments.
   static absl::StatusOr<std::unique_ptr<ZeroOptimizer>> Create(std::vector<at::Tensor> params,
                                                                const OptimizerOptions& options,
                                                                torch::optim::Optimizer& reference,
-                                                               Communicator& comm);
+                                                               Communicator& comm,
+                                                               const ZeroOptions& zero = {});
 
   ZeroOptimizer(const ZeroOptimizer&) = delete;
   ZeroOptimizer& operator=(const ZeroOptimizer&) = delete;
 
-  // The update of this rank's shard and the all-gather of all shards into the parameters
-  // (collective). Reads the parameters' gradients (undefined: zeros) and the reference's
-  // lr. UNAVAILABLE when the all-gather fails; INTERNAL for LibTorch errors.
+  // The update of this rank's shard and the all-gathers of all shards into the parameters
+  // (collective). Stage 1 reads the parameters' gradients (undefined: zeros), stage 2 the
+  // gradient shards; both the reference's lr. UNAVAILABLE when an all-gather fails;
+  // INTERNAL for LibTorch errors.
   absl::Status Step();
 
   // Fills the reference optimizer's state on rank 0 with the full, unsharded state
@@ -86,22 +122,56 @@ class ZeroOptimizer {
   // (AdamW) different step counts, or a state tensor has the wrong number of elements.
   absl::Status ImportState();
 
-  const ShardLayout& layout() const { return layout_; }
+  int stage() const { return stage_; }
+  // Whether the optimizer state lives in host memory apart from the device's parameters
+  // (offload_optimizer on a CUDA device).
+  bool offloading() const { return offloading_; }
+  // Stage 2: the reduce-scatter outputs, one per segment in segment order (this rank's
+  // chunk of each segment's gradient, on comm.device()): GradientReducer::ReduceScatterInto.
+  std::vector<at::Tensor> GradientShards() const;
+  // A leaf on comm.device() whose grad() is the concatenation of GradientShards(), for
+  // unscaling and clipping the gradient shard at stage 2 before Step (its own values are
+  // meaningless).
+  const at::Tensor& gradient_shard_leaf() const { return grad_leaf_; }
+  // Parameter indices per segment, as laid out (ZeroOptions::segments, or the default).
+  std::vector<std::vector<size_t>> segments() const;
+
+  // Elements of this rank's shard (padding included), of all the parameters, and of the
+  // flat buffer (the parameters and every segment's padding).
+  int64_t shard_numel() const { return shard_numel_; }
+  int64_t total_numel() const { return total_numel_; }
+  int64_t padded_numel() const { return flat_.numel(); }
   // Elements of optimizer state tensors this rank holds (momentum / moments of its shard).
   int64_t StateNumel() const;
 
  private:
+  struct Segment {
+    std::vector<size_t> params;      // Indices into params_, in layout order.
+    ShardLayout layout;              // Over the segment's parameters.
+    int64_t flat_begin = 0;          // Where the segment starts in flat_.
+    int64_t shard_begin = 0;         // Where its chunk starts in this rank's shard.
+    std::vector<ShardPiece> pieces;  // Of this rank's chunk; piece.param indexes `params`.
+  };
+
   ZeroOptimizer(std::vector<at::Tensor> params, torch::optim::Optimizer& reference,
-                Communicator& comm, ShardLayout layout, at::Tensor shard, at::Tensor gathered,
-                std::unique_ptr<torch::optim::Optimizer> inner);
+                Communicator& comm, int stage);
+  absl::Status Build(const OptimizerOptions& options, const ZeroOptions& zero);
 
   const std::vector<at::Tensor> params_;
   torch::optim::Optimizer& reference_;
   Communicator& comm_;
-  const ShardLayout layout_;
-  const std::vector<ShardPiece> pieces_;  // Of this rank's shard.
-  at::Tensor shard_;     // Leaf, shard_numel elements; its grad is the shard's gradient.
-  at::Tensor gathered_;  // padded_numel elements: the all-gather's output.
+  const int stage_;
+  bool offloading_ = false;
+  std::vector<Segment> segments_;
+  std::vector<int64_t> flat_offset_;  // Parameter -> where it starts in flat_.
+  int64_t shard_numel_ = 0;
+  int64_t total_numel_ = 0;
+  at::Tensor flat_;       // The parameters' storage (comm.device()).
+  at::Tensor shard_;      // Leaf, shard_numel_ elements; its grad is the shard's gradient.
+  at::Tensor grad_dev_;   // Stage 2: the reduce-scatter outputs (shard_.grad() unless
+                          // offloading).
+  at::Tensor shard_dev_;  // The all-gather input (shard_ unless offloading).
+  at::Tensor grad_leaf_;  // Shares grad_dev_'s storage; its grad is grad_dev_.
   std::unique_ptr<torch::optim::Optimizer> inner_;  // Over {shard_} only.
 };
 

@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/comm/gloo_communicator.h"
+#include "worker/trainer/comm/shm_communicator.h"
 
 namespace baton::trainer::testing {
 
@@ -29,6 +30,18 @@ inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
   options.collective_timeout = absl::Seconds(30);
   options.hostname = "127.0.0.1";
   return CreateGlooCommunicator(store, rank, world, options);
+}
+
+// Shared-memory ranks (all on this host) with 4 KiB slots (512 floats per piece), so a
+// few thousand elements take several pieces.
+inline CommunicatorFactory MakeShm(absl::Duration timeout) {
+  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+    ShmOptions options;
+    options.slot_bytes = 4096;
+    options.collective_timeout = timeout;
+    options.poll_interval = absl::Milliseconds(20);
+    return CreateShmCommunicator(store, rank, world, options);
+  };
 }
 
 // One c10d TCPStore server on an OS-chosen port and one store per rank: rank 0's is the
