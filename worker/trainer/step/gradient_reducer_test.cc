@@ -286,5 +286,97 @@ TEST(GradientReducerTest, CompressionRoundTripIsClose) {
   }
 }
 
+
+// Sharded mode (ZeRO stage 2): each bucket's mean gradient, laid out as the bucket (its
+// parameters end to end, then zeros), arrives cut into the ranks' outputs; no rank keeps a
+// param.grad(); the reduce-scatters still start during backward.
+TEST(GradientReducerTest, ShardedModeReduceScattersEachBucketIntoTheOutputs) {
+  const Batch batch = MakeBatch(2 * kBatch, 31);
+  // The reference: the plain mean gradients over both ranks' rows.
+  Mlp reference(kMlp, /*seed=*/5);
+  torch::nn::functional::cross_entropy(reference->forward(batch.inputs), batch.targets)
+      .backward();
+  const std::vector<at::Tensor> want = Grads(reference);
+  const std::vector<std::vector<size_t>> buckets =
+      GradientBuckets(reference->parameters(), kSmallBucketMb);
+  ASSERT_EQ(buckets.size(), 4u);
+
+  struct Out {
+    std::vector<at::Tensor> outputs;
+    bool grads_left = true;
+    int started_during_backward = 0;
+  };
+  const std::vector<Out> got = RunRanks<Out>(2, [&](Communicator& comm) {
+    Out out;
+    Mlp model(kMlp, /*seed=*/5);
+    GradientReducerOptions options;
+    options.bucket_cap_mb = kSmallBucketMb;
+    auto reducer = GradientReducer::Create(model->parameters(), comm, options);
+    EXPECT_OK(reducer);
+    if (!reducer.ok()) return out;
+    EXPECT_EQ((*reducer)->buckets(), buckets);
+    for (const std::vector<size_t>& bucket : buckets) {
+      int64_t numel = 0;
+      for (size_t p : bucket) numel += model->parameters()[p].numel();
+      out.outputs.push_back(at::full({(numel + 1) / 2 + 3}, 7.0));  // Spare room: padding.
+    }
+    EXPECT_OK((*reducer)->ReduceScatterInto(out.outputs));
+    EXPECT_TRUE((*reducer)->sharded());
+    (*reducer)->BeginBackward(/*sync=*/true);
+    // This rank's rows: the sum over ranks of half-batch means, halved, is the full mean.
+    torch::nn::functional::cross_entropy(
+        model->forward(batch.inputs.narrow(0, comm.rank() * kBatch, kBatch)),
+        batch.targets.narrow(0, comm.rank() * kBatch, kBatch))
+        .backward();
+    EXPECT_OK((*reducer)->FinishBackward());
+    out.grads_left = false;
+    for (const at::Tensor& p : model->parameters()) out.grads_left |= p.grad().defined();
+    out.started_during_backward = (*reducer)->started_during_backward();
+    return out;
+  });
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    SCOPED_TRACE(b);
+    std::vector<at::Tensor> parts;
+    for (size_t p : buckets[b]) parts.push_back(want[p].reshape(-1));
+    const at::Tensor whole = at::cat({got[0].outputs[b], got[1].outputs[b]});
+    const int64_t numel = at::cat(parts).numel();
+    EXPECT_LT(RelativeError(whole.narrow(0, 0, numel), at::cat(parts)), 1e-5);
+    EXPECT_TRUE(at::equal(whole.narrow(0, numel, whole.numel() - numel),
+                          at::zeros({whole.numel() - numel})));
+  }
+  for (const Out& out : got) {
+    EXPECT_FALSE(out.grads_left);
+    EXPECT_GT(out.started_during_backward, 0);
+  }
+}
+
+TEST(GradientReducerTest, ShardedModeRejectsWhatCannotWork) {
+  Mlp model(kMlp, /*seed=*/1);
+  LocalCommunicator local;
+  auto alone = GradientReducer::Create(model->parameters(), local, GradientReducerOptions{});
+  ASSERT_OK(alone);
+  EXPECT_THAT((*alone)->ReduceScatterInto({at::zeros({1000})}),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("more than one rank")));
+  RunRanks<int>(2, [&](Communicator& comm) {
+    Mlp m(kMlp, /*seed=*/1);
+    GradientReducerOptions options;
+    options.compression = GradCompression::kBf16;
+    auto compressed = GradientReducer::Create(m->parameters(), comm, options);
+    EXPECT_OK(compressed);
+    EXPECT_THAT((*compressed)->ReduceScatterInto({at::zeros({1000})}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("compression")));
+    auto plain = GradientReducer::Create(m->parameters(), comm, GradientReducerOptions{});
+    EXPECT_OK(plain);
+    EXPECT_THAT((*plain)->ReduceScatterInto({at::zeros({1000}), at::zeros({1000})}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2 outputs for 1")));
+    EXPECT_THAT((*plain)->ReduceScatterInto({at::zeros({10})}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least")));
+    EXPECT_THAT((*plain)->ReduceScatterInto({at::zeros({1000}, at::kDouble)}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("float")));
+    EXPECT_FALSE((*plain)->sharded());
+    return 0;
+  });
+}
+
 }  // namespace
 }  // namespace baton::trainer
