@@ -12,7 +12,12 @@
 #      the H200's measured ~790 TFLOP/s dense bf16);
 #   4. trains the bf16 GPT with --activation_checkpointing=blocks and =none and reports the
 #      CUDA caching allocator's peak memory of each (metric lines' mem_peak_bytes) and
-#      their ratio; checks checkpointing lowers the peak and ends at the same loss.
+#      their ratio; checks checkpointing lowers the peak and ends at the same loss;
+#   5. trains the bf16 GPT at world size 2 (two processes, NCCL) with --zero_stage 0, 2 and
+#      2 + --zero_offload_optimizer, and reports each rank's CUDA peak and the ratio to
+#      stage 0; checks stage 2 lowers the peak and ends at stage 0's loss. With one GPU
+#      both ranks share it (LOCAL_RANK modulo the GPUs): if NCCL refuses two ranks on one
+#      device, the step says so and is skipped, not failed.
 # Usage: tools/gpu_check.sh [STEPS=60]. Writes logs to $OUT (default /tmp/gpu_check). The
 # last line is `ratio=<baton / eager tokens/s, bf16>`; exit status 1 if a check failed.
 set -uo pipefail
@@ -82,6 +87,44 @@ run_ac() {
     || { tail -5 "$OUT/ac-$1.txt" >&2; echo "nan nan"; return; }
   $PY -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]; print(max(r.get("mem_peak_bytes", float("nan")) for r in rows) / 2**20, rows[-1]["loss"])' "$OUT/ac-$1.jsonl"
 }
+# run_zero NAME WORLD FLAGS...: bf16 GPT on WORLD ranks with FLAGS; prints "peak_MiB
+# last_loss" (peak: the largest mem_peak_bytes of any rank's metric lines), or "skip
+# <reason>" when NCCL refuses ranks sharing a GPU.
+run_zero() {
+  local name=$1 world=$2 port r pids=()
+  shift 2
+  port=$(free_port)
+  for ((r = 0; r < world; r++)); do
+    RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$port BATON_METRICS_FD=3 timeout 600 "$TRAINER" --device=cuda \
+      --model=gpt --dataset=synthetic --synthetic_samples=8192 "${GPT[@]}" --optimizer=adamw \
+      --weight_decay=0 --max_steps=20 --log_every=5 --loader_threads=4 --precision=bf16 "$@" \
+      3> "$OUT/zero-$name-$r.jsonl" > "$OUT/zero-$name-$r.txt" 2>&1 &
+    pids+=($!)
+  done
+  local failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  if ((failed)); then
+    if grep -qi "duplicate gpu" "$OUT"/zero-"$name"-*.txt; then
+      echo "skip NCCL refuses two ranks on one GPU (needs $world GPUs)"
+    else
+      tail -5 "$OUT/zero-$name-0.txt" >&2
+      echo "nan nan"
+    fi
+    return
+  fi
+  $PY - "$OUT" "$name" "$world" <<'PY'
+import json, sys
+out, name, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
+peak, loss = 0.0, None
+for r in range(world):
+    rows = [json.loads(l) for l in open(f"{out}/zero-{name}-{r}.jsonl") if l.strip()]
+    peak = max(peak, max(row.get("mem_peak_bytes", float("nan")) for row in rows) / 2**20)
+    if r == 0:
+        loss = rows[-1]["loss"]
+print(peak, loss)
+PY
+}
 run_eager() {
   timeout 600 $PY tools/gpu/gpt_eager.py --precision="$1" "${GPT[@]}" --steps="$STEPS" \
     --warmup="$WARMUP" > "$OUT/eager-$1.json" 2> "$OUT/eager-$1.err" || { tail -5 "$OUT/eager-$1.err" >&2; echo "0 nan nan 0"; return; }
@@ -123,6 +166,19 @@ read -r plain_peak plain_loss <<< "$(run_ac none)"
 echo "peak MiB: blocks $ac_peak, none $plain_peak; ratio $($PY -c "print('%.2f' % ($ac_peak / $plain_peak))" 2>/dev/null)"
 check "activation checkpointing lowers the CUDA peak" "$PY -c 'import sys; sys.exit(not float(\"$ac_peak\") < float(\"$plain_peak\"))'"
 check "activation checkpointing ends at the same loss (bf16: within 1%)" "$PY -c 'import sys; sys.exit(not abs(float(\"$ac_loss\") - float(\"$plain_loss\")) <= 0.01 * abs(float(\"$plain_loss\")))'"
+echo "== ZeRO (bf16 GPT, world size 2, CUDA peak memory per rank)"
+read -r z0_peak z0_loss <<< "$(run_zero stage0 2 --zero_stage=0)"
+if [[ $z0_peak == skip ]]; then
+  echo "ZeRO check skipped: $z0_loss"
+else
+  read -r z2_peak z2_loss <<< "$(run_zero stage2 2 --zero_stage=2)"
+  read -r zo_peak zo_loss <<< "$(run_zero offload 2 --zero_stage=2 --zero_offload_optimizer=true)"
+  echo "peak MiB per rank: stage 0 $z0_peak, stage 2 $z2_peak, stage 2 + offload $zo_peak;" \
+    "ratios to stage 0: $($PY -c "print('%.2f %.2f' % ($z2_peak / $z0_peak, $zo_peak / $z0_peak))" 2>/dev/null)"
+  check "ZeRO stage 2 lowers the CUDA peak per rank" "$PY -c 'import sys; sys.exit(not float(\"$z2_peak\") < float(\"$z0_peak\"))'"
+  check "offloading lowers it further" "$PY -c 'import sys; sys.exit(not float(\"$zo_peak\") < float(\"$z2_peak\"))'"
+  check "ZeRO stage 2 ends at stage 0's loss (bf16: within 1%)" "$PY -c 'import sys; sys.exit(not abs(float(\"$z2_loss\") - float(\"$z0_loss\")) <= 0.01 * abs(float(\"$z0_loss\")))'"
+fi
 bf16_ratio=$($PY -c "b=float('${B[bf16]}'.split()[0]); e=float('${E[bf16]}'.split()[0]); print('%.2f' % (b / e if e else float('nan')))")
 check "bf16: baton-trainer >= 1.0x eager PyTorch tokens/s" "$PY -c 'import sys; sys.exit(not float(\"$bf16_ratio\") >= 1.0)'"
 echo "failed checks: $failures"
