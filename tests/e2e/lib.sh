@@ -213,6 +213,28 @@ YAML
   mkdir -p "$TMP/$1-ckpt"
 }
 
+# zero_job_yaml NAME STAGE: sets trainer.zero.stage STAGE in $TMP/NAME.yaml (made by
+# elastic_job_yaml).
+zero_job_yaml() {
+  sed -i "s/threads: 1,/threads: 1, zero: {stage: $2},/" "$TMP/$1.yaml"
+  grep -q "zero: {stage: $2}" "$TMP/$1.yaml" || fail "could not set trainer.zero in $1.yaml"
+}
+
+# expect_zero_resize JOB STAGE WORLD...: ZeRO stage STAGE was in use at each WORLD size (rank
+# 0's log line), and rank 1 took part in the sharded checkpoint of the resize.
+expect_zero_resize() {
+  local job=$1 stage=$2 world
+  shift 2
+  "$BATON" logs "$job" >"$TMP/logs0.out"
+  "$BATON" logs "$job" --rank 1 >"$TMP/logs1.out"
+  grep -q "checkpointed: steps=" "$TMP/logs1.out" \
+    || fail "rank 1 did not take part in the sharded checkpoint"
+  for world in "$@"; do
+    grep -q "zero stage $stage: each of $world ranks" "$TMP/logs0.out" \
+      || fail "stage $stage was not in use at world size $world"
+  done
+}
+
 # job_step JOB: the newest step the job reported.
 job_step() { job_field "$1" 'int(d.get("result", {}).get("steps", 0))'; }
 
