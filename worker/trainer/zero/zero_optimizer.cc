@@ -125,6 +125,10 @@ absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOpt
   if (total_numel_ == 0) {
     return absl::InvalidArgumentError("zero: the model's parameters have no elements");
   }
+  if (stage_ == 1 && segments_.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero: stage 1 lays the parameters out as one segment, not ", segments_.size()));
+  }
   offloading_ = zero.offload_optimizer && comm_.device().is_cuda();
   try {
     c10::NoGradGuard no_grad;
@@ -138,9 +142,25 @@ absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOpt
       slot.copy_(params_[i].detach());
       params_[i].set_data(slot);
     }
+    // The gradient shard on the device: stage 1, this rank's chunk of the flat gradient
+    // buffer whose views the parameters' gradients are; stage 2, the reduce-scatters'
+    // outputs.
+    if (stage_ == 1) {
+      flat_grad_ = at::zeros({flat_numel}, device);
+      for (size_t i = 0; i < params_.size(); ++i) {
+        // detach(): not an autograd view, so that zero_grad's detach_() accepts it.
+        at::Tensor slot = flat_grad_.narrow(0, flat_offset_[i], params_[i].numel())
+                              .view(params_[i].sizes())
+                              .detach();
+        if (params_[i].grad().defined()) slot.copy_(params_[i].grad());
+        params_[i].mutable_grad() = slot;
+      }
+      grad_dev_ = flat_grad_.narrow(0, segments_[0].layout.shard_begin(comm_.rank()), shard_numel_);
+    } else {
+      grad_dev_ = at::zeros({shard_numel_}, device);
+    }
     shard_ = at::zeros({shard_numel_}, host).set_requires_grad(true);
-    shard_.mutable_grad() = at::zeros({shard_numel_}, host);
-    grad_dev_ = offloading_ ? at::zeros({shard_numel_}, device) : shard_.mutable_grad();
+    shard_.mutable_grad() = offloading_ ? at::zeros({shard_numel_}, host) : grad_dev_;
     shard_dev_ = offloading_ ? at::zeros({shard_numel_}, device) : shard_.detach();
     grad_leaf_ = grad_dev_.detach().set_requires_grad(true);
     grad_leaf_.mutable_grad() = grad_dev_;
@@ -177,18 +197,19 @@ absl::Status ZeroOptimizer::Step() {
           .copy_(flat_.narrow(0, segment.flat_begin + segment.layout.shard_begin(rank), chunk));
     }
     if (stage_ == 1) {
-      grad.zero_();
-      for (const Segment& segment : segments_) {
-        for (const ShardPiece& piece : segment.pieces) {
-          const at::Tensor& p = params_[segment.params[piece.param]];
-          if (!p.grad().defined()) continue;
-          grad.narrow(0, segment.shard_begin + piece.shard_offset, piece.length)
-              .copy_(p.grad().reshape(-1).narrow(0, piece.param_offset, piece.length));
+      // The parameters' gradients must still be views into flat_grad_.
+      for (size_t i = 0; i < params_.size(); ++i) {
+        const at::Tensor& g = params_[i].grad();
+        const char* slot = static_cast<const char*>(flat_grad_.data_ptr()) +
+                           flat_offset_[i] * flat_grad_.element_size();
+        if (!g.defined() || g.data_ptr() != slot) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "zero: the gradient of parameter ", i,
+              " was replaced or reset; at stage 1 gradients must be written in place"));
         }
       }
-    } else if (offloading_) {
-      grad.copy_(grad_dev_);
     }
+    if (offloading_) grad.copy_(grad_dev_);
     SetLearningRate(*inner_, GetLearningRate(reference_));
     inner_->step();
     if (offloading_) shard_dev_.copy_(values);

@@ -17,9 +17,12 @@
 // The step, after backward:
 //   1. the shard's values are copied out of the flat buffer (they may have been written
 //      in place since: a restore, a broadcast);
-//   2. its gradient: stage 1 copies this rank's pieces of the all-reduced param.grad();
-//      stage 2 already has it (the reducer reduce-scattered each bucket into
-//      GradientShards(), averaged; no param.grad() exists);
+//   2. its gradient is there already: stage 1, this rank's chunk of a flat gradient
+//      buffer laid out as the parameters, whose views the parameters' gradients are (Create
+//      sets them; zero_grad, AccumulateGrad, the reducer's averaging, unscaling and
+//      clipping all write them in place; replacing one is FAILED_PRECONDITION at Step);
+//      stage 2, the reducer reduce-scattered each bucket into GradientShards(), averaged,
+//      and no param.grad() exists;
 //   3. the SAME LibTorch optimizer (optim/optimizer.h, same options, the lr of the
 //      reference optimizer's first group) steps over the shard alone;
 //   4. one all-gather per segment, from the shard into the segment's part of the flat
@@ -53,9 +56,10 @@
 //     clears the reference's state.
 //
 // Memory while training, beside the parameters (1x, now in the flat buffer): the shard's
-// state (1/N of stage 0's), the shard and its gradient (2/N of the parameters). Stage 1
-// keeps the full param.grad() and the reducer's buckets (as stage 0); stage 2 keeps
-// neither (GradientReducer: at most two buckets in flight during backward).
+// state (1/N of stage 0's) and a copy of the shard's values (1/N of the parameters). Stage
+// 1 keeps the full gradient (in the flat gradient buffer) and the reducer's buckets, as
+// stage 0; stage 2 keeps only the gradient shard (1/N; GradientReducer: at most two
+// buckets in flight during backward). Offloading adds the gradient shard on the host.
 //
 // Not thread-safe: owned by the training loop's thread. Every rank must make the same
 // collective calls (Step, ExportState) in the same order.
@@ -91,7 +95,9 @@ class ZeroOptimizer {
   static constexpr int64_t kAlign = 16;
 
   // `params`: the trainable parameters in model order (the same on every rank), dense,
-  // contiguous, of one dtype, on comm.device(); they become views into the flat buffer.
+  // contiguous, of one dtype, on comm.device(); they become views into the flat buffer
+  // (and at stage 1 their gradients views into the flat gradient buffer, keeping any
+  // gradient's values). Stage 1 takes one segment.
   // `reference`: the unsharded optimizer built by MakeOptimizer(params, options).
   // `reference` and `comm` must outlive the object. INVALID_ARGUMENT for bad options
   // (MakeOptimizer's), parameters, stage or segments.
@@ -168,8 +174,10 @@ class ZeroOptimizer {
   int64_t total_numel_ = 0;
   at::Tensor flat_;       // The parameters' storage (comm.device()).
   at::Tensor shard_;      // Leaf, shard_numel_ elements; its grad is the shard's gradient.
-  at::Tensor grad_dev_;   // Stage 2: the reduce-scatter outputs (shard_.grad() unless
-                          // offloading).
+  at::Tensor flat_grad_;  // Stage 1: the parameters' gradients (comm.device()).
+  at::Tensor grad_dev_;   // The gradient shard on the device: stage 1 a view into
+                          // flat_grad_, stage 2 the reduce-scatter outputs; shard_.grad()
+                          // unless offloading.
   at::Tensor shard_dev_;  // The all-gather input (shard_ unless offloading).
   at::Tensor grad_leaf_;  // Shares grad_dev_'s storage; its grad is grad_dev_.
   std::unique_ptr<torch::optim::Optimizer> inner_;  // Over {shard_} only.

@@ -343,6 +343,28 @@ TEST(ZeroOptimizerTest, ImportRejectsStateForSomeParametersOnly) {
   });
 }
 
+// Stage 1 reads its gradient shard from the flat gradient buffer the parameters' gradients
+// are views into: a gradient replaced by another tensor would be ignored silently, so Step
+// refuses it. Existing gradients keep their values when they become views.
+TEST(ZeroOptimizerTest, StageOneRefusesAReplacedGradient) {
+  RunRanks<int>(2, [](Communicator& comm) {
+    std::vector<at::Tensor> params = {at::ones({40}).set_requires_grad(true),
+                                      at::ones({24}).set_requires_grad(true)};
+    params[0].mutable_grad() = at::full({40}, 3.0);
+    auto reference = MakeOptimizer(params, Sgd());
+    EXPECT_OK(reference);
+    auto zero = ZeroOptimizer::Create(params, Sgd(), **reference, comm);
+    EXPECT_OK(zero);
+    EXPECT_TRUE(at::equal(params[0].grad(), at::full({40}, 3.0)));
+    EXPECT_TRUE(at::equal(params[1].grad(), at::zeros({24})));
+    EXPECT_OK((*zero)->Step());
+    params[1].mutable_grad() = at::ones({24});
+    EXPECT_THAT((*zero)->Step(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                          ::testing::HasSubstr("gradient of parameter 1")));
+    return 0;
+  });
+}
+
 TEST(ZeroOptimizerTest, RejectsMixedDtypes) {
   RunRanks<int>(1, [](Communicator& comm) {
     std::vector<at::Tensor> params = {at::zeros({4}).set_requires_grad(true),
