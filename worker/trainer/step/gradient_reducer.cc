@@ -189,7 +189,7 @@ struct GradientReducer::Core {
     return at::scalar_tensor(static_cast<double>(world), at::TensorOptions().dtype(at::kDouble));
   }
 
-  // Allocates the flat buffers of `layout`'s buckets (BucketLayout) and the parameter ->
+  // Allocates the flat buffers of `layout`'s buckets (GradientBuckets) and the parameter ->
   // (bucket, slot) maps.
   void BuildBuckets(const std::vector<std::vector<size_t>>& layout)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
