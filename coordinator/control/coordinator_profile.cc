@@ -1,6 +1,7 @@
 // `baton profile`: JobService.ProfileJob -> ProfileRanks to the ranks' workers ->
 // ProfileTrace back -> the reply (see Coordinator::ProfileJob and ProfileTable).
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -81,6 +82,17 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
           kProfileProtocolVersion, " or newer (upgrade the worker)"));
     }
   }
+  // Every rank records the same steps: a window starting far enough ahead of the newest
+  // reported step for the metrics' delay and the request's way to each rank.
+  const absl::Duration step_time = rt->second.stall.MedianStepTime();
+  const int64_t lead =
+      step_time > absl::ZeroDuration()
+          ? std::clamp<int64_t>(absl::ToInt64Milliseconds(kProfileLeadTime) /
+                                        std::max<int64_t>(1, absl::ToInt64Milliseconds(step_time)) +
+                                    1,
+                                1, kMaxProfileLeadSteps)
+          : kMaxProfileLeadSteps / 100;
+  const int64_t start_step = *rt->second.last_step + lead;
   ProfileTable::Request pending;
   pending.job_id = job.id();
   pending.generation = job.generation();
@@ -90,7 +102,7 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
   ASSIGN_OR_RETURN(const std::string id, profiles_.Add(std::move(pending)));
   BATON_LOG(INFO) << "profile " << id << " of job " << job.id() << " generation "
                   << job.generation() << ": " << request.steps() << " steps of "
-                  << rank_workers.size() << " rank(s)";
+                  << rank_workers.size() << " rank(s) from step " << start_step;
   std::set<std::string> unsent;
   for (const auto& [worker, ranks] : by_worker) {
     baton::v1::CoordinatorMessage msg;
@@ -101,6 +113,7 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
     for (int32_t rank : ranks) p->add_ranks(rank);
     p->set_steps(request.steps());
     *p->mutable_timeout() = ToProto(timeout);
+    p->set_start_step(start_step);
     if (!Send(worker, msg)) unsent.insert(worker);
   }
   if (!unsent.empty()) {

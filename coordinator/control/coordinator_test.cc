@@ -1442,6 +1442,9 @@ TEST_F(CoordinatorTest, ProfileAsksEachRanksWorkerAndAnswersWithEveryTrace) {
   EXPECT_THAT(asked2.ranks(), ::testing::ElementsAre(1));
   EXPECT_EQ(asked1.request_id(), asked2.request_id());
   EXPECT_EQ(FromProto(asked1.timeout()), kDefaultProfileTimeout);
+  // No step time known yet: the window starts 10 steps after the newest reported one.
+  EXPECT_EQ(asked1.start_step(), 15);
+  EXPECT_EQ(asked2.start_step(), 15);
 
   Send("w2", TraceOf(asked2, 1, "{\"r\":1}"));
   EXPECT_FALSE(result.has_value());
@@ -1452,6 +1455,31 @@ TEST_F(CoordinatorTest, ProfileAsksEachRanksWorkerAndAnswersWithEveryTrace) {
   EXPECT_EQ((*result)->traces(0).trace_json(), "{\"r\":0}");
   EXPECT_EQ((*result)->traces(1).trace_json(), "{\"r\":1}");
   EXPECT_EQ(coordinator_->profiles_in_flight(), 0u);
+}
+
+TEST_F(CoordinatorTest, ProfileWindowStartsAheadByTheStepTime) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  // Rank 0 steps every 100 ms (the workers' timestamps).
+  for (int step = 1; step <= 4; ++step) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    baton::v1::MetricPoint* p = m.mutable_metrics()->add_points();
+    p->set_generation(1);
+    p->set_rank(0);
+    p->set_step(step);
+    *p->mutable_time() = ToProto(clock_.Now() + absl::Milliseconds(100) * step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send("w1", m);
+  }
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
+  // kProfileLeadTime (3 s) of 100 ms steps, + 1, after step 4.
+  EXPECT_EQ(Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks().start_step(),
+            4 + 31);
 }
 
 TEST_F(CoordinatorTest, ProfileValidatesItsRequest) {

@@ -118,7 +118,7 @@ baton::v1::WorkerMessage ProfileCollector::Answer(const Watch& watch, const std:
   return msg;
 }
 
-absl::Status ProfileCollector::Ask(const Watch& watch, int64_t steps) {
+absl::Status ProfileCollector::Ask(const Watch& watch, int64_t steps, int64_t start_step) {
   const std::string prefix = absl::StrCat(watch.dir, "/trace-");
   for (const std::string& stale :
        {absl::StrCat(prefix, watch.request_id, "-rank", watch.rank, ".json"),
@@ -129,8 +129,11 @@ absl::Status ProfileCollector::Ask(const Watch& watch, int64_t steps) {
           absl::StrCat("cannot remove ", stale, ": ", std::strerror(errno)));
     }
   }
-  RETURN_IF_ERROR(WriteRequest(absl::StrCat(watch.dir, "/", kRequestFile),
-                               absl::StrCat("id=", watch.request_id, " steps=", steps, "\n")));
+  RETURN_IF_ERROR(WriteRequest(
+      absl::StrCat(watch.dir, "/", kRequestFile),
+      absl::StrCat("id=", watch.request_id, " steps=", steps,
+                   start_step > 0 ? absl::StrCat(" start_step=", start_step) : std::string(),
+                   "\n")));
   return supervisor_->SignalProfile(watch.job_id, watch.generation, watch.rank);
 }
 
@@ -172,7 +175,7 @@ void ProfileCollector::Start(const baton::v1::ProfileRanks& request) {
           supervisor_->ProfileDir(request.job_id(), request.generation(), rank);
       if (dir.ok()) {
         w.dir = *dir;
-        s = Ask(w, request.steps());
+        s = Ask(w, request.steps(), request.start_step());
       } else {
         s = dir.status();
       }

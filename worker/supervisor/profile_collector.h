@@ -27,8 +27,8 @@ struct ProfileCollectorOptions {
 
 // The worker's side of `baton profile` (worker_service.proto, ProfileRanks -> ProfileTrace).
 // For each asked rank: removes the outputs a previous request with the same id left, writes
-// `<profile dir>/profile-request` ("id=<request_id> steps=<steps>", 0600, never through a
-// symlink), sends the rank SIGUSR2 (Supervisor::SignalProfile), then looks at the
+// `<profile dir>/profile-request` ("id=<request_id> steps=<steps> [start_step=<N>]", 0600,
+// never through a symlink), sends the rank SIGUSR2 (Supervisor::SignalProfile), then looks at the
 // directory every poll_interval until `trace-<id>-rank<R>.json` (the trace) or an error file
 // (`trace-<id>-rank<R>.error`, `trace-unknown-rank<R>.error`: the trainer refused the
 // request) appears, the rank stops running, or ProfileRanks.timeout passes. Exactly one
@@ -71,7 +71,7 @@ class ProfileCollector {
   };
 
   // Writes the request file and signals the rank: OK, or why it could not be asked.
-  absl::Status Ask(const Watch& watch, int64_t steps);
+  absl::Status Ask(const Watch& watch, int64_t steps, int64_t start_step);
   // The timer's callback: answers the watches that are done, re-arms while any is left.
   void Poll();
   // The answer to `watch` if it is done now (trace, error file, rank gone, deadline).

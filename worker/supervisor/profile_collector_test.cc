@@ -135,10 +135,12 @@ TEST_F(ProfileCollectorTest, TrainerRanksGetAProfileDir) {
 TEST_F(ProfileCollectorTest, WritesTheRequestSignalsAndSendsTheTracesBack) {
   StartJob("j-1", 2);
   MakeCollector();
-  collector_->Start(Request("j-1", {0, 1}));
+  baton::v1::ProfileRanks request = Request("j-1", {0, 1});
+  request.set_start_step(120);
+  collector_->Start(request);
   for (int rank : {0, 1}) {
     EXPECT_EQ(ReadAll(ProfileDir("j-1", rank) + "/profile-request"),
-              "id=p1-1700000000000 steps=2\n");
+              "id=p1-1700000000000 steps=2 start_step=120\n");
     EXPECT_THAT(launcher_.process(rank)->signals(), Contains(SIGUSR2));
   }
   EXPECT_EQ(collector_->watching(), 2u);
