@@ -32,8 +32,9 @@ inline constexpr char kDataNotFound[] = "DataNotFound";
 inline constexpr int64_t kMaxProfileSteps = 1000;
 inline constexpr absl::Duration kDefaultProfileTimeout = absl::Minutes(2);
 inline constexpr absl::Duration kMaxProfileTimeout = absl::Hours(1);
-// A profile window starts this long (by the median step time) after the newest reported
-// step, at most kMaxProfileLeadSteps steps (1% of that without a step time yet).
+// A profile window starts log_every steps and then this long (by the median step time)
+// after the newest reported step; the latter at most kMaxProfileLeadSteps steps (1% of that
+// without a step time yet).
 inline constexpr absl::Duration kProfileLeadTime = absl::Seconds(3);
 inline constexpr int64_t kMaxProfileLeadSteps = 1000;
 

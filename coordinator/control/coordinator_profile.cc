@@ -92,7 +92,10 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
                                     1,
                                 1, kMaxProfileLeadSteps)
           : kMaxProfileLeadSteps / 100;
-  const int64_t start_step = *rt->second.last_step + lead;
+  // Steps are reported every log_every (stored with its default): the ranks may be up to
+  // that far past the newest reported step.
+  const int64_t log_every = std::max<int64_t>(1, job.spec().trainer().log_every());
+  const int64_t start_step = *rt->second.last_step + log_every + lead;
   ProfileTable::Request pending;
   pending.job_id = job.id();
   pending.generation = job.generation();

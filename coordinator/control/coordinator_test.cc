@@ -1442,9 +1442,10 @@ TEST_F(CoordinatorTest, ProfileAsksEachRanksWorkerAndAnswersWithEveryTrace) {
   EXPECT_THAT(asked2.ranks(), ::testing::ElementsAre(1));
   EXPECT_EQ(asked1.request_id(), asked2.request_id());
   EXPECT_EQ(FromProto(asked1.timeout()), kDefaultProfileTimeout);
-  // No step time known yet: the window starts 10 steps after the newest reported one.
-  EXPECT_EQ(asked1.start_step(), 15);
-  EXPECT_EQ(asked2.start_step(), 15);
+  // No step time known yet: the window starts log_every (10, the default) + 10 steps after
+  // the newest reported one.
+  EXPECT_EQ(asked1.start_step(), 5 + 10 + 10);
+  EXPECT_EQ(asked2.start_step(), 5 + 10 + 10);
 
   Send("w2", TraceOf(asked2, 1, "{\"r\":1}"));
   EXPECT_FALSE(result.has_value());
@@ -1477,9 +1478,9 @@ TEST_F(CoordinatorTest, ProfileWindowStartsAheadByTheStepTime) {
     Send("w1", m);
   }
   ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
-  // kProfileLeadTime (3 s) of 100 ms steps, + 1, after step 4.
+  // log_every (10), then kProfileLeadTime (3 s) of 100 ms steps + 1, after step 4.
   EXPECT_EQ(Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks().start_step(),
-            4 + 31);
+            4 + 10 + 31);
 }
 
 TEST_F(CoordinatorTest, ProfileValidatesItsRequest) {
