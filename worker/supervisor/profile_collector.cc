@@ -10,10 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/private_file.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
+#include "worker/process/unique_fd.h"
 
 namespace baton::worker {
 namespace {
@@ -32,55 +34,81 @@ bool ValidRequestId(const std::string& id) {
   return true;
 }
 
-// The file's content (at most `limit` bytes, else FAILED_PRECONDITION); NOT_FOUND if it
-// does not exist. Never follows a symlink.
-absl::StatusOr<std::string> ReadFile(const std::string& path, int64_t limit) {
-  const int fd = OpenPrivate(path, O_RDONLY);
-  if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(path);
+// The profile directory, its components below the job's directory opened without
+// following a symlink (the rank could have put one there).
+absl::StatusOr<UniqueFd> OpenProfileDir(const Supervisor::ProfileDirPath& path) {
+  UniqueFd dir(::open(path.root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir.valid()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot open ", path.root, ": ", std::strerror(errno)));
+  }
+  for (absl::string_view part : absl::StrSplit(path.below, '/', absl::SkipEmpty())) {
+    UniqueFd next(::openat(dir.get(), std::string(part).c_str(),
+                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.valid()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot open ", path.full(), ": ", std::strerror(errno), " (symlinks are not followed)"));
+    }
+    dir = std::move(next);
+  }
+  return dir;
+}
+
+// The regular file `name` in `dir` (at most `limit` bytes, else FAILED_PRECONDITION);
+// NOT_FOUND if it does not exist. Never follows a symlink, never blocks on a FIFO.
+absl::StatusOr<std::string> ReadFileAt(int dir, const std::string& name, int64_t limit) {
+  UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd.valid()) {
+    if (errno == ENOENT) return absl::NotFoundError(name);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open ", name, ": ", std::strerror(errno)));
   }
   struct stat st;
-  if (::fstat(fd, &st) != 0 || st.st_size > limit) {
-    const int64_t size = st.st_size;
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " has ", size, " bytes, more than the ", limit, " a trace may have"));
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(name, " is not a regular file"));
+  }
+  if (st.st_size > limit) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        name, " has ", st.st_size, " bytes, more than the ", limit, " a trace may have"));
   }
   std::string out;
   char buf[64 << 10];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
-    if (static_cast<int64_t>(out.size()) > limit) break;
-  }
-  ::close(fd);
-  if (static_cast<int64_t>(out.size()) > limit) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, " has more than the ", limit, " bytes a trace may have"));
+    if (static_cast<int64_t>(out.size()) > limit) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name, " has more than the ", limit, " bytes a trace may have"));
+    }
   }
   return out;
 }
 
-absl::Status WriteRequest(const std::string& path, const std::string& content) {
-  absl::StatusOr<int> fd = CreateExclusive(path);
-  if (!fd.ok()) return fd.status();
+// Replaces `name` in `dir` with a new 0600 file holding `content`: whatever was there (a
+// file, a planted symlink) is unlinked, never followed, and the file created exclusively.
+absl::Status WriteFileAt(int dir, const std::string& name, const std::string& content) {
+  if (::unlinkat(dir, name.c_str(), 0) != 0 && errno != ENOENT) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot remove ", name, ": ", std::strerror(errno)));
+  }
+  UniqueFd fd(::openat(dir, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                       kPrivateFileMode));
+  if (!fd.valid()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot create ", name, ": ", std::strerror(errno)));
+  }
   size_t done = 0;
   while (done < content.size()) {
-    const ssize_t n = ::write(*fd, content.data() + done, content.size() - done);
+    const ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int err = errno;
-      ::close(*fd);
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+          absl::StrCat("cannot write ", name, ": ", std::strerror(errno)));
     }
     done += static_cast<size_t>(n);
   }
-  ::close(*fd);
   return absl::OkStatus();
 }
 
@@ -119,18 +147,18 @@ baton::v1::WorkerMessage ProfileCollector::Answer(const Watch& watch, const std:
 }
 
 absl::Status ProfileCollector::Ask(const Watch& watch, int64_t steps, int64_t start_step) {
-  const std::string prefix = absl::StrCat(watch.dir, "/trace-");
+  ASSIGN_OR_RETURN(const UniqueFd dir, OpenProfileDir(watch.dir));
   for (const std::string& stale :
-       {absl::StrCat(prefix, watch.request_id, "-rank", watch.rank, ".json"),
-        absl::StrCat(prefix, watch.request_id, "-rank", watch.rank, ".error"),
-        absl::StrCat(prefix, "unknown-rank", watch.rank, ".error")}) {
-    if (::unlink(stale.c_str()) != 0 && errno != ENOENT) {
+       {absl::StrCat("trace-", watch.request_id, "-rank", watch.rank, ".json"),
+        absl::StrCat("trace-", watch.request_id, "-rank", watch.rank, ".error"),
+        absl::StrCat("trace-unknown-rank", watch.rank, ".error")}) {
+    if (::unlinkat(dir.get(), stale.c_str(), 0) != 0 && errno != ENOENT) {
       return absl::FailedPreconditionError(
-          absl::StrCat("cannot remove ", stale, ": ", std::strerror(errno)));
+          absl::StrCat("cannot remove ", watch.dir.full(), "/", stale, ": ", std::strerror(errno)));
     }
   }
-  RETURN_IF_ERROR(WriteRequest(
-      absl::StrCat(watch.dir, "/", kRequestFile),
+  RETURN_IF_ERROR(WriteFileAt(
+      dir.get(), kRequestFile,
       absl::StrCat("id=", watch.request_id, " steps=", steps,
                    start_step > 0 ? absl::StrCat(" start_step=", start_step) : std::string(),
                    "\n")));
@@ -171,7 +199,7 @@ void ProfileCollector::Start(const baton::v1::ProfileRanks& request) {
     }
     if (absl::IsAlreadyExists(s)) continue;  // Being carried out: answered once.
     if (s.ok()) {
-      absl::StatusOr<std::string> dir =
+      absl::StatusOr<Supervisor::ProfileDirPath> dir =
           supervisor_->ProfileDir(request.job_id(), request.generation(), rank);
       if (dir.ok()) {
         w.dir = *dir;
@@ -204,24 +232,29 @@ void ProfileCollector::Start(const baton::v1::ProfileRanks& request) {
 bool ProfileCollector::Check(const Watch& watch, baton::v1::ProfileTrace* answer) {
   // The rank's state first: a trace written before it exited is then found below.
   const bool running = supervisor_->ProfileDir(watch.job_id, watch.generation, watch.rank).ok();
-  const std::string base =
-      absl::StrCat(watch.dir, "/trace-", watch.request_id, "-rank", watch.rank);
+  const std::string base = absl::StrCat("trace-", watch.request_id, "-rank", watch.rank);
   std::string error;
-  absl::StatusOr<std::string> trace = ReadFile(base + ".json", options_.max_trace_bytes);
-  if (trace.ok()) {
-    *answer = Answer(watch, *trace, "").profile_trace();
-    return true;
-  }
-  if (!absl::IsNotFound(trace.status())) {
-    error = std::string(trace.status().message());
+  absl::StatusOr<UniqueFd> dir = OpenProfileDir(watch.dir);
+  if (!dir.ok()) {
+    error = std::string(dir.status().message());
   } else {
-    for (const std::string& path :
-         {base + ".error", absl::StrCat(watch.dir, "/trace-unknown-rank", watch.rank, ".error")}) {
-      absl::StatusOr<std::string> refused = ReadFile(path, 64 << 10);
-      if (refused.ok()) {
-        error = absl::StrCat("the trainer refused the request: ", *refused);
-        while (!error.empty() && error.back() == '\n') error.pop_back();
-        break;
+    absl::StatusOr<std::string> trace =
+        ReadFileAt(dir->get(), base + ".json", options_.max_trace_bytes);
+    if (trace.ok()) {
+      *answer = Answer(watch, *trace, "").profile_trace();
+      return true;
+    }
+    if (!absl::IsNotFound(trace.status())) {
+      error = std::string(trace.status().message());
+    } else {
+      for (const std::string& name :
+           {base + ".error", absl::StrCat("trace-unknown-rank", watch.rank, ".error")}) {
+        absl::StatusOr<std::string> refused = ReadFileAt(dir->get(), name, 64 << 10);
+        if (refused.ok()) {
+          error = absl::StrCat("the trainer refused the request: ", *refused);
+          while (!error.empty() && error.back() == '\n') error.pop_back();
+          break;
+        }
       }
     }
   }
@@ -230,8 +263,7 @@ bool ProfileCollector::Check(const Watch& watch, baton::v1::ProfileTrace* answer
   }
   if (error.empty() && clock_->Now() >= watch.deadline) {
     error = absl::StrCat("no trace from rank ", watch.rank,
-                         " before the timeout (is it still "
-                         "making steps?)");
+                         " before the timeout (is it still making steps?)");
   }
   if (error.empty()) return false;
   *answer = Answer(watch, "", error).profile_trace();

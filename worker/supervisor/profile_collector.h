@@ -27,9 +27,10 @@ struct ProfileCollectorOptions {
 
 // The worker's side of `baton profile` (worker_service.proto, ProfileRanks -> ProfileTrace).
 // For each asked rank: removes the outputs a previous request with the same id left, writes
-// `<profile dir>/profile-request` ("id=<request_id> steps=<steps> [start_step=<N>]", 0600,
-// never through a symlink), sends the rank SIGUSR2 (Supervisor::SignalProfile), then looks at the
-// directory every poll_interval until `trace-<id>-rank<R>.json` (the trace) or an error file
+// `<profile dir>/profile-request` ("id=<request_id> steps=<steps> [start_step=<N>]", 0600;
+// no symlink below the job's directory is ever followed, nor a FIFO read), sends the rank SIGUSR2
+// (Supervisor::SignalProfile), then looks at the directory every poll_interval until
+// `trace-<id>-rank<R>.json` (the trace) or an error file
 // (`trace-<id>-rank<R>.error`, `trace-unknown-rank<R>.error`: the trainer refused the
 // request) appears, the rank stops running, or ProfileRanks.timeout passes. Exactly one
 // ProfileTrace per asked rank goes to `send`: the trace, or `error` saying why there is none.
@@ -66,7 +67,7 @@ class ProfileCollector {
     int64_t generation = 0;
     std::string request_id;
     int32_t rank = 0;
-    std::string dir;
+    Supervisor::ProfileDirPath dir;
     absl::Time deadline;
   };
 

@@ -1,6 +1,7 @@
 #include "worker/supervisor/profile_collector.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -178,6 +179,31 @@ TEST_F(ProfileCollectorTest, StaleOutputsOfTheSameIdAreRemovedFirst) {
   collector_->Start(Request("j-1", {0}));
   clock_.Advance(absl::Milliseconds(100));
   EXPECT_THAT(sent(), IsEmpty());
+}
+
+TEST_F(ProfileCollectorTest, ASymlinkPlantedByTheRankIsNeverFollowed) {
+  StartJob("j-1", 1);
+  MakeCollector();
+  // The rank replaced its profile directory with a symlink to another job's directory.
+  const std::string victim = MakeTestDir("profile-victim");
+  std::filesystem::remove_all(ProfileDir("j-1", 0));
+  std::filesystem::create_directory_symlink(victim, ProfileDir("j-1", 0));
+  collector_->Start(Request("j-1", {0}));
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_THAT(sent()[0].error(), HasSubstr("symlinks are not followed"));
+  EXPECT_TRUE(std::filesystem::is_empty(victim));
+  EXPECT_THAT(launcher_.process(0)->signals(), Not(Contains(SIGUSR2)));
+}
+
+TEST_F(ProfileCollectorTest, AFifoInPlaceOfTheTraceIsAnErrorNotAHang) {
+  StartJob("j-1", 1);
+  MakeCollector();
+  collector_->Start(Request("j-1", {0}));
+  const std::string trace = ProfileDir("j-1", 0) + "/trace-p1-1700000000000-rank0.json";
+  ASSERT_EQ(::mkfifo(trace.c_str(), 0600), 0);
+  clock_.Advance(absl::Milliseconds(100));
+  ASSERT_EQ(sent().size(), 1u);
+  EXPECT_THAT(sent()[0].error(), HasSubstr("is not a regular file"));
 }
 
 TEST_F(ProfileCollectorTest, NoTraceBeforeTheTimeoutIsAnError) {

@@ -209,12 +209,14 @@ std::string Supervisor::RankDir(const std::string& job_id, int64_t generation, i
   return absl::StrCat(options_.work_dir, "/jobs/", job_id, "/gen-", generation, "/rank-", rank);
 }
 
-absl::StatusOr<std::string> Supervisor::ProfileDir(const std::string& job_id, int64_t generation,
-                                                   int32_t rank) const {
+absl::StatusOr<Supervisor::ProfileDirPath> Supervisor::ProfileDir(const std::string& job_id,
+                                                                  int64_t generation,
+                                                                  int32_t rank) const {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<const RankEntry*> entry = ProfiledRankLocked(job_id, generation, rank);
   if (!entry.ok()) return entry.status();
-  return absl::StrCat(RankDir(job_id, generation, rank), "/profile");
+  return ProfileDirPath{absl::StrCat(options_.work_dir, "/jobs/", job_id),
+                        absl::StrCat("gen-", generation, "/rank-", rank, "/profile")};
 }
 
 absl::Status Supervisor::SignalProfile(const std::string& job_id, int64_t generation,

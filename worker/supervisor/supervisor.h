@@ -165,13 +165,21 @@ class Supervisor {
   // exited); UNAVAILABLE if it cannot be signalled.
   absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
 
+  // Where a rank's profile directory is: `below` ("gen-<g>/rank-<r>/profile") under `root`
+  // (the job's directory, made by the worker). The rank may replace what is below the root
+  // (a symlink to another job's files), so open those components without following one.
+  struct ProfileDirPath {
+    std::string root;
+    std::string below;
+    std::string full() const { return root + "/" + below; }
+  };
   // `baton profile`: the profile directory of a running rank of the built-in trainer
   // (<rank dir>/profile, passed to it as --profile_dir), where its profile request goes
   // and its trace appears (worker/trainer/profile/profiler.h). Errors: NOT_FOUND if the
   // rank is unknown; FAILED_PRECONDITION if it is not RUNNING, or runs a command ("profiling
   // needs the built-in trainer").
-  absl::StatusOr<std::string> ProfileDir(const std::string& job_id, int64_t generation,
-                                         int32_t rank) const;
+  absl::StatusOr<ProfileDirPath> ProfileDir(const std::string& job_id, int64_t generation,
+                                            int32_t rank) const;
   // Asks such a rank to read its profile request at its next step boundary: SIGUSR2 to its
   // process group. Errors: those of ProfileDir; UNAVAILABLE if it cannot be signalled.
   absl::Status SignalProfile(const std::string& job_id, int64_t generation, int32_t rank);
