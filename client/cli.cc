@@ -152,7 +152,8 @@ const std::vector<CommandSpec>& Commands() {
         {"rank", "", "R", "Only rank R (default: every rank)."},
         {"out", "", "FILE", "Where to write the merged trace (default: JOB-profile.json)."},
         {"timeout", "", "DURATION",
-         "How long to wait for every rank's trace, e.g. 30s or 5m; at most 1h (default 2m)."}},
+         "How long to wait for every rank's trace, e.g. 30s or 5m; at most 1h (default: 2m, "
+         "longer for slow steps)."}},
        {"baton profile j-000007", "baton profile j-000007 --steps 20 --rank 0 --out rank0.json"}},
       {"help", "[COMMAND]", -1, "Explain baton or one command", "", {}, {"baton help submit"}},
   };

@@ -61,6 +61,7 @@ TEST(ParseCommandLineTest, Profile) {
   EXPECT_EQ(inv->profile.steps, 5);
   EXPECT_EQ(inv->profile.rank, -1);
   EXPECT_EQ(inv->profile.out, "");
+  EXPECT_EQ(inv->profile.timeout, absl::ZeroDuration());  // The coordinator's default.
 
   EXPECT_THAT(ParseCommandLine({"profile", "j-1", "--steps", "0"}).status(),
               StatusIs(kInvalid, HasSubstr("--steps must be in [1, 1000], not '0'")));

@@ -337,12 +337,15 @@ int Profile(const CommandContext& ctx, const ProfileArgs& args) {
   request.set_job_id(args.job_id);
   request.set_steps(args.steps);
   if (args.rank >= 0) request.add_ranks(args.rank);
-  request.mutable_timeout()->set_seconds(absl::ToInt64Seconds(args.timeout));
-  request.mutable_timeout()->set_nanos(
-      static_cast<int32_t>(absl::ToInt64Nanoseconds(args.timeout % absl::Seconds(1))));
+  if (args.timeout > absl::ZeroDuration()) {
+    request.mutable_timeout()->set_seconds(absl::ToInt64Seconds(args.timeout));
+    request.mutable_timeout()->set_nanos(
+        static_cast<int32_t>(absl::ToInt64Nanoseconds(args.timeout % absl::Seconds(1))));
+  }
   baton::v1::ProfileJobResponse response;
   grpc::ClientContext call;
-  SetDeadline(&call, args.timeout + ctx.rpc_timeout);
+  SetDeadline(&call, (args.timeout > absl::ZeroDuration() ? args.timeout : absl::Hours(1)) +
+                         ctx.rpc_timeout);
   const grpc::Status status = ctx.jobs->ProfileJob(&call, request, &response);
   const std::string what = "cannot profile job " + args.job_id;
   if (!status.ok()) {

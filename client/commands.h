@@ -86,8 +86,9 @@ struct ProfileArgs {
   int rank = -1;      // -1: every rank
   // Where the merged trace goes; "": <job id>-profile.json in the working directory.
   std::string out;
-  // How long the coordinator waits for every rank's trace (ProfileJobRequest.timeout).
-  absl::Duration timeout = absl::Minutes(2);
+  // How long the coordinator waits for every rank's trace (ProfileJobRequest.timeout);
+  // zero: the coordinator's default (2 minutes, longer for slow steps).
+  absl::Duration timeout = absl::ZeroDuration();
 };
 
 // Parses FILE (+ overrides) locally, submits it, prints the job id (JSON: the Job). With
@@ -109,7 +110,8 @@ int ListWorkers(const CommandContext& ctx);
 // Records `steps` optimizer steps of a RUNNING built-in-trainer job's ranks (all, or
 // `rank`) through JobService.ProfileJob, merges their Chrome traces into one file
 // (client/profile/trace_merge.h) and prints where it wrote it (JSON: {"job_id",
-// "generation", "ranks", "file"}). The call's deadline is args.timeout + ctx.rpc_timeout.
+// "generation", "ranks", "file"}). The call's deadline is args.timeout (else the
+// coordinator's longest, 1 h: it answers by its own default) + ctx.rpc_timeout.
 int Profile(const CommandContext& ctx, const ProfileArgs& args);
 
 // The one-line explanation for an UNAVAILABLE status: the last ": "-separated part of the

@@ -518,8 +518,10 @@ TEST_F(CommandsTest, ProfileWritesTheMergedTraceAndSaysWhere) {
   EXPECT_THAT(merged, HasSubstr("\"ranks\":[0,1]"));
 
   args.rank = 1;
+  args.timeout = absl::ZeroDuration();
   ASSERT_EQ(Profile(ctx_, args), kExitOk);
   EXPECT_THAT(fake_.profile_requests()[1].ranks(), ElementsAre(1));
+  EXPECT_FALSE(fake_.profile_requests()[1].has_timeout());  // The coordinator's default.
 }
 
 TEST_F(CommandsTest, ProfileErrorsNameTheMissingRanks) {

@@ -30,6 +30,8 @@ inline constexpr char kDataNotFound[] = "DataNotFound";
 
 // `baton profile` limits (JobService.ProfileJob).
 inline constexpr int64_t kMaxProfileSteps = 1000;
+// Without ProfileJobRequest.timeout: this, or twice the expected time to the window's end
+// if longer (at most kMaxProfileTimeout).
 inline constexpr absl::Duration kDefaultProfileTimeout = absl::Minutes(2);
 inline constexpr absl::Duration kMaxProfileTimeout = absl::Hours(1);
 // A profile window starts log_every steps and then this long (by the median step time)

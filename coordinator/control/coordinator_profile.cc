@@ -25,7 +25,7 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
     return absl::InvalidArgumentError(absl::StrCat(
         "steps: ", request.steps(), " is outside the allowed range [1, ", kMaxProfileSteps, "]"));
   }
-  absl::Duration timeout = kDefaultProfileTimeout;
+  absl::Duration timeout = kDefaultProfileTimeout;  // Unset: see below, once steps are known.
   if (request.has_timeout()) timeout = FromProto(request.timeout());
   if (timeout <= absl::ZeroDuration() || timeout > kMaxProfileTimeout) {
     return absl::InvalidArgumentError(absl::StrCat("timeout: ", absl::FormatDuration(timeout),
@@ -96,6 +96,11 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
   // that far past the newest reported step.
   const int64_t log_every = std::max<int64_t>(1, job.spec().trainer().log_every());
   const int64_t start_step = *rt->second.last_step + log_every + lead;
+  if (!request.has_timeout()) {
+    // Slow steps: twice the expected time to the window's end, if that is longer.
+    const int64_t steps_to_end = start_step - *rt->second.last_step + request.steps();
+    timeout = std::clamp(2 * step_time * steps_to_end, kDefaultProfileTimeout, kMaxProfileTimeout);
+  }
   ProfileTable::Request pending;
   pending.job_id = job.id();
   pending.generation = job.generation();

@@ -1479,8 +1479,44 @@ TEST_F(CoordinatorTest, ProfileWindowStartsAheadByTheStepTime) {
   }
   ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
   // log_every (10), then kProfileLeadTime (3 s) of 100 ms steps + 1, after step 4.
-  EXPECT_EQ(Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks().start_step(),
-            4 + 10 + 31);
+  const baton::v1::ProfileRanks asked =
+      Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  EXPECT_EQ(asked.start_step(), 4 + 10 + 31);
+  EXPECT_EQ(FromProto(asked.timeout()), kDefaultProfileTimeout);
+}
+
+TEST_F(CoordinatorTest, ProfileOfSlowStepsWaitsLongerByDefault) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  for (int step = 1; step <= 3; ++step) {  // 10 s a step.
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    baton::v1::MetricPoint* p = m.mutable_metrics()->add_points();
+    p->set_generation(1);
+    p->set_rank(0);
+    p->set_step(step);
+    *p->mutable_time() = ToProto(clock_.Now() + absl::Seconds(10) * step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send("w1", m);
+  }
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
+  const baton::v1::ProfileRanks asked =
+      Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  // From step 3: log_every (10) + 3 s of 10 s steps (1) = step 14; its window ends 13 steps
+  // after step 3, 130 s: the coordinator waits twice that.
+  EXPECT_EQ(asked.start_step(), 14);
+  EXPECT_EQ(FromProto(asked.timeout()), absl::Seconds(260));
+  // An explicit timeout is kept.
+  baton::v1::ProfileJobRequest explicit_timeout = ProfileRequest(id, 2);
+  *explicit_timeout.mutable_timeout() = ToProto(absl::Seconds(30));
+  ASSERT_OK(coordinator_->ProfileJob(explicit_timeout, [](ProfileResult) {}));
+  EXPECT_EQ(
+      FromProto(Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks().timeout()),
+      absl::Seconds(30));
 }
 
 TEST_F(CoordinatorTest, ProfileValidatesItsRequest) {
