@@ -19,6 +19,7 @@
 #include "client/render/output.h"
 #include "client/render/progress.h"
 #include "client/render/views.h"
+#include "google/protobuf/struct.pb.h"
 
 namespace baton::cli {
 namespace {
@@ -382,10 +383,14 @@ int Profile(const CommandContext& ctx, const ProfileArgs& args) {
     }
   }
   if (ctx.format == OutputFormat::kJson) {
-    *ctx.out << "{\"job_id\":\"" << response.job_id()
-             << "\",\"generation\":" << response.generation() << ",\"ranks\":["
-             << absl::StrJoin(ranks, ",") << "],\"file\":\"" << file << "\"}\n";
-    return kExitOk;
+    google::protobuf::Struct summary;
+    auto& fields = *summary.mutable_fields();
+    fields["job_id"].set_string_value(response.job_id());
+    fields["generation"].set_number_value(static_cast<double>(response.generation()));
+    auto* list = fields["ranks"].mutable_list_value();
+    for (int32_t rank : ranks) list->add_values()->set_number_value(rank);
+    fields["file"].set_string_value(file);
+    return PrintJson(ctx, summary);
   }
   *ctx.out << "wrote the trace of " << args.steps << " steps of job " << response.job_id()
            << " generation " << response.generation() << ", rank"

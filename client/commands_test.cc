@@ -517,11 +517,18 @@ TEST_F(CommandsTest, ProfileWritesTheMergedTraceAndSaysWhere) {
   EXPECT_THAT(merged, HasSubstr("\"args\":{\"name\":\"rank 1\"}"));
   EXPECT_THAT(merged, HasSubstr("\"ranks\":[0,1]"));
 
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  ASSERT_EQ(Profile(ctx_, args), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"file\": \"" + args.out + "\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"job_id\": \"j-000002\""));
+  ctx_.format = OutputFormat::kTable;
+
   args.rank = 1;
   args.timeout = absl::ZeroDuration();
   ASSERT_EQ(Profile(ctx_, args), kExitOk);
-  EXPECT_THAT(fake_.profile_requests()[1].ranks(), ElementsAre(1));
-  EXPECT_FALSE(fake_.profile_requests()[1].has_timeout());  // The coordinator's default.
+  EXPECT_THAT(fake_.profile_requests()[2].ranks(), ElementsAre(1));
+  EXPECT_FALSE(fake_.profile_requests()[2].has_timeout());  // The coordinator's default.
 }
 
 TEST_F(CommandsTest, ProfileErrorsNameTheMissingRanks) {
