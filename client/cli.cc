@@ -73,7 +73,10 @@ const std::vector<FlagSpec>& GlobalFlags() {
 
 const std::vector<CommandSpec>& Commands() {
   static const auto* commands = new std::vector<CommandSpec>{
-      {"submit", "FILE", 1, "Submit a job described by a YAML file",
+      {"submit",
+       "FILE",
+       1,
+       "Submit a job described by a YAML file",
        "Reads the job file (YAML, one baton.v1.JobSpec; relative paths are resolved against\n"
        "the file's directory), applies --set overrides, submits it and prints the job id.\n"
        "The coordinator validates the spec (e.g. that trainer.data_dir holds the dataset).\n"
@@ -91,33 +94,67 @@ const std::vector<CommandSpec>& Commands() {
        {"baton submit mnist.yaml",
         "baton submit mnist.yaml --set workers.min=1 --set trainer.lr=0.1 --wait",
         "JOB=$(baton submit job.yaml) && baton logs \"$JOB\" -f"}},
-      {"jobs", "", 0, "List jobs, newest first",
+      {"jobs",
+       "",
+       0,
+       "List jobs, newest first",
        "Columns: ID, NAME, STATE, WORKERS (workers in use / requested range), GEN\n"
        "(rendezvous generation), STEP (rank 0's latest step / budget.max_steps), AGE.",
        {},
        {"baton jobs", "baton jobs -o json"}},
-      {"describe", "JOB", 1, "Show one job in detail",
+      {"describe",
+       "JOB",
+       1,
+       "Show one job in detail",
        "Prints the job's spec summary, state and message, generation, rendezvous master\n"
        "address, ranks (RANK WORKER LOCAL PID EXIT), result and every event.",
        {},
        {"baton describe j-000007", "baton describe j-000007 -o json"}},
-      {"logs", "JOB", 1, "Print a job's process output",
+      {"logs",
+       "JOB",
+       1,
+       "Print a job's process output",
        "Prints the lines the job's processes wrote to stdout/stderr. Without --rank every\n"
        "line is prefixed with \"[rank N] \". With -f, keeps printing new lines until the job\n"
        "ends, resuming where it stopped if the connection breaks.",
        {{"rank", "", "N", "Only rank N's output (no prefix)."},
         {"follow", "f", "", "Keep streaming until the job is finished."}},
        {"baton logs j-000007", "baton logs j-000007 --rank 0 -f"}},
-      {"cancel", "JOB", 1, "Cancel a job",
+      {"cancel",
+       "JOB",
+       1,
+       "Cancel a job",
        "Stops the job's processes (SIGTERM, then SIGKILL after a grace period) and marks it\n"
        "CANCELLED. Cancelling a finished job is an error.",
        {},
        {"baton cancel j-000007"}},
-      {"workers", "", 0, "List the cluster's workers",
+      {"workers",
+       "",
+       0,
+       "List the cluster's workers",
        "Columns: ID, HOST, SLOTS, USED (slots in use), STATE (READY or LOST),\n"
        "LAST-HEARTBEAT, JOBS (jobs with processes on the worker).",
        {},
        {"baton workers", "baton --coordinator 10.0.0.1:7070 workers"}},
+      {"profile",
+       "JOB",
+       1,
+       "Record a step profile of a running job",
+       "Asks every rank of a RUNNING job of the built-in trainer (or only --rank) to record\n"
+       "its next --steps optimizer steps (each phase: data, forward, backward, the all-reduce\n"
+       "of each gradient bucket, optimizer, checkpoint saves) and writes their Chrome traces\n"
+       "merged into one file: one process per rank (\"rank R\") on one wall-clock time axis,\n"
+       "so the ranks' steps and collectives line up. Open it in https://ui.perfetto.dev or\n"
+       "chrome://tracing. The ranks go on training meanwhile; the command returns once every\n"
+       "rank sent its trace, or fails after --timeout naming the ranks that did not. Command\n"
+       "jobs cannot be profiled; a job must have made its first step.",
+       {{"steps", "", "N", "Optimizer steps to record, 1..1000 (default 5)."},
+        {"rank", "", "R", "Only rank R (default: every rank)."},
+        {"out", "", "FILE", "Where to write the merged trace (default: JOB-profile.json)."},
+        {"timeout", "", "DURATION",
+         "How long to wait for every rank's trace, e.g. 30s or 5m; at most 1h (default: 2m, "
+         "longer for slow steps)."}},
+       {"baton profile j-000007", "baton profile j-000007 --steps 20 --rank 0 --out rank0.json"}},
       {"help", "[COMMAND]", -1, "Explain baton or one command", "", {}, {"baton help submit"}},
   };
   return *commands;
@@ -209,6 +246,24 @@ absl::Status ApplyFlag(const FlagSpec& flag, const std::string& value, Invocatio
       return UsageError(absl::StrCat("--rank must be a rank number >= 0, not '", value, "'"));
     }
     inv.logs.rank = rank;
+    inv.profile.rank = rank;
+  } else if (flag.name == "steps") {
+    int64_t steps;
+    if (!absl::SimpleAtoi(value, &steps) || steps < 1 || steps > 1000) {
+      return UsageError(absl::StrCat("--steps must be in [1, 1000], not '", value, "'"));
+    }
+    inv.profile.steps = steps;
+  } else if (flag.name == "out") {
+    if (value.empty()) return UsageError("--out needs a FILE");
+    inv.profile.out = value;
+  } else if (flag.name == "timeout") {
+    absl::Duration timeout;
+    if (!absl::ParseDuration(value, &timeout) || timeout <= absl::ZeroDuration() ||
+        timeout > absl::Hours(1)) {
+      return UsageError(absl::StrCat(
+          "--timeout must be a duration in (0, 1h] such as 30s or 5m, not '", value, "'"));
+    }
+    inv.profile.timeout = timeout;
   } else if (flag.name == "follow") {
     inv.logs.follow = true;
   }
@@ -270,6 +325,7 @@ absl::StatusOr<Invocation> CompleteInvocation(const CommandSpec* command,
   }
   if (command->name == "submit") inv.submit.file = positionals[0];
   if (command->name == "logs") inv.logs.job_id = positionals[0];
+  if (command->name == "profile") inv.profile.job_id = positionals[0];
   if (command->name == "describe" || command->name == "cancel") inv.job_id = positionals[0];
   return inv;
 }
@@ -347,6 +403,7 @@ std::string HelpText(const std::string& command_name) {
                     "  baton submit mnist.yaml --wait\n"
                     "  baton jobs\n"
                     "  baton describe j-000007\n"
+                    "  baton profile j-000007 --steps 10\n"
                     "  BATON_COORDINATOR=head:7070 baton workers -o json\n"
                     "\nRun 'baton help COMMAND' for a command's flags and examples.\n"
                     "Exit status: 0 success, 1 failure, 2 usage error.\n");
@@ -404,6 +461,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (inv.command == "logs") return Logs(ctx, inv.logs);
   if (inv.command == "cancel") return Cancel(ctx, inv.job_id);
   if (inv.command == "workers") return ListWorkers(ctx);
+  if (inv.command == "profile") return Profile(ctx, inv.profile);
   err << "baton: unknown command '" << inv.command << "'\n";
   return kExitUsage;
 }

@@ -26,7 +26,7 @@ inline constexpr char kDefaultCoordinator[] = "localhost:7070";
 
 // A parsed command line.
 struct Invocation {
-  // "submit", "jobs", "describe", "logs", "cancel", "workers" or "help".
+  // "submit", "jobs", "describe", "logs", "cancel", "workers", "profile" or "help".
   std::string command;
   // For "help": the command to explain ("" for the overview).
   std::string help_topic;
@@ -41,6 +41,7 @@ struct Invocation {
   std::string job_id;
   SubmitArgs submit;
   LogsArgs logs;
+  ProfileArgs profile;
 };
 
 // Parses `args` (argv without the program name). Usage errors are INVALID_ARGUMENT with a

@@ -45,6 +45,39 @@ TEST(ParseCommandLineTest, FlagsBeforeAndAfterPositionals) {
   EXPECT_EQ(inv->job_id, "-odd-id");
 }
 
+TEST(ParseCommandLineTest, Profile) {
+  absl::StatusOr<Invocation> inv = ParseCommandLine(
+      {"profile", "j-1", "--steps", "20", "--rank=1", "--out", "t.json", "--timeout", "30s"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->command, "profile");
+  EXPECT_EQ(inv->profile.job_id, "j-1");
+  EXPECT_EQ(inv->profile.steps, 20);
+  EXPECT_EQ(inv->profile.rank, 1);
+  EXPECT_EQ(inv->profile.out, "t.json");
+  EXPECT_EQ(inv->profile.timeout, absl::Seconds(30));
+
+  inv = ParseCommandLine({"profile", "j-1"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->profile.steps, 5);
+  EXPECT_EQ(inv->profile.rank, -1);
+  EXPECT_EQ(inv->profile.out, "");
+  EXPECT_EQ(inv->profile.timeout, absl::ZeroDuration());  // The coordinator's default.
+
+  EXPECT_THAT(ParseCommandLine({"profile", "j-1", "--steps", "0"}).status(),
+              StatusIs(kInvalid, HasSubstr("--steps must be in [1, 1000], not '0'")));
+  EXPECT_THAT(ParseCommandLine({"profile", "j-1", "--steps=1001"}).status(),
+              StatusIs(kInvalid, HasSubstr("--steps must be in [1, 1000]")));
+  EXPECT_THAT(ParseCommandLine({"profile", "j-1", "--rank", "-1"}).status(),
+              StatusIs(kInvalid, HasSubstr("--rank")));
+  EXPECT_THAT(ParseCommandLine({"profile", "j-1", "--timeout", "2h"}).status(),
+              StatusIs(kInvalid, HasSubstr("--timeout must be a duration in (0, 1h]")));
+  EXPECT_THAT(ParseCommandLine({"profile"}).status(), StatusIs(kInvalid, HasSubstr("needs JOB")));
+  EXPECT_THAT(
+      HelpText("profile"),
+      ::testing::AllOf(HasSubstr("Usage: baton profile JOB [FLAGS]"), HasSubstr("--steps N"),
+                       HasSubstr("chrome://tracing"), HasSubstr("built-in trainer")));
+}
+
 TEST(ParseCommandLineTest, Help) {
   for (const auto& args : std::vector<std::vector<std::string>>{
            {"help", "submit"}, {"submit", "--help"}, {"-h", "submit"}}) {

@@ -1,20 +1,25 @@
 #include "client/commands.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/job/job_file.h"
+#include "client/profile/trace_merge.h"
 #include "client/render/output.h"
 #include "client/render/progress.h"
 #include "client/render/views.h"
+#include "google/protobuf/struct.pb.h"
 
 namespace baton::cli {
 namespace {
@@ -325,6 +330,72 @@ int Cancel(const CommandContext& ctx, const std::string& job_id) {
     *ctx.out << "job " << job_id << ": cancel requested (state " << JobStateName(job.state())
              << ")\n";
   }
+  return kExitOk;
+}
+
+int Profile(const CommandContext& ctx, const ProfileArgs& args) {
+  baton::v1::ProfileJobRequest request;
+  request.set_job_id(args.job_id);
+  request.set_steps(args.steps);
+  if (args.rank >= 0) request.add_ranks(args.rank);
+  if (args.timeout > absl::ZeroDuration()) {
+    request.mutable_timeout()->set_seconds(absl::ToInt64Seconds(args.timeout));
+    request.mutable_timeout()->set_nanos(
+        static_cast<int32_t>(absl::ToInt64Nanoseconds(args.timeout % absl::Seconds(1))));
+  }
+  baton::v1::ProfileJobResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, (args.timeout > absl::ZeroDuration() ? args.timeout : absl::Hours(1)) +
+                         ctx.rpc_timeout);
+  const grpc::Status status = ctx.jobs->ProfileJob(&call, request, &response);
+  const std::string what = "cannot profile job " + args.job_id;
+  if (!status.ok()) {
+    // The coordinator's own answers about the ranks (not the transport's) say what is missing.
+    const std::string message = FirstLine(status.error_message());
+    if ((status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+        (absl::StrContains(message, "missing:") || absl::StrContains(message, "job "))) {
+      *ctx.err << "baton: " << what << ": " << message << "\n";
+      return kExitFailure;
+    }
+    return ReportError(ctx, status, {what, args.job_id, ""});
+  }
+  std::vector<RankTraceJson> traces;
+  std::vector<int32_t> ranks;
+  for (const baton::v1::RankTrace& t : response.traces()) {
+    traces.push_back({t.rank(), t.trace_json()});
+    ranks.push_back(t.rank());
+  }
+  absl::StatusOr<std::string> merged =
+      MergeChromeTraces(traces, response.job_id(), response.generation());
+  if (!merged.ok()) {
+    *ctx.err << "baton: " << what << ": " << merged.status().message() << "\n";
+    return kExitFailure;
+  }
+  const std::string file = args.out.empty() ? args.job_id + "-profile.json" : args.out;
+  {
+    std::ofstream out(file, std::ios::binary | std::ios::trunc);
+    out << *merged;
+    out.close();
+    if (!out) {
+      *ctx.err << "baton: " << what << ": cannot write " << file << "\n";
+      return kExitFailure;
+    }
+  }
+  if (ctx.format == OutputFormat::kJson) {
+    google::protobuf::Struct summary;
+    auto& fields = *summary.mutable_fields();
+    fields["job_id"].set_string_value(response.job_id());
+    fields["generation"].set_number_value(static_cast<double>(response.generation()));
+    auto* list = fields["ranks"].mutable_list_value();
+    for (int32_t rank : ranks) list->add_values()->set_number_value(rank);
+    fields["file"].set_string_value(file);
+    return PrintJson(ctx, summary);
+  }
+  *ctx.out << "wrote the trace of " << args.steps << " steps of job " << response.job_id()
+           << " generation " << response.generation() << ", rank"
+           << (ranks.size() == 1 ? " " : "s ") << absl::StrJoin(ranks, ",") << ", to " << file
+           << "\nopen it in https://ui.perfetto.dev or chrome://tracing\n";
   return kExitOk;
 }
 

@@ -80,6 +80,17 @@ struct LogsArgs {
   bool follow = false;
 };
 
+struct ProfileArgs {
+  std::string job_id;
+  int64_t steps = 5;  // 1..1000
+  int rank = -1;      // -1: every rank
+  // Where the merged trace goes; "": <job id>-profile.json in the working directory.
+  std::string out;
+  // How long the coordinator waits for every rank's trace (ProfileJobRequest.timeout);
+  // zero: the coordinator's default (2 minutes, longer for slow steps).
+  absl::Duration timeout = absl::ZeroDuration();
+};
+
 // Parses FILE (+ overrides) locally, submits it, prints the job id (JSON: the Job). With
 // `wait`, then watches it (see client/render/progress.h), prints the result and returns 0 only if
 // the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns 1. In
@@ -96,6 +107,12 @@ int Logs(const CommandContext& ctx, const LogsArgs& args);
 int Cancel(const CommandContext& ctx, const std::string& job_id);
 // Table of workers (JSON: ListWorkersResponse).
 int ListWorkers(const CommandContext& ctx);
+// Records `steps` optimizer steps of a RUNNING built-in-trainer job's ranks (all, or
+// `rank`) through JobService.ProfileJob, merges their Chrome traces into one file
+// (client/profile/trace_merge.h) and prints where it wrote it (JSON: {"job_id",
+// "generation", "ranks", "file"}). The call's deadline is args.timeout (else the
+// coordinator's longest, 1 h: it answers by its own default) + ctx.rpc_timeout.
+int Profile(const CommandContext& ctx, const ProfileArgs& args);
 
 // The one-line explanation for an UNAVAILABLE status: the last ": "-separated part of the
 // gRPC message ("Connection refused"), or "unavailable" when it is empty. Exposed for tests.

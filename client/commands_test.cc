@@ -157,9 +157,27 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     return grpc::Status::OK;
   }
 
+  grpc::Status ProfileJob(grpc::ServerContext*, const baton::v1::ProfileJobRequest* request,
+                          baton::v1::ProfileJobResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    profile_requests_.push_back(*request);
+    if (!profile_status_.ok()) return profile_status_;
+    *response = profile_response_;
+    return grpc::Status::OK;
+  }
+
   void AddJob(const Job& job) {
     absl::MutexLock lock(&mu_);
     jobs_[job.id()] = job;
+  }
+  void ScriptProfile(baton::v1::ProfileJobResponse response, grpc::Status status) {
+    absl::MutexLock lock(&mu_);
+    profile_response_ = std::move(response);
+    profile_status_ = std::move(status);
+  }
+  std::vector<baton::v1::ProfileJobRequest> profile_requests() {
+    absl::MutexLock lock(&mu_);
+    return profile_requests_;
   }
   void ScriptWatch(std::vector<WatchCall> calls) {
     absl::MutexLock lock(&mu_);
@@ -199,6 +217,9 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
  private:
   absl::Mutex mu_;
   std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
+  baton::v1::ProfileJobResponse profile_response_ ABSL_GUARDED_BY(mu_);
+  grpc::Status profile_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
+  std::vector<baton::v1::ProfileJobRequest> profile_requests_ ABSL_GUARDED_BY(mu_);
   std::deque<WatchCall> watch_script_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> watch_after_seqs_ ABSL_GUARDED_BY(mu_);
   std::vector<baton::v1::JobSpec> submitted_ ABSL_GUARDED_BY(mu_);
@@ -462,6 +483,75 @@ TEST_F(CommandsTest, JobsFollowsEveryPage) {
   for (const std::string id : {"j-000001", "j-000002", "j-000003"}) {
     EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("\"id\": \"", id, "\"")));
   }
+}
+
+TEST_F(CommandsTest, ProfileWritesTheMergedTraceAndSaysWhere) {
+  baton::v1::ProfileJobResponse response;
+  response.set_job_id("j-000002");
+  response.set_generation(3);
+  for (int rank : {0, 1}) {
+    baton::v1::RankTrace* t = response.add_traces();
+    t->set_rank(rank);
+    t->set_trace_json(absl::StrCat("{\"traceEvents\":[{\"name\":\"x\",\"ph\":\"X\",\"ts\":1,",
+                                   "\"dur\":1,\"pid\":", rank, ",\"tid\":0}]}"));
+  }
+  fake_.ScriptProfile(response, grpc::Status::OK);
+  ProfileArgs args;
+  args.job_id = "j-000002";
+  args.steps = 3;
+  args.out = TempDir() + "/merged.json";
+  args.timeout = absl::Seconds(30);
+  ASSERT_EQ(Profile(ctx_, args), kExitOk) << err_.str();
+  ASSERT_EQ(fake_.profile_requests().size(), 1u);
+  const baton::v1::ProfileJobRequest sent = fake_.profile_requests()[0];
+  EXPECT_EQ(sent.job_id(), "j-000002");
+  EXPECT_EQ(sent.steps(), 3);
+  EXPECT_EQ(sent.ranks_size(), 0);  // Every rank.
+  EXPECT_EQ(sent.timeout().seconds(), 30);
+  EXPECT_EQ(out_.str(), "wrote the trace of 3 steps of job j-000002 generation 3, ranks 0,1, to " +
+                            args.out +
+                            "\nopen it in https://ui.perfetto.dev or chrome://tracing\n");
+  std::ifstream in(args.out);
+  const std::string merged((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(merged, HasSubstr("\"args\":{\"name\":\"rank 0\"}"));
+  EXPECT_THAT(merged, HasSubstr("\"args\":{\"name\":\"rank 1\"}"));
+  EXPECT_THAT(merged, HasSubstr("\"ranks\":[0,1]"));
+
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  ASSERT_EQ(Profile(ctx_, args), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"file\": \"" + args.out + "\""));
+  EXPECT_THAT(out_.str(), HasSubstr("\"job_id\": \"j-000002\""));
+  ctx_.format = OutputFormat::kTable;
+
+  args.rank = 1;
+  args.timeout = absl::ZeroDuration();
+  ASSERT_EQ(Profile(ctx_, args), kExitOk);
+  EXPECT_THAT(fake_.profile_requests()[2].ranks(), ElementsAre(1));
+  EXPECT_FALSE(fake_.profile_requests()[2].has_timeout());  // The coordinator's default.
+}
+
+TEST_F(CommandsTest, ProfileErrorsNameTheMissingRanks) {
+  fake_.ScriptProfile({}, grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                                       "not every rank sent its trace of job j-000002 in time "
+                                       "(missing: rank 1 on worker w2)"));
+  ProfileArgs args;
+  args.job_id = "j-000002";
+  args.out = TempDir() + "/never.json";
+  EXPECT_EQ(Profile(ctx_, args), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "baton: cannot profile job j-000002: not every rank sent its trace of job j-000002 "
+            "in time (missing: rank 1 on worker w2)\n");
+  EXPECT_FALSE(std::ifstream(args.out).good());
+
+  err_.str("");
+  fake_.ScriptProfile({}, grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                                       "job j-000002 runs a command; profiling needs the "
+                                       "built-in trainer"));
+  EXPECT_EQ(Profile(ctx_, args), kExitFailure);
+  EXPECT_EQ(err_.str(),
+            "baton: cannot profile job j-000002: job j-000002 runs a command; profiling needs "
+            "the built-in trainer\n");
 }
 
 TEST_F(CommandsTest, CancelAndWorkers) {

@@ -10,11 +10,14 @@ namespace baton {
 // 2: Draining, Register.draining, RequestCheckpoint (planned resizes).
 // 3: leases (Heartbeat.seq, HeartbeatAck, Registered.lease), AssignmentFailed,
 //    Register.probe_port and StartAssignment.peers (peer reachability).
-inline constexpr uint32_t kProtocolVersion = 3;
+// 4: ProfileRanks/ProfileTrace (`baton profile`).
+inline constexpr uint32_t kProtocolVersion = 4;
 // The first version with RequestCheckpoint.
 inline constexpr uint32_t kCheckpointRequestProtocolVersion = 2;
 // The first version whose workers hold leases and probe their peers.
 inline constexpr uint32_t kLeaseProtocolVersion = 3;
+// The first version whose workers carry out ProfileRanks.
+inline constexpr uint32_t kProfileProtocolVersion = 4;
 inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
 
 }  // namespace baton

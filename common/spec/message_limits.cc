@@ -43,6 +43,12 @@ absl::Status CheckMessageLimits(const baton::v1::JobSpec& spec) {
 }
 
 absl::Status CheckMessageLimits(const baton::v1::WorkerMessage& msg) {
+  if (msg.has_profile_trace() &&
+      static_cast<int64_t>(msg.profile_trace().trace_json().size()) > kMaxProfileTraceBytes) {
+    return TooLarge("profile_trace.trace_json",
+                    static_cast<int64_t>(msg.profile_trace().trace_json().size()),
+                    kMaxProfileTraceBytes, "bytes");
+  }
   if (msg.has_logs() && msg.logs().lines_size() > kMaxReportEntries) {
     return TooLarge("logs.lines", msg.logs().lines_size(), kMaxReportEntries, "lines");
   }

@@ -34,6 +34,15 @@ inline constexpr int64_t kMaxMetricNameBytes = 128;
 // bounded peer list; Job replies carry a bounded event history.
 inline constexpr int kMaxGrpcMessageBytes = 16 << 20;
 
+// `baton profile`: one rank's Chrome trace in a ProfileTrace (the worker answers with an
+// error instead of a larger one), and all the traces of one ProfileJobResponse together
+// (the coordinator answers RESOURCE_EXHAUSTED instead): both fit a gRPC message with room.
+inline constexpr int64_t kMaxProfileTraceBytes = 8 << 20;
+inline constexpr int64_t kMaxProfileResponseBytes = 15 << 20;
+
+static_assert(kMaxProfileResponseBytes < kMaxGrpcMessageBytes &&
+                  kMaxProfileTraceBytes < kMaxProfileResponseBytes,
+              "a ProfileTrace and a ProfileJobResponse must fit in a message with room");
 static_assert(kMaxGrpcMessageBytes >= 4 * kMaxJobSpecBytes,
               "a StartAssignment (one spec, peers, ranks) must fit in a message with room");
 

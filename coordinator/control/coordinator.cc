@@ -27,7 +27,7 @@ std::string Coordinator::DescribeExit(const baton::v1::ProcessExit& exit) {
 
 Coordinator::Coordinator(JobManager* jobs, WorkerRegistry* workers, const Clock* clock,
                          CoordinatorOptions options)
-    : jobs_(jobs), workers_(workers), clock_(clock), options_(options) {}
+    : jobs_(jobs), workers_(workers), clock_(clock), options_(options), profiles_(clock) {}
 
 absl::Status Coordinator::Recover() {
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous})) {
@@ -269,6 +269,9 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
     case baton::v1::WorkerMessage::kAssignmentFailed:
       OnAssignmentFailed(worker_id, msg.assignment_failed());
       break;
+    case baton::v1::WorkerMessage::kProfileTrace:
+      OnProfileTrace(worker_id, msg.profile_trace());
+      break;
     case baton::v1::WorkerMessage::kRegister:
       BATON_LOG(WARNING) << "worker " << worker_id << " sent Register twice; ignored";
       break;
@@ -396,6 +399,7 @@ void Coordinator::ReconcileOnce() {
       }
     }
   }
+  CheckProfiles();
   // Restarts before scheduling: a restarting job keeps its claim on its workers.
   for (const std::string& id : jobs_->JobsIn({JobState::kRestarting})) MaybeRestart(id);
   Schedule();
@@ -535,6 +539,7 @@ void Coordinator::Halt(const absl::Status& cause) {
       absl::StrCat("the coordinator stopped: its state store failed (", cause.message(),
                    "); it serves nothing more until restarted, and recovers from disk then"));
   BATON_LOG(ERROR) << halted_.message();
+  profiles_.FailAll(halted_);
   if (on_halt_) on_halt_(halted_);
 }
 

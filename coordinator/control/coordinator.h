@@ -13,11 +13,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
+#include "coordinator/control/profile_table.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
 #include "coordinator/policy/stall_detector.h"
 #include "proto/baton/v1/job.pb.h"
+#include "proto/baton/v1/job_service.pb.h"
 #include "proto/baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
@@ -25,6 +27,18 @@ namespace baton::coordinator {
 // AssignmentFailed.reason of a worker that refused a spec's paths (worker_service.proto).
 inline constexpr char kPathNotAllowed[] = "PathNotAllowed";
 inline constexpr char kDataNotFound[] = "DataNotFound";
+
+// `baton profile` limits (JobService.ProfileJob).
+inline constexpr int64_t kMaxProfileSteps = 1000;
+// Without ProfileJobRequest.timeout: this, or twice the expected time to the window's end
+// if longer (at most kMaxProfileTimeout).
+inline constexpr absl::Duration kDefaultProfileTimeout = absl::Minutes(2);
+inline constexpr absl::Duration kMaxProfileTimeout = absl::Hours(1);
+// A profile window starts log_every steps and then this long (by the median step time)
+// after the newest reported step; the latter at most kMaxProfileLeadSteps steps (1% of that
+// without a step time yet).
+inline constexpr absl::Duration kProfileLeadTime = absl::Seconds(3);
+inline constexpr int64_t kMaxProfileLeadSteps = 1000;
 
 struct CoordinatorOptions {
   // Interval workers are told to heartbeat at. (How long a silent worker is trusted, its
@@ -91,9 +105,10 @@ struct CoordinatorOptions {
 // exits; a restart recovers from disk). A change refused for another reason (a broken
 // invariant, such as an illegal transition) is abandoned whole and logged.
 //
-// The methods live in three files by flow: coordinator.cc (entry points, worker sessions,
+// The methods live in four files by flow: coordinator.cc (entry points, worker sessions,
 // the reconcile, sending), coordinator_rendezvous.cc (scheduling, rendezvous, process
-// starts and exits) and coordinator_recovery.cc (failures, resizes, restarts).
+// starts and exits), coordinator_recovery.cc (failures, resizes, restarts) and
+// coordinator_profile.cc (`baton profile`: ProfileJob, ProfileTrace, their checks).
 //
 // Threading: not thread-safe. Every method is called from one thread (the event loop);
 // nothing here blocks on the network (sends are queued).
@@ -124,6 +139,19 @@ class Coordinator {
                                            const std::string& reason);
   // Workers with used_slots and job_ids filled in.
   std::vector<baton::v1::Worker> ListWorkers() const;
+  // `baton profile` (JobService.ProfileJob, coordinator_profile.cc): validates the request,
+  // sends ProfileRanks to the workers of the asked ranks and returns OK; `done` is then
+  // called exactly once, later, with every rank's trace or the failure (ProfileTable's
+  // contract; also UNAVAILABLE if the generation ends or a worker of a missing rank is
+  // lost, checked each reconcile). On an error returned here `done` is never called:
+  // INVALID_ARGUMENT (steps outside [1, kMaxProfileSteps], a rank outside [0, world), a
+  // timeout outside (0, kMaxProfileTimeout]), NOT_FOUND, FAILED_PRECONDITION (not RUNNING,
+  // a command job, no step reported yet by this generation, a worker older than protocol
+  // version 4), RESOURCE_EXHAUSTED (the table is full), UNAVAILABLE (halted, or a worker
+  // is not connected).
+  absl::Status ProfileJob(const baton::v1::ProfileJobRequest& request, ProfileTable::Done done);
+  // Profiles in flight (for tests and metrics).
+  size_t profiles_in_flight() const { return profiles_.size(); }
 
   // --- WorkerService stream ---
   // A worker's first message. FAILED_PRECONDITION for an unsupported protocol version,
@@ -190,6 +218,11 @@ class Coordinator {
   // Ranks of restarting jobs on a reconnected worker that did not list them ended.
   void ForgetStoppedRanks(const std::string& worker_id, const std::set<std::string>& listed);
   void OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m);
+  // A worker's ProfileTrace: into the table (a stale or foreign one is logged, dropped).
+  void OnProfileTrace(const std::string& worker_id, const baton::v1::ProfileTrace& trace);
+  // Each reconcile: expires profiles past their deadline and fails those whose generation
+  // is no longer RUNNING or whose missing ranks' worker is not connected.
+  void CheckProfiles();
   void Schedule();
   // Starts the next generation of `job` (its current record, possibly changed by the
   // caller; stored with the transition). `reason` is the event's reason ("Scheduled",
@@ -299,6 +332,7 @@ class Coordinator {
   const Clock* const clock_;
   const CoordinatorOptions options_;
   std::map<std::string, Runtime> runtime_;  // by job id
+  ProfileTable profiles_;
   absl::Status halted_;
   std::function<void(const absl::Status&)> on_halt_;
 };

@@ -105,6 +105,9 @@ class Harness {
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<Coordinator> coordinator_;
   FakeWorker workers_[kWorkers];
+  // ProfileJob calls accepted and answered (across restarts: a restart drops the rest).
+  int profile_requests_ = 0;
+  int profile_answers_ = 0;
 };
 
 void Harness::Open() {
@@ -172,7 +175,15 @@ void Harness::Connect(FakeWorker& worker, ByteReader& in) {
 void Harness::Submit(ByteReader& in) {
   baton::v1::JobSpec spec;
   spec.set_name(in.Below(16) == 0 ? "Not_A_Name" : "fuzz-job");
-  spec.mutable_command()->add_argv("/bin/true");
+  if (in.Below(2)) {
+    spec.mutable_command()->add_argv("/bin/true");
+  } else {  // The built-in trainer: resizes, checkpoint requests, profiles.
+    spec.mutable_trainer()->set_model("mlp");
+    spec.mutable_trainer()->set_dataset("synthetic");
+    spec.mutable_trainer()->set_batch_size(8);
+    spec.mutable_budget()->set_max_steps(1000);
+    spec.set_checkpoint_dir("/shared/ckpt");
+  }
   spec.mutable_workers()->set_min(in.Below(4));
   if (in.Below(2)) spec.mutable_workers()->set_max(in.Below(4));
   spec.set_slots_per_worker(1 + in.Below(2));
@@ -186,7 +197,7 @@ void Harness::FillJobMessage(WorkerMessage& msg, const FakeWorker& worker, ByteR
                                              "LaunchFailed",    "InvalidAssignment", "Bogus"};
   const auto [job_id, generation] = PickJob(in);
   const int rank = in.Below(5) - 1;
-  switch (in.Below(6)) {
+  switch (in.Below(7)) {
     case 0: {
       auto* m = msg.mutable_port_reserved();
       m->set_job_id(job_id);
@@ -235,6 +246,28 @@ void Harness::FillJobMessage(WorkerMessage& msg, const FakeWorker& worker, ByteR
       line->set_text(in.Bytes(32));
       break;
     }
+    case 5: {  // Answer the latest profile request (or a made-up one).
+      auto* m = msg.mutable_profile_trace();
+      m->set_job_id(job_id);
+      m->set_generation(generation);
+      m->set_request_id("p1-0");
+      m->set_rank(rank);
+      const auto asked = worker.channel ? worker.channel->Of(CoordinatorMessage::kProfileRanks)
+                                        : std::vector<CoordinatorMessage>();
+      if (!asked.empty() && in.Below(4) != 0) {
+        const baton::v1::ProfileRanks& p = asked.back().profile_ranks();
+        m->set_job_id(p.job_id());
+        m->set_generation(p.generation());
+        m->set_request_id(p.request_id());
+        if (p.ranks_size() > 0) m->set_rank(p.ranks(in.Below(p.ranks_size())));
+      }
+      if (in.Below(4) == 0) {
+        m->set_error("fuzz");
+      } else {
+        m->set_trace_json(in.Bytes(16));
+      }
+      break;
+    }
     default: {
       auto* m = msg.mutable_assignment_failed();
       m->set_job_id(job_id);
@@ -250,7 +283,7 @@ bool Harness::Step(ByteReader& in) {
       absl::Milliseconds(10), absl::Milliseconds(500), absl::Seconds(1), absl::Seconds(5),
       absl::Seconds(31),      absl::Seconds(61),       absl::Minutes(10)};
   if (in.done()) return false;
-  const int op = in.Below(10);
+  const int op = in.Below(11);
   FakeWorker& worker = workers_[in.Below(kWorkers)];
   WorkerMessage msg;
   switch (op) {
@@ -272,6 +305,23 @@ bool Harness::Step(ByteReader& in) {
       msg.mutable_heartbeat()->set_seq(in.Byte());
       coordinator_->OnWorkerMessage(worker.id, worker.session, msg);
       break;
+    case 9: {  // `baton profile`: each request is answered at most once.
+      baton::v1::ProfileJobRequest request;
+      request.set_job_id(PickJob(in).first);
+      request.set_steps(in.Below(4) == 0 ? 0 : 1 + in.Below(3));
+      if (in.Below(2)) request.add_ranks(in.Below(4) - 1);
+      auto answers = std::make_shared<int>(0);
+      if (coordinator_
+              ->ProfileJob(request,
+                           [this, answers](absl::StatusOr<baton::v1::ProfileJobResponse>) {
+                             FUZZ_CHECK(++*answers == 1);
+                             ++profile_answers_;
+                           })
+              .ok()) {
+        ++profile_requests_;
+      }
+      break;
+    }
     default:
       FillJobMessage(msg, worker, in);
       coordinator_->OnWorkerMessage(worker.id, worker.session, msg);
@@ -296,6 +346,8 @@ void Harness::CheckInvariants() const {
   for (const baton::v1::Worker& worker : coordinator_->ListWorkers()) {
     FUZZ_CHECK(worker.used_slots() <= worker.resources().slots());
   }
+  FUZZ_CHECK(coordinator_->profiles_in_flight() <= ProfileTable::kDefaultMaxPending);
+  FUZZ_CHECK(profile_answers_ <= profile_requests_);
 }
 
 void Harness::CheckReload() const {

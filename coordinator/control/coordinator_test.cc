@@ -1,6 +1,7 @@
 #include "coordinator/control/coordinator.h"
 
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -1385,6 +1386,221 @@ TEST_F(RestartTest, HistorySurvivesRestart) {
   EXPECT_EQ(after.SerializeAsString(), before.SerializeAsString());
   absl::StatusOr<baton::v1::Job> next = coordinator_->SubmitJob(CommandSpec(1));
   EXPECT_EQ(next->id(), "j-000002");  // ids are never reused
+}
+
+// ---------------------------------------------------------------------------------------
+// `baton profile`: ProfileJob -> ProfileRanks -> ProfileTrace -> the reply.
+// ---------------------------------------------------------------------------------------
+
+using ProfileResult = absl::StatusOr<baton::v1::ProfileJobResponse>;
+
+baton::v1::ProfileJobRequest ProfileRequest(const std::string& job, int64_t steps,
+                                            std::vector<int32_t> ranks = {}) {
+  baton::v1::ProfileJobRequest r;
+  r.set_job_id(job);
+  r.set_steps(steps);
+  for (int32_t rank : ranks) r.add_ranks(rank);
+  return r;
+}
+
+baton::v1::WorkerMessage TraceOf(const baton::v1::ProfileRanks& asked, int32_t rank,
+                                 const std::string& json) {
+  baton::v1::WorkerMessage m;
+  baton::v1::ProfileTrace* t = m.mutable_profile_trace();
+  t->set_job_id(asked.job_id());
+  t->set_generation(asked.generation());
+  t->set_request_id(asked.request_id());
+  t->set_rank(rank);
+  t->set_trace_json(json);
+  return m;
+}
+
+TEST_F(CoordinatorTest, ProfileAsksEachRanksWorkerAndAnswersWithEveryTrace) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  std::optional<ProfileResult> result;
+  auto done = [&result](ProfileResult r) { result = std::move(r); };
+  // Before the generation's first step its ranks may not handle SIGUSR2 yet.
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 2), done),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not reported a step")));
+  Metric("w1", id, 1, 0, 5);
+
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), done));
+  EXPECT_EQ(coordinator_->profiles_in_flight(), 1u);
+  const baton::v1::ProfileRanks asked1 =
+      Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  const baton::v1::ProfileRanks asked2 =
+      Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  EXPECT_EQ(asked1.job_id(), id);
+  EXPECT_EQ(asked1.generation(), 1);
+  EXPECT_EQ(asked1.steps(), 2);
+  EXPECT_THAT(asked1.ranks(), ::testing::ElementsAre(0));
+  EXPECT_THAT(asked2.ranks(), ::testing::ElementsAre(1));
+  EXPECT_EQ(asked1.request_id(), asked2.request_id());
+  EXPECT_EQ(FromProto(asked1.timeout()), kDefaultProfileTimeout);
+  // No step time known yet: the window starts log_every (10, the default) + 10 steps after
+  // the newest reported one.
+  EXPECT_EQ(asked1.start_step(), 5 + 10 + 10);
+  EXPECT_EQ(asked2.start_step(), 5 + 10 + 10);
+
+  Send("w2", TraceOf(asked2, 1, "{\"r\":1}"));
+  EXPECT_FALSE(result.has_value());
+  Send("w1", TraceOf(asked1, 0, "{\"r\":0}"));
+  ASSERT_TRUE(result.has_value());
+  ASSERT_OK(result->status());
+  ASSERT_EQ((*result)->traces_size(), 2);
+  EXPECT_EQ((*result)->traces(0).trace_json(), "{\"r\":0}");
+  EXPECT_EQ((*result)->traces(1).trace_json(), "{\"r\":1}");
+  EXPECT_EQ(coordinator_->profiles_in_flight(), 0u);
+}
+
+TEST_F(CoordinatorTest, ProfileWindowStartsAheadByTheStepTime) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  // Rank 0 steps every 100 ms (the workers' timestamps).
+  for (int step = 1; step <= 4; ++step) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    baton::v1::MetricPoint* p = m.mutable_metrics()->add_points();
+    p->set_generation(1);
+    p->set_rank(0);
+    p->set_step(step);
+    *p->mutable_time() = ToProto(clock_.Now() + absl::Milliseconds(100) * step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send("w1", m);
+  }
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
+  // log_every (10), then kProfileLeadTime (3 s) of 100 ms steps + 1, after step 4.
+  const baton::v1::ProfileRanks asked =
+      Last("w2", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  EXPECT_EQ(asked.start_step(), 4 + 10 + 31);
+  EXPECT_EQ(FromProto(asked.timeout()), kDefaultProfileTimeout);
+}
+
+TEST_F(CoordinatorTest, ProfileOfSlowStepsWaitsLongerByDefault) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  for (int step = 1; step <= 3; ++step) {  // 10 s a step.
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    baton::v1::MetricPoint* p = m.mutable_metrics()->add_points();
+    p->set_generation(1);
+    p->set_rank(0);
+    p->set_step(step);
+    *p->mutable_time() = ToProto(clock_.Now() + absl::Seconds(10) * step);
+    (*p->mutable_values())["loss"] = 1.0;
+    Send("w1", m);
+  }
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}));
+  const baton::v1::ProfileRanks asked =
+      Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  // From step 3: log_every (10) + 3 s of 10 s steps (1) = step 14; its window ends 13 steps
+  // after step 3, 130 s: the coordinator waits twice that.
+  EXPECT_EQ(asked.start_step(), 14);
+  EXPECT_EQ(FromProto(asked.timeout()), absl::Seconds(260));
+  // An explicit timeout is kept.
+  baton::v1::ProfileJobRequest explicit_timeout = ProfileRequest(id, 2);
+  *explicit_timeout.mutable_timeout() = ToProto(absl::Seconds(30));
+  ASSERT_OK(coordinator_->ProfileJob(explicit_timeout, [](ProfileResult) {}));
+  EXPECT_EQ(
+      FromProto(Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks().timeout()),
+      absl::Seconds(30));
+}
+
+TEST_F(CoordinatorTest, ProfileValidatesItsRequest) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  auto done = [](ProfileResult) { ADD_FAILURE() << "a refused profile must not be answered"; };
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 2), done),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("only a RUNNING job")));
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 5);
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 0), done),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("steps: 0 is outside")));
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 1001), done),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("[1, 1000]")));
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 2, {2}), done),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ranks: 2 is outside")));
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest("j-999999", 2), done),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+  baton::v1::ProfileJobRequest long_timeout = ProfileRequest(id, 2);
+  *long_timeout.mutable_timeout() = ToProto(absl::Hours(2));
+  EXPECT_THAT(coordinator_->ProfileJob(long_timeout, done),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("timeout")));
+  EXPECT_EQ(coordinator_->profiles_in_flight(), 0u);
+}
+
+TEST_F(CoordinatorTest, ProfileOfACommandJobNeedsTheBuiltInTrainer) {
+  const std::string id = RunningJob();
+  Metric("w1", id, 1, 0, 5);
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(id, 2), [](ProfileResult) {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("profiling needs the built-in trainer")));
+}
+
+TEST_F(CoordinatorTest, ProfileIsNeverSentToAWorkerOlderThanVersion4) {
+  baton::v1::Register old = Reg("w1");
+  old.set_protocol_version(3);
+  Connect(old);
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  CompleteRendezvous(submitted->id(), 1, 29500);
+  Metric("w2", submitted->id(), 1, 1, 5);
+  EXPECT_THAT(coordinator_->ProfileJob(ProfileRequest(submitted->id(), 2), [](ProfileResult) {}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("worker w1 speaks protocol version 3")));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kProfileRanks), SizeIs(0));
+  EXPECT_THAT(channels_["w2"]->Of(baton::v1::CoordinatorMessage::kProfileRanks), SizeIs(0));
+  // Rank 1 alone lives on a current worker.
+  ASSERT_OK(
+      coordinator_->ProfileJob(ProfileRequest(submitted->id(), 2, {1}), [](ProfileResult) {}));
+  EXPECT_THAT(channels_["w2"]->Of(baton::v1::CoordinatorMessage::kProfileRanks), SizeIs(1));
+}
+
+TEST_F(CoordinatorTest, ProfileExpiresOrFailsNamingTheMissingRanks) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 5);
+  std::optional<ProfileResult> expired, lost;
+  baton::v1::ProfileJobRequest quick = ProfileRequest(id, 2);
+  *quick.mutable_timeout() = ToProto(absl::Seconds(10));
+  ASSERT_OK(coordinator_->ProfileJob(quick, [&](ProfileResult r) { expired = std::move(r); }));
+  const baton::v1::ProfileRanks asked =
+      Last("w1", baton::v1::CoordinatorMessage::kProfileRanks).profile_ranks();
+  Send("w1", TraceOf(asked, 0, "{}"));
+  clock_.Advance(absl::Seconds(10));
+  coordinator_->ReconcileOnce();
+  ASSERT_TRUE(expired.has_value());
+  EXPECT_THAT(expired->status(), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                          HasSubstr("missing: rank 1 on worker w2")));
+
+  ASSERT_OK(coordinator_->ProfileJob(ProfileRequest(id, 2),
+                                     [&](ProfileResult r) { lost = std::move(r); }));
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  coordinator_->ReconcileOnce();
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_THAT(lost->status(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1")));
+  EXPECT_EQ(coordinator_->profiles_in_flight(), 0u);
 }
 
 }  // namespace

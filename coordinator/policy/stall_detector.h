@@ -31,6 +31,8 @@ class StallDetector {
   void Note(const std::vector<baton::v1::MetricPoint>& points, absl::Time now);
   // A stall of `job`'s live ranks (RankInfo without an exit) at `now`, if any.
   std::optional<Stall> Check(const baton::v1::Job& job, absl::Time now) const;
+  // Median of the recent step times; zero before two steps of one rank.
+  absl::Duration MedianStepTime() const;
 
  private:
   struct RankProgress {
@@ -38,9 +40,6 @@ class StallDetector {
     absl::Time advanced;    // when the coordinator saw the step grow
     absl::Time point_time;  // the worker's timestamp of that point
   };
-  // Median of the recent step times; zero before two steps of one rank.
-  absl::Duration MedianStepTime() const;
-
   std::map<int32_t, RankProgress> progress_;  // by rank
   std::deque<absl::Duration> step_times_;     // recent time-per-step samples, newest last
 };

@@ -140,6 +140,20 @@ TEST_F(ServerTest, JobServiceErrorsAreRealGrpcStatuses) {
   baton::v1::JobUpdate u;
   EXPECT_FALSE(reader->Read(&u));
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+
+  // ProfileJob: unknown job; a QUEUED one cannot be profiled.
+  grpc::ClientContext pctx;
+  baton::v1::ProfileJobRequest profile;
+  profile.set_job_id("j-404");
+  profile.set_steps(2);
+  baton::v1::ProfileJobResponse traces;
+  EXPECT_EQ(jobs_->ProfileJob(&pctx, profile, &traces).error_code(), grpc::StatusCode::NOT_FOUND);
+  ASSERT_TRUE(Submit(Spec(1), &job).ok());
+  grpc::ClientContext qctx;
+  profile.set_job_id(job.id());
+  s = jobs_->ProfileJob(&qctx, profile, &traces);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("only a RUNNING job can be profiled"));
 }
 
 // A spec over the limits reaches the coordinator (gRPC's message limit is set above them)
@@ -668,9 +682,10 @@ class TlsServerTest : public ::testing::Test {
 
 TEST_F(TlsServerTest, EveryUserCallNeedsAToken) {
   const std::string root = ReadText(pki_ + "/users/root.token");
-  for (const char* method : {"/baton.v1.JobService/ListJobs", "/baton.v1.JobService/GetJob",
-                             "/baton.v1.JobService/SubmitJob", "/baton.v1.JobService/CancelJob",
-                             "/baton.v1.ClusterService/ListWorkers"}) {
+  for (const char* method :
+       {"/baton.v1.JobService/ListJobs", "/baton.v1.JobService/GetJob",
+        "/baton.v1.JobService/SubmitJob", "/baton.v1.JobService/CancelJob",
+        "/baton.v1.JobService/ProfileJob", "/baton.v1.ClusterService/ListWorkers"}) {
     EXPECT_EQ(CallStatus(channel_, method, "").error_code(), grpc::StatusCode::UNAUTHENTICATED)
         << method;
     EXPECT_EQ(CallStatus(channel_, method, "forged").error_code(),

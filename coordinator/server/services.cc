@@ -391,6 +391,28 @@ grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
       });
 }
 
+grpc::ServerUnaryReactor* JobServiceImpl::ProfileJob(grpc::CallbackServerContext* ctx,
+                                                     const baton::v1::ProfileJobRequest* req,
+                                                     baton::v1::ProfileJobResponse* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  loop_->Post([this, req, resp, reactor, caller = *caller] {
+    absl::Status s = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(const baton::v1::Job job, jobs_->Get(req->job_id()));
+      RETURN_IF_ERROR(checks_.policy->CanCancel(caller, job));
+      // `done` runs on the loop, exactly once, and only if this returns OK.
+      return coordinator_->ProfileJob(
+          *req, [reactor, resp](absl::StatusOr<baton::v1::ProfileJobResponse> result) {
+            if (result.ok()) *resp = *std::move(result);
+            reactor->Finish(ToGrpcStatus(result.status()));
+          });
+    }();
+    if (!s.ok()) reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
     grpc::CallbackServerContext* ctx, const baton::v1::ListWorkersRequest*,
     baton::v1::ListWorkersResponse* resp) {

@@ -50,6 +50,11 @@ class JobServiceImpl final : public baton::v1::JobService::CallbackService {
       grpc::CallbackServerContext* ctx, const baton::v1::WatchJobRequest* req) override;
   grpc::ServerWriteReactor<baton::v1::LogLine>* GetLogs(
       grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) override;
+  // Who may cancel a job may profile it (it signals the job's processes). Finished once
+  // every asked rank answered (Coordinator::ProfileJob).
+  grpc::ServerUnaryReactor* ProfileJob(grpc::CallbackServerContext* ctx,
+                                       const baton::v1::ProfileJobRequest* req,
+                                       baton::v1::ProfileJobResponse* resp) override;
 
  private:
   // SubmitJob's part on the loop.

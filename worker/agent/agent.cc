@@ -48,7 +48,10 @@ Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock
       outbox_(outbox),
       clock_(clock),
       metrics_(metrics),
-      heartbeat_interval_(options_.heartbeat_interval) {}
+      heartbeat_interval_(options_.heartbeat_interval),
+      profiles_(options_.profile, supervisor, clock,
+                [outbox](baton::v1::WorkerMessage reply) { outbox->PushReply(std::move(reply)); }) {
+}
 
 Agent::~Agent() { Stop(); }
 
@@ -351,6 +354,14 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
           supervisor_->RequestCheckpoint(req.job_id(), req.generation(), req.rank());
       // Not fatal: the coordinator stops the generation after its checkpoint timeout.
       if (!s.ok()) BATON_LOG(WARNING) << "RequestCheckpoint: " << s;
+      return;
+    }
+    case baton::v1::CoordinatorMessage::kProfileRanks: {
+      const baton::v1::ProfileRanks& req = message.profile_ranks();
+      BATON_LOG(INFO) << "ProfileRanks " << req.request_id() << " job " << req.job_id() << " gen "
+                      << req.generation() << ": " << req.ranks_size() << " rank(s), " << req.steps()
+                      << " steps";
+      profiles_.Start(req);  // Answers every rank, now or from its polls.
       return;
     }
     case baton::v1::CoordinatorMessage::kRegistered:

@@ -1,11 +1,11 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -21,6 +21,7 @@
 #include "worker/host/reserve_port.h"
 #include "worker/metrics.h"
 #include "worker/supervisor/lease.h"
+#include "worker/supervisor/profile_collector.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace grpc {
@@ -63,6 +64,8 @@ struct AgentOptions {
   absl::Duration keepalive_timeout = absl::Seconds(20);
   // On Stop(), how long the final flush may take.
   absl::Duration stop_flush_timeout = absl::Seconds(2);
+  // `baton profile` (ProfileRanks): polls and bounds of the ProfileCollector.
+  ProfileCollectorOptions profile;
 };
 
 // The worker side of WorkerService.Connect: keeps one bidirectional stream to the coordinator,
@@ -92,7 +95,9 @@ struct AgentOptions {
 //
 // Threading: three threads. The session thread connects, writes Register, then reads the
 // stream and handles each command without blocking: ReservePort, StopAssignment,
-// RequestCheckpoint and HeartbeatAck inline, and StartAssignment by accepting it into the
+// RequestCheckpoint, ProfileRanks (the ProfileCollector writes the request files and
+// signals the ranks; its polls answer with ProfileTrace replies) and HeartbeatAck inline,
+// and StartAssignment by accepting it into the
 // Supervisor (nothing spawned) and posting its launch to the starter. The starter thread
 // (a SerialExecutor) launches accepted assignments one at a time, in arrival order: the
 // peer probe (up to half the lease), then the spawns (a standby handoff, a fork). So a
@@ -188,6 +193,7 @@ class Agent {
   bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
 
+  ProfileCollector profiles_;  // Sends its ProfileTrace answers as replies.
   std::thread session_thread_;
   std::thread writer_thread_;
   SerialExecutor starter_;

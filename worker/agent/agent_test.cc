@@ -320,6 +320,35 @@ TEST_F(AgentTest, RequestCheckpointSignalsTheRankAndItsExitIsReported) {
   EXPECT_EQ(exited->process_exited().exit().signal(), 0);
 }
 
+TEST_F(AgentTest, ProfileRanksIsAnsweredWithAProfileTracePerRank) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return coordinator_->Send(StartCommand("j-cmd", "while :; do sleep 0.05; done")); }));
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kAssignmentStarted).has_value());
+  CoordinatorMessage request;
+  baton::v1::ProfileRanks* p = request.mutable_profile_ranks();
+  p->set_job_id("j-cmd");
+  p->set_generation(1);
+  p->set_request_id("p1-1");
+  p->add_ranks(0);
+  p->add_ranks(7);
+  p->set_steps(2);
+  ASSERT_TRUE(coordinator_->Send(request));
+  // Neither rank can be asked (a command job; no rank 7 here): both answered at once.
+  for (int rank : {0, 7}) {
+    std::optional<WorkerMessage> answer = coordinator_->Next([rank](const WorkerMessage& m) {
+      return m.has_profile_trace() && m.profile_trace().rank() == rank;
+    });
+    ASSERT_TRUE(answer.has_value()) << "rank " << rank;
+    EXPECT_EQ(answer->profile_trace().request_id(), "p1-1");
+    EXPECT_EQ(answer->profile_trace().job_id(), "j-cmd");
+    EXPECT_THAT(
+        answer->profile_trace().error(),
+        ::testing::HasSubstr(rank == 0 ? "profiling needs the built-in trainer" : "no rank 7"));
+  }
+}
+
 TEST_F(AgentTest, DrainTellsTheCoordinatorAndEveryLaterRegisterSaysDraining) {
   StartWorker(coordinator_->address());
   std::optional<WorkerMessage> first = coordinator_->Next(WorkerMessage::kRegister);

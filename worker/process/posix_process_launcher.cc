@@ -34,7 +34,7 @@ namespace {
 //                   pipe2 or fork),
 //                   kChdirFailed, kConfineFailed (landlock_restrict_self) or kExecFailed
 //                   (the child's errno; the child was reaped);
-//   worker -> shim: kSignal (SIGTERM, SIGKILL or SIGUSR1 for the process group).
+//   worker -> shim: kSignal (SIGTERM, SIGKILL, SIGUSR1 or SIGUSR2 for the process group).
 // The child reports a failed chdir or execve to the shim with the same record on a CLOEXEC
 // pipe, which an execve that succeeds closes.
 enum RecordKind : int32_t {
@@ -177,8 +177,8 @@ bool AwaitExec(pid_t child, int status_read) {
       Record rec;
       const ssize_t n = ::recv(kShimControlFd, &rec, sizeof(rec), MSG_DONTWAIT);
       if (n == static_cast<ssize_t>(sizeof(rec))) {
-        if (rec.kind == kSignal &&
-            (rec.value == SIGTERM || rec.value == SIGKILL || rec.value == SIGUSR1)) {
+        if (rec.kind == kSignal && (rec.value == SIGTERM || rec.value == SIGKILL ||
+                                    rec.value == SIGUSR1 || rec.value == SIGUSR2)) {
           ::kill(-child, rec.value);
         }
       } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
@@ -321,7 +321,7 @@ class ShimProcess final : public Process {
   int exit_fd() const override { return control_.get(); }
 
   absl::Status SignalGroup(int signo) override {
-    if (signo != SIGTERM && signo != SIGKILL && signo != SIGUSR1) {
+    if (signo != SIGTERM && signo != SIGKILL && signo != SIGUSR1 && signo != SIGUSR2) {
       return absl::InvalidArgumentError(absl::StrCat("unsupported signal ", signo));
     }
     absl::MutexLock lock(&mu_);

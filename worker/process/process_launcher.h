@@ -22,9 +22,9 @@ class Process {
   // OS pid of the training process; it leads its own process group (pgid == pid).
   virtual int pid() const = 0;
 
-  // Sends SIGTERM, SIGKILL or SIGUSR1 (the built-in trainer's checkpoint request) to the
-  // whole process group. Signalling after the exit was collected is a no-op. Errors:
-  // INVALID_ARGUMENT for another signal; UNAVAILABLE if the process can no longer be
+  // Sends SIGTERM, SIGKILL, SIGUSR1 or SIGUSR2 (the built-in trainer's checkpoint and
+  // profile requests) to the whole process group. Signalling after the exit was collected is a
+  // no-op. Errors: INVALID_ARGUMENT for another signal; UNAVAILABLE if the process can no longer be
   // signalled.
   virtual absl::Status SignalGroup(int signo) = 0;
 

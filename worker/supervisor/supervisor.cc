@@ -180,6 +180,53 @@ absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t ge
   return entry->process->SignalGroup(SIGUSR1);
 }
 
+absl::StatusOr<const Supervisor::RankEntry*> Supervisor::ProfiledRankLocked(
+    const std::string& job_id, int64_t generation, int32_t rank) const {
+  auto it = assignments_.find({job_id, generation});
+  const RankEntry* entry = nullptr;
+  if (it != assignments_.end()) {
+    for (const RankEntry& r : it->second.ranks) {
+      if (r.info.rank() == rank) entry = &r;
+    }
+  }
+  if (entry == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no rank ", rank, " of job ", job_id, " generation ",
+                                            generation, " on this worker"));
+  }
+  if (!it->second.request.spec().has_trainer()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " runs a command; profiling needs the built-in trainer"));
+  }
+  if (entry->lifecycle.state() != RankState::kRunning || entry->process == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank, " of job ", job_id, " generation ", generation, " is ",
+                     RankStateName(entry->lifecycle.state()), ", not running"));
+  }
+  return entry;
+}
+
+std::string Supervisor::RankDir(const std::string& job_id, int64_t generation, int32_t rank) const {
+  return absl::StrCat(options_.work_dir, "/jobs/", job_id, "/gen-", generation, "/rank-", rank);
+}
+
+absl::StatusOr<Supervisor::ProfileDirPath> Supervisor::ProfileDir(const std::string& job_id,
+                                                                  int64_t generation,
+                                                                  int32_t rank) const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<const RankEntry*> entry = ProfiledRankLocked(job_id, generation, rank);
+  if (!entry.ok()) return entry.status();
+  return ProfileDirPath{absl::StrCat(options_.work_dir, "/jobs/", job_id),
+                        absl::StrCat("gen-", generation, "/rank-", rank, "/profile")};
+}
+
+absl::Status Supervisor::SignalProfile(const std::string& job_id, int64_t generation,
+                                       int32_t rank) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<const RankEntry*> entry = ProfiledRankLocked(job_id, generation, rank);
+  if (!entry.ok()) return entry.status();
+  return (*entry)->process->SignalGroup(SIGUSR2);
+}
+
 bool Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason) {
   if (a.phase == Phase::kAccepted) {
     FailLocked(a, std::string(reason),

@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
@@ -164,6 +165,25 @@ class Supervisor {
   // exited); UNAVAILABLE if it cannot be signalled.
   absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);
 
+  // Where a rank's profile directory is: `below` ("gen-<g>/rank-<r>/profile") under `root`
+  // (the job's directory, made by the worker). The rank may replace what is below the root
+  // (a symlink to another job's files), so open those components without following one.
+  struct ProfileDirPath {
+    std::string root;
+    std::string below;
+    std::string full() const { return root + "/" + below; }
+  };
+  // `baton profile`: the profile directory of a running rank of the built-in trainer
+  // (<rank dir>/profile, passed to it as --profile_dir), where its profile request goes
+  // and its trace appears (worker/trainer/profile/profiler.h). Errors: NOT_FOUND if the
+  // rank is unknown; FAILED_PRECONDITION if it is not RUNNING, or runs a command ("profiling
+  // needs the built-in trainer").
+  absl::StatusOr<ProfileDirPath> ProfileDir(const std::string& job_id, int64_t generation,
+                                            int32_t rank) const;
+  // Asks such a rank to read its profile request at its next step boundary: SIGUSR2 to its
+  // process group. Errors: those of ProfileDir; UNAVAILABLE if it cannot be signalled.
+  absl::Status SignalProfile(const std::string& job_id, int64_t generation, int32_t rank);
+
   // For a drain: blocks until no assignment is left (every rank exited and its exit was
   // reported), the clock reaches `deadline`, or EndIdleWait() is called. Returns whether no
   // assignment is left.
@@ -255,6 +275,13 @@ class Supervisor {
     absl::Time drain_deadline = absl::InfiniteFuture();
   };
   struct RankLaunch;
+
+  // The RUNNING rank of a built-in trainer assignment (see ProfileDir's errors).
+  absl::StatusOr<const RankEntry*> ProfiledRankLocked(const std::string& job_id, int64_t generation,
+                                                      int32_t rank) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // <work_dir>/jobs/<job>/gen-<g>/rank-<r>: the rank's working directory.
+  std::string RankDir(const std::string& job_id, int64_t generation, int32_t rank) const;
 
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);

@@ -299,8 +299,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
                                               const baton::v1::RankInfo& rank) {
   RankLaunch out;
   const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
-  const std::string rank_dir =
-      absl::StrCat(job_dir, "/gen-", request.generation(), "/rank-", rank.rank());
+  const std::string rank_dir = RankDir(request.job_id(), request.generation(), rank.rank());
   // Created 0700: <work_dir>/jobs, the job's directory and its rank directories.
   if (absl::Status made = MakePrivateDirs(rank_dir); !made.ok()) {
     out.status = absl::InternalError(made.message());
@@ -324,6 +323,13 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
       (void)MakePrivateDirs(checkpoint_dir);  // The trainer reports it if it cannot.
     }
     launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
+    // `baton profile` (ProfileDir): the trainer records a window of steps on SIGUSR2.
+    const std::string profile_dir = rank_dir + "/profile";
+    if (absl::Status made = MakePrivateDirs(profile_dir); !made.ok()) {
+      out.status = absl::InternalError(made.message());
+      return out;
+    }
+    launch.argv.push_back(absl::StrCat("--profile_dir=", profile_dir));
   } else if (spec.has_command()) {
     if (spec.command().argv().empty()) {
       out.status = absl::InvalidArgumentError("spec.command.argv is empty");
