@@ -3,7 +3,7 @@
 // (Gloo, shared memory), GPipe and 1F1B, the MLP and a small GPT; after K
 // SGD steps every stage's parameters equal those of one process training the whole model on
 // the same global batch. And S = 2 x D = 2: two pipelines whose stage replicas average their
-// gradients over a data-parallel communicator of their own.
+// gradients over a data-parallel communicator of their own (CreatePipelineGroups).
 //
 // Tolerance: not bit-identical. The single process computes the batch's mean loss at once;
 // the pipeline adds M micro-batch gradients, each of (micro-batch mean / M), into .grad one
@@ -20,10 +20,10 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/sgd.h>
 
+#include <future>
 #include <map>
 #include <memory>
 #include <string>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +35,7 @@
 #include "worker/trainer/comm/gloo_communicator.h"
 #include "worker/trainer/comm/shm_communicator.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
+#include "worker/trainer/pipeline/process_groups.h"
 #include "worker/trainer/pipeline/schedule.h"
 #include "worker/trainer/pipeline/stage_model.h"
 
@@ -273,39 +274,55 @@ INSTANTIATE_TEST_SUITE_P(Models, PipelineTest, ::testing::ValuesIn(Cases()),
                            return info.param.name;
                          });
 
-// S = 2 x D = 2 on 4 threads: rank r is stage r % 2 of pipeline (replica) r / 2. Each pipeline
-// has its own Gloo group for the transfers and each stage one for its replicas' gradient
-// average (separate groups through prefixes of one store: the Communicator interface has no
-// sub-communicators).
+// S = 2 x D = 2 on 4 threads: rank r is stage r % 2 of pipeline (replica) r / 2, with the
+// pipeline's and the stage's communicators from CreatePipelineGroups (separate groups through
+// prefixes of one store: the Communicator interface has no sub-communicators), over Gloo and
+// over shared memory.
 TEST(PipelineDataParallelTest, TwoStagesTimesTwoReplicasTrainLikeOneProcess) {
-  for (const ModelKind& kind : {MlpKind(), GptKind()}) {
-    SCOPED_TRACE(kind.name);
-    constexpr int kStages = 2;
-    constexpr int kReplicas = 2;
-    const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(kStages * kReplicas);
-    std::vector<std::future<StageOutcome>> ranks;
-    for (int r = 0; r < kStages * kReplicas; ++r) {
-      ranks.push_back(std::async(std::launch::async, [&, r] {
-        const int stage = r % kStages;
-        const int replica = r / kStages;
-        auto pp_store =
-            c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("pp", replica), stores[r]);
-        auto dp_store =
-            c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("dp", stage), stores[r]);
-        absl::StatusOr<std::unique_ptr<Communicator>> pipeline = MakeGloo(pp_store, stage, kStages);
-        absl::StatusOr<std::unique_ptr<Communicator>> data_parallel =
-            MakeGloo(dp_store, replica, kReplicas);
-        EXPECT_OK(pipeline.status());
-        EXPECT_OK(data_parallel.status());
-        if (!pipeline.ok() || !data_parallel.ok()) return StageOutcome();
-        return TrainStage(kind, ScheduleKind::k1F1B, /*micro_batches=*/2, **pipeline,
-                          data_parallel->get(), replica, kReplicas);
-      }));
+  constexpr int kStages = 2;
+  constexpr int kWorld = 4;
+  for (const auto& [backend, make] : std::vector<std::pair<std::string, CommunicatorFactory>>{
+           {"gloo", MakeGloo}, {"shm", MakeShm()}}) {
+    for (const ModelKind& kind : {MlpKind(), GptKind()}) {
+      SCOPED_TRACE(absl::StrCat(backend, " ", kind.name));
+      const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(kWorld);
+      std::vector<std::future<StageOutcome>> ranks;
+      for (int r = 0; r < kWorld; ++r) {
+        ranks.push_back(std::async(std::launch::async, [&, r] {
+          absl::StatusOr<PipelineGroups> groups =
+              CreatePipelineGroups(stores[r], r, kWorld, kStages, make);
+          EXPECT_OK(groups.status());
+          if (!groups.ok()) return StageOutcome();
+          EXPECT_EQ(groups->stage, r % kStages);
+          EXPECT_EQ(groups->replica, r / kStages);
+          EXPECT_EQ(groups->pipeline->rank(), r % kStages);
+          EXPECT_EQ(groups->data_parallel->rank(), r / kStages);
+          return TrainStage(kind, ScheduleKind::k1F1B, /*micro_batches=*/2, *groups->pipeline,
+                            groups->data_parallel.get(), groups->replica, kWorld / kStages);
+        }));
+      }
+      std::vector<StageOutcome> got;
+      for (auto& f : ranks) got.push_back(f.get());
+      ExpectMatchesReference(kind, got);
     }
-    std::vector<StageOutcome> got;
-    for (auto& f : ranks) got.push_back(f.get());
-    ExpectMatchesReference(kind, got);
   }
+}
+
+TEST(PipelineGroupsTest, OnePipelineHasNoDataParallelGroupAndBadShapesAreRefused) {
+  const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(2);
+  std::vector<std::future<bool>> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.push_back(std::async(std::launch::async, [&, r] {
+      absl::StatusOr<PipelineGroups> groups = CreatePipelineGroups(stores[r], r, 2, 2, MakeGloo);
+      return groups.ok() && groups->data_parallel == nullptr && groups->pipeline->rank() == r;
+    }));
+  }
+  for (auto& f : ranks) EXPECT_TRUE(f.get());
+  EXPECT_THAT(
+      CreatePipelineGroups(stores[0], 0, 3, 2, MakeGloo),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cannot form pipelines of 2 stages")));
+  EXPECT_THAT(CreatePipelineGroups(stores[0], 4, 4, 2, MakeGloo),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rank 4 of 4")));
 }
 
 // What the tolerance tells apart: a pipeline that trained on the first micro-batch only is
