@@ -108,6 +108,28 @@ absl::Status ValidateGlobalBatch(const JobSpec& spec) {
   return absl::OkStatus();
 }
 
+// trainer.pipeline.stages against every world size the job may run at (each world is
+// whole pipelines), then whether pipelines run at all yet.
+absl::Status ValidatePipelineWorld(const JobSpec& spec) {
+  const int64_t stages = spec.trainer().pipeline().stages();
+  if (stages <= 1) return absl::OkStatus();  // Its range: ValidateTrainerSpec.
+  const int slots = SlotsPerWorker(spec);
+  const int min = spec.workers().min();
+  const int max = MaxWorkers(spec);
+  for (int workers = min; workers <= max; ++workers) {
+    const int64_t world = int64_t{workers} * slots;
+    if (world % stages != 0) {
+      return Invalid("trainer.pipeline.stages",
+                     absl::StrCat(stages, " does not divide ", world, " ranks (", workers,
+                                  " workers x ", slots,
+                                  " slots), a size the job may run at; every world size in ",
+                                  int64_t{min} * slots, "..", int64_t{max} * slots,
+                                  " must be a multiple of the stages"));
+    }
+  }
+  return trainer_spec::CheckPipelineImplemented(stages, "trainer.pipeline.stages");
+}
+
 absl::Status ValidateCommand(const CommandSpec& c) {
   if (c.argv_size() == 0) {
     return Invalid("command.argv", "is empty; must list the program and its arguments");
@@ -276,6 +298,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   RETURN_IF_ERROR(ValidateEnv(spec));
   RETURN_IF_ERROR(CheckOptionalAbsolute("checkpoint_dir", spec.checkpoint_dir()));
   if (spec.has_trainer()) RETURN_IF_ERROR(ValidateGlobalBatch(spec));
+  if (spec.has_trainer()) RETURN_IF_ERROR(ValidatePipelineWorld(spec));
   const int max_workers = MaxWorkers(spec);
   if (spec.has_trainer() && spec.trainer().checkpoint_every() > 0 &&
       spec.checkpoint_dir().empty() && max_workers > 1) {

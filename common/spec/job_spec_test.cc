@@ -593,6 +593,93 @@ TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
   EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
 }
 
+// trainer.pipeline: ranges, the rules between its fields and the model, batch, ZeRO and
+// activation checkpointing, the world sizes; and, all of that passed, the training loop's
+// "not implemented yet" for more than one stage.
+TEST(ValidateJobSpecTest, Pipeline) {
+  struct Case {
+    std::function<void(JobSpec&)> mutate;
+    std::string want;  // The whole message ("" = valid).
+  };
+  auto pipeline = [](JobSpec& spec, int stages, int micro_batches) {
+    spec.mutable_trainer()->mutable_pipeline()->set_stages(stages);
+    spec.mutable_trainer()->mutable_pipeline()->set_micro_batches(micro_batches);
+  };
+  auto gpt = [](JobSpec& spec) {
+    spec.mutable_trainer()->set_model("gpt");
+    spec.mutable_trainer()->set_dataset("synthetic");
+    spec.mutable_trainer()->clear_data_dir();
+  };
+  const std::vector<Case> cases = {
+      {[](JobSpec&) {}, ""},
+      {[&](JobSpec& s) { pipeline(s, 65, 65); },
+       "trainer.pipeline.stages: 65 is out of range; must be 1..64 (1 = no pipeline)"},
+      {[&](JobSpec& s) { pipeline(s, 1, 0); },
+       "trainer.pipeline.micro_batches: 0 is out of range; must be 1..1024"},
+      {[&](JobSpec& s) { s.mutable_trainer()->mutable_pipeline()->set_schedule("interleaved"); },
+       "trainer.pipeline.schedule: 'interleaved' is not supported; allowed: gpipe, 1f1b"},
+      {[&](JobSpec& s) { pipeline(s, 2, 1); },
+       "trainer.pipeline.micro_batches: 1 is fewer than the 2 stages; must be >= "
+       "trainer.pipeline.stages"},
+      {[&](JobSpec& s) { pipeline(s, 4, 4); },
+       "trainer.pipeline.stages: 4 stages for an mlp of 3 layers; must be at most its layers "
+       "(hidden widths + 1)"},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 2);
+         s.mutable_trainer()->set_model("resnet18");
+       },
+       "trainer.pipeline.stages: model 'resnet18' cannot be split into stages; allowed with "
+       "models gpt and mlp"},
+      {[&](JobSpec& s) {
+         gpt(s);
+         pipeline(s, 3, 4);
+       },
+       "trainer.pipeline.stages: 3 does not divide trainer.gpt_layers 4; must divide it"},
+      {[&](JobSpec& s) { pipeline(s, 2, 3); },
+       "trainer.pipeline.micro_batches: 3 does not divide trainer.batch_size 64; must divide it"},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 4);
+         s.mutable_trainer()->mutable_zero()->set_stage(1);
+       },
+       "trainer.pipeline.stages: pipeline parallelism is not supported with trainer.zero.stage "
+       "1; allowed with trainer.zero.stage 0"},
+      {[&](JobSpec& s) {
+         gpt(s);
+         pipeline(s, 2, 4);
+         s.mutable_trainer()->set_activation_checkpointing("blocks");
+       },
+       "trainer.pipeline.stages: pipeline parallelism is not supported with "
+       "trainer.activation_checkpointing 'blocks'; allowed with 'none'"},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 4);
+         s.mutable_workers()->set_min(2);
+         s.mutable_workers()->set_max(3);
+       },
+       "trainer.pipeline.stages: 2 does not divide 3 ranks (3 workers x 1 slots), a size the "
+       "job may run at; every world size in 2..3 must be a multiple of the stages"},
+      {[&](JobSpec& s) {
+         gpt(s);
+         pipeline(s, 2, 4);
+         s.mutable_trainer()->mutable_pipeline()->set_schedule("gpipe");
+       },
+       "trainer.pipeline.stages: 2 is not implemented yet; allowed: 1"},
+  };
+  for (const Case& c : cases) {
+    JobSpec spec = TrainerJob();
+    c.mutate(spec);
+    if (c.want.empty()) {
+      EXPECT_OK(ValidateJobSpec(spec)) << spec.ShortDebugString();
+    } else {
+      EXPECT_THAT(ValidateJobSpec(spec), StatusIs(kInvalid, c.want)) << spec.ShortDebugString();
+    }
+  }
+  // Defaults: one stage, one micro-batch, 1F1B.
+  const baton::v1::PipelineSpec defaults = TrainerJob().trainer().pipeline();
+  EXPECT_EQ(defaults.stages(), 1);
+  EXPECT_EQ(defaults.micro_batches(), 1);
+  EXPECT_EQ(defaults.schedule(), "1f1b");
+}
+
 TEST(ValidateJobSpecTest, Env) {
   JobSpec spec = TrainerJob();
   (*spec.mutable_env())["OMP_NUM_THREADS"] = "1";

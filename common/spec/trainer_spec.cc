@@ -354,6 +354,10 @@ TrainerSpec TrainerSpecWithDefaults(TrainerSpec t) {
   t.set_keep_checkpoints(OrDefault(t.keep_checkpoints(), ts::kKeepCheckpoints));
   t.set_global_batch(OrDefault(t.global_batch(), ts::kGlobalBatch));
   FillChoice(t.mutable_activation_checkpointing(), ts::kActivationCheckpointing);
+  baton::v1::PipelineSpec& pipeline = *t.mutable_pipeline();
+  pipeline.set_stages(OrDefault(pipeline.stages(), ts::kPipelineStages));
+  pipeline.set_micro_batches(OrDefault(pipeline.micro_batches(), ts::kPipelineMicroBatches));
+  FillChoice(pipeline.mutable_schedule(), ts::kPipelineSchedule);
   return t;
 }
 
@@ -407,10 +411,25 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
   RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));
   RETURN_IF_ERROR(CheckSpec(ts::kZeroStage, t.zero().stage()));
-  return ts::CheckZeroCombination(t.zero().stage(), t.zero().offload_optimizer(),
-                                  t.grad_compression(), ts::SpecPath(ts::kZeroStage),
-                                  ts::SpecPath(ts::kZeroOffloadOptimizer),
-                                  ts::SpecPath(ts::kGradCompression));
+  RETURN_IF_ERROR(ts::CheckZeroCombination(t.zero().stage(), t.zero().offload_optimizer(),
+                                           t.grad_compression(), ts::SpecPath(ts::kZeroStage),
+                                           ts::SpecPath(ts::kZeroOffloadOptimizer),
+                                           ts::SpecPath(ts::kGradCompression)));
+  RETURN_IF_ERROR(CheckSpec(ts::kPipelineStages, t.pipeline().stages()));
+  RETURN_IF_ERROR(CheckSpec(ts::kPipelineMicroBatches, t.pipeline().micro_batches()));
+  RETURN_IF_ERROR(CheckSpec(ts::kPipelineSchedule, t.pipeline().schedule()));
+  const ts::PipelineSettings settings{t.pipeline().stages(),
+                                      t.pipeline().micro_batches(),
+                                      t.model(),
+                                      t.gpt_layers(),
+                                      t.hidden_size() + 1,
+                                      t.batch_size(),
+                                      t.zero().stage(),
+                                      t.activation_checkpointing()};
+  return ts::CheckPipeline(
+      settings, {ts::SpecPath(ts::kPipelineStages), ts::SpecPath(ts::kPipelineMicroBatches),
+                 ts::SpecPath(ts::kGptLayers), ts::SpecPath(ts::kBatchSize),
+                 ts::SpecPath(ts::kZeroStage), ts::SpecPath(ts::kActivationCheckpointing)});
 }
 
 }  // namespace baton

@@ -36,8 +36,9 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   "blocks" only for resnet18, resnet50 and gpt), then model/dataset compatibility
 //   (reported on trainer.dataset for a language model on image data, on trainer.model
 //   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
-//   (its range only; ValidateJobSpec checks it against the world sizes), zero.stage (also:
-//   2 is not implemented yet), zero.offload_optimizer (true is not implemented yet).
+//   (its range only; ValidateJobSpec checks it against the world sizes), zero.stage and
+//   zero.offload_optimizer (offload needs stage 1 or 2; stage 2 refuses grad_compression),
+//   and the pipeline fields (CheckPipeline).
 // Ranges come from the table. data_dir: for "synthetic" it must be empty; otherwise an
 // absolute path. torchscript_path (model "torchscript" only): an absolute path. Touches no
 // file system (see CheckTrainerSpecPaths). Thread-safe.

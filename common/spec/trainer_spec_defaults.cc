@@ -71,6 +71,55 @@ absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
   return absl::OkStatus();
 }
 
+absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labels) {
+  if (s.stages <= 1) return absl::OkStatus();
+  if (s.micro_batches < s.stages) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels.micro_batches, ": ", s.micro_batches, " is fewer than the ",
+                     s.stages, " stages; must be >= ", labels.stages));
+  }
+  if (s.model == "gpt") {
+    if (s.gpt_layers % s.stages != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(labels.stages, ": ", s.stages,
+                                                     " does not divide ", labels.gpt_layers, " ",
+                                                     s.gpt_layers, "; must divide it"));
+    }
+  } else if (s.model == "mlp") {
+    if (s.mlp_layers < s.stages) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          labels.stages, ": ", s.stages, " stages for an mlp of ", s.mlp_layers,
+          " layers; must be at most its layers (hidden widths + 1)"));
+    }
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(labels.stages, ": model '", s.model,
+                                                   "' cannot be split into stages; allowed "
+                                                   "with models gpt and mlp"));
+  }
+  if (s.batch_size % s.micro_batches != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(labels.micro_batches, ": ", s.micro_batches,
+                                                   " does not divide ", labels.batch_size, " ",
+                                                   s.batch_size, "; must divide it"));
+  }
+  if (s.zero_stage > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        labels.stages, ": pipeline parallelism is not supported with ", labels.zero_stage, " ",
+        s.zero_stage, "; allowed with ", labels.zero_stage, " 0"));
+  }
+  if (s.activation_checkpointing != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels.stages, ": pipeline parallelism is not supported with ",
+                     labels.activation_checkpointing, " '", s.activation_checkpointing,
+                     "'; allowed with 'none'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPipelineImplemented(int64_t stages, absl::string_view stages_label) {
+  if (stages <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(stages_label, ": ", stages, " is not implemented yet; allowed: 1"));
+}
+
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label) {
   if (values.size() > static_cast<size_t>(field.max_count)) {
@@ -109,7 +158,8 @@ absl::Span<const AnyField> TrainerSpecFields() {
       &kNumClasses,     &kGptLayers,     &kGptHeads,        &kGptWidth,
       &kVocabSize,      &kTorchscriptPath, &kTask,          &kCheckpointEvery,
       &kKeepCheckpoints, &kGlobalBatch,  &kSampleLog,      &kActivationCheckpointing,
-      &kZeroStage,      &kZeroOffloadOptimizer,
+      &kZeroStage,      &kZeroOffloadOptimizer, &kPipelineStages, &kPipelineMicroBatches,
+      &kPipelineSchedule,
   };
   return kFields;
 }

@@ -66,6 +66,7 @@ struct ChoiceField {
   // A JobSpec must set it: WithDefaults leaves it empty and ValidateTrainerSpec rejects
   // that. default_value then only serves a standalone baton-trainer run.
   bool required;
+  absl::string_view path = {};  // As IntField::path.
 };
 
 // Free text (paths); every value is allowed here, rules between fields live with the
@@ -188,6 +189,16 @@ inline bool HasCheckpointableBlocks(absl::string_view model) {
 inline constexpr IntField kZeroStage{"zero_stage", 0, 0, 2, "", "zero.stage"};
 inline constexpr BoolField kZeroOffloadOptimizer{"zero_offload_optimizer", false,
                                                  "zero.offload_optimizer"};
+// Pipeline parallelism (TrainerSpec.pipeline, a PipelineSpec): flags "pipeline_<field>".
+// The rules between fields live with the validators (CheckPipeline); the training loop
+// does not run pipelines yet (CheckPipelineImplemented).
+inline constexpr IntField kPipelineStages{"pipeline_stages", 1, 1, 64, "1 = no pipeline",
+                                          "pipeline.stages"};
+inline constexpr IntField kPipelineMicroBatches{"pipeline_micro_batches", 1, 1, 1024, "",
+                                                "pipeline.micro_batches"};
+inline constexpr absl::string_view kPipelineSchedules[] = {"gpipe", "1f1b"};
+inline constexpr ChoiceField kPipelineSchedule{"pipeline_schedule", "1f1b", kPipelineSchedules,
+                                               false, "pipeline.schedule"};
 
 // ---- Budget and JobSpec fields baton-trainer takes as flags -------------------------------
 
@@ -221,11 +232,38 @@ absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
                                   absl::string_view stage_label, absl::string_view offload_label,
                                   absl::string_view compression_label);
 
+// The rules between pipeline settings and the rest (PipelineSpec in job.proto), once each
+// passed its own Check: with stages > 1, micro_batches >= stages; model "gpt" with
+// gpt_layers divisible by stages, or "mlp" with at least `stages` layers (mlp_layers =
+// hidden widths + 1); batch_size divisible by micro_batches; zero_stage 0;
+// activation_checkpointing "none". INVALID_ARGUMENT "<label of the field>: ..."; `labels`
+// names each setting as the caller's user knows it (SpecPath or FlagLabel).
+struct PipelineSettings {
+  int64_t stages;
+  int64_t micro_batches;
+  absl::string_view model;
+  int64_t gpt_layers;
+  int64_t mlp_layers;
+  int64_t batch_size;
+  int64_t zero_stage;
+  absl::string_view activation_checkpointing;
+};
+struct PipelineLabels {
+  std::string stages, micro_batches, gpt_layers, batch_size, zero_stage,
+      activation_checkpointing;
+};
+absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labels);
+// OK for stages 1; else INVALID_ARGUMENT "<stages_label>: <stages> is not implemented yet;
+// allowed: 1" (the training loop does not run pipelines yet; worker/trainer/pipeline/ has
+// the parts).
+absl::Status CheckPipelineImplemented(int64_t stages, absl::string_view stages_label);
+
 // "trainer.<name>" (or "trainer.<path>" for a nested field): the field path of a TrainerSpec
 // entry in a JobSpec.
 template <typename Field>
 std::string SpecPath(const Field& field) {
-  if constexpr (std::is_same_v<Field, IntField> || std::is_same_v<Field, BoolField>) {
+  if constexpr (std::is_same_v<Field, IntField> || std::is_same_v<Field, BoolField> ||
+                std::is_same_v<Field, ChoiceField>) {
     if (!field.path.empty()) {
       return std::string("trainer.").append(field.path.data(), field.path.size());
     }

@@ -143,16 +143,27 @@ TEST(TrainerSpecFlagsTest, FormatsEachKind) {
   EXPECT_EQ(flags[31], "--synthetic_samples=2147483648");
 }
 
-// The fields of TrainerSpec.zero are flags of their own, at zero's place.
-TEST(TrainerSpecFlagsTest, FlattensTheZeroMessage) {
+// The fields of TrainerSpec.zero and TrainerSpec.pipeline are flags of their own, at their
+// message's place (zero's two, then pipeline's three, last).
+TEST(TrainerSpecFlagsTest, FlattensTheNestedMessages) {
   TrainerSpec t;
   t.mutable_zero()->set_stage(1);
+  t.mutable_pipeline()->set_stages(2);
+  t.mutable_pipeline()->set_micro_batches(4);
+  t.mutable_pipeline()->set_schedule("gpipe");
   std::vector<std::string> flags = TrainerSpecFlags(t);
-  ASSERT_GE(flags.size(), 2u);
-  EXPECT_EQ(flags[flags.size() - 2], "--zero_stage=1");
-  EXPECT_EQ(flags.back(), "--zero_offload_optimizer=false");
-  flags = TrainerSpecFlags(TrainerSpec());
-  EXPECT_EQ(flags[flags.size() - 2], "--zero_stage=0");
+  ASSERT_GE(flags.size(), 5u);
+  const std::vector<std::string> tail(flags.end() - 5, flags.end());
+  EXPECT_EQ(tail, (std::vector<std::string>{"--zero_stage=1", "--zero_offload_optimizer=false",
+                                            "--pipeline_stages=2", "--pipeline_micro_batches=4",
+                                            "--pipeline_schedule=gpipe"}));
+  flags = TrainerSpecFlags(TrainerSpecWithDefaults(TrainerSpec()));
+  const std::vector<std::string> defaults(flags.end() - 5, flags.end());
+  EXPECT_EQ(defaults, (std::vector<std::string>{"--zero_stage=0", "--zero_offload_optimizer=false",
+                                                "--pipeline_stages=1",
+                                                "--pipeline_micro_batches=1",
+                                                "--pipeline_schedule=1f1b"}));
+  EXPECT_EQ(ts::SpecPath(ts::kPipelineSchedule), "trainer.pipeline.schedule");
 }
 
 TEST(TrainerSpecTableTest, ChecksNameTheLabelTheValueAndWhatIsAllowed) {

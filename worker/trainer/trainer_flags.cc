@@ -99,6 +99,15 @@ ABSL_FLAG(bool, zero_offload_optimizer, ts::kZeroOffloadOptimizer.default_value,
           "TrainerSpec.zero.offload_optimizer: with --zero_stage 1 or 2, keep the sharded "
           "optimizer state and run its update in pinned host memory when training on GPUs "
           "(no-op on CPU).");
+ABSL_FLAG(int32_t, pipeline_stages, static_cast<int32_t>(ts::kPipelineStages.default_value),
+          "TrainerSpec.pipeline.stages: ranks per pipeline the model is split over (1 = no "
+          "pipeline; more is not implemented yet).");
+ABSL_FLAG(int32_t, pipeline_micro_batches,
+          static_cast<int32_t>(ts::kPipelineMicroBatches.default_value),
+          "TrainerSpec.pipeline.micro_batches: micro-batches per step and pipeline (>= "
+          "--pipeline_stages, divides --batch_size).");
+ABSL_FLAG(std::string, pipeline_schedule, std::string(ts::kPipelineSchedule.default_value),
+          "TrainerSpec.pipeline.schedule: gpipe or 1f1b.");
 // Budget fields and JobSpec.checkpoint_dir.
 ABSL_FLAG(int64_t, max_steps, ts::kMaxSteps.default_value,
           "Stop after this many steps (0 = no limit).");
@@ -220,6 +229,9 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
   options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
   options.zero_stage = absl::GetFlag(FLAGS_zero_stage);
   options.zero_offload_optimizer = absl::GetFlag(FLAGS_zero_offload_optimizer);
+  options.pipeline_stages = absl::GetFlag(FLAGS_pipeline_stages);
+  options.pipeline_micro_batches = absl::GetFlag(FLAGS_pipeline_micro_batches);
+  options.pipeline_schedule = absl::GetFlag(FLAGS_pipeline_schedule);
   RETURN_IF_ERROR(ValidateTrainerOptions(options));
   return options;
 }

@@ -180,6 +180,33 @@ TEST(TrainerFlagsTest, SubmitAndTrainerRejectTheSameValues) {
   }
 }
 
+// Pipeline flags: the same rules as at submit, then "not implemented yet" for more than one
+// stage (the training loop does not run pipelines yet).
+TEST(TrainerFlagsTest, PipelineRulesAndNotImplementedYet) {
+  {
+    absl::FlagSaver restore_flags;
+    EXPECT_THAT(FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2"}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "--pipeline_micro_batches: 1 is fewer than the 2 stages; must be >= "
+                         "--pipeline_stages"));
+  }
+  {
+    absl::FlagSaver restore_flags;
+    EXPECT_THAT(FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2",
+                          "--pipeline_micro_batches=4"}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         "--pipeline_stages: 2 is not implemented yet; allowed: 1"));
+  }
+  absl::FlagSaver restore_flags;
+  absl::StatusOr<FlagOptions> options =
+      FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_micro_batches=4",
+                "--pipeline_schedule=gpipe"});
+  ASSERT_OK(options);
+  EXPECT_EQ(options->trainer.pipeline_stages, 1);
+  EXPECT_EQ(options->trainer.pipeline_micro_batches, 4);
+  EXPECT_EQ(options->trainer.pipeline_schedule, "gpipe");
+}
+
 // ZeRO combinations that cannot work are rejected by both, naming the field: offload
 // without a sharded stage, stage 2 with gradient compression.
 TEST(TrainerFlagsTest, ZeroCombinationsThatCannotWorkAreRejectedByBoth) {

@@ -84,6 +84,23 @@ absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
                                            ts::FlagLabel(ts::kZeroStage),
                                            ts::FlagLabel(ts::kZeroOffloadOptimizer),
                                            ts::FlagLabel(ts::kGradCompression)));
+  RETURN_IF_ERROR(CheckFlag(ts::kPipelineStages, o.pipeline_stages));
+  RETURN_IF_ERROR(CheckFlag(ts::kPipelineMicroBatches, o.pipeline_micro_batches));
+  RETURN_IF_ERROR(CheckFlag(ts::kPipelineSchedule, o.pipeline_schedule));
+  const ts::PipelineSettings pipeline{o.pipeline_stages,
+                                      o.pipeline_micro_batches,
+                                      o.model.model,
+                                      o.model.gpt_layers,
+                                      static_cast<int64_t>(o.model.hidden.size()) + 1,
+                                      o.batch_size,
+                                      o.zero_stage,
+                                      o.model.activation_checkpointing};
+  RETURN_IF_ERROR(ts::CheckPipeline(
+      pipeline, {ts::FlagLabel(ts::kPipelineStages), ts::FlagLabel(ts::kPipelineMicroBatches),
+                 ts::FlagLabel(ts::kGptLayers), ts::FlagLabel(ts::kBatchSize),
+                 ts::FlagLabel(ts::kZeroStage), ts::FlagLabel(ts::kActivationCheckpointing)}));
+  RETURN_IF_ERROR(
+      ts::CheckPipelineImplemented(o.pipeline_stages, ts::FlagLabel(ts::kPipelineStages)));
   if (o.max_steps == 0 && o.max_epochs == 0) {
     return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
   }

@@ -43,6 +43,13 @@ struct TrainerOptions {
   // sharded state in host memory when training on GPUs (a no-op on CPU).
   int zero_stage = static_cast<int>(trainer_spec::kZeroStage.default_value);
   bool zero_offload_optimizer = trainer_spec::kZeroOffloadOptimizer.default_value;
+  // Pipeline parallelism (TrainerSpec.pipeline): checked (ranges and the rules between
+  // fields, trainer_spec::CheckPipeline), but the training loop does not run pipelines yet,
+  // so stages > 1 is rejected (worker/trainer/pipeline/ has the schedules and the executor).
+  int pipeline_stages = static_cast<int>(trainer_spec::kPipelineStages.default_value);
+  int pipeline_micro_batches =
+      static_cast<int>(trainer_spec::kPipelineMicroBatches.default_value);
+  std::string pipeline_schedule = std::string(trainer_spec::kPipelineSchedule.default_value);
   // Samples per rank per micro-batch (with global_batch: at most).
   int64_t batch_size = trainer_spec::kBatchSize.default_value;
   // > 0: samples per optimizer step over all ranks, whatever the world size; the per-rank
@@ -71,7 +78,7 @@ struct TrainerOptions {
 // Checks every field against the table (common/spec/trainer_spec_defaults.h), the same ranges
 // submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
 // lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget;
-// ZeRO stage 2 and offload are not implemented yet).
+// ZeRO offload needs stage 1 or 2, stage 2 no gradient compression; the pipeline rules).
 // Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
 // be ...".
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);

@@ -175,6 +175,19 @@ class C10dCommunicator final : public Communicator {
     }
   }
 
+  // The group's send/recv (Gloo: an unbound buffer per transfer, moved by the pair's
+  // connection, which keeps a pair's transfers of one tag in order; NCCL: ncclSend/ncclRecv
+  // inside a group call, on a communicator c10d builds lazily for the pair). Every transfer
+  // uses tag 0, so the order of a pair's transfers is their issue order.
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor tensor,
+                                                               int dst) override {
+    return StartPointToPoint(std::move(tensor), dst, /*send=*/true);
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartRecv(at::Tensor tensor,
+                                                               int src) override {
+    return StartPointToPoint(std::move(tensor), src, /*send=*/false);
+  }
+
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
     if (root < 0 || root >= world_size()) {
       return absl::InvalidArgumentError(
@@ -193,6 +206,24 @@ class C10dCommunicator final : public Communicator {
   }
 
  private:
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartPointToPoint(at::Tensor tensor,
+                                                                       int peer, bool send) {
+    const char* kind = send ? "send" : "recv";
+    if (absl::Status s = CheckPointToPoint(*this, tensor, peer, kind); !s.ok()) return s;
+    const std::string what = absl::StrCat(backend_, " ", kind, send ? " to rank " : " from rank ",
+                                          peer);
+    try {
+      std::vector<at::Tensor> tensors{std::move(tensor)};
+      c10::intrusive_ptr<c10d::Work> work =
+          send ? group_->send(tensors, peer, /*tag=*/0) : group_->recv(tensors, peer, /*tag=*/0);
+      return std::unique_ptr<PendingCollective>(
+          new C10dPending(std::move(work), std::move(tensors), what));
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat(what, " failed to start: ", C10dPending::FirstLine(e.what())));
+    }
+  }
+
   c10::intrusive_ptr<Group> group_;
   const c10::Device device_;
   const std::string backend_;

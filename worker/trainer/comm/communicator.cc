@@ -67,6 +67,39 @@ absl::Status Communicator::AllGather(at::Tensor input, at::Tensor output) {
   return (*pending)->Wait();
 }
 
+absl::Status Communicator::Send(at::Tensor tensor, int dst) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartSend(std::move(tensor), dst);
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
+absl::Status Communicator::Recv(at::Tensor tensor, int src) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartRecv(std::move(tensor), src);
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
+absl::Status CheckPointToPoint(const Communicator& comm, const at::Tensor& tensor, int peer,
+                               const char* what) {
+  const std::string name = absl::StrCat(comm.backend(), " ", what);
+  if (peer < 0 || peer >= comm.world_size() || peer == comm.rank()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": peer ", peer, " is not another rank (",
+                                                   "rank ", comm.rank(), " of ",
+                                                   comm.world_size(), ")"));
+  }
+  if (!tensor.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, ": undefined tensor"));
+  }
+  if (tensor.device() != comm.device()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " needs a tensor on ", comm.device().str(),
+                                                   ", got ", tensor.device().str()));
+  }
+  if (tensor.is_sparse() || !tensor.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " needs a dense contiguous tensor"));
+  }
+  return absl::OkStatus();
+}
+
 c10::ScalarType CopyTypeOfSize(int64_t element_size) {
   switch (element_size) {
     case 1:
@@ -147,6 +180,18 @@ absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartAllGa
 absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartAllReduceSum(
     at::Tensor /*tensor*/) {
   return std::unique_ptr<PendingCollective>(new DonePending());
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartSend(
+    at::Tensor tensor, int dst) {
+  absl::Status s = CheckPointToPoint(*this, tensor, dst, "send");
+  return s.ok() ? absl::InternalError("local send passed its checks") : s;  // No peer: never.
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> LocalCommunicator::StartRecv(
+    at::Tensor tensor, int src) {
+  absl::Status s = CheckPointToPoint(*this, tensor, src, "recv");
+  return s.ok() ? absl::InternalError("local recv passed its checks") : s;
 }
 
 absl::Status LocalCommunicator::Broadcast(at::Tensor& /*tensor*/, int root) {

@@ -83,6 +83,34 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
                                                                             at::Tensor output) = 0;
 
+  // ---- Point to point (pipeline parallelism: activations and their gradients) ----------
+  //
+  // Unlike the collectives above, only the two ranks of a transfer take part. Contract:
+  // - The k-th StartSend from rank a to rank b matches the k-th StartRecv on b from a (FIFO
+  //   per ordered pair; transfers between other pairs, or in the other direction, are
+  //   independent of it). Both sides pass tensors of the same dtype and number of elements
+  //   (a backend may check the byte count and fail the Recv with INVALID_ARGUMENT; none
+  //   checks the shape), dense, contiguous, on device(). The bytes arrive bit for bit.
+  // - Starting never waits for the peer. A Send's Wait() may block until the peer started
+  //   the matching Recv (Gloo and NCCL do; shm returns once the bytes are in its buffer), so
+  //   a rank must start its sends before it waits on receives that depend on its peer having
+  //   received them: start every transfer first, then wait (pipeline/executor.h does).
+  // - The tensor must not be touched until Wait() returned (a Recv's result is valid then).
+  // - INVALID_ARGUMENT (at once, nothing sent) for a peer that is not a rank or is this
+  //   rank, and for a tensor that does not fit; UNAVAILABLE from Start* or Wait() when the
+  //   peer is gone (exited, destroyed its communicator) or the transfer timed out
+  //   (collective_timeout); UNIMPLEMENTED where a backend cannot reach that peer.
+  // Threading: as the collectives (the training thread; never concurrent calls), and
+  // independent of collectives in flight.
+  virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor tensor,
+                                                                       int dst) = 0;
+  virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartRecv(at::Tensor tensor,
+                                                                       int src) = 0;
+
+  // StartSend + Wait, StartRecv + Wait (blocking; mind the ordering rule above).
+  absl::Status Send(at::Tensor tensor, int dst);
+  absl::Status Recv(at::Tensor tensor, int src);
+
   // StartAllReduceSum + Wait; for CUDA tensors the host is not blocked (see Wait()).
   absl::Status AllReduceSum(at::Tensor& tensor);
   // StartReduceScatterSum + Wait, StartAllGather + Wait (same host-blocking caveat).
@@ -102,6 +130,11 @@ c10::ScalarType CopyTypeOfSize(int64_t element_size);
 absl::Status CheckShardedCollective(const Communicator& comm, const at::Tensor& input,
                                     const at::Tensor& output, bool reduce_scatter);
 
+// For backends: INVALID_ARGUMENT unless `peer` is another rank of `comm` and `tensor` is
+// defined, dense, contiguous and on comm.device(). `what` ("send", "recv") names the call.
+absl::Status CheckPointToPoint(const Communicator& comm, const at::Tensor& tensor, int peer,
+                               const char* what);
+
 // World of one: collectives are identities, on `device` (CPU unless given).
 class LocalCommunicator final : public Communicator {
  public:
@@ -119,6 +152,11 @@ class LocalCommunicator final : public Communicator {
       at::Tensor input, at::Tensor output) override;
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
                                                                     at::Tensor output) override;
+  // INVALID_ARGUMENT: a world of one has no peer.
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor tensor,
+                                                               int dst) override;
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartRecv(at::Tensor tensor,
+                                                               int src) override;
 
  private:
   c10::Device device_;

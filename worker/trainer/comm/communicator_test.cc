@@ -417,6 +417,21 @@ TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheAllGather) {
       [&](Communicator& comm) { return comm.StartAllGather(shard, full); });
 }
 
+// Point to point with a SIGKILLed peer process: a receive that waits for it, and a send larger
+// than the pair's channel (which waits for the receiver to drain it), fail with UNAVAILABLE
+// naming the dead rank.
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheRecv) {
+  at::Tensor t = at::ones({1000});
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&t](Communicator& comm) { return comm.StartRecv(t, /*src=*/1); });
+}
+
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheSend) {
+  at::Tensor big = at::ones({8 << 20});  // 32 MiB: more than the channel's two 4 MiB pieces.
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&big](Communicator& comm) { return comm.StartSend(big, /*dst=*/1); });
+}
+
 TEST(ProcessGroupTest, CpuBackendNames) {
   EXPECT_EQ(ParseCpuBackend("auto").value(), CpuBackend::kAuto);
   EXPECT_EQ(ParseCpuBackend("shm").value(), CpuBackend::kShm);

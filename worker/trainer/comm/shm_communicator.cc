@@ -4,10 +4,14 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <cstring>
 #include <exception>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -48,6 +52,67 @@ class ShmPending final : public PendingCollective {
   std::shared_ptr<Completion> completion_;
 };
 
+// Runs closures in order on a thread of its own: one per peer and direction of the
+// point-to-point channels, so a send blocked on a full channel never holds up a receive (or
+// a collective).
+class Lane {
+ public:
+  Lane() : thread_([this] { Loop(); }) {}
+  // Runs what was posted, then joins.
+  ~Lane() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Lane(const Lane&) = delete;
+  Lane& operator=(const Lane&) = delete;
+
+  void Post(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(fn));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    c10::AutoGradMode no_grad(false);
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        fn = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      fn();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // Guarded by mu_.
+  bool stopping_ = false;                    // Guarded by mu_.
+  std::thread thread_;                       // Last.
+};
+
+// A point-to-point channel's control words, at the start of the sending member's slot of
+// the pair's segment; the pieces' two buffers follow at kChannelDataOffset.
+struct ChannelControl {
+  std::atomic<uint32_t> sent;   // Pieces the sender wrote (futex word).
+  uint32_t reserved;
+  uint64_t message_bytes[2];    // Per buffer: the byte count of the message its piece is of.
+  char pad[40];
+  std::atomic<uint32_t> taken;  // Pieces the receiver copied out (futex word), own cache line.
+};
+constexpr size_t kChannelDataOffset = 128;
+static_assert(sizeof(ChannelControl) <= kChannelDataOffset, "control must fit before the data");
+
 class ShmCommunicator final : public Communicator {
  public:
   ShmCommunicator(ShmGroup group, ShmOptions options)
@@ -72,6 +137,19 @@ class ShmCommunicator final : public Communicator {
     cv_.notify_all();
     if (segment_ != nullptr) segment_->Cancel();
     thread_.join();
+    // Transfers in progress end with CANCELLED; then the pairs' segments are left, which
+    // their peers see as this rank leaving.
+    // A lane still attaching its pair (waiting in the store for the peer) holds the pair's
+    // mutex; it sees `cancelled` once the store answers or times out.
+    for (auto& [peer, pair] : pairs_) {
+      pair->cancelled.store(true);
+      if (pair->mu.try_lock()) {
+        if (pair->segment != nullptr) pair->segment->Cancel();
+        pair->mu.unlock();
+      }
+    }
+    lanes_.clear();
+    pairs_.clear();
   }
 
   int rank() const override { return rank_; }
@@ -121,7 +199,159 @@ class ShmCommunicator final : public Communicator {
     return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
   }
 
+  // Point to point: each ordered pair of ranks has a channel in a segment of the pair's own
+  // (ShmSegment::AttachPair, made at the pair's first transfer: the lower rank creates it, the
+  // other maps it at its own first transfer with that rank).
+  // The sender's slot carries its channel: two piece buffers of about slot_bytes / 2, so a
+  // send completes once its last piece is in a buffer (a message of at most one piece never
+  // waits for the receiver unless two pieces are already unread). Transfers run on one lane
+  // (thread) per peer and direction. A completed send is received even if this rank then
+  // destroys its communicator, except when the peer had not begun its first transfer with
+  // this rank yet (the pair's segment then goes with this rank): the receive fails with
+  // UNAVAILABLE. Ranks on different hosts (hierarchical) have no shared memory:
+  // UNIMPLEMENTED.
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor tensor,
+                                                               int dst) override {
+    return StartTransfer(std::move(tensor), dst, /*send=*/true);
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartRecv(at::Tensor tensor,
+                                                               int src) override {
+    return StartTransfer(std::move(tensor), src, /*send=*/false);
+  }
+
  private:
+  // The channels between this rank and one peer. The send lane uses send_pieces, the recv
+  // lane recv_pieces; the segment is attached by whichever lane needs it first.
+  struct Pair {
+    std::mutex mu;
+    std::unique_ptr<ShmSegment> segment;  // Guarded by mu until set, then read-only.
+    absl::Status attached;                // Guarded by mu: the attach's outcome, once tried.
+    bool tried = false;                   // Guarded by mu.
+    std::atomic<bool> cancelled{false};   // Set by the destructor.
+    uint32_t send_pieces = 0;             // Send lane only.
+    uint32_t recv_pieces = 0;             // Recv lane only.
+    absl::Status broken;                  // Guarded by mu: a channel out of step.
+  };
+
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartTransfer(at::Tensor tensor, int peer,
+                                                                   bool send) {
+    RETURN_IF_ERROR(CheckPointToPoint(*this, tensor, peer, send ? "send" : "recv"));
+    if (topology_.host_of[peer] != host_) {
+      return absl::UnimplementedError(absl::StrCat(
+          backend_, ": no point-to-point transfers between hosts (rank ", rank_, " and rank ",
+          peer, " are on different hosts); use the gloo backend"));
+    }
+    std::unique_ptr<Pair>& pair = pairs_[peer];
+    if (pair == nullptr) pair = std::make_unique<Pair>();
+    std::unique_ptr<Lane>& lane = lanes_[{peer, send}];
+    if (lane == nullptr) lane = std::make_unique<Lane>();
+    auto completion = std::make_shared<Completion>();
+    lane->Post([this, p = pair.get(), peer, send, completion, t = std::move(tensor)]() mutable {
+      absl::Status status;
+      try {
+        status = send ? RunSend(*p, peer, t) : RunRecv(*p, peer, t);
+      } catch (const std::exception& e) {
+        status = absl::InternalError(absl::StrCat("shm transfer: ", e.what()));
+      }
+      t = at::Tensor();
+      std::lock_guard<std::mutex> lock(completion->mu);
+      completion->status = std::move(status);
+      completion->done = true;
+      completion->cv.notify_all();
+    });
+    return std::unique_ptr<PendingCollective>(new ShmPending(std::move(completion)));
+  }
+
+  // The pair's segment, attached on first use. Lane threads only.
+  absl::StatusOr<ShmSegment*> PairSegment(Pair& pair, int peer) {
+    std::lock_guard<std::mutex> lock(pair.mu);
+    RETURN_IF_ERROR(pair.broken);
+    if (!pair.tried) {
+      pair.tried = true;
+      absl::StatusOr<std::unique_ptr<ShmSegment>> segment =
+          segment_->AttachPair(topology_.local_rank_of[peer]);
+      if (segment.ok()) {
+        pair.segment = std::move(*segment);
+      } else {
+        pair.attached = segment.status();
+      }
+    }
+    RETURN_IF_ERROR(pair.attached);
+    if (pair.cancelled.load()) return absl::CancelledError("shm communicator shutting down");
+    return pair.segment.get();
+  }
+
+  // Bytes of one piece buffer of a channel (a multiple of 64, at least 64).
+  size_t ChannelPieceBytes() const {
+    return (options_.slot_bytes - kChannelDataOffset) / 2 / 64 * 64;
+  }
+
+  // Marks the pair's channels broken by `status` (a desynchronised channel) and returns it.
+  static absl::Status Break(Pair& pair, absl::Status status) {
+    std::lock_guard<std::mutex> lock(pair.mu);
+    if (pair.broken.ok()) pair.broken = status;
+    if (pair.segment != nullptr) pair.segment->GiveUp(ShmSegment::GiveUpReason::kStuck);
+    return status;
+  }
+
+  absl::Status RunSend(Pair& pair, int peer, const at::Tensor& tensor) {
+    ASSIGN_OR_RETURN(ShmSegment * segment, PairSegment(pair, peer));
+    char* slot = segment->Buffer(segment->index(), 0);
+    auto* control = reinterpret_cast<ChannelControl*>(slot);
+    const size_t piece = ChannelPieceBytes();
+    const size_t n = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+    const char* data = static_cast<const char*>(tensor.data_ptr());
+    size_t off = 0;
+    do {  // At least one piece, so that an empty message is matched too.
+      const uint32_t k = pair.send_pieces;
+      // Buffer k % 2 is free once piece k - 2 was taken.
+      for (;;) {
+        const uint32_t taken = control->taken.load(std::memory_order_acquire);
+        if (static_cast<int32_t>(k - taken) < 2) break;
+        RETURN_IF_ERROR(segment->WaitWhile(&control->taken, taken));
+      }
+      const size_t len = std::min(piece, n - off);
+      if (len > 0) std::memcpy(slot + kChannelDataOffset + (k & 1) * piece, data + off, len);
+      control->message_bytes[k & 1] = n;
+      control->sent.store(k + 1, std::memory_order_release);
+      ShmSegment::Wake(&control->sent);
+      pair.send_pieces = k + 1;
+      off += len;
+    } while (off < n);
+    return absl::OkStatus();
+  }
+
+  absl::Status RunRecv(Pair& pair, int peer, const at::Tensor& tensor) {
+    ASSIGN_OR_RETURN(ShmSegment * segment, PairSegment(pair, peer));
+    char* slot = segment->Buffer(1 - segment->index(), 0);  // The peer's channel to this rank.
+    auto* control = reinterpret_cast<ChannelControl*>(slot);
+    const size_t piece = ChannelPieceBytes();
+    const size_t n = static_cast<size_t>(tensor.numel()) * tensor.element_size();
+    char* data = static_cast<char*>(tensor.data_ptr());
+    size_t off = 0;
+    do {
+      const uint32_t k = pair.recv_pieces;
+      for (;;) {
+        const uint32_t sent = control->sent.load(std::memory_order_acquire);
+        if (static_cast<int32_t>(sent - k) > 0) break;
+        RETURN_IF_ERROR(segment->WaitWhile(&control->sent, sent));
+      }
+      if (control->message_bytes[k & 1] != n) {
+        return Break(pair, absl::InvalidArgumentError(absl::StrCat(
+                               "shm recv from rank ", peer, ": it sent ",
+                               control->message_bytes[k & 1], " bytes, this rank receives ", n,
+                               " (the channel is out of step for good)")));
+      }
+      const size_t len = std::min(piece, n - off);
+      if (len > 0) std::memcpy(data + off, slot + kChannelDataOffset + (k & 1) * piece, len);
+      control->taken.store(k + 1, std::memory_order_release);
+      ShmSegment::Wake(&control->taken);
+      pair.recv_pieces = k + 1;
+      off += len;
+    } while (off < n);
+    return absl::OkStatus();
+  }
+
   enum class Kind { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
 
   struct Op {
@@ -379,6 +609,11 @@ class ShmCommunicator final : public Communicator {
   std::condition_variable cv_;
   std::deque<Op> queue_;  // Guarded by mu_.
   bool stopping_ = false;  // Guarded by mu_.
+
+  // Point to point; touched by the training thread only (Start*, the destructor). Lanes are
+  // declared after the pairs they use, and cleared first.
+  std::map<int, std::unique_ptr<Pair>> pairs_;
+  std::map<std::pair<int, bool>, std::unique_ptr<Lane>> lanes_;
 
   std::thread thread_;  // Last: starts after every member above is constructed.
 };

@@ -123,14 +123,23 @@ GptImpl::GptImpl(const GptOptions& options, uint64_t seed) : options_(options) {
 }
 
 at::Tensor GptImpl::forward(const at::Tensor& tokens) {
+  return Head(Blocks(Embed(tokens), 0, options_.layers));
+}
+
+at::Tensor GptImpl::Embed(const at::Tensor& tokens) {
   const int64_t t = tokens.size(1);
   TORCH_CHECK(t <= options_.context_length, "sequence of ", t,
               " tokens is longer than context_length ", options_.context_length);
   const at::Tensor pos =
       at::arange(t, at::TensorOptions().dtype(at::kLong).device(tokens.device()));
-  at::Tensor x = wte_->forward(tokens) + wpe_->forward(pos);
-  for (const auto& module : *blocks_) {
-    BlockImpl* block = module->as<BlockImpl>();
+  return wte_->forward(tokens) + wpe_->forward(pos);
+}
+
+at::Tensor GptImpl::Blocks(at::Tensor x, int64_t begin, int64_t end) {
+  TORCH_CHECK(0 <= begin && begin <= end && end <= options_.layers, "GPT blocks [", begin, ", ",
+              end, ") not within ", options_.layers, " layers");
+  for (int64_t i = begin; i < end; ++i) {
+    BlockImpl* block = (*blocks_)[i]->as<BlockImpl>();
     if (options_.checkpoint_blocks) {
       x = Recompute(*block,
                     [block](const std::vector<at::Tensor>& in) { return block->forward(in[0]); },
@@ -139,8 +148,11 @@ at::Tensor GptImpl::forward(const at::Tensor& tokens) {
       x = block->forward(x);
     }
   }
-  x = ln_f_->forward(x);
-  return at::linear(x, wte_->weight);  // Tied output projection.
+  return x;
+}
+
+at::Tensor GptImpl::Head(const at::Tensor& x) {
+  return at::linear(ln_f_->forward(x), wte_->weight);  // Tied output projection.
 }
 
 }  // namespace baton::trainer

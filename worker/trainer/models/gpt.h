@@ -44,7 +44,17 @@ class GptImpl : public torch::nn::Module {
   GptImpl(const GptOptions& options, uint64_t seed);
 
   // tokens: int64 [B, T], T <= context_length. Returns logits [B, T, vocab_size].
+  // forward(tokens) == Head(Blocks(Embed(tokens), 0, layers)).
   at::Tensor forward(const at::Tensor& tokens);
+
+  // The pieces forward() is made of, for pipeline stages (pipeline/stage_model.h).
+  // wte(tokens) + wpe(positions): [B, T, width].
+  at::Tensor Embed(const at::Tensor& tokens);
+  // Blocks [begin, end) (checkpointed as options say) on x [B, T, width].
+  at::Tensor Blocks(at::Tensor x, int64_t begin, int64_t end);
+  // ln_f, then the tied output projection: logits [B, T, vocab_size].
+  at::Tensor Head(const at::Tensor& x);
+  const GptOptions& options() const { return options_; }
 
  private:
   GptOptions options_;

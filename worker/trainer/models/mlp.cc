@@ -46,9 +46,12 @@ MlpImpl::MlpImpl(const MlpOptions& options, uint64_t seed) {
   }
 }
 
-at::Tensor MlpImpl::forward(const at::Tensor& inputs) {
-  at::Tensor x = inputs;
-  for (size_t i = 0; i < layers_.size(); ++i) {
+at::Tensor MlpImpl::forward(const at::Tensor& inputs) { return Layers(inputs, 0, layers_.size()); }
+
+at::Tensor MlpImpl::Layers(at::Tensor x, size_t begin, size_t end) {
+  TORCH_CHECK(begin <= end && end <= layers_.size(), "MLP layers [", begin, ", ", end,
+              ") not within ", layers_.size());
+  for (size_t i = begin; i < end; ++i) {
     x = layers_[i]->forward(x);
     if (i + 1 < layers_.size()) x = at::relu(x);
   }

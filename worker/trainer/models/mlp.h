@@ -39,7 +39,13 @@ class MlpImpl : public torch::nn::Module {
   MlpImpl(const MlpOptions& options, uint64_t seed);
 
   // inputs: float [B, input_dim]. Returns logits [B, num_classes].
+  // forward(x) == Layers(x, 0, num_layers()).
   at::Tensor forward(const at::Tensor& inputs);
+
+  // For pipeline stages (pipeline/stage_model.h): layers [begin, end) on x, each but the
+  // model's last followed by ReLU.
+  at::Tensor Layers(at::Tensor x, size_t begin, size_t end);
+  size_t num_layers() const { return layers_.size(); }
 
  private:
   std::vector<torch::nn::Linear> layers_;

@@ -4,9 +4,11 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -77,6 +79,9 @@ class ShmSegment::Mapping {
                                                       bool create) {
     const int fd = create ? shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600)
                           : shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0 && !create && errno == ENOENT) {
+      return absl::NotFoundError(absl::StrCat("shm_open(", name, "): not created yet"));
+    }
     if (fd < 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("shm_open(", name, "): ", std::strerror(errno)));
@@ -92,6 +97,12 @@ class ShmSegment::Mapping {
         return absl::FailedPreconditionError(absl::StrCat("sizing ", name, " to ", bytes,
                                                           " bytes: ", std::strerror(err)));
       }
+    }
+    // A segment its creator has not sized yet would fault when touched.
+    struct stat st {};
+    if (!create && (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes)) {
+      close(fd);
+      return absl::NotFoundError(absl::StrCat(name, ": not sized yet"));
     }
     void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     const int err = errno;
@@ -216,7 +227,57 @@ ShmSegment::ShmSegment(std::unique_ptr<Mapping> mapping, int index, std::vector<
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
 }
 
+absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::AttachPair(int peer) const {
+  if (peer < 0 || peer >= size() || peer == index_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("member ", peer, " is not another member of a group of ", size()));
+  }
+  const int lo = std::min(index_, peer);
+  const int hi = std::max(index_, peer);
+  const size_t bytes = kHeaderBytes + options_.slot_bytes * 2;
+  // Unique to this group (its random token) and pair; no store round trip needed.
+  const std::string name = absl::StrCat("/baton-", absl::Hex(header_->token), "-p", lo, "-", hi);
+  std::vector<int> ranks = {ranks_[lo], ranks_[hi]};
+  if (index_ == lo) {
+    ASSIGN_OR_RETURN(std::unique_ptr<Mapping> mapping, Mapping::Map(name, bytes, /*create=*/true));
+    Header* h = mapping->header();
+    h->token = header_->token;
+    h->members = 2;
+    h->slot_bytes = options_.slot_bytes;
+    h->pids[0].store(getpid());
+    // The peer's pid as the group knows it, until it maps the pair: if it dies first, waits
+    // here see it.
+    h->pids[1].store(header_->pids[hi].load());
+    std::atomic_thread_fence(std::memory_order_release);
+    h->magic = kMagic;
+    auto segment =
+        std::unique_ptr<ShmSegment>(new ShmSegment(std::move(mapping), 0, std::move(ranks), options_));
+    segment->unlink_name_ = name;
+    return segment;
+  }
+  // The other member creates it: look for it every poll_interval while it is alive.
+  const absl::Time deadline = absl::Now() + options_.collective_timeout;
+  for (;;) {
+    absl::StatusOr<std::unique_ptr<Mapping>> mapping = Mapping::Map(name, bytes, /*create=*/false);
+    if (mapping.ok()) {
+      Header* h = (*mapping)->header();
+      if (h->magic == kMagic) {
+        std::atomic_thread_fence(std::memory_order_acquire);
+        h->pids[1].store(getpid());
+        shm_unlink(name.c_str());  // Both mapped it: the name is no longer needed.
+        return std::unique_ptr<ShmSegment>(
+            new ShmSegment(*std::move(mapping), 1, std::move(ranks), options_));
+      }
+    } else if (!absl::IsNotFound(mapping.status())) {
+      return mapping.status();
+    }
+    RETURN_IF_ERROR(WhyStuck(deadline));
+    absl::SleepFor(options_.poll_interval);  // A poll with a deadline, once per pair.
+  }
+}
+
 ShmSegment::~ShmSegment() {
+  if (!unlink_name_.empty()) shm_unlink(unlink_name_.c_str());  // If the peer never mapped it.
   // Leaving: a peer waiting for this member now fails at its next check, as if this
   // process had exited.
   header_->pids[index_].store(0);
@@ -256,6 +317,27 @@ absl::Status ShmSegment::Barrier() {
   // A member that gave up left its arrival counted: a barrier completed after that is void.
   return PeerGaveUp();
 }
+
+absl::Status ShmSegment::WaitWhile(const std::atomic<uint32_t>* word, uint32_t value) {
+  RETURN_IF_ERROR(PeerGaveUp());
+  const absl::Time deadline = absl::Now() + options_.collective_timeout;
+  for (int spin = 0; word->load(std::memory_order_acquire) == value; ++spin) {
+    if (spin < kSpins) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    FutexWait(const_cast<std::atomic<uint32_t>*>(word), value, options_.poll_interval);
+    if (word->load(std::memory_order_acquire) != value) break;
+    absl::Status why = WhyStuck(deadline);
+    if (!why.ok()) {
+      GiveUp(GiveUpReason::kStuck);
+      return why;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShmSegment::Wake(std::atomic<uint32_t>* word) { FutexWakeAll(word); }
 
 void ShmSegment::GiveUp(GiveUpReason reason) {
   uint32_t none = 0;

@@ -67,6 +67,16 @@ class ShmSegment {
   static absl::StatusOr<std::unique_ptr<ShmSegment>> Attach(c10d::Store& store, int index,
                                                             std::vector<int> ranks,
                                                             const ShmOptions& options);
+  // A segment of two members, this one and member `peer` of this group, for the pair's own
+  // protocol (shm_communicator.cc's point-to-point channels): the member with the lower
+  // index creates it (named after this group's token and the pair), the other one maps it,
+  // looking for it every poll_interval until then. Slots of options.slot_bytes; index 0 is
+  // the lower member. Waits on it see the peer's exit even before the peer mapped it.
+  // INVALID_ARGUMENT for a bad peer; FAILED_PRECONDITION if it cannot be created or mapped;
+  // UNAVAILABLE if the peer exits or gives up before, or the collective timeout passes.
+  // Thread-safe (reads only the group's header).
+  absl::StatusOr<std::unique_ptr<ShmSegment>> AttachPair(int peer) const;
+
   // Leaves the group: peers still waiting for this member fail as if its process exited.
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
@@ -85,6 +95,16 @@ class ShmSegment {
   // Tells every member that this one gave up: their waits fail with UNAVAILABLE naming it
   // and `reason`. The first member to give up is the one named.
   void GiveUp(GiveUpReason reason);
+
+  // For protocols of their own over the buffers (shm_communicator.cc's point-to-point
+  // channels): returns once `*word`, a word inside this segment's buffers, no longer holds
+  // `value` (spinning briefly, then sleeping on it as a futex; Wake() ends the sleep).
+  // Errors as Barrier: UNAVAILABLE if a peer exited, left or gave up, or after the
+  // collective timeout (peers are then told this member gave up); CANCELLED after Cancel().
+  // Unlike Barrier, may be called by several threads of a member at once.
+  absl::Status WaitWhile(const std::atomic<uint32_t>* word, uint32_t value);
+  // Wakes every member sleeping in WaitWhile on `word`.
+  static void Wake(std::atomic<uint32_t>* word);
 
   // Makes a wait in progress (and every later one) return CANCELLED soon: for shutdown.
   void Cancel() { cancelled_.store(true); }
@@ -113,6 +133,7 @@ class ShmSegment {
   const ShmOptions options_;
   uint32_t round_ = 0;  // Barrier rounds this member passed.
   std::atomic<bool> cancelled_{false};
+  std::string unlink_name_;  // A pair segment's name, while its peer may not have unlinked it.
 };
 
 }  // namespace baton::trainer
