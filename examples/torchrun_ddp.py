@@ -41,12 +41,8 @@ import re
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-
+# First, so that its SIGUSR1 handler is in place before the slow imports: a checkpoint
+# request that arrived earlier would end the process (SIGUSR1's default action).
 try:
     import baton
 except ImportError:  # Not installed: the copy in this repository (client/python).
@@ -56,6 +52,12 @@ except ImportError:  # Not installed: the copy in this repository (client/python
         import baton
     except ImportError:
         baton = None
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 
 NUM_SAMPLES = 4096
 DIM = 16

@@ -22,6 +22,7 @@ would kill the process); elsewhere on the first call of ``checkpoint_requested()
 """
 
 import math
+import operator
 import os
 import signal
 import sys
@@ -132,8 +133,14 @@ class _Reporter:
 
     def report(self, step: int, loss: Optional[Number], samples: Optional[Number],
                metrics: Dict[str, Number]) -> bool:
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise ValueError("step must be a non-negative int, not %r" % (step,))
+        try:
+            if isinstance(step, bool):
+                raise TypeError
+            step = operator.index(step)  # int, numpy and 0-d torch integers
+        except TypeError:
+            raise ValueError("step must be a non-negative integer, not %r" % (step,)) from None
+        if step < 0:
+            raise ValueError("step must be a non-negative integer, not %r" % (step,))
         with self._lock:
             fd = self._resolve()
             if fd is None:
@@ -177,7 +184,8 @@ def report(step: int, loss: Optional[Number] = None, samples: Optional[Number] =
 
     Args:
       step: completed optimizer steps, counting from 1 and continuing after a resume from a
-        checkpoint (a non-negative int; ValueError otherwise). Line key "step".
+        checkpoint (a non-negative integer: int, or anything with __index__ such as a numpy
+        integer; ValueError otherwise). Line key "step".
       loss: the training loss over the steps since the previous report ("loss").
       samples: samples the whole job (all ranks) trained on since this process's previous
         report. With it, the line has "samples_per_sec" (samples over the wall time since

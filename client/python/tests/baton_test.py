@@ -75,12 +75,16 @@ class ReportTest(unittest.TestCase):
                 print(baton.report(step=1, loss=2.5))
                 print(baton.report(step=3, loss=1.25, samples=128, epoch=0, accuracy=0.5))
                 print(baton.report(step=4, samples_per_sec=7, time_step_s=0.5))
+                class Index:  # a step with __index__, like a numpy integer
+                    def __index__(self):
+                        return 5
+                print(baton.report(step=Index()))
                 """, env={"BATON_METRICS_FD": str(w)}, pass_fds=(w,))
         finally:
             os.close(w)
         lines = read_all(r).splitlines()
         os.close(r)
-        self.assertEqual(out.split(), ["True", "True", "True"])
+        self.assertEqual(out.split(), ["True", "True", "True", "True"])
         self.assertEqual(lines[0], '{"step":1,"loss":2.5}')
         # The second line measures the window since the first: a rate and seconds per step.
         import json
@@ -92,6 +96,7 @@ class ReportTest(unittest.TestCase):
         self.assertGreaterEqual(second["time_step_s"], 0)
         # Keys given by the caller are written as given, not computed.
         self.assertEqual(lines[2], '{"step":4,"samples_per_sec":7,"time_step_s":0.5}')
+        self.assertTrue(lines[3].startswith('{"step":5,"time_step_s":'), lines[3])
 
     def test_no_op_outside_baton(self):
         out = run_child("""
@@ -108,6 +113,8 @@ class ReportTest(unittest.TestCase):
             baton.report(step=-1)
         with self.assertRaises(ValueError):
             baton.report(step=1.5)
+        with self.assertRaises(ValueError):
+            baton.report(step=True)
         out = run_child("""
             import baton
             try:
