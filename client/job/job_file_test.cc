@@ -182,6 +182,17 @@ TEST(ParseJobYamlTest, ResolvesRelativePathsAgainstBaseDir) {
   EXPECT_EQ(spec->checkpoint_dir(), "");
 }
 
+TEST(ParseJobYamlTest, ElasticCommand) {
+  absl::StatusOr<JobSpec> spec =
+      Parse("command: {argv: [python3, train.py], elastic: true}\ncheckpoint_dir: ckpt\n");
+  ASSERT_OK(spec);
+  EXPECT_TRUE(spec->command().elastic());
+  EXPECT_EQ(spec->checkpoint_dir(), "/jobs/ckpt");
+  spec = Parse("command: {argv: [x]}\n");
+  ASSERT_OK(spec);
+  EXPECT_FALSE(spec->command().elastic());  // the default
+}
+
 // The shape, `trainer.zero: {stage: 0|1|2, offload_optimizer: bool}`, as a file and
 // as overrides; stage 2 with gradient compression parses and is rejected by validation,
 // naming the field.

@@ -70,6 +70,7 @@ std::string ProgramSummary(const JobSpec& spec) {
     if (!spec.command().working_dir().empty()) {
       absl::StrAppend(&s, " (in ", spec.command().working_dir(), ")");
     }
+    if (spec.command().elastic()) absl::StrAppend(&s, ", elastic");
     return s;
   }
   return "-";

@@ -138,6 +138,19 @@ TEST(ViewsTest, Describe) {
                               "  stall:    0/3\n  planned:  0\n"));
 }
 
+TEST(ViewsTest, DescribeShowsACommandAndWhetherItIsElastic) {
+  baton::v1::Job job = RunningJob();
+  baton::v1::CommandSpec* command = job.mutable_spec()->mutable_command();
+  command->add_argv("/usr/bin/python3");
+  command->add_argv("train.py");
+  command->set_working_dir("/srv/code");
+  EXPECT_THAT(RenderJobDescription(job, kNow, absl::UTCTimeZone()),
+              HasSubstr("command /usr/bin/python3 train.py (in /srv/code)\n"));
+  command->set_elastic(true);
+  EXPECT_THAT(RenderJobDescription(job, kNow, absl::UTCTimeZone()),
+              HasSubstr("command /usr/bin/python3 train.py (in /srv/code), elastic\n"));
+}
+
 TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
   baton::v1::Job job = RunningJob();
   *job.mutable_start_time() = ToProto(kNow - absl::Minutes(4));

@@ -272,6 +272,10 @@ int MaxWorkers(const JobSpec& spec) {
   return spec.workers().has_max() ? spec.workers().max() : spec.workers().min();
 }
 
+bool CheckpointsOnRequest(const JobSpec& spec) {
+  return spec.has_trainer() || (spec.has_command() && spec.command().elastic());
+}
+
 int SlotsPerWorker(const JobSpec& spec) {
   return spec.has_slots_per_worker() ? spec.slots_per_worker() : kDefaultSlotsPerWorker;
 }
@@ -297,6 +301,12 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   RETURN_IF_ERROR(ValidateWorkers(spec));
   RETURN_IF_ERROR(ValidateEnv(spec));
   RETURN_IF_ERROR(CheckOptionalAbsolute("checkpoint_dir", spec.checkpoint_dir()));
+  if (spec.has_command() && spec.command().elastic() && spec.checkpoint_dir().empty()) {
+    return Invalid("checkpoint_dir",
+                   "is required when command.elastic is true: a resize has rank 0 save its "
+                   "state there and the next generation, possibly on other workers, resumes "
+                   "from it; set an absolute path every worker reads (a shared file system)");
+  }
   if (spec.has_trainer()) RETURN_IF_ERROR(ValidateGlobalBatch(spec));
   if (spec.has_trainer()) RETURN_IF_ERROR(ValidatePipelineWorld(spec));
   const int max_workers = MaxWorkers(spec);

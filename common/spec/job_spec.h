@@ -31,6 +31,11 @@ int MaxWorkers(const baton::v1::JobSpec& spec);
 // the fallback guards specs that did not go through it).
 int SlotsPerWorker(const baton::v1::JobSpec& spec);
 
+// Whether the job's rank 0 checkpoints at its next step boundary and exits 75 when sent
+// SIGUSR1 (the built-in trainer always; a command job when command.elastic is true), so a
+// planned resize (drain, scale-up) can ask it to instead of stopping it.
+bool CheckpointsOnRequest(const baton::v1::JobSpec& spec);
+
 // Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
 //   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
 //   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 10, stall_floor 30 s.
@@ -44,12 +49,13 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 // Only the first violation is reported, checking fields in this fixed order:
 //   name; program (exactly one of trainer/command);
 //   trainer: ValidateTrainerSpec (common/spec/trainer_spec.h: its fields in their order, ranges
-//     from common/spec/trainer_spec_defaults.h, no file system access: the workers check a spec's paths);
+//     from common/spec/trainer_spec_defaults.h, no file system access: the workers check a spec's
+//     paths);
 //   command.argv, command.argv[0], command.working_dir;
 //   workers.min, workers.max; slots_per_worker; env (keys in sorted order);
-//   checkpoint_dir; trainer.global_batch against every world size (or
-//   trainer.accumulation_steps set beside it); checkpoint_dir required when the trainer
-//   checkpoints on more than one worker; budget.max_steps, budget.max_epochs (ranges from
+//   checkpoint_dir (absolute; required when command.elastic); trainer.global_batch against every
+//   world size (or trainer.accumulation_steps set beside it); checkpoint_dir required when the
+//   trainer checkpoints on more than one worker; budget.max_steps, budget.max_epochs (ranges from
 //   the trainer table), then the trainer's budget rule;
 //   restart_policy.max_infra_restarts, .max_user_restarts, .max_stall_restarts (0..1000),
 //     .backoff_max (0..1 h), .backoff_initial (0..backoff_max), .stall_factor (>= 1),

@@ -534,6 +534,26 @@ TEST(ValidateJobSpecTest, Command) {
   EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
+TEST(ValidateJobSpecTest, ElasticCommandNeedsACheckpointDir) {
+  JobSpec spec = CommandJob();
+  spec.mutable_command()->set_elastic(true);
+  EXPECT_THAT(ValidateJobSpec(spec),
+              StatusIs(kInvalid, HasSubstr("checkpoint_dir: is required when command.elastic "
+                                           "is true")));
+  spec.set_checkpoint_dir("/shared/ckpt");
+  EXPECT_OK(ValidateJobSpec(spec));
+  // A command job that is not elastic needs none.
+  EXPECT_OK(ValidateJobSpec(CommandJob()));
+}
+
+TEST(CheckpointsOnRequestTest, TrainerAndElasticCommandsOnly) {
+  EXPECT_TRUE(CheckpointsOnRequest(TrainerJob()));
+  JobSpec spec = CommandJob();
+  EXPECT_FALSE(CheckpointsOnRequest(spec));
+  spec.mutable_command()->set_elastic(true);
+  EXPECT_TRUE(CheckpointsOnRequest(spec));
+}
+
 TEST(ValidateJobSpecTest, Workers) {
   JobSpec spec = TrainerJob();
   spec.clear_workers();

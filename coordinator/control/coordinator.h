@@ -86,11 +86,12 @@ struct CoordinatorOptions {
 //
 // Planned resizes (class PLANNED: no budget, no backoff): a worker that drains (Draining,
 // or Register.draining) gets no new work and every active job with ranks on it resizes; a
-// RUNNING trainer job below workers.max resizes when a READY worker with enough free slots
-// is left over after scheduling the queue (scale-up, once the generation reported a step).
-// A RUNNING trainer job resizes by asking rank 0 to checkpoint at its next step boundary
-// (RequestCheckpoint) and stopping the other processes once any rank exited (or
-// checkpoint_timeout passed); anything else is stopped at once. The next generation is
+// RUNNING job that checkpoints on request (CheckpointsOnRequest: the built-in trainer, or a
+// command job with command.elastic) below workers.max resizes when a READY worker with
+// enough free slots is left over after scheduling the queue (scale-up, once the generation
+// reported a step). Such a RUNNING job resizes by asking rank 0 to checkpoint at its next
+// step boundary (RequestCheckpoint) and stopping the other processes once any rank exited
+// (or checkpoint_timeout passed); anything else is stopped at once. The next generation is
 // placed like any restart, so it loses the draining worker or gains the new ones.
 //
 // Fencing: worker messages about an older generation than the job's current one are
@@ -259,7 +260,8 @@ class Coordinator {
                                 const std::string& worker_id, absl::Time occurred) const;
   // Resizes the active jobs that have ranks on a draining worker.
   void MoveJobsOff(const std::string& worker_id, const std::string& why);
-  // Resizes RUNNING trainer jobs below workers.max that free READY workers could join.
+  // Resizes RUNNING jobs that checkpoint on request (trainer, elastic command) below
+  // workers.max that free READY workers could join.
   void MaybeScaleUp();
   // For a RESTARTING job: notes when its old processes stopped, and once they did and the
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too

@@ -70,11 +70,10 @@ void Coordinator::Resize(const std::string& job_id, const std::string& reason,
   for (const baton::v1::RankInfo& r : job.ranks()) {
     if (r.rank() == 0) rank0 = &r;
   }
-  const bool ask = *state == JobState::kRunning && job.spec().has_trainer() &&
-                   rank0 != nullptr && !rank0->has_exit() &&
-                   workers_->IsConnected(rank0->worker_id()) &&
-                   workers_->ProtocolVersion(rank0->worker_id()) >=
-                       kCheckpointRequestProtocolVersion;
+  const bool ask =
+      *state == JobState::kRunning && CheckpointsOnRequest(job.spec()) && rank0 != nullptr &&
+      !rank0->has_exit() && workers_->IsConnected(rank0->worker_id()) &&
+      workers_->ProtocolVersion(rank0->worker_id()) >= kCheckpointRequestProtocolVersion;
   const std::string message =
       absl::StrCat("generation ", generation, " resizes (planned): ", cause,
                    ask ? "; rank 0 checkpoints at its next step boundary first"

@@ -39,9 +39,9 @@ void Coordinator::MaybeScaleUp() {
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
     const baton::v1::Job& job = *jobs_->Peek(id);
     const baton::v1::JobSpec& spec = job.spec();
-    // Only the built-in trainer checkpoints on request, so only it grows without losing
-    // steps; other programs keep their size until their next restart.
-    if (!spec.has_trainer()) continue;
+    // Only programs that checkpoint on request (the built-in trainer, elastic command jobs)
+    // grow without losing steps; others keep their size until their next restart.
+    if (!CheckpointsOnRequest(spec)) continue;
     const std::vector<std::string> current = WorkersOf(job);
     if (static_cast<int>(current.size()) >= MaxWorkers(spec)) continue;
     const Runtime& rt = runtime_[id];

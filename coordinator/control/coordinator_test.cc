@@ -1262,6 +1262,75 @@ TEST_F(CoordinatorTest, QueuedJobsTakeNewWorkersAndCommandJobsDoNotGrow) {
   EXPECT_EQ(StateOf(cmd->id()), JobState::kRunning);
 }
 
+// A command job with command.elastic: it checkpoints on request like the built-in trainer.
+baton::v1::JobSpec ElasticCommandJob(int min_workers, int max_workers) {
+  baton::v1::JobSpec spec = CommandSpec(min_workers);
+  spec.mutable_command()->set_elastic(true);
+  spec.mutable_workers()->set_max(max_workers);
+  spec.set_checkpoint_dir("/shared/ckpt");
+  return spec;
+}
+
+TEST_F(CoordinatorTest, ElasticCommandJobCheckpointsWhenItsWorkerDrains) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(ElasticCommandJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  for (int rank = 0; rank < 3; ++rank) Metric("w" + std::to_string(rank + 1), id, 1, rank, 7);
+
+  baton::v1::WorkerMessage draining;
+  draining.mutable_draining()->set_reason("received SIGTERM");
+  Send("w3", draining);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  // Rank 0 is asked (the worker sends SIGUSR1); nothing is stopped before it exits.
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint().rank(), 0);
+  for (const std::string w : {"w1", "w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(0)) << w;
+  }
+  Exited("w1", id, 1, 0, 75);  // checkpointed: the planned end of the generation
+  for (const std::string w : {"w2", "w3"}) {
+    EXPECT_THAT(channels_[w]->Of(baton::v1::CoordinatorMessage::kStopAssignment), SizeIs(1)) << w;
+  }
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  const baton::v1::Job job = *jobs_->Get(id);
+  ASSERT_EQ(job.ranks_size(), 2);
+  EXPECT_EQ(job.restarts().planned(), 1);
+  EXPECT_EQ(job.restarts().infra() + job.restarts().user() + job.restarts().stall(), 0);
+  EXPECT_EQ(job.restarts().failures(0).failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_EQ(job.restarts().failures(0).step(), 7);
+}
+
+TEST_F(CoordinatorTest, ElasticCommandJobGrowsOntoAJoiningWorker) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(ElasticCommandJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 4);
+  Connect(Reg("w3"));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "ScalingUp");
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRequestCheckpoint), SizeIs(1));
+  Exited("w1", id, 1, 0, 75);
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  CompleteRendezvous(id, 2, 29501);
+  EXPECT_EQ(jobs_->Get(id)->ranks_size(), 3);
+}
+
+TEST_F(CoordinatorTest, ElasticCommandJobWithoutACheckpointDirIsRejected) {
+  baton::v1::JobSpec spec = ElasticCommandJob(1, 2);
+  spec.clear_checkpoint_dir();
+  EXPECT_THAT(coordinator_->SubmitJob(spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("checkpoint_dir: is required when command.elastic is true")));
+}
+
 class RestartTest : public CoordinatorTest {
  protected:
   void SetUp() override {

@@ -69,6 +69,7 @@ std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
   env["BATON_JOB_ID"] = input.job_id;
   env["BATON_GENERATION"] = absl::StrCat(input.generation);
   env["BATON_METRICS_FD"] = absl::StrCat(input.metrics_fd);
+  if (!input.checkpoint_dir.empty()) env["BATON_CHECKPOINT_DIR"] = input.checkpoint_dir;
 
   std::vector<std::string> out;
   out.reserve(env.size());

@@ -25,6 +25,9 @@ struct RankEnvInput {
   std::map<std::string, std::string> spec_env;
   // The fd number at which the child finds the write end of its metrics pipe.
   int metrics_fd = 3;
+  // A command job's JobSpec.checkpoint_dir (empty: none, or a trainer job, which gets it
+  // as a flag): BATON_CHECKPOINT_DIR when non-empty.
+  std::string checkpoint_dir;
 };
 
 // Whether a variable of the worker's own environment is passed on to ranks. A rank does not
@@ -39,14 +42,15 @@ struct RankEnvInput {
 bool IsInheritedEnvName(const std::string& name);
 
 // Builds a rank's environment, torchrun-compatible:
-//   the inherited part of base_env (IsInheritedEnvName), then spec_env (names reserved by baton::IsReservedEnvName, common/spec/job_spec.h,
-//   are ignored and reported in `ignored`; the coordinator rejects such specs anyway),
-//   then RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-//   GROUP_WORLD_SIZE (= number of workers = ceil(world_size / local_world_size)),
+//   the inherited part of base_env (IsInheritedEnvName), then spec_env (names reserved by
+//   baton::IsReservedEnvName, common/spec/job_spec.h, are ignored and reported in `ignored`; the
+//   coordinator rejects such specs anyway), then RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+//   GROUP_RANK, GROUP_WORLD_SIZE (= number of workers = ceil(world_size / local_world_size)),
 //   ROLE_RANK (= RANK), ROLE_WORLD_SIZE (= WORLD_SIZE), ROLE_NAME=default, MASTER_ADDR,
 //   MASTER_PORT, TORCHELASTIC_RUN_ID (= job id), TORCHELASTIC_RESTART_COUNT
 //   (= max(generation - 1, 0)), TORCHELASTIC_MAX_RESTARTS=0, BATON_JOB_ID, BATON_GENERATION,
-//   BATON_METRICS_FD; OMP_NUM_THREADS=1 unless base_env or spec_env sets it.
+//   BATON_METRICS_FD, BATON_CHECKPOINT_DIR (only when checkpoint_dir is non-empty);
+//   OMP_NUM_THREADS=1 unless base_env or spec_env sets it.
 // Later entries win; the result has one entry per name, sorted by name.
 std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
                                       std::vector<std::string>* ignored = nullptr);

@@ -66,6 +66,14 @@ TEST(BuildRankEnvTest, SetsEveryTorchrunAndBatonVariable) {
   EXPECT_EQ(env, expected);  // The worker's stale RANK=99 is overridden.
 }
 
+TEST(BuildRankEnvTest, CheckpointDirOnlyWhenGiven) {
+  EXPECT_EQ(AsMap(BuildRankEnv(Input())).count("BATON_CHECKPOINT_DIR"), 0u);
+  RankEnvInput in = Input();
+  in.checkpoint_dir = "/shared/ckpt";
+  in.spec_env["BATON_CHECKPOINT_DIR"] = "/elsewhere";  // reserved: ignored
+  EXPECT_EQ(AsMap(BuildRankEnv(in)).at("BATON_CHECKPOINT_DIR"), "/shared/ckpt");
+}
+
 TEST(BuildRankEnvTest, OutputIsSortedByName) {
   const std::vector<std::string> env = BuildRankEnv(Input());
   EXPECT_TRUE(std::is_sorted(env.begin(), env.end()));

@@ -160,7 +160,8 @@ class Supervisor {
   int64_t illegal_rank_transitions() const;
 
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
-  // process group (the built-in trainer's contract; only send it to such ranks). Errors:
+  // process group (the built-in trainer's contract, and that of a command job with
+  // command.elastic, e.g. through client/python/baton; only send it to such ranks). Errors:
   // NOT_FOUND if the rank is unknown; FAILED_PRECONDITION if it is not RUNNING (stopping,
   // exited); UNAVAILABLE if it cannot be signalled.
   absl::Status RequestCheckpoint(const std::string& job_id, int64_t generation, int32_t rank);

@@ -87,6 +87,7 @@ RankEnvInput RankEnvInputFor(const baton::v1::StartAssignment& request,
   env.rank = rank;
   env.spec_env.insert(request.spec().env().begin(), request.spec().env().end());
   env.metrics_fd = ProcessLauncher::kMetricsFd;
+  if (request.spec().has_command()) env.checkpoint_dir = request.spec().checkpoint_dir();
   return env;
 }
 

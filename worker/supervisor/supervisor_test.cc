@@ -175,6 +175,29 @@ TEST_F(SupervisorFakeTest, CommandLaunchRequestsAndRankDirectories) {
   }
 }
 
+// An elastic command job: its ranks find the checkpoint directory in BATON_CHECKPOINT_DIR,
+// and a checkpoint request reaches rank 0's process group as SIGUSR1 (its program's side of
+// the contract is client/python/baton).
+TEST_F(SupervisorFakeTest, ElasticCommandRankGetsCheckpointDirAndSigusr1) {
+  baton::v1::StartAssignment a = Assignment("j-1", 1, 2, {"python3", "train.py"});
+  a.mutable_spec()->mutable_command()->set_elastic(true);
+  a.mutable_spec()->set_checkpoint_dir("/srv/code/ckpt");
+  ASSERT_OK(supervisor_->StartAssignment(a));
+  const std::vector<LaunchRequest> requests = launcher_.requests();
+  ASSERT_EQ(requests.size(), 2u);
+  for (const LaunchRequest& r : requests) {
+    EXPECT_EQ(EnvValue(r.env, "BATON_CHECKPOINT_DIR"), "/srv/code/ckpt");
+  }
+  ASSERT_TRUE(
+      WaitUntil([&] { return supervisor_->GetRankState("j-1", 1, 0) == RankState::kRunning; }));
+  ASSERT_OK(supervisor_->RequestCheckpoint("j-1", 1, 0));
+  EXPECT_THAT(launcher_.process(0)->signals(), ElementsAre(SIGUSR1));
+  EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre());
+  // Without a checkpoint_dir nothing is set.
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j-2", 1, 1, {"python3"})));
+  EXPECT_EQ(EnvValue(launcher_.requests().back().env, "BATON_CHECKPOINT_DIR"), "<unset>");
+}
+
 // A job's directories and logs are the worker's alone (0700/0600) whatever the umask, and a
 // log planted as a symlink is not appended to.
 TEST_F(SupervisorFakeTest, JobDirectoriesAndLogsArePrivate) {

@@ -1,0 +1,312 @@
+"""In-script helper for programs that Baton runs as command jobs (pure Python, stdlib only).
+
+A torchrun-style training script uses it to take part in Baton's contract with its training
+processes (the same contract the built-in trainer follows, worker/trainer/contract/contract.h):
+
+* ``report(step=..., loss=..., samples=..., **metrics)`` writes one metric line on the file
+  descriptor in ``BATON_METRICS_FD``: what ``baton submit --wait`` and ``baton describe``
+  show as progress. Outside Baton (the variable unset, e.g. under plain torchrun) it does
+  nothing, so the same script runs anywhere.
+* ``checkpoint_requested()`` / ``on_checkpoint_request(callback)``: a job whose spec says
+  ``command: {elastic: true}`` is resized (a worker drains, a worker joins) by asking rank 0
+  to checkpoint: the worker sends SIGUSR1 to rank 0's process group. The script finishes the
+  step it is in, saves its state and exits with ``CHECKPOINT_EXIT_CODE`` (75); the next
+  generation (another world size) resumes from that checkpoint, so no step is lost.
+* ``rank_info()``: rank, world size, local rank, job id and generation from the environment
+  Baton (and torchrun) set.
+
+The module installs its SIGUSR1 handler when it is imported in the main thread of a process
+that Baton started (``BATON_JOB_ID`` set) and SIGUSR1 still has its default action (which
+would kill the process); elsewhere on the first call of ``checkpoint_requested()`` or
+``on_checkpoint_request()``. So import it before the first step.
+"""
+
+import math
+import operator
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+
+__all__ = [
+    "CHECKPOINT_EXIT_CODE",
+    "RankInfo",
+    "checkpoint_requested",
+    "format_metrics_line",
+    "on_checkpoint_request",
+    "rank_info",
+    "report",
+]
+
+# The exit code of a process that saved a checkpoint because it was asked to (SIGUSR1) and
+# left: the coordinator counts it as the planned end of its generation, not a failure
+# (kExitCheckpointed in contract.h).
+CHECKPOINT_EXIT_CODE = 75
+
+# Environment variables (contract.h; worker/supervisor/rank_env.h).
+ENV_METRICS_FD = "BATON_METRICS_FD"
+ENV_JOB_ID = "BATON_JOB_ID"
+ENV_GENERATION = "BATON_GENERATION"
+ENV_CHECKPOINT_DIR = "BATON_CHECKPOINT_DIR"
+
+Number = Union[int, float]
+
+
+# ---------------------------------------------------------------------------------------
+# Metric lines.
+# ---------------------------------------------------------------------------------------
+
+def _json_key(key: str) -> str:
+    out = ['"']
+    for c in key:
+        if c == '"':
+            out.append('\\"')
+        elif c == "\\":
+            out.append("\\\\")
+        elif c == "\n":
+            out.append("\\n")
+        elif ord(c) < 0x20:
+            out.append("\\u%04x" % ord(c))
+        else:
+            out.append(c)
+    out.append('"')
+    return "".join(out)
+
+
+def _json_number(value: float) -> str:
+    if math.trunc(value) == value and abs(value) < 2.0 ** 53:
+        return str(int(value))
+    return "%.9g" % value
+
+
+def format_metrics_line(fields: List[Tuple[str, Number]]) -> str:
+    """One metric line, exactly as the built-in trainer writes it (FormatMetricsLine).
+
+    A JSON object of the (key, value) pairs in the given order, ending in a newline.
+    Integral values print without a fraction ("step":10), others with up to 9 significant
+    digits ("%.9g"); non-finite values (NaN, infinities) are left out, since JSON has none.
+    Keys are escaped ('"', '\\\\', newline and other control characters). Raises TypeError
+    for a value that is not a real number (bool counts as 0/1).
+    """
+    parts = []
+    for key, value in fields:
+        if not isinstance(key, str):
+            raise TypeError("metric name %r is not a string" % (key,))
+        if not isinstance(value, (int, float)):
+            try:
+                value = float(value)  # numpy and torch scalars, Fraction, Decimal
+            except (TypeError, ValueError):
+                raise TypeError("metric %r is %r, not a number" % (key, value)) from None
+        value = float(value)
+        if not math.isfinite(value):
+            continue
+        parts.append(_json_key(key) + ":" + _json_number(value))
+    return "{" + ",".join(parts) + "}\n"
+
+
+class _Reporter:
+    """Owns the metrics descriptor and the rate window. Thread-safe (one lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: Optional[int] = None
+        self._resolved = False
+        self._last: Optional[Tuple[int, float]] = None  # (step, monotonic time) of last line
+
+    def _resolve(self) -> Optional[int]:
+        if not self._resolved:
+            self._resolved = True
+            raw = os.environ.get(ENV_METRICS_FD, "")
+            if raw != "":
+                try:
+                    fd = int(raw)
+                    if fd < 0:
+                        raise ValueError
+                    os.fstat(fd)
+                except (ValueError, OSError):
+                    raise ValueError(
+                        "%s=%r is not an open file descriptor" % (ENV_METRICS_FD, raw)) from None
+                self._fd = fd
+        return self._fd
+
+    def report(self, step: int, loss: Optional[Number], samples: Optional[Number],
+               metrics: Dict[str, Number]) -> bool:
+        try:
+            if isinstance(step, bool):
+                raise TypeError
+            step = operator.index(step)  # int, numpy and 0-d torch integers
+        except TypeError:
+            raise ValueError("step must be a non-negative integer, not %r" % (step,)) from None
+        if step < 0:
+            raise ValueError("step must be a non-negative integer, not %r" % (step,))
+        with self._lock:
+            fd = self._resolve()
+            if fd is None:
+                return False
+            now = time.monotonic()
+            fields: List[Tuple[str, Number]] = [("step", step)]
+            if loss is not None:
+                fields.append(("loss", loss))
+            if self._last is not None:
+                last_step, last_time = self._last
+                elapsed = now - last_time
+                if samples is not None and elapsed > 0 and "samples_per_sec" not in metrics:
+                    fields.append(("samples_per_sec", float(samples) / elapsed))
+                if step > last_step and "time_step_s" not in metrics:
+                    fields.append(("time_step_s", elapsed / (step - last_step)))
+            fields.extend(metrics.items())
+            data = format_metrics_line(fields).encode("utf-8")
+            self._last = (step, now)
+            try:
+                while data:  # one write(2) in practice: lines are far below PIPE_BUF
+                    data = data[os.write(fd, data):]
+            except OSError as e:
+                self._fd = None
+                print("baton: stopped writing metrics to fd %d: %s" % (fd, e), file=sys.stderr,
+                      flush=True)
+                return False
+            return True
+
+
+_reporter = _Reporter()
+
+
+def report(step: int, loss: Optional[Number] = None, samples: Optional[Number] = None,
+           **metrics: Number) -> bool:
+    """Writes one metric line on BATON_METRICS_FD; a no-op (returns False) when it is unset.
+
+    Call it on every rank, at the same steps (the coordinator tracks each rank's progress:
+    a job that reported a step and then makes no progress for max(stall_factor x median
+    step time, stall_floor) is restarted as stalled; rank 0's lines are the progress that
+    `baton submit --wait` and `baton describe` show).
+
+    Args:
+      step: completed optimizer steps, counting from 1 and continuing after a resume from a
+        checkpoint (a non-negative integer: int, or anything with __index__ such as a numpy
+        integer; ValueError otherwise). Line key "step".
+      loss: the training loss over the steps since the previous report ("loss").
+      samples: samples the whole job (all ranks) trained on since this process's previous
+        report. With it, the line has "samples_per_sec" (samples over the wall time since
+        the previous report). Every line after the first also has "time_step_s" (wall
+        seconds per step since the previous report), which the coordinator's goodput and
+        straggler detection read. A key given in `metrics` is written as given instead.
+      **metrics: further numbers, written in the order given, e.g. epoch=0, lr=0.05,
+        accuracy=0.9 (a fraction; see contract.h for the keys Baton knows).
+
+    The line is one JSON object, as format_metrics_line() writes it; non-finite values are
+    left out. Returns True once written. A failed write (the worker is gone: EPIPE) prints
+    one line on stderr, disables later reports and returns False; training goes on.
+    Raises ValueError if BATON_METRICS_FD is set but not an open descriptor, TypeError for
+    a value that is not a number. Thread-safe.
+    """
+    return _reporter.report(step, loss, samples, metrics)
+
+
+# ---------------------------------------------------------------------------------------
+# Checkpoint requests (SIGUSR1).
+# ---------------------------------------------------------------------------------------
+
+_requested = threading.Event()
+_callbacks: List[Callable[[], None]] = []
+_installed = False
+
+
+def _on_sigusr1(signum, frame) -> None:
+    _requested.set()
+    for callback in list(_callbacks):
+        callback()
+
+
+def _install_handler() -> None:
+    """Installs the SIGUSR1 handler once. Python runs signal handlers in the main thread,
+    and only the main thread may install one: from another thread this raises ValueError."""
+    global _installed
+    if not _installed:
+        signal.signal(signal.SIGUSR1, _on_sigusr1)
+        _installed = True
+
+
+def checkpoint_requested() -> bool:
+    """True once Baton asked this process to checkpoint (SIGUSR1 arrived; it stays True).
+
+    Check it at every step boundary: when True, save the full training state (model,
+    optimizer, data position, RNG) where the next generation finds it (rank_info().
+    checkpoint_dir, a shared directory) and exit with CHECKPOINT_EXIT_CODE. Only rank 0
+    is asked; the other ranks are stopped by Baton once rank 0 exited (they are blocked in
+    the next step's collective, so they never complete a step rank 0 did not).
+    Installs the handler if it is not installed yet (main thread only).
+    """
+    _install_handler()
+    return _requested.is_set()
+
+
+def on_checkpoint_request(callback: Callable[[], None]) -> Callable[[], None]:
+    """Calls `callback()` (no arguments) when a checkpoint request arrives, and returns it
+    (so it works as a decorator).
+
+    The callback runs in the main thread, inside Python's signal handler, between two
+    bytecodes of whatever the main thread is doing: keep it short (set a flag; do not save
+    from it, since the step is half done). checkpoint_requested() turns True first.
+    Installs the handler if needed: call it from the main thread (ValueError otherwise).
+    """
+    _install_handler()
+    _callbacks.append(callback)
+    return callback
+
+
+def _install_if_under_baton() -> None:
+    if os.environ.get(ENV_JOB_ID) is None:
+        return
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL:  # never replace a user's handler
+        _install_handler()
+
+
+_install_if_under_baton()
+
+
+# ---------------------------------------------------------------------------------------
+# Where this process is.
+# ---------------------------------------------------------------------------------------
+
+class RankInfo(NamedTuple):
+    """This process's place in the job, from the environment Baton (or torchrun) set."""
+
+    rank: int  # RANK; 0 when unset
+    world_size: int  # WORLD_SIZE; 1 when unset (a single process)
+    local_rank: int  # LOCAL_RANK; 0 when unset
+    local_world_size: int  # LOCAL_WORLD_SIZE; 1 when unset
+    job_id: Optional[str]  # BATON_JOB_ID (e.g. "j-000001"); None outside Baton
+    generation: int  # BATON_GENERATION (the rendezvous generation, >= 1); 0 = unknown
+    checkpoint_dir: Optional[str]  # BATON_CHECKPOINT_DIR (the spec's checkpoint_dir); None
+
+
+def _int_env(name: str, default: int, minimum: int) -> int:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError("%s=%r is not an integer" % (name, raw)) from None
+    if value < minimum:
+        raise ValueError("%s=%r is below %d" % (name, raw, minimum))
+    return value
+
+
+def rank_info() -> RankInfo:
+    """Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, BATON_JOB_ID, BATON_GENERATION
+    and BATON_CHECKPOINT_DIR now; unset ones take the defaults in RankInfo. Raises
+    ValueError naming the variable when one is set but not a valid integer."""
+    return RankInfo(
+        rank=_int_env("RANK", 0, 0),
+        world_size=_int_env("WORLD_SIZE", 1, 1),
+        local_rank=_int_env("LOCAL_RANK", 0, 0),
+        local_world_size=_int_env("LOCAL_WORLD_SIZE", 1, 1),
+        job_id=os.environ.get(ENV_JOB_ID) or None,
+        generation=_int_env(ENV_GENERATION, 0, 0),
+        checkpoint_dir=os.environ.get(ENV_CHECKPOINT_DIR) or None,
+    )

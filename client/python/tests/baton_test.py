@@ -1,0 +1,209 @@
+"""Unit tests of the in-script helper `baton` (client/python/baton).
+
+The line format is checked against the built-in trainer's (worker/trainer/contract/
+metrics_writer_test.cc has the same cases). Reports, the signal handler installed at import
+and the environment are checked in child processes, each with a fresh module.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_ROOT = os.path.dirname(HERE)  # client/python
+sys.path.insert(0, PACKAGE_ROOT)
+
+import baton  # noqa: E402
+
+
+def run_child(code, env=None, pass_fds=()):
+    """Runs `code` in a fresh python3 that imports baton from this tree; returns stdout."""
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("BATON_") and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                                            "LOCAL_WORLD_SIZE")}
+    full_env["PYTHONPATH"] = PACKAGE_ROOT
+    full_env.update(env or {})
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full_env,
+                          pass_fds=pass_fds, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise AssertionError("child failed (%d): %s" % (done.returncode, done.stderr))
+    return done.stdout
+
+
+def read_all(fd):
+    chunks = []
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks).decode("utf-8")
+        chunks.append(chunk)
+
+
+class FormatTest(unittest.TestCase):
+    def test_same_lines_as_the_trainer(self):
+        f = baton.format_metrics_line
+        self.assertEqual(f([("step", 10), ("epoch", 0), ("loss", 0.25), ("lr", 0.05)]),
+                         '{"step":10,"epoch":0,"loss":0.25,"lr":0.05}\n')
+        self.assertEqual(f([("samples_per_sec", 12345.678901234)]),
+                         '{"samples_per_sec":12345.6789}\n')
+        self.assertEqual(f([("step", 3e15)]), '{"step":3000000000000000}\n')
+        self.assertEqual(f([("big", 1e17)]), '{"big":1e+17}\n')
+        self.assertEqual(f([]), "{}\n")
+        self.assertEqual(f([("loss", float("nan")), ("step", 1), ("rate", float("inf"))]),
+                         '{"step":1}\n')
+        self.assertEqual(f([('a"b\\c\n', 1)]), '{"a\\"b\\\\c\\n":1}\n')
+        self.assertEqual(f([("x\x01", 1)]), '{"x\\u0001":1}\n')
+
+    def test_values_must_be_numbers(self):
+        self.assertEqual(baton.format_metrics_line([("ok", True)]), '{"ok":1}\n')
+        with self.assertRaises(TypeError):
+            baton.format_metrics_line([("loss", "low")])
+
+    def test_checkpoint_exit_code_is_the_contract(self):
+        self.assertEqual(baton.CHECKPOINT_EXIT_CODE, 75)
+
+
+class ReportTest(unittest.TestCase):
+    def test_lines_go_to_the_metrics_fd(self):
+        r, w = os.pipe()
+        try:
+            out = run_child("""
+                import baton
+                print(baton.report(step=1, loss=2.5))
+                print(baton.report(step=3, loss=1.25, samples=128, epoch=0, accuracy=0.5))
+                print(baton.report(step=4, samples_per_sec=7, time_step_s=0.5))
+                class Index:  # a step with __index__, like a numpy integer
+                    def __index__(self):
+                        return 5
+                print(baton.report(step=Index()))
+                """, env={"BATON_METRICS_FD": str(w)}, pass_fds=(w,))
+        finally:
+            os.close(w)
+        lines = read_all(r).splitlines()
+        os.close(r)
+        self.assertEqual(out.split(), ["True", "True", "True", "True"])
+        self.assertEqual(lines[0], '{"step":1,"loss":2.5}')
+        # The second line measures the window since the first: a rate and seconds per step.
+        import json
+        second = json.loads(lines[1])
+        self.assertEqual(list(second), ["step", "loss", "samples_per_sec", "time_step_s",
+                                        "epoch", "accuracy"])
+        self.assertEqual(second["step"], 3)
+        self.assertGreater(second["samples_per_sec"], 0)
+        self.assertGreaterEqual(second["time_step_s"], 0)
+        # Keys given by the caller are written as given, not computed.
+        self.assertEqual(lines[2], '{"step":4,"samples_per_sec":7,"time_step_s":0.5}')
+        self.assertTrue(lines[3].startswith('{"step":5,"time_step_s":'), lines[3])
+
+    def test_no_op_outside_baton(self):
+        out = run_child("""
+            import baton
+            print(baton.report(step=1, loss=0.5, samples=10))
+            print(baton.rank_info())
+            """)
+        self.assertEqual(out.splitlines()[0], "False")
+        self.assertIn("rank=0, world_size=1, local_rank=0, local_world_size=1, job_id=None, "
+                      "generation=0, checkpoint_dir=None", out)
+
+    def test_bad_step_and_bad_fd_are_errors(self):
+        with self.assertRaises(ValueError):
+            baton.report(step=-1)
+        with self.assertRaises(ValueError):
+            baton.report(step=1.5)
+        with self.assertRaises(ValueError):
+            baton.report(step=True)
+        out = run_child("""
+            import baton
+            try:
+                baton.report(step=1)
+            except ValueError as e:
+                print(e)
+            """, env={"BATON_METRICS_FD": "987"})
+        self.assertIn("BATON_METRICS_FD='987' is not an open file descriptor", out)
+
+    def test_reader_gone_disables_reports(self):
+        r, w = os.pipe()
+        os.close(r)
+        try:
+            out = run_child("""
+                import baton
+                print(baton.report(step=1), baton.report(step=2))
+                """, env={"BATON_METRICS_FD": str(w)}, pass_fds=(w,))
+        finally:
+            os.close(w)
+        self.assertEqual(out.split(), ["False", "False"])
+
+
+class CheckpointRequestTest(unittest.TestCase):
+    def test_sigusr1_sets_the_flag_and_calls_back_under_baton(self):
+        out = run_child("""
+            import os, signal
+            import baton
+            calls = []
+            baton.on_checkpoint_request(lambda: calls.append("called"))
+            print(baton.checkpoint_requested())
+            os.kill(os.getpid(), signal.SIGUSR1)
+            print(baton.checkpoint_requested(), calls)
+            print(baton.checkpoint_requested())  # it stays set
+            """, env={"BATON_JOB_ID": "j-000001"})
+        self.assertEqual(out.splitlines(), ["False", "True ['called']", "True"])
+
+    def test_handler_is_installed_at_import_under_baton(self):
+        # No call into the helper before the signal: the import alone must keep SIGUSR1
+        # from killing the process.
+        out = run_child("""
+            import os, signal
+            import baton
+            os.kill(os.getpid(), signal.SIGUSR1)
+            print(baton.checkpoint_requested())
+            """, env={"BATON_JOB_ID": "j-000001"})
+        self.assertEqual(out.strip(), "True")
+
+    def test_import_keeps_a_handler_the_script_installed(self):
+        out = run_child("""
+            import os, signal
+            seen = []
+            signal.signal(signal.SIGUSR1, lambda s, f: seen.append(s))
+            import baton
+            os.kill(os.getpid(), signal.SIGUSR1)
+            print(seen == [signal.SIGUSR1])
+            """, env={"BATON_JOB_ID": "j-000001"})
+        self.assertEqual(out.strip(), "True")
+
+    def test_outside_baton_import_installs_nothing(self):
+        out = run_child("""
+            import signal
+            import baton
+            print(signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL)
+            """)
+        self.assertEqual(out.strip(), "True")
+
+
+class RankInfoTest(unittest.TestCase):
+    def test_reads_the_environment(self):
+        out = run_child("""
+            import baton
+            i = baton.rank_info()
+            print(i.rank, i.world_size, i.local_rank, i.local_world_size, i.job_id,
+                  i.generation, i.checkpoint_dir)
+            """, env={"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
+                      "LOCAL_WORLD_SIZE": "2", "BATON_JOB_ID": "j-000007",
+                      "BATON_GENERATION": "5", "BATON_CHECKPOINT_DIR": "/shared/ckpt"})
+        self.assertEqual(out.split(), ["3", "4", "1", "2", "j-000007", "5", "/shared/ckpt"])
+
+    def test_invalid_value_names_the_variable(self):
+        out = run_child("""
+            import baton
+            try:
+                baton.rank_info()
+            except ValueError as e:
+                print(e)
+            """, env={"WORLD_SIZE": "two"})
+        self.assertIn("WORLD_SIZE='two' is not an integer", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
