@@ -13,8 +13,9 @@
 // fail). The largest difference is recorded as the test property max_abs_difference.
 //
 // Checkpoints: a run checkpointed at S = 2 and resumed at S = 2 ends bit for bit where an
-// uninterrupted S = 2 run ends; a checkpoint of S = 2 is refused by a run of S = 1 and
-// vice versa (FAILED_PRECONDITION naming both).
+// uninterrupted S = 2 run ends; resumed on two pipelines instead of one (elastic: D changes,
+// S does not) it ends within rounding of it; a checkpoint of S = 2 is refused by a run of
+// S = 1 and vice versa (FAILED_PRECONDITION naming both).
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -306,6 +307,38 @@ TEST_F(PipelineSessionTest, ResumesFromAStageCheckpointExactly) {
   const Weights got = StageWeights(base + "/resumed", 2);
   ASSERT_EQ(got.size(), want.size());
   for (const auto& [name, w] : want) EXPECT_TRUE(got.at(name).equal(w)) << name;
+}
+
+// Elastic: a checkpoint of one pipeline (S = 2, D = 1) resumes on two (S = 2, D = 2, 4
+// ranks) with the same global batch, and ends where the unresized run ends (within the
+// rounding of the replicas' average, as in MatchesOneRankWithTheSameGlobalBatch).
+TEST_F(PipelineSessionTest, ResumesOnMorePipelines) {
+  std::unique_ptr<Dataset> train = Open(/*tokens=*/false);
+  ASSERT_NE(train, nullptr);
+  TrainerOptions options = Mlp();
+  options.global_batch = 16;
+  options.pipeline_stages = 2;
+  options.pipeline_micro_batches = 2;
+  options.checkpoint_every = 3;
+  const std::string base = TempDir() + "/resize";
+  std::filesystem::remove_all(base);
+  const CommunicatorFactory shm = MakeShm(absl::Seconds(60));
+
+  TrainerOptions straight = options;
+  straight.checkpoint_dir = base + "/straight";
+  for (const auto& r : Run(*train, straight, 2, shm)) ASSERT_OK(r);
+
+  TrainerOptions resized = options;
+  resized.checkpoint_dir = base + "/resized";
+  resized.max_steps = 3;
+  for (const auto& r : Run(*train, resized, 2, shm, nullptr, /*generation=*/1)) ASSERT_OK(r);
+  resized.max_steps = kSteps;
+  for (const auto& r : Run(*train, resized, 4, shm, nullptr, /*generation=*/2)) {
+    ASSERT_OK(r);
+    EXPECT_EQ(r->steps, kSteps);
+    EXPECT_THAT(r->restored_from, HasSubstr("ckpt-00000003"));
+  }
+  ExpectClose(StageWeights(base + "/resized", 2), StageWeights(base + "/straight", 2), 1e-4, 1e-5);
 }
 
 // A checkpoint of 2 stages does not restore into 1, nor one of 1 into 2.
