@@ -9,6 +9,7 @@
 # Usage: bench/pipeline.sh [REPEATS] [STEPS] [STAGES] [WIDTH] [ROWS]
 # Needs STAGES free cores (on fewer, stages time-share and the bubble is not what is measured).
 # Last line: ratio=<measured / theory, GPipe, M=4, medians>
+# Memory per rank (parameters, peak RSS) at S=2 vs one rank: bench/pipeline_memory.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}

@@ -613,9 +613,9 @@ TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
   EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
 }
 
-// trainer.pipeline: ranges, the rules between its fields and the model, batch, ZeRO and
-// activation checkpointing, the world sizes; and, all of that passed, the training loop's
-// "not implemented yet" for more than one stage.
+// trainer.pipeline: ranges, the rules between its fields and the model, batch, ZeRO,
+// activation checkpointing, precision and accumulation, the world sizes; a valid pipeline
+// is accepted.
 TEST(ValidateJobSpecTest, Pipeline) {
   struct Case {
     std::function<void(JobSpec&)> mutate;
@@ -682,7 +682,20 @@ TEST(ValidateJobSpecTest, Pipeline) {
          pipeline(s, 2, 4);
          s.mutable_trainer()->mutable_pipeline()->set_schedule("gpipe");
        },
-       "trainer.pipeline.stages: 2 is not implemented yet; allowed: 1"},
+       ""},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 4);
+         s.mutable_trainer()->set_precision("fp16");
+       },
+       "trainer.precision: 'fp16' is not supported with pipeline parallelism "
+       "(trainer.pipeline.stages 2); allowed: fp32"},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 4);
+         s.mutable_trainer()->set_accumulation_steps(2);
+       },
+       "trainer.accumulation_steps: 2 is not supported with pipeline parallelism "
+       "(trainer.pipeline.stages 2); allowed: 1 (a pipeline accumulates over its "
+       "trainer.pipeline.micro_batches instead)"},
   };
   for (const Case& c : cases) {
     JobSpec spec = TrainerJob();

@@ -418,18 +418,17 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineStages, t.pipeline().stages()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineMicroBatches, t.pipeline().micro_batches()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineSchedule, t.pipeline().schedule()));
-  const ts::PipelineSettings settings{t.pipeline().stages(),
-                                      t.pipeline().micro_batches(),
-                                      t.model(),
-                                      t.gpt_layers(),
-                                      t.hidden_size() + 1,
-                                      t.batch_size(),
-                                      t.zero().stage(),
-                                      t.activation_checkpointing()};
+  const ts::PipelineSettings settings{
+      t.pipeline().stages(),  t.pipeline().micro_batches(), t.model(),
+      t.gpt_layers(),         t.hidden_size() + 1,          t.batch_size(),
+      t.zero().stage(),       t.activation_checkpointing(), t.precision(),
+      t.accumulation_steps(), t.grad_compression()};
   return ts::CheckPipeline(
-      settings, {ts::SpecPath(ts::kPipelineStages), ts::SpecPath(ts::kPipelineMicroBatches),
-                 ts::SpecPath(ts::kGptLayers), ts::SpecPath(ts::kBatchSize),
-                 ts::SpecPath(ts::kZeroStage), ts::SpecPath(ts::kActivationCheckpointing)});
+      settings,
+      {ts::SpecPath(ts::kPipelineStages), ts::SpecPath(ts::kPipelineMicroBatches),
+       ts::SpecPath(ts::kGptLayers), ts::SpecPath(ts::kBatchSize), ts::SpecPath(ts::kZeroStage),
+       ts::SpecPath(ts::kActivationCheckpointing), ts::SpecPath(ts::kPrecision),
+       ts::SpecPath(ts::kAccumulationSteps), ts::SpecPath(ts::kGradCompression)});
 }
 
 }  // namespace baton

@@ -111,13 +111,24 @@ absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labe
                      labels.activation_checkpointing, " '", s.activation_checkpointing,
                      "'; allowed with 'none'"));
   }
+  if (!s.precision.empty() && s.precision != "fp32") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        labels.precision, ": '", s.precision, "' is not supported with pipeline parallelism (",
+        labels.stages, " ", s.stages, "); allowed: fp32"));
+  }
+  if (s.accumulation_steps != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        labels.accumulation_steps, ": ", s.accumulation_steps,
+        " is not supported with pipeline parallelism (", labels.stages, " ", s.stages,
+        "); allowed: 1 (a pipeline accumulates over its ", labels.micro_batches, " instead)"));
+  }
+  if (!s.grad_compression.empty() && s.grad_compression != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(labels.grad_compression, ": '", s.grad_compression,
+                     "' is not supported with pipeline parallelism (", labels.stages, " ", s.stages,
+                     "); allowed: none"));
+  }
   return absl::OkStatus();
-}
-
-absl::Status CheckPipelineImplemented(int64_t stages, absl::string_view stages_label) {
-  if (stages <= 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(stages_label, ": ", stages, " is not implemented yet; allowed: 1"));
 }
 
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,

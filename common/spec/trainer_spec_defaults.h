@@ -190,8 +190,8 @@ inline constexpr IntField kZeroStage{"zero_stage", 0, 0, 2, "", "zero.stage"};
 inline constexpr BoolField kZeroOffloadOptimizer{"zero_offload_optimizer", false,
                                                  "zero.offload_optimizer"};
 // Pipeline parallelism (TrainerSpec.pipeline, a PipelineSpec): flags "pipeline_<field>".
-// The rules between fields live with the validators (CheckPipeline); the training loop
-// does not run pipelines yet (CheckPipelineImplemented).
+// The rules between fields live with the validators (CheckPipeline); the training loop:
+// worker/trainer/pipeline_session.h.
 inline constexpr IntField kPipelineStages{"pipeline_stages", 1, 1, 64, "1 = no pipeline",
                                           "pipeline.stages"};
 inline constexpr IntField kPipelineMicroBatches{"pipeline_micro_batches", 1, 1, 1024, "",
@@ -236,7 +236,9 @@ absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
 // passed its own Check: with stages > 1, micro_batches >= stages; model "gpt" with
 // gpt_layers divisible by stages, or "mlp" with at least `stages` layers (mlp_layers =
 // hidden widths + 1); batch_size divisible by micro_batches; zero_stage 0;
-// activation_checkpointing "none". INVALID_ARGUMENT "<label of the field>: ..."; `labels`
+// activation_checkpointing "none"; and what the pipeline training loop does not support:
+// precision "fp32" (or ""), accumulation_steps 1 (the micro-batches are the pipeline's),
+// grad_compression "none" (or ""). INVALID_ARGUMENT "<label of the field>: ..."; `labels`
 // names each setting as the caller's user knows it (SpecPath or FlagLabel).
 struct PipelineSettings {
   int64_t stages;
@@ -247,16 +249,15 @@ struct PipelineSettings {
   int64_t batch_size;
   int64_t zero_stage;
   absl::string_view activation_checkpointing;
+  absl::string_view precision;
+  int64_t accumulation_steps;
+  absl::string_view grad_compression;
 };
 struct PipelineLabels {
-  std::string stages, micro_batches, gpt_layers, batch_size, zero_stage,
-      activation_checkpointing;
+  std::string stages, micro_batches, gpt_layers, batch_size, zero_stage, activation_checkpointing,
+      precision, accumulation_steps, grad_compression;
 };
 absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labels);
-// OK for stages 1; else INVALID_ARGUMENT "<stages_label>: <stages> is not implemented yet;
-// allowed: 1" (the training loop does not run pipelines yet; worker/trainer/pipeline/ has
-// the parts).
-absl::Status CheckPipelineImplemented(int64_t stages, absl::string_view stages_label);
 
 // "trainer.<name>" (or "trainer.<path>" for a nested field): the field path of a TrainerSpec
 // entry in a JobSpec.

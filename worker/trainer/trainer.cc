@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/trainer/pipeline_session.h"
 #include "worker/trainer/training_session.h"
 
 namespace baton::trainer {
@@ -29,6 +30,12 @@ absl::StatusOr<TrainResult> Trainer::Run() {
 
 absl::StatusOr<TrainResult> Trainer::RunOrThrow() {
   RETURN_IF_ERROR(ValidateTrainerOptions(options_));
+  if (options_.pipeline_stages > 1) {
+    PipelineSession session(options_, context_);
+    RETURN_IF_ERROR(session.Setup());
+    RETURN_IF_ERROR(session.Restore());
+    return session.Train();
+  }
   TrainingSession session(options_, context_);
   RETURN_IF_ERROR(session.Setup());
   RETURN_IF_ERROR(session.Restore());

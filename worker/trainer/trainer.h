@@ -31,7 +31,9 @@
 // see contract/contract.h.
 //
 // The loop runs as a TrainingSession (training_session.h): setup, restore, steps and metric
-// lines. Options, context and result: trainer_options.h.
+// lines. With pipeline_stages > 1 it runs as a PipelineSession instead (pipeline_session.h:
+// each rank one stage of the model, per-stage checkpoints and final.pt, no evaluation).
+// Options, context and result: trainer_options.h.
 //
 // Threading: Run() is called once, on one thread; it borrows everything in TrainerContext.
 

@@ -101,7 +101,7 @@ ABSL_FLAG(bool, zero_offload_optimizer, ts::kZeroOffloadOptimizer.default_value,
           "(no-op on CPU).");
 ABSL_FLAG(int32_t, pipeline_stages, static_cast<int32_t>(ts::kPipelineStages.default_value),
           "TrainerSpec.pipeline.stages: ranks per pipeline the model is split over (1 = no "
-          "pipeline; more is not implemented yet).");
+          "pipeline; the world must be a multiple: stages x data-parallel replicas).");
 ABSL_FLAG(int32_t, pipeline_micro_batches,
           static_cast<int32_t>(ts::kPipelineMicroBatches.default_value),
           "TrainerSpec.pipeline.micro_batches: micro-batches per step and pipeline (>= "

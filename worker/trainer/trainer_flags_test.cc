@@ -180,9 +180,9 @@ TEST(TrainerFlagsTest, SubmitAndTrainerRejectTheSameValues) {
   }
 }
 
-// Pipeline flags: the same rules as at submit, then "not implemented yet" for more than one
-// stage (the training loop does not run pipelines yet).
-TEST(TrainerFlagsTest, PipelineRulesAndNotImplementedYet) {
+// Pipeline flags: the same rules as at submit, including what the pipeline loop does not
+// support (fp16, accumulation); a valid pipeline is accepted.
+TEST(TrainerFlagsTest, PipelineRules) {
   {
     absl::FlagSaver restore_flags;
     EXPECT_THAT(FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2"}),
@@ -193,9 +193,25 @@ TEST(TrainerFlagsTest, PipelineRulesAndNotImplementedYet) {
   {
     absl::FlagSaver restore_flags;
     EXPECT_THAT(FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2",
-                          "--pipeline_micro_batches=4"}),
+                          "--pipeline_micro_batches=4", "--precision=fp16"}),
                 StatusIs(absl::StatusCode::kInvalidArgument,
-                         "--pipeline_stages: 2 is not implemented yet; allowed: 1"));
+                         "--precision: 'fp16' is not supported with pipeline parallelism "
+                         "(--pipeline_stages 2); allowed: fp32"));
+  }
+  {
+    absl::FlagSaver restore_flags;
+    EXPECT_THAT(FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2",
+                          "--pipeline_micro_batches=4", "--accumulation_steps=2"}),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("--accumulation_steps: 2 is not supported with pipeline")));
+  }
+  {
+    absl::FlagSaver restore_flags;
+    absl::StatusOr<FlagOptions> pipeline =
+        FromArgs({"--dataset=synthetic", "--max_steps=1", "--pipeline_stages=2",
+                  "--pipeline_micro_batches=4"});
+    ASSERT_OK(pipeline);
+    EXPECT_EQ(pipeline->trainer.pipeline_stages, 2);
   }
   absl::FlagSaver restore_flags;
   absl::StatusOr<FlagOptions> options =

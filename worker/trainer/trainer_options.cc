@@ -94,13 +94,23 @@ absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
                                       static_cast<int64_t>(o.model.hidden.size()) + 1,
                                       o.batch_size,
                                       o.zero_stage,
-                                      o.model.activation_checkpointing};
+                                      o.model.activation_checkpointing,
+                                      PrecisionName(o.step.precision),
+                                      o.step.accumulation_steps,
+                                      compression == GradCompression::kNone   ? "none"
+                                      : compression == GradCompression::kBf16 ? "bf16"
+                                                                              : "fp16"};
   RETURN_IF_ERROR(ts::CheckPipeline(
-      pipeline, {ts::FlagLabel(ts::kPipelineStages), ts::FlagLabel(ts::kPipelineMicroBatches),
-                 ts::FlagLabel(ts::kGptLayers), ts::FlagLabel(ts::kBatchSize),
-                 ts::FlagLabel(ts::kZeroStage), ts::FlagLabel(ts::kActivationCheckpointing)}));
-  RETURN_IF_ERROR(
-      ts::CheckPipelineImplemented(o.pipeline_stages, ts::FlagLabel(ts::kPipelineStages)));
+      pipeline,
+      {ts::FlagLabel(ts::kPipelineStages), ts::FlagLabel(ts::kPipelineMicroBatches),
+       ts::FlagLabel(ts::kGptLayers), ts::FlagLabel(ts::kBatchSize), ts::FlagLabel(ts::kZeroStage),
+       ts::FlagLabel(ts::kActivationCheckpointing), ts::FlagLabel(ts::kPrecision),
+       ts::FlagLabel(ts::kAccumulationSteps), ts::FlagLabel(ts::kGradCompression)}));
+  if (o.pipeline_stages > 1 && !o.sample_log.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ts::FlagLabel(ts::kSampleLog), " is not supported with ",
+                     ts::FlagLabel(ts::kPipelineStages), "=", o.pipeline_stages));
+  }
   if (o.max_steps == 0 && o.max_epochs == 0) {
     return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
   }

@@ -44,8 +44,8 @@ struct TrainerOptions {
   int zero_stage = static_cast<int>(trainer_spec::kZeroStage.default_value);
   bool zero_offload_optimizer = trainer_spec::kZeroOffloadOptimizer.default_value;
   // Pipeline parallelism (TrainerSpec.pipeline): checked (ranges and the rules between
-  // fields, trainer_spec::CheckPipeline), but the training loop does not run pipelines yet,
-  // so stages > 1 is rejected (worker/trainer/pipeline/ has the schedules and the executor).
+  // fields, trainer_spec::CheckPipeline); stages > 1 runs PipelineSession
+  // (pipeline_session.h), which also refuses sample_log.
   int pipeline_stages = static_cast<int>(trainer_spec::kPipelineStages.default_value);
   int pipeline_micro_batches =
       static_cast<int>(trainer_spec::kPipelineMicroBatches.default_value);

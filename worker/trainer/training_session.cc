@@ -18,6 +18,7 @@
 #include "worker/trainer/contract/contract.h"
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"
+#include "worker/trainer/pipeline/checkpoint_layout.h"
 #include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/step/gradient_reducer.h"
 
@@ -187,6 +188,8 @@ absl::Status TrainingSession::Restore() {
   state_.tensors = named_;
   state_.optimizer = optimizer_.get();
   if (!options_.checkpoint_dir.empty()) {
+    // A pipeline run's checkpoints (per stage) do not restore without pipeline.
+    RETURN_IF_ERROR(pipeline::CheckCheckpointLayout(options_.checkpoint_dir, /*stages=*/1));
     CheckpointManagerOptions manager_options;
     manager_options.dir = options_.checkpoint_dir;
     manager_options.checkpoint_every = options_.checkpoint_every;

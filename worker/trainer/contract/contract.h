@@ -113,6 +113,10 @@ inline constexpr char kMetricMemReserved[] = "mem_reserved_bytes";
 inline constexpr char kMetricMemPeak[] = "mem_peak_bytes";
 inline constexpr char kMetricCommBytes[] = "comm_bytes";
 
+// With --pipeline_stages=S > 1 (worker/trainer/pipeline_session.h) everything below is per
+// stage, in <checkpoint_dir>/pipeline-<S>-stage-<s>/ (written by the stage's first replica,
+// final.pt holding that stage's parameters), SIGUSR1 is followed by every rank as with ZeRO,
+// and every rank's metric lines carry the last stages' loss.
 // Final weights written by rank 0 under --checkpoint_dir: a pickled Dict[str, Tensor]
 // (parameter and buffer name -> tensor) that Python's torch.load reads. Full training
 // state checkpoints go to the same directory (see checkpoint/checkpoint_manager.h):
