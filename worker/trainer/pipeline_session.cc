@@ -17,6 +17,7 @@
 #include "worker/trainer/optim/optimizer.h"
 #include "worker/trainer/pipeline/checkpoint_layout.h"
 #include "worker/trainer/pipeline/schedule.h"
+#include "worker/trainer/session_support.h"
 
 namespace baton::trainer {
 namespace {
@@ -130,17 +131,9 @@ absl::Status PipelineSession::BuildData() {
                                                      options_.global_batch, options_.seed)
           : DistributedSampler::Create(train_.size(), replica_, replicas_, batch_, options_.seed));
   steps_per_epoch_ = sampler_->batches_per_epoch();
-  total_steps_ = std::numeric_limits<int64_t>::max();
-  if (options_.max_steps > 0) total_steps_ = options_.max_steps;
-  if (options_.max_epochs > 0) {
-    total_steps_ = std::min(total_steps_, options_.max_epochs * steps_per_epoch_);
-  }
+  total_steps_ = BudgetSteps(options_, steps_per_epoch_);
   global_batch_ = batch_ * replicas_;
-  LrScheduleOptions schedule_options = options_.schedule;
-  schedule_options.base_lr = options_.optimizer.lr;
-  schedule_options.total_steps = total_steps_;
-  schedule_options.global_batch = global_batch_;
-  ASSIGN_OR_RETURN(schedule_, LrSchedule::Create(schedule_options));
+  ASSIGN_OR_RETURN(schedule_, MakeLrSchedule(options_, total_steps_, global_batch_));
   return absl::OkStatus();
 }
 
@@ -152,13 +145,8 @@ absl::Status PipelineSession::Restore() {
   if (!options_.checkpoint_dir.empty()) {
     RETURN_IF_ERROR(pipeline::CheckCheckpointLayout(options_.checkpoint_dir, stages_));
     stage_dir_ = pipeline::StageCheckpointDir(options_.checkpoint_dir, stage_, stages_);
-    CheckpointManagerOptions manager_options;
-    manager_options.dir = stage_dir_;
-    manager_options.checkpoint_every = options_.checkpoint_every;
-    manager_options.keep = options_.keep_checkpoints;
-    manager_options.generation = context_.generation;
-    manager_options.job = context_.job_id;
-    ASSIGN_OR_RETURN(CheckpointManager manager, CheckpointManager::Create(manager_options));
+    ASSIGN_OR_RETURN(CheckpointManager manager,
+                     MakeCheckpointManager(options_, context_, stage_dir_));
     checkpoints_.emplace(std::move(manager));
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints_->RestoreLatest(state_);
     if (restored.ok()) {
@@ -168,7 +156,7 @@ absl::Status PipelineSession::Restore() {
     }
     // Every stage must resume from the same step (a stage whose save was cut short by a
     // crash has an older newest checkpoint: ABORTED, as for ranks without pipelines).
-    RETURN_IF_ERROR(CheckRanksAgreeOnStep());
+    RETURN_IF_ERROR(CheckRanksAgreeOnStep(comm_, step_, device_, "pipeline stages"));
     if (replica_ == 0) RETURN_IF_ERROR(checkpoints_->RecordStart(step_));
   }
   result_.steps = step_;
@@ -192,21 +180,6 @@ absl::Status PipelineSession::ApplyRestored(const RestoredCheckpoint& restored) 
   if (start_.batch_in_epoch >= steps_per_epoch_) start_ = {start_.epoch + 1, 0};
   *context_.log << "restored " << restored.path << " at step " << step_ << " (epoch "
                 << start_.epoch << ", batch " << start_.batch_in_epoch << ")" << std::endl;
-  return absl::OkStatus();
-}
-
-absl::Status PipelineSession::CheckRanksAgreeOnStep() {
-  at::Tensor steps = at::full({2}, static_cast<double>(step_),
-                              at::TensorOptions().dtype(at::kDouble).device(device_));
-  steps[1].fill_(static_cast<double>(step_) * step_);
-  RETURN_IF_ERROR(comm_.AllReduceSum(steps));
-  const at::Tensor host = steps.cpu();
-  const double mean = host[0].item<double>() / world_;
-  if (std::abs(host[1].item<double>() / world_ - mean * mean) > 0.5 ||
-      std::abs(mean - static_cast<double>(step_)) > 0.5) {
-    return absl::AbortedError(absl::StrCat("pipeline stages restored different checkpoints (stage ",
-                                           stage_, ": step ", step_, ")"));
-  }
   return absl::OkStatus();
 }
 

@@ -73,7 +73,6 @@ class PipelineSession {
   absl::Status BuildStage();
   absl::Status BuildData();
   absl::Status ApplyRestored(const RestoredCheckpoint& restored);
-  absl::Status CheckRanksAgreeOnStep();
   absl::StatusOr<bool> StopRequested();
   absl::Status Step();
   // The whole model's gradient norm (collective over the pipeline), clipping when

@@ -20,6 +20,7 @@
 #include "worker/trainer/device/precision.h"
 #include "worker/trainer/pipeline/checkpoint_layout.h"
 #include "worker/trainer/profile/profiler.h"
+#include "worker/trainer/session_support.h"
 #include "worker/trainer/step/gradient_reducer.h"
 
 namespace baton::trainer {
@@ -153,22 +154,14 @@ absl::Status TrainingSession::BuildSampler() {
                      micro_per_epoch_, " batches of ", batch_size_, " per epoch, fewer than ",
                      ts::FlagLabel(ts::kAccumulationSteps), "=", accumulation_));
   }
-  total_steps_ = std::numeric_limits<int64_t>::max();
-  if (options_.max_steps > 0) total_steps_ = options_.max_steps;
-  if (options_.max_epochs > 0) {
-    total_steps_ = std::min(total_steps_, options_.max_epochs * steps_per_epoch_);
-  }
+  total_steps_ = BudgetSteps(options_, steps_per_epoch_);
   global_batch_ = batch_size_ * accumulation_ * world_;
   return absl::OkStatus();
 }
 
 // The LR schedule over the budget, and the step engine.
 absl::Status TrainingSession::BuildSchedule() {
-  LrScheduleOptions schedule_options = options_.schedule;
-  schedule_options.base_lr = options_.optimizer.lr;
-  schedule_options.total_steps = total_steps_;
-  schedule_options.global_batch = global_batch_;
-  ASSIGN_OR_RETURN(schedule_, LrSchedule::Create(schedule_options));
+  ASSIGN_OR_RETURN(schedule_, MakeLrSchedule(options_, total_steps_, global_batch_));
   ASSIGN_OR_RETURN(train_step_, TrainStep::Create(params_, *optimizer_, comm_, clock_,
                                                   step_options_, zero_.get()));
   if (!train_step_->precision().note.empty() && comm_.rank() == 0) {
@@ -190,13 +183,8 @@ absl::Status TrainingSession::Restore() {
   if (!options_.checkpoint_dir.empty()) {
     // A pipeline run's checkpoints (per stage) do not restore without pipeline.
     RETURN_IF_ERROR(pipeline::CheckCheckpointLayout(options_.checkpoint_dir, /*stages=*/1));
-    CheckpointManagerOptions manager_options;
-    manager_options.dir = options_.checkpoint_dir;
-    manager_options.checkpoint_every = options_.checkpoint_every;
-    manager_options.keep = options_.keep_checkpoints;
-    manager_options.generation = context_.generation;
-    manager_options.job = context_.job_id;
-    ASSIGN_OR_RETURN(CheckpointManager manager, CheckpointManager::Create(manager_options));
+    ASSIGN_OR_RETURN(CheckpointManager manager,
+                     MakeCheckpointManager(options_, context_, options_.checkpoint_dir));
     checkpoints_.emplace(std::move(manager));
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints_->RestoreLatest(state_);
     if (restored.ok()) {
@@ -207,7 +195,7 @@ absl::Status TrainingSession::Restore() {
     // A checkpoint holds the unsharded optimizer state (whatever stage and world size saved
     // it): each rank keeps its shard's cut of it.
     if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
-    RETURN_IF_ERROR(CheckRanksAgreeOnStep());
+    RETURN_IF_ERROR(CheckRanksAgreeOnStep(comm_, step_, device_, "ranks"));
     // From here on older generations' writers are fenced off the directory; if a newer
     // generation has started already, this one is superseded and must not train.
     if (comm_.rank() == 0) RETURN_IF_ERROR(checkpoints_->RecordStart(step_));
@@ -235,22 +223,6 @@ absl::Status TrainingSession::ApplyRestored(const RestoredCheckpoint& restored) 
                : ResumePosition(p, world_, micro_per_epoch_, accumulation_, saved_micro);
   *context_.log << "restored " << restored.path << " at step " << step_ << " (epoch "
                 << start_.epoch << ", batch " << start_.batch_in_epoch << ")" << std::endl;
-  return absl::OkStatus();
-}
-
-// ABORTED unless every rank restored the same step (mean and variance over the ranks).
-absl::Status TrainingSession::CheckRanksAgreeOnStep() {
-  at::Tensor steps = at::full({2}, static_cast<double>(step_),
-                              at::TensorOptions().dtype(at::kDouble).device(device_));
-  steps[1].fill_(static_cast<double>(step_) * step_);
-  RETURN_IF_ERROR(comm_.AllReduceSum(steps));
-  const at::Tensor host = steps.cpu();
-  const double mean = host[0].item<double>() / world_;
-  if (std::abs(host[1].item<double>() / world_ - mean * mean) > 0.5 ||
-      std::abs(mean - static_cast<double>(step_)) > 0.5) {
-    return absl::AbortedError(
-        absl::StrCat("ranks restored different checkpoints (this rank: step ", step_, ")"));
-  }
   return absl::OkStatus();
 }
 

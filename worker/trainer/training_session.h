@@ -69,7 +69,6 @@ class TrainingSession {
   absl::Status BuildSchedule();
   // Restore.
   absl::Status ApplyRestored(const RestoredCheckpoint& restored);
-  absl::Status CheckRanksAgreeOnStep();
   // Train.
   absl::Status OpenData();
   // Sets result_.stopped / result_.checkpointed. With zero_, rank 0's checkpoint request is

@@ -28,49 +28,14 @@ namespace baton::trainer {
 namespace {
 
 using ::baton::trainer::testing::CommunicatorFactory;
+using ::baton::trainer::testing::GlooAndShmBackends;
+using ::baton::trainer::testing::MakeShm;
+using ::baton::trainer::testing::TestBackend;
 using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
 using ::testing::HasSubstr;
 
-CommunicatorFactory MakeGloo(absl::Duration timeout) {
-  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-    GlooOptions options;
-    options.collective_timeout = timeout;
-    options.hostname = "127.0.0.1";
-    return CreateGlooCommunicator(store, rank, world, options);
-  };
-}
-
-// 4 KiB slots: a channel's piece buffers hold 1984 bytes, so a few thousand floats take
-// several pieces and a sender waits for its receiver.
-CommunicatorFactory MakeShm(absl::Duration timeout) {
-  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-    ShmOptions options;
-    options.slot_bytes = 4096;
-    options.collective_timeout = timeout;
-    options.poll_interval = absl::Milliseconds(20);
-    return CreateShmCommunicator(store, rank, world, options);
-  };
-}
-
-struct Backend {
-  std::string name;
-  int world;
-  std::function<CommunicatorFactory(absl::Duration)> make;
-};
-
-void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
-
-std::vector<Backend> Backends() {
-  std::vector<Backend> backends;
-  for (int world : {2, 3}) {
-    backends.push_back({absl::StrCat("Gloo", world), world, MakeGloo});
-    backends.push_back({absl::StrCat("Shm", world), world, MakeShm});
-  }
-  return backends;
-}
-
-class PointToPointTest : public ::testing::TestWithParam<Backend> {
+class PointToPointTest : public ::testing::TestWithParam<TestBackend> {
  protected:
   int world() const { return GetParam().world; }
   CommunicatorFactory Make(absl::Duration timeout = absl::Seconds(30)) const {
@@ -214,8 +179,8 @@ TEST_P(PointToPointTest, AGonePeerFailsTheTransfer) {
   for (int r = 0; r < world; ++r) EXPECT_OK(got[r]) << "rank " << r;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, PointToPointTest, ::testing::ValuesIn(Backends()),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
+INSTANTIATE_TEST_SUITE_P(Backends, PointToPointTest, ::testing::ValuesIn(GlooAndShmBackends()),
+                         [](const ::testing::TestParamInfo<TestBackend>& info) {
                            return info.param.name;
                          });
 

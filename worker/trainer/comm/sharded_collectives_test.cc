@@ -27,19 +27,12 @@ namespace baton::trainer {
 namespace {
 
 using ::baton::trainer::testing::CommunicatorFactory;
+using ::baton::trainer::testing::GlooAndShmBackends;
 using ::baton::trainer::testing::MakeShm;
+using ::baton::trainer::testing::TestBackend;
 using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
 using ::testing::HasSubstr;
-
-CommunicatorFactory MakeGloo(absl::Duration timeout) {
-  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-    GlooOptions options;
-    options.collective_timeout = timeout;
-    options.hostname = "127.0.0.1";
-    return CreateGlooCommunicator(store, rank, world, options);
-  };
-}
 
 // Ranks on "hosts" named by keys[rank].
 CommunicatorFactory MakeHierarchical(std::vector<std::string> keys, absl::Duration timeout) {
@@ -57,21 +50,8 @@ CommunicatorFactory MakeHierarchical(std::vector<std::string> keys, absl::Durati
   };
 }
 
-struct Backend {
-  std::string name;
-  int world;
-  // The factory for a given collective timeout (short in the failure tests).
-  std::function<CommunicatorFactory(absl::Duration)> make;
-};
-
-void PrintTo(const Backend& backend, std::ostream* os) { *os << backend.name; }
-
-std::vector<Backend> Backends() {
-  std::vector<Backend> backends;
-  for (int world : {2, 3}) {
-    backends.push_back({absl::StrCat("Gloo", world), world, MakeGloo});
-    backends.push_back({absl::StrCat("Shm", world), world, MakeShm});
-  }
+std::vector<TestBackend> Backends() {
+  std::vector<TestBackend> backends = GlooAndShmBackends();
   auto hierarchical = [](std::vector<std::string> keys) {
     return [keys](absl::Duration timeout) { return MakeHierarchical(keys, timeout); };
   };
@@ -81,7 +61,7 @@ std::vector<Backend> Backends() {
   return backends;
 }
 
-class ShardedCollectivesTest : public ::testing::TestWithParam<Backend> {
+class ShardedCollectivesTest : public ::testing::TestWithParam<TestBackend> {
  protected:
   int world() const { return GetParam().world; }
   CommunicatorFactory Make(absl::Duration timeout = absl::Seconds(30)) const {
@@ -281,7 +261,7 @@ TEST_P(ShardedCollectivesTest, ADestroyedPeerFailsTheCollective) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ShardedCollectivesTest, ::testing::ValuesIn(Backends()),
-                         [](const ::testing::TestParamInfo<Backend>& info) {
+                         [](const ::testing::TestParamInfo<TestBackend>& info) {
                            return info.param.name;
                          });
 

@@ -9,6 +9,8 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <ostream>
+#include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
@@ -24,12 +26,19 @@ namespace baton::trainer::testing {
 using CommunicatorFactory = std::function<absl::StatusOr<std::unique_ptr<Communicator>>(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world)>;
 
+// Gloo on loopback with the given collective timeout.
+inline CommunicatorFactory MakeGlooWithTimeout(absl::Duration timeout) {
+  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+    GlooOptions options;
+    options.collective_timeout = timeout;
+    options.hostname = "127.0.0.1";
+    return CreateGlooCommunicator(store, rank, world, options);
+  };
+}
+
 inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-  GlooOptions options;
-  options.collective_timeout = absl::Seconds(30);
-  options.hostname = "127.0.0.1";
-  return CreateGlooCommunicator(store, rank, world, options);
+  return MakeGlooWithTimeout(absl::Seconds(30))(store, rank, world);
 }
 
 // Shared-memory ranks (all on this host) with 4 KiB slots (512 floats per piece), so a
@@ -42,6 +51,26 @@ inline CommunicatorFactory MakeShm(absl::Duration timeout) {
     options.poll_interval = absl::Milliseconds(20);
     return CreateShmCommunicator(store, rank, world, options);
   };
+}
+
+// A backend of the communicator tests parameterised over backends.
+struct TestBackend {
+  std::string name;
+  int world;
+  // The factory for a given collective timeout (short in the failure tests).
+  std::function<CommunicatorFactory(absl::Duration)> make;
+};
+
+inline void PrintTo(const TestBackend& backend, std::ostream* os) { *os << backend.name; }
+
+// Gloo and shared memory at world sizes 2 and 3.
+inline std::vector<TestBackend> GlooAndShmBackends() {
+  std::vector<TestBackend> backends;
+  for (int world : {2, 3}) {
+    backends.push_back({"Gloo" + std::to_string(world), world, MakeGlooWithTimeout});
+    backends.push_back({"Shm" + std::to_string(world), world, MakeShm});
+  }
+  return backends;
 }
 
 // One c10d TCPStore server on an OS-chosen port and one store per rank: rank 0's is the

@@ -1,0 +1,60 @@
+#include "worker/trainer/session_support.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace baton::trainer {
+
+int64_t BudgetSteps(const TrainerOptions& options, int64_t steps_per_epoch) {
+  int64_t total = std::numeric_limits<int64_t>::max();
+  if (options.max_steps > 0) total = options.max_steps;
+  if (options.max_epochs > 0) total = std::min(total, options.max_epochs * steps_per_epoch);
+  return total;
+}
+
+absl::StatusOr<LrSchedule> MakeLrSchedule(const TrainerOptions& options, int64_t total_steps,
+                                          int64_t global_batch) {
+  LrScheduleOptions schedule = options.schedule;
+  schedule.base_lr = options.optimizer.lr;
+  schedule.total_steps = total_steps;
+  schedule.global_batch = global_batch;
+  return LrSchedule::Create(schedule);
+}
+
+absl::StatusOr<CheckpointManager> MakeCheckpointManager(const TrainerOptions& options,
+                                                        const TrainerContext& context,
+                                                        std::string dir) {
+  CheckpointManagerOptions manager;
+  manager.dir = std::move(dir);
+  manager.checkpoint_every = options.checkpoint_every;
+  manager.keep = options.keep_checkpoints;
+  manager.generation = context.generation;
+  manager.job = context.job_id;
+  return CheckpointManager::Create(manager);
+}
+
+absl::Status CheckRanksAgreeOnStep(Communicator& comm, int64_t step, c10::Device device,
+                                   absl::string_view ranks) {
+  at::Tensor steps = at::full({2}, static_cast<double>(step),
+                              at::TensorOptions().dtype(at::kDouble).device(device));
+  steps[1].fill_(static_cast<double>(step) * step);
+  RETURN_IF_ERROR(comm.AllReduceSum(steps));
+  const at::Tensor host = steps.cpu();
+  const int world = comm.world_size();
+  const double mean = host[0].item<double>() / world;
+  if (std::abs(host[1].item<double>() / world - mean * mean) > 0.5 ||
+      std::abs(mean - static_cast<double>(step)) > 0.5) {
+    return absl::AbortedError(absl::StrCat(ranks, " restored different checkpoints (rank ",
+                                           comm.rank(), ": step ", step, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::trainer
