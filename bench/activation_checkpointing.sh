@@ -27,11 +27,7 @@ GPT=(--model=gpt --dataset=synthetic --gpt_layers=6 --gpt_heads=4 --gpt_width=12
   --optimizer=adamw --lr=0.001 --threads=1 --loader_threads=0 --log_every=1)
 
 source bench/lib.sh
-build_trainer
-TRAINER=$BIN/worker/trainer/baton-trainer
-TMP=$(mktemp -d -t baton-bench.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+trainer_bench_setup
 
 echo "== BLAS in use: $(readlink -f "$(ldd "$TRAINER" | awk '/libblas/ {print $3}')")"
 

@@ -13,6 +13,17 @@ build_trainer() {
   BIN=$(bazel info bazel-bin 2>/dev/null)
 }
 
+# trainer_bench_setup: build_trainer, then TRAINER (the binary), TMP (a fresh directory,
+# removed on exit) and one OpenMP/BLAS thread per process (the scripts choose threads with
+# --threads).
+trainer_bench_setup() {
+  build_trainer
+  TRAINER=$BIN/worker/trainer/baton-trainer
+  TMP=$(mktemp -d -t baton-bench.XXXXXX)
+  trap 'rm -rf "$TMP"' EXIT
+  export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+}
+
 # baton_rate METRICS: steady-state global samples/s of a run from its metric lines (steps
 # after the warmup): harmonic mean of the per-window rates (equal-step windows).
 baton_rate() {

@@ -23,11 +23,7 @@ GPT=(--model=gpt --dataset=synthetic --gpt_layers=8 --gpt_heads=8 --gpt_width=51
   --max_steps="$STEPS")
 
 source bench/lib.sh
-build_trainer
-TRAINER=$BIN/worker/trainer/baton-trainer
-TMP=$(mktemp -d -t baton-bench.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+trainer_bench_setup
 
 # peak FILE: peak_rss_mib of a summary line.
 peak() { local s; s=$(grep '^done: ' "$1"); echo "${s##*peak_rss_mib=}"; }

@@ -33,11 +33,7 @@ GPT=(--model=gpt --dataset=synthetic --gpt_layers=6 --gpt_heads=4 --gpt_width=25
   --bucket_cap_mb=4)
 
 source bench/lib.sh
-build_trainer
-TRAINER=$BIN/worker/trainer/baton-trainer
-TMP=$(mktemp -d -t baton-bench.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+trainer_bench_setup
 
 # run STAGE: two fresh ranks; prints "<max peak MiB over ranks> <samples/s> <final loss>
 # <elements updated per rank> <total elements>".

@@ -29,15 +29,7 @@ if [[ $MODE == zero[12] ]]; then
   zero_job_yaml drained "$STAGE"
 fi
 JOB=$("$BATON" submit "$TMP/drained.yaml")
-past_step() { (($(job_step "$JOB") >= $1)); }
-wait_for 60 past_step 40
-GEN=$(job_field "$JOB" 'd["generation"]')
-WORKER=$(worker_pid_of "$JOB" 2)
-kill -TERM "$WORKER"
-# The drained worker leaves on its own once its rank exited and was reported.
-exited() { ! alive "$WORKER"; }
-wait_for 60 exited
-wait "$WORKER" || fail "the drained worker exited with status $?"
+drain_rank_worker "$JOB" 2 40
 
 wait_for 120 job_succeeded "$JOB"
 expect_recovered "$JOB" "$GEN" 2 planned "leaves: it is draining \(received SIGTERM\)" \

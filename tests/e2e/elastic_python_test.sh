@@ -52,13 +52,7 @@ REF=$("$BATON" jobs -o json | json_get '[j["id"] for j in d["jobs"] if j["spec"]
 python_job_yaml elastic 2 3
 JOB=$("$BATON" submit "$TMP/elastic.yaml")
 past_step() { (($(job_step "$JOB") >= $1)); }
-wait_for 60 past_step 40
-GEN=$(job_field "$JOB" 'd["generation"]')
-WORKER=$(worker_pid_of "$JOB" 2)
-kill -TERM "$WORKER"
-exited() { ! alive "$WORKER"; }
-wait_for 60 exited
-wait "$WORKER" || fail "the drained worker exited with status $?"
+drain_rank_worker "$JOB" 2 40
 
 # The next generation runs at world size 2 and trains; then a fourth worker joins.
 running_at() {

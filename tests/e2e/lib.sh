@@ -213,6 +213,21 @@ YAML
   mkdir -p "$TMP/$1-ckpt"
 }
 
+# drain_rank_worker JOB RANK STEP: once JOB is past STEP, SIGTERMs the worker daemon
+# running RANK (as a Kubernetes eviction does) and waits for it to leave on its own, with
+# status 0, once its rank exited and was reported. Sets GEN to the generation it drained.
+drain_rank_worker() {
+  local job=$1 rank=$2 step=$3 worker
+  _drain_past() { (($(job_step "$job") >= $1)); }
+  wait_for 60 _drain_past "$step"
+  GEN=$(job_field "$job" 'd["generation"]')
+  worker=$(worker_pid_of "$job" "$rank")
+  kill -TERM "$worker"
+  _drain_gone() { ! alive "$worker"; }
+  wait_for 60 _drain_gone
+  wait "$worker" || fail "the drained worker exited with status $?"
+}
+
 # zero_job_yaml NAME STAGE: sets trainer.zero.stage STAGE in $TMP/NAME.yaml (made by
 # elastic_job_yaml).
 zero_job_yaml() {
