@@ -114,9 +114,11 @@ void InstallSignalHandlers() {
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
-                                                      const c10::Device& device) {
+                                                      const c10::Device& device,
+                                                      bool point_to_point) {
   ProcessGroupOptions options;
   options.device = device;
+  options.point_to_point = point_to_point;
   options.rendezvous.rank = env.rank;
   options.rendezvous.world_size = env.world_size;
   options.rendezvous.master_addr = env.master_addr;
@@ -195,7 +197,8 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   struct ForgetProfiler {
     ~ForgetProfiler() { g_profiler.store(nullptr); }
   } forget_profiler;
-  ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm, Connect(env, device));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
+                   Connect(env, device, flags.trainer.pipeline_stages > 1));
   std::cout << absl::StrFormat(
                    "baton-trainer: rank %d/%d job '%s' generation %d on %s (%s): %d train, %d "
                    "test samples",

@@ -443,10 +443,12 @@ TEST(ProcessGroupTest, CpuBackendNames) {
 }
 
 // Ranks as threads whose host keys are keys[rank] (as BATON_HOST_KEY sets them).
+// point_to_point: the job sends between any two ranks (ProcessGroupOptions).
 CommunicatorFactory MakeCpu(CpuBackend backend, std::vector<std::string> keys,
-                            size_t slot_bytes = ShmOptions().slot_bytes) {
-  return [backend, keys, slot_bytes](const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                     int world) {
+                            size_t slot_bytes = ShmOptions().slot_bytes,
+                            bool point_to_point = false) {
+  return [backend, keys, slot_bytes, point_to_point](const c10::intrusive_ptr<c10d::Store>& store,
+                                                     int rank, int world) {
     ProcessGroupOptions options;
     options.rendezvous.rank = rank;
     options.rendezvous.world_size = world;
@@ -455,6 +457,7 @@ CommunicatorFactory MakeCpu(CpuBackend backend, std::vector<std::string> keys,
     options.collective_timeout = absl::Seconds(30);
     options.host_key = keys.at(rank);
     options.shm_slot_bytes = slot_bytes;
+    options.point_to_point = point_to_point;
     return CreateCpuCommunicator(store, options);
   };
 }
@@ -464,8 +467,13 @@ TEST(ProcessGroupTest, CpuBackendFollowsTheHosts) {
     CpuBackend backend;
     std::vector<std::string> keys;
     std::string want;
+    bool point_to_point = false;
   };
   const std::vector<Case> cases = {
+      // Pipelines send between any two ranks: auto does not pick the hierarchical backend,
+      // which crosses hosts only through their leaders.
+      {CpuBackend::kAuto, {"a", "a", "b", "b"}, "gloo", /*point_to_point=*/true},
+      {CpuBackend::kAuto, {"a", "a"}, "shm", /*point_to_point=*/true},
       {CpuBackend::kAuto, {"a", "a"}, "shm"},
       {CpuBackend::kAuto, {"a", "a", "b", "b"}, "hierarchical(shm+gloo, 2 hosts)"},
       {CpuBackend::kAuto, {"a", "a", "b"}, "hierarchical(shm+gloo, 2 hosts)"},
@@ -479,8 +487,9 @@ TEST(ProcessGroupTest, CpuBackendFollowsTheHosts) {
     SCOPED_TRACE(absl::StrCat(static_cast<int>(c.backend), " ", c.keys.size(), " ranks: ",
                               c.want));
     const int world = static_cast<int>(c.keys.size());
-    const std::vector<at::Tensor> got =
-        RunRanksWith<at::Tensor>(world, MakeCpu(c.backend, c.keys), [&](Communicator& comm) {
+    const std::vector<at::Tensor> got = RunRanksWith<at::Tensor>(
+        world, MakeCpu(c.backend, c.keys, ShmOptions().slot_bytes, c.point_to_point),
+        [&](Communicator& comm) {
           EXPECT_EQ(comm.backend(), c.want);
           at::Tensor t = at::full({3}, static_cast<double>(comm.rank()), at::kFloat);
           EXPECT_OK(comm.AllReduceSum(t));

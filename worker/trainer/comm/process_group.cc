@@ -97,7 +97,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
     // The keys only propose one host; trying the segment is what proves it (and works for
     // two single-slot workers on one machine, which LOCAL_WORLD_SIZE would not show).
     comm = CreateShmCommunicator(store, rdzv.rank, rdzv.world_size, layers.shm);
-  } else if (topology.AnyHostShared()) {
+  } else if (topology.AnyHostShared() && !options.point_to_point) {
     comm = CreateHierarchicalCommunicator(store, rdzv.rank, topology, layers);
   } else {
     return CreateGlooCommunicator(store, rdzv.rank, rdzv.world_size, layers.gloo);

@@ -73,6 +73,10 @@ struct ProcessGroupOptions {
   // Bytes per rank of a host's shared-memory segment (ShmOptions::slot_bytes); the same
   // on every rank.
   size_t shm_slot_bytes = ShmOptions().slot_bytes;
+  // The job sends point to point between any two ranks (pipeline stages). The hierarchical
+  // backend only moves tensors between hosts through their leaders, so "auto" picks flat
+  // Gloo instead of it for several hosts sharing some host.
+  bool point_to_point = false;
 };
 
 // The CPU backend options.cpu_backend names, over a connected store (JoinProcessGroup's
