@@ -186,14 +186,7 @@ absl::Status PipelineSession::ApplyRestored(const RestoredCheckpoint& restored) 
 // ---- train ------------------------------------------------------------------------------
 
 absl::StatusOr<TrainResult> PipelineSession::Train() {
-  LoaderOptions loader_options;
-  loader_options.threads = options_.loader_threads;
-  loader_options.prefetch_batches = options_.prefetch_batches;
-  loader_options.seed = options_.seed;
-  loader_options.device = device_;
-  loader_options.start = start_;
-  loader_options.clock = &clock_;
-  ASSIGN_OR_RETURN(loader_, Loader::Create(&train_, *sampler_, loader_options));
+  ASSIGN_OR_RETURN(loader_, OpenLoader(options_, train_, *sampler_, device_, start_, clock_));
   lr_ = schedule_->LrAt(step_);
   window_ = NewWindow(device_, clock_.Now());
   ResetPeakMemory(device_);
@@ -321,21 +314,10 @@ absl::Status PipelineSession::Emit(bool collective) {
   facts.total_steps = total_steps_;
   facts.world_size = replicas_;  // window_.samples are one pipeline's.
   facts.lr = lr_;
-  const DatasetInfo& info = train_.info();
-  facts.tokens_per_sample =
-      info.language_model && !info.input_shape.empty() ? info.input_shape.back() : 0;
+  facts.tokens_per_sample = TokensPerSample(train_.info());
   facts.comm_bytes = replicas_ > 1 ? static_cast<double>(built_.stage_numel) * sizeof(float) : 0.0;
   facts.memory = MemoryStats(device_);
-  const WindowReport report = ReportWindow(window_, facts);
-  if (absl::Status s = context_.metrics->Write(report.fields); !s.ok() && !metrics_failed_) {
-    metrics_failed_ = true;
-    *context_.log << "metric lines are lost: " << s << std::endl;
-  }
-  *context_.log << report.line << std::endl;
-  if (first_window_) result_.first_loss = report.loss;
-  first_window_ = false;
-  result_.loss = report.loss;
-  result_.accuracy = report.accuracy;
+  publisher_.Publish(ReportWindow(window_, facts), *context_.metrics, *context_.log, result_);
   window_ = NewWindow(device_, clock_.Now());
   ResetPeakMemory(device_);
   return absl::OkStatus();

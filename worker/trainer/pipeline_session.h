@@ -46,6 +46,7 @@
 #include "worker/trainer/pipeline/executor.h"
 #include "worker/trainer/pipeline/stage_factory.h"
 #include "worker/trainer/pipeline/subgroup_communicator.h"
+#include "worker/trainer/session_support.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/trainer_options.h"
 #include "worker/trainer/training_window.h"
@@ -125,8 +126,7 @@ class PipelineSession {
   // Train.
   std::unique_ptr<Loader> loader_;
   TrainingWindow window_;
-  bool first_window_ = true;
-  bool metrics_failed_ = false;
+  WindowPublisher publisher_;
   double lr_ = 0;
   int64_t epoch_ = 0;
   int64_t last_saved_ = -1;

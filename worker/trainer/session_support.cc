@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 
 namespace baton::trainer {
@@ -55,6 +56,38 @@ absl::Status CheckRanksAgreeOnStep(Communicator& comm, int64_t step, c10::Device
                                            comm.rank(), ": step ", step, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Loader>> OpenLoader(const TrainerOptions& options,
+                                                   const Dataset& train,
+                                                   const DistributedSampler& sampler,
+                                                   c10::Device device, LoaderPosition start,
+                                                   const Clock& clock) {
+  LoaderOptions loader;
+  loader.threads = options.loader_threads;
+  loader.prefetch_batches = options.prefetch_batches;
+  loader.seed = options.seed;
+  loader.device = device;
+  loader.start = start;
+  loader.clock = &clock;
+  return Loader::Create(&train, sampler, loader);
+}
+
+int64_t TokensPerSample(const DatasetInfo& info) {
+  return info.language_model && !info.input_shape.empty() ? info.input_shape.back() : 0;
+}
+
+void WindowPublisher::Publish(const WindowReport& report, MetricsWriter& metrics, std::ostream& log,
+                              TrainResult& result) {
+  if (absl::Status s = metrics.Write(report.fields); !s.ok() && !metrics_failed_) {
+    metrics_failed_ = true;
+    BATON_LOG(WARNING) << "metric lines are lost: " << s;
+  }
+  log << report.line << std::endl;
+  if (first_) result.first_loss = report.loss;
+  first_ = false;
+  result.loss = report.loss;
+  result.accuracy = report.accuracy;
 }
 
 }  // namespace baton::trainer

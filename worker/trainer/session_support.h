@@ -1,21 +1,30 @@
 #pragma once
 
 // What both training loops (training_session.h and pipeline_session.h) do alike: the step
-// budget, the LR schedule over it, the checkpoint manager of a directory, and the check that
-// every rank restored the same step. Plain functions; thread-compatible.
+// budget, the LR schedule over it, the checkpoint manager of a directory, the check that
+// every rank restored the same step, the loader, and what becomes of each window's report.
+// Thread-compatible.
 
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <memory>
+#include <ostream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/time/clock.h"
 #include "worker/trainer/checkpoint/checkpoint_manager.h"
 #include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/contract/metrics_writer.h"
+#include "worker/trainer/data/dataset.h"
+#include "worker/trainer/data/loader/distributed_sampler.h"
+#include "worker/trainer/data/loader/loader.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/trainer_options.h"
+#include "worker/trainer/training_window.h"
 
 namespace baton::trainer {
 
@@ -40,5 +49,29 @@ absl::StatusOr<CheckpointManager> MakeCheckpointManager(const TrainerOptions& op
 // "pipeline stages"). Errors of the collective.
 absl::Status CheckRanksAgreeOnStep(Communicator& comm, int64_t step, c10::Device device,
                                    absl::string_view ranks);
+
+// The loader of `sampler`'s batches of `train` on `device` from `start`, with options'
+// threads, prefetch and seed, timed by `clock`. Errors as Loader::Create.
+absl::StatusOr<std::unique_ptr<Loader>> OpenLoader(const TrainerOptions& options,
+                                                   const Dataset& train,
+                                                   const DistributedSampler& sampler,
+                                                   c10::Device device, LoaderPosition start,
+                                                   const Clock& clock);
+
+// Tokens per sample of a language model's data (the last input dimension), else 0.
+int64_t TokensPerSample(const DatasetInfo& info);
+
+// What becomes of each window's report: its metric line goes to `metrics` (a failed write
+// is warned about once, and training goes on: the metrics reader may be gone), its log line
+// to `log`, and `result` keeps the first window's loss and the newest loss and accuracy.
+class WindowPublisher {
+ public:
+  void Publish(const WindowReport& report, MetricsWriter& metrics, std::ostream& log,
+               TrainResult& result);
+
+ private:
+  bool first_ = true;
+  bool metrics_failed_ = false;
+};
 
 }  // namespace baton::trainer

@@ -263,14 +263,7 @@ void TrainingSession::TraceWritten(const absl::StatusOr<std::optional<std::strin
 
 // The loader from the restored position, the first window and the sample log.
 absl::Status TrainingSession::OpenData() {
-  LoaderOptions loader_options;
-  loader_options.threads = options_.loader_threads;
-  loader_options.prefetch_batches = options_.prefetch_batches;
-  loader_options.seed = options_.seed;
-  loader_options.device = device_;
-  loader_options.start = start_;
-  loader_options.clock = &clock_;
-  ASSIGN_OR_RETURN(loader_, Loader::Create(&train_, *sampler_, loader_options));
+  ASSIGN_OR_RETURN(loader_, OpenLoader(options_, train_, *sampler_, device_, start_, clock_));
   lr_ = schedule_->LrAt(step_);
   window_ = NewWindow(device_, clock_.Now());
   ResetPeakMemory(device_);
@@ -424,23 +417,12 @@ void TrainingSession::Emit(std::optional<double> eval_accuracy) {
   facts.total_steps = total_steps_;
   facts.world_size = world_;
   facts.lr = lr_;
-  const DatasetInfo& info = train_.info();
-  facts.tokens_per_sample =
-      info.language_model && !info.input_shape.empty() ? info.input_shape.back() : 0;
+  facts.tokens_per_sample = TokensPerSample(train_.info());
   facts.comm_bytes = static_cast<double>(train_step_->reducer().bytes_per_sync());
   if (train_step_->scaler().enabled()) facts.loss_scale = train_step_->scaler().scale();
   facts.memory = MemoryStats(device_);
   facts.eval_accuracy = eval_accuracy;
-  const WindowReport report = ReportWindow(window_, facts);
-  if (absl::Status s = context_.metrics->Write(report.fields); !s.ok() && !metrics_failed_) {
-    metrics_failed_ = true;
-    BATON_LOG(WARNING) << "metric lines are lost: " << s;
-  }
-  *context_.log << report.line << std::endl;
-  if (first_window_) result_.first_loss = report.loss;
-  first_window_ = false;
-  result_.loss = report.loss;
-  result_.accuracy = report.accuracy;
+  publisher_.Publish(ReportWindow(window_, facts), *context_.metrics, *context_.log, result_);
   window_ = NewWindow(device_, clock_.Now());
   ResetPeakMemory(device_);
 }

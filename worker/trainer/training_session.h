@@ -34,6 +34,7 @@
 #include "worker/trainer/data/loader/loader.h"
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
+#include "worker/trainer/session_support.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/step/train_step.h"
 #include "worker/trainer/trainer_options.h"
@@ -128,8 +129,7 @@ class TrainingSession {
   // Train.
   std::unique_ptr<Loader> loader_;
   TrainingWindow window_;
-  bool first_window_ = true;
-  bool metrics_failed_ = false;
+  WindowPublisher publisher_;
   double lr_ = 0;               // Of the current step.
   int64_t epoch_ = 0;           // Of the current step.
   int64_t last_saved_ = -1;     // Step of the last checkpoint saved.
