@@ -35,6 +35,7 @@ built-in trainer's sample_log does); STEP_SECONDS (pace each step to at least th
 stand-in for a heavier model so a demo or a test can act while it trains).
 """
 
+import gc
 import glob
 import os
 import re
@@ -194,6 +195,14 @@ def main() -> int:
     if rank == 0 and ckpt_dir:
         save(ckpt_dir, f"ckpt-{step:08d}-g{generation}.pt", state())
         save(ckpt_dir, "final.pt", net.state_dict())
+    # Teardown order matters with PyTorch 1.13 and Gloo: the DDP wrapper's reducer holds a
+    # reference to the process group. Freed after destroy_process_group() it drops the last
+    # one, and the group's destructor then joins Gloo's worker threads while holding the
+    # GIL; a worker still freeing the last step's tensors waits for the GIL: a deadlock
+    # after training (rank 0 never exits). Freed first, the group is destroyed by
+    # destroy_process_group(), whose binding releases the GIL.
+    del model
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         losses = [s / n for _, (s, n) in sorted(epoch_losses.items())]

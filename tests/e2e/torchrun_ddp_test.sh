@@ -17,4 +17,6 @@ JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 "$BATON" logs "$JOB" --rank 0 >"$TMP/logs.out"
 grep -q "world_size=2 master=" "$TMP/logs.out" || { cat "$TMP/logs.out"; fail "no rendezvous line"; }
 grep -q "done: loss" "$TMP/logs.out" || { cat "$TMP/logs.out"; fail "no final loss line"; }
+# It reported every step through the helper (client/python), and the result shows them.
+grep -q "steps: *126/126" "$TMP/submit.out" || { cat "$TMP/submit.out"; fail "the result shows no steps"; }
 echo "PASS"
