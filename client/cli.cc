@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "common/spec/message_limits.h"
-#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {
 namespace {

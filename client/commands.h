@@ -22,7 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {
 

@@ -25,7 +25,7 @@
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {
 namespace {

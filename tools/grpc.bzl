@@ -8,8 +8,9 @@ proto_library (descriptor sets), so imports/WKTs work exactly as for cc_proto_li
     cc_proto_library(name = "foo_cc_proto", deps = [":foo_proto"])
     cc_grpc_library(name = "foo_cc_grpc", proto = ":foo_proto", cc_proto = ":foo_cc_proto")
 
-Restriction (keeps the rule tiny): the proto_library must be in the same package and
-must not use strip_import_prefix/import_prefix.
+The stubs are generated under <package>/<name>_codegen/<import path> and included by their
+import path, like the messages: a proto imported as "baton/v1/foo.proto" (the
+proto_library's strip_import_prefix) gives #include "baton/v1/foo.grpc.pb.h".
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
@@ -24,22 +25,21 @@ def _import_path(src, root):
 
 def _grpc_cc_codegen_impl(ctx):
     info = ctx.attr.proto[ProtoInfo]
-    pkg = ctx.label.package
     hdrs, srcs, imports = [], [], []
     for src in info.direct_sources:
         imp = _import_path(src, info.proto_source_root)
-        if not imp.startswith(pkg + "/") and pkg != "":
-            fail("%s: %s is not in package %s" % (ctx.label, imp, pkg))
-        rel = imp[len(pkg) + 1:] if pkg else imp
-        stem = rel[:-len(".proto")]
+        stem = ctx.label.name + "/" + imp[:-len(".proto")]
         hdrs.append(ctx.actions.declare_file(stem + ".grpc.pb.h"))
         srcs.append(ctx.actions.declare_file(stem + ".grpc.pb.cc"))
         imports.append(imp)
 
-    # The bin-dir root for this repository: outputs land at <root>/<import path>.
+    # Outputs land at <bin>/<repository root>/<package>/<name>/<import path>.
     out_root = ctx.bin_dir.path
     if ctx.label.workspace_root:
         out_root += "/" + ctx.label.workspace_root
+    if ctx.label.package:
+        out_root += "/" + ctx.label.package
+    out_root += "/" + ctx.label.name
 
     args = ctx.actions.args()
     args.add("--plugin=protoc-gen-grpc=" + ctx.executable._plugin.path)
@@ -78,6 +78,7 @@ def cc_grpc_library(name, proto, cc_proto, deps = [], **kwargs):
         name = name,
         hdrs = [":" + name + "_hdrs"],
         srcs = [":" + name + "_srcs"],
+        strip_include_prefix = name + "_codegen",
         deps = [cc_proto, "@system//:grpc"] + deps,
         **kwargs
     )

@@ -20,8 +20,9 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # Header-only image decoding (JPEG/PNG) for image-folder datasets.
   libstb-dev
-  # Python torch for torchrun-style jobs and for checking checkpoints load in Python.
-  python3 python3-torch
+  # Python torch for torchrun-style jobs and for checking checkpoints load in Python; gRPC
+  # and protobuf for the Python client library (client/python, baton.client).
+  python3 python3-torch python3-grpcio python3-protobuf
   # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and
   # partitions made with nftables rules.
   iproute2 util-linux nftables

@@ -29,8 +29,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/worker_service.pb.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {

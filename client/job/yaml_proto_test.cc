@@ -7,8 +7,8 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::cli {
 namespace {

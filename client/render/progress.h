@@ -30,8 +30,8 @@
 
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::cli {
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::cli {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton {
 

@@ -15,7 +15,7 @@
 
 #include "common/spec/job_spec.h"
 #include "common/spec/message_limits.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 #include "tools/fuzz/fuzz_check.h"
 
 namespace {

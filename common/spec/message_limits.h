@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/worker_service.pb.h"
 
 namespace baton {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton {
 

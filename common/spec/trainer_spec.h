@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "google/protobuf/descriptor.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton {
 

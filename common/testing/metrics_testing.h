@@ -12,7 +12,7 @@
 
 #include <prometheus/metric_family.h>
 
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::metrics_testing {
 

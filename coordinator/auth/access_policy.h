@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "coordinator/auth/principal.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

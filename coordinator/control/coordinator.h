@@ -18,9 +18,9 @@
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
 #include "coordinator/policy/stall_detector.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
 

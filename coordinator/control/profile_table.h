@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/job_service.pb.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/job_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
 

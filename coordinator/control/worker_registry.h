@@ -9,8 +9,8 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
 

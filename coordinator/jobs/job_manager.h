@@ -15,8 +15,8 @@
 #include "coordinator/policy/goodput.h"
 #include "coordinator/policy/slowdown.h"
 #include "coordinator/store/store.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 

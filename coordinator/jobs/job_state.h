@@ -3,7 +3,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

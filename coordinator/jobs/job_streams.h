@@ -10,8 +10,8 @@
 #include "absl/status/status.h"
 #include "coordinator/jobs/stream_sink.h"
 #include "coordinator/store/store.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 

@@ -21,7 +21,7 @@
 #include <optional>
 
 #include "absl/time/time.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

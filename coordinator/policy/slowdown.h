@@ -19,7 +19,7 @@
 #include <optional>
 #include <set>
 
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

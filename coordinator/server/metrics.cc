@@ -13,7 +13,7 @@
 #include "common/time/proto_time.h"
 #include "coordinator/jobs/job_state.h"
 #include "coordinator/policy/goodput.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 namespace {

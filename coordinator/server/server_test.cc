@@ -29,8 +29,8 @@
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/baton/v1/job_service.grpc.pb.h"
-#include "proto/baton/v1/worker_service.grpc.pb.h"
+#include "baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/worker_service.grpc.pb.h"
 
 namespace baton::coordinator {
 namespace {

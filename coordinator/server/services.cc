@@ -13,9 +13,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "common/protocol_version.h"
 #include "common/security/tls.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
+#include "common/version.h"
 #include "coordinator/auth/peer_identity.h"
 #include "coordinator/server/write_queue.h"
 
@@ -423,6 +425,19 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
     for (baton::v1::Worker& w : coordinator_->ListWorkers()) *resp->add_workers() = std::move(w);
     return absl::OkStatus();
   });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::GetVersion(grpc::CallbackServerContext* ctx,
+                                                         const baton::v1::GetVersionRequest*,
+                                                         baton::v1::GetVersionResponse* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  resp->set_version(kVersion);
+  resp->set_protocol_version(kProtocolVersion);
+  resp->set_min_worker_protocol_version(kMinWorkerProtocolVersion);
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
 }
 
 grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>*

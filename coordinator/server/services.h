@@ -7,8 +7,8 @@
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
-#include "proto/baton/v1/job_service.grpc.pb.h"
-#include "proto/baton/v1/worker_service.grpc.pb.h"
+#include "baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/worker_service.grpc.pb.h"
 
 namespace baton::coordinator {
 
@@ -75,6 +75,10 @@ class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackServi
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* ctx,
                                         const baton::v1::ListWorkersRequest* req,
                                         baton::v1::ListWorkersResponse* resp) override;
+  // Any authenticated caller may ask (no read permission needed).
+  grpc::ServerUnaryReactor* GetVersion(grpc::CallbackServerContext* ctx,
+                                       const baton::v1::GetVersionRequest* req,
+                                       baton::v1::GetVersionResponse* resp) override;
 
  private:
   EventLoop* const loop_;

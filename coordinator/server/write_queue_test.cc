@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 namespace {

@@ -24,8 +24,8 @@
 #include "common/status_macros.h"
 #include "coordinator/store/sqlite.h"
 #include "google/protobuf/message_lite.h"
-#include "proto/baton/v1/job.pb.h"
-#include "proto/baton/v1/job_service.pb.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 namespace {

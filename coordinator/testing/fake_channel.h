@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "coordinator/control/worker_registry.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
 

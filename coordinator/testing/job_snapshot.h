@@ -4,7 +4,7 @@
 #include <string>
 
 #include "coordinator/jobs/job_manager.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 

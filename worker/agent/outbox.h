@@ -9,7 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {

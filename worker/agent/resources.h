@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 
 namespace baton::worker {
 

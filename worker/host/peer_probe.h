@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 #include "worker/process/unique_fd.h"
 
 namespace baton::worker {

@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 #include "worker/process/fs_isolation.h"
 #include "worker/process/unique_fd.h"
 

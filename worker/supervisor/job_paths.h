@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 #include "worker/process/fs_isolation.h"
 
 namespace baton::worker {

@@ -11,7 +11,7 @@
 #include "absl/time/time.h"
 #include "common/spec/message_limits.h"
 #include "common/time/clock.h"
-#include "proto/baton/v1/worker_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {

@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "proto/baton/v1/worker_service.grpc.pb.h"
+#include "baton/v1/worker_service.grpc.pb.h"
 
 namespace baton::worker {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "proto/baton/v1/job.pb.h"
+#include "baton/v1/job.pb.h"
 #include "worker/process/process_launcher.h"
 
 namespace baton::worker {
