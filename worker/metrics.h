@@ -10,6 +10,13 @@
 // and rank only exist while a rank of that job runs here, plus `retention` after its
 // process ended (so the final values are scraped), then the series are removed.
 
+#include <prometheus/collectable.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -18,19 +25,12 @@
 #include <tuple>
 #include <vector>
 
-#include <prometheus/collectable.h>
-#include <prometheus/counter.h>
-#include <prometheus/family.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/job.pb.h"
 #include "baton/v1/worker_service.pb.h"
+#include "common/time/clock.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {

@@ -4,18 +4,18 @@
 // Invariants: no crash; WithDefaults is idempotent; every rejection is INVALID_ARGUMENT;
 // an accepted spec has at least one worker of at least one slot and min <= max workers.
 
-#include <cstddef>
-#include <cstdint>
-#include <string>
-
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/field_comparator.h>
 #include <google/protobuf/util/message_differencer.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "baton/v1/job.pb.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/message_limits.h"
-#include "baton/v1/job.pb.h"
 #include "tools/fuzz/fuzz_check.h"
 
 namespace {

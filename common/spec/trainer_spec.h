@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "google/protobuf/descriptor.h"
 #include "baton/v1/job.pb.h"
+#include "google/protobuf/descriptor.h"
 
 namespace baton {
 

@@ -4,13 +4,13 @@
 // (Registry::Collect() or a Collectable's Collect()), so tests assert on the values a scrape
 // would serve, and build the trainer's metric points that feed them.
 
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <prometheus/metric_family.h>
 
 #include "baton/v1/job.pb.h"
 

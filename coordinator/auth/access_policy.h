@@ -3,8 +3,8 @@
 #include <set>
 
 #include "absl/status/status.h"
-#include "coordinator/auth/principal.h"
 #include "baton/v1/job.pb.h"
+#include "coordinator/auth/principal.h"
 
 namespace baton::coordinator {
 

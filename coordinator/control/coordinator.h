@@ -12,15 +12,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
+#include "baton/v1/worker_service.pb.h"
 #include "common/time/clock.h"
 #include "coordinator/control/profile_table.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
 #include "coordinator/policy/stall_detector.h"
-#include "baton/v1/job.pb.h"
-#include "baton/v1/job_service.pb.h"
-#include "baton/v1/worker_service.pb.h"
 
 namespace baton::coordinator {
 

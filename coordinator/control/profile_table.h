@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/job_service.pb.h"
 #include "baton/v1/worker_service.pb.h"
+#include "common/time/clock.h"
 
 namespace baton::coordinator {
 

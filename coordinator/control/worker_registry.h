@@ -8,9 +8,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/job.pb.h"
 #include "baton/v1/worker_service.pb.h"
+#include "common/time/clock.h"
 
 namespace baton::coordinator {
 

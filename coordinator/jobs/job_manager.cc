@@ -296,11 +296,10 @@ absl::Status JobManager::Watch(const std::string& job_id, int64_t after_seq,
   return streams_.Watch(job_id, after_seq, IsTerminal(r->state), std::move(sink));
 }
 
-absl::Status JobManager::FollowLogs(const std::string& job_id, int32_t rank,
-                                    int64_t after_seq, bool follow,
+absl::Status JobManager::FollowLogs(const std::string& job_id, const LogQuery& query,
                                     std::shared_ptr<LogSink> sink) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  return streams_.Follow(job_id, rank, after_seq, follow, IsTerminal(r->state), std::move(sink));
+  return streams_.Follow(job_id, query, IsTerminal(r->state), std::move(sink));
 }
 
 absl::StatusOr<JobManager::Record*> JobManager::Find(const std::string& job_id) {

@@ -8,6 +8,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 #include "common/time/clock.h"
 #include "coordinator/jobs/job_state.h"
 #include "coordinator/jobs/job_streams.h"
@@ -15,8 +17,6 @@
 #include "coordinator/policy/goodput.h"
 #include "coordinator/policy/slowdown.h"
 #include "coordinator/store/store.h"
-#include "baton/v1/job.pb.h"
-#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 
@@ -156,10 +156,10 @@ class JobManager {
   // reads (see JobStreams; PumpStreams sends more). NOT_FOUND for unknown jobs.
   absl::Status Watch(const std::string& job_id, int64_t after_seq,
                      std::shared_ptr<UpdateSink> sink);
-  // Streams log lines with seq > after_seq of `rank` (all if < 0); with `follow`, live
-  // lines until the job is terminal.
-  absl::Status FollowLogs(const std::string& job_id, int32_t rank, int64_t after_seq,
-                          bool follow, std::shared_ptr<LogSink> sink);
+  // Streams the log lines `query` selects (JobStreams::Follow); with `query.follow`, live
+  // lines until the job is terminal. NOT_FOUND for unknown jobs.
+  absl::Status FollowLogs(const std::string& job_id, const LogQuery& query,
+                          std::shared_ptr<LogSink> sink);
   // Sends more history to streams catching up (JobStreams::Pump). The reconcile calls it.
   void PumpStreams() { streams_.Pump(); }
 

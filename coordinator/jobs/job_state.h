@@ -1,8 +1,7 @@
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {

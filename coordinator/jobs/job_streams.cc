@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/status_macros.h"
+
 namespace baton::coordinator {
 namespace {
 
@@ -32,8 +34,8 @@ void FinishLive(std::vector<S>& streams) {
 // `cursor`) to a catching-up stream while its client keeps up; once a page comes back short
 // everything committed so far was sent, and the stream goes live, or finishes if the job
 // ended or it does not follow. False once the stream is done with (finished or gone).
-template <typename S, typename Read>
-bool PumpHistory(S& s, bool ended, int64_t page_size, Read read) {
+template <typename S, typename Read, typename Keep>
+bool PumpHistory(S& s, bool ended, int64_t page_size, Read read, Keep keep) {
   if (s.live) return true;
   for (int pages = 0; pages < kPagesPerPump && !s.sink->Backlogged(); ++pages) {
     auto page = read(s.cursor);
@@ -42,7 +44,7 @@ bool PumpHistory(S& s, bool ended, int64_t page_size, Read read) {
       return false;
     }
     for (const auto& item : *page) {
-      if (!s.sink->Push(item)) return false;
+      if (keep(item) && !s.sink->Push(item)) return false;
       s.cursor = item.seq();
     }
     if (static_cast<int64_t>(page->size()) == page_size) continue;
@@ -54,6 +56,12 @@ bool PumpHistory(S& s, bool ended, int64_t page_size, Read read) {
     return true;
   }
   return true;  // more next time
+}
+
+// Whether `line` was written at or after `since_us` (0: no bound).
+bool NotBefore(const baton::v1::LogLine& line, int64_t since_us) {
+  if (since_us <= 0) return true;
+  return line.time().seconds() * 1'000'000 + line.time().nanos() / 1000 >= since_us;
 }
 
 }  // namespace
@@ -80,15 +88,22 @@ absl::Status JobStreams::Watch(const std::string& job_id, int64_t after_seq, boo
   return absl::OkStatus();
 }
 
-absl::Status JobStreams::Follow(const std::string& job_id, int32_t rank, int64_t after_seq,
-                                bool follow, bool ended, std::shared_ptr<LogSink> sink) {
+absl::Status JobStreams::Follow(const std::string& job_id, const LogQuery& query, bool ended,
+                                std::shared_ptr<LogSink> sink) {
+  int64_t cursor = query.after_seq;
+  if (query.tail > 0) {
+    ASSIGN_OR_RETURN(const int64_t first,
+                     store_->NthLastLogSeq(job_id, query.rank, query.since_us, query.tail));
+    if (first > 0) cursor = std::max(cursor, first - 1);
+  }
   Streams& streams = jobs_[job_id];
   streams.ended = streams.ended || ended;
   Stream<LogSink> s;
   s.sink = std::move(sink);
-  s.cursor = after_seq;
-  s.rank = rank;
-  s.follow = follow;
+  s.cursor = cursor;
+  s.rank = query.rank;
+  s.since_us = query.since_us;
+  s.follow = query.follow;
   streams.followers.push_back(std::move(s));
   if (!PumpFollower(job_id, streams.ended, streams.followers.back())) {
     streams.followers.pop_back();
@@ -98,15 +113,19 @@ absl::Status JobStreams::Follow(const std::string& job_id, int32_t rank, int64_t
 }
 
 bool JobStreams::PumpWatcher(const std::string& job_id, bool ended, Stream<UpdateSink>& s) {
-  return PumpHistory(s, ended, page_, [&](int64_t cursor) {
-    return store_->ReadUpdates(job_id, cursor, page_, /*events_only=*/false);
-  });
+  return PumpHistory(
+      s, ended, page_,
+      [&](int64_t cursor) {
+        return store_->ReadUpdates(job_id, cursor, page_, /*events_only=*/false);
+      },
+      [](const baton::v1::JobUpdate&) { return true; });
 }
 
 bool JobStreams::PumpFollower(const std::string& job_id, bool ended, Stream<LogSink>& s) {
-  return PumpHistory(s, ended, page_, [&](int64_t cursor) {
-    return store_->ReadLogs(job_id, s.rank, cursor, page_);
-  });
+  return PumpHistory(
+      s, ended, page_,
+      [&](int64_t cursor) { return store_->ReadLogs(job_id, s.rank, cursor, page_); },
+      [&](const baton::v1::LogLine& line) { return NotBefore(line, s.since_us); });
 }
 
 void JobStreams::Publish(const std::string& job_id,
@@ -146,6 +165,7 @@ void JobStreams::PublishLogs(const std::string& job_id,
     for (const baton::v1::LogLine& line : lines) {
       s.cursor = line.seq();
       if (s.rank >= 0 && s.rank != line.rank()) continue;
+      if (!NotBefore(line, s.since_us)) continue;
       if (!s.sink->Push(line)) done[i] = true;
     }
   }

@@ -8,15 +8,24 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/jobs/stream_sink.h"
-#include "coordinator/store/store.h"
 #include "baton/v1/job.pb.h"
 #include "baton/v1/job_service.pb.h"
+#include "coordinator/jobs/stream_sink.h"
+#include "coordinator/store/store.h"
 
 namespace baton::coordinator {
 
 using UpdateSink = StreamSink<baton::v1::JobUpdate>;
 using LogSink = StreamSink<baton::v1::LogLine>;
+
+// Which log lines a GetLogs stream sends (GetLogsRequest, validated).
+struct LogQuery {
+  int32_t rank = -1;      // -1: all ranks
+  int64_t after_seq = 0;  // only lines with seq > after_seq
+  bool follow = false;    // then live lines until the job ends
+  int64_t tail = 0;       // > 0: only the last `tail` stored matching lines, then live ones
+  int64_t since_us = 0;   // > 0: only lines whose time is at or after (Unix microseconds)
+};
 
 // The streams following jobs (WatchJob, GetLogs --follow), and how history reaches them:
 // from the store a page at a time, and only while the client keeps up (its sink is not
@@ -36,10 +45,10 @@ class JobStreams {
   // ends (End), then Finish(OK). `ended`: the job already ended.
   absl::Status Watch(const std::string& job_id, int64_t after_seq, bool ended,
                      std::shared_ptr<UpdateSink> sink);
-  // A GetLogs: lines of `rank` (all if < 0) with seq > after_seq; with `follow`, live lines
-  // until the job ends.
-  absl::Status Follow(const std::string& job_id, int32_t rank, int64_t after_seq, bool follow,
-                      bool ended, std::shared_ptr<LogSink> sink);
+  // A GetLogs: the stored lines `query` selects; with `query.follow`, live lines until the
+  // job ends. A store error finding the tail is returned (nothing was sent).
+  absl::Status Follow(const std::string& job_id, const LogQuery& query, bool ended,
+                      std::shared_ptr<LogSink> sink);
 
   // Committed updates (and, after a state change, a fresh snapshot) to the live watchers.
   void Publish(const std::string& job_id, const std::vector<baton::v1::JobUpdate>& updates);
@@ -61,6 +70,7 @@ class JobStreams {
     std::shared_ptr<Sink> sink;
     int64_t cursor = 0;   // last seq sent
     int32_t rank = -1;    // logs only: -1 all ranks
+    int64_t since_us = 0;  // logs only: skip lines older than this
     bool live = false;    // caught up
     bool follow = true;   // false: finish once caught up (GetLogs without follow)
   };

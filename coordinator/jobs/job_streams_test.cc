@@ -101,10 +101,92 @@ TEST_F(JobStreamsTest, LogsOfOneRankInPages) {
   }
   ASSERT_OK(store_->AppendLogs("j", lines));
   auto sink = std::make_shared<RecordingSink<baton::v1::LogLine>>();
-  ASSERT_OK(streams_->Follow("j", /*rank=*/1, 0, /*follow=*/false, /*ended=*/false, sink));
+  LogQuery query;
+  query.rank = 1;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/false, sink));
   ASSERT_EQ(sink->items.size(), 15u);
   for (const auto& line : sink->items) EXPECT_EQ(line.rank(), 1);
   EXPECT_TRUE(sink->finished);
+}
+
+// Lines seq 1..n, rank seq % 2, written at second seq (Unix time).
+std::vector<baton::v1::LogLine> TimedLines(int first, int last) {
+  std::vector<baton::v1::LogLine> lines;
+  for (int i = first; i <= last; ++i) {
+    baton::v1::LogLine line;
+    line.set_seq(i);
+    line.set_rank(i % 2);
+    line.mutable_time()->set_seconds(i);
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<int64_t> LineSeqs(const RecordingSink<baton::v1::LogLine>& sink) {
+  std::vector<int64_t> seqs;
+  for (const auto& line : sink.items) seqs.push_back(line.seq());
+  return seqs;
+}
+
+// `tail` counts only the lines the other filters keep: the last 3 of rank 1 among 30
+// lines, across pages, is 25, 27, 29; then, with follow, every new line of rank 1.
+TEST_F(JobStreamsTest, TailOfOneRankThenLiveLines) {
+  ASSERT_OK(store_->AppendLogs("j", TimedLines(1, 30)));
+  auto sink = std::make_shared<RecordingSink<baton::v1::LogLine>>();
+  LogQuery query;
+  query.rank = 1;
+  query.tail = 3;
+  query.follow = true;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/false, sink));
+  EXPECT_EQ(LineSeqs(*sink), (std::vector<int64_t>{25, 27, 29}));
+  const std::vector<baton::v1::LogLine> more = TimedLines(31, 34);
+  ASSERT_OK(store_->AppendLogs("j", more));
+  streams_->PublishLogs("j", more);
+  EXPECT_EQ(LineSeqs(*sink), (std::vector<int64_t>{25, 27, 29, 31, 33}));
+  EXPECT_FALSE(sink->finished);
+}
+
+// A tail longer than the history sends it all; a tail that starts before after_seq
+// starts at after_seq.
+TEST_F(JobStreamsTest, TailLongerThanHistoryOrBeforeTheCursor) {
+  ASSERT_OK(store_->AppendLogs("j", TimedLines(1, 5)));
+  auto all = std::make_shared<RecordingSink<baton::v1::LogLine>>();
+  LogQuery query;
+  query.tail = 100;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/true, all));
+  EXPECT_EQ(LineSeqs(*all), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_TRUE(all->finished);
+
+  auto resumed = std::make_shared<RecordingSink<baton::v1::LogLine>>();
+  query.tail = 4;
+  query.after_seq = 3;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/true, resumed));
+  EXPECT_EQ(LineSeqs(*resumed), (std::vector<int64_t>{4, 5}));
+}
+
+// `since` drops older lines from history and from the live stream alike (times need not
+// follow seq: workers' clocks differ), and `tail` counts only the lines since then.
+TEST_F(JobStreamsTest, SinceFiltersHistoryAndLiveLines) {
+  std::vector<baton::v1::LogLine> lines = TimedLines(1, 20);
+  lines[17].mutable_time()->set_seconds(2);  // seq 18 was written at second 2
+  ASSERT_OK(store_->AppendLogs("j", lines));
+  auto sink = std::make_shared<RecordingSink<baton::v1::LogLine>>();
+  LogQuery query;
+  query.since_us = 15'000'000;
+  query.follow = true;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/false, sink));
+  EXPECT_EQ(LineSeqs(*sink), (std::vector<int64_t>{15, 16, 17, 19, 20}));
+  std::vector<baton::v1::LogLine> live = TimedLines(21, 22);
+  live[0].mutable_time()->set_seconds(1);
+  ASSERT_OK(store_->AppendLogs("j", live));
+  streams_->PublishLogs("j", live);
+  EXPECT_EQ(LineSeqs(*sink), (std::vector<int64_t>{15, 16, 17, 19, 20, 22}));
+
+  auto tail = std::make_shared<RecordingSink<baton::v1::LogLine>>();
+  query.tail = 4;
+  query.follow = false;
+  ASSERT_OK(streams_->Follow("j", query, /*ended=*/false, tail));
+  EXPECT_EQ(LineSeqs(*tail), (std::vector<int64_t>{17, 19, 20, 22}));
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
+#include "baton/v1/job.pb.h"
 #include "common/logging.h"
 #include "common/metrics_http.h"
 #include "common/spec/restart_stats.h"
 #include "common/time/proto_time.h"
 #include "coordinator/jobs/job_state.h"
 #include "coordinator/policy/goodput.h"
-#include "baton/v1/job.pb.h"
 
 namespace baton::coordinator {
 namespace {

@@ -2,6 +2,8 @@
 // a real SQLite file, and a scripted worker speaking WorkerService over real gRPC.
 #include "coordinator/server/server.h"
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <atomic>
@@ -15,22 +17,20 @@
 #include <utility>
 #include <vector>
 
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/worker_service.grpc.pb.h"
 #include "common/protocol_version.h"
 #include "common/spec/message_limits.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/testing/fake_clock.h"
+#include "common/version.h"
 #include "coordinator/store/testing/faulty_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job_service.grpc.pb.h"
-#include "baton/v1/worker_service.grpc.pb.h"
 
 namespace baton::coordinator {
 namespace {
@@ -603,6 +603,22 @@ TEST_F(ServerTest, ScriptedWorkerRunsJobWhileClientWatches) {
   EXPECT_FALSE(log_reader->Read(&l));
   EXPECT_TRUE(log_reader->Finish().ok());
 
+  // A tail out of range is refused naming the field and the allowed range.
+  grpc::ClientContext bad_tail_ctx;
+  logs.set_tail(-1);
+  auto bad_tail = jobs_->GetLogs(&bad_tail_ctx, logs);
+  EXPECT_FALSE(bad_tail->Read(&l));
+  const grpc::Status bad_tail_status = bad_tail->Finish();
+  EXPECT_EQ(bad_tail_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(bad_tail_status.error_message(), HasSubstr("tail: -1 is out of range"));
+
+  grpc::ClientContext version_ctx;
+  baton::v1::GetVersionResponse version;
+  ASSERT_TRUE(cluster_->GetVersion(&version_ctx, {}, &version).ok());
+  EXPECT_EQ(version.version(), kVersion);
+  EXPECT_EQ(version.protocol_version(), kProtocolVersion);
+  EXPECT_EQ(version.min_worker_protocol_version(), kMinWorkerProtocolVersion);
+
   grpc::ClientContext list_ctx;
   baton::v1::ListWorkersResponse workers;
   ASSERT_TRUE(cluster_->ListWorkers(&list_ctx, {}, &workers).ok());
@@ -685,7 +701,8 @@ TEST_F(TlsServerTest, EveryUserCallNeedsAToken) {
   for (const char* method :
        {"/baton.v1.JobService/ListJobs", "/baton.v1.JobService/GetJob",
         "/baton.v1.JobService/SubmitJob", "/baton.v1.JobService/CancelJob",
-        "/baton.v1.JobService/ProfileJob", "/baton.v1.ClusterService/ListWorkers"}) {
+        "/baton.v1.JobService/ProfileJob", "/baton.v1.ClusterService/ListWorkers",
+        "/baton.v1.ClusterService/GetVersion"}) {
     EXPECT_EQ(CallStatus(channel_, method, "").error_code(), grpc::StatusCode::UNAUTHENTICATED)
         << method;
     EXPECT_EQ(CallStatus(channel_, method, "forged").error_code(),

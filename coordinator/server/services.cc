@@ -78,6 +78,29 @@ absl::StatusOr<Principal> Caller(const CallerChecks& checks, grpc::CallbackServe
   return checks.auth->Authenticate(ctx->client_metadata());
 }
 
+// The most lines a GetLogs `tail` may ask for.
+constexpr int32_t kMaxLogTail = 100000;
+
+absl::StatusOr<LogQuery> ToLogQuery(const baton::v1::GetLogsRequest& req) {
+  if (req.tail() < 0 || req.tail() > kMaxLogTail) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tail: ", req.tail(), " is out of range; allowed: 0 (all lines) to ", kMaxLogTail));
+  }
+  if (req.has_since() &&
+      (req.since().seconds() < 0 || req.since().nanos() < 0 || req.since().nanos() > 999'999'999)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("since: ", req.since().ShortDebugString(),
+                     " is not a valid time; allowed: a timestamp after 1970"));
+  }
+  LogQuery query;
+  query.rank = req.rank();
+  query.after_seq = req.after_seq();
+  query.follow = req.follow();
+  query.tail = req.tail();
+  query.since_us = req.since().seconds() * 1'000'000 + req.since().nanos() / 1000;
+  return query;
+}
+
 // Finishes a unary call at once with `status` (a caller refused before any work).
 grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* ctx, const absl::Status& status) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -388,8 +411,8 @@ grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
   return new StreamReactor<baton::v1::LogLine>(
       loop_, [jobs = jobs_, caller = Caller(checks_, ctx), r = *req](auto queue) -> absl::Status {
         if (!caller.ok()) return caller.status();
-        return jobs->FollowLogs(r.job_id(), r.rank(), r.after_seq(), r.follow(),
-                                std::move(queue));
+        ASSIGN_OR_RETURN(const LogQuery query, ToLogQuery(r));
+        return jobs->FollowLogs(r.job_id(), query, std::move(queue));
       });
 }
 

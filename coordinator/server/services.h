@@ -2,13 +2,13 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "baton/v1/job_service.grpc.pb.h"
+#include "baton/v1/worker_service.grpc.pb.h"
 #include "coordinator/auth/access_policy.h"
 #include "coordinator/auth/authenticator.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
-#include "baton/v1/job_service.grpc.pb.h"
-#include "baton/v1/worker_service.grpc.pb.h"
 
 namespace baton::coordinator {
 

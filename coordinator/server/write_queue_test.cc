@@ -1,13 +1,13 @@
 #include "coordinator/server/write_queue.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
+#include "baton/v1/job_service.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 namespace {

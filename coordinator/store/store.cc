@@ -1,8 +1,8 @@
 #include "coordinator/store/store.h"
 
-#include <sqlite3.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,12 +20,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 #include "common/private_file.h"
 #include "common/status_macros.h"
 #include "coordinator/store/sqlite.h"
 #include "google/protobuf/message_lite.h"
-#include "baton/v1/job.pb.h"
-#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 namespace {
@@ -123,6 +123,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<LogLine>> ReadLogs(const std::string& job_id, int32_t rank,
                                                 int64_t after_seq, int64_t limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override;
+  absl::StatusOr<int64_t> NthLastLogSeq(const std::string& job_id, int32_t rank, int64_t since_us,
+                                        int64_t n) override;
   absl::StatusOr<int64_t> Prune(const std::string& job_id, const RetentionLimits& limits) override;
   absl::StatusOr<int64_t> DiskBytes() override;
   absl::StatusOr<std::string> GetMeta(const std::string& key) override;
@@ -155,6 +157,7 @@ class SqliteStore final : public Store {
   StatementPtr read_logs_;
   StatementPtr read_logs_of_rank_;
   StatementPtr last_log_seq_;
+  StatementPtr nth_last_log_seq_;
   StatementPtr set_meta_;
   StatementPtr get_meta_;
   // Retention (see Prune and WriteBatch::delete_jobs), each bound to ?1 = job id.
@@ -321,6 +324,11 @@ absl::Status SqliteStore::PrepareStatements() {
                           &read_logs_of_rank_));
   RETURN_IF_ERROR(Prepare(db, "SELECT COALESCE(MAX(seq), 0) FROM logs WHERE job_id = ?1",
                           &last_log_seq_));
+  RETURN_IF_ERROR(Prepare(db,
+                          "SELECT seq FROM logs "
+                          "WHERE job_id = ?1 AND (?2 < 0 OR rank = ?2) AND time_us >= ?3 "
+                          "ORDER BY seq DESC LIMIT 1 OFFSET ?4",
+                          &nth_last_log_seq_));
   RETURN_IF_ERROR(Prepare(db,
                           "INSERT INTO meta (key, value) VALUES (?1, ?2) "
                           "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -543,6 +551,18 @@ absl::StatusOr<std::vector<LogLine>> SqliteStore::ReadLogs(const std::string& jo
 
 absl::StatusOr<int64_t> SqliteStore::LastLogSeq(const std::string& job_id) {
   return MaxSeq(last_log_seq_.get(), job_id, "LastLogSeq");
+}
+
+absl::StatusOr<int64_t> SqliteStore::NthLastLogSeq(const std::string& job_id, int32_t rank,
+                                                   int64_t since_us, int64_t n) {
+  if (n < 1) return absl::InvalidArgumentError(absl::StrCat("NthLastLogSeq: n is ", n));
+  Query query(nth_last_log_seq_.get(), "NthLastLogSeq");
+  query.BindText(1, job_id);
+  query.BindInt(2, rank);
+  query.BindInt(3, since_us);
+  query.BindInt(4, n - 1);
+  ASSIGN_OR_RETURN(const bool has_row, query.Step());
+  return has_row ? query.ColumnInt(0) : 0;
 }
 
 absl::Status SqliteStore::SetMeta(const std::string& key, const std::string& value) {

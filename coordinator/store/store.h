@@ -114,6 +114,11 @@ class Store {
                                                                    int64_t limit) = 0;
   // Largest stored log seq of the job, 0 if none.
   virtual absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) = 0;
+  // The seq of the n-th last stored line (n >= 1) of `rank` (all ranks when rank < 0)
+  // written at or after `since_us` (Unix microseconds of LogLine.time); 0 if fewer lines
+  // match. Reading from that seq - 1 gives the last n such lines (a `tail`).
+  virtual absl::StatusOr<int64_t> NthLastLogSeq(const std::string& job_id, int32_t rank,
+                                                int64_t since_us, int64_t n) = 0;
 
   // Deletes the job's metric points and log lines beyond `limits`, in one transaction.
   // Returns how many rows were deleted.

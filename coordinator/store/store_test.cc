@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job.pb.h"
-#include "baton/v1/job_service.pb.h"
 
 namespace baton::coordinator {
 namespace {
@@ -346,6 +346,29 @@ TEST_F(StoreTest, LogsByRankAndAll) {
 
   EXPECT_THAT(store_->LastLogSeq("j-1"), IsOkAndHolds(5));
   EXPECT_THAT(store_->LastLogSeq("j-2"), IsOkAndHolds(1));
+}
+
+// The n-th last line of a rank (or of all), among those written since a time; its seq
+// starts a tail. Times need not follow seqs.
+TEST_F(StoreTest, NthLastLogSeqByRankAndTime) {
+  std::vector<LogLine> lines;
+  for (int seq = 1; seq <= 8; ++seq) {
+    lines.push_back(Line(seq, seq % 2, "x"));
+    lines.back().mutable_time()->set_seconds(seq == 7 ? 1 : seq);  // 7 is old
+  }
+  ASSERT_OK(store_->AppendLogs("j-1", lines));
+  ASSERT_OK(store_->AppendLogs("j-2", {Line(1, 0, "other job")}));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", -1, 0, 1), IsOkAndHolds(8));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", -1, 0, 3), IsOkAndHolds(6));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", 1, 0, 2), IsOkAndHolds(5));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", 1, 2'000'000, 1), IsOkAndHolds(5))
+      << "seq 7 of rank 1 is older than the bound";
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", 1, 2'000'000, 2), IsOkAndHolds(3));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", 1, 2'000'000, 3), IsOkAndHolds(0)) << "too few";
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", 0, 0, 4), IsOkAndHolds(2));
+  EXPECT_THAT(store_->NthLastLogSeq("j-3", -1, 0, 1), IsOkAndHolds(0));
+  EXPECT_THAT(store_->NthLastLogSeq("j-1", -1, 0, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("n is 0")));
 }
 
 TEST_F(StoreTest, NonIncreasingLogSeqWritesNothing) {

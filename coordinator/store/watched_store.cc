@@ -72,6 +72,12 @@ absl::StatusOr<int64_t> WatchedStore::LastLogSeq(const std::string& job_id) {
   Running running(this, "LastLogSeq");
   return base_->LastLogSeq(job_id);
 }
+
+absl::StatusOr<int64_t> WatchedStore::NthLastLogSeq(const std::string& job_id, int32_t rank,
+                                                    int64_t since_us, int64_t n) {
+  Running running(this, "NthLastLogSeq");
+  return base_->NthLastLogSeq(job_id, rank, since_us, n);
+}
 absl::StatusOr<int64_t> WatchedStore::Prune(const std::string& job_id,
                                             const RetentionLimits& limits) {
   Running running(this, "Prune");

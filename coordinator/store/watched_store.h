@@ -39,6 +39,8 @@ class WatchedStore final : public Store {
                                                            int32_t rank, int64_t after_seq,
                                                            int64_t limit) override;
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override;
+  absl::StatusOr<int64_t> NthLastLogSeq(const std::string& job_id, int32_t rank, int64_t since_us,
+                                        int64_t n) override;
   absl::StatusOr<int64_t> Prune(const std::string& job_id, const RetentionLimits& limits) override;
   absl::StatusOr<int64_t> DiskBytes() override;
   absl::StatusOr<std::string> GetMeta(const std::string& key) override;

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "coordinator/control/worker_registry.h"
 #include "baton/v1/worker_service.pb.h"
+#include "coordinator/control/worker_registry.h"
 
 namespace baton::coordinator {
 

@@ -3,8 +3,8 @@
 #include <map>
 #include <string>
 
-#include "coordinator/jobs/job_manager.h"
 #include "baton/v1/job.pb.h"
+#include "coordinator/jobs/job_manager.h"
 
 namespace baton::coordinator {
 

@@ -8,8 +8,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/worker_service.pb.h"
+#include "common/time/clock.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace baton::worker {

@@ -14,8 +14,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/worker_service.pb.h"
+#include "common/time/clock.h"
 #include "worker/process/unique_fd.h"
 
 namespace baton::worker {

@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "baton/v1/job.pb.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/trainer_spec.h"
 #include "common/spec/trainer_spec_defaults.h"
@@ -20,7 +21,6 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job.pb.h"
 
 namespace baton::trainer {
 namespace {

@@ -63,6 +63,10 @@ class FaultyStore final : public Store {
   absl::StatusOr<int64_t> LastLogSeq(const std::string& job_id) override {
     return base_->LastLogSeq(job_id);
   }
+  absl::StatusOr<int64_t> NthLastLogSeq(const std::string& job_id, int32_t rank, int64_t since_us,
+                                        int64_t n) override {
+    return base_->NthLastLogSeq(job_id, rank, since_us, n);
+  }
   absl::StatusOr<int64_t> Prune(const std::string& job_id, const RetentionLimits& limits) override {
     return base_->Prune(job_id, limits);
   }
