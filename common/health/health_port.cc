@@ -7,41 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/health/health_check.h"
 
 namespace baton {
 namespace {
-
-constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
-
-// HealthCheckRequest { string service = 1; } from its wire bytes; false if malformed.
-bool DecodeService(const std::string& bytes, std::string* service) {
-  service->clear();
-  size_t i = 0;
-  while (i < bytes.size()) {
-    const unsigned char tag = static_cast<unsigned char>(bytes[i++]);
-    if (tag != 0x0a || i >= bytes.size()) return false;  // only field 1, length-delimited
-    size_t len = 0;
-    for (int shift = 0;; shift += 7) {
-      if (i >= bytes.size() || shift > 28) return false;
-      const unsigned char b = static_cast<unsigned char>(bytes[i++]);
-      len |= static_cast<size_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) break;
-    }
-    if (len > bytes.size() - i) return false;
-    *service = bytes.substr(i, len);
-    i += len;
-  }
-  return true;
-}
-
-std::string ToString(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  std::string out;
-  if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice& s : slices)
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
 
 class RemoveReflection final : public grpc::ServerBuilderOption {
  public:
@@ -66,7 +35,7 @@ class HealthPort::Service final : public grpc::CallbackGenericService {
   explicit Service(const HealthPort* port) : port_(port) {}
 
   grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext* ctx) override {
-    return new Call(port_, ctx->method() == kCheckMethod);
+    return new Call(port_, ctx->method() == kHealthCheckMethod);
   }
 
  private:
@@ -81,18 +50,19 @@ class HealthPort::Service final : public grpc::CallbackGenericService {
       }
     }
     void OnReadDone(bool ok) override {
-      std::string service;
-      if (!ok || !DecodeService(ToString(request_), &service)) {
+      const std::optional<std::string> service =
+          ok ? DecodeHealthCheckRequest(ByteBufferBytes(request_)) : std::nullopt;
+      if (!service) {
         Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "bad HealthCheckRequest"));
         return;
       }
-      const int status = port_->Status(service);
+      const int status = port_->Status(*service);
       if (status < 0) {
         Finish(
-            grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("unknown service ", service)));
+            grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("unknown service ", *service)));
         return;
       }
-      response_bytes_ = std::string("\x08", 1) + static_cast<char>(status);
+      response_bytes_ = EncodeHealthCheckResponse(static_cast<ServingStatus>(status));
       grpc::Slice slice(response_bytes_);
       response_ = grpc::ByteBuffer(&slice, 1);
       StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);

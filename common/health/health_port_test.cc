@@ -1,67 +1,43 @@
 #include "common/health/health_port.h"
 
-#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <chrono>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "common/health/health_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace baton {
 namespace {
 
-struct Answer {
-  grpc::StatusCode code;
-  std::string bytes;  // the serialized HealthCheckResponse
-};
-
-// Calls `method` with a HealthCheckRequest{service} in its wire form.
-Answer Call(int port, const std::string& service,
-            const std::string& method = "/grpc.health.v1.Health/Check") {
-  auto channel =
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::Slice slice(std::string("\x0a", 1) + static_cast<char>(service.size()) + service);
-  grpc::ByteBuffer request(&slice, 1), response;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  grpc::Status status;
-  absl::Notification done;
-  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
-    status = std::move(s);
-    done.Notify();
-  });
-  done.WaitForNotification();
-  std::vector<grpc::Slice> slices;
-  std::string bytes;
-  if (status.ok() && response.Dump(&slices).ok()) {
-    for (const grpc::Slice& s : slices)
-      bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return {status.error_code(), bytes};
+// Health/Check of `service` (or another `method` with its request) on the port.
+HealthAnswer Call(int port, const std::string& service,
+                  const std::string& method = kHealthCheckMethod) {
+  return CheckHealth(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()),
+      service, std::chrono::system_clock::now() + std::chrono::seconds(30), method);
 }
 
-const std::string kServing("\x08\x01", 2);
-const std::string kNotServing("\x08\x02", 2);
+constexpr ServingStatus kServing = ServingStatus::kServing;
+constexpr ServingStatus kNotServing = ServingStatus::kNotServing;
 
 TEST(HealthPortTest, AnswersSetStatusesAndUnknownServices) {
   auto port = HealthPort::Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_EQ(Call((*port)->port(), "").bytes, kServing);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").code, grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Call((*port)->port(), "").serving, kServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
   (*port)->Set("baton.v1.JobService", false);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").bytes, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").serving, kNotServing);
   (*port)->Set("baton.v1.JobService", true);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").bytes, kServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").serving, kServing);
   (*port)->Set("", false);
-  EXPECT_EQ(Call((*port)->port(), "").bytes, kNotServing);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").bytes, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "").serving, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.JobService").serving, kNotServing);
 }
 
 TEST(HealthPortTest, CheckedServicesAreEvaluatedAtEachCall) {
@@ -73,26 +49,38 @@ TEST(HealthPortTest, CheckedServicesAreEvaluatedAtEachCall) {
     ++calls;
     return registered.load();
   });
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").bytes, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").serving, kNotServing);
   registered = true;
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").bytes, kServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").serving, kServing);
   EXPECT_EQ(calls.load(), 2);
   // Shutting down (Set("", false)) wins over the check.
   (*port)->Set("", false);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").bytes, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").serving, kNotServing);
   (*port)->Set("", true);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").bytes, kServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").serving, kServing);
   // Set() replaces a check.
   (*port)->Set("baton.v1.WorkerService", false);
-  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").bytes, kNotServing);
+  EXPECT_EQ(Call((*port)->port(), "baton.v1.WorkerService").serving, kNotServing);
+}
+
+// Service names of 128 bytes and more have multi-byte lengths in the request.
+TEST(HealthPortTest, LongServiceNames) {
+  auto port = HealthPort::Start("127.0.0.1:0");
+  ASSERT_TRUE(port.ok()) << port.status();
+  const std::string name(300, 'x');
+  EXPECT_EQ(Call((*port)->port(), name).status.error_code(), grpc::StatusCode::NOT_FOUND);
+  (*port)->Set(name, true);
+  const HealthAnswer answer = Call((*port)->port(), name);
+  EXPECT_TRUE(answer.status.ok()) << answer.status.error_message();
+  EXPECT_EQ(answer.serving, kServing);
 }
 
 TEST(HealthPortTest, ServesNothingButCheck) {
   auto port = HealthPort::Start("127.0.0.1:0");
   ASSERT_TRUE(port.ok()) << port.status();
-  EXPECT_EQ(Call((*port)->port(), "", "/grpc.health.v1.Health/Watch").code,
+  EXPECT_EQ(Call((*port)->port(), "", "/grpc.health.v1.Health/Watch").status.error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_EQ(Call((*port)->port(), "", "/baton.v1.JobService/ListJobs").code,
+  EXPECT_EQ(Call((*port)->port(), "", "/baton.v1.JobService/ListJobs").status.error_code(),
             grpc::StatusCode::UNIMPLEMENTED);
 }
 

@@ -22,6 +22,7 @@
 #include "absl/synchronization/notification.h"
 #include "baton/v1/job_service.grpc.pb.h"
 #include "baton/v1/worker_service.grpc.pb.h"
+#include "common/health/health_check.h"
 #include "common/protocol_version.h"
 #include "common/spec/message_limits.h"
 #include "common/testing/status_matchers.h"
@@ -41,29 +42,12 @@ std::chrono::system_clock::time_point Deadline(int seconds = 20) {
   return std::chrono::system_clock::now() + std::chrono::seconds(seconds);
 }
 
-// grpc.health.v1.Health/Check of `service` with a hand-encoded HealthCheckRequest; the
-// serialized HealthCheckResponse ("\x08\x01": SERVING, "\x08\x02": NOT_SERVING).
-std::string HealthCheck(const std::shared_ptr<grpc::Channel>& channel, const std::string& service) {
-  grpc::GenericStub generic(channel);
-  std::string request = std::string("\x0a", 1) + static_cast<char>(service.size()) + service;
-  grpc::Slice slice(request);
-  grpc::ByteBuffer req(&slice, 1), resp;
-  grpc::ClientContext ctx;
-  ctx.set_deadline(Deadline());
-  grpc::Status status;
-  absl::Notification done;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &req, &resp,
-                    [&](grpc::Status s) {
-                      status = s;
-                      done.Notify();
-                    });
-  done.WaitForNotification();
-  EXPECT_TRUE(status.ok()) << status.error_message();
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(resp.Dump(&slices).ok());
-  std::string bytes;
-  for (auto& s : slices) bytes += std::string(reinterpret_cast<const char*>(s.begin()), s.size());
-  return bytes;
+// grpc.health.v1.Health/Check of `service`; the call must succeed.
+ServingStatus HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                          const std::string& service) {
+  const HealthAnswer answer = CheckHealth(channel, service, Deadline());
+  EXPECT_TRUE(answer.status.ok()) << answer.status.error_message();
+  return answer.serving;
 }
 
 class ServerTest : public ::testing::Test {
@@ -351,20 +335,20 @@ TEST_F(ServerTest, AStuckStoreStopsServing) {
   in_write->WaitForNotification();
   std::shared_ptr<grpc::Channel> probe = grpc::CreateChannel(
       absl::StrCat("127.0.0.1:", server_->health_port()), grpc::InsecureChannelCredentials());
-  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
-  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), ServingStatus::kServing);
+  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), ServingStatus::kServing);
   clock.Advance(absl::Seconds(90));
   ASSERT_TRUE(stuck.HasBeenNotified());
   EXPECT_THAT(why.message(), HasSubstr("has not returned"));
-  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
-  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), std::string("\x08\x02", 2));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), ServingStatus::kNotServing);
+  EXPECT_EQ(HealthCheck(probe, "baton.v1.JobService"), ServingStatus::kNotServing);
   release->Notify();
   submitter.join();
   server_.reset();  // before `clock`, which it uses
 }
 
 TEST_F(ServerTest, HealthServiceReportsServing) {
-  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), ServingStatus::kServing);
 }
 
 // Fail-stop: a store that cannot commit takes the coordinator out of service (health
@@ -397,8 +381,8 @@ TEST_F(ServerTest, AStoreFailureStopsServing) {
   EXPECT_THAT(s.error_message(), HasSubstr("injected"));
   ASSERT_TRUE(halted.WaitForNotificationWithTimeout(absl::Seconds(20)));
   EXPECT_TRUE(server_->halted());
-  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x02", 2));
-  EXPECT_EQ(HealthCheck(channel_, ""), std::string("\x08\x02", 2));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), ServingStatus::kNotServing);
+  EXPECT_EQ(HealthCheck(channel_, ""), ServingStatus::kNotServing);
   s = Submit(Spec(1), &job);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(), HasSubstr("store failed"));
@@ -711,11 +695,11 @@ TEST_F(TlsServerTest, EveryUserCallNeedsAToken) {
   }
   EXPECT_TRUE(CallStatus(channel_, "/baton.v1.JobService/ListJobs", root).ok());
   // Health stays open, on the TLS port and on the probes' plaintext port.
-  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), std::string("\x08\x01", 2));
+  EXPECT_EQ(HealthCheck(channel_, "baton.v1.JobService"), ServingStatus::kServing);
   EXPECT_EQ(HealthCheck(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server_->health_port()),
                                             grpc::InsecureChannelCredentials()),
                         "baton.v1.JobService"),
-            std::string("\x08\x01", 2));
+            ServingStatus::kServing);
 }
 
 TEST_F(TlsServerTest, ReflectionOnlyForAuthenticatedCallers) {
