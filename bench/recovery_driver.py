@@ -106,6 +106,18 @@ def run_baton(args, rounds, rng, tmp):
                     return float(m.group(1)) / 1000
         return None
 
+    def last_logged_step(job, gen):
+        # The last step generation gen's rank 0 completed, from its own step log
+        # ("step 1234/100000 ..." at log_every 1). Relayed metric points lag it by the
+        # window batching, so they would miscount the steps redone after the restore.
+        for w in ("w1", "w2"):
+            path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
+            if os.path.exists(path):
+                steps = [int(m.group(1)) for m in re.finditer(r"^step (\d+)/", open(path).read(), re.M)]
+                if steps:
+                    return max(steps)
+        sys.exit("no step line in generation %d's rank 0 log (see %s)" % (gen, tmp))
+
     def baton(*a):
         return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True, check=True).stdout
 
@@ -132,7 +144,6 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
             d = json.loads(baton("describe", job, "-o", "json"))
             gen = int(d["generation"])
             pid = [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 1][0]
-            step_at_kill = int(d["result"]["steps"])
             t_kill = time.time()
             os.kill(pid, signal.SIGKILL)
 
@@ -154,7 +165,8 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
                             # Standby handoff, data, store connect, checkpoint restore.
                             start_restore=first - ts(f["running_time"]) - step_s,
                             first_step=step_s),
-                lost=step_at_kill - (resumed - 1)))
+                # Steps completed after the restored checkpoint, trained again.
+                lost=last_logged_step(job, gen) - (resumed - 1)))
     finally:
         subprocess.run([args.baton, "cancel", job], env=env, capture_output=True)
         for p in reversed(procs):
