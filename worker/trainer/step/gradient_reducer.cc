@@ -65,6 +65,7 @@ struct GradientReducer::Core {
     at::Tensor wire;               // What is all-reduced: `buffer`, or its 16-bit copy.
     at::Tensor output;             // Sharded: this rank's chunk of the sum.
     int64_t padded = 0;            // Sharded: world size * output's elements.
+    int64_t used = 0;              // Elements the slots take (sharded: zero padding follows).
     size_t missing = 0;            // Gradients not yet copied in this step.
     std::unique_ptr<PendingCollective> pending;
     absl::Time started;  // When `pending` was started (while tracing).
@@ -111,7 +112,9 @@ struct GradientReducer::Core {
     Bucket& bucket = buckets[bucket_of[index]];
     const at::Tensor& param = params[index];
     if (sharded && !bucket.buffer.defined()) {
-      bucket.buffer = at::zeros({bucket.padded}, param.options().requires_grad(false));
+      // Every slot is written below (a gradient or zeros): only the padding is zeroed here.
+      bucket.buffer = at::empty({bucket.padded}, param.options().requires_grad(false));
+      bucket.buffer.narrow(0, bucket.used, bucket.padded - bucket.used).zero_();
     }
     at::Tensor slot =
         bucket.buffer.narrow(0, bucket.offsets[slot_of[index]], param.numel()).view(param.sizes());
@@ -205,6 +208,7 @@ struct GradientReducer::Core {
         numel += params[index].numel();
       }
       const at::Tensor& first = params[layout[b].front()];
+      bucket.used = numel;
       bucket.buffer = at::zeros({numel}, first.options().requires_grad(false));
       bucket.wire =
           compress ? at::zeros({numel}, bucket.buffer.options().dtype(wire_dtype)) : bucket.buffer;
@@ -337,11 +341,11 @@ absl::Status GradientReducer::ReduceScatterInto(std::vector<at::Tensor> outputs)
     const at::Tensor& first = core.params[bucket.params.front()];
     if (!out.defined() || out.scalar_type() != first.scalar_type() ||
         out.device() != core.comm->device() || !out.is_contiguous() ||
-        out.numel() * world < bucket.buffer.numel()) {
+        out.numel() * world < bucket.used) {
       return absl::InvalidArgumentError(
           absl::StrCat("sharded gradients: output ", b, " must be a contiguous ",
                        std::string(first.dtype().name()), " tensor on ", core.comm->device().str(),
-                       " of at least ", (bucket.buffer.numel() + world - 1) / world, " elements"));
+                       " of at least ", (bucket.used + world - 1) / world, " elements"));
     }
   }
   core.sharded = true;
