@@ -1,9 +1,12 @@
 #include "client/cli.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -176,6 +179,104 @@ TEST(ParseCommandLineTest, NewFlags) {
   inv = ParseCommandLine({"completion", "zsh"});
   ASSERT_OK(inv);
   EXPECT_EQ(inv->shell, "zsh");
+}
+
+// The `baton ...` invocations in one shell line of a help text's examples, as argument
+// vectors: quotes removed, `$(...)` and `<(...)` opened up, split at && || | ; and with
+// leading VAR=value assignments dropped.
+std::vector<std::vector<std::string>> BatonInvocations(const std::string& line) {
+  std::vector<std::vector<std::string>> segments(1);
+  std::string word;
+  bool in_word = false;
+  auto end_word = [&] {
+    if (in_word) segments.back().push_back(word);
+    word.clear();
+    in_word = false;
+  };
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word.push_back(c);
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if ((c == '$' || c == '<') && i + 1 < line.size() && line[i + 1] == '(') {
+      end_word();  // "JOB=$(baton ...)": the assignment ends, the command starts
+      segments.emplace_back();
+      ++i;
+    } else if (c == ')' || c == ';' || c == '|' || c == '&') {
+      end_word();
+      segments.emplace_back();
+    } else if (c == ' ') {
+      end_word();
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  end_word();
+  std::vector<std::vector<std::string>> invocations;
+  for (const auto& segment : segments) {
+    auto baton = std::find(segment.begin(), segment.end(), "baton");
+    if (baton == segment.end()) continue;
+    invocations.emplace_back(baton + 1, segment.end());
+  }
+  return invocations;
+}
+
+// The lines of `help`'s section `title` ("Examples:"), without their indentation.
+std::vector<std::string> Section(const std::string& help, const std::string& title) {
+  std::vector<std::string> lines;
+  bool in_section = false;
+  for (absl::string_view line : absl::StrSplit(help, '\n')) {
+    if (line == title) {
+      in_section = true;
+    } else if (in_section && (line.empty() || line[0] != ' ')) {
+      break;
+    } else if (in_section) {
+      lines.emplace_back(absl::StripLeadingAsciiWhitespace(line));
+    }
+  }
+  return lines;
+}
+
+TEST(HelpExamplesTest, EveryExampleIsAValidInvocation) {
+  std::vector<std::string> commands = {""};
+  for (const std::string& line : Section(HelpText(), "Commands:")) {
+    commands.push_back(std::string(line.substr(0, line.find(' '))));
+  }
+  ASSERT_THAT(commands, ::testing::Contains("wait"));
+  for (const std::string& command : commands) {
+    const std::vector<std::string> examples = Section(HelpText(command), "Examples:");
+    EXPECT_EQ(examples, HelpExamples(command)) << command;
+    EXPECT_FALSE(examples.empty()) << "'" << command << "' has no examples";
+    for (const std::string& example : examples) {
+      const std::vector<std::vector<std::string>> invocations = BatonInvocations(example);
+      EXPECT_FALSE(invocations.empty()) << example;
+      // `baton help help` shows the overview, whose examples run any command.
+      bool runs_command = command.empty() || command == "help";
+      for (const std::vector<std::string>& args : invocations) {
+        absl::StatusOr<Invocation> inv = ParseCommandLine(args);
+        EXPECT_OK(inv) << "example of '" << command << "': " << example;
+        if (inv.ok() && inv->command == command) runs_command = true;
+      }
+      EXPECT_TRUE(runs_command) << "example of '" << command << "' does not run it: " << example;
+    }
+  }
+}
+
+TEST(HelpExamplesTest, InvocationsOfAShellLine) {
+  EXPECT_THAT(BatonInvocations("JOB=$(baton submit job.yaml) && baton logs \"$JOB\" -f"),
+              ElementsAre(ElementsAre("submit", "job.yaml"), ElementsAre("logs", "$JOB", "-f")));
+  EXPECT_THAT(BatonInvocations("BATON_COORDINATOR=h:1 baton workers -o json"),
+              ElementsAre(ElementsAre("workers", "-o", "json")));
+  EXPECT_THAT(BatonInvocations("source <(baton completion bash)"),
+              ElementsAre(ElementsAre("completion", "bash")));
 }
 
 TEST(UseColorTest, TerminalAndNoColor) {
