@@ -1,6 +1,11 @@
 #include "client/render/output.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -158,8 +163,25 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, boo
   options.preserve_proto_field_names = true;
   // Zero values are data (an exit code of 0, generation 0).
   options.always_print_primitive_fields = true;
+  // MessageToJsonString, but with map entries in key order (deterministic serialization),
+  // so the same job prints the same document.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream stream(&binary);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded)) {
+      return absl::InternalError("cannot print JSON: the message does not serialize");
+    }
+  }
+  static constexpr char kUrlPrefix[] = "type.googleapis.com";
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
   std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  const auto status = google::protobuf::util::BinaryToJsonString(
+      resolver, absl::StrCat(kUrlPrefix, "/", message.GetDescriptor()->full_name()), binary, &json,
+      options);
   if (!status.ok()) {
     return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
   }
