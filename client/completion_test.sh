@@ -76,6 +76,14 @@ expect "baton --coordinator h:1 logs j-0000<TAB>" "$(printf 'j-000007\nj-000008'
 # The job ids come from the coordinator the line names.
 grep -qx -- "--coordinator h:1 jobs -o name --color never" "$TMP/stub.args" ||
   fail "the job ids were not listed with the line's --coordinator: $(cat "$TMP/stub.args")"
+# Through an alias holding flags, as README's `alias baton=...` does.
+rm -f "$TMP/stub.args"
+# shellcheck disable=SC2139 # expanded now, on purpose
+alias batonctx="$TMP/bin/baton --context lab"
+expect "batonctx describe <TAB>" "$(printf 'j-000007\nj-000008')" \
+  "$(complete_line batonctx describe "")"
+grep -qx -- "--context lab jobs -o name --color never" "$TMP/stub.args" ||
+  fail "the alias was not expanded: $(cat "$TMP/stub.args")"
 # A flag's value is not the command word.
 expect "baton -o json describe <TAB>" "$(printf 'j-000007\nj-000008')" \
   "$(complete_line baton -o json describe "")"
