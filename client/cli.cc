@@ -592,7 +592,7 @@ std::string HelpText(const std::string& command_name) {
         "\n"
         "Commands:\n";
     for (const CommandSpec& c : Commands()) {
-      absl::StrAppend(&out, absl::StrFormat("  %-10s %s\n", c.name, c.summary));
+      absl::StrAppend(&out, absl::StrFormat("  %-11s %s\n", c.name, c.summary));
     }
     absl::StrAppend(&out, "\nGlobal flags (anywhere on the line):\n", RenderFlags(GlobalFlags()),
                     "\nExamples:\n");
