@@ -133,18 +133,24 @@ struct ProfileArgs {
   absl::Duration timeout = absl::ZeroDuration();
 };
 
+// Every command prints per ctx.format: JSON and YAML print the named document, name the
+// resources' ids, wide the table with more columns (commands without a wider view print
+// their table).
+//
 // Parses FILE (+ overrides) locally, submits it, prints the job id (JSON: the Job). With
 // `wait`, then watches it (see client/render/progress.h), prints the result and returns 0 only if
-// the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns 1. In
-// JSON mode --wait prints only the final Job.
+// the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns
+// kExitJobNotSuccessful (FAILED, CANCELLED). In JSON/YAML mode --wait prints only the final Job.
 int Submit(const CommandContext& ctx, const SubmitArgs& args);
 // Table of jobs, newest first (JSON: ListJobsResponse), filtered by state and limited
 // (ListJobsRequest.states/limit).
 int ListJobs(const CommandContext& ctx, const ListJobsArgs& args = {});
 // One job in detail (JSON: Job).
 int Describe(const CommandContext& ctx, const std::string& job_id);
-// Process output (JSON: one LogLine per line). With `follow`, streams until the job is
-// terminal, resuming after the last seen seq if the stream breaks.
+// Process output (JSON: one LogLine per line), optionally only the last `tail` lines and
+// those written since a time (GetLogsRequest.tail/since), each prefixed with its time with
+// `timestamps`. With `follow`, streams until the job is terminal, resuming after the last
+// seen seq if the stream breaks (the resumed call does not send `tail` again).
 int Logs(const CommandContext& ctx, const LogsArgs& args);
 // Cancels a job (JSON: the Job).
 int Cancel(const CommandContext& ctx, const std::string& job_id);
