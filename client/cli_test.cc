@@ -1,9 +1,12 @@
 #include "client/cli.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -106,8 +109,30 @@ TEST(ParseCommandLineTest, UsageErrors) {
               StatusIs(kInvalid, HasSubstr("needs JOB (exactly one)")));
   EXPECT_THAT(ParseCommandLine({"jobs", "extra"}),
               StatusIs(kInvalid, HasSubstr("takes no arguments")));
-  EXPECT_THAT(ParseCommandLine({"jobs", "-o", "yaml"}),
-              StatusIs(kInvalid, HasSubstr("must be 'table' or 'json'")));
+  EXPECT_THAT(ParseCommandLine({"jobs", "-o", "xml"}),
+              StatusIs(kInvalid, "-o/--output must be table, wide, json, yaml or name, not 'xml'"));
+  EXPECT_THAT(ParseCommandLine({"logs", "j", "-o", "yaml"}),
+              StatusIs(kInvalid, "-o yaml is not supported by 'baton logs' (use table, json)"));
+  EXPECT_THAT(ParseCommandLine({"jobs", "--state", "running,Bogus"}),
+              StatusIs(kInvalid,
+                       "--state: unknown state 'Bogus'; allowed: queued, rendezvous, "
+                       "running, restarting, succeeded, failed, cancelled"));
+  EXPECT_THAT(ParseCommandLine({"jobs", "--limit", "0"}),
+              StatusIs(kInvalid, HasSubstr("--limit must be a number >= 1")));
+  EXPECT_THAT(ParseCommandLine({"logs", "j", "--tail", "-3"}),
+              StatusIs(kInvalid, HasSubstr("--tail must be in [1, 100000]")));
+  EXPECT_THAT(ParseCommandLine({"logs", "j", "--since", "yesterday"}),
+              StatusIs(kInvalid, HasSubstr("--since must be a duration such as 10m")));
+  EXPECT_THAT(ParseCommandLine({"wait", "j", "--for", "done"}),
+              StatusIs(kInvalid,
+                       "--for: unknown condition 'done'; allowed: succeeded, failed, "
+                       "cancelled, ended, running"));
+  EXPECT_THAT(ParseCommandLine({"wait", "j", "--timeout", "0s"}),
+              StatusIs(kInvalid, HasSubstr("--timeout must be a duration > 0")));
+  EXPECT_THAT(ParseCommandLine({"completion", "fish"}),
+              StatusIs(kInvalid, "'baton completion' needs bash or zsh, not 'fish'"));
+  EXPECT_THAT(ParseCommandLine({"--color", "sometimes", "jobs"}),
+              StatusIs(kInvalid, HasSubstr("--color must be auto, always or never")));
   EXPECT_THAT(ParseCommandLine({"jobs", "-o"}), StatusIs(kInvalid, HasSubstr("needs a value")));
   EXPECT_THAT(ParseCommandLine({"logs", "j", "--rank", "x"}),
               StatusIs(kInvalid, HasSubstr("--rank must be")));
@@ -116,6 +141,164 @@ TEST(ParseCommandLineTest, UsageErrors) {
   EXPECT_THAT(ParseCommandLine({"submit", "f", "--wait=yes"}),
               StatusIs(kInvalid, "--wait takes no value"));
   EXPECT_THAT(ParseCommandLine({"help", "nope"}), StatusIs(kInvalid, "unknown command 'nope'"));
+}
+
+TEST(ParseCommandLineTest, NewFlags) {
+  absl::StatusOr<Invocation> inv = ParseCommandLine(
+      {"jobs", "--state", "RUNNING,queued", "--state=Queued", "--limit", "5", "-o", "wide"});
+  ASSERT_OK(inv);
+  EXPECT_THAT(inv->jobs.states,
+              ElementsAre(baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_QUEUED));
+  EXPECT_EQ(inv->jobs.limit, 5);
+  EXPECT_EQ(inv->format, OutputFormat::kWide);
+
+  inv = ParseCommandLine({"logs", "j-1", "--tail", "20", "-f", "--since", "10m", "--timestamps"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->logs.tail, 20);
+  EXPECT_TRUE(inv->logs.follow);
+  EXPECT_TRUE(inv->logs.timestamps);
+  EXPECT_EQ(inv->logs.since_ago, absl::Minutes(10));
+  inv = ParseCommandLine({"logs", "j-1", "--since", "2024-05-01T12:00:00Z"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->logs.since_time, absl::FromUnixSeconds(1714564800));
+
+  inv = ParseCommandLine({"wait", "j-1", "--for", "Running", "--timeout", "2h", "-o", "name"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->wait.job_id, "j-1");
+  EXPECT_EQ(inv->wait.condition, WaitCondition::kRunning);
+  EXPECT_EQ(inv->wait.timeout, absl::Hours(2));  // wait's --timeout has no 1h cap
+  inv = ParseCommandLine({"wait", "j-1"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->wait.condition, WaitCondition::kSucceeded);
+  EXPECT_EQ(inv->wait.timeout, absl::ZeroDuration());
+
+  inv = ParseCommandLine({"--color=never", "version", "-o", "yaml"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->command, "version");
+  EXPECT_EQ(inv->color, ColorMode::kNever);
+  inv = ParseCommandLine({"completion", "zsh"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->shell, "zsh");
+}
+
+// The `baton ...` invocations in one shell line of a help text's examples, as argument
+// vectors: quotes removed, `$(...)` and `<(...)` opened up, split at && || | ; and with
+// leading VAR=value assignments dropped.
+std::vector<std::vector<std::string>> BatonInvocations(const std::string& line) {
+  std::vector<std::vector<std::string>> segments(1);
+  std::string word;
+  bool in_word = false;
+  auto end_word = [&] {
+    if (in_word) segments.back().push_back(word);
+    word.clear();
+    in_word = false;
+  };
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        word.push_back(c);
+      }
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if ((c == '$' || c == '<') && i + 1 < line.size() && line[i + 1] == '(') {
+      end_word();  // "JOB=$(baton ...)": the assignment ends, the command starts
+      segments.emplace_back();
+      ++i;
+    } else if (c == ')' || c == ';' || c == '|' || c == '&') {
+      end_word();
+      segments.emplace_back();
+    } else if (c == ' ') {
+      end_word();
+    } else {
+      word.push_back(c);
+      in_word = true;
+    }
+  }
+  end_word();
+  std::vector<std::vector<std::string>> invocations;
+  for (const auto& segment : segments) {
+    auto baton = std::find(segment.begin(), segment.end(), "baton");
+    if (baton == segment.end()) continue;
+    invocations.emplace_back(baton + 1, segment.end());
+  }
+  return invocations;
+}
+
+// The lines of `help`'s section `title` ("Examples:"), without their indentation.
+std::vector<std::string> Section(const std::string& help, const std::string& title) {
+  std::vector<std::string> lines;
+  bool in_section = false;
+  for (absl::string_view line : absl::StrSplit(help, '\n')) {
+    if (line == title) {
+      in_section = true;
+    } else if (in_section && (line.empty() || line[0] != ' ')) {
+      break;
+    } else if (in_section) {
+      lines.emplace_back(absl::StripLeadingAsciiWhitespace(line));
+    }
+  }
+  return lines;
+}
+
+TEST(HelpExamplesTest, EveryExampleIsAValidInvocation) {
+  std::vector<std::string> commands = {""};
+  for (const std::string& line : Section(HelpText(), "Commands:")) {
+    commands.push_back(std::string(line.substr(0, line.find(' '))));
+  }
+  ASSERT_THAT(commands, ::testing::Contains("wait"));
+  for (const std::string& command : commands) {
+    const std::vector<std::string> examples = Section(HelpText(command), "Examples:");
+    EXPECT_EQ(examples, HelpExamples(command)) << command;
+    EXPECT_FALSE(examples.empty()) << "'" << command << "' has no examples";
+    for (const std::string& example : examples) {
+      const std::vector<std::vector<std::string>> invocations = BatonInvocations(example);
+      EXPECT_FALSE(invocations.empty()) << example;
+      // `baton help help` shows the overview, whose examples run any command.
+      bool runs_command = command.empty() || command == "help";
+      for (const std::vector<std::string>& args : invocations) {
+        absl::StatusOr<Invocation> inv = ParseCommandLine(args);
+        EXPECT_OK(inv) << "example of '" << command << "': " << example;
+        if (inv.ok() && inv->command == command) runs_command = true;
+      }
+      EXPECT_TRUE(runs_command) << "example of '" << command << "' does not run it: " << example;
+    }
+  }
+}
+
+TEST(HelpExamplesTest, InvocationsOfAShellLine) {
+  EXPECT_THAT(BatonInvocations("JOB=$(baton submit job.yaml) && baton logs \"$JOB\" -f"),
+              ElementsAre(ElementsAre("submit", "job.yaml"), ElementsAre("logs", "$JOB", "-f")));
+  EXPECT_THAT(BatonInvocations("BATON_COORDINATOR=h:1 baton workers -o json"),
+              ElementsAre(ElementsAre("workers", "-o", "json")));
+  EXPECT_THAT(BatonInvocations("source <(baton completion bash)"),
+              ElementsAre(ElementsAre("completion", "bash")));
+}
+
+TEST(UseColorTest, TerminalAndNoColor) {
+  CliEnvironment env;
+  env.stdout_is_tty = true;
+  EXPECT_TRUE(UseColor(ColorMode::kAuto, env));
+  EXPECT_FALSE(UseColor(ColorMode::kNever, env));
+  env.no_color = "1";
+  EXPECT_FALSE(UseColor(ColorMode::kAuto, env));
+  // An explicit --color=always overrides $NO_COLOR (https://no-color.org).
+  EXPECT_TRUE(UseColor(ColorMode::kAlways, env));
+  env.no_color = "";
+  env.stdout_is_tty = false;
+  EXPECT_FALSE(UseColor(ColorMode::kAuto, env));
+  EXPECT_TRUE(UseColor(ColorMode::kAlways, env));
+}
+
+TEST(RunCliTest, CompletionNeedsNoCoordinator) {
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"completion", "bash"}, out, err, {}), kExitOk);
+  EXPECT_THAT(out.str(), HasSubstr("complete -F _baton baton\n"));
+  EXPECT_EQ(err.str(), "");
 }
 
 TEST(RunCliTest, UsageErrorExitsTwoWithHint) {

@@ -19,6 +19,8 @@
 #include "client/render/output.h"
 #include "client/render/progress.h"
 #include "client/render/views.h"
+#include "common/time/proto_time.h"
+#include "common/version.h"
 #include "google/protobuf/struct.pb.h"
 
 namespace baton::cli {
@@ -51,7 +53,7 @@ int ReportError(const CommandContext& ctx, const grpc::Status& status,
           << ShortUnavailableReason(message)
           << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR (and "
              "for TLS --ca or --context).\n";
-      return kExitFailure;
+      return kExitUnreachable;
     case grpc::StatusCode::UNAUTHENTICATED:
       err << "baton: the coordinator did not accept your credentials (" << message << ")\n";
       return kExitFailure;
@@ -61,7 +63,7 @@ int ReportError(const CommandContext& ctx, const grpc::Status& status,
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       err << "baton: the coordinator at " << ctx.coordinator << " did not answer within "
           << HumanDuration(ctx.rpc_timeout) << " (" << subject.what << ")\n";
-      return kExitFailure;
+      return kExitUnreachable;
     case grpc::StatusCode::NOT_FOUND:
       if (!subject.job_id.empty()) {
         err << "baton: job " << subject.job_id << " not found\n";
@@ -92,6 +94,26 @@ int PrintJson(const CommandContext& ctx, const google::protobuf::Message& messag
   }
   *ctx.out << *json << "\n";
   return kExitOk;
+}
+
+bool IsDocumentFormat(OutputFormat format) {
+  return format == OutputFormat::kJson || format == OutputFormat::kYaml;
+}
+
+// Prints `message` as the JSON or YAML document (-o json / -o yaml).
+int PrintDocument(const CommandContext& ctx, const google::protobuf::Message& message) {
+  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, message);
+  absl::StatusOr<std::string> yaml = ToYaml(message);
+  if (!yaml.ok()) {
+    *ctx.err << "baton: " << yaml.status().message() << "\n";
+    return kExitFailure;
+  }
+  *ctx.out << *yaml;
+  return kExitOk;
+}
+
+TableStyle StyleOf(const CommandContext& ctx) {
+  return {ctx.format == OutputFormat::kWide, ctx.color};
 }
 
 }  // namespace
@@ -194,8 +216,8 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
     return ReportError(ctx, status, {"cannot submit " + args.file, "", args.file});
   }
   const Job& submitted = response.job();
-  const bool json = ctx.format == OutputFormat::kJson;
-  if (json && !args.wait) return PrintJson(ctx, submitted);
+  const bool json = IsDocumentFormat(ctx.format);
+  if (json && !args.wait) return PrintDocument(ctx, submitted);
   if (!json) *ctx.out << submitted.id() << "\n" << std::flush;
   if (!args.wait) return kExitOk;
 
@@ -222,7 +244,7 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
     if (ctx.jobs->GetJob(&get_call, get, &fetched).ok()) final_job = std::move(fetched);
   }
   if (json) {
-    if (PrintJson(ctx, final_job) != kExitOk) return kExitFailure;
+    if (PrintDocument(ctx, final_job) != kExitOk) return kExitFailure;
   } else {
     *ctx.out << RenderResult(final_job);
   }
@@ -230,11 +252,13 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
   *ctx.err << "baton: job " << final_job.id() << " " << JobStateName(final_job.state());
   if (!final_job.message().empty()) *ctx.err << ": " << FirstLine(final_job.message());
   *ctx.err << "\n";
-  return kExitFailure;
+  return IsTerminal(final_job.state()) ? kExitJobNotSuccessful : kExitFailure;
 }
 
-int ListJobs(const CommandContext& ctx) {
+int ListJobs(const CommandContext& ctx, const ListJobsArgs& args) {
   baton::v1::ListJobsRequest request;
+  for (baton::v1::JobState state : args.states) request.add_states(state);
+  request.set_limit(args.limit);
   baton::v1::ListJobsResponse response;  // every page's jobs
   do {
     baton::v1::ListJobsResponse page;
@@ -249,8 +273,25 @@ int ListJobs(const CommandContext& ctx) {
     for (Job& job : *page.mutable_jobs()) *response.add_jobs() = std::move(job);
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
-  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, response);
-  *ctx.out << RenderJobsTable(response, ctx.clock->Now());
+  // A coordinator older than `states` and `limit` sends every job.
+  if (!args.states.empty()) {
+    auto* jobs = response.mutable_jobs();
+    jobs->erase(std::remove_if(jobs->begin(), jobs->end(),
+                               [&](const Job& job) {
+                                 return std::find(args.states.begin(), args.states.end(),
+                                                  job.state()) == args.states.end();
+                               }),
+                jobs->end());
+  }
+  if (args.limit > 0 && response.jobs_size() > args.limit) {
+    response.mutable_jobs()->DeleteSubrange(args.limit, response.jobs_size() - args.limit);
+  }
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, response);
+  if (ctx.format == OutputFormat::kName) {
+    for (const Job& job : response.jobs()) *ctx.out << job.id() << "\n";
+    return kExitOk;
+  }
+  *ctx.out << RenderJobsTable(response, ctx.clock->Now(), StyleOf(ctx));
   return kExitOk;
 }
 
@@ -264,14 +305,20 @@ int Describe(const CommandContext& ctx, const std::string& job_id) {
   if (!status.ok()) {
     return ReportError(ctx, status, {"cannot describe job " + job_id, job_id, ""});
   }
-  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, job);
-  *ctx.out << RenderJobDescription(job, ctx.clock->Now(), ctx.tz);
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, job);
+  if (ctx.format == OutputFormat::kName) {
+    *ctx.out << job.id() << "\n";
+    return kExitOk;
+  }
+  *ctx.out << RenderJobDescription(job, ctx.clock->Now(), ctx.tz, ctx.color);
   return kExitOk;
 }
 
 int Logs(const CommandContext& ctx, const LogsArgs& args) {
   int64_t last_seq = 0;
   int exit_code = kExitOk;
+  absl::Time since = args.since_time;
+  if (args.since_ago > absl::ZeroDuration()) since = ctx.clock->Now() - args.since_ago;
   auto attempt = [&](bool* progressed) {
     grpc::ClientContext call;
     if (!args.follow) SetDeadline(&call, ctx.logs_timeout);
@@ -280,6 +327,9 @@ int Logs(const CommandContext& ctx, const LogsArgs& args) {
     request.set_rank(args.rank);
     request.set_after_seq(last_seq);
     request.set_follow(args.follow);
+    // A resumed follow continues after the last line it printed: the tail was taken.
+    if (last_seq == 0) request.set_tail(args.tail);
+    if (since != absl::InfinitePast()) *request.mutable_since() = ToProto(since);
     std::unique_ptr<grpc::ClientReaderInterface<LogLine>> reader =
         ctx.jobs->GetLogs(&call, request);
     LogLine line;
@@ -292,6 +342,7 @@ int Logs(const CommandContext& ctx, const LogsArgs& args) {
       }
       std::string text = line.text();
       if (!text.empty() && text.back() == '\n') text.pop_back();
+      if (args.timestamps) *ctx.out << FormatRfc3339Utc(line.time()) << " ";
       if (args.rank < 0) *ctx.out << "[rank " << line.rank() << "] ";
       // A job's output must not drive the user's terminal.
       *ctx.out << (ctx.tty ? NeutraliseControls(text) : text) << "\n";
@@ -323,7 +374,11 @@ int Cancel(const CommandContext& ctx, const std::string& job_id) {
   if (!status.ok()) {
     return ReportError(ctx, status, {"cannot cancel job " + job_id, job_id, ""});
   }
-  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, job);
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, job);
+  if (ctx.format == OutputFormat::kName) {
+    *ctx.out << job.id() << "\n";
+    return kExitOk;
+  }
   if (job.state() == baton::v1::JOB_STATE_CANCELLED) {
     *ctx.out << "job " << job_id << " cancelled\n";
   } else {
@@ -390,7 +445,7 @@ int Profile(const CommandContext& ctx, const ProfileArgs& args) {
     auto* list = fields["ranks"].mutable_list_value();
     for (int32_t rank : ranks) list->add_values()->set_number_value(rank);
     fields["file"].set_string_value(file);
-    return PrintJson(ctx, summary);
+    return PrintDocument(ctx, summary);
   }
   *ctx.out << "wrote the trace of " << args.steps << " steps of job " << response.job_id()
            << " generation " << response.generation() << ", rank"
@@ -406,9 +461,182 @@ int ListWorkers(const CommandContext& ctx) {
   SetDeadline(&call, ctx.rpc_timeout);
   grpc::Status status = ctx.cluster->ListWorkers(&call, request, &response);
   if (!status.ok()) return ReportError(ctx, status, {"cannot list workers", "", ""});
-  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, response);
-  *ctx.out << RenderWorkersTable(response, ctx.clock->Now());
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, response);
+  if (ctx.format == OutputFormat::kName) {
+    for (const auto& w : response.workers()) *ctx.out << w.id() << "\n";
+    return kExitOk;
+  }
+  *ctx.out << RenderWorkersTable(response, ctx.clock->Now(), StyleOf(ctx));
   return kExitOk;
+}
+
+namespace {
+
+bool ConditionMet(WaitCondition condition, baton::v1::JobState state) {
+  switch (condition) {
+    case WaitCondition::kSucceeded:
+      return state == baton::v1::JOB_STATE_SUCCEEDED;
+    case WaitCondition::kFailed:
+      return state == baton::v1::JOB_STATE_FAILED;
+    case WaitCondition::kCancelled:
+      return state == baton::v1::JOB_STATE_CANCELLED;
+    case WaitCondition::kEnded:
+      return IsTerminal(state);
+    case WaitCondition::kRunning:
+      return state == baton::v1::JOB_STATE_RUNNING;
+  }
+  return false;
+}
+
+// "succeed", "fail", "be cancelled", "end", "run", for messages.
+std::string ConditionVerb(WaitCondition condition) {
+  switch (condition) {
+    case WaitCondition::kSucceeded:
+      return "succeed";
+    case WaitCondition::kFailed:
+      return "fail";
+    case WaitCondition::kCancelled:
+      return "be cancelled";
+    case WaitCondition::kEnded:
+      return "end";
+    case WaitCondition::kRunning:
+      return "run";
+  }
+  return "";
+}
+
+}  // namespace
+
+int Wait(const CommandContext& ctx, const WaitArgs& args) {
+  const bool has_timeout = args.timeout > absl::ZeroDuration();
+  const absl::Time deadline =
+      has_timeout ? ctx.clock->Now() + args.timeout : absl::InfiniteFuture();
+  Job initial;
+  initial.set_id(args.job_id);
+  ProgressTracker tracker(initial);
+  bool seen = false;  // at least one update: tracker's state is the job's
+  bool timed_out = false;
+  int failures = 0;
+  absl::Duration backoff = ctx.retry.initial_backoff;
+  auto done = [&] {
+    const baton::v1::JobState state = tracker.job().state();
+    return seen && (ConditionMet(args.condition, state) || IsTerminal(state));
+  };
+  while (!done()) {
+    if (ctx.clock->Now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    bool progressed = false;
+    grpc::ClientContext call;
+    if (has_timeout) SetDeadline(&call, deadline - ctx.clock->Now());
+    baton::v1::WatchJobRequest request;
+    request.set_job_id(args.job_id);
+    request.set_after_seq(tracker.last_seq());
+    std::unique_ptr<grpc::ClientReaderInterface<JobUpdate>> reader =
+        ctx.jobs->WatchJob(&call, request);
+    JobUpdate update;
+    while (!done() && reader->Read(&update)) {
+      progressed = seen = true;
+      tracker.Apply(update);
+    }
+    if (done()) {
+      call.TryCancel();
+      reader->Finish();
+      break;
+    }
+    grpc::Status status = reader->Finish();
+    if (status.ok()) {
+      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the watch ended before the job did");
+    }
+    // The only deadline on the call is --timeout's.
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && has_timeout) {
+      timed_out = true;
+      break;
+    }
+    if (progressed) {
+      failures = 0;
+      backoff = ctx.retry.initial_backoff;
+    }
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        ++failures > ctx.retry.max_attempts) {
+      return ReportError(ctx, status, {"watching job " + args.job_id + " failed", args.job_id, ""});
+    }
+    ctx.sleep(has_timeout
+                  ? std::min(backoff, std::max(deadline - ctx.clock->Now(), absl::ZeroDuration()))
+                  : backoff);
+    backoff = std::min(backoff * 2, ctx.retry.max_backoff);
+  }
+
+  Job job = tracker.job();
+  if (IsTerminal(job.state())) {
+    // The final record, with its message; the watched snapshot if that fails.
+    baton::v1::GetJobRequest get;
+    get.set_job_id(args.job_id);
+    Job fetched;
+    grpc::ClientContext get_call;
+    SetDeadline(&get_call, ctx.rpc_timeout);
+    if (ctx.jobs->GetJob(&get_call, get, &fetched).ok()) job = std::move(fetched);
+  }
+  if (IsDocumentFormat(ctx.format)) {
+    if (const int rc = PrintDocument(ctx, job); rc != kExitOk) return rc;
+  } else if (ctx.format == OutputFormat::kName) {
+    *ctx.out << job.id() << "\n";
+  } else {
+    *ctx.out << job.id() << " " << ColorState(JobStateName(job.state()), ctx.color);
+    if (!job.message().empty()) *ctx.out << ": " << FirstLine(job.message());
+    *ctx.out << "\n";
+  }
+  ctx.out->flush();
+  if (timed_out) {
+    *ctx.err << "baton: timed out after " << HumanDuration(args.timeout) << " waiting for job "
+             << args.job_id << " to " << ConditionVerb(args.condition) << " (it is "
+             << JobStateName(job.state()) << ")\n";
+    return kExitTimeout;
+  }
+  if (ConditionMet(args.condition, job.state())) return kExitOk;
+  *ctx.err << "baton: job " << args.job_id << " ended " << JobStateName(job.state())
+           << "; it will not " << ConditionVerb(args.condition) << "\n";
+  return kExitJobNotSuccessful;
+}
+
+int Version(const CommandContext& ctx) {
+  baton::v1::GetVersionRequest request;
+  baton::v1::GetVersionResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  const grpc::Status status = ctx.cluster->GetVersion(&call, request, &response);
+  // An older coordinator (before 0.15) has no GetVersion.
+  const bool unknown = status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+  const bool known = status.ok();
+  if (IsDocumentFormat(ctx.format)) {
+    google::protobuf::Struct doc;
+    auto& fields = *doc.mutable_fields();
+    (*fields["client"].mutable_struct_value()->mutable_fields())["version"].set_string_value(
+        kVersion);
+    if (known) {
+      auto& server = *fields["server"].mutable_struct_value()->mutable_fields();
+      server["version"].set_string_value(response.version());
+      server["protocol_version"].set_number_value(response.protocol_version());
+      server["min_worker_protocol_version"].set_number_value(
+          response.min_worker_protocol_version());
+    } else {
+      fields["server"].set_null_value(google::protobuf::NULL_VALUE);
+    }
+    if (const int rc = PrintDocument(ctx, doc); rc != kExitOk) return rc;
+  } else {
+    *ctx.out << "Client: " << kVersion << "\n";
+    if (known) {
+      *ctx.out << "Server: " << response.version() << " (worker protocol "
+               << response.protocol_version() << ", accepts workers from protocol "
+               << response.min_worker_protocol_version() << ")\n";
+    } else if (unknown) {
+      *ctx.out << "Server: unknown (a coordinator older than 0.15)\n";
+    }
+  }
+  ctx.out->flush();
+  if (known || unknown) return kExitOk;
+  return ReportError(ctx, status, {"cannot get the coordinator's version", "", ""});
 }
 
 }  // namespace baton::cli

@@ -4,8 +4,16 @@
 // stubs, options) and its arguments, prints to the context's streams and returns the
 // process exit code. Tests call them directly against an in-process fake server.
 //
-// Exit codes: 0 success; 1 the command failed (RPC error, invalid job file, watched job
-// did not succeed); 2 usage errors (reported by the argument parser, never here).
+// Exit codes (also in `baton --help` and README.md):
+//   0  success (for `wait`: the condition was met);
+//   1  the command failed: an error from the coordinator (NOT_FOUND, PERMISSION_DENIED,
+//      UNAUTHENTICATED: a bad or missing token, ...), an invalid job file, a local error;
+//   2  usage error (reported by the argument parser, never here);
+//   3  the job ended in a state that does not count as success: `submit --wait` of a job
+//      that FAILED or was CANCELLED, `wait` on a job that ended without meeting --for;
+//   4  the coordinator could not be reached or did not answer (UNAVAILABLE,
+//      DEADLINE_EXCEEDED), after the retries of resumable calls;
+//   5  `wait --timeout` ran out before the condition was met.
 //
 // Errors are one line on `err`, without gRPC debug strings:
 //   baton: cannot reach the coordinator at HOST:PORT (<reason>); is baton-coordinator
@@ -29,8 +37,14 @@ namespace baton::cli {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+inline constexpr int kExitJobNotSuccessful = 3;
+inline constexpr int kExitUnreachable = 4;
+inline constexpr int kExitTimeout = 5;
 
-enum class OutputFormat { kTable, kJson };
+// -o/--output. kJson is protobuf JSON with snake_case field names and every field, zero
+// values included; kYaml the same document as YAML; kWide the table with more columns;
+// kName one resource id per line, for scripts.
+enum class OutputFormat { kTable, kWide, kYaml, kJson, kName };
 
 // 32 random hex digits, e.g. for SubmitJobRequest.request_id.
 std::string RandomRequestId();
@@ -56,6 +70,9 @@ struct CommandContext {
   OutputFormat format = OutputFormat::kTable;
   // Whether `out` is a terminal (progress redrawn in place).
   bool tty = false;
+  // Whether to colour state words with ANSI escapes (--color, NO_COLOR and `tty`, decided
+  // by the caller).
+  bool color = false;
   const Clock* clock = RealClock::Get();
   absl::TimeZone tz = absl::LocalTimeZone();
   // Deadline of each unary RPC.
@@ -74,10 +91,35 @@ struct SubmitArgs {
   bool wait = false;
 };
 
+struct ListJobsArgs {
+  // Only jobs in these states (empty: all).
+  std::vector<baton::v1::JobState> states;
+  // At most this many jobs (0: no limit).
+  int limit = 0;
+};
+
 struct LogsArgs {
   std::string job_id;
   int rank = -1;  // -1: all ranks, each line prefixed with "[rank N] "
   bool follow = false;
+  // > 0: only the last `tail` stored lines (then, with `follow`, every new one).
+  int tail = 0;
+  // Only lines written at or after `since_time`, or, if `since_ago` > 0, at or after
+  // ctx.clock->Now() - since_ago. Both unset: every line.
+  absl::Time since_time = absl::InfinitePast();
+  absl::Duration since_ago = absl::ZeroDuration();
+  // Prefix each line with its LogLine.time in RFC 3339 UTC.
+  bool timestamps = false;
+};
+
+// What `baton wait --for` waits for.
+enum class WaitCondition { kSucceeded, kFailed, kCancelled, kEnded, kRunning };
+
+struct WaitArgs {
+  std::string job_id;
+  WaitCondition condition = WaitCondition::kSucceeded;
+  // Zero: no timeout.
+  absl::Duration timeout = absl::ZeroDuration();
 };
 
 struct ProfileArgs {
@@ -91,22 +133,40 @@ struct ProfileArgs {
   absl::Duration timeout = absl::ZeroDuration();
 };
 
+// Every command prints per ctx.format: JSON and YAML print the named document, name the
+// resources' ids, wide the table with more columns (commands without a wider view print
+// their table).
+//
 // Parses FILE (+ overrides) locally, submits it, prints the job id (JSON: the Job). With
 // `wait`, then watches it (see client/render/progress.h), prints the result and returns 0 only if
-// the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns 1. In
-// JSON mode --wait prints only the final Job.
+// the job SUCCEEDED; otherwise prints "baton: job ID STATE: message" and returns
+// kExitJobNotSuccessful (FAILED, CANCELLED). In JSON/YAML mode --wait prints only the final Job.
 int Submit(const CommandContext& ctx, const SubmitArgs& args);
-// Table of jobs, newest first (JSON: ListJobsResponse).
-int ListJobs(const CommandContext& ctx);
+// Table of jobs, newest first (JSON: ListJobsResponse), filtered by state and limited
+// (ListJobsRequest.states/limit).
+int ListJobs(const CommandContext& ctx, const ListJobsArgs& args = {});
 // One job in detail (JSON: Job).
 int Describe(const CommandContext& ctx, const std::string& job_id);
-// Process output (JSON: one LogLine per line). With `follow`, streams until the job is
-// terminal, resuming after the last seen seq if the stream breaks.
+// Process output (JSON: one LogLine per line), optionally only the last `tail` lines and
+// those written since a time (GetLogsRequest.tail/since), each prefixed with its time with
+// `timestamps`. With `follow`, streams until the job is terminal, resuming after the last
+// seen seq if the stream breaks (the resumed call does not send `tail` again).
 int Logs(const CommandContext& ctx, const LogsArgs& args);
 // Cancels a job (JSON: the Job).
 int Cancel(const CommandContext& ctx, const std::string& job_id);
 // Table of workers (JSON: ListWorkersResponse).
 int ListWorkers(const CommandContext& ctx);
+// Watches a job (WatchJob, resumed like submit --wait) until `args.condition` holds, the
+// job ends without meeting it, or `args.timeout` (measured on ctx.clock) runs out. Prints
+// the final state line "j-000007 SUCCEEDED" (with ": message" when there is one; JSON/YAML:
+// the Job; name: the id). Returns 0 when the condition holds, kExitJobNotSuccessful when
+// the job reached a terminal state that cannot meet it, kExitTimeout on timeout.
+int Wait(const CommandContext& ctx, const WaitArgs& args);
+// The client's release (common/version.h) and the coordinator's (ClusterService.GetVersion:
+// release, worker protocol range). When the coordinator cannot be reached, still prints
+// the client's and returns kExitUnreachable; an older coordinator without GetVersion shows
+// as "unknown".
+int Version(const CommandContext& ctx);
 // Records `steps` optimizer steps of a RUNNING built-in-trainer job's ranks (all, or
 // `rank`) through JobService.ProfileJob, merges their Chrome traces into one file
 // (client/profile/trace_merge.h) and prints where it wrote it (JSON: {"job_id",

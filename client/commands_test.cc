@@ -3,6 +3,7 @@
 #include "client/commands.h"
 
 #include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,16 +17,15 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "baton/v1/job_service.grpc.pb.h"
+#include "client/testing/fake_coordinator.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job_service.grpc.pb.h"
 
 namespace baton::cli {
 namespace {
@@ -38,199 +38,6 @@ using ::testing::MatchesRegex;
 using ::testing::StartsWith;
 
 const absl::Time kT0 = absl::FromUnixSeconds(1714564800);
-
-// One scripted WatchJob call: these updates, then this status.
-struct WatchCall {
-  std::vector<JobUpdate> updates;
-  grpc::Status end = grpc::Status::OK;
-};
-
-// A scripted JobService + ClusterService. Thread-safe (gRPC's sync server threads).
-class FakeCoordinator final : public baton::v1::JobService::Service,
-                              public baton::v1::ClusterService::Service {
- public:
-  grpc::Status SubmitJob(grpc::ServerContext*, const baton::v1::SubmitJobRequest* request,
-                         baton::v1::SubmitJobResponse* response) override {
-    absl::MutexLock lock(&mu_);
-    submitted_.push_back(request->spec());
-    request_ids_.push_back(request->request_id());
-    if (!submit_failures_.empty()) {
-      grpc::Status failure = submit_failures_.front();
-      submit_failures_.pop_front();
-      return failure;
-    }
-    if (!submit_error_.ok()) return submit_error_;
-    Job* job = response->mutable_job();
-    job->set_id("j-000001");
-    *job->mutable_spec() = request->spec();
-    job->set_state(baton::v1::JOB_STATE_QUEUED);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status GetJob(grpc::ServerContext*, const baton::v1::GetJobRequest* request,
-                      Job* response) override {
-    absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(request->job_id());
-    if (it == jobs_.end()) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("job ", request->job_id(), " not found"));
-    }
-    *response = it->second;
-    return grpc::Status::OK;
-  }
-
-  // One job per page; the token is the index of the next one.
-  grpc::Status ListJobs(grpc::ServerContext*, const baton::v1::ListJobsRequest* request,
-                        baton::v1::ListJobsResponse* response) override {
-    absl::MutexLock lock(&mu_);
-    ++list_calls_;
-    size_t index = 0;
-    if (!request->page_token().empty()) index = std::stoul(request->page_token());
-    auto it = jobs_.begin();
-    std::advance(it, std::min(index, jobs_.size()));
-    if (it == jobs_.end()) return grpc::Status::OK;
-    *response->add_jobs() = it->second;
-    if (index + 1 < jobs_.size()) response->set_next_page_token(std::to_string(index + 1));
-    return grpc::Status::OK;
-  }
-  int list_calls() {
-    absl::MutexLock lock(&mu_);
-    return list_calls_;
-  }
-
-  grpc::Status CancelJob(grpc::ServerContext*, const baton::v1::CancelJobRequest* request,
-                         Job* response) override {
-    absl::MutexLock lock(&mu_);
-    auto it = jobs_.find(request->job_id());
-    if (it == jobs_.end()) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such job");
-    if (it->second.state() == baton::v1::JOB_STATE_SUCCEEDED) {
-      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "job is already SUCCEEDED");
-    }
-    it->second.set_state(baton::v1::JOB_STATE_CANCELLED);
-    *response = it->second;
-    return grpc::Status::OK;
-  }
-
-  grpc::Status WatchJob(grpc::ServerContext*, const baton::v1::WatchJobRequest* request,
-                        grpc::ServerWriter<JobUpdate>* writer) override {
-    WatchCall call;
-    {
-      absl::MutexLock lock(&mu_);
-      watch_after_seqs_.push_back(request->after_seq());
-      if (watch_script_.empty()) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "script exhausted");
-      }
-      call = watch_script_.front();
-      watch_script_.pop_front();
-    }
-    for (const JobUpdate& u : call.updates) writer->Write(u);
-    return call.end;
-  }
-
-  grpc::Status GetLogs(grpc::ServerContext*, const baton::v1::GetLogsRequest* request,
-                       grpc::ServerWriter<baton::v1::LogLine>* writer) override {
-    std::vector<baton::v1::LogLine> lines;
-    grpc::Status end = grpc::Status::OK;
-    {
-      absl::MutexLock lock(&mu_);
-      logs_requests_.push_back(*request);
-      for (const auto& line : logs_) {
-        if (line.seq() > request->after_seq()) lines.push_back(line);
-      }
-      if (logs_breaks_ > 0) {
-        --logs_breaks_;
-        lines.resize(std::min<size_t>(lines.size(), 1));
-        end = grpc::Status(grpc::StatusCode::UNAVAILABLE, "connection reset");
-      }
-    }
-    for (const auto& line : lines) writer->Write(line);
-    return end;
-  }
-
-  grpc::Status ListWorkers(grpc::ServerContext*, const baton::v1::ListWorkersRequest*,
-                           baton::v1::ListWorkersResponse* response) override {
-    auto* w = response->add_workers();
-    w->set_id("w-a");
-    w->set_host("10.0.0.5");
-    w->mutable_resources()->set_slots(4);
-    w->set_state(baton::v1::WORKER_STATE_READY);
-    return grpc::Status::OK;
-  }
-
-  grpc::Status ProfileJob(grpc::ServerContext*, const baton::v1::ProfileJobRequest* request,
-                          baton::v1::ProfileJobResponse* response) override {
-    absl::MutexLock lock(&mu_);
-    profile_requests_.push_back(*request);
-    if (!profile_status_.ok()) return profile_status_;
-    *response = profile_response_;
-    return grpc::Status::OK;
-  }
-
-  void AddJob(const Job& job) {
-    absl::MutexLock lock(&mu_);
-    jobs_[job.id()] = job;
-  }
-  void ScriptProfile(baton::v1::ProfileJobResponse response, grpc::Status status) {
-    absl::MutexLock lock(&mu_);
-    profile_response_ = std::move(response);
-    profile_status_ = std::move(status);
-  }
-  std::vector<baton::v1::ProfileJobRequest> profile_requests() {
-    absl::MutexLock lock(&mu_);
-    return profile_requests_;
-  }
-  void ScriptWatch(std::vector<WatchCall> calls) {
-    absl::MutexLock lock(&mu_);
-    watch_script_.assign(calls.begin(), calls.end());
-  }
-  void FailSubmit(grpc::Status status) {
-    absl::MutexLock lock(&mu_);
-    submit_error_ = status;
-  }
-  // The next SubmitJob calls fail with these, in order.
-  void FailNextSubmits(std::vector<grpc::Status> failures) {
-    absl::MutexLock lock(&mu_);
-    submit_failures_.assign(failures.begin(), failures.end());
-  }
-  std::vector<std::string> request_ids() {
-    absl::MutexLock lock(&mu_);
-    return request_ids_;
-  }
-  void SetLogs(std::vector<baton::v1::LogLine> lines, int breaks) {
-    absl::MutexLock lock(&mu_);
-    logs_ = std::move(lines);
-    logs_breaks_ = breaks;
-  }
-  std::vector<int64_t> watch_after_seqs() {
-    absl::MutexLock lock(&mu_);
-    return watch_after_seqs_;
-  }
-  std::vector<baton::v1::JobSpec> submitted() {
-    absl::MutexLock lock(&mu_);
-    return submitted_;
-  }
-  std::vector<baton::v1::GetLogsRequest> logs_requests() {
-    absl::MutexLock lock(&mu_);
-    return logs_requests_;
-  }
-
- private:
-  absl::Mutex mu_;
-  std::map<std::string, Job> jobs_ ABSL_GUARDED_BY(mu_);
-  baton::v1::ProfileJobResponse profile_response_ ABSL_GUARDED_BY(mu_);
-  grpc::Status profile_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
-  std::vector<baton::v1::ProfileJobRequest> profile_requests_ ABSL_GUARDED_BY(mu_);
-  std::deque<WatchCall> watch_script_ ABSL_GUARDED_BY(mu_);
-  std::vector<int64_t> watch_after_seqs_ ABSL_GUARDED_BY(mu_);
-  std::vector<baton::v1::JobSpec> submitted_ ABSL_GUARDED_BY(mu_);
-  grpc::Status submit_error_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
-  std::deque<grpc::Status> submit_failures_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
-  int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);
-  int logs_breaks_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<baton::v1::GetLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);
-};
 
 // A port on 127.0.0.1 that nobody listens on (bound, then closed).
 int UnusedPort() {
@@ -297,12 +104,8 @@ Job FinalJob(baton::v1::JobState state, const std::string& message) {
 class CommandsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
     int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(static_cast<baton::v1::JobService::Service*>(&fake_));
-    builder.RegisterService(static_cast<baton::v1::ClusterService::Service*>(&fake_));
-    server_ = builder.BuildAndStart();
+    server_ = ServeFakeCoordinator(fake_, &port);
     ASSERT_NE(server_, nullptr);
     ASSERT_NE(port, 0);
     Connect(absl::StrCat("127.0.0.1:", port));
@@ -380,13 +183,13 @@ TEST_F(CommandsTest, SubmitWaitSucceeded) {
   EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0));
 }
 
-TEST_F(CommandsTest, SubmitWaitFailedExitsOneWithMessage) {
+TEST_F(CommandsTest, SubmitWaitFailedExitsThreeWithMessage) {
   fake_.AddJob(FinalJob(baton::v1::JOB_STATE_FAILED, "rank 1 exited with code 3"));
   fake_.ScriptWatch({{{Snapshot(baton::v1::JOB_STATE_RUNNING),
                        Event(1, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_FAILED,
                              "RankExited"),
                        Snapshot(baton::v1::JOB_STATE_FAILED)}}});
-  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitFailure);
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitJobNotSuccessful);
   EXPECT_THAT(out_.str(), HasSubstr("Job j-000001 FAILED\n"));
   EXPECT_EQ(err_.str(), "baton: job j-000001 FAILED: rank 1 exited with code 3\n");
 }
@@ -410,7 +213,7 @@ TEST_F(CommandsTest, WatchResumesAfterBrokenStreamFromLastSeq) {
 TEST_F(CommandsTest, WatchGivesUpAfterBoundedRetries) {
   ctx_.retry.max_attempts = 2;
   fake_.ScriptWatch({});  // every call: UNAVAILABLE
-  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitFailure);
+  EXPECT_EQ(Submit(ctx_, {job_file_, {}, /*wait=*/true}), kExitUnreachable);
   EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0, 0, 0));
   EXPECT_THAT(err_.str(), StartsWith("baton: cannot reach the coordinator at 127.0.0.1:"));
 }
@@ -609,13 +412,213 @@ TEST_F(CommandsTest, LogsNeutraliseTerminalEscapesOnATerminal) {
 TEST_F(CommandsTest, UnreachableCoordinatorIsOneLineWithHint) {
   const std::string address = absl::StrCat("127.0.0.1:", UnusedPort());
   Connect(address);
-  EXPECT_EQ(ListJobs(ctx_), kExitFailure);
+  EXPECT_EQ(ListJobs(ctx_), kExitUnreachable);
   EXPECT_THAT(err_.str(),
               MatchesRegex("baton: cannot reach the coordinator at 127\\.0\\.0\\.1:[0-9]+ "
                            "\\([^\n]+\\); is baton-coordinator running\\? Set --coordinator "
                            "or BATON_COORDINATOR \\(and for TLS --ca or --context\\)\\.\n"));
   EXPECT_THAT(err_.str(), HasSubstr(absl::StrCat("at ", address, " (")));
   EXPECT_EQ(out_.str(), "");
+}
+
+TEST_F(CommandsTest, JobsFilterByStateAndLimit) {
+  for (const auto& [id, state] : std::vector<std::pair<std::string, baton::v1::JobState>>{
+           {"j-000001", baton::v1::JOB_STATE_RUNNING},
+           {"j-000002", baton::v1::JOB_STATE_FAILED},
+           {"j-000003", baton::v1::JOB_STATE_QUEUED},
+           {"j-000004", baton::v1::JOB_STATE_RUNNING}}) {
+    Job job = FinalJob(state, "");
+    job.set_id(id);
+    fake_.AddJob(job);
+  }
+  ctx_.format = OutputFormat::kName;
+  ListJobsArgs args;
+  args.states = {baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_QUEUED};
+  EXPECT_EQ(ListJobs(ctx_, args), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "j-000001\nj-000003\nj-000004\n");
+  ASSERT_FALSE(fake_.list_requests().empty());
+  EXPECT_THAT(fake_.list_requests().back().states(),
+              ElementsAre(baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_QUEUED));
+
+  out_.str("");
+  args.limit = 2;
+  EXPECT_EQ(ListJobs(ctx_, args), kExitOk);
+  EXPECT_EQ(out_.str(), "j-000001\nj-000003\n");
+  EXPECT_EQ(fake_.list_requests().back().limit(), 2);
+  // A coordinator that ignores the filters: the CLI applies them itself.
+  out_.str("");
+  fake_.IgnoreListFilters();
+  EXPECT_EQ(ListJobs(ctx_, args), kExitOk);
+  EXPECT_EQ(out_.str(), "j-000001\nj-000003\n");
+}
+
+TEST_F(CommandsTest, JsonKeepsZeroValuesAndYamlIsTheSameDocument) {
+  Job job = FinalJob(baton::v1::JOB_STATE_SUCCEEDED, "");
+  job.add_ranks()->mutable_exit()->set_exit_code(0);
+  fake_.AddJob(job);
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(Describe(ctx_, "j-000001"), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"exit_code\": 0"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"final_metrics\": {"));
+  out_.str("");
+  ctx_.format = OutputFormat::kYaml;
+  EXPECT_EQ(Describe(ctx_, "j-000001"), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("id: j-000001\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("exit_code: 0\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("state: JOB_STATE_SUCCEEDED\n"));
+}
+
+std::vector<baton::v1::LogLine> TimedLines(int n) {
+  std::vector<baton::v1::LogLine> lines;
+  for (int i = 1; i <= n; ++i) {
+    baton::v1::LogLine line;
+    line.set_seq(i);
+    line.set_rank(0);
+    line.set_text(absl::StrCat("line ", i, "\n"));
+    *line.mutable_time() = ToProto(kT0 + absl::Minutes(i) + absl::Milliseconds(250));
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST_F(CommandsTest, LogsTailSinceAndTimestamps) {
+  fake_.SetLogs(TimedLines(5), /*breaks=*/0);
+  LogsArgs args;
+  args.job_id = "j-000001";
+  args.rank = 0;
+  args.tail = 2;
+  args.timestamps = true;
+  EXPECT_EQ(Logs(ctx_, args), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "2024-05-01T12:04:00.25Z line 4\n"
+            "2024-05-01T12:05:00.25Z line 5\n");
+  EXPECT_EQ(fake_.logs_requests().back().tail(), 2);
+  EXPECT_FALSE(fake_.logs_requests().back().has_since());
+
+  // --since 3m at kT0 + 5m: lines from kT0 + 2m on.
+  out_.str("");
+  clock_.Advance(absl::Minutes(5));
+  args = LogsArgs{"j-000001", 0, false};
+  args.since_ago = absl::Minutes(3);
+  EXPECT_EQ(Logs(ctx_, args), kExitOk);
+  EXPECT_EQ(out_.str(), "line 2\nline 3\nline 4\nline 5\n");
+  EXPECT_EQ(FromProto(fake_.logs_requests().back().since()), kT0 + absl::Minutes(2));
+
+  out_.str("");
+  args.since_ago = absl::ZeroDuration();
+  args.since_time = kT0 + absl::Minutes(4);
+  EXPECT_EQ(Logs(ctx_, args), kExitOk);
+  EXPECT_EQ(out_.str(), "line 4\nline 5\n");
+}
+
+TEST_F(CommandsTest, LogsTailWithFollowIsNotResentOnResume) {
+  fake_.SetLogs(TimedLines(5), /*breaks=*/1);  // the first call breaks after one line
+  LogsArgs args{"j-000001", 0, /*follow=*/true};
+  args.tail = 3;
+  EXPECT_EQ(Logs(ctx_, args), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "line 3\nline 4\nline 5\n");
+  ASSERT_EQ(fake_.logs_requests().size(), 2u);
+  EXPECT_EQ(fake_.logs_requests()[0].tail(), 3);
+  EXPECT_EQ(fake_.logs_requests()[1].tail(), 0);
+  EXPECT_EQ(fake_.logs_requests()[1].after_seq(), 3);
+}
+
+TEST_F(CommandsTest, WaitSucceeded) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, ""));
+  fake_.ScriptWatch(
+      {{{Snapshot(baton::v1::JOB_STATE_RUNNING),
+         Event(1, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_SUCCEEDED, "Completed")}}});
+  EXPECT_EQ(Wait(ctx_, {"j-000001"}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "j-000001 SUCCEEDED\n");
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CommandsTest, WaitForSucceededOnAFailedJobExitsThree) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_FAILED, "rank 1 exited with code 3"));
+  fake_.ScriptWatch({{{Snapshot(baton::v1::JOB_STATE_FAILED)}}});
+  EXPECT_EQ(Wait(ctx_, {"j-000001"}), kExitJobNotSuccessful);
+  EXPECT_EQ(out_.str(), "j-000001 FAILED: rank 1 exited with code 3\n");
+  EXPECT_EQ(err_.str(), "baton: job j-000001 ended FAILED; it will not succeed\n");
+
+  // --for failed / ended are met by the same job.
+  out_.str("");
+  err_.str("");
+  fake_.ScriptWatch(
+      {{{Snapshot(baton::v1::JOB_STATE_FAILED)}}, {{Snapshot(baton::v1::JOB_STATE_FAILED)}}});
+  EXPECT_EQ(Wait(ctx_, {"j-000001", WaitCondition::kFailed}), kExitOk);
+  EXPECT_EQ(Wait(ctx_, {"j-000001", WaitCondition::kEnded}), kExitOk);
+  EXPECT_EQ(err_.str(), "");
+}
+
+TEST_F(CommandsTest, WaitForRunningStopsWatchingOnceRunning) {
+  fake_.ScriptWatch(
+      {{{Snapshot(baton::v1::JOB_STATE_QUEUED),
+         Event(1, baton::v1::JOB_STATE_QUEUED, baton::v1::JOB_STATE_RENDEZVOUS, ""),
+         Event(2, baton::v1::JOB_STATE_RENDEZVOUS, baton::v1::JOB_STATE_RUNNING, "")}}});
+  EXPECT_EQ(Wait(ctx_, {"j-000001", WaitCondition::kRunning}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "j-000001 RUNNING\n");
+}
+
+TEST_F(CommandsTest, WaitResumesABrokenWatch) {
+  fake_.AddJob(FinalJob(baton::v1::JOB_STATE_SUCCEEDED, ""));
+  fake_.ScriptWatch({
+      {{Snapshot(baton::v1::JOB_STATE_RUNNING), Metric(4, 10, 1.0)},
+       grpc::Status(grpc::StatusCode::UNAVAILABLE, "coordinator restarting")},
+      {{Event(5, baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_SUCCEEDED, "Completed")}},
+  });
+  EXPECT_EQ(Wait(ctx_, {"j-000001"}), kExitOk) << err_.str();
+  EXPECT_THAT(fake_.watch_after_seqs(), ElementsAre(0, 4));
+  EXPECT_THAT(sleeps_, ElementsAre(absl::Milliseconds(500)));
+}
+
+TEST_F(CommandsTest, WaitTimesOutOnTheInjectedClock) {
+  // Every watch ends while the job runs; the retries' sleeps advance the fake clock.
+  ctx_.sleep = [this](absl::Duration d) {
+    sleeps_.push_back(d);
+    clock_.Advance(d);
+  };
+  std::vector<WatchCall> calls(20, WatchCall{{Snapshot(baton::v1::JOB_STATE_RUNNING)}});
+  fake_.ScriptWatch(calls);
+  EXPECT_EQ(Wait(ctx_, {"j-000001", WaitCondition::kSucceeded, absl::Seconds(3)}), kExitTimeout);
+  EXPECT_EQ(out_.str(), "j-000001 RUNNING\n");
+  EXPECT_EQ(err_.str(),
+            "baton: timed out after 3.0s waiting for job j-000001 to succeed (it is RUNNING)\n");
+  EXPECT_EQ(clock_.Now(), kT0 + absl::Seconds(3));
+}
+
+TEST_F(CommandsTest, WaitForAMissingJob) {
+  fake_.ScriptWatch({{{}, grpc::Status(grpc::StatusCode::NOT_FOUND, "job j-404 not found")}});
+  EXPECT_EQ(Wait(ctx_, {"j-404"}), kExitFailure);
+  EXPECT_EQ(err_.str(), "baton: job j-404 not found\n");
+}
+
+TEST_F(CommandsTest, VersionShowsClientAndServer) {
+  baton::v1::GetVersionResponse version;
+  version.set_version("0.15.0");
+  version.set_protocol_version(3);
+  version.set_min_worker_protocol_version(2);
+  fake_.SetVersion(version);
+  EXPECT_EQ(Version(ctx_), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "Client: 0.15.0\n"
+            "Server: 0.15.0 (worker protocol 3, accepts workers from protocol 2)\n");
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(Version(ctx_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"protocol_version\": 3"));
+
+  out_.str("");
+  ctx_.format = OutputFormat::kTable;
+  fake_.SetVersion({}, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+  EXPECT_EQ(Version(ctx_), kExitOk);
+  EXPECT_EQ(out_.str(), "Client: 0.15.0\nServer: unknown (a coordinator older than 0.15)\n");
+}
+
+TEST_F(CommandsTest, VersionWithoutACoordinatorStillShowsTheClient) {
+  Connect(absl::StrCat("127.0.0.1:", UnusedPort()));
+  EXPECT_EQ(Version(ctx_), kExitUnreachable);
+  EXPECT_EQ(out_.str(), "Client: 0.15.0\n");
+  EXPECT_THAT(err_.str(), StartsWith("baton: cannot reach the coordinator"));
 }
 
 TEST(ShortUnavailableReasonTest, TakesTheLastPart) {

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   baton::cli::CliEnvironment env;
   env.coordinator_env = getenv_or_empty("BATON_COORDINATOR");
   env.stdout_is_tty = isatty(STDOUT_FILENO) != 0;
+  env.no_color = getenv_or_empty("NO_COLOR");
   env.context_env = getenv_or_empty("BATON_CONTEXT");
   env.config_env = getenv_or_empty("BATON_CONFIG");
   env.token_env = getenv_or_empty("BATON_TOKEN");

@@ -1,12 +1,19 @@
 #include "client/render/output.h"
 
+#include <google/protobuf/descriptor.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/type_resolver.h>
+#include <google/protobuf/util/type_resolver_util.h>
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include <google/protobuf/util/json_util.h>
-
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -27,20 +34,20 @@ std::string Table::Render(const std::string& indent) const {
   for (const auto& row : rows_) measure(row);
 
   std::string out;
-  auto emit = [&](const std::vector<std::string>& cells) {
+  auto emit = [&](const std::vector<std::string>& cells, bool paint) {
     std::string line = indent;
     for (size_t i = 0; i < widths.size(); ++i) {
       const std::string empty;
       const std::string& cell = i < cells.size() ? cells[i] : empty;
-      absl::StrAppend(&line, cell);
+      absl::StrAppend(&line, paint && paint_ && i == painted_column_ ? paint_(cell) : cell);
       if (i + 1 < widths.size()) line.append(widths[i] - cell.size() + 3, ' ');
     }
     // Trailing blanks from empty last cells are noise.
     line.erase(line.find_last_not_of(' ') + 1);
     absl::StrAppend(&out, line, "\n");
   };
-  emit(headers_);
-  for (const auto& row : rows_) emit(row);
+  emit(headers_, false);
+  for (const auto& row : rows_) emit(row, true);
   return out;
 }
 
@@ -80,6 +87,24 @@ std::string WorkerStateName(WorkerState state) {
   return state == baton::v1::WORKER_STATE_UNSPECIFIED ? "-" : absl::StrCat("STATE_", state);
 }
 
+std::string ColorState(const std::string& state, bool color) {
+  if (!color) return state;
+  const char* code = nullptr;
+  if (state == "SUCCEEDED" || state == "READY") {
+    code = "32";  // green
+  } else if (state == "FAILED" || state == "LOST") {
+    code = "31";  // red
+  } else if (state == "CANCELLED" || state == "DRAINING" || state == "RESTARTING") {
+    code = "33";  // yellow
+  } else if (state == "RUNNING") {
+    code = "36";  // cyan
+  } else if (state == "QUEUED" || state == "RENDEZVOUS") {
+    code = "34";  // blue
+  }
+  if (code == nullptr) return state;
+  return absl::StrCat("\x1b[", code, "m", state, "\x1b[0m");
+}
+
 bool IsTerminal(JobState state) {
   return state == baton::v1::JOB_STATE_SUCCEEDED || state == baton::v1::JOB_STATE_FAILED ||
          state == baton::v1::JOB_STATE_CANCELLED;
@@ -117,6 +142,11 @@ std::string FormatTimestamp(const google::protobuf::Timestamp& t, absl::TimeZone
   return absl::FormatTime("%Y-%m-%d %H:%M:%S", FromProto(t), tz);
 }
 
+std::string FormatRfc3339Utc(const google::protobuf::Timestamp& t) {
+  if (IsUnset(t)) return "-";
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E*SZ", FromProto(t), absl::UTCTimeZone());
+}
+
 std::string FormatMetric(double v) {
   if (std::isfinite(v) && std::fabs(v) >= 1000) return absl::StrFormat("%.0f", v);
   return absl::StrFormat("%.4g", v);
@@ -131,13 +161,103 @@ absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message, boo
   options.add_whitespace = multiline;
   // Field names as in the YAML job files and the .proto (snake_case).
   options.preserve_proto_field_names = true;
+  // Zero values are data (an exit code of 0, generation 0).
+  options.always_print_primitive_fields = true;
+  // MessageToJsonString, but with map entries in key order (deterministic serialization),
+  // so the same job prints the same document.
+  std::string binary;
+  {
+    google::protobuf::io::StringOutputStream stream(&binary);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    if (!message.SerializeToCodedStream(&coded)) {
+      return absl::InternalError("cannot print JSON: the message does not serialize");
+    }
+  }
+  static constexpr char kUrlPrefix[] = "type.googleapis.com";
+  static google::protobuf::util::TypeResolver* const resolver =
+      google::protobuf::util::NewTypeResolverForDescriptorPool(
+          kUrlPrefix, google::protobuf::DescriptorPool::generated_pool());
   std::string json;
-  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  const auto status = google::protobuf::util::BinaryToJsonString(
+      resolver, absl::StrCat(kUrlPrefix, "/", message.GetDescriptor()->full_name()), binary, &json,
+      options);
   if (!status.ok()) {
     return absl::InternalError(absl::StrCat("cannot print JSON: ", status.ToString()));
   }
   while (!json.empty() && json.back() == '\n') json.pop_back();
   return json;
+}
+
+namespace {
+
+// Whether a plain YAML scalar `s` would be read as something other than the string `s`.
+bool NeedsQuotes(const std::string& s) {
+  if (s.empty()) return true;
+  static const char* const kSpecial[] = {
+      "true", "false", "null", "~",   "yes",  "no",    "on",   "off", "True", "False", "Null",
+      "Yes",  "No",    "On",   "Off", "TRUE", "FALSE", "NULL", "YES", "NO",   "ON",    "OFF"};
+  for (const char* special : kSpecial) {
+    if (s == special) return true;
+  }
+  double d;
+  if (absl::SimpleAtod(s, &d)) return true;
+  return false;
+}
+
+// Emits `node` (parsed from JSON) in block style. JSON strings carry the non-specific tag
+// "!" (they were quoted), numbers, booleans and null "?".
+void EmitYaml(const YAML::Node& node, YAML::Emitter& out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      if (node.size() == 0) {
+        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+        return;
+      }
+      out << YAML::BeginMap;
+      for (const auto& kv : node) {
+        out << YAML::Key << kv.first.Scalar() << YAML::Value;
+        EmitYaml(kv.second, out);
+      }
+      out << YAML::EndMap;
+      return;
+    case YAML::NodeType::Sequence:
+      if (node.size() == 0) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        return;
+      }
+      out << YAML::BeginSeq;
+      for (const auto& item : node) EmitYaml(item, out);
+      out << YAML::EndSeq;
+      return;
+    case YAML::NodeType::Scalar:
+      if (node.Tag() == "!" && NeedsQuotes(node.Scalar())) {
+        out << YAML::DoubleQuoted << node.Scalar();
+      } else {
+        out << node.Scalar();
+      }
+      return;
+    default:
+      out << YAML::Null;
+      return;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ToYaml(const google::protobuf::Message& message) {
+  absl::StatusOr<std::string> json = ToJson(message, /*multiline=*/true);
+  if (!json.ok()) return json.status();
+  try {
+    YAML::Emitter out;
+    EmitYaml(YAML::Load(*json), out);
+    if (!out.good()) {
+      return absl::InternalError(absl::StrCat("cannot print YAML: ", out.GetLastError()));
+    }
+    return absl::StrCat(out.c_str(), "\n");
+  } catch (const YAML::Exception& e) {
+    return absl::InternalError(absl::StrCat("cannot print YAML: ", e.what()));
+  }
 }
 
 std::string NeutraliseControls(absl::string_view text) {

@@ -180,32 +180,72 @@ std::string RenderRestarts(const Job& job) {
 
 }  // namespace
 
-std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now) {
-  Table table({"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE"});
+std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now,
+                            TableStyle style) {
+  std::vector<std::string> headers = {"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE"};
+  if (style.wide) {
+    for (const char* h : {"OWNER", "WORLD", "MASTER", "LOSS", "SAMPLES/S"}) headers.push_back(h);
+  }
+  Table table(std::move(headers));
+  table.PaintColumn(2, [&](const std::string& s) { return ColorState(s, style.color); });
   for (const Job& job : jobs.jobs()) {
     std::set<std::string> workers;
     for (const auto& rank : job.ranks()) workers.insert(rank.worker_id());
-    table.AddRow({job.id(), OrDash(job.spec().name()), JobStateName(job.state()),
-                  absl::StrCat(workers.size(), "/", WorkerRange(job.spec())),
-                  absl::StrCat(job.generation()), StepCell(job),
-                  FormatAge(job.create_time(), now)});
+    std::vector<std::string> row = {job.id(),
+                                    OrDash(job.spec().name()),
+                                    JobStateName(job.state()),
+                                    absl::StrCat(workers.size(), "/", WorkerRange(job.spec())),
+                                    absl::StrCat(job.generation()),
+                                    StepCell(job),
+                                    FormatAge(job.create_time(), now)};
+    if (style.wide) {
+      const auto& metrics = job.result().final_metrics();
+      auto metric = [&](const std::string& key) {
+        auto it = metrics.find(key);
+        return it == metrics.end() ? std::string("-") : FormatMetric(it->second);
+      };
+      row.push_back(OrDash(job.owner()));
+      row.push_back(absl::StrCat(job.ranks_size()));
+      row.push_back(job.master_addr().empty()
+                        ? "-"
+                        : absl::StrCat(job.master_addr(), ":", job.master_port()));
+      row.push_back(metric("loss"));
+      row.push_back(metric("samples_per_sec"));
+    }
+    table.AddRow(std::move(row));
   }
   return table.Render();
 }
 
-std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now) {
-  Table table({"ID", "HOST", "SLOTS", "USED", "STATE", "LAST-HEARTBEAT", "JOBS"});
+std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now,
+                               TableStyle style) {
+  std::vector<std::string> headers = {"ID",    "HOST",           "SLOTS", "USED",
+                                      "STATE", "LAST-HEARTBEAT", "JOBS"};
+  if (style.wide) {
+    headers.push_back("HOSTNAME");
+    headers.push_back("LEASE");
+  }
+  Table table(std::move(headers));
+  table.PaintColumn(4, [&](const std::string& s) { return ColorState(s, style.color); });
   for (const auto& w : workers.workers()) {
     const std::string heartbeat = FormatAge(w.last_heartbeat_time(), now);
-    table.AddRow({w.id(), OrDash(w.host()), absl::StrCat(w.resources().slots()),
-                  absl::StrCat(w.used_slots()), WorkerStateName(w.state()),
-                  heartbeat == "-" ? heartbeat : heartbeat + " ago",
-                  w.job_ids().empty() ? "-" : absl::StrJoin(w.job_ids(), ",")});
+    std::vector<std::string> row = {w.id(),
+                                    OrDash(w.host()),
+                                    absl::StrCat(w.resources().slots()),
+                                    absl::StrCat(w.used_slots()),
+                                    WorkerStateName(w.state()),
+                                    heartbeat == "-" ? heartbeat : heartbeat + " ago",
+                                    w.job_ids().empty() ? "-" : absl::StrJoin(w.job_ids(), ",")};
+    if (style.wide) {
+      row.push_back(OrDash(w.hostname()));
+      row.push_back(w.has_lease() ? HumanDuration(FromProto(w.lease())) : "-");
+    }
+    table.AddRow(std::move(row));
   }
   return table.Render();
 }
 
-std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone tz) {
+std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone tz, bool color) {
   const JobSpec& spec = job.spec();
   auto when = [&](const google::protobuf::Timestamp& t) {
     const std::string ts = FormatTimestamp(t, tz);
@@ -215,12 +255,11 @@ std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone 
       {"Job", job.id()},
       {"Name", OrDash(spec.name())},
       {"Owner", OrDash(job.owner())},
-      {"State", JobStateName(job.state())},
+      {"State", ColorState(JobStateName(job.state()), color)},
       {"Message", OrDash(job.message())},
       {"Generation", absl::StrCat(job.generation())},
-      {"Master", job.master_addr().empty()
-                     ? "-"
-                     : absl::StrCat(job.master_addr(), ":", job.master_port())},
+      {"Master",
+       job.master_addr().empty() ? "-" : absl::StrCat(job.master_addr(), ":", job.master_port())},
       {"Created", when(job.create_time())},
       {"Started", when(job.start_time())},
       {"Ended", when(job.end_time())},

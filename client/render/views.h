@@ -11,15 +11,27 @@
 
 namespace baton::cli {
 
+// How a table is drawn: `wide` adds columns (-o wide); `color` colours the state words
+// (ColorState in output.h).
+struct TableStyle {
+  bool wide = false;
+  bool color = false;
+};
+
 // `baton jobs`: ID NAME STATE WORKERS GEN STEP AGE.
 //   WORKERS  workers holding ranks / requested range, e.g. "3/2-4" or "0/2".
 //   STEP     rank 0's latest step (Job.result.steps), "/max_steps" when the budget sets one;
 //            "-" before the first metric point.
 //   AGE      since create_time.
-std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now);
+// Wide adds OWNER, WORLD (ranks of the current generation), MASTER (rendezvous
+// address:port), LOSS and SAMPLES/S (Job.result.final_metrics "loss", "samples_per_sec").
+std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now,
+                            TableStyle style = {});
 
-// `baton workers`: ID HOST SLOTS USED STATE LAST-HEARTBEAT JOBS.
-std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now);
+// `baton workers`: ID HOST SLOTS USED STATE LAST-HEARTBEAT JOBS. Wide adds HOSTNAME and
+// LEASE (the worker's lease).
+std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now,
+                               TableStyle style = {});
 
 // `baton describe`: spec summary, state, message, generation, master endpoint, times,
 // ranks table (RANK WORKER LOCAL PID EXIT), result, goodput (Job.result.goodput as a
@@ -30,7 +42,9 @@ std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, ab
 // restart), CLASS, RANK, WORKER, STEP reached, RESUMED step, the recovery phases STOP,
 // WAIT, RENDEZVOUS, FIRST-STEP and TOTAL in seconds, CAUSE) and events
 // (TIME STATE REASON MESSAGE).
-std::string RenderJobDescription(const baton::v1::Job& job, absl::Time now, absl::TimeZone tz);
+// `color` colours the State line.
+std::string RenderJobDescription(const baton::v1::Job& job, absl::Time now, absl::TimeZone tz,
+                                 bool color = false);
 
 // The result block printed at the end of `baton submit --wait`, e.g.
 //   Job j-000007 SUCCEEDED

@@ -238,7 +238,45 @@ TEST(JsonTest, ProtobufJson) {
   jobs.add_jobs()->set_id("j-1");
   absl::StatusOr<std::string> json = ToJson(jobs, /*multiline=*/false);
   ASSERT_TRUE(json.ok());
-  EXPECT_EQ(*json, R"({"jobs":[{"id":"j-1"}]})");
+  // snake_case names, zero values kept.
+  EXPECT_EQ(*json,
+            R"({"jobs":[{"id":"j-1","state":"JOB_STATE_UNSPECIFIED","generation":"0","ranks":[],)"
+            R"("message":"","events":[],"master_addr":"","master_port":0,"request_id":"",)"
+            R"("owner":""}],"next_page_token":""})");
+}
+
+TEST(YamlTest, SameDocumentAsJson) {
+  baton::v1::Job job;
+  job.set_id("j-000007");
+  job.set_generation(2);
+  job.set_message("true");
+  (*job.mutable_spec()->mutable_env())["A"] = "x: y";
+  auto* rank = job.add_ranks();
+  rank->mutable_exit()->set_exit_code(0);
+  absl::StatusOr<std::string> yaml = ToYaml(job);
+  ASSERT_TRUE(yaml.ok()) << yaml.status();
+  EXPECT_THAT(*yaml, HasSubstr("id: j-000007\n"));
+  EXPECT_THAT(*yaml, HasSubstr("generation: \"2\"\n"));  // int64 is a JSON string
+  EXPECT_THAT(*yaml, HasSubstr("message: \"true\"\n"));
+  EXPECT_THAT(*yaml, HasSubstr("A: \"x: y\"\n"));
+  EXPECT_THAT(*yaml, HasSubstr("exit_code: 0\n"));
+  EXPECT_THAT(*yaml, HasSubstr("events: []\n"));
+}
+
+TEST(ColorTest, StatesColouredOnlyWhenAsked) {
+  EXPECT_EQ(ColorState("SUCCEEDED", false), "SUCCEEDED");
+  EXPECT_EQ(ColorState("SUCCEEDED", true), "\x1b[32mSUCCEEDED\x1b[0m");
+  EXPECT_EQ(ColorState("FAILED", true), "\x1b[31mFAILED\x1b[0m");
+  EXPECT_EQ(ColorState("-", true), "-");
+  // Column widths ignore the escapes.
+  baton::v1::ListJobsResponse jobs;
+  auto* job = jobs.add_jobs();
+  job->set_id("j-1");
+  job->set_state(baton::v1::JOB_STATE_FAILED);
+  const std::string plain = RenderJobsTable(jobs, absl::UnixEpoch());
+  const std::string coloured = RenderJobsTable(jobs, absl::UnixEpoch(), {false, true});
+  EXPECT_EQ(coloured.size(), plain.size() + 9);
+  EXPECT_THAT(coloured, HasSubstr("\x1b[31mFAILED\x1b[0m   0/"));
 }
 
 }  // namespace

@@ -19,9 +19,11 @@ command: {argv: ["$PY", "$TMP/crash.py"]}
 workers: {min: 1}
 restart_policy: {max_user_restarts: 10, backoff_initial: 0.1s}
 YAML
-if "$BATON" submit "$TMP/job.yaml" --wait >"$TMP/submit.out" 2>&1; then
+rc=0
+"$BATON" submit "$TMP/job.yaml" --wait >"$TMP/submit.out" 2>&1 || rc=$?
+if ((rc != 3)); then  # 3: the job failed (not the CLI, not the connection)
   cat "$TMP/submit.out"
-  fail "a crash-looping job succeeded"
+  fail "submit --wait of a crash-looping job exited $rc, not 3"
 fi
 JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 "$BATON" describe "$JOB" >"$TMP/describe.out"

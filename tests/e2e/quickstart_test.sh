@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples/quickstart.yaml through the CLI on a coordinator and two workers: the job
-# succeeds, its loss falls, and the final weights are written.
+# succeeds, its loss falls, and the final weights are written; `baton wait`, `jobs
+# --state -o name` and `version` see it through the real coordinator.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 make_data "$TMP/mnist"
@@ -22,4 +23,13 @@ JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 LOSS_FELL=$(job_field "$JOB" 'd["result"]["final_metrics"]["loss"] < d["result"]["initial_loss"]')
 [[ $LOSS_FELL == True ]] || fail "loss did not fall: $("$BATON" describe "$JOB" -o json)"
 [[ -s "$TMP/ckpt/final.pt" ]] || fail "no final checkpoint"
+
+[[ $("$BATON" wait "$JOB" --timeout 1m) == "$JOB SUCCEEDED"* ]] || fail "baton wait"
+rc=0
+"$BATON" wait "$JOB" --for failed --timeout 1m >/dev/null 2>&1 || rc=$?
+((rc == 3)) || fail "baton wait --for failed on a succeeded job exited $rc, not 3"
+[[ $("$BATON" jobs --state succeeded,FAILED -o name) == "$JOB" ]] || fail "jobs --state -o name"
+[[ -z $("$BATON" jobs --state running -o name) ]] || fail "jobs --state running lists a job"
+"$BATON" version -o json | json_get 'd["client"]["version"] == d["server"]["version"]' \
+  | grep -qx True || fail "baton version: $("$BATON" version)"
 echo "PASS"
