@@ -11,7 +11,8 @@
 
 Results are the generated protobuf messages of package baton.v1 (proto/baton/v1/
 job.proto and job_service.proto document every field): Job, JobUpdate, LogLine, Worker,
-GetVersionResponse. Enum values are module constants here too (JOB_STATE_RUNNING, ...);
+GetVersionResponse. Enum values are module constants here too (JOB_STATE_RUNNING,
+WORKER_STATE_READY, ...);
 `JobState.Name(job.state)` gives a state's name.
 
 Connection: the coordinator address, TLS CA and bearer token resolve as in the CLI
@@ -54,7 +55,8 @@ from baton.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
 from baton.v1.job_pb2 import (  # noqa: F401  (re-exported)
     JOB_STATE_CANCELLED, JOB_STATE_FAILED, JOB_STATE_QUEUED, JOB_STATE_RENDEZVOUS,
     JOB_STATE_RESTARTING, JOB_STATE_RUNNING, JOB_STATE_SUCCEEDED, JOB_STATE_UNSPECIFIED,
-    Job, JobEvent, JobSpec, JobState, LogLine, MetricPoint, Worker)
+    WORKER_STATE_DRAINING, WORKER_STATE_LOST, WORKER_STATE_READY, WORKER_STATE_UNSPECIFIED,
+    Job, JobEvent, JobSpec, JobState, LogLine, MetricPoint, Worker, WorkerState)
 from baton.v1.job_service_pb2 import GetVersionResponse, JobUpdate  # noqa: F401
 
 __all__ = [
