@@ -236,6 +236,9 @@ class Client:
             the JOB_STATE_ prefix, any case ("running", "JOB_STATE_FAILED"); one or many.
           limit: at most this many jobs in all (None: every job).
           page_size: jobs per call (0: the coordinator's default, 500).
+
+        The arguments are checked at once (InvalidArgument for an unknown state); calls
+        are made as the generator is consumed.
         """
         if states is None:
             wanted: List[int] = []
@@ -243,10 +246,13 @@ class Client:
             wanted = [_state_number(states)]
         else:
             wanted = [_state_number(s) for s in states]
-        if limit is not None and limit <= 0:
-            return
         request = job_service_pb2.ListJobsRequest(states=wanted, limit=limit or 0,
                                                   page_size=page_size)
+        return self._list_jobs(request, limit)
+
+    def _list_jobs(self, request: Any, limit: Optional[int]) -> Iterator[Job]:
+        if limit is not None and limit <= 0:
+            return
         sent = 0
         while True:
             response = self._unary(self._jobs.ListJobs, request, retry=True)
@@ -311,6 +317,8 @@ class Client:
             time) or a timedelta back from now.
 
         A broken stream (UNAVAILABLE) resumes after the last line's seq, as watch() does.
+        The arguments are checked at once (TypeError for a bad `since`); the stream opens
+        when the generator is first advanced.
         """
         request = job_service_pb2.GetLogsRequest(job_id=job_id, rank=rank, follow=follow,
                                                  tail=tail)
@@ -323,8 +331,7 @@ class Client:
                 request.tail = 0  # the tail was already sent
             return self._jobs.GetLogs(request, metadata=self._metadata)
 
-        for line in self._resumable(open_stream, None, lambda line: None, lambda: True):
-            yield line
+        return self._resumable(open_stream, None, lambda line: None, lambda: True)
 
     # -- cluster -------------------------------------------------------------------------
 

@@ -296,7 +296,7 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(len(list(self.client.jobs(states=["QUEUED",
                                                            bc.JOB_STATE_SUCCEEDED]))), 5)
         with self.assertRaises(bc.InvalidArgument):
-            list(self.client.jobs(states=["sleeping"]))
+            self.client.jobs(states=["sleeping"])
 
     def updates(self, job_id, seqs):
         out = []
