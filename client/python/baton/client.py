@@ -51,20 +51,25 @@ from baton._errors import (AlreadyExists, AuthError, BatonError, DeadlineExceede
                            ResourceExhausted, Unauthenticated, Unavailable, Unimplemented,
                            error_for)
 from baton._job_file import SpecLike, load_job_file, to_job_spec
-from baton.v1 import job_pb2, job_service_pb2, job_service_pb2_grpc
-from baton.v1.job_pb2 import (  # noqa: F401  (re-exported)
+from baton.v1 import job_service_pb2, job_service_pb2_grpc
+from baton.v1.job_pb2 import (
     JOB_STATE_CANCELLED, JOB_STATE_FAILED, JOB_STATE_QUEUED, JOB_STATE_RENDEZVOUS,
     JOB_STATE_RESTARTING, JOB_STATE_RUNNING, JOB_STATE_SUCCEEDED, JOB_STATE_UNSPECIFIED,
     WORKER_STATE_DRAINING, WORKER_STATE_LOST, WORKER_STATE_READY, WORKER_STATE_UNSPECIFIED,
     Job, JobEvent, JobSpec, JobState, LogLine, MetricPoint, Worker, WorkerState)
-from baton.v1.job_service_pb2 import GetVersionResponse, JobUpdate  # noqa: F401
+from baton.v1.job_service_pb2 import GetVersionResponse, JobUpdate
 
 __all__ = [
     "AlreadyExists", "AuthError", "BatonError", "Client", "Connection", "DeadlineExceeded",
-    "FailedPrecondition", "InvalidArgument", "Job", "JobSpec", "JobState", "JobUpdate",
-    "LogLine", "NotFound", "PermissionDenied", "ResourceExhausted", "TERMINAL_STATES",
-    "Unauthenticated", "Unavailable", "Unimplemented", "Worker", "is_terminal",
-    "load_job_file", "resolve_connection", "to_job_spec",
+    "FailedPrecondition", "GetVersionResponse", "InvalidArgument", "Job", "JobEvent",
+    "JobSpec", "JobState", "JobUpdate", "LogLine", "MetricPoint", "NotFound",
+    "PermissionDenied", "ResourceExhausted", "TERMINAL_STATES", "Unauthenticated",
+    "Unavailable", "Unimplemented", "Worker", "WorkerState", "is_terminal", "load_job_file",
+    "resolve_connection", "to_job_spec",
+    "JOB_STATE_CANCELLED", "JOB_STATE_FAILED", "JOB_STATE_QUEUED", "JOB_STATE_RENDEZVOUS",
+    "JOB_STATE_RESTARTING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED",
+    "JOB_STATE_UNSPECIFIED", "WORKER_STATE_DRAINING", "WORKER_STATE_LOST",
+    "WORKER_STATE_READY", "WORKER_STATE_UNSPECIFIED",
 ]
 
 # States a job never leaves.

@@ -355,6 +355,11 @@ class ClientTest(unittest.TestCase):
         ago = (datetime.datetime.utcnow() - self.fake.calls("GetLogs")[-1].since.ToDatetime())
         self.assertTrue(datetime.timedelta(minutes=4) < ago < datetime.timedelta(minutes=6))
         self.assertEqual(list(self.client.logs(job.id, rank=5)), [])
+        with self.assertRaises(TypeError):
+            self.client.logs(job.id, since=300)
+        self.fake.fail("GetLogs", grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        self.assertEqual([l.seq for l in self.client.logs(job.id, tail=1)], [6])
+        self.assertEqual(self.fake.calls("GetLogs")[-1].tail, 1)  # nothing was sent yet
 
     def test_workers_and_version(self):
         self.fake.workers = [job_pb2.Worker(id="w1", state=job_pb2.WORKER_STATE_READY)]

@@ -27,9 +27,11 @@ PYTHONPATH=$WORK/site /usr/bin/python3 -B - "$WORK/site" <<'PY'
 import os, sys
 import baton
 import baton.client as bc
+import baton.v1.job_pb2
 site = sys.argv[1]
 assert bc.__file__.startswith(site), bc.__file__
-assert bc.job_pb2.__file__.startswith(os.path.join(site, "baton", "v1")), bc.job_pb2.__file__
+stubs = baton.v1.job_pb2.__file__
+assert stubs.startswith(os.path.join(site, "baton", "v1")), stubs
 spec = bc.to_job_spec({"name": "x", "workers": {"min": 1}, "checkpoint_dir": "c"})
 assert spec.checkpoint_dir == os.path.join(os.getcwd(), "c"), spec
 assert bc.Client(insecure=True, coordinator="127.0.0.1:1").connection.insecure
