@@ -14,6 +14,8 @@ cp -L "$RUNFILES"/client/python/baton/*.py "$SRC/client/python/baton/"
 cp -L "$RUNFILES"/proto/baton/v1/*.proto "$SRC/proto/baton/v1/"
 chmod -R u+w "$SRC"
 
+/usr/bin/python3 -c "import setuptools, wheel, pip" 2>/dev/null \
+  || { echo "FAIL: pip, setuptools and wheel are needed: apt-get install python3-pip"; exit 1; }
 export HOME=$WORK PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 pip_install() {
   /usr/bin/python3 -m pip install --no-index --no-build-isolation --target "$1" \
