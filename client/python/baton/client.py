@@ -304,6 +304,9 @@ class Client:
         `timeout` seconds (None: wait as long as it takes), NotFound for an unknown job.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        job = self.get(job_id)
+        if is_terminal(job.state):
+            return job
         for _ in self._watch(job_id, 0, deadline):
             pass
         return self.get(job_id)

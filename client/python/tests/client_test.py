@@ -7,11 +7,13 @@ the Bazel runfiles' client/python/package (//client/python:package).
 
 import datetime
 import os
+import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
 import unittest
+from unittest import mock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.environ.get("BATON_PYTHON_PACKAGE") or os.path.join(
@@ -197,6 +199,57 @@ class JobSpecTest(unittest.TestCase):
         self.assertIn("name: repeated key", str(e.exception))
         with self.assertRaises(bc.NotFound):
             bc.load_job_file(os.path.join(self.dir, "missing.yaml"))
+
+
+def make_pki(directory, name):
+    """A throwaway CA (DIR/NAME-ca.crt) and a server certificate for 127.0.0.1 and
+    localhost signed by it; returns (ca path, key PEM, certificate PEM)."""
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, cwd=directory)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", name + "-ca.key", "-out",
+        name + "-ca.crt", "-subj", "/CN=" + name + "-ca", "-days", "1")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", name + ".key", "-out",
+        name + ".csr", "-subj", "/CN=localhost")
+    write(os.path.join(directory, name + ".ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run("x509", "-req", "-in", name + ".csr", "-CA", name + "-ca.crt", "-CAkey", name + "-ca.key",
+        "-CAcreateserial", "-out", name + ".crt", "-days", "1", "-extfile", name + ".ext")
+    with open(os.path.join(directory, name + ".key"), "rb") as f:
+        key = f.read()
+    with open(os.path.join(directory, name + ".crt"), "rb") as f:
+        cert = f.read()
+    return os.path.join(directory, name + "-ca.crt"), key, cert
+
+
+class TlsTest(unittest.TestCase):
+    """TLS against the CA of the selected context, with the context's token."""
+
+    def test_context_with_ca_and_token(self):
+        directory = tempfile.mkdtemp()
+        ca, key, cert = make_pki(directory, "good")
+        other_ca, _, _ = make_pki(directory, "other")
+        fake = FakeCoordinator(tls=(key, cert)).start()
+        self.addCleanup(fake.stop)
+        fake.token = "t-tls"
+        write(os.path.join(directory, "tls.token"), "t-tls\n")
+        config = write(os.path.join(directory, "config.yaml"), """\
+            current_context: tls
+            contexts:
+              tls: {coordinator: "%s", ca: %s, token_file: %s/tls.token}
+            """ % (fake.address, ca, directory))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+        env["BATON_CONFIG"] = config
+        patch = mock.patch.dict(os.environ, env, clear=True)
+        patch.start()
+        self.addCleanup(patch.stop)
+        with bc.Client() as client:
+            self.assertFalse(client.connection.insecure)
+            self.assertEqual(client.version().version, "0.15.0")
+        self.assertEqual(fake.metadata[-1][1]["authorization"], "Bearer t-tls")
+        with bc.Client(ca=other_ca, retries=0) as client:  # the certificate does not chain
+            with self.assertRaises(bc.Unavailable):
+                client.version()
+        with self.assertRaises(bc.FailedPrecondition):
+            bc.Client(ca=os.path.join(directory, "missing.crt"))
 
 
 class ErrorMappingTest(unittest.TestCase):

@@ -1,6 +1,6 @@
 """An in-process fake of the coordinator's JobService and ClusterService for baton.client
 tests: a real gRPC server (plaintext, 127.0.0.1, a port the OS picks) over the generated
-stubs, with scripted jobs, updates and failures. Thread-safe (one lock); the test thread
+stubs, with scripted jobs, updates and failures; TLS when given a key and certificate. Thread-safe (one lock); the test thread
 scripts it, the server's threads answer.
 """
 
@@ -31,7 +31,8 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
     request).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, tls: Optional[Tuple[bytes, bytes]] = None) -> None:
+        """tls: (PEM key, PEM certificate chain) to serve TLS; plaintext without."""
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self.token: Optional[str] = None
@@ -46,7 +47,11 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         job_service_pb2_grpc.add_JobServiceServicer_to_server(self, self._server)
         job_service_pb2_grpc.add_ClusterServiceServicer_to_server(self, self._server)
-        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        if tls is None:
+            self.port = self._server.add_insecure_port("127.0.0.1:0")
+        else:
+            self.port = self._server.add_secure_port(
+                "127.0.0.1:0", grpc.ssl_server_credentials([tls]))
         self.address = "127.0.0.1:%d" % self.port
 
     def start(self) -> "FakeCoordinator":
