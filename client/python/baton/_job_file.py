@@ -136,7 +136,7 @@ def _load_yaml(text: str, name: str, positions: bool = True) -> Any:
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = "%s:%d:%d" % (name, mark.line + 1, mark.column + 1) if mark else name
-        problem = getattr(e, "problem", None) or str(e)
+        problem = (getattr(e, "problem", None) or str(e)).split("\n")[0]
         raise InvalidArgument("%s: invalid YAML: %s" % (where, problem)) from None
     if len(nodes) > 1:
         raise InvalidArgument("%s: holds %d YAML documents; expected exactly one"

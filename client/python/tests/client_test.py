@@ -199,6 +199,12 @@ class JobSpecTest(unittest.TestCase):
         self.assertIn("name: repeated key", str(e.exception))
         with self.assertRaises(bc.NotFound):
             bc.load_job_file(os.path.join(self.dir, "missing.yaml"))
+        for text in ("name: x\0", "&a ,", "a: b\n---\nc: d\n", "[1, 2]"):
+            path = write(os.path.join(self.dir, "bad.yaml"), text)
+            with self.assertRaises(bc.InvalidArgument) as e:
+                bc.load_job_file(path)
+            self.assertTrue(str(e.exception).startswith(path), str(e.exception))
+            self.assertNotIn("\n", str(e.exception))
 
 
 def make_pki(directory, name):
