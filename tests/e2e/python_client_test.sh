@@ -5,7 +5,8 @@
 # job submitted from a job file (relative paths resolved against it), watched to
 # SUCCEEDED with its events and metric points (steps increasing), waited for, its logs
 # read; a second job (a dict) cancelled once RUNNING; a bad token, an unknown job and an
-# invalid spec raise the client's exceptions.
+# invalid spec raise the client's exceptions; a watch resumes across a coordinator restart
+# (SIGKILL, then the same port and state).
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 make_data "$TMP/mnist"
@@ -124,4 +125,54 @@ except bc.InvalidArgument as e:
 c.close()
 print("python client: all checks passed")
 PY
+
+# 4. A watch outlives a coordinator restart: it resumes after the last seq it delivered,
+# sees the job re-attach and ends with it, every event once.
+cat >"$TMP/long.yaml" <<YAML
+name: outlives-coordinator
+command: {argv: ["/bin/sh", "-c", "while [ ! -e $TMP/release ]; do sleep 0.05; done"]}
+workers: {min: 2}
+YAML
+PYTHONPATH=$RUNFILES/client/python/package "$PY" -B - "$TMP" >"$TMP/watcher.log" 2>&1 <<'PY' &
+import os
+import signal
+import sys
+
+from baton import client as bc
+
+signal.alarm(120)
+tmp = sys.argv[1]
+c = bc.Client(retries=200, max_backoff=0.25)  # tolerates ~50 s without a coordinator
+job = c.submit(os.path.join(tmp, "long.yaml"))
+with open(os.path.join(tmp, "long.id"), "w") as f:
+    f.write(job.id)
+seqs, reasons, states = [], [], []
+for update in c.watch(job.id):
+    if update.HasField("snapshot"):
+        states.append(bc.JobState.Name(update.snapshot.state))
+        if update.snapshot.state == bc.JOB_STATE_RUNNING:
+            open(os.path.join(tmp, "watch.running"), "w").close()
+    else:
+        seqs.append(update.seq)
+        reasons.append(update.event.reason)
+        if update.event.reason == "Reattached":  # the test lets the job finish now
+            open(os.path.join(tmp, "watch.reattached"), "w").close()
+print("states", states, "\nevents", list(zip(seqs, reasons)))
+assert seqs == sorted(set(seqs)), "an event came twice or out of order: %s" % seqs
+assert reasons.count("Reattached") >= 1, reasons
+assert states[-1] == "JOB_STATE_SUCCEEDED", states
+assert [e.reason for e in c.get(job.id).events] == reasons, "an event was missed"
+print("watch resumed across the restart")
+PY
+WATCHER=$!
+EXTRA_PIDS+=("$WATCHER")
+wait_for 60 test -e "$TMP/watch.running"
+kill -KILL "$COORDINATOR_PID"
+wait "$COORDINATOR_PID" 2>/dev/null || true
+start_coordinator "$COORDINATOR_PORT"
+# The watch sees the re-attachment live, from the new coordinator, before the job ends.
+wait_for 60 test -e "$TMP/watch.reattached"
+touch "$TMP/release"
+wait "$WATCHER" || { cat "$TMP/watcher.log"; fail "the watch did not survive the restart"; }
+cat "$TMP/watcher.log"
 echo "PASS"
