@@ -20,9 +20,10 @@ PACKAGES=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # Header-only image decoding (JPEG/PNG) for image-folder datasets.
   libstb-dev
-  # Python torch for torchrun-style jobs and for checking checkpoints load in Python; gRPC
-  # and protobuf for the Python client library (client/python, baton.client).
-  python3 python3-torch python3-grpcio python3-protobuf
+  # Python torch for torchrun-style jobs and for checking checkpoints load in Python; gRPC,
+  # protobuf and PyYAML for the Python client library (client/python, baton.client), and
+  # pip (with setuptools and wheel) for its offline install (//client/python:pip_install_test).
+  python3 python3-torch python3-grpcio python3-protobuf python3-yaml python3-pip
   # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and
   # partitions made with nftables rules.
   iproute2 util-linux nftables

@@ -19,6 +19,10 @@ The module installs its SIGUSR1 handler when it is imported in the main thread o
 that Baton started (``BATON_JOB_ID`` set) and SIGUSR1 still has its default action (which
 would kill the process); elsewhere on the first call of ``checkpoint_requested()`` or
 ``on_checkpoint_request()``. So import it before the first step.
+
+This module uses the standard library only. The coordinator's gRPC client, for programs
+that submit and watch jobs, is the submodule ``baton.client`` (grpcio, protobuf, PyYAML;
+see client/python/README.md); importing ``baton`` does not import it.
 """
 
 import math
