@@ -29,8 +29,8 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/job_service.grpc.pb.h"
+#include "common/time/clock.h"
 
 namespace baton::cli {
 

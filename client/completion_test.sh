@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `baton completion bash` in a real bash: sources the script and calls its completion
 # function as bash's programmable completion would (COMP_WORDS, COMP_CWORD), with a stub
-# `baton` first on PATH that answers `jobs -o name` with two job ids. The zsh script is
-# checked for syntax when zsh is installed.
+# `baton` first on PATH that answers `jobs -o name` with two job ids; then the zsh script
+# the same way in a real zsh.
 set -euo pipefail
 
 BATON="${TEST_SRCDIR}/${TEST_WORKSPACE}/client/baton"
@@ -88,10 +88,33 @@ grep -qx -- "--context lab jobs -o name --color never" "$TMP/stub.args" ||
 expect "baton -o json describe <TAB>" "$(printf 'j-000007\nj-000008')" \
   "$(complete_line baton -o json describe "")"
 
+# zsh (tools/install_deps.sh installs it): after compinit the script registers the bash
+# function through bashcompinit, and the function answers there as it does in bash. zsh
+# itself keeps only the replies that match the word being completed, so the replies are
+# checked for containing what matches. The function runs as bashcompinit's compgen runs
+# it (sh emulation: 0-based arrays).
 if command -v zsh >/dev/null; then
   zsh -n "$TMP/_baton" || fail "the zsh script does not parse"
+  zsh_out=$(PATH="$PATH" zsh -fc '
+    autoload -U compinit && compinit -u -D
+    source "$1"
+    print -r -- "registered: ${_comps[baton]}"
+    reply() {
+      emulate -L sh
+      setopt kshglob noshglob braceexpand
+      COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMPREPLY=()
+      _baton
+      print -r -- "$* => ${COMPREPLY[*]}"
+    }
+    reply baton ""
+    reply baton describe ""
+    reply baton jobs -o ""' zsh "$TMP/_baton" 2>&1) || fail "zsh: $zsh_out"
+  grep -qx "registered: _bash_complete -F _baton" <<<"$zsh_out" || fail "zsh: not registered: $zsh_out"
+  grep -Eq "^baton  => .*\bdescribe\b" <<<"$zsh_out" || fail "zsh: no commands: $zsh_out"
+  grep -Eq "^baton describe  => j-000007 j-000008$" <<<"$zsh_out" || fail "zsh: no job ids: $zsh_out"
+  grep -Eq "^baton jobs -o  => .*\bwide\b" <<<"$zsh_out" || fail "zsh: no -o values: $zsh_out"
 else
-  echo "zsh is not installed: the zsh script's syntax was not checked"
+  fail "zsh is not installed (tools/install_deps.sh installs it)"
 fi
 bash -n "$TMP/baton.bash" || fail "the bash script does not parse"
 echo PASS

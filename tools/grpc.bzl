@@ -15,19 +15,13 @@ proto_library's strip_import_prefix) gives #include "baton/v1/foo.grpc.pb.h".
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
 load("@rules_proto//proto:defs.bzl", "ProtoInfo")
-
-def _import_path(src, root):
-    if root in ("", "."):
-        return src.path
-    if src.path.startswith(root + "/"):
-        return src.path[len(root) + 1:]
-    return src.short_path
+load("//tools:proto_paths.bzl", "import_path")
 
 def _grpc_cc_codegen_impl(ctx):
     info = ctx.attr.proto[ProtoInfo]
     hdrs, srcs, imports = [], [], []
     for src in info.direct_sources:
-        imp = _import_path(src, info.proto_source_root)
+        imp = import_path(src, info.proto_source_root)
         stem = ctx.label.name + "/" + imp[:-len(".proto")]
         hdrs.append(ctx.actions.declare_file(stem + ".grpc.pb.h"))
         srcs.append(ctx.actions.declare_file(stem + ".grpc.pb.cc"))

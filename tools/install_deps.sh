@@ -24,6 +24,8 @@ PACKAGES=(
   # protobuf and PyYAML for the Python client library (client/python, baton.client), and
   # pip (with setuptools and wheel) for its offline install (//client/python:pip_install_test).
   python3 python3-torch python3-grpcio python3-protobuf python3-yaml python3-pip
+  # zsh: //client:completion_test loads `baton completion zsh` in a real zsh.
+  zsh
   # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and
   # partitions made with nftables rules.
   iproute2 util-linux nftables

@@ -21,13 +21,7 @@ checked in; client/python/setup.py does the same at pip-install time.
 """
 
 load("@rules_proto//proto:defs.bzl", "ProtoInfo")
-
-def _import_path(src, root):
-    if root in ("", "."):
-        return src.path
-    if src.path.startswith(root + "/"):
-        return src.path[len(root) + 1:]
-    return src.short_path
+load("//tools:proto_paths.bzl", "import_path")
 
 def _py_grpc_package_impl(ctx):
     out_root = ctx.bin_dir.path
@@ -60,7 +54,7 @@ def _py_grpc_package_impl(ctx):
         info = proto[ProtoInfo]
         descriptor_sets.append(info.transitive_descriptor_sets)
         for src in info.direct_sources:
-            imp = _import_path(src, info.proto_source_root)
+            imp = import_path(src, info.proto_source_root)
             stem = imp[:-len(".proto")]
             imports.append(imp)
             for suffix in ("_pb2.py", "_pb2_grpc.py"):

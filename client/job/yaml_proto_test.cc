@@ -1,14 +1,14 @@
 #include "client/job/yaml_proto.h"
 
-#include <string>
-
 #include <yaml-cpp/yaml.h>
 
+#include <string>
+
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "baton/v1/job.pb.h"
-#include "baton/v1/job_service.pb.h"
 
 namespace baton::cli {
 namespace {

@@ -29,9 +29,9 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "common/time/clock.h"
 #include "baton/v1/job.pb.h"
 #include "baton/v1/job_service.pb.h"
+#include "common/time/clock.h"
 
 namespace baton::cli {
 
