@@ -15,7 +15,7 @@ proto_library's strip_import_prefix) gives #include "baton/v1/foo.grpc.pb.h".
 
 load("@rules_cc//cc:defs.bzl", "cc_library")
 load("@rules_proto//proto:defs.bzl", "ProtoInfo")
-load("//tools:proto_paths.bzl", "import_path")
+load("//tools:proto_paths.bzl", "import_path", "output_root")
 
 def _grpc_cc_codegen_impl(ctx):
     info = ctx.attr.proto[ProtoInfo]
@@ -27,13 +27,7 @@ def _grpc_cc_codegen_impl(ctx):
         srcs.append(ctx.actions.declare_file(stem + ".grpc.pb.cc"))
         imports.append(imp)
 
-    # Outputs land at <bin>/<repository root>/<package>/<name>/<import path>.
-    out_root = ctx.bin_dir.path
-    if ctx.label.workspace_root:
-        out_root += "/" + ctx.label.workspace_root
-    if ctx.label.package:
-        out_root += "/" + ctx.label.package
-    out_root += "/" + ctx.label.name
+    out_root = output_root(ctx)
 
     args = ctx.actions.args()
     args.add("--plugin=protoc-gen-grpc=" + ctx.executable._plugin.path)

@@ -21,15 +21,10 @@ checked in; client/python/setup.py does the same at pip-install time.
 """
 
 load("@rules_proto//proto:defs.bzl", "ProtoInfo")
-load("//tools:proto_paths.bzl", "import_path")
+load("//tools:proto_paths.bzl", "import_path", "output_root")
 
 def _py_grpc_package_impl(ctx):
-    out_root = ctx.bin_dir.path
-    if ctx.label.workspace_root:
-        out_root += "/" + ctx.label.workspace_root
-    if ctx.label.package:
-        out_root += "/" + ctx.label.package
-    out_root += "/" + ctx.label.name
+    out_root = output_root(ctx)
 
     outputs = []
     have = {}
