@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The simulated workers against a real coordinator: 20 workers register, a job needing all
+# of them reaches RUNNING, every worker gets its StartAssignment, and after every rank
+# reported exit 0 the job SUCCEEDS (load_generator checks each and exits non-zero if one
+# fails; this checks its result line too).
+#   args: <baton-coordinator> <load_generator>
+set -euo pipefail
+
+COORDINATOR=$1
+GENERATOR=$2
+TMP=${TEST_TMPDIR:-$(mktemp -d)}
+COORDINATOR_PID=
+
+fail() {
+  echo "FAIL: $*" >&2
+  [[ -f $TMP/coordinator.log ]] && tail -30 "$TMP/coordinator.log" >&2
+  exit 1
+}
+cleanup() { [[ -n $COORDINATOR_PID ]] && kill "$COORDINATOR_PID" 2>/dev/null && wait "$COORDINATOR_PID" 2>/dev/null; true; }
+trap cleanup EXIT
+
+"$COORDINATOR" --insecure --listen=127.0.0.1:0 --port_file="$TMP/port" --metrics_listen= \
+  --state_dir="$TMP/state" 2>"$TMP/coordinator.log" &
+COORDINATOR_PID=$!
+deadline=$((SECONDS + 30))
+until [[ -s $TMP/port ]]; do
+  kill -0 "$COORDINATOR_PID" 2>/dev/null || fail "the coordinator exited"
+  ((SECONDS < deadline)) || fail "no port file from the coordinator within 30 s"
+  sleep 0.05
+done
+
+rc=0
+timeout 120 "$GENERATOR" --coordinator="127.0.0.1:$(cat "$TMP/port")" --workers=20 \
+  --workers_per_channel=8 --watchers=3 --steady=2s --metric_period=500ms --list_period=500ms \
+  --coordinator_pid="$COORDINATOR_PID" --timeout=60s >"$TMP/out.txt" 2>"$TMP/err.txt" || rc=$?
+cat "$TMP/out.txt"
+[[ $rc -eq 0 ]] || { cat "$TMP/err.txt" >&2; fail "load_generator exited $rc"; }
+line=$(grep '^result ' "$TMP/out.txt") || fail "no result line"
+for want in workers=20 started_workers=20 running=1 succeeded=1 failed_streams=0 list_errors=0; do
+  [[ " $line " == *" $want "* ]] || fail "result line lacks $want: $line"
+done
+# The window saw heartbeats (acknowledged), metric points and a live coordinator process.
+[[ $line =~ acks_per_s=([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[1]} > 5)}" ||
+  fail "too few heartbeat acks: $line"
+[[ $line =~ points_per_s=([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[1]} > 0)}" ||
+  fail "no metric points: $line"
+[[ $line =~ coord_rss_mib=([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[1]} > 0)}" ||
+  fail "no coordinator RSS: $line"
+echo PASS
