@@ -5,10 +5,11 @@
 //   - over a steady window (heartbeats every interval, a metric point per rank every
 //     --metric_period, M watchers on the job, a CLI-like client listing jobs and workers):
 //     the coordinator's CPU seconds per second and RSS (from /proc/<--coordinator_pid>);
-//   - after every rank reported exit 0: -> SUCCEEDED.
+//   - after every rank reported exit 0: -> SUCCEEDED (or, --end=cancel: -> CANCELLED).
 // Prints one "result key=value ..." line. Exit status 0 iff every simulated worker got its
-// StartAssignment, the job went RUNNING then SUCCEEDED, every watcher saw SUCCEEDED and no
-// worker stream broke. Bounded: every wait has a deadline.
+// StartAssignment, the job went RUNNING then SUCCEEDED (CANCELLED, every worker sent its
+// StopAssignment), every watcher saw that end and no worker stream broke. Bounded: every wait has a
+// deadline.
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -48,6 +49,10 @@ ABSL_FLAG(absl::Duration, steady, absl::Seconds(20), "The steady-state window me
 ABSL_FLAG(absl::Duration, list_period, absl::Seconds(1),
           "The CLI-like client lists jobs and workers this often during the window.");
 ABSL_FLAG(int, coordinator_pid, 0, "The coordinator's pid for CPU and RSS (0: not measured).");
+ABSL_FLAG(std::string, end, "finish",
+          "How the job ends after the window: 'finish' (every rank exits 0: SUCCEEDED) or "
+          "'cancel' (CancelJob: CANCELLED, every worker sent its StopAssignment).");
+ABSL_FLAG(std::string, id_prefix, "sim-", "Simulated worker ids are <id_prefix><index>.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(120),
           "Deadline of each phase (registration, start, RUNNING, SUCCEEDED).");
 
@@ -99,59 +104,62 @@ double SelfCpuSeconds() {
 // What the watchers saw of the job. The RUNNING time is the coordinator's event time.
 class JobWatch {
  public:
-  // Records one update from a watcher.
+  explicit JobWatch(int watchers) : ended_(watchers, baton::v1::JOB_STATE_UNSPECIFIED) {}
+
+  // Records one update from watcher `watcher`.
   void Note(int watcher, const baton::v1::JobUpdate& update) {
     absl::MutexLock lock(&mu_);
     ++updates_;
-    auto note_event = [&](const baton::v1::JobEvent& e) {
-      if (e.to_state() == baton::v1::JOB_STATE_RUNNING && running_time_ == absl::InfinitePast()) {
-        running_time_ = FromProto(e.time());
+    auto note_state = [&](JobState state, absl::Time when) {
+      if (state == baton::v1::JOB_STATE_RUNNING && running_time_ == absl::InfinitePast()) {
+        running_time_ = when;
       }
-      if (e.to_state() == baton::v1::JOB_STATE_SUCCEEDED) succeeded_[watcher] = true;
-      if (e.to_state() == baton::v1::JOB_STATE_FAILED ||
-          e.to_state() == baton::v1::JOB_STATE_CANCELLED) {
-        failed_ = absl::StrCat(e.reason(), ": ", e.message());
+      if (state == baton::v1::JOB_STATE_SUCCEEDED || state == baton::v1::JOB_STATE_FAILED ||
+          state == baton::v1::JOB_STATE_CANCELLED) {
+        ended_[watcher] = state;
       }
     };
-    if (update.has_event()) note_event(update.event());
+    if (update.has_event()) {
+      note_state(update.event().to_state(), FromProto(update.event().time()));
+      if (update.event().to_state() == baton::v1::JOB_STATE_FAILED) {
+        failure_ = absl::StrCat(update.event().reason(), ": ", update.event().message());
+      }
+    }
     if (update.has_snapshot()) {
-      for (const baton::v1::JobEvent& e : update.snapshot().events()) note_event(e);
-      if (update.snapshot().state() == baton::v1::JOB_STATE_SUCCEEDED) succeeded_[watcher] = true;
+      for (const baton::v1::JobEvent& e : update.snapshot().events()) {
+        note_state(e.to_state(), FromProto(e.time()));
+      }
+      note_state(update.snapshot().state(), absl::InfinitePast());
     }
   }
 
-  void Resize(int watchers) {
-    absl::MutexLock lock(&mu_);
-    succeeded_.assign(watchers, false);
-  }
-
-  // Waits for RUNNING; its coordinator time, or DEADLINE_EXCEEDED / ABORTED (failed).
+  // Waits for RUNNING; its coordinator time. DEADLINE_EXCEEDED, or ABORTED if a watcher saw
+  // the job end first.
   absl::StatusOr<absl::Time> AwaitRunning(absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return running_time_ != absl::InfinitePast() || !failed_.empty();
+      return running_time_ != absl::InfinitePast() || AnyEndedLocked();
     };
     mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-    if (!failed_.empty()) return absl::AbortedError(absl::StrCat("job ended: ", failed_));
-    if (running_time_ == absl::InfinitePast()) {
-      return absl::DeadlineExceededError("the job did not reach RUNNING by the deadline");
-    }
-    return running_time_;
+    if (running_time_ != absl::InfinitePast()) return running_time_;
+    if (AnyEndedLocked()) return absl::AbortedError(absl::StrCat("job ended: ", failure_));
+    return absl::DeadlineExceededError("the job did not reach RUNNING by the deadline");
   }
 
-  // Waits until every watcher saw SUCCEEDED.
-  absl::Status AwaitSucceeded(absl::Time deadline) {
+  // Waits until every watcher saw the job end; OK iff each saw it end in `want`.
+  absl::Status AwaitEnd(JobState want, absl::Time deadline) {
     absl::MutexLock lock(&mu_);
     auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !failed_.empty() ||
-             std::all_of(succeeded_.begin(), succeeded_.end(), [](bool b) { return b; });
+      return std::none_of(ended_.begin(), ended_.end(),
+                          [](JobState s) { return s == baton::v1::JOB_STATE_UNSPECIFIED; });
     };
     mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-    if (!failed_.empty()) return absl::AbortedError(absl::StrCat("job ended: ", failed_));
-    const int64_t seen = std::count(succeeded_.begin(), succeeded_.end(), true);
-    if (seen < static_cast<int64_t>(succeeded_.size())) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(seen, " of ", succeeded_.size(), " watchers saw SUCCEEDED by the deadline"));
+    for (size_t i = 0; i < ended_.size(); ++i) {
+      if (ended_[i] != want) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "watcher ", i, " saw the job end in ", baton::v1::JobState_Name(ended_[i]), ", not ",
+            baton::v1::JobState_Name(want), " (by the deadline) ", failure_));
+      }
     }
     return absl::OkStatus();
   }
@@ -162,10 +170,15 @@ class JobWatch {
   }
 
  private:
+  bool AnyEndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::any_of(ended_.begin(), ended_.end(),
+                       [](JobState s) { return s != baton::v1::JOB_STATE_UNSPECIFIED; });
+  }
+
   mutable absl::Mutex mu_;
   absl::Time running_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::vector<bool> succeeded_ ABSL_GUARDED_BY(mu_);
-  std::string failed_ ABSL_GUARDED_BY(mu_);
+  std::vector<JobState> ended_ ABSL_GUARDED_BY(mu_);  // UNSPECIFIED: not yet
+  std::string failure_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -203,8 +216,11 @@ int Run() {
   const int watchers = std::max(1, absl::GetFlag(FLAGS_watchers));
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   const int pid = absl::GetFlag(FLAGS_coordinator_pid);
-  if (address.empty() || n < 1) {
-    std::fprintf(stderr, "load_generator: --coordinator and --workers >= 1 are required\n");
+  if (address.empty() || n < 1 ||
+      (absl::GetFlag(FLAGS_end) != "finish" && absl::GetFlag(FLAGS_end) != "cancel")) {
+    std::fprintf(stderr,
+                 "load_generator: --coordinator, --workers >= 1 and --end=finish|cancel are "
+                 "required\n");
     return 2;
   }
   auto fail = [](const std::string& what, const absl::Status& s) {
@@ -225,6 +241,7 @@ int Run() {
   options.slots = absl::GetFlag(FLAGS_slots);
   options.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
   options.metric_period = absl::GetFlag(FLAGS_metric_period);
+  options.id_prefix = absl::GetFlag(FLAGS_id_prefix);
   SimCluster sim(options);
 
   // 1. Register every worker; the coordinator must list them all READY.
@@ -265,8 +282,7 @@ int Run() {
   const std::string job_id = submitted.job().id();
 
   // 3. Watchers; the first to see RUNNING times it (by the coordinator's event time).
-  JobWatch watch;
-  watch.Resize(watchers);
+  JobWatch watch(watchers);
   std::vector<std::unique_ptr<grpc::ClientContext>> watch_contexts;
   std::vector<std::thread> watch_threads;
   for (int i = 0; i < watchers; ++i) {
@@ -342,11 +358,26 @@ int Run() {
   }
   lister.join();
 
-  // 5. Every rank exits 0: the job must succeed, and every watcher see it.
+  // 5. End the job: every rank exits 0 (the job must succeed), or a CancelJob (the job is
+  // CANCELLED and every worker is sent its StopAssignment). Every watcher must see it.
+  const bool cancel = absl::GetFlag(FLAGS_end) == "cancel";
   const absl::Time finish_time = absl::Now();
-  sim.FinishAll();
-  absl::Status succeeded = watch.AwaitSucceeded(finish_time + timeout);
-  const absl::Time succeeded_time = absl::Now();
+  absl::Status ended;
+  if (cancel) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(finish_time + timeout));
+    baton::v1::CancelJobRequest req;
+    req.set_job_id(job_id);
+    req.set_reason("load_generator --end=cancel");
+    baton::v1::Job cancelled;
+    ended = FromGrpcStatus(jobs->CancelJob(&ctx, req, &cancelled));
+    if (ended.ok()) ended = watch.AwaitEnd(baton::v1::JOB_STATE_CANCELLED, finish_time + timeout);
+    if (ended.ok()) ended = sim.AwaitStopped(n, finish_time + timeout);
+  } else {
+    sim.FinishAll();
+    ended = watch.AwaitEnd(baton::v1::JOB_STATE_SUCCEEDED, finish_time + timeout);
+  }
+  const absl::Time ended_time = absl::Now();
   stop_watchers();
   const SimCounts end = sim.Counts();
   sim.Stop();
@@ -355,8 +386,9 @@ int Run() {
       "result workers=%d register_s=%.3f submit_to_last_start_s=%.3f submit_to_running_s=%.3f "
       "window_s=%.1f coord_cpu_per_s=%.4f coord_rss_mib=%.1f coord_rss_max_mib=%.1f "
       "gen_cpu_per_s=%.3f heartbeats_per_s=%.1f acks_per_s=%.1f points_per_s=%.2f "
-      "list_jobs_ms=%.2f list_workers_ms=%.2f list_errors=%d finish_to_succeeded_s=%.3f "
-      "watch_updates=%lld started_workers=%d running=1 succeeded=%d failed_streams=%d\n",
+      "list_jobs_ms=%.2f list_workers_ms=%.2f list_errors=%d finish_to_end_s=%.3f "
+      "watch_updates=%lld started_workers=%d running=1 ended=%s stops_received=%lld "
+      "failed_streams=%d\n",
       n, absl::ToDoubleSeconds(registered - register_start),
       absl::ToDoubleSeconds(at_start.last_start_received - submit_time),
       absl::ToDoubleSeconds(*running - submit_time), window_s,
@@ -366,10 +398,14 @@ int Run() {
       (counts_last.heartbeat_acks - counts_first.heartbeat_acks) / window_s,
       (counts_last.metric_points_sent - counts_first.metric_points_sent) / window_s,
       Median(lists.list_jobs_ms), Median(lists.list_workers_ms), lists.errors,
-      absl::ToDoubleSeconds(succeeded_time - finish_time), static_cast<long long>(watch.updates()),
-      end.started, succeeded.ok() ? 1 : 0, end.failed_streams);
+      absl::ToDoubleSeconds(ended_time - finish_time), static_cast<long long>(watch.updates()),
+      end.started,
+      !ended.ok() ? "no"
+      : cancel    ? "CANCELLED"
+                  : "SUCCEEDED",
+      static_cast<long long>(end.stops_received), end.failed_streams);
   std::fflush(stdout);
-  if (!succeeded.ok()) return fail("succeed", succeeded);
+  if (!ended.ok()) return fail("end", ended);
   if (end.started != n || end.failed_streams != 0) {
     return fail("workers",
                 absl::InternalError(absl::StrCat(end.started, " of ", n, " workers started, ",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The simulated workers against a real coordinator: 20 workers register, a job needing all
 # of them reaches RUNNING, every worker gets its StartAssignment, and after every rank
-# reported exit 0 the job SUCCEEDS (load_generator checks each and exits non-zero if one
+# reported exit 0 the job SUCCEEDS; then 10 more workers run a job that is cancelled: every
+# one is sent its StopAssignment (load_generator checks each and exits non-zero if one
 # fails; this checks its result line too).
 #   args: <baton-coordinator> <load_generator>
 set -euo pipefail
@@ -29,16 +30,30 @@ until [[ -s $TMP/port ]]; do
   sleep 0.05
 done
 
-rc=0
-timeout 120 "$GENERATOR" --coordinator="127.0.0.1:$(cat "$TMP/port")" --workers=20 \
-  --workers_per_channel=8 --watchers=3 --steady=2s --metric_period=500ms --list_period=500ms \
-  --coordinator_pid="$COORDINATOR_PID" --timeout=60s >"$TMP/out.txt" 2>"$TMP/err.txt" || rc=$?
-cat "$TMP/out.txt"
-[[ $rc -eq 0 ]] || { cat "$TMP/err.txt" >&2; fail "load_generator exited $rc"; }
-line=$(grep '^result ' "$TMP/out.txt") || fail "no result line"
-for want in workers=20 started_workers=20 running=1 succeeded=1 failed_streams=0 list_errors=0; do
-  [[ " $line " == *" $want "* ]] || fail "result line lacks $want: $line"
-done
+# run_generator NAME ARGS...: a load_generator run against the coordinator; its output in
+# $TMP/NAME.out, its result line in $line.
+run_generator() {
+  local name=$1 rc=0
+  shift
+  timeout 120 "$GENERATOR" --coordinator="127.0.0.1:$(cat "$TMP/port")" \
+    --coordinator_pid="$COORDINATOR_PID" --timeout=60s "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || rc=$?
+  cat "$TMP/$name.out"
+  [[ $rc -eq 0 ]] || { cat "$TMP/$name.err" >&2; fail "load_generator ($name) exited $rc"; }
+  line=$(grep '^result ' "$TMP/$name.out") || fail "no result line ($name)"
+}
+
+# expect WANT...: each WANT (key=value) is on the result line.
+expect() {
+  local want
+  for want in "$@"; do
+    [[ " $line " == *" $want "* ]] || fail "result line lacks $want: $line"
+  done
+}
+
+# ---- 1. 20 workers; every rank exits 0: SUCCEEDED ---------------------------------------
+run_generator finish --workers=20 --workers_per_channel=8 --watchers=3 --steady=2s \
+  --metric_period=500ms --list_period=500ms --id_prefix=a-
+expect workers=20 started_workers=20 running=1 ended=SUCCEEDED failed_streams=0 list_errors=0
 # The window saw heartbeats (acknowledged), metric points and a live coordinator process.
 [[ $line =~ acks_per_s=([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[1]} > 5)}" ||
   fail "too few heartbeat acks: $line"
@@ -46,4 +61,9 @@ done
   fail "no metric points: $line"
 [[ $line =~ coord_rss_mib=([0-9.]+) ]] && awk "BEGIN{exit !(${BASH_REMATCH[1]} > 0)}" ||
   fail "no coordinator RSS: $line"
+
+# ---- 2. 10 other workers, same coordinator; CancelJob: CANCELLED, StopAssignment each ----
+run_generator cancel --workers=10 --workers_per_channel=4 --watchers=1 --steady=1s \
+  --metric_period=500ms --id_prefix=b- --end=cancel
+expect workers=10 started_workers=10 running=1 ended=CANCELLED stops_received=10 failed_streams=0
 echo PASS

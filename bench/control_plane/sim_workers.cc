@@ -349,6 +349,17 @@ absl::Status SimCluster::AwaitStarted(int n, absl::Time deadline) {
   return absl::OkStatus();
 }
 
+absl::Status SimCluster::AwaitStopped(int64_t n, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this, n]()
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return counts_.stops_received >= n; };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    return absl::DeadlineExceededError(absl::StrCat(counts_.stops_received, " of ", n,
+                                                    " StopAssignments received by the deadline"));
+  }
+  return absl::OkStatus();
+}
+
 void SimCluster::FinishAll() {
   for (const auto& w : workers_) w->Finish();
 }

@@ -79,6 +79,9 @@ class SimCluster {
   // Waits until `n` workers received a StartAssignment; DEADLINE_EXCEEDED at `deadline`.
   absl::Status AwaitStarted(int n, absl::Time deadline);
 
+  // Waits until `n` StopAssignments were received; DEADLINE_EXCEEDED at `deadline`.
+  absl::Status AwaitStopped(int64_t n, absl::Time deadline);
+
   // Every running assignment's ranks report ProcessExited code 0.
   void FinishAll();
 
