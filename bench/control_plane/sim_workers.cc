@@ -43,10 +43,18 @@ class SimWorker final
     reg->set_probe_port(0);  // none: peers skip probing this worker (StartAssignment.peers)
     Send({std::move(hello)});
     StartRead(&in_);
+    // Held until Stop(): OnDone (after which no write may be started) cannot come while the
+    // ticker or FinishAll may still write from outside a reaction.
+    AddHold();
     StartCall();
   }
 
-  void Cancel() { context_.TryCancel(); }
+  // Ends the stream; OnDone follows once gRPC is done with it. Call once, after Start(),
+  // when nothing writes from outside a reaction any more.
+  void CancelAndRelease() {
+    context_.TryCancel();
+    RemoveHold();
+  }
 
   // Sends what is due at `now`: a heartbeat, a metric point per rank, the ranks' exits.
   void Tick(absl::Time now) {
@@ -108,8 +116,11 @@ class SimWorker final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
-      absl::MutexLock lock(&mu_);
-      dead_ = true;
+      {
+        absl::MutexLock lock(&mu_);
+        dead_ = true;
+      }
+      cluster_->OnStreamEnded();
       return;
     }
     Handle(in_);
@@ -371,7 +382,7 @@ void SimCluster::Stop() {
     stopping_ = true;
   }
   if (ticker_.joinable()) ticker_.join();
-  for (const auto& w : workers_) w->Cancel();
+  for (const auto& w : workers_) w->CancelAndRelease();
   absl::MutexLock lock(&mu_);
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ == static_cast<int>(workers_.size());
@@ -395,10 +406,14 @@ void SimCluster::OnStarted(absl::Time when, bool first) {
   counts_.last_start_received = std::max(counts_.last_start_received, when);
 }
 
+void SimCluster::OnStreamEnded() {
+  absl::MutexLock lock(&mu_);
+  if (!stopping_) ++counts_.failed_streams;
+}
+
 void SimCluster::OnDone() {
   absl::MutexLock lock(&mu_);
   ++done_;
-  if (!stopping_) ++counts_.failed_streams;
 }
 
 void SimCluster::Count(int64_t SimCounts::*counter, int64_t n) {

@@ -50,7 +50,7 @@ struct SimOptions {
 struct SimCounts {
   int registered = 0;      // Registered received
   int started = 0;         // workers that received a StartAssignment
-  int failed_streams = 0;  // streams that ended (not through Stop())
+  int failed_streams = 0;  // streams that ended before Stop()
   int64_t heartbeats_sent = 0;
   int64_t heartbeat_acks = 0;
   int64_t metric_points_sent = 0;
@@ -97,6 +97,7 @@ class SimCluster {
   // Called by the workers (from gRPC's threads).
   void OnRegistered();
   void OnStarted(absl::Time when, bool first);
+  void OnStreamEnded();
   void OnDone();
   void Count(int64_t SimCounts::*counter, int64_t n);
 
