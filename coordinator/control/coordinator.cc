@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -493,10 +494,10 @@ bool Coordinator::HasLiveRanksOn(const baton::v1::Job& job, const std::string& w
 
 std::vector<std::string> Coordinator::WorkersOf(const baton::v1::Job& job) {
   std::vector<std::string> out;
+  absl::flat_hash_set<absl::string_view> seen;
+  seen.reserve(job.ranks_size());
   for (const baton::v1::RankInfo& r : job.ranks()) {
-    if (std::find(out.begin(), out.end(), r.worker_id()) == out.end()) {
-      out.push_back(r.worker_id());
-    }
+    if (seen.insert(r.worker_id()).second) out.push_back(r.worker_id());
   }
   return out;
 }

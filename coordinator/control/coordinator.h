@@ -316,7 +316,7 @@ class Coordinator {
   static bool Failed(const baton::v1::ProcessExit& exit);
   // "exited with code 3" / "was killed by signal 9".
   static std::string DescribeExit(const baton::v1::ProcessExit& exit);
-  // Distinct workers holding ranks of the job, in rank order.
+  // Distinct workers holding ranks of the job, in rank order. O(ranks).
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
   // True if a rank of the job on that worker has not exited (as far as we know).
   static bool HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id);

@@ -1,8 +1,7 @@
-#include "coordinator/control/coordinator.h"
-
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
@@ -10,6 +9,7 @@
 #include "common/spec/job_spec.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
+#include "coordinator/control/coordinator.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scheduler.h"
@@ -121,7 +121,16 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
   job.set_master_addr(workers_->Host(worker_id));
   job.set_master_port(msg.port());
   if (!Ok(jobs_->Update(job), "port reserved")) return;
-  for (const std::string& w : WorkersOf(job)) {
+  // Each worker's ranks, and the peers it probes, gathered once: a job of N workers costs
+  // O(N) here, plus O(N) peers per worker only when the workers have probe ports.
+  const std::vector<std::string> workers = WorkersOf(job);
+  absl::flat_hash_map<absl::string_view, std::vector<const baton::v1::RankInfo*>> ranks_of;
+  for (const baton::v1::RankInfo& r : job.ranks()) ranks_of[r.worker_id()].push_back(&r);
+  std::vector<const std::string*> probed;
+  for (const std::string& peer : workers) {
+    if (workers_->ProbePort(peer) != 0) probed.push_back(&peer);
+  }
+  for (const std::string& w : workers) {
     baton::v1::CoordinatorMessage out;
     baton::v1::StartAssignment* a = out.mutable_start_assignment();
     a->set_job_id(job.id());
@@ -130,15 +139,13 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
     a->set_world_size(job.ranks_size());
     a->set_master_addr(job.master_addr());
     a->set_master_port(job.master_port());
-    for (const baton::v1::RankInfo& r : job.ranks()) {
-      if (r.worker_id() == w) *a->add_ranks() = r;
-    }
-    for (const std::string& peer : WorkersOf(job)) {
-      if (peer == w || workers_->ProbePort(peer) == 0) continue;
+    for (const baton::v1::RankInfo* r : ranks_of[w]) *a->add_ranks() = *r;
+    for (const std::string* peer : probed) {
+      if (*peer == w) continue;
       baton::v1::Peer* p = a->add_peers();
-      p->set_worker_id(peer);
-      p->set_host(workers_->Host(peer));
-      p->set_probe_port(workers_->ProbePort(peer));
+      p->set_worker_id(*peer);
+      p->set_host(workers_->Host(*peer));
+      p->set_probe_port(workers_->ProbePort(*peer));
     }
     if (!Send(w, out)) {
       FailGeneration(job.id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
