@@ -309,11 +309,16 @@ bool Coordinator::ReattributeToLoss(const std::string& job_id, const std::string
 }
 
 bool Coordinator::NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at) {
-  baton::v1::Job job = *jobs_->Peek(job_id);
-  baton::v1::Failure* f = LastFailure(&job);
-  if (f == nullptr || f->next_generation() != job.generation() || f->has_first_step_time()) {
+  // Checked on the record before copying it: this runs for every metrics report, and a
+  // job's copy grows with its ranks.
+  const baton::v1::Job& current = *jobs_->Peek(job_id);
+  const auto& failures = current.restarts().failures();
+  if (failures.empty() || failures.rbegin()->next_generation() != current.generation() ||
+      failures.rbegin()->has_first_step_time()) {
     return true;
   }
+  baton::v1::Job job = current;
+  baton::v1::Failure* f = LastFailure(&job);
   // The worker's time of the step (not when its batch of points arrived), but never later
   // than now nor before the generation ran (clocks of other machines may differ).
   absl::Time when = std::min(at, clock_->Now());

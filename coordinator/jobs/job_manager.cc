@@ -226,7 +226,9 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
   if (points.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
   // Everything derived is computed on copies and installed once the points are durable.
-  baton::v1::Job job = r->job;
+  // Points change only the result (rank 0's); the job is copied (its size grows with its
+  // ranks) only when that changed, so a report of another rank costs O(its points).
+  baton::v1::JobResult result = r->job.result();
   ProductiveTime productive = r->productive;
   StragglerDetector stragglers = r->stragglers;
   std::vector<baton::v1::JobUpdate> updates;
@@ -240,13 +242,12 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
     productive.Add(p);
     if (auto s = stragglers.Add(p)) found.push_back(*s);
     if (p.rank() != 0) continue;
-    baton::v1::JobResult* result = job.mutable_result();
-    if (p.step() < result->steps()) continue;  // out of order; keep the newest
-    result->set_steps(p.step());
-    for (const auto& [k, v] : p.values()) (*result->mutable_final_metrics())[k] = v;
+    if (p.step() < result.steps()) continue;  // out of order; keep the newest
+    result.set_steps(p.step());
+    for (const auto& [k, v] : p.values()) (*result.mutable_final_metrics())[k] = v;
     auto loss = p.values().find("loss");
-    if (result->initial_loss() == 0 && loss != p.values().end()) {
-      result->set_initial_loss(loss->second);
+    if (result.initial_loss() == 0 && loss != p.values().end()) {
+      result.set_initial_loss(loss->second);
     }
   }
   for (const StragglerDetector::Straggler& s : found) {
@@ -258,10 +259,15 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
         s.rank, s.ratio, options_.straggler_threshold, options_.slowdown_window,
         s.generation));
     updates.push_back(EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()),
-                                  std::move(event), job));
+                                  std::move(event), r->job));
   }
   WriteBatch batch;
-  if (!google::protobuf::util::MessageDifferencer::Equals(job, r->job)) batch.jobs.push_back(job);
+  std::optional<baton::v1::Job> job;
+  if (!google::protobuf::util::MessageDifferencer::Equals(result, r->job.result())) {
+    job = r->job;
+    *job->mutable_result() = std::move(result);
+    batch.jobs.push_back(*job);
+  }
   batch.updates[job_id] = updates;
   RETURN_IF_ERROR(Commit(*r, std::move(batch), std::move(job), std::move(updates)));
   r->productive = std::move(productive);
@@ -375,13 +381,15 @@ absl::Status JobManager::Write(const WriteBatch& batch) {
   return s;
 }
 
-absl::Status JobManager::Commit(Record& r, WriteBatch batch, baton::v1::Job job,
+absl::Status JobManager::Commit(Record& r, WriteBatch batch, std::optional<baton::v1::Job> job,
                                 std::vector<baton::v1::JobUpdate> updates) {
   RETURN_IF_ERROR(Write(batch));
-  JobState state = r.state;
-  RETURN_IF_ERROR(JobStateFromProto(job.state(), &state));
-  r.job = std::move(job);
-  r.state = state;
+  if (job.has_value()) {
+    JobState state = r.state;
+    RETURN_IF_ERROR(JobStateFromProto(job->state(), &state));
+    r.job = *std::move(job);
+    r.state = state;
+  }
   if (!updates.empty()) r.last_seq = updates.back().seq();
   streams_.Publish(r.job.id(), updates);
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -193,10 +194,11 @@ class JobManager {
   // the job's generation.
   baton::v1::JobUpdate EventUpdate(int64_t seq, baton::v1::JobEvent event,
                                    const baton::v1::Job& job) const;
-  // Commits `batch` (see the class comment: a failure latches); then installs `job` as r's
-  // record, appends `updates` (which `batch` holds) to its history and pushes them to the
-  // watchers, with a fresh snapshot after a state change.
-  absl::Status Commit(Record& r, WriteBatch batch, baton::v1::Job job,
+  // Commits `batch` (see the class comment: a failure latches); then installs `job` (when
+  // given; nullopt: the record is unchanged) as r's record, appends `updates` (which
+  // `batch` holds) to its history and pushes them to the watchers, with a fresh snapshot
+  // after a state change.
+  absl::Status Commit(Record& r, WriteBatch batch, std::optional<baton::v1::Job> job,
                       std::vector<baton::v1::JobUpdate> updates);
   // Store::Write with the latch.
   absl::Status Write(const WriteBatch& batch);
