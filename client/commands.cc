@@ -273,19 +273,6 @@ int ListJobs(const CommandContext& ctx, const ListJobsArgs& args) {
     for (Job& job : *page.mutable_jobs()) *response.add_jobs() = std::move(job);
     request.set_page_token(page.next_page_token());
   } while (!request.page_token().empty());
-  // A coordinator older than `states` and `limit` sends every job.
-  if (!args.states.empty()) {
-    auto* jobs = response.mutable_jobs();
-    jobs->erase(std::remove_if(jobs->begin(), jobs->end(),
-                               [&](const Job& job) {
-                                 return std::find(args.states.begin(), args.states.end(),
-                                                  job.state()) == args.states.end();
-                               }),
-                jobs->end());
-  }
-  if (args.limit > 0 && response.jobs_size() > args.limit) {
-    response.mutable_jobs()->DeleteSubrange(args.limit, response.jobs_size() - args.limit);
-  }
   if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, response);
   if (ctx.format == OutputFormat::kName) {
     for (const Job& job : response.jobs()) *ctx.out << job.id() << "\n";

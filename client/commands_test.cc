@@ -445,11 +445,6 @@ TEST_F(CommandsTest, JobsFilterByStateAndLimit) {
   EXPECT_EQ(ListJobs(ctx_, args), kExitOk);
   EXPECT_EQ(out_.str(), "j-000001\nj-000003\n");
   EXPECT_EQ(fake_.list_requests().back().limit(), 2);
-  // A coordinator that ignores the filters: the CLI applies them itself.
-  out_.str("");
-  fake_.IgnoreListFilters();
-  EXPECT_EQ(ListJobs(ctx_, args), kExitOk);
-  EXPECT_EQ(out_.str(), "j-000001\nj-000003\n");
 }
 
 TEST_F(CommandsTest, JsonKeepsZeroValuesAndYamlIsTheSameDocument) {

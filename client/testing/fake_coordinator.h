@@ -69,15 +69,14 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     list_requests_.push_back(*request);
     std::vector<const baton::v1::Job*> matching;
     for (const auto& [id, job] : jobs_) {
-      if (!ignore_list_filters_ && !request->states().empty() &&
+      if (!request->states().empty() &&
           std::find(request->states().begin(), request->states().end(), job.state()) ==
               request->states().end()) {
         continue;
       }
       matching.push_back(&job);
     }
-    if (!ignore_list_filters_ && request->limit() > 0 &&
-        matching.size() > static_cast<size_t>(request->limit())) {
+    if (request->limit() > 0 && matching.size() > static_cast<size_t>(request->limit())) {
       matching.resize(request->limit());
     }
     size_t index = 0;
@@ -86,11 +85,6 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     *response->add_jobs() = *matching[index];
     if (index + 1 < matching.size()) response->set_next_page_token(std::to_string(index + 1));
     return grpc::Status::OK;
-  }
-  // Acts as a coordinator older than ListJobsRequest.states/limit: lists every job.
-  void IgnoreListFilters() {
-    absl::MutexLock lock(&mu_);
-    ignore_list_filters_ = true;
   }
   std::vector<baton::v1::ListJobsRequest> list_requests() {
     absl::MutexLock lock(&mu_);
@@ -253,7 +247,6 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
   std::vector<std::string> request_ids_ ABSL_GUARDED_BY(mu_);
   int list_calls_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<baton::v1::ListJobsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
-  bool ignore_list_filters_ ABSL_GUARDED_BY(mu_) = false;
   baton::v1::GetVersionResponse version_ ABSL_GUARDED_BY(mu_);
   grpc::Status version_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
   std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "common/time/proto_time.h"
 
 namespace baton::coordinator {
 namespace {
@@ -60,8 +61,7 @@ bool PumpHistory(S& s, bool ended, int64_t page_size, Read read, Keep keep) {
 
 // Whether `line` was written at or after `since_us` (0: no bound).
 bool NotBefore(const baton::v1::LogLine& line, int64_t since_us) {
-  if (since_us <= 0) return true;
-  return line.time().seconds() * 1'000'000 + line.time().nanos() / 1000 >= since_us;
+  return since_us <= 0 || absl::ToUnixMicros(FromProto(line.time())) >= since_us;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "common/security/tls.h"
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
+#include "common/time/proto_time.h"
 #include "common/version.h"
 #include "coordinator/auth/peer_identity.h"
 #include "coordinator/server/write_queue.h"
@@ -97,7 +98,7 @@ absl::StatusOr<LogQuery> ToLogQuery(const baton::v1::GetLogsRequest& req) {
   query.after_seq = req.after_seq();
   query.follow = req.follow();
   query.tail = req.tail();
-  query.since_us = req.since().seconds() * 1'000'000 + req.since().nanos() / 1000;
+  query.since_us = absl::ToUnixMicros(FromProto(req.since()));
   return query;
 }
 
