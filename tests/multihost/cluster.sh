@@ -173,6 +173,14 @@ BATON_BIN=$BATON
 baton_on_host0() { on 0 "$BATON_BIN" "$@"; }
 BATON=baton_on_host0
 
+# The runfiles' source files (the examples) are links into the checkout, which no host can
+# read when the checkout is under /tmp (private on every host): the hosts use a copy under
+# $TMP, which they share (tests whose data has them).
+if [[ -d $EXAMPLES ]]; then
+  cp -rL "$EXAMPLES" "$TMP/examples"
+  EXAMPLES=$TMP/examples
+fi
+
 # cluster_start_coordinator [PORT [FLAG...]]: the coordinator on host 0 (port 0: the OS
 # picks; give the old port to restart it). Extra flags follow lib.sh's defaults.
 cluster_start_coordinator() {
