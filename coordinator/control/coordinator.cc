@@ -356,7 +356,13 @@ void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t se
   Schedule();  // the job's other workers are free again
 }
 
+void Coordinator::FlushStaged() {
+  if (!halted_.ok()) return;
+  Ok(jobs_->Flush(), "flush staged");
+}
+
 void Coordinator::ReconcileOnce() {
+  FlushStaged();
   if (!halted_.ok()) return;
   for (const std::string& id : workers_->ExpireLeases()) {
     const LeaseOptions& lease = workers_->lease();

@@ -174,6 +174,10 @@ class Coordinator {
   // Idempotent; the daemon calls it on a timer and after every event that may unblock
   // work; tests call it directly.
   void ReconcileOnce();
+  // Writes the facts staged by worker reports (ranks' pids and exits; JobManager::Stage):
+  // one transaction for all of them. The daemon calls it whenever its event loop has no
+  // more work queued, and ReconcileOnce calls it first; tests call it directly.
+  void FlushStaged();
 
   // Generation fencing. OK if `generation` is the job's current one; ABORTED if it is
   // older (the sender's processes belong to a superseded generation and must stop);

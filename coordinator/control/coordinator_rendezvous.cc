@@ -162,21 +162,26 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
     SendStop(worker_id, msg.job_id(), msg.generation(), "generation superseded");
     return;
   }
-  const baton::v1::Job* active = ActiveJob(msg.job_id(), msg.generation());
-  if (active == nullptr) return;
-  baton::v1::Job job = *active;
-  for (const baton::v1::RankInfo& started : msg.ranks()) {
-    for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
-      if (r.rank() == started.rank() && r.worker_id() == worker_id) r.set_pid(started.pid());
+  if (ActiveJob(msg.job_id(), msg.generation()) == nullptr) return;
+  // The pids are staged, not written one report at a time: at N workers that would be N
+  // transactions before the job runs. A restarted coordinator learns them again from the
+  // workers' registrations (ReattachAssignments).
+  const absl::Status staged = jobs_->Stage(msg.job_id(), [&](baton::v1::Job& job) {
+    for (const baton::v1::RankInfo& started : msg.ranks()) {
+      for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
+        if (r.rank() == started.rank() && r.worker_id() == worker_id) r.set_pid(started.pid());
+      }
     }
-  }
+  });
+  if (!Ok(staged, "assignment started")) return;
   Runtime& rt = runtime_[msg.job_id()];
-  std::set<std::string> started = rt.started_workers;
-  started.insert(worker_id);
-  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS || started.size() != WorkersOf(job).size()) {
-    if (Ok(jobs_->Update(job), "assignment started")) rt.started_workers = std::move(started);
+  rt.started_workers.insert(worker_id);
+  const baton::v1::Job& current = *jobs_->Peek(msg.job_id());
+  if (current.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
+      rt.started_workers.size() != WorkersOf(current).size()) {
     return;
   }
+  baton::v1::Job job = current;
   baton::v1::Failure* f = LastFailure(&job);
   if (f != nullptr && f->next_generation() == job.generation() && !f->has_running_time()) {
     *f->mutable_running_time() = ToProto(clock_->Now());
@@ -188,7 +193,6 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
           "running")) {
     return;
   }
-  rt.started_workers = std::move(started);
   rt.rendezvous_deadline = absl::InfiniteFuture();
 }
 
@@ -246,16 +250,28 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
   if (jobs_->Peek(job_id) == nullptr || Fenced(worker_id, job_id, generation, "ProcessExited")) {
     return;
   }
-  baton::v1::Job job = *jobs_->Peek(job_id);
-  baton::v1::RankInfo* info = nullptr;
-  for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
-    if (r.rank() == rank && r.worker_id() == worker_id) info = &r;
+  int index = -1;
+  const baton::v1::Job& current = *jobs_->Peek(job_id);
+  for (int i = 0; i < current.ranks_size(); ++i) {
+    const baton::v1::RankInfo& r = current.ranks(i);
+    if (r.rank() == rank && r.worker_id() == worker_id) index = i;
   }
-  if (info == nullptr || info->has_exit()) return;  // unknown or already recorded
-  *info->mutable_exit() = exit;
+  if (index < 0 || current.ranks(index).has_exit()) return;  // unknown or already recorded
   const std::string what =
       absl::StrCat("rank ", rank, " on worker ", worker_id, " ", DescribeExit(exit));
-  if (!Ok(jobs_->Update(job, {NewEvent("RankExited", what)}), "rank exited")) return;
+  // Staged like the pids, so that N ranks ending costs one transaction: what acts on an
+  // exit (a failure, the job's end) writes the job with it first. An exit 0 still staged
+  // when the coordinator dies is lost (the worker forgot it once sent) and the generation
+  // restarts from its checkpoint: the same outcome as a report still in flight, and the
+  // window is as short, since the event loop writes staged changes whenever it runs dry.
+  if (!Ok(jobs_->Stage(
+              job_id,
+              [&](baton::v1::Job& job) { *job.mutable_ranks(index)->mutable_exit() = exit; },
+              {NewEvent("RankExited", what)}),
+          "rank exited")) {
+    return;
+  }
+  const baton::v1::Job& job = *jobs_->Peek(job_id);
 
   const JobState state = *jobs_->State(job_id);
   if (state == JobState::kRestarting) {

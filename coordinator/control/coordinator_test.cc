@@ -1,5 +1,6 @@
 #include "coordinator/control/coordinator.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <set>
@@ -79,13 +80,17 @@ class CoordinatorTest : public ::testing::Test {
     auto ch = std::make_shared<FakeChannel>();
     absl::StatusOr<uint64_t> session =
         coordinator_->OnWorkerConnected(reg, "10.0.0." + reg.worker_id().substr(1), ch);
+    coordinator_->FlushStaged();  // as the daemon's event loop does when it runs dry
     ASSERT_OK(session);
     channels_[reg.worker_id()] = ch;
     sessions_[reg.worker_id()] = *session;
   }
 
-  void Send(const std::string& worker, const baton::v1::WorkerMessage& msg) {
+  // Delivers `msg` and, as the daemon's event loop does when it runs dry, writes what it
+  // staged (`flush` false: leaves it staged, as within a burst of reports).
+  void Send(const std::string& worker, const baton::v1::WorkerMessage& msg, bool flush = true) {
     coordinator_->OnWorkerMessage(worker, sessions_[worker], msg);
+    if (flush) coordinator_->FlushStaged();
   }
 
   void ReservedPort(const std::string& worker, const std::string& job, int64_t gen, int port) {
@@ -97,7 +102,7 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   // Acknowledges the latest StartAssignment the worker got, with pid 1000+rank.
-  void Started(const std::string& worker) {
+  void Started(const std::string& worker, bool flush = true) {
     auto starts = channels_[worker]->Of(baton::v1::CoordinatorMessage::kStartAssignment);
     ASSERT_FALSE(starts.empty()) << worker << " got no StartAssignment";
     {
@@ -110,13 +115,13 @@ class CoordinatorTest : public ::testing::Test {
         r.set_pid(1000 + r.rank());
         *s->add_ranks() = r;
       }
-      Send(worker, out);
+      Send(worker, out, flush);
     }
   }
 
   // `at`: when the worker saw the exit (ProcessExit.time), unset if InfinitePast.
-  void Exited(const std::string& worker, const std::string& job, int64_t gen, int rank,
-              int code, int signal = 0, absl::Time at = absl::InfinitePast()) {
+  void Exited(const std::string& worker, const std::string& job, int64_t gen, int rank, int code,
+              int signal = 0, absl::Time at = absl::InfinitePast(), bool flush = true) {
     baton::v1::WorkerMessage m;
     auto* e = m.mutable_process_exited();
     e->set_job_id(job);
@@ -125,7 +130,7 @@ class CoordinatorTest : public ::testing::Test {
     e->mutable_exit()->set_exit_code(signal ? -1 : code);
     e->mutable_exit()->set_signal(signal);
     if (at != absl::InfinitePast()) *e->mutable_exit()->mutable_time() = ToProto(at);
-    Send(worker, m);
+    Send(worker, m, flush);
   }
 
   // A heartbeat numbered `seq` from `worker`.
@@ -1370,6 +1375,66 @@ TEST_F(RestartTest, RunningJobReattachesWhenWorkersReportBack) {
   clock_.Advance(absl::Minutes(2));  // and no worker came back for the restart
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kFailed);
+}
+
+int CountEvents(const baton::v1::Job& job, const std::string& reason) {
+  return static_cast<int>(std::count_if(job.events().begin(), job.events().end(),
+                                        [&](const auto& e) { return e.reason() == reason; }));
+}
+
+// A burst of rank reports (AssignmentStarted, clean exits) is staged: the coordinator acts
+// on it at once, clients see it once written (FlushStaged, or the state change it causes,
+// in the same transaction).
+TEST_F(RestartTest, RankReportsAreStagedAndWrittenWithTheStateChangeOrFlush) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  ReservedPort("w1", id, 1, 29500);
+  Started("w1", /*flush=*/false);
+  Started("w2", /*flush=*/false);
+  EXPECT_EQ(jobs_->Peek(id)->ranks(1).pid(), 1001);  // the coordinator knows
+  EXPECT_EQ(jobs_->Get(id)->ranks(1).pid(), 0);      // clients do not yet
+  Started("w3", /*flush=*/false);                    // the last: RUNNING, written with every pid
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  absl::StatusOr<baton::v1::Job> running = jobs_->Get(id);
+  ASSERT_OK(running);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(running->ranks(r).pid(), 1000 + r) << r;
+
+  Exited("w1", id, 1, 0, 0, 0, absl::InfinitePast(), /*flush=*/false);
+  Exited("w2", id, 1, 1, 0, 0, absl::InfinitePast(), /*flush=*/false);
+  EXPECT_FALSE(jobs_->Get(id)->ranks(0).has_exit());
+  coordinator_->FlushStaged();
+  absl::StatusOr<baton::v1::Job> flushed = jobs_->Get(id);
+  EXPECT_TRUE(flushed->ranks(0).has_exit());
+  EXPECT_TRUE(flushed->ranks(1).has_exit());
+  EXPECT_EQ(CountEvents(*flushed, "RankExited"), 2);
+
+  // The last exit, staged and lost with the coordinator: the restarted coordinator does
+  // not know it, and w3 reconnecting without the job (it forgot the assignment once the
+  // exit was sent) fails the generation, as for a report lost in flight.
+  Exited("w3", id, 1, 2, 0, 0, absl::InfinitePast(), /*flush=*/false);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);  // the job's end wrote it at once
+  EXPECT_EQ(CountEvents(*jobs_->Get(id), "RankExited"), 3);
+  Open(path_);
+  EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+TEST_F(RestartTest, AStagedExitLostWithTheCoordinatorRestartsTheGeneration) {
+  const std::string id = RunningJob();
+  Exited("w2", id, 1, 1, 0, 0, absl::InfinitePast(), /*flush=*/false);
+  Open(path_);  // the coordinator dies before its loop ran dry
+  EXPECT_FALSE(jobs_->Peek(id)->ranks(1).has_exit());
+  baton::v1::Register w1 = Reg("w1");  // still runs rank 0
+  auto* a = w1.add_assignments();
+  a->set_job_id(id);
+  a->set_generation(1);
+  a->add_ranks()->set_rank(0);
+  Connect(w1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  Connect(Reg("w2"));  // forgot the assignment once its exit was sent
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Peek(id)->restarts().failures(0).reason(), "WorkerRestarted");
 }
 
 TEST_F(RestartTest, RestartRendezvousInterruptedByARestartIsRequeuedAndCompletes) {

@@ -148,6 +148,11 @@ std::vector<std::string> JobManager::JobsIn(const std::vector<JobState>& states)
 
 const baton::v1::Job* JobManager::Peek(const std::string& job_id) const {
   auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? nullptr : &Current(it->second);
+}
+
+const baton::v1::Job* JobManager::PeekWritten(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
   return it == jobs_.end() ? nullptr : &it->second.job;
 }
 
@@ -163,6 +168,7 @@ absl::Status JobManager::Update(const baton::v1::Job& job,
   WriteBatch batch;
   batch.jobs.push_back(job);
   std::vector<baton::v1::JobUpdate> updates;
+  TakeStaged(*r, &updates);
   for (baton::v1::JobEvent& e : events) {
     updates.push_back(EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()),
                                   std::move(e), job));
@@ -181,7 +187,9 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
         "job ", job_id, ": the record given to Transition is of job ", record->id(),
         " in state ", baton::v1::JobState_Name(record->state())));
   }
-  baton::v1::Job job = record != nullptr ? *record : r->job;
+  baton::v1::Job job = record != nullptr ? *record : Current(*r);
+  std::vector<baton::v1::JobUpdate> updates;
+  TakeStaged(*r, &updates);
   const absl::Time now = clock_->Now();
   job.set_state(JobStateToProto(to));
   job.set_message(message);
@@ -199,7 +207,8 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
   event.set_to_state(JobStateToProto(to));
   event.set_reason(reason);
   event.set_message(message);
-  std::vector<baton::v1::JobUpdate> updates = {EventUpdate(r->last_seq + 1, std::move(event), job)};
+  updates.push_back(
+      EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()), std::move(event), job));
   WriteBatch batch;
   batch.jobs.push_back(job);
   batch.updates[job_id] = updates;
@@ -211,6 +220,7 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
 absl::Status JobManager::RecordEvent(const std::string& job_id, const std::string& reason,
                                      const std::string& message) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
+  if (r->staged.has_value()) RETURN_IF_ERROR(Flush());
   baton::v1::JobEvent event;
   event.set_reason(reason);
   event.set_message(message);
@@ -221,10 +231,81 @@ absl::Status JobManager::RecordEvent(const std::string& job_id, const std::strin
   return Commit(*r, std::move(batch), r->job, std::move(updates));
 }
 
+absl::Status JobManager::Stage(const std::string& job_id,
+                               absl::FunctionRef<void(baton::v1::Job&)> mutate,
+                               std::vector<baton::v1::JobEvent> events) {
+  ASSIGN_OR_RETURN(Record * r, Find(job_id));
+  const bool was_staged = r->staged.has_value();
+  baton::v1::Job& job = was_staged ? *r->staged : r->staged.emplace(r->job);
+  mutate(job);
+  if (job.id() != job_id || job.state() != r->job.state()) {
+    // Staged changes are facts about ranks; ids and states change through Transition.
+    absl::Status refused = absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, ": Stage may not change the id or the state (it made them ",
+                     job.id(), ", ", baton::v1::JobState_Name(job.state()), ")"));
+    job.set_id(job_id);
+    job.set_state(r->job.state());
+    if (!was_staged) r->staged.reset();
+    return refused;
+  }
+  const absl::Time now = clock_->Now();
+  for (baton::v1::JobEvent& e : events) {
+    *e.mutable_time() = ToProto(now);
+    e.set_generation(job.generation());
+    r->staged_events.push_back(std::move(e));
+  }
+  staged_.insert(job_id);
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::Flush() {
+  if (staged_.empty()) return absl::OkStatus();
+  WriteBatch batch;
+  for (const std::string& id : staged_) {
+    Record& r = jobs_.at(id);
+    batch.jobs.push_back(*r.staged);
+    std::vector<baton::v1::JobUpdate>& updates = batch.updates[id];
+    for (size_t i = 0; i < r.staged_events.size(); ++i) {
+      baton::v1::JobUpdate u;
+      u.set_seq(r.last_seq + 1 + static_cast<int64_t>(i));
+      *u.mutable_event() = r.staged_events[i];
+      updates.push_back(std::move(u));
+    }
+    if (updates.empty()) batch.updates.erase(id);
+  }
+  RETURN_IF_ERROR(Write(batch));
+  for (const std::string& id : staged_) {
+    Record& r = jobs_.at(id);
+    r.job = *std::move(r.staged);
+    r.staged.reset();
+    r.staged_events.clear();
+    auto it = batch.updates.find(id);
+    if (it == batch.updates.end()) continue;
+    r.last_seq = it->second.back().seq();
+    streams_.Publish(id, it->second);
+  }
+  staged_.clear();
+  return absl::OkStatus();
+}
+
+void JobManager::TakeStaged(Record& r, std::vector<baton::v1::JobUpdate>* updates) {
+  if (!r.staged.has_value()) return;
+  for (baton::v1::JobEvent& e : r.staged_events) {
+    baton::v1::JobUpdate u;
+    u.set_seq(r.last_seq + 1 + static_cast<int64_t>(updates->size()));
+    *u.mutable_event() = std::move(e);
+    updates->push_back(std::move(u));
+  }
+  r.staged.reset();
+  r.staged_events.clear();
+  staged_.erase(r.job.id());
+}
+
 absl::Status JobManager::AddMetrics(const std::string& job_id,
                                     const std::vector<baton::v1::MetricPoint>& points) {
   if (points.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
+  if (r->staged.has_value()) RETURN_IF_ERROR(Flush());
   // Everything derived is computed on copies and installed once the points are durable.
   // Points change only the result (rank 0's); the job is copied (its size grows with its
   // ranks) only when that changed, so a report of another rank costs O(its points).

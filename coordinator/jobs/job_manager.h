@@ -4,9 +4,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "baton/v1/job.pb.h"
@@ -65,6 +67,9 @@ struct JobIdLess {
 //
 // Durable, then visible: every change is one Store transaction (the job's row with the
 // events it causes), committed before memory changes and before any watcher hears of it.
+// The one exception is Stage (below): facts the coordinator re-learns after a restart,
+// held back so that N ranks' reports cost one transaction, not N; clients still see them
+// only once written.
 // A write that fails changes nothing here, and latches: every later write fails too
 // (UNAVAILABLE, naming the first error), since the coordinator must stop and recover from
 // disk rather than run ahead of it (store_error()).
@@ -104,10 +109,14 @@ class JobManager {
   // Ids of jobs in any of `states`, in submission order.
   std::vector<std::string> JobsIn(const std::vector<JobState>& states) const;
 
-  // Read-only access to a job's record (without events); nullptr for unknown ids. The
-  // pointer is valid until the job is deleted (Prune); what it points to changes with every
-  // Update/Transition of the job, so copy the record to build a change on it.
+  // Read-only access to a job's record (without events), staged changes included (see
+  // Stage); nullptr for unknown ids. The pointer is valid until the job is deleted (Prune);
+  // what it points to changes with every Stage/Update/Transition of the job, so copy the
+  // record to build a change on it.
   const baton::v1::Job* Peek(const std::string& job_id) const;
+  // As Peek, without staged changes: the record as written, what a restarted coordinator
+  // would load.
+  const baton::v1::Job* PeekWritten(const std::string& job_id) const;
 
   // Records a new version of a job's record (ranks, generation, restarts, ...): `job` is
   // the whole record (a copy of Peek's, changed), named by its id, in the job's current
@@ -127,6 +136,25 @@ class JobManager {
   // Records a non-state event (e.g. "RankExited").
   absl::Status RecordEvent(const std::string& job_id, const std::string& reason,
                            const std::string& message);
+
+  // Changes a job's record without writing it yet, for facts that a coordinator restart
+  // re-learns (the pids and exits its workers report again when they re-register), where a
+  // write per report would cost a durable transaction per rank. `mutate` edits the record
+  // in place (it may not change the id or the state: FAILED_PRECONDITION, and they are put
+  // back);
+  // `events` (reason and message set) get their time now and are recorded when the change
+  // is written. The change shows in Peek at once; clients (Get, List, Watch) see it once
+  // written: by Flush, or first thing in the job's next Update, Transition (same
+  // transaction), AddMetrics or RecordEvent. Lost if the coordinator stops before then.
+  // NOT_FOUND for unknown jobs.
+  absl::Status Stage(const std::string& job_id, absl::FunctionRef<void(baton::v1::Job&)> mutate,
+                     std::vector<baton::v1::JobEvent> events = {});
+  // Writes every staged change, all jobs in one transaction (a failure latches like any
+  // write, and the changes stay staged). The coordinator calls it whenever its event loop
+  // runs out of work, so a burst of reports costs one transaction.
+  absl::Status Flush();
+  // Jobs with staged changes not yet written.
+  size_t staged_jobs() const { return staged_.size(); }
 
   // Applies RetentionOptions to at most `max_jobs` jobs whose last prune is
   // prune_interval old (round robin): deletes finished jobs past job_retention (they
@@ -177,6 +205,10 @@ class JobManager {
     // coordinator does not report a straggler twice).
     StragglerDetector stragglers;
     absl::Time next_prune = absl::InfinitePast();
+    // Stage()d and not yet written: the record with the changes, and their events (time
+    // set, seq assigned when written). Empty `staged` iff the job is not in staged_.
+    std::optional<baton::v1::Job> staged;
+    std::vector<baton::v1::JobEvent> staged_events;
   };
 
   absl::StatusOr<Record*> Find(const std::string& job_id);
@@ -194,6 +226,13 @@ class JobManager {
   // the job's generation.
   baton::v1::JobUpdate EventUpdate(int64_t seq, baton::v1::JobEvent event,
                                    const baton::v1::Job& job) const;
+  // The record with its staged changes, if any.
+  static const baton::v1::Job& Current(const Record& r) {
+    return r.staged.has_value() ? *r.staged : r.job;
+  }
+  // Takes r's staged events as updates numbered from r.last_seq + 1 (appended to
+  // `updates`) and forgets the staged record: the caller writes a record built on it.
+  void TakeStaged(Record& r, std::vector<baton::v1::JobUpdate>* updates);
   // Commits `batch` (see the class comment: a failure latches); then installs `job` (when
   // given; nullopt: the record is unchanged) as r's record, appends `updates` (which
   // `batch` holds) to its history and pushes them to the watchers, with a fresh snapshot
@@ -211,6 +250,7 @@ class JobManager {
   int64_t next_job_number_ = 1;
   absl::Status store_error_;
   std::string prune_cursor_;  // the last job Prune() visited
+  std::set<std::string> staged_;  // ids of jobs with staged changes
   JobStreams streams_;
 };
 

@@ -251,6 +251,85 @@ TEST_F(JobManagerDurabilityTest, AFailedTransitionLeavesMemoryAndWatchersAlone) 
   EXPECT_FALSE(sink->finished);
 }
 
+baton::v1::JobEvent Event(const std::string& reason) {
+  baton::v1::JobEvent e;
+  e.set_reason(reason);
+  e.set_message(reason);
+  return e;
+}
+
+// Staged changes: in Peek at once; written, numbered and streamed by one Flush for every
+// job (one transaction), or first thing in the job's next Update.
+TEST_F(JobManagerDurabilityTest, StagedChangesAreWrittenByFlushOrTheNextUpdate) {
+  absl::StatusOr<baton::v1::Job> a = jobs_->Submit(NamedSpec("a"));
+  absl::StatusOr<baton::v1::Job> b = jobs_->Submit(NamedSpec("b"));
+  ASSERT_OK(a);
+  ASSERT_OK(b);
+  auto sink = std::make_shared<RecordingSink<baton::v1::JobUpdate>>();
+  ASSERT_OK(jobs_->Watch(a->id(), 0, sink));
+  const size_t seen = sink->items.size();
+  const int64_t writes = store_->writes();
+  for (const std::string& id : {a->id(), b->id()}) {
+    ASSERT_OK(jobs_->Stage(id, [](baton::v1::Job& j) { j.set_master_port(1); }, {Event("X")}));
+  }
+  ASSERT_OK(jobs_->Stage(a->id(), [](baton::v1::Job& j) { j.set_master_port(2); }, {Event("Y")}));
+  EXPECT_EQ(jobs_->Peek(a->id())->master_port(), 2);
+  EXPECT_EQ(jobs_->PeekWritten(a->id())->master_port(), 0);
+  EXPECT_EQ(jobs_->Get(a->id())->master_port(), 0);
+  EXPECT_EQ(sink->items.size(), seen) << "a watcher heard of an unwritten change";
+  EXPECT_EQ(store_->writes(), writes);
+  EXPECT_EQ(jobs_->staged_jobs(), 2u);
+
+  ASSERT_OK(jobs_->Flush());
+  EXPECT_EQ(store_->writes(), writes + 1);  // both jobs, one transaction
+  EXPECT_EQ(jobs_->staged_jobs(), 0u);
+  EXPECT_EQ(jobs_->Get(a->id())->master_port(), 2);
+  EXPECT_EQ(jobs_->Get(b->id())->master_port(), 1);
+  ASSERT_EQ(sink->items.size(), seen + 2);
+  EXPECT_EQ(sink->items[seen].event().reason(), "X");
+  EXPECT_EQ(sink->items[seen + 1].event().reason(), "Y");
+  EXPECT_EQ(sink->items[seen + 1].seq(), sink->items[seen].seq() + 1);
+
+  // Staged, then an Update: one transaction, the staged events first.
+  ASSERT_OK(jobs_->Stage(a->id(), [](baton::v1::Job& j) { j.set_master_port(3); }, {Event("Z")}));
+  baton::v1::Job record = *jobs_->Peek(a->id());
+  record.set_master_addr("h");
+  ASSERT_OK(jobs_->Update(record, {Event("U")}));
+  EXPECT_EQ(store_->writes(), writes + 2);
+  EXPECT_EQ(jobs_->staged_jobs(), 0u);
+  const baton::v1::Job got = *jobs_->Get(a->id());
+  EXPECT_EQ(got.master_port(), 3);
+  EXPECT_EQ(got.master_addr(), "h");
+  ASSERT_EQ(sink->items.size(), seen + 4);
+  EXPECT_EQ(sink->items[seen + 2].event().reason(), "Z");
+  EXPECT_EQ(sink->items[seen + 3].event().reason(), "U");
+
+  // Restarted from the store: what was written, nothing staged.
+  ASSERT_OK(jobs_->Stage(b->id(), [](baton::v1::Job& j) { j.set_master_port(9); }));
+  JobManager reloaded(store_.get(), &clock_);
+  ASSERT_OK(reloaded.Load());
+  EXPECT_EQ(reloaded.Peek(b->id())->master_port(), 1);
+}
+
+TEST_F(JobManagerDurabilityTest, StageMayNotChangeTheStateAndAFailedFlushKeepsTheChanges) {
+  absl::StatusOr<baton::v1::Job> a = jobs_->Submit(NamedSpec("a"));
+  ASSERT_OK(a);
+  EXPECT_THAT(
+      jobs_->Stage(a->id(), [](baton::v1::Job& j) { j.set_state(baton::v1::JOB_STATE_RUNNING); }),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("state")));
+  EXPECT_EQ(jobs_->staged_jobs(), 0u);
+  EXPECT_EQ(jobs_->Peek(a->id())->state(), baton::v1::JOB_STATE_QUEUED);
+  EXPECT_THAT(jobs_->Stage("j-999999", [](baton::v1::Job&) {}),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+
+  ASSERT_OK(jobs_->Stage(a->id(), [](baton::v1::Job& j) { j.set_master_port(5); }));
+  store_->FailWrite(1);
+  EXPECT_THAT(jobs_->Flush(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("injected")));
+  EXPECT_EQ(jobs_->staged_jobs(), 1u);
+  EXPECT_EQ(jobs_->PeekWritten(a->id())->master_port(), 0);
+  EXPECT_EQ(jobs_->Peek(a->id())->master_port(), 5);
+}
+
 TEST_F(JobManagerDurabilityTest, IdsStayInSubmissionOrderPastAMillionJobs) {
   ASSERT_OK(store_->SetMeta("next_job_number", "999999"));
   JobManager jobs(store_.get(), &clock_);

@@ -37,25 +37,37 @@ void EventLoop::Stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void EventLoop::WhenIdle(std::function<void()> fn) {
+  absl::MutexLock lock(&mu_);
+  idle_ = std::move(fn);
+}
+
 void EventLoop::Run() {
+  bool ran = false;  // a task ran since the idle task last did
   for (;;) {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !tasks_.empty() || stopping_;
-      };
-      mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick_);
-      // The periodic task goes first when due: a queue that never empties must not
-      // starve it (the reconcile expires leases and times out rendezvous).
-      if (periodic_ && absl::Now() >= next_tick_) {
-        task = periodic_;
-        next_tick_ = absl::Now() + period_;
-      } else if (!tasks_.empty()) {
-        task = std::move(tasks_.front());
-        tasks_.pop_front();
-      } else if (stopping_) {
-        return;
+      if (ran && tasks_.empty() && idle_) {
+        task = idle_;
+        ran = false;
+      } else {
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !tasks_.empty() || stopping_;
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick_);
+        // The periodic task goes first when due: a queue that never empties must not
+        // starve it (the reconcile expires leases and times out rendezvous).
+        if (periodic_ && absl::Now() >= next_tick_) {
+          task = periodic_;
+          next_tick_ = absl::Now() + period_;
+        } else if (!tasks_.empty()) {
+          task = std::move(tasks_.front());
+          tasks_.pop_front();
+        } else if (stopping_) {
+          return;
+        }
+        ran = static_cast<bool>(task);
       }
     }
     if (task) task();

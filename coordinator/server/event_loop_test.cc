@@ -65,6 +65,34 @@ TEST(EventLoop, PeriodicTaskRunsWhileTheQueueNeverEmpties) {
   loop.Stop();
 }
 
+// The idle task runs once after a burst, when the queue is empty (the coordinator's group
+// commit), and again after the next burst; never while tasks are queued.
+TEST(EventLoop, IdleTaskRunsOnceAfterEachBurst) {
+  EventLoop loop;
+  absl::Notification gate;
+  std::vector<int> seen;  // tasks done when the idle task ran
+  int done = 0;
+  absl::Notification first_idle, second_idle;
+  loop.WhenIdle([&] {
+    seen.push_back(done);
+    if (seen.size() == 1) first_idle.Notify();
+    if (seen.size() == 2) second_idle.Notify();
+  });
+  loop.Post([&] { gate.WaitForNotification(); });
+  for (int i = 0; i < 50; ++i) loop.Post([&] { ++done; });
+  gate.Notify();
+  ASSERT_TRUE(first_idle.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::Notification gate2;
+  loop.Post([&] { gate2.WaitForNotification(); });
+  for (int i = 0; i < 5; ++i) loop.Post([&] { ++done; });
+  gate2.Notify();
+  ASSERT_TRUE(second_idle.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  loop.Stop();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], 50);
+  EXPECT_EQ(seen[1], 55);
+}
+
 TEST(EventLoop, StopDrainsQueuedTasksAndDropsLaterOnes) {
   int ran = 0;
   {

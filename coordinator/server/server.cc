@@ -36,6 +36,9 @@ absl::Status CoordinatorServer::Start() {
   RETURN_IF_ERROR(Serve(std::move(credentials)));
   coordinator_->SetHaltHandler([this](const absl::Status& why) { Halt(why, options_.on_halt); });
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
+  // Group commit: the ranks' reports of a burst (N AssignmentStarted, N exits) are written
+  // in one transaction once the loop has nothing more to do.
+  loop_->WhenIdle([c = coordinator_.get()] { c->FlushStaged(); });
   ServeMetrics();
   BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
                   << options_.state_dir;

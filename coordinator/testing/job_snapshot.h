@@ -8,11 +8,12 @@
 
 namespace baton::coordinator {
 
-// Every job `jobs` holds, whole (spec, state, ranks, events), by id: what tests compare
-// between memory and a JobManager reloaded from the same store.
+// Every job `jobs` holds as written (without staged changes: JobManager::Stage), by id:
+// what tests compare between memory and a JobManager reloaded from the same store.
 inline std::map<std::string, baton::v1::Job> SnapshotJobs(const JobManager& jobs) {
   std::map<std::string, baton::v1::Job> out;
-  for (const baton::v1::Job& listed : jobs.List({}, 0)) out[listed.id()] = *jobs.Peek(listed.id());
+  for (const baton::v1::Job& listed : jobs.List({}, 0))
+    out[listed.id()] = *jobs.PeekWritten(listed.id());
   return out;
 }
 
