@@ -5,18 +5,28 @@
 //   - over a steady window (heartbeats every interval, a metric point per rank every
 //     --metric_period, M watchers on the job, a CLI-like client listing jobs and workers):
 //     the coordinator's CPU seconds per second and RSS (from /proc/<--coordinator_pid>);
+//     and, with --metrics, the store's transactions (fsyncs) per second and the share of
+//     the event loop they take (baton_coordinator_store_commit*); the latency of the
+//     watchers' stream: a metric point's send time -> a watcher received it (p50, p99);
+//   - with --lose_worker (N + 1 workers registered, the job needs N): after the window one
+//     running worker goes silent (partitioned); the coordinator's RESTARTING and the next
+//     generation's RUNNING event times, from the silent worker's last heartbeat;
 //   - after every rank reported exit 0: -> SUCCEEDED (or, --end=cancel: -> CANCELLED).
 // Prints one "result key=value ..." line. Exit status 0 iff every simulated worker got its
 // StartAssignment, the job went RUNNING then SUCCEEDED (CANCELLED, every worker sent its
 // StopAssignment), every watcher saw that end and no worker stream broke. Bounded: every wait has a
 // deadline.
+#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -52,6 +62,12 @@ ABSL_FLAG(int, coordinator_pid, 0, "The coordinator's pid for CPU and RSS (0: no
 ABSL_FLAG(std::string, end, "finish",
           "How the job ends after the window: 'finish' (every rank exits 0: SUCCEEDED) or "
           "'cancel' (CancelJob: CANCELLED, every worker sent its StopAssignment).");
+ABSL_FLAG(std::string, metrics, "",
+          "The coordinator's metrics endpoint (127.0.0.1:PORT): store transactions per second "
+          "over the window (empty: not measured).");
+ABSL_FLAG(bool, lose_worker, false,
+          "Register N + 1 workers; after the window one running worker goes silent, and the "
+          "time until the coordinator restarts the job on N is measured.");
 ABSL_FLAG(std::string, id_prefix, "sim-", "Simulated worker ids are <id_prefix><index>.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(120),
           "Deadline of each phase (registration, start, RUNNING, SUCCEEDED).");
@@ -108,11 +124,21 @@ class JobWatch {
 
   // Records one update from watcher `watcher`.
   void Note(int watcher, const baton::v1::JobUpdate& update) {
+    const absl::Time now = absl::Now();
     absl::MutexLock lock(&mu_);
     ++updates_;
-    auto note_state = [&](JobState state, absl::Time when) {
+    if (measure_latency_ && update.has_metric() && update.metric().has_time()) {
+      latencies_ms_.push_back(absl::ToDoubleMilliseconds(now - FromProto(update.metric().time())));
+    }
+    auto note_state = [&](JobState state, absl::Time when, int64_t generation = 0) {
       if (state == baton::v1::JOB_STATE_RUNNING && running_time_ == absl::InfinitePast()) {
         running_time_ = when;
+      }
+      if (state == baton::v1::JOB_STATE_RUNNING && generation > 0) {
+        running_by_generation_.emplace(generation, when);
+      }
+      if (state == baton::v1::JOB_STATE_RESTARTING && restarting_time_ == absl::InfinitePast()) {
+        restarting_time_ = when;
       }
       if (state == baton::v1::JOB_STATE_SUCCEEDED || state == baton::v1::JOB_STATE_FAILED ||
           state == baton::v1::JOB_STATE_CANCELLED) {
@@ -120,7 +146,8 @@ class JobWatch {
       }
     };
     if (update.has_event()) {
-      note_state(update.event().to_state(), FromProto(update.event().time()));
+      note_state(update.event().to_state(), FromProto(update.event().time()),
+                 update.event().generation());
       if (update.event().to_state() == baton::v1::JOB_STATE_FAILED) {
         failure_ = absl::StrCat(update.event().reason(), ": ", update.event().message());
       }
@@ -169,6 +196,42 @@ class JobWatch {
     return updates_;
   }
 
+  // Collects the latency of every metric point the watchers receive while on.
+  void MeasureLatency(bool on) {
+    absl::MutexLock lock(&mu_);
+    measure_latency_ = on;
+  }
+  // The q-quantile (0..1) of the latencies collected, in ms; 0 if none.
+  double LatencyQuantileMs(double q) const {
+    absl::MutexLock lock(&mu_);
+    if (latencies_ms_.empty()) return 0;
+    std::vector<double> v = latencies_ms_;
+    const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+    return v[k];
+  }
+
+  // Waits for the first RESTARTING event, then for generation `generation`'s RUNNING; their
+  // coordinator times. DEADLINE_EXCEEDED naming the one missing.
+  absl::StatusOr<std::pair<absl::Time, absl::Time>> AwaitRestart(int64_t generation,
+                                                                 absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return running_by_generation_.count(generation) > 0 || AnyEndedLocked();
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+    if (restarting_time_ == absl::InfinitePast()) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the job never went RESTARTING by the deadline ", failure_));
+    }
+    auto it = running_by_generation_.find(generation);
+    if (it == running_by_generation_.end()) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "generation ", generation, " did not reach RUNNING by the deadline ", failure_));
+    }
+    return std::make_pair(restarting_time_, it->second);
+  }
+
  private:
   bool AnyEndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::any_of(ended_.begin(), ended_.end(),
@@ -177,6 +240,10 @@ class JobWatch {
 
   mutable absl::Mutex mu_;
   absl::Time running_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time restarting_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<int64_t, absl::Time> running_by_generation_ ABSL_GUARDED_BY(mu_);
+  bool measure_latency_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<double> latencies_ms_ ABSL_GUARDED_BY(mu_);
   std::vector<JobState> ended_ ABSL_GUARDED_BY(mu_);  // UNSPECIFIED: not yet
   std::string failure_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
@@ -193,6 +260,53 @@ double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// What the coordinator's metrics say of its store: ok transactions and seconds in them.
+struct CommitSample {
+  double commits = 0;
+  double seconds = 0;
+};
+
+// Scrapes http://<address>/metrics (127.0.0.1:PORT; plain HTTP/1.0 over loopback).
+absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": want HOST:PORT"));
+  }
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": not an IPv4 address"));
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::InternalError("socket");
+  std::string body;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[65536];
+      for (ssize_t got; (got = read(fd, buf, sizeof(buf))) > 0;) body.append(buf, got);
+    }
+  }
+  close(fd);
+  CommitSample out;
+  bool found = false;
+  std::istringstream lines(body);
+  for (std::string line; std::getline(lines, line);) {
+    if (absl::StartsWith(line, "baton_coordinator_store_commits_total{result=\"ok\"}")) {
+      out.commits = std::stod(line.substr(line.rfind(' ') + 1));
+      found = true;
+    } else if (absl::StartsWith(line, "baton_coordinator_store_commit_seconds_total")) {
+      out.seconds = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  if (!found) {
+    return absl::UnavailableError(
+        absl::StrCat("no baton_coordinator_store_commits_total at http://", address, "/metrics"));
+  }
+  return out;
 }
 
 // Counts the READY workers whose id starts with `prefix`.
@@ -235,9 +349,11 @@ int Run() {
   std::unique_ptr<baton::v1::ClusterService::Stub> cluster_service =
       baton::v1::ClusterService::NewStub(channel);
 
+  const bool lose = absl::GetFlag(FLAGS_lose_worker);
+  const std::string metrics = absl::GetFlag(FLAGS_metrics);
   SimOptions options;
   options.coordinator = address;
-  options.workers = n;
+  options.workers = lose ? n + 1 : n;  // one spare to restart on
   options.slots = absl::GetFlag(FLAGS_slots);
   options.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
   options.metric_period = absl::GetFlag(FLAGS_metric_period);
@@ -253,11 +369,12 @@ int Run() {
   const absl::Time registered = absl::Now();
   for (;;) {
     absl::StatusOr<int> ready = ReadyWorkers(cluster_service.get(), options.id_prefix);
-    if (ready.ok() && *ready == n) break;
+    if (ready.ok() && *ready == options.workers) break;
     if (absl::Now() > register_start + timeout) {
-      return fail("ListWorkers", ready.ok() ? absl::DeadlineExceededError(
-                                                  absl::StrCat(*ready, " of ", n, " workers READY"))
-                                            : ready.status());
+      return fail("ListWorkers", ready.ok()
+                                     ? absl::DeadlineExceededError(absl::StrCat(
+                                           *ready, " of ", options.workers, " workers READY"))
+                                     : ready.status());
     }
     absl::SleepFor(absl::Milliseconds(100));  // a poll with a deadline
   }
@@ -343,6 +460,10 @@ int Run() {
   const ProcSample first = SampleProc(pid);
   const double self_first = SelfCpuSeconds();
   const SimCounts counts_first = sim.Counts();
+  absl::StatusOr<CommitSample> commits_first = CommitSample();
+  if (!metrics.empty()) commits_first = ScrapeCommits(metrics);
+  if (!commits_first.ok()) return fail("metrics", commits_first.status());
+  watch.MeasureLatency(true);
   double rss_max = first.rss_mib;
   while (absl::Now() < window_start + steady) {
     absl::SleepFor(std::min(absl::Seconds(1), window_start + steady - absl::Now()));
@@ -352,11 +473,30 @@ int Run() {
   const double self_last = SelfCpuSeconds();
   const SimCounts counts_last = sim.Counts();
   const double window_s = absl::ToDoubleSeconds(absl::Now() - window_start);
+  watch.MeasureLatency(false);
+  absl::StatusOr<CommitSample> commits_last = CommitSample();
+  if (!metrics.empty()) commits_last = ScrapeCommits(metrics);
+  if (!commits_last.ok()) return fail("metrics", commits_last.status());
   {
     absl::MutexLock lock(&lists_mu);
     window_over = true;
   }
   lister.join();
+
+  // 4b. A lost worker: silent from now; the job restarts on the N others (the spare too).
+  double detect_s = 0, restart_s = 0;
+  if (lose) {
+    absl::StatusOr<SimCluster::Silenced> silenced = sim.SilenceOne();
+    if (!silenced.ok()) return fail("lose a worker", silenced.status());
+    absl::StatusOr<std::pair<absl::Time, absl::Time>> restarted =
+        watch.AwaitRestart(/*generation=*/2, absl::Now() + timeout);
+    if (!restarted.ok()) {
+      stop_watchers();
+      return fail("restart", restarted.status());
+    }
+    detect_s = absl::ToDoubleSeconds(restarted->first - silenced->last_heartbeat);
+    restart_s = absl::ToDoubleSeconds(restarted->second - silenced->last_heartbeat);
+  }
 
   // 5. End the job: every rank exits 0 (the job must succeed), or a CancelJob (the job is
   // CANCELLED and every worker is sent its StopAssignment). Every watcher must see it.
@@ -388,7 +528,8 @@ int Run() {
       "gen_cpu_per_s=%.3f heartbeats_per_s=%.1f acks_per_s=%.1f points_per_s=%.2f "
       "list_jobs_ms=%.2f list_workers_ms=%.2f list_errors=%d finish_to_end_s=%.3f "
       "watch_updates=%lld started_workers=%d running=1 ended=%s stops_received=%lld "
-      "failed_streams=%d\n",
+      "failed_streams=%d watchers=%d watch_latency_p50_ms=%.2f watch_latency_p99_ms=%.2f "
+      "store_commits_per_s=%.2f store_busy=%.4f detect_s=%.3f restart_s=%.3f\n",
       n, absl::ToDoubleSeconds(registered - register_start),
       absl::ToDoubleSeconds(at_start.last_start_received - submit_time),
       absl::ToDoubleSeconds(*running - submit_time), window_s,
@@ -403,10 +544,13 @@ int Run() {
       !ended.ok() ? "no"
       : cancel    ? "CANCELLED"
                   : "SUCCEEDED",
-      static_cast<long long>(end.stops_received), end.failed_streams);
+      static_cast<long long>(end.stops_received), end.failed_streams, watchers,
+      watch.LatencyQuantileMs(0.5), watch.LatencyQuantileMs(0.99),
+      (commits_last->commits - commits_first->commits) / window_s,
+      (commits_last->seconds - commits_first->seconds) / window_s, detect_s, restart_s);
   std::fflush(stdout);
   if (!ended.ok()) return fail("end", ended);
-  if (end.started != n || end.failed_streams != 0) {
+  if (end.started < n || end.failed_streams != 0) {
     return fail("workers",
                 absl::InternalError(absl::StrCat(end.started, " of ", n, " workers started, ",
                                                  end.failed_streams, " streams broke")));

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <deque>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,15 @@ class SimWorker final
     RemoveHold();
   }
 
+  // If this worker runs an assignment, it goes silent (see SimCluster::SilenceOne) and
+  // returns when it last sent a heartbeat.
+  std::optional<absl::Time> SilenceIfRunning() {
+    absl::MutexLock lock(&mu_);
+    if (dead_ || silent_ || !running_) return std::nullopt;
+    silent_ = true;
+    return last_heartbeat_;
+  }
+
   // Sends what is due at `now`: a heartbeat, a metric point per rank, the ranks' exits.
   void Tick(absl::Time now) {
     std::vector<baton::v1::WorkerMessage> out;
@@ -63,8 +73,9 @@ class SimWorker final
     int64_t exits = 0;
     {
       absl::MutexLock lock(&mu_);
-      if (dead_ || !registered_) return;
+      if (dead_ || silent_ || !registered_) return;
       if (now >= next_heartbeat_) {
+        last_heartbeat_ = now;
         baton::v1::WorkerMessage m;
         *m.mutable_heartbeat()->mutable_time() = ToProto(now);
         m.mutable_heartbeat()->set_seq(++seq_);
@@ -107,7 +118,7 @@ class SimWorker final
     int64_t exits;
     {
       absl::MutexLock lock(&mu_);
-      if (dead_ || !running_) return;
+      if (dead_ || silent_ || !running_) return;
       exits = ExitAllLocked(absl::Now(), 0, 0, &out);
     }
     cluster_->Count(&SimCounts::exits_sent, exits);
@@ -116,11 +127,14 @@ class SimWorker final
 
   void OnReadDone(bool ok) override {
     if (!ok) {
+      bool silent;
       {
         absl::MutexLock lock(&mu_);
         dead_ = true;
+        silent = silent_;
       }
-      cluster_->OnStreamEnded();
+      // The coordinator ends a lost (silent) worker's stream: expected, not a failure.
+      if (!silent) cluster_->OnStreamEnded();
       return;
     }
     Handle(in_);
@@ -187,6 +201,10 @@ class SimWorker final
   void Handle(const baton::v1::CoordinatorMessage& message) {
     const absl::Time now = absl::Now();
     std::vector<baton::v1::WorkerMessage> out;
+    {
+      absl::MutexLock lock(&mu_);
+      if (silent_) return;  // partitioned: it hears nothing either
+    }
     switch (message.msg_case()) {
       case baton::v1::CoordinatorMessage::kRegistered: {
         {
@@ -274,6 +292,8 @@ class SimWorker final
   std::deque<baton::v1::WorkerMessage> pending_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
   absl::Time next_heartbeat_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
@@ -369,6 +389,15 @@ absl::Status SimCluster::AwaitStopped(int64_t n, absl::Time deadline) {
                                                     " StopAssignments received by the deadline"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<SimCluster::Silenced> SimCluster::SilenceOne() {
+  for (size_t i = workers_.size(); i-- > 0;) {
+    if (std::optional<absl::Time> last = workers_[i]->SilenceIfRunning()) {
+      return Silenced{static_cast<int>(i), *last};
+    }
+  }
+  return absl::FailedPreconditionError("no simulated worker runs an assignment");
 }
 
 void SimCluster::FinishAll() {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
@@ -50,7 +51,7 @@ struct SimOptions {
 struct SimCounts {
   int registered = 0;      // Registered received
   int started = 0;         // workers that received a StartAssignment
-  int failed_streams = 0;  // streams that ended before Stop()
+  int failed_streams = 0;  // streams that ended before Stop(), a silenced one's aside
   int64_t heartbeats_sent = 0;
   int64_t heartbeat_acks = 0;
   int64_t metric_points_sent = 0;
@@ -84,6 +85,15 @@ class SimCluster {
 
   // Every running assignment's ranks report ProcessExited code 0.
   void FinishAll();
+
+  // One worker running an assignment (the highest-numbered) goes silent, as if
+  // partitioned: its stream stays open, it sends nothing more (no heartbeat, point or exit)
+  // and ignores what it receives. FAILED_PRECONDITION if no worker runs an assignment.
+  struct Silenced {
+    int index;
+    absl::Time last_heartbeat;  // its last heartbeat sent (the lease counts from there)
+  };
+  absl::StatusOr<Silenced> SilenceOne();
 
   // Cancels every stream and waits until gRPC is done with them; stops the ticker.
   void Stop();

@@ -220,6 +220,15 @@ absl::Status ValidateWorkers(const JobSpec& spec) {
                                   " is out of range; must be 1..", kMaxSlotsPerWorker));
     }
   }
+  // The job's record lists every rank: bound it (and so the messages that carry it).
+  const int64_t workers = spec.workers().has_max() ? spec.workers().max() : min;
+  const int64_t ranks = workers * (spec.has_slots_per_worker() ? spec.slots_per_worker() : 1);
+  if (ranks > kMaxRanks) {
+    return Invalid(spec.workers().has_max() ? "workers.max" : "workers.min",
+                   absl::StrCat(workers, " workers x slots_per_worker ",
+                                spec.has_slots_per_worker() ? spec.slots_per_worker() : 1, " = ",
+                                ranks, " ranks, more than ", kMaxRanks, "; use fewer workers"));
+  }
   return absl::OkStatus();
 }
 

@@ -13,8 +13,11 @@ namespace baton {
 
 // Largest values accepted by ValidateJobSpec (the trainer's are in
 // common/spec/trainer_spec_defaults.h).
-inline constexpr int kMaxWorkers = 1024;
+inline constexpr int kMaxWorkers = 10000;
 inline constexpr int kMaxSlotsPerWorker = 64;
+// Ranks of a job (workers x slots_per_worker, at workers.max): every one is in the job's
+// record, which a WatchJob snapshot carries whole (about 60 bytes a rank).
+inline constexpr int kMaxRanks = 65536;
 
 // Returns `spec` with every unset field that has a documented default filled in:
 //   slots_per_worker  1        (only when absent: an explicit 0 is kept, and rejected)

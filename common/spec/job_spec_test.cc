@@ -566,16 +566,26 @@ TEST(ValidateJobSpecTest, Workers) {
   EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "workers.max: 1 is less than workers.min (2); must be >= min"));
 
-  spec.mutable_workers()->set_max(1025);
+  spec.mutable_workers()->set_max(10001);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "workers.max: 1025 is too large; must be <= 1024"));
-  spec.mutable_workers()->set_max(1024);
+              StatusIs(kInvalid, "workers.max: 10001 is too large; must be <= 10000"));
+  spec.mutable_workers()->set_max(10000);
   EXPECT_OK(ValidateAndCheckPaths(spec));
 
-  spec.mutable_workers()->set_min(1025);
+  spec.mutable_workers()->set_min(10001);
   spec.mutable_workers()->clear_max();
   EXPECT_THAT(ValidateJobSpec(WithDefaults(spec)),
-              StatusIs(kInvalid, HasSubstr("workers.min: 1025 is too large")));
+              StatusIs(kInvalid, HasSubstr("workers.min: 10001 is too large")));
+
+  // Workers x slots: the ranks the job's record lists.
+  spec.mutable_workers()->set_min(2000);
+  spec.set_slots_per_worker(32);
+  EXPECT_OK(ValidateJobSpec(WithDefaults(spec)));
+  spec.mutable_workers()->set_max(2049);
+  EXPECT_THAT(ValidateJobSpec(WithDefaults(spec)),
+              StatusIs(kInvalid,
+                       "workers.max: 2049 workers x slots_per_worker 32 = 65568 ranks, "
+                       "more than 65536; use fewer workers"));
 }
 
 TEST(ValidateJobSpecTest, SlotsPerWorker) {

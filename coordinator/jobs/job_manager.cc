@@ -431,7 +431,10 @@ absl::Status JobManager::Prune(int max_jobs) {
       continue;
     }
     if (!store_error_.ok()) return store_error_;
+    const absl::Time start = clock_->Now();
     absl::StatusOr<int64_t> pruned = store_->Prune(id, limits);
+    commit_stats_.time += clock_->Now() - start;
+    ++(pruned.ok() ? commit_stats_.commits : commit_stats_.failed);
     if (!pruned.ok()) {
       store_error_ = pruned.status();
       return store_error_;
@@ -457,7 +460,10 @@ absl::Status JobManager::Write(const WriteBatch& batch) {
         "restarts: ",
         store_error_.message()));
   }
+  const absl::Time start = clock_->Now();
   absl::Status s = store_->Write(batch);
+  commit_stats_.time += clock_->Now() - start;
+  ++(s.ok() ? commit_stats_.commits : commit_stats_.failed);
   if (!s.ok()) store_error_ = s;
   return s;
 }

@@ -167,6 +167,15 @@ class JobManager {
   // Bytes the state occupies on disk (Store::DiskBytes).
   absl::StatusOr<int64_t> StateBytes() const { return store_->DiskBytes(); }
 
+  // Store transactions this manager committed (each one fsync of the write-ahead log) and
+  // the time they took, since it was made: what the coordinator's metrics export.
+  struct CommitStats {
+    int64_t commits = 0;
+    int64_t failed = 0;
+    absl::Duration time;
+  };
+  const CommitStats& commit_stats() const { return commit_stats_; }
+
   // OK until a store write failed; then that failure (the coordinator must stop).
   const absl::Status& store_error() const { return store_error_; }
 
@@ -249,6 +258,7 @@ class JobManager {
   std::map<std::string, std::string> by_request_id_;  // SubmitJob request_id -> job id
   int64_t next_job_number_ = 1;
   absl::Status store_error_;
+  CommitStats commit_stats_;
   std::string prune_cursor_;  // the last job Prune() visited
   std::set<std::string> staged_;  // ids of jobs with staged changes
   JobStreams streams_;

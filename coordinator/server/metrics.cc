@@ -318,6 +318,24 @@ void CoordinatorMetrics::SnapshotJobCounts(std::vector<prometheus::MetricFamily>
     state.metric.push_back(MakeSample({}, static_cast<double>(*bytes), MetricType::Gauge));
     out.push_back(std::move(state));
   }
+  const JobManager::CommitStats& commits = jobs_->commit_stats();
+  prometheus::MetricFamily committed =
+      MakeFamily("baton_coordinator_store_commits_total",
+                 "State store transactions, by result (ok, failed); each ok one is an fsync of "
+                 "the write-ahead log.",
+                 MetricType::Counter);
+  committed.metric.push_back(
+      MakeSample({{"result", "ok"}}, static_cast<double>(commits.commits), MetricType::Counter));
+  committed.metric.push_back(
+      MakeSample({{"result", "failed"}}, static_cast<double>(commits.failed), MetricType::Counter));
+  out.push_back(std::move(committed));
+  prometheus::MetricFamily commit_time = MakeFamily(
+      "baton_coordinator_store_commit_seconds_total",
+      "Time the event loop spent in state store transactions (rate: the fraction of a core).",
+      MetricType::Counter);
+  commit_time.metric.push_back(
+      MakeSample({}, absl::ToDoubleSeconds(commits.time), MetricType::Counter));
+  out.push_back(std::move(commit_time));
 }
 
 void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& out) const {

@@ -94,8 +94,9 @@ class CoordinatorMetricsTest : public ::testing::Test {
   std::unique_ptr<CoordinatorMetrics> metrics_;
 };
 
-// The state directory's size on disk, for an alert before the disk fills.
-TEST(CoordinatorMetricsStateTest, ExportsTheStateSize) {
+// The state directory's size on disk, for an alert before the disk fills, and the store's
+// transactions (fsyncs) and the time they take.
+TEST(CoordinatorMetricsStateTest, ExportsTheStateSizeAndCommits) {
   const std::string path = std::string(getenv("TEST_TMPDIR")) + "/state.db";
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(path);
   ASSERT_OK(store);
@@ -115,9 +116,16 @@ TEST(CoordinatorMetricsStateTest, ExportsTheStateSize) {
   spec.mutable_workers()->set_min(1);
   (*spec.mutable_env())["PAD"] = std::string(30000, 'p');
   for (int i = 0; i < 20; ++i) ASSERT_OK(jobs.Submit(spec));
-  const std::optional<double> after = Value(metrics.Collect(), "baton_coordinator_state_bytes", {});
+  const std::vector<prometheus::MetricFamily> scrape = metrics.Collect();
+  const std::optional<double> after = Value(scrape, "baton_coordinator_state_bytes", {});
   ASSERT_TRUE(after.has_value());
   EXPECT_GT(*after, *before + 20 * 30000);
+  // A submit is one transaction.
+  EXPECT_THAT(Value(scrape, "baton_coordinator_store_commits_total", {{"result", "ok"}}),
+              Optional(20.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_store_commits_total", {{"result", "failed"}}),
+              Optional(0.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_store_commit_seconds_total", {}), Optional(0.0));
   loop.Stop();
 }
 
