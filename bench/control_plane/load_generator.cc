@@ -487,7 +487,10 @@ int Run() {
   double detect_s = 0, restart_s = 0;
   if (lose) {
     absl::StatusOr<SimCluster::Silenced> silenced = sim.SilenceOne();
-    if (!silenced.ok()) return fail("lose a worker", silenced.status());
+    if (!silenced.ok()) {
+      stop_watchers();
+      return fail("lose a worker", silenced.status());
+    }
     absl::StatusOr<std::pair<absl::Time, absl::Time>> restarted =
         watch.AwaitRestart(/*generation=*/2, absl::Now() + timeout);
     if (!restarted.ok()) {

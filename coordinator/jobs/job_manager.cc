@@ -220,7 +220,7 @@ absl::Status JobManager::Transition(const std::string& job_id, JobState to,
 absl::Status JobManager::RecordEvent(const std::string& job_id, const std::string& reason,
                                      const std::string& message) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  if (r->staged.has_value()) RETURN_IF_ERROR(Flush());
+  if (staged_.count(job_id) > 0) RETURN_IF_ERROR(Flush());
   baton::v1::JobEvent event;
   event.set_reason(reason);
   event.set_message(message);
@@ -248,11 +248,8 @@ absl::Status JobManager::Stage(const std::string& job_id,
     if (!was_staged) r->staged.reset();
     return refused;
   }
-  const absl::Time now = clock_->Now();
   for (baton::v1::JobEvent& e : events) {
-    *e.mutable_time() = ToProto(now);
-    e.set_generation(job.generation());
-    r->staged_events.push_back(std::move(e));
+    r->staged_updates.push_back(EventUpdate(0, std::move(e), job));
   }
   staged_.insert(job_id);
   return absl::OkStatus();
@@ -263,22 +260,20 @@ absl::Status JobManager::Flush() {
   WriteBatch batch;
   for (const std::string& id : staged_) {
     Record& r = jobs_.at(id);
-    batch.jobs.push_back(*r.staged);
+    if (r.staged.has_value()) batch.jobs.push_back(*r.staged);
+    if (r.staged_updates.empty()) continue;
     std::vector<baton::v1::JobUpdate>& updates = batch.updates[id];
-    for (size_t i = 0; i < r.staged_events.size(); ++i) {
-      baton::v1::JobUpdate u;
-      u.set_seq(r.last_seq + 1 + static_cast<int64_t>(i));
-      *u.mutable_event() = r.staged_events[i];
-      updates.push_back(std::move(u));
+    updates = r.staged_updates;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      updates[i].set_seq(r.last_seq + 1 + static_cast<int64_t>(i));
     }
-    if (updates.empty()) batch.updates.erase(id);
   }
   RETURN_IF_ERROR(Write(batch));
   for (const std::string& id : staged_) {
     Record& r = jobs_.at(id);
-    r.job = *std::move(r.staged);
+    if (r.staged.has_value()) r.job = *std::move(r.staged);
     r.staged.reset();
-    r.staged_events.clear();
+    r.staged_updates.clear();
     auto it = batch.updates.find(id);
     if (it == batch.updates.end()) continue;
     r.last_seq = it->second.back().seq();
@@ -289,15 +284,12 @@ absl::Status JobManager::Flush() {
 }
 
 void JobManager::TakeStaged(Record& r, std::vector<baton::v1::JobUpdate>* updates) {
-  if (!r.staged.has_value()) return;
-  for (baton::v1::JobEvent& e : r.staged_events) {
-    baton::v1::JobUpdate u;
+  for (baton::v1::JobUpdate& u : r.staged_updates) {
     u.set_seq(r.last_seq + 1 + static_cast<int64_t>(updates->size()));
-    *u.mutable_event() = std::move(e);
     updates->push_back(std::move(u));
   }
   r.staged.reset();
-  r.staged_events.clear();
+  r.staged_updates.clear();
   staged_.erase(r.job.id());
 }
 
@@ -305,23 +297,18 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
                                     const std::vector<baton::v1::MetricPoint>& points) {
   if (points.empty()) return absl::OkStatus();
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  if (r->staged.has_value()) RETURN_IF_ERROR(Flush());
-  // Everything derived is computed on copies and installed once the points are durable.
-  // Points change only the result (rank 0's); the job is copied (its size grows with its
-  // ranks) only when that changed, so a report of another rank costs O(its points).
-  baton::v1::JobResult result = r->job.result();
-  ProductiveTime productive = r->productive;
-  StragglerDetector stragglers = r->stragglers;
-  std::vector<baton::v1::JobUpdate> updates;
-  updates.reserve(points.size());
+  // Points change only the result (rank 0's); the record is copied (its size grows with
+  // its ranks) only when that changed and it is not staged already, so a report of another
+  // rank costs O(its points).
+  const baton::v1::Job& current = Current(*r);
+  baton::v1::JobResult result = current.result();
   std::vector<StragglerDetector::Straggler> found;
   for (const baton::v1::MetricPoint& p : points) {
     baton::v1::JobUpdate u;
-    u.set_seq(r->last_seq + 1 + static_cast<int64_t>(updates.size()));
     *u.mutable_metric() = p;
-    updates.push_back(std::move(u));
-    productive.Add(p);
-    if (auto s = stragglers.Add(p)) found.push_back(*s);
+    r->staged_updates.push_back(std::move(u));
+    r->productive.Add(p);
+    if (auto s = r->stragglers.Add(p)) found.push_back(*s);
     if (p.rank() != 0) continue;
     if (p.step() < result.steps()) continue;  // out of order; keep the newest
     result.set_steps(p.step());
@@ -339,20 +326,13 @@ absl::Status JobManager::AddMetrics(const std::string& job_id,
         "(above %.2fx for %d consecutive metric points, generation %d)",
         s.rank, s.ratio, options_.straggler_threshold, options_.slowdown_window,
         s.generation));
-    updates.push_back(EventUpdate(r->last_seq + 1 + static_cast<int64_t>(updates.size()),
-                                  std::move(event), r->job));
+    r->staged_updates.push_back(EventUpdate(0, std::move(event), current));
   }
-  WriteBatch batch;
-  std::optional<baton::v1::Job> job;
-  if (!google::protobuf::util::MessageDifferencer::Equals(result, r->job.result())) {
-    job = r->job;
-    *job->mutable_result() = std::move(result);
-    batch.jobs.push_back(*job);
+  if (!google::protobuf::util::MessageDifferencer::Equals(result, current.result())) {
+    baton::v1::Job& staged = r->staged.has_value() ? *r->staged : r->staged.emplace(r->job);
+    *staged.mutable_result() = std::move(result);
   }
-  batch.updates[job_id] = updates;
-  RETURN_IF_ERROR(Commit(*r, std::move(batch), std::move(job), std::move(updates)));
-  r->productive = std::move(productive);
-  r->stragglers = std::move(stragglers);
+  staged_.insert(job_id);
   return absl::OkStatus();
 }
 

@@ -67,9 +67,9 @@ struct JobIdLess {
 //
 // Durable, then visible: every change is one Store transaction (the job's row with the
 // events it causes), committed before memory changes and before any watcher hears of it.
-// The one exception is Stage (below): facts the coordinator re-learns after a restart,
-// held back so that N ranks' reports cost one transaction, not N; clients still see them
-// only once written.
+// The one exception is staging (Stage, AddMetrics): ranks' reports, held back so that N
+// ranks' reports cost one transaction, not N (a group commit, whenever the event loop
+// runs dry); clients still see them only once written.
 // A write that fails changes nothing here, and latches: every later write fails too
 // (UNAVAILABLE, naming the first error), since the coordinator must stop and recover from
 // disk rather than run ahead of it (store_error()).
@@ -144,8 +144,8 @@ class JobManager {
   // back);
   // `events` (reason and message set) get their time now and are recorded when the change
   // is written. The change shows in Peek at once; clients (Get, List, Watch) see it once
-  // written: by Flush, or first thing in the job's next Update, Transition (same
-  // transaction), AddMetrics or RecordEvent. Lost if the coordinator stops before then.
+  // written: by Flush, or first thing in the job's next Update or Transition (same
+  // transaction) or RecordEvent. Lost if the coordinator stops before then.
   // NOT_FOUND for unknown jobs.
   absl::Status Stage(const std::string& job_id, absl::FunctionRef<void(baton::v1::Job&)> mutate,
                      std::vector<baton::v1::JobEvent> events = {});
@@ -184,6 +184,10 @@ class JobManager {
   // productive step time behind result.goodput; see coordinator/policy/goodput.h). Records a
   // "Straggler" event (after the points) the first time a rank of a generation is found
   // to straggle (coordinator/policy/slowdown.h), naming the rank and its slowdown ratio.
+  // Staged like Stage's changes (a report per rank per period would otherwise cost a
+  // transaction each): the points and the new result are written, and streamed, by the
+  // next Flush, Update or Transition; the goodput and straggler accumulators advance at
+  // once (a restarted coordinator rebuilds them from the points written).
   absl::Status AddMetrics(const std::string& job_id,
                           const std::vector<baton::v1::MetricPoint>& points);
   // Numbers and records log lines.
@@ -214,10 +218,11 @@ class JobManager {
     // coordinator does not report a straggler twice).
     StragglerDetector stragglers;
     absl::Time next_prune = absl::InfinitePast();
-    // Stage()d and not yet written: the record with the changes, and their events (time
-    // set, seq assigned when written). Empty `staged` iff the job is not in staged_.
+    // Staged (Stage, AddMetrics) and not yet written: the record with the changes (none if
+    // only updates are staged) and the updates, events and metric points in order (seq
+    // assigned when written). The job is in staged_ iff either is there.
     std::optional<baton::v1::Job> staged;
-    std::vector<baton::v1::JobEvent> staged_events;
+    std::vector<baton::v1::JobUpdate> staged_updates;
   };
 
   absl::StatusOr<Record*> Find(const std::string& job_id);
@@ -239,8 +244,8 @@ class JobManager {
   static const baton::v1::Job& Current(const Record& r) {
     return r.staged.has_value() ? *r.staged : r.job;
   }
-  // Takes r's staged events as updates numbered from r.last_seq + 1 (appended to
-  // `updates`) and forgets the staged record: the caller writes a record built on it.
+  // Takes r's staged updates, numbered from r.last_seq + 1 + updates->size() (appended to
+  // `updates`), and forgets the staged record: the caller writes a record built on it.
   void TakeStaged(Record& r, std::vector<baton::v1::JobUpdate>* updates);
   // Commits `batch` (see the class comment: a failure latches); then installs `job` (when
   // given; nullopt: the record is unchanged) as r's record, appends `updates` (which

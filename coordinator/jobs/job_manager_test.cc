@@ -54,7 +54,9 @@ class JobManagerTest : public ::testing::Test {
     return job->id();
   }
 
+  // The job as a client sees it after the coordinator's next group commit.
   baton::v1::Job Get(JobManager& jobs, const std::string& id) {
+    EXPECT_OK(jobs.Flush());
     absl::StatusOr<baton::v1::Job> job = jobs.Get(id);
     EXPECT_OK(job);
     return job.ok() ? *job : baton::v1::Job();
@@ -97,6 +99,7 @@ TEST_F(JobManagerTest, ResultGoodputIsEvaluatedNowUntilTheJobEndsThenFrozen) {
 TEST_F(JobManagerTest, LoadRebuildsTheProductiveTimeOfARunningJob) {
   const std::string id = RunningJob();
   ASSERT_OK(jobs_->AddMetrics(id, {Point(1, 0, 10, 0.5)}));
+  ASSERT_OK(jobs_->Flush());
   clock_.Advance(absl::Seconds(20));
   const std::unique_ptr<JobManager> reloaded = Loaded();
   EXPECT_DOUBLE_EQ(Get(*reloaded, id).result().goodput(), 5.0 / 20);

@@ -78,6 +78,7 @@ TEST(RetentionSoakTest, ADayOfHistoryStaysUnderTheBound) {
         lines.push_back(std::move(line));
       }
       ASSERT_OK(jobs.AddMetrics(id, points));
+      ASSERT_OK(jobs.Flush());  // the event loop's group commit
       ASSERT_OK(jobs.AddLogs(id, std::move(lines)));
     }
     step += per_hour;

@@ -149,6 +149,7 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   Move(id, JobState::kRunning, "Started");
   // Rank 0 at 0.5 s/step, rank 1 at 1.0 s/step; 10 steps each.
   ASSERT_OK(jobs_->AddMetrics(id, {Point(1, 0, 10, 0.5), Point(1, 1, 10, 1.0)}));
+  ASSERT_OK(jobs_->Flush());  // the event loop's group commit
   clock_.Advance(absl::Seconds(10));
   scrape = metrics_->Collect();
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_state", {{"job_id", id}, {"state", "queued"}}),
@@ -193,6 +194,7 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   Stamp(id, &baton::v1::Failure::mutable_first_step_time);
   // Generation 2 restored step 8: steps 9..10 are recomputed (not productive), 11..14 are.
   ASSERT_OK(jobs_->AddMetrics(id, {Point(2, 0, 8, 0.5), Point(2, 0, 14, 0.5)}));
+  ASSERT_OK(jobs_->Flush());  // the event loop's group commit
   scrape = metrics_->Collect();
   // Each phase observed once for the failure, however often it is scraped.
   for (const char* phase : {"detect", "stop", "backoff", "rendezvous", "restore"}) {
