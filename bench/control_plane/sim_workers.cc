@@ -245,7 +245,10 @@ class SimWorker final
           step_ = 0;
           points_ = 0;
           running_ = true;
-          next_metric_ = now + options_.metric_period;
+          // Workers relay on timers of their own, not in step: spread the first points
+          // over one period (worker i at i/N of it), as real workers' would be.
+          next_metric_ = now + options_.metric_period * (1.0 + static_cast<double>(index_) /
+                                                                   std::max(1, options_.workers));
         }
         baton::v1::WorkerMessage m;
         baton::v1::AssignmentStarted* started = m.mutable_assignment_started();
