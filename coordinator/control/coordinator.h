@@ -276,7 +276,8 @@ class Coordinator {
   bool AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped);
   // True if every process of the job's current generation is stopped: its exit arrived, or
   // its worker is lost and the lease has certainly expired (WorkerRegistry). Raises
-  // `lease_expired` to the latest such expiry.
+  // `lease_expired` to the latest such expiry (complete only when it returns true: it stops
+  // at the first process still running).
   bool GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const;
   // For a generation not stopped `waited` after its stop: revokes the lease of each
   // connected worker (with leases) whose processes have not exited. True if nothing is

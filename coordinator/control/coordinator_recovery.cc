@@ -124,6 +124,22 @@ baton::v1::Failure Coordinator::NewFailure(const baton::v1::Job& job, const Runt
 void Coordinator::MaybeRestart(const std::string& job_id) {
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || *state != JobState::kRestarting) return;
+  {
+    // Every exit of the stopping generation comes here: while processes remain and the
+    // stop's wait has not run out, return before copying the record (at N ranks, a copy
+    // per exit would make the stop O(N^2)).
+    const baton::v1::Job& current = *jobs_->Peek(job_id);
+    const auto& failures = current.restarts().failures();
+    absl::Time unused = absl::InfinitePast();
+    if (!failures.empty() && !failures.rbegin()->has_stopped_time() &&
+        failures.rbegin()->generation() == current.generation() &&
+        runtime_[job_id].checkpoint_deadline == absl::InfiniteFuture() &&
+        clock_->Now() < FromProto(failures.rbegin()->fail_time()) + options_.stop_grace +
+                            workers_->lease().lease &&
+        !GenerationStopped(current, &unused)) {
+      return;
+    }
+  }
   baton::v1::Job job = *jobs_->Peek(job_id);
   const int64_t generation = job.generation();
   baton::v1::Failure* f = LastFailure(&job);
@@ -217,16 +233,12 @@ bool Coordinator::AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped) {
 }
 
 bool Coordinator::GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const {
-  bool all = true;
   for (const baton::v1::RankInfo& r : job.ranks()) {
     if (r.has_exit()) continue;
-    if (!workers_->ProcessesStopped(r.worker_id())) {
-      all = false;
-    } else {
-      *lease_expired = std::max(*lease_expired, workers_->LeaseExpiry(r.worker_id()));
-    }
+    if (!workers_->ProcessesStopped(r.worker_id())) return false;
+    *lease_expired = std::max(*lease_expired, workers_->LeaseExpiry(r.worker_id()));
   }
-  return all;
+  return true;
 }
 
 bool Coordinator::RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited) {
@@ -263,14 +275,20 @@ bool Coordinator::ReattributeFailure(const std::string& job_id, int32_t rank,
                                      const std::string& worker_id,
                                      const baton::v1::ProcessExit& exit,
                                      const std::string& what) {
-  baton::v1::Job job = *jobs_->Peek(job_id);
-  baton::v1::Failure* f = LastFailure(&job);
-  if (f == nullptr || f->generation() != job.generation() ||
-      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
+  const baton::v1::Job& current = *jobs_->Peek(job_id);
+  const auto& failures = current.restarts().failures();
+  if (failures.empty()) return true;
+  const baton::v1::Failure& last = *failures.rbegin();
+  // Checked on the record before copying it: every exit of a stopping generation comes
+  // here, and most change nothing.
+  if (last.generation() != current.generation() ||
+      last.failure_class() != baton::v1::FAILURE_CLASS_USER || !last.has_occurred_time() ||
       !Failed(exit) || !exit.has_time() ||
-      FromProto(exit.time()) >= FromProto(f->occurred_time())) {
+      FromProto(exit.time()) >= FromProto(last.occurred_time())) {
     return true;
   }
+  baton::v1::Job job = current;
+  baton::v1::Failure* f = LastFailure(&job);
   baton::v1::JobEvent event = NewEvent("FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
                                           what, " (reported after: ", f->cause(), ")"));
   f->set_cause(what);
