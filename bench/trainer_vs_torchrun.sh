@@ -3,6 +3,12 @@
 # gloo) on the same model, the same data, batch 64 per rank, SGD with momentum, 1 thread per
 # rank, alternating runs. Prints samples/s min/median/max per configuration, the step-time
 # split, and ratios; the last line is `ratio=<baton / torchrun samples/s, MLP, medians>`.
+# Also one process of plain PyTorch eager (ddp_baseline.py without torchrun: no DDP, no
+# process group), the single-rank baseline, and each side's scaling efficiency:
+# (2-rank samples/s) / (2 x 1-process samples/s). And the machine's own ceiling for two
+# ranks: two independent 1-rank trainers at once (no communication at all), whose summed
+# rate over 2 x the rate of one alone bounds any 2-rank scaling efficiency here (shared
+# memory bandwidth and caches, or vCPUs that share a physical core).
 # Baton runs with its default CPU backend (shared memory between ranks on one host) and, for
 # comparison, with --cpu_backend=gloo (the transport torchrun's DDP uses).
 #
@@ -56,6 +62,23 @@ run_baton() {
   baton_rate "$TMP/metrics-0.jsonl"
 }
 
+# run_pair MODEL_FLAGS...: two independent 1-rank baton-trainers at once; prints their
+# summed samples/s.
+run_pair() {
+  local pids=()
+  for r in 0 1; do
+    RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 \
+      MASTER_PORT=$(free_port) \
+      BATON_METRICS_FD=3 "$TRAINER" "$@" --batch_size=64 --threads=1 --lr=0.05 --momentum=0.9 \
+      --max_steps=$((WARMUP + STEPS)) --log_every=$LOG_EVERY 3>"$TMP/pair-$r.jsonl" >/dev/null 2>"$TMP/pair-err-$r" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || { tail -n 3 "$TMP"/pair-err-* >&2; exit 1; }
+  done
+  $PY -c "print($(baton_rate "$TMP/pair-0.jsonl") + $(baton_rate "$TMP/pair-1.jsonl"))"
+}
+
 run_torchrun() {
   local world=$1; shift
   /usr/bin/torchrun --nproc_per_node="$world" --redirects 9:1 --tee 9:1 \
@@ -67,9 +90,17 @@ for l in sys.stdin:
     if l.startswith("{"): print(json.loads(l)["samples_per_sec"])'
 }
 
+# run_eager MODEL_FLAGS...: plain PyTorch, one process; prints samples/s.
+run_eager() {
+  $PY bench/ddp_baseline.py "$@" --steps="$STEPS" --warmup="$WARMUP" --batch_size=64 --threads=1 \
+    | $PY -c 'import json,sys
+for l in sys.stdin:
+    if l.startswith("{"): print(json.loads(l)["samples_per_sec"])'
+}
+
 echo "== MLP 784-512-512-10 on MNIST-format data, batch 64/rank, ${STEPS} timed steps after ${WARMUP}, ${REPEATS} repeats"
 MLP=(--model=mlp --dataset=mnist --data_dir="$TMP/mnist" --hidden=512,512)
-B2=(); G2=(); B1=(); T2=()
+B2=(); G2=(); B1=(); T2=(); E1=(); P2=()
 for ((i = 0; i < REPEATS; i++)); do
   B2+=("$(run_baton 2 "${MLP[@]}")")
   cp "$TMP/metrics-0.jsonl" "$TMP/split-shm.jsonl"
@@ -78,12 +109,16 @@ for ((i = 0; i < REPEATS; i++)); do
   cp "$TMP/metrics-0.jsonl" "$TMP/split-gloo.jsonl"
   B1+=("$(run_baton 1 "${MLP[@]}")")
   cp "$TMP/metrics-0.jsonl" "$TMP/split-one.jsonl"
-  echo "  repeat $((i + 1)): baton x2 ${B2[-1]%.*}  torchrun x2 ${T2[-1]%.*}  baton x2 gloo ${G2[-1]%.*}  baton x1 ${B1[-1]%.*} samples/s"
+  E1+=("$(run_eager --model=mlp --data_dir="$TMP/mnist" --hidden=512,512)")
+  P2+=("$(run_pair "${MLP[@]}")")
+  echo "  repeat $((i + 1)): baton x2 ${B2[-1]%.*}  torchrun x2 ${T2[-1]%.*}  baton x2 gloo ${G2[-1]%.*}  baton x1 ${B1[-1]%.*}  eager x1 ${E1[-1]%.*}  2 x independent baton x1 ${P2[-1]%.*} samples/s"
 done
 echo "baton-trainer, 2 ranks (shm):   $(stats "${B2[@]}") samples/s"
 echo "torchrun+DDP,  2 ranks (gloo):  $(stats "${T2[@]}") samples/s"
 echo "baton-trainer, 2 ranks (gloo):  $(stats "${G2[@]}") samples/s"
 echo "baton-trainer, 1 rank:          $(stats "${B1[@]}") samples/s"
+echo "PyTorch eager, 1 process:       $(stats "${E1[@]}") samples/s"
+echo "2 independent baton x1 at once: $(stats "${P2[@]}") samples/s (summed)"
 echo "step-time split, rank 0, last repeat (ms):"
 echo "  baton x2 shm:   $(baton_split "$TMP/split-shm.jsonl")"
 echo "  baton x2 gloo:  $(baton_split "$TMP/split-gloo.jsonl")"
@@ -92,6 +127,10 @@ MLP_RATIO=$(ratio "$(median "${B2[@]}")" "$(median "${T2[@]}")")
 echo "ratio baton/torchrun (2 ranks, medians):      $MLP_RATIO"
 echo "ratio baton gloo/torchrun (2 ranks, medians): $(ratio "$(median "${G2[@]}")" "$(median "${T2[@]}")")"
 echo "ratio baton 2 ranks / 1 rank (medians):       $(ratio "$(median "${B2[@]}")" "$(median "${B1[@]}")")"
+echo "ratio baton 1 rank / PyTorch eager (medians): $(ratio "$(median "${B1[@]}")" "$(median "${E1[@]}")")"
+echo "scaling efficiency, baton (2 ranks / 2 x 1 rank):        $(ratio "$(median "${B2[@]}")" "(2 * $(median "${B1[@]}"))")"
+echo "scaling efficiency, torchrun (2 ranks / 2 x eager):      $(ratio "$(median "${T2[@]}")" "(2 * $(median "${E1[@]}"))")"
+echo "machine ceiling (2 independent x1 / 2 x 1 rank alone):   $(ratio "$(median "${P2[@]}")" "(2 * $(median "${B1[@]}"))")"
 
 if ((RESNET_STEPS > 0)); then
   STEPS=$RESNET_STEPS WARMUP=3 LOG_EVERY=1

@@ -79,6 +79,7 @@ struct GradientReducer::Core {
   bool compress = false;
   bool emulated = false;  // Round to wire_dtype, sum in the bucket's dtype.
   bool sharded = false;   // ReduceScatterInto.
+  bool as_view = false;   // GradientReducerOptions::gradient_as_bucket_view.
 
   mutable absl::Mutex mu;
   std::vector<Bucket> buckets ABSL_GUARDED_BY(mu);
@@ -107,7 +108,19 @@ struct GradientReducer::Core {
     }
   }
 
+  // Whether param.grad() is its slot of the bucket (see CopyIn).
+  bool GradIsSlot(const at::Tensor& grad, const at::Tensor& slot) const {
+    return grad.defined() && grad.data_ptr() == slot.data_ptr() && grad.sizes() == slot.sizes() &&
+           grad.is_contiguous();
+  }
+
   // Copies parameter `index`'s gradient (zeros if it has none) into its slot.
+  // Full width (not sharded, not compressed), param.grad() then BECOMES the slot (a tensor
+  // sharing the bucket's memory; detach()ed, so not an autograd view, which
+  // Optimizer::zero_grad's detach_() refuses): zero_grad and the next backward accumulate
+  // into the bucket in place, the copy is skipped from then on, and the all-reduce's sum is
+  // averaged in place (DDP's gradient_as_bucket_view). Something that gives the parameter
+  // another gradient tensor is copied once and re-pointed.
   void CopyIn(size_t index) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     Bucket& bucket = buckets[bucket_of[index]];
     const at::Tensor& param = params[index];
@@ -119,10 +132,14 @@ struct GradientReducer::Core {
     at::Tensor slot =
         bucket.buffer.narrow(0, bucket.offsets[slot_of[index]], param.numel()).view(param.sizes());
     const at::Tensor& grad = param.grad();
-    if (grad.defined()) {
-      slot.copy_(grad);
-    } else {
-      slot.zero_();
+    const bool in_place = as_view && !sharded && !compress;
+    if (!(in_place && GradIsSlot(grad, slot))) {
+      if (grad.defined()) {
+        slot.copy_(grad);
+      } else {
+        slot.zero_();
+      }
+      if (in_place) param.mutable_grad() = slot.detach();
     }
     // Sharded: the bucket holds it now; only this rank's chunk of the sum is kept.
     if (sharded) param.mutable_grad().reset();
@@ -272,6 +289,7 @@ absl::StatusOr<std::unique_ptr<GradientReducer>> GradientReducer::Create(
   auto core = std::make_shared<Core>();
   core->comm = &comm;
   core->params = params;
+  core->as_view = options.gradient_as_bucket_view;
   core->bucket_of.resize(params.size());
   core->slot_of.resize(params.size());
   if (options.compression != GradCompression::kNone) {
@@ -398,6 +416,11 @@ absl::Status GradientReducer::FinishBackward() {
       const at::Tensor divisor = Core::Divisor(core.compress ? 1 : core.comm->world_size());
       for (Core::Bucket& bucket : core.buckets) {
         if (core.compress && !core.emulated) bucket.buffer.copy_(bucket.wire);
+        if (core.as_view && !core.compress) {
+          // The gradients are the bucket's slots (CopyIn): the mean in place, one pass.
+          bucket.buffer.narrow(0, 0, bucket.used).div_(divisor);
+          continue;
+        }
         for (size_t s = 0; s < bucket.params.size(); ++s) {
           const at::Tensor& param = core.params[bucket.params[s]];
           at::Tensor sum =

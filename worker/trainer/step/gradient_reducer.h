@@ -10,7 +10,10 @@
 //
 // Overlap. A post-hook on each parameter's AccumulateGrad node (the autograd node that
 // writes param.grad(); the reducer keeps the nodes alive so the hooks survive between
-// iterations) copies the fresh gradient into its bucket slot. When a bucket's last
+// iterations) copies the fresh gradient into its bucket slot, the first time only with
+// gradient_as_bucket_view: param.grad() then becomes the slot itself (a detached tensor on
+// the bucket's memory, as DDP's gradient_as_bucket_view), so later backwards accumulate
+// into the bucket in place and nothing is copied. When a bucket's last
 // gradient arrives, its all-reduce is STARTED (async), while backward() goes on computing
 // earlier layers' gradients. Buckets start strictly in bucket order (a ready bucket waits
 // for the ones before it), so every rank issues the same collectives in the same order
@@ -19,9 +22,9 @@
 // FinishBackward(), after backward(), starts the buckets whose gradients never arrived
 // (parameters unused by the last micro-batch contribute their accumulated gradient, or
 // zeros), waits for every bucket, and writes the averages back into param.grad().
-// Averaging: full-width buckets are summed and divided by the world size while being
-// copied back into param.grad() (one memory pass fewer); compressed ones are divided
-// before the sum (below).
+// Averaging: full-width buckets are summed and divided by the world size, in place when
+// the gradients are the bucket's views, else while being copied back into param.grad()
+// (one memory pass either way); compressed ones are divided before the sum (below).
 //
 // Gradient accumulation. BeginBackward(sync=false) disarms the hooks: gradients just
 // accumulate in param.grad() locally (DDP's no_sync). Only the backward of the last
@@ -86,6 +89,10 @@ struct GradientReducerOptions {
   double bucket_cap_mb = trainer_spec::kBucketCapMb.default_value;
   // TrainerSpec.grad_compression's default, "none".
   GradCompression compression = GradCompression::kNone;
+  // Full-width gradients (no compression, not sharded) become views of their buckets
+  // (see the header comment); false keeps param.grad() tensors of their own (for an
+  // optimizer that points them elsewhere itself, as ZeRO stage 1 does).
+  bool gradient_as_bucket_view = true;
 };
 
 // One entry of a step's record (see GradientReducer::last_events()).

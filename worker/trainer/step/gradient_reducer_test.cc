@@ -161,6 +161,52 @@ TEST(GradientReducerTest, TwoRankBucketedGradientsEqualSingleProcessGradients) {
   EXPECT_GT(RelativeError(Grads(half)[0], want[0]), 1e-2);
 }
 
+// gradient_as_bucket_view: the gradients become the buckets' memory after the first step
+// (the same tensors from then on: nothing is copied), with the same values as gradients of
+// their own.
+TEST(GradientReducerTest, GradientsAsBucketViewsMatchGradientsOfTheirOwn) {
+  const Batch batch = MakeBatch(kBatch, 321);
+  struct RankResult {
+    std::vector<std::vector<at::Tensor>> grads;  // per mode
+    std::vector<void*> first_ptrs, last_ptrs;    // view mode, after steps 1 and 3
+  };
+  const std::vector<RankResult> got = RunRanks<RankResult>(2, [&](Communicator& comm) {
+    RankResult result;
+    for (const bool as_view : {false, true}) {
+      Mlp model(kMlp, /*seed=*/5);
+      GradientReducerOptions options;
+      options.bucket_cap_mb = kSmallBucketMb;
+      options.gradient_as_bucket_view = as_view;
+      auto reducer = GradientReducer::Create(model->parameters(), comm, options);
+      EXPECT_OK(reducer);
+      for (int step = 0; step < 3; ++step) {
+        model->zero_grad();
+        const int64_t half = kBatch / 2;
+        (*reducer)->BeginBackward(/*sync=*/true);
+        torch::nn::functional::cross_entropy(
+            model->forward(batch.inputs.narrow(0, comm.rank() * half, half) * (step + 1)),
+            batch.targets.narrow(0, comm.rank() * half, half))
+            .backward();
+        EXPECT_OK((*reducer)->FinishBackward());
+        if (!as_view || step == 1) continue;
+        auto& ptrs = step == 0 ? result.first_ptrs : result.last_ptrs;
+        for (const at::Tensor& p : model->parameters()) ptrs.push_back(p.grad().data_ptr());
+      }
+      std::vector<at::Tensor> grads;
+      for (const at::Tensor& g : Grads(model)) grads.push_back(g.clone());
+      result.grads.push_back(grads);
+    }
+    return result;
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got[r].grads.size(), 2u);
+    for (size_t i = 0; i < got[r].grads[0].size(); ++i) {
+      EXPECT_TRUE(got[r].grads[1][i].equal(got[r].grads[0][i])) << "rank " << r << " param " << i;
+    }
+    EXPECT_EQ(got[r].first_ptrs, got[r].last_ptrs) << "rank " << r;
+  }
+}
+
 // A parameter that one rank did not use contributes zeros there, so the mean is the
 // other rank's gradient / 2; the buckets still start in the same order on both ranks.
 TEST(GradientReducerTest, UnusedParameterContributesZeros) {

@@ -51,8 +51,11 @@ absl::StatusOr<std::unique_ptr<TrainStep>> TrainStep::Create(std::vector<at::Ten
   if (options.scaler.growth_interval < 1 || !(options.scaler.init_scale > 0)) {
     return absl::InvalidArgumentError("loss scaler: growth_interval and init_scale must be > 0");
   }
+  GradientReducerOptions reducer_options = options.reducer;
+  // ZeRO points the gradients at its own flat buffer (stage 1) or drops them (stage 2).
+  if (zero != nullptr) reducer_options.gradient_as_bucket_view = false;
   absl::StatusOr<std::unique_ptr<GradientReducer>> reducer =
-      GradientReducer::Create(params, comm, options.reducer);
+      GradientReducer::Create(params, comm, reducer_options);
   if (!reducer.ok()) return reducer.status();
   if (zero != nullptr && zero->stage() == 2) {
     if (zero->segments() != (*reducer)->buckets()) {

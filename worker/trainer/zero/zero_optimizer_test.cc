@@ -110,6 +110,8 @@ LegResult RunLeg(Communicator& comm, const Leg& leg) {
   std::unique_ptr<ZeroOptimizer> zero;
   GradientReducerOptions reducer_options;
   reducer_options.bucket_cap_mb = kBucketCapMb;
+  // As TrainStep does: ZeRO owns where the gradients live.
+  reducer_options.gradient_as_bucket_view = leg.stage == 0;
   absl::StatusOr<std::unique_ptr<GradientReducer>> reducer =
       GradientReducer::Create(params, comm, reducer_options);
   EXPECT_OK(reducer);
