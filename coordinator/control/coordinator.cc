@@ -358,7 +358,13 @@ void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t se
 
 void Coordinator::FlushStaged() {
   if (!halted_.ok()) return;
+  last_flush_ = clock_->Now();
   Ok(jobs_->Flush(), "flush staged");
+}
+
+void Coordinator::OnIdle() {
+  if (clock_->Now() - last_flush_ < options_.group_commit_interval) return;
+  FlushStaged();
 }
 
 void Coordinator::ReconcileOnce() {

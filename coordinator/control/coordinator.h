@@ -56,6 +56,10 @@ struct CoordinatorOptions {
   // A planned resize (drain, scale-up) waits this long for rank 0 to checkpoint and exit
   // before it stops the generation anyway.
   absl::Duration checkpoint_timeout = absl::Seconds(60);
+  // OnIdle writes staged reports at most this often: a record staged after a write is
+  // copied whole, so a flush per report would cost O(ranks) each. What waits is written
+  // by the next OnIdle after the interval or by ReconcileOnce.
+  absl::Duration group_commit_interval = absl::Milliseconds(10);
 };
 
 // The coordinator's brain: gang scheduling, rendezvous, supervision of running jobs,
@@ -174,10 +178,13 @@ class Coordinator {
   // Idempotent; the daemon calls it on a timer and after every event that may unblock
   // work; tests call it directly.
   void ReconcileOnce();
-  // Writes the facts staged by worker reports (ranks' pids and exits; JobManager::Stage):
-  // one transaction for all of them. The daemon calls it whenever its event loop has no
-  // more work queued, and ReconcileOnce calls it first; tests call it directly.
+  // Writes the facts staged by worker reports (ranks' pids and exits, metric points;
+  // JobManager::Stage, AddMetrics): one transaction for all of them. ReconcileOnce calls it
+  // first; tests call it directly.
   void FlushStaged();
+  // The daemon's event loop ran out of queued work: FlushStaged, unless it ran less than
+  // group_commit_interval ago.
+  void OnIdle();
 
   // Generation fencing. OK if `generation` is the job's current one; ABORTED if it is
   // older (the sender's processes belong to a superseded generation and must stop);
@@ -189,6 +196,10 @@ class Coordinator {
   struct Runtime {
     absl::Time rendezvous_deadline = absl::InfiniteFuture();
     std::set<std::string> started_workers;  // sent AssignmentStarted this generation
+    // WorkersOf(job).size() for generation `gang_generation` (0: not computed), so that N
+    // AssignmentStarted do not each count the gang's workers.
+    size_t gang_workers = 0;
+    int64_t gang_generation = 0;
     // After a restart: workers that have yet to report this job's processes.
     std::set<std::string> awaiting_workers;
     absl::Time reattach_deadline = absl::InfiniteFuture();
@@ -341,6 +352,7 @@ class Coordinator {
   std::map<std::string, Runtime> runtime_;  // by job id
   ProfileTable profiles_;
   absl::Status halted_;
+  absl::Time last_flush_ = absl::InfinitePast();  // the last FlushStaged
   std::function<void(const absl::Status&)> on_halt_;
 };
 

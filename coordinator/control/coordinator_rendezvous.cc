@@ -177,10 +177,12 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
   Runtime& rt = runtime_[msg.job_id()];
   rt.started_workers.insert(worker_id);
   const baton::v1::Job& current = *jobs_->Peek(msg.job_id());
-  if (current.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
-      rt.started_workers.size() != WorkersOf(current).size()) {
-    return;
+  if (current.state() != baton::v1::JOB_STATE_RENDEZVOUS) return;
+  if (rt.gang_workers == 0 || rt.gang_generation != current.generation()) {
+    rt.gang_workers = WorkersOf(current).size();
+    rt.gang_generation = current.generation();
   }
+  if (rt.started_workers.size() != rt.gang_workers) return;
   baton::v1::Job job = current;
   baton::v1::Failure* f = LastFailure(&job);
   if (f != nullptr && f->next_generation() == job.generation() && !f->has_running_time()) {
