@@ -246,9 +246,10 @@ class SimWorker final
           points_ = 0;
           running_ = true;
           // Workers relay on timers of their own, not in step: spread the first points
-          // over one period (worker i at i/N of it), as real workers' would be.
-          next_metric_ = now + options_.metric_period * (1.0 + static_cast<double>(index_) /
-                                                                   std::max(1, options_.workers));
+          // over one period (worker i at i/N of it), as real workers' would be; from then
+          // on one point per rank per period.
+          next_metric_ = now + options_.metric_period *
+                                   (static_cast<double>(index_) / std::max(1, options_.workers));
         }
         baton::v1::WorkerMessage m;
         baton::v1::AssignmentStarted* started = m.mutable_assignment_started();

@@ -142,7 +142,7 @@ class CoordinatorTest : public ::testing::Test {
 
   // Reports a metric point of `rank` at `step`.
   void Metric(const std::string& worker, const std::string& job, int64_t gen, int rank,
-              int64_t step) {
+              int64_t step, bool flush = true) {
     baton::v1::WorkerMessage m;
     m.mutable_metrics()->set_job_id(job);
     auto* p = m.mutable_metrics()->add_points();
@@ -150,7 +150,7 @@ class CoordinatorTest : public ::testing::Test {
     p->set_rank(rank);
     p->set_step(step);
     (*p->mutable_values())["loss"] = 1.0;
-    Send(worker, m);
+    Send(worker, m, flush);
   }
 
   // `worker` refuses generation 1 of `job` with AssignmentFailed `reason`.
@@ -1418,6 +1418,29 @@ TEST_F(RestartTest, RankReportsAreStagedAndWrittenWithTheStateChangeOrFlush) {
   EXPECT_EQ(CountEvents(*jobs_->Get(id), "RankExited"), 3);
   Open(path_);
   EXPECT_EQ(StateOf(id), JobState::kSucceeded);
+}
+
+// The event loop's idle moments write what was staged at most every
+// group_commit_interval (10 ms); the reconcile writes it regardless.
+TEST_F(CoordinatorTest, IdleGroupCommitIsRateLimited) {
+  const std::string id = RunningJob();  // its last report was written just now
+  Exited("w1", id, 1, 0, 0, 0, absl::InfinitePast(), /*flush=*/false);
+  coordinator_->OnIdle();  // within 10 ms of that write: waits
+  EXPECT_FALSE(jobs_->Get(id)->ranks(0).has_exit());
+  clock_.Advance(absl::Milliseconds(10));
+  coordinator_->OnIdle();  // writes
+  EXPECT_TRUE(jobs_->Get(id)->ranks(0).has_exit());
+  Metric("w2", id, 1, 1, 5, /*flush=*/false);
+  clock_.Advance(absl::Milliseconds(5));
+  coordinator_->OnIdle();  // 5 ms later: waits
+  EXPECT_EQ(jobs_->staged_jobs(), 1u);
+  clock_.Advance(absl::Milliseconds(5));
+  coordinator_->OnIdle();  // 10 ms: writes
+  EXPECT_EQ(jobs_->staged_jobs(), 0u);
+  Metric("w2", id, 1, 1, 6, /*flush=*/false);
+  EXPECT_EQ(jobs_->staged_jobs(), 1u);
+  coordinator_->ReconcileOnce();  // at once
+  EXPECT_EQ(jobs_->staged_jobs(), 0u);
 }
 
 TEST_F(RestartTest, AStagedExitLostWithTheCoordinatorRestartsTheGeneration) {
