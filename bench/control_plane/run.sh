@@ -185,5 +185,5 @@ if baton[n] and store[n]:
           " = %.2fx" % (s_run, b_run, s_run / b_run))
     print("At N = 1000 (medians): steady server CPU, TCPStore keep-alives %.3f / Baton "
           "coordinator (heartbeats, points, %d watchers, listing) %.3f = %.2fx"
-          % (s_cpu, b_cpu, int(med(baton[n], "watchers")), s_cpu / b_cpu))
+          % (s_cpu, int(med(baton[n], "watchers")), b_cpu, s_cpu / b_cpu))
 PYEOF
