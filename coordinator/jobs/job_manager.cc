@@ -407,6 +407,7 @@ absl::Status JobManager::Prune(int max_jobs) {
       RETURN_IF_ERROR(Write(batch));
       streams_.End(id);
       by_request_id_.erase(r.job.request_id());
+      staged_.erase(id);  // a late report staged for it goes with it
       jobs_.erase(id);
       continue;
     }

@@ -427,7 +427,11 @@ TEST(JobManagerRetentionTest, FinishedJobsGoAfterJobRetention) {
   ASSERT_OK(jobs.Prune(10));
   EXPECT_EQ(jobs.List({}, 0).size(), 2u);
   clock.Advance(absl::Hours(1));
+  // A late report for the finished job, staged when it goes: it goes with it.
+  ASSERT_OK(jobs.AddMetrics(done->id(), {Point(1, 0, 5, 0.5)}));
   ASSERT_OK(jobs.Prune(10));
+  EXPECT_EQ(jobs.staged_jobs(), 0u);
+  ASSERT_OK(jobs.Flush());
   ASSERT_EQ(jobs.List({}, 0).size(), 1u);
   EXPECT_EQ(jobs.List({}, 0)[0].id(), queued->id());  // never a job that is not finished
   EXPECT_THAT(jobs.Get(done->id()), StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
