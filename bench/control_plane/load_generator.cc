@@ -39,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -274,9 +275,13 @@ absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": want HOST:PORT"));
   }
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": bad port"));
+  }
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  sa.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": not an IPv4 address"));
   }

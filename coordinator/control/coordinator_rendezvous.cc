@@ -264,8 +264,9 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
   // Staged like the pids, so that N ranks ending costs one transaction: what acts on an
   // exit (a failure, the job's end) writes the job with it first. An exit 0 still staged
   // when the coordinator dies is lost (the worker forgot it once sent) and the generation
-  // restarts from its checkpoint: the same outcome as a report still in flight, and the
-  // window is as short, since the event loop writes staged changes whenever it runs dry.
+  // restarts from its checkpoint: the same outcome as a report still in flight; the window
+  // is short, since the event loop writes staged changes when it runs dry (at most every
+  // group_commit_interval, 10 ms) and at every reconcile (100 ms).
   if (!Ok(jobs_->Stage(
               job_id,
               [&](baton::v1::Job& job) { *job.mutable_ranks(index)->mutable_exit() = exit; },
