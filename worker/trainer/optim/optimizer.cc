@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "worker/trainer/optim/fused_sgd.h"
 
 namespace baton::trainer {
 namespace {
@@ -55,11 +54,11 @@ absl::StatusOr<std::unique_ptr<torch::optim::Optimizer>> MakeOptimizer(
                                  .weight_decay(o.weight_decay)
                                  .amsgrad(false));
     }
-    return std::make_unique<FusedSgd>(std::move(params), torch::optim::SGDOptions(o.lr)
-                                                             .momentum(o.momentum)
-                                                             .dampening(0)
-                                                             .weight_decay(o.weight_decay)
-                                                             .nesterov(o.nesterov));
+    return std::make_unique<torch::optim::SGD>(std::move(params), torch::optim::SGDOptions(o.lr)
+                                                                      .momentum(o.momentum)
+                                                                      .dampening(0)
+                                                                      .weight_decay(o.weight_decay)
+                                                                      .nesterov(o.nesterov));
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("building the optimizer: ", e.what()));
   }

@@ -2,8 +2,7 @@
 
 // Builds the trainer's optimizer from the TrainerSpec optimisation fields.
 //
-//   "sgd":   FusedSgd (fused_sgd.h: torch::optim::SGD, one memory pass for float32).
-//            PyTorch's update: g += weight_decay * p (L2, coupled);
+//   "sgd":   torch::optim::SGD. PyTorch's update: g += weight_decay * p (L2, coupled);
 //            with momentum m > 0: buf = g on the first step, else buf = m * buf + g;
 //            g = nesterov ? g + m * buf : buf; p -= lr * g. Dampening is always 0.
 //   "adamw": torch::optim::AdamW (LibTorch 1.13 ships it, torch/optim/adamw.h), the

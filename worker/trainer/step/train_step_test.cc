@@ -16,7 +16,6 @@
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/models/mlp.h"
-#include "worker/trainer/optim/fused_sgd.h"
 #include "worker/trainer/optim/optimizer.h"
 #include "worker/trainer/zero/zero_optimizer.h"
 
@@ -58,8 +57,7 @@ RankState Train(Communicator& comm, const Data& data, int64_t per_rank_batch, in
                 const TrainStepOptions& options,
                 const std::function<bool(int, int)>& poison = nullptr, int zero_stage = 0) {
   Mlp model(kMlp, /*seed=*/3);
-  // The trainer's SGD (MakeOptimizer's), which ZeRO's shard optimizer is too.
-  FusedSgd sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   std::unique_ptr<ZeroOptimizer> sharded;
   if (zero_stage > 0) {
     OptimizerOptions sgd_options;
