@@ -196,10 +196,9 @@ class Coordinator {
   struct Runtime {
     absl::Time rendezvous_deadline = absl::InfiniteFuture();
     std::set<std::string> started_workers;  // sent AssignmentStarted this generation
-    // WorkersOf(job).size() for generation `gang_generation` (0: not computed), so that N
-    // AssignmentStarted do not each count the gang's workers.
+    // Distinct workers of this generation's ranks (WorkersOf), counted once by
+    // StartRendezvous so that N AssignmentStarted do not each count them.
     size_t gang_workers = 0;
-    int64_t gang_generation = 0;
     // After a restart: workers that have yet to report this job's processes.
     std::set<std::string> awaiting_workers;
     absl::Time reattach_deadline = absl::InfiniteFuture();
@@ -285,6 +284,10 @@ class Coordinator {
   // For a RESTARTING job whose rank 0 was asked to checkpoint: false while that wait goes
   // on; once it ends (an exit, or checkpoint_timeout) stops the processes, true.
   bool AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped);
+  // How long after failure `f` its generation's processes may take to stop before the
+  // unstopped ones' leases are revoked: stop_grace + the lease, plus checkpoint_timeout for
+  // a planned resize.
+  absl::Duration StopWait(const baton::v1::Failure& f) const;
   // True if every process of the job's current generation is stopped: its exit arrived, or
   // its worker is lost and the lease has certainly expired (WorkerRegistry). Raises
   // `lease_expired` to the latest such expiry (complete only when it returns true: it stops

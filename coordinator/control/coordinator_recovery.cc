@@ -134,8 +134,7 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
     if (!failures.empty() && !failures.rbegin()->has_stopped_time() &&
         failures.rbegin()->generation() == current.generation() &&
         runtime_[job_id].checkpoint_deadline == absl::InfiniteFuture() &&
-        clock_->Now() < FromProto(failures.rbegin()->fail_time()) + options_.stop_grace +
-                            workers_->lease().lease &&
+        clock_->Now() < FromProto(failures.rbegin()->fail_time()) + StopWait(*failures.rbegin()) &&
         !GenerationStopped(current, &unused)) {
       return;
     }
@@ -154,10 +153,7 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   const bool all_stopped = GenerationStopped(job, &lease_expired);
   if (!AwaitCheckpoint(job, all_stopped)) return;
   if (!f->has_stopped_time()) {
-    absl::Duration stop_wait = options_.stop_grace + workers_->lease().lease;
-    if (f->failure_class() == baton::v1::FAILURE_CLASS_PLANNED) {
-      stop_wait += options_.checkpoint_timeout;
-    }
+    const absl::Duration stop_wait = StopWait(*f);
     if (!all_stopped) {
       if (now < failed_at + stop_wait) return;
       // Never a new generation beside a live one: wait for leases to run out, revoking
@@ -208,6 +204,12 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   *f->mutable_rendezvous_time() = ToProto(now);  // stored by StartRendezvous' transition
   StartRendezvous(std::move(job), gang, "Restarted");
+}
+
+absl::Duration Coordinator::StopWait(const baton::v1::Failure& f) const {
+  absl::Duration wait = options_.stop_grace + workers_->lease().lease;
+  if (f.failure_class() == baton::v1::FAILURE_CLASS_PLANNED) wait += options_.checkpoint_timeout;
+  return wait;
 }
 
 bool Coordinator::AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped) {

@@ -100,6 +100,7 @@ void Coordinator::StartRendezvous(baton::v1::Job job, const std::vector<std::str
   Runtime& rt = runtime_[job_id];
   rt = Runtime();
   rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
+  rt.gang_workers = WorkersOf(job).size();
   baton::v1::CoordinatorMessage msg;
   msg.mutable_reserve_port()->set_job_id(job_id);
   msg.mutable_reserve_port()->set_generation(job.generation());
@@ -177,12 +178,10 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
   Runtime& rt = runtime_[msg.job_id()];
   rt.started_workers.insert(worker_id);
   const baton::v1::Job& current = *jobs_->Peek(msg.job_id());
-  if (current.state() != baton::v1::JOB_STATE_RENDEZVOUS) return;
-  if (rt.gang_workers == 0 || rt.gang_generation != current.generation()) {
-    rt.gang_workers = WorkersOf(current).size();
-    rt.gang_generation = current.generation();
+  if (current.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
+      rt.started_workers.size() != rt.gang_workers) {
+    return;
   }
-  if (rt.started_workers.size() != rt.gang_workers) return;
   baton::v1::Job job = current;
   baton::v1::Failure* f = LastFailure(&job);
   if (f != nullptr && f->next_generation() == job.generation() && !f->has_running_time()) {
