@@ -18,6 +18,30 @@ class DonePending final : public PendingCollective {
   absl::Status Wait() override { return absl::OkStatus(); }
 };
 
+// StartAllReduceMean's default: the sum, then the division when it is waited for.
+class MeanAfterSum final : public PendingCollective {
+ public:
+  MeanAfterSum(std::unique_ptr<PendingCollective> sum, at::Tensor tensor, int world)
+      : sum_(std::move(sum)), tensor_(std::move(tensor)), world_(world) {}
+
+  absl::Status Wait() override {
+    absl::Status status = sum_->Wait();
+    if (!status.ok()) return status;
+    try {
+      c10::AutoGradMode no_grad(false);
+      at::div_out(tensor_, tensor_, MeanDivisor(world_));
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat("all-reduce mean: ", e.what()));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<PendingCollective> sum_;
+  at::Tensor tensor_;
+  int world_;
+};
+
 at::Tensor Flatten(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> flat;
   flat.reserve(tensors.size());
@@ -46,6 +70,23 @@ std::map<int, std::vector<size_t>> GroupByDtype(const std::vector<at::Tensor>& t
 }
 
 }  // namespace
+
+at::Tensor MeanDivisor(int world) {
+  return at::scalar_tensor(static_cast<double>(world), at::TensorOptions().dtype(at::kDouble));
+}
+
+absl::StatusOr<std::unique_ptr<PendingCollective>> Communicator::StartAllReduceMean(
+    at::Tensor tensor) {
+  if (!tensor.defined() || !at::isFloatingType(tensor.scalar_type())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("an all-reduce mean needs a floating-point tensor, got ",
+                     tensor.defined() ? std::string(c10::toString(tensor.scalar_type())) : "none"));
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> sum = StartAllReduceSum(tensor);
+  if (!sum.ok()) return sum.status();
+  return std::unique_ptr<PendingCollective>(
+      new MeanAfterSum(*std::move(sum), std::move(tensor), world_size()));
+}
 
 absl::Status Communicator::AllReduceSum(at::Tensor& tensor) {
   absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartAllReduceSum(tensor);

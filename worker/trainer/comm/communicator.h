@@ -57,6 +57,14 @@ class Communicator {
   virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
       at::Tensor tensor) = 0;
 
+  // As StartAllReduceSum, but `tensor` becomes the elementwise mean over the ranks, bit for
+  // bit what at::div_out(sum, sum, MeanDivisor(world_size())) makes of the sum (the
+  // gradient average). Floating-point dtypes only, else INVALID_ARGUMENT. This default
+  // divides in Wait(), after the sum; a backend may divide in its own last pass over the
+  // data instead (shm does, on its communication thread: one memory pass fewer for the
+  // rank that waits).
+  virtual absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceMean(at::Tensor tensor);
+
   // Replaces `tensor` on every rank with rank `root`'s value (blocking). Errors as
   // StartAllReduceSum + Wait; INVALID_ARGUMENT if root is not a rank.
   virtual absl::Status Broadcast(at::Tensor& tensor, int root) = 0;
@@ -117,6 +125,10 @@ class Communicator {
   absl::Status ReduceScatterSum(at::Tensor input, at::Tensor output);
   absl::Status AllGather(at::Tensor input, at::Tensor output);
 };
+
+// What a mean over `world` ranks divides the sum by: a 0-dim double tensor (division in the
+// summed tensor's own dtype, as PyTorch's DDP divides).
+at::Tensor MeanDivisor(int world);
 
 // For backends: a dtype of `element_size` bytes (1, 2, 4 or 8) that every CPU backend moves,
 // Gloo included (byte, half, int, long), so that any dtype's elements can be moved bit for bit

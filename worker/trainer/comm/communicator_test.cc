@@ -270,6 +270,56 @@ TEST(ShmCommunicatorTest, AllReduceSumsEveryDtypeAcrossPiecesIdenticallyOnEveryR
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][k + 1].equal(want)) << "rank " << r;
 }
 
+// The mean is divided in the pass that writes each chunk's sum: bit for bit what dividing
+// the sum afterwards gives, on every rank, in every floating-point dtype, across pieces.
+TEST(ShmCommunicatorTest, AllReduceMeanIsTheSumDividedIdenticallyOnEveryRank) {
+  constexpr int64_t kN = 10007;
+  const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
+  for (int world : {2, 3}) {
+    const std::vector<std::vector<at::Tensor>> got =
+        RunRanksWith<std::vector<at::Tensor>>(world, MakeShm(), [&](Communicator& comm) {
+          std::vector<at::Tensor> out;
+          for (at::ScalarType dtype : dtypes) {
+            const at::Tensor x =
+                at::randn({kN}, at::detail::createCPUGenerator(comm.rank() + 1)).to(dtype);
+            at::Tensor sum = x.clone();
+            at::Tensor mean = x.clone();
+            EXPECT_OK(comm.AllReduceSum(sum));
+            auto pending = comm.StartAllReduceMean(mean);
+            EXPECT_OK(pending.status());
+            if (pending.ok()) EXPECT_OK((*pending)->Wait());
+            out.push_back(sum);
+            out.push_back(mean);
+          }
+          EXPECT_THAT(comm.StartAllReduceMean(at::ones({3}, at::kLong)).status(),
+                      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floating-point")));
+          return out;
+        });
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      at::Tensor want = got[0][2 * i].clone();
+      at::div_out(want, want, MeanDivisor(world));
+      for (int r = 0; r < world; ++r) {
+        EXPECT_TRUE(got[r][2 * i + 1].equal(want))
+            << dtypes[i] << " world " << world << " rank " << r;
+      }
+    }
+  }
+}
+
+// Gloo has no mean of its own: Communicator's default divides the sum when it is waited for.
+TEST(GlooCommunicatorTest, AllReduceMeanDividesTheSum) {
+  const std::vector<at::Tensor> got = RunRanks<at::Tensor>(2, [](Communicator& comm) {
+    at::Tensor t = at::full({5}, comm.rank() == 0 ? 1.0 : 4.0, at::kFloat);
+    auto pending = comm.StartAllReduceMean(t);
+    EXPECT_OK(pending.status());
+    if (pending.ok()) EXPECT_OK((*pending)->Wait());
+    EXPECT_THAT(comm.StartAllReduceMean(at::ones({2}, at::kInt)).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floating-point")));
+    return t;
+  });
+  for (const at::Tensor& t : got) EXPECT_TRUE(t.equal(at::full({5}, 2.5, at::kFloat)));
+}
+
 TEST(ShmCommunicatorTest, AsyncAllReducesAndBroadcastsRunInIssueOrder) {
   const std::vector<std::vector<at::Tensor>> got =
       RunRanksWith<std::vector<at::Tensor>>(2, MakeShm(), [](Communicator& comm) {

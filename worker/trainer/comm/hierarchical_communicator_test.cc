@@ -97,6 +97,26 @@ TEST_P(HierarchicalTest, AllReduceEqualsTheFlatSumIdenticallyOnEveryRank) {
   }
 }
 
+// Across hosts the mean is divided as each rank copies the summed piece out of its slot.
+TEST_P(HierarchicalTest, AllReduceMeanIsTheSumDividedIdenticallyOnEveryRank) {
+  const int world = GetParam().world();
+  const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(
+      world, MakeHierarchical(GetParam().keys), [&](Communicator& comm) {
+        const at::Tensor x = at::randn({kN}, at::detail::createCPUGenerator(comm.rank() + 1));
+        at::Tensor sum = x.clone();
+        at::Tensor mean = x.clone();
+        EXPECT_OK(comm.AllReduceSum(sum));
+        auto pending = comm.StartAllReduceMean(mean);
+        EXPECT_OK(pending.status());
+        if (pending.ok()) EXPECT_OK((*pending)->Wait());
+        return std::vector<at::Tensor>{sum, mean};
+      });
+  ASSERT_EQ(static_cast<int>(got.size()), world);
+  at::Tensor want = got[0][0].clone();
+  at::div_out(want, want, MeanDivisor(world));
+  for (int r = 0; r < world; ++r) EXPECT_TRUE(got[r][1].equal(want)) << "rank " << r;
+}
+
 TEST_P(HierarchicalTest, CollectivesInFlightCompleteInIssueOrder) {
   const int world = GetParam().world();
   const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(

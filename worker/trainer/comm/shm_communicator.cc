@@ -172,6 +172,20 @@ class ShmCommunicator final : public Communicator {
         new ShmPending(Enqueue(Op{Kind::kAllReduce, std::move(tensor)})));
   }
 
+  // The division is in the pass that writes the sum (see RunAllReduce).
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceMean(
+      at::Tensor tensor) override {
+    RETURN_IF_ERROR(CheckTensor(tensor));
+    if (!at::isFloatingType(tensor.scalar_type()) || !CanReduce(tensor.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat(backend_, " cannot average ",
+                                                     c10::toString(tensor.scalar_type()),
+                                                     " tensors (floating-point types only)"));
+    }
+    Op op{Kind::kAllReduce, std::move(tensor)};
+    op.mean = true;
+    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+  }
+
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
     if (root < 0 || root >= world_size()) {
       return absl::InvalidArgumentError(
@@ -359,6 +373,7 @@ class ShmCommunicator final : public Communicator {
     at::Tensor tensor;  // An all-reduce's or broadcast's tensor; else the input.
     at::Tensor output;  // A reduce-scatter's or all-gather's output.
     int root = 0;       // A broadcast's root.
+    bool mean = false;  // An all-reduce's result divided by the world size.
     std::shared_ptr<Completion> completion;
   };
 
@@ -438,7 +453,8 @@ class ShmCommunicator final : public Communicator {
     at::Tensor flat = op.tensor.view({-1});
     switch (op.kind) {
       case Kind::kAllReduce:
-        return RunAllReduce(flat);
+        if (segment_ != nullptr && !MultiHost()) return RunAllReduceOneHost(flat, op.mean);
+        return RunAllReduce(flat, op.mean);
       case Kind::kBroadcast:
         return RunBroadcast(flat, op.root);
       case Kind::kReduceScatter: {
@@ -461,7 +477,73 @@ class ShmCommunicator final : public Communicator {
     return absl::InternalError("shm: unknown collective");
   }
 
-  absl::Status RunAllReduce(at::Tensor& flat) {
+  // Chunk `index` of a piece of `len` elements split between this host's ranks: [begin, end),
+  // boundaries on multiples of kChunkAlign; the last chunk takes the rest (any may be empty).
+  std::pair<int64_t, int64_t> ChunkOf(int64_t len, int index) const {
+    const int64_t begin = len * index / local_size_ / kChunkAlign * kChunkAlign;
+    const int64_t end = index == local_size_ - 1
+                            ? len
+                            : len * (index + 1) / local_size_ / kChunkAlign * kChunkAlign;
+    return {begin, std::max(begin, end)};
+  }
+
+  // All-reduce of a world on one host, piece by piece, each rank owning one chunk of each
+  // piece. A rank's own chunk never goes through its slot on the way in, and the other
+  // chunks come back only from their owners:
+  //
+  //   copy the other ranks' chunks into this rank's slot                          (barrier)
+  //   sum this rank's chunk, its own tensor's and the other slots' parts in slot order,
+  //     into its slot (then / world for a mean); copy it into its own tensor      (barrier)
+  //   copy every other chunk's result out of its owner's slot
+  //
+  // Per rank that moves (L - 1) / L of the piece in and out instead of all of it, and the
+  // mean costs no pass of its own. Each chunk is summed by one rank only, in slot order, so
+  // every rank reads bit-identical results, equal to RunAllReduce's. Buffer reuse: a rank
+  // writes this parity's buffer again two pieces later, after the next piece's second
+  // barrier, which every peer reaches only after its last read of this piece.
+  absl::Status RunAllReduceOneHost(at::Tensor& flat, bool mean) {
+    if (local_size_ == 1) return absl::OkStatus();  // The sum and the mean of one.
+    const at::Tensor divisor = mean ? MeanDivisor(local_size_) : at::Tensor();
+    const int64_t n = flat.numel();
+    const int64_t piece = PieceElements(flat);
+    for (int64_t off = 0; off < n; off += piece) {
+      const int64_t len = std::min(piece, n - off);
+      const uint64_t parity = pieces_++ & 1;
+      at::Tensor mine = flat.narrow(0, off, len);
+      at::Tensor own_slot = View(local_rank_, parity, len, flat);
+      for (int j = 0; j < local_size_; ++j) {
+        const auto [begin, end] = ChunkOf(len, j);
+        if (j == local_rank_ || end == begin) continue;
+        own_slot.narrow(0, begin, end - begin).copy_(mine.narrow(0, begin, end - begin));
+      }
+      RETURN_IF_ERROR(segment_->Barrier());
+      if (const auto [begin, end] = ChunkOf(len, local_rank_); end > begin) {
+        auto part = [&](int s) {
+          const at::Tensor& from = s == local_rank_ ? mine : View(s, parity, len, flat);
+          return from.narrow(0, begin, end - begin);
+        };
+        at::Tensor result = own_slot.narrow(0, begin, end - begin);
+        at::add_out(result, part(0), part(1));
+        for (int s = 2; s < local_size_; ++s) result.add_(part(s));
+        if (mean) at::div_out(result, result, divisor);
+        part(local_rank_).copy_(result);
+      }
+      RETURN_IF_ERROR(segment_->Barrier());
+      for (int j = 0; j < local_size_; ++j) {
+        const auto [begin, end] = ChunkOf(len, j);
+        if (j == local_rank_ || end == begin) continue;
+        mine.narrow(0, begin, end - begin)
+            .copy_(View(j, parity, len, flat).narrow(0, begin, end - begin));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // All-reduce through slot 0, which holds each piece's whole sum: several hosts (the leaders
+  // reduce slot 0 across hosts) or a rank alone on its host. For a mean every rank divides
+  // as it copies its piece out.
+  absl::Status RunAllReduce(at::Tensor& flat, bool mean) {
+    const at::Tensor divisor = mean ? MeanDivisor(world_size()) : at::Tensor();
     const int64_t n = flat.numel();
     const int64_t piece = PieceElements(flat);
     for (int64_t off = 0; off < n; off += piece) {
@@ -469,16 +551,14 @@ class ShmCommunicator final : public Communicator {
       at::Tensor mine = flat.narrow(0, off, len);
       if (segment_ == nullptr) {  // Alone on this host: only the leaders' stage, in place.
         if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(mine)));
+        if (mean) at::div_out(mine, mine, divisor);
         continue;
       }
       const uint64_t parity = pieces_++ & 1;
       View(local_rank_, parity, len, flat).copy_(mine);
       RETURN_IF_ERROR(segment_->Barrier());
       // This rank's chunk of the piece, summed over every slot into slot 0.
-      const int64_t begin = len * local_rank_ / local_size_ / kChunkAlign * kChunkAlign;
-      const int64_t end = local_rank_ == local_size_ - 1
-                              ? len
-                              : len * (local_rank_ + 1) / local_size_ / kChunkAlign * kChunkAlign;
+      const auto [begin, end] = ChunkOf(len, local_rank_);
       at::Tensor sum = View(0, parity, len, flat);
       if (end > begin) {
         at::Tensor chunk = sum.narrow(0, begin, end - begin);
@@ -491,7 +571,11 @@ class ShmCommunicator final : public Communicator {
         if (leaders_ != nullptr) RETURN_IF_ERROR(CrossHost(leaders_->AllReduceSum(sum)));
         RETURN_IF_ERROR(segment_->Barrier());
       }
-      mine.copy_(sum);
+      if (mean) {
+        at::div_out(mine, sum, divisor);
+      } else {
+        mine.copy_(sum);
+      }
     }
     return absl::OkStatus();
   }
@@ -536,7 +620,7 @@ class ShmCommunicator final : public Communicator {
     const int world = world_size();
     const int64_t q_max = PieceElements(input) / world;
     if (MultiHost() || q_max == 0) {
-      RETURN_IF_ERROR(RunAllReduce(input));
+      RETURN_IF_ERROR(RunAllReduce(input, /*mean=*/false));
       out.copy_(input.narrow(0, rank_ * m, m));
       return absl::OkStatus();
     }

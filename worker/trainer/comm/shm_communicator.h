@@ -3,11 +3,16 @@
 // Communicator over POSIX shared memory, for a world whose ranks all run on one host (CPU
 // tensors). Gloo moves every byte of an all-reduce through loopback TCP sockets and its
 // own threads; on a CPU host whose cores are all busy training, that costs about as much
-// as a compute step. Here the ranks map one segment and reduce in place:
+// as a compute step. Here the ranks map one segment and reduce in place, rank r owning
+// chunk r of each piece:
 //
-//   each rank copies its piece into its own slot          (barrier)
-//   rank r sums chunk r of the piece over all slots into slot 0 (barrier)
-//   every rank copies the piece's sum back out of slot 0
+//   each rank copies the other ranks' chunks of its piece into its own slot      (barrier)
+//   rank r sums chunk r (its own tensor's part, the others' slots' parts) into its slot,
+//     divided by the world size for a mean, and copies it into its tensor       (barrier)
+//   each rank copies the other chunks' results out of their owners' slots
+//
+// So a rank moves only the others' chunks in and out ((L - 1) / L of the data for L ranks)
+// and a mean (StartAllReduceMean: the gradient average) costs no pass of its own.
 //
 // A reduce-scatter on one host moves each piece in once and sums only this rank's chunk:
 // every rank copies the piece's part of every chunk into its slot (barrier), then sums its
@@ -30,10 +35,11 @@
 //
 // Several hosts (hierarchical_communicator.h builds the parts): each host has its own
 // segment, and one leader per host (its lowest rank) runs a cross-host stage on every piece
-// between the local reduce and the copy-out, in place on slot 0:
+// between the local reduce and the copy-out, in place on slot 0, which holds the whole sum:
 //
-//   copy in (barrier) sum chunks into slot 0 (barrier)
-//   the leader all-reduces slot 0's piece with the other leaders (barrier)   copy out
+//   copy the piece in (barrier) sum chunks into slot 0 (barrier)
+//   the leader all-reduces slot 0's piece with the other leaders (barrier)
+//   copy out (divided by the world size for a mean)
 //
 // With several hosts a reduce-scatter is an all-reduce of the whole input of which each
 // rank keeps its chunk (the cost of an all-reduce), and an all-gather is one broadcast per

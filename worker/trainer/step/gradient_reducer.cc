@@ -161,9 +161,13 @@ struct GradientReducer::Core {
       }
       // Before the call: a backend may do part or all of the work inside it.
       if (trace != nullptr) bucket.started = trace_clock->Now();
+      // Gradients that are the bucket's slots (CopyIn) are averaged by the collective itself:
+      // a backend may divide in its own last pass (one pass fewer after backward).
       absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
           sharded ? comm->StartReduceScatterSum(bucket.buffer, bucket.output)
-                  : comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
+          : MeanInComm()
+              ? comm->StartAllReduceMean(bucket.buffer)
+              : comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
       if (!pending.ok()) return pending.status();
       bucket.pending = *std::move(pending);
       events.push_back({ReducerEvent::Kind::kBucketStarted, static_cast<int>(next_to_start)});
@@ -200,14 +204,14 @@ struct GradientReducer::Core {
     }
     if (sharded) {
       bucket.buffer = at::Tensor();
-      if (s.ok()) at::div_out(bucket.output, bucket.output, Divisor(comm->world_size()));
+      if (s.ok()) at::div_out(bucket.output, bucket.output, MeanDivisor(comm->world_size()));
     }
     return s;
   }
 
-  static at::Tensor Divisor(int world) {
-    return at::scalar_tensor(static_cast<double>(world), at::TensorOptions().dtype(at::kDouble));
-  }
+  // Whether the all-reduce averages (the gradients are the buckets' slots): else the sum is
+  // divided in FinishBackward, on its way back into the gradients.
+  bool MeanInComm() const { return as_view && !sharded && !compress; }
 
   // Allocates the flat buffers of `layout`'s buckets (GradientBuckets) and the parameter ->
   // (bucket, slot) maps.
@@ -413,14 +417,11 @@ absl::Status GradientReducer::FinishBackward() {
       if (status.ok()) status = s;
     }
     if (status.ok() && !core.sharded) {
-      const at::Tensor divisor = Core::Divisor(core.compress ? 1 : core.comm->world_size());
+      const at::Tensor divisor = MeanDivisor(core.compress ? 1 : core.comm->world_size());
       for (Core::Bucket& bucket : core.buckets) {
         if (core.compress && !core.emulated) bucket.buffer.copy_(bucket.wire);
-        if (core.as_view && !core.compress) {
-          // The gradients are the bucket's slots (CopyIn): the mean in place, one pass.
-          bucket.buffer.narrow(0, 0, bucket.used).div_(divisor);
-          continue;
-        }
+        // The gradients are the bucket's slots (CopyIn), averaged by the all-reduce.
+        if (core.MeanInComm()) continue;
         for (size_t s = 0; s < bucket.params.size(); ++s) {
           const at::Tensor& param = core.params[bucket.params[s]];
           at::Tensor sum =
