@@ -56,6 +56,16 @@ median() { $PY -c 'import statistics,sys; print(statistics.median(map(float,sys.
 # ratio A B: A / B with two decimals.
 ratio() { $PY -c "print('%.2f' % ($1 / $2))"; }
 
+# paired_ratios "A..." "B..." [FACTOR]: A[i] / (FACTOR x B[i]) per repeat i (runs of one repeat
+# ran minutes apart at most, so slow drift of the machine cancels), as "min R  median R  max R".
+paired_ratios() {
+  $PY -c 'import statistics,sys
+a, b = [list(map(float, x.split())) for x in sys.argv[1:3]]
+f = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
+r = sorted(x / (f * y) for x, y in zip(a, b))
+print("min %.2f  median %.2f  max %.2f" % (r[0], statistics.median(r), r[-1]))' "$@"
+}
+
 # summary LABEL UNIT VALUE...: "LABEL  min M  median M  max M UNIT" (two decimals).
 summary() {
   local label=$1 unit=$2

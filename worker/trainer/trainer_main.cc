@@ -41,6 +41,7 @@
 #include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device/device.h"
+#include "worker/trainer/device/host_allocator.h"
 #include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_flags.h"
@@ -288,6 +289,8 @@ int main(int argc, char** argv) {
     argc = static_cast<int>(args->size());
     argv = arg_ptrs->data();
   }
+  // With the rank's own environment (a standby has just taken it on), which may tune malloc.
+  baton::trainer::KeepFreedHostMemory(std::getenv);
   absl::SetProgramUsageMessage("Baton's built-in data-parallel trainer (one process per rank).");
   baton::trainer::InstallSignalHandlers();
   absl::Status status;
