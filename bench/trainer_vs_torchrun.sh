@@ -85,6 +85,15 @@ run_pair() {
 
 # run_torchrun WORLD ARGS...: prints samples/s. TUNED=1: with baton-trainer's malloc settings.
 TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
+# tuned_is_faster "PLAIN..." "TUNED...": true (and says so) if TUNED has the higher median.
+tuned_is_faster() {
+  if [[ $($PY -c "print(int($(median $2) > $(median $1)))") == 1 ]]; then
+    echo "(the ratios below are against torchrun tuned)"
+  else
+    return 1
+  fi
+}
+
 run_torchrun() {
   local world=$1; shift
   GLIBC_TUNABLES=$([[ ${TUNED:-0} == 1 ]] && echo "$TUNABLES") /usr/bin/torchrun --nproc_per_node="$world" --redirects 9:1 --tee 9:1 \
@@ -124,10 +133,7 @@ echo "baton-trainer, 2 ranks (shm):   $(stats "${B2[@]}") samples/s"
 echo "torchrun+DDP,  2 ranks (gloo):  $(stats "${T2[@]}") samples/s"
 echo "torchrun tuned, 2 ranks (gloo): $(stats "${TT[@]}") samples/s"
 # The strongest baseline: whichever torchrun configuration had the higher median.
-if [[ $($PY -c "print(int($(median "${TT[@]}") > $(median "${T2[@]}")))") == 1 ]]; then
-  T2=("${TT[@]}")
-  echo "(the ratios below are against torchrun tuned)"
-fi
+if tuned_is_faster "${T2[*]}" "${TT[*]}"; then T2=("${TT[@]}"); fi
 echo "baton-trainer, 2 ranks (gloo):  $(stats "${G2[@]}") samples/s"
 echo "baton-trainer, 1 rank:          $(stats "${B1[@]}") samples/s"
 echo "PyTorch eager, 1 process:       $(stats "${E1[@]}") samples/s"
@@ -165,10 +171,7 @@ if ((RESNET_STEPS > 0)); then
   echo "baton-trainer,  2 ranks:  $(stats "${RB[@]}") samples/s"
   echo "torchrun+DDP,   2 ranks:  $(stats "${RT[@]}") samples/s"
   echo "torchrun tuned, 2 ranks:  $(stats "${RM[@]}") samples/s"
-  if [[ $($PY -c "print(int($(median "${RM[@]}") > $(median "${RT[@]}")))") == 1 ]]; then
-    RT=("${RM[@]}")
-    echo "(the ratios below are against torchrun tuned)"
-  fi
+  if tuned_is_faster "${RT[*]}" "${RM[*]}"; then RT=("${RM[@]}"); fi
   echo "step-time split, rank 0, last repeat (ms): $(baton_split "$TMP/split-resnet.jsonl")"
   echo "ratio baton/torchrun (ResNet-18, 2 ranks, medians): $(ratio "$(median "${RB[@]}")" "$(median "${RT[@]}")")"
   echo "  per repeat: $(paired_ratios "${RB[*]}" "${RT[*]}")"

@@ -94,6 +94,12 @@ absl::Status Communicator::AllReduceSum(at::Tensor& tensor) {
   return (*pending)->Wait();
 }
 
+absl::Status Communicator::AllReduceMean(at::Tensor& tensor) {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> pending = StartAllReduceMean(tensor);
+  if (!pending.ok()) return pending.status();
+  return (*pending)->Wait();
+}
+
 absl::Status Communicator::ReduceScatterSum(at::Tensor input, at::Tensor output) {
   absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
       StartReduceScatterSum(std::move(input), std::move(output));

@@ -119,15 +119,17 @@ class Communicator {
   absl::Status Send(at::Tensor tensor, int dst);
   absl::Status Recv(at::Tensor tensor, int src);
 
-  // StartAllReduceSum + Wait; for CUDA tensors the host is not blocked (see Wait()).
+  // StartAllReduceSum + Wait, StartAllReduceMean + Wait; for CUDA tensors the host is not
+  // blocked (see Wait()).
   absl::Status AllReduceSum(at::Tensor& tensor);
+  absl::Status AllReduceMean(at::Tensor& tensor);
   // StartReduceScatterSum + Wait, StartAllGather + Wait (same host-blocking caveat).
   absl::Status ReduceScatterSum(at::Tensor input, at::Tensor output);
   absl::Status AllGather(at::Tensor input, at::Tensor output);
 };
 
-// What a mean over `world` ranks divides the sum by: a 0-dim double tensor (division in the
-// summed tensor's own dtype, as PyTorch's DDP divides).
+// What a mean over `world` ranks divides the sum by: a 0-dim double tensor, so the division
+// runs in the summed tensor's own dtype.
 at::Tensor MeanDivisor(int world);
 
 // For backends: a dtype of `element_size` bytes (1, 2, 4 or 8) that every CPU backend moves,

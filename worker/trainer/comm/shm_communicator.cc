@@ -172,7 +172,7 @@ class ShmCommunicator final : public Communicator {
         new ShmPending(Enqueue(Op{Kind::kAllReduce, std::move(tensor)})));
   }
 
-  // The division is in the pass that writes the sum (see RunAllReduce).
+  // The division is in the pass that writes the sum (RunAllReduceOneHost, RunAllReduce).
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceMean(
       at::Tensor tensor) override {
     RETURN_IF_ERROR(CheckTensor(tensor));
