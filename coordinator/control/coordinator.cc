@@ -362,14 +362,9 @@ void Coordinator::FlushStaged() {
   Ok(jobs_->Flush(), "flush staged");
 }
 
-absl::Duration Coordinator::OnIdle() {
-  const absl::Duration since = clock_->Now() - last_flush_;
-  if (since < options_.group_commit_interval) {
-    return jobs_->staged_jobs() > 0 ? options_.group_commit_interval - since
-                                    : absl::InfiniteDuration();
-  }
+void Coordinator::OnIdle() {
+  if (clock_->Now() - last_flush_ < options_.group_commit_interval) return;
   FlushStaged();
-  return absl::InfiniteDuration();
 }
 
 void Coordinator::ReconcileOnce() {

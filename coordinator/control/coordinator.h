@@ -58,7 +58,7 @@ struct CoordinatorOptions {
   absl::Duration checkpoint_timeout = absl::Seconds(60);
   // OnIdle writes staged reports at most this often: a record staged after a write is
   // copied whole, so a flush per report would cost O(ranks) each. What waits is written
-  // by the OnIdle the loop runs once the interval has passed, or by ReconcileOnce.
+  // by the next OnIdle after the interval or by ReconcileOnce.
   absl::Duration group_commit_interval = absl::Milliseconds(10);
 };
 
@@ -183,10 +183,8 @@ class Coordinator {
   // first; tests call it directly.
   void FlushStaged();
   // The daemon's event loop ran out of queued work: FlushStaged, unless it ran less than
-  // group_commit_interval ago. Returns when to be called again if no other work comes: the
-  // rest of the interval while something staged waits for it (so a lone report is written
-  // within group_commit_interval, not at the next reconcile), else InfiniteDuration.
-  absl::Duration OnIdle();
+  // group_commit_interval ago.
+  void OnIdle();
 
   // Generation fencing. OK if `generation` is the job's current one; ABORTED if it is
   // older (the sender's processes belong to a superseded generation and must stop);

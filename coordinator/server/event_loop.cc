@@ -37,27 +37,25 @@ void EventLoop::Stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-void EventLoop::WhenIdle(std::function<absl::Duration()> fn) {
+void EventLoop::WhenIdle(std::function<void()> fn) {
   absl::MutexLock lock(&mu_);
   idle_ = std::move(fn);
 }
 
 void EventLoop::Run() {
   bool ran = false;  // a task ran since the idle task last did
-  // When the idle task asked to run again (it is also run after the next task).
-  absl::Time idle_again = absl::InfiniteFuture();
   for (;;) {
     std::function<void()> task;
-    std::function<absl::Duration()> idle;
     {
       absl::MutexLock lock(&mu_);
       if (ran && tasks_.empty() && idle_) {
-        idle = idle_;
+        task = idle_;
+        ran = false;
       } else {
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return !tasks_.empty() || stopping_;
         };
-        mu_.AwaitWithDeadline(absl::Condition(&ready), std::min(next_tick_, idle_again));
+        mu_.AwaitWithDeadline(absl::Condition(&ready), next_tick_);
         // The periodic task goes first when due: a queue that never empties must not
         // starve it (the reconcile expires leases and times out rendezvous).
         if (periodic_ && absl::Now() >= next_tick_) {
@@ -68,19 +66,11 @@ void EventLoop::Run() {
           tasks_.pop_front();
         } else if (stopping_) {
           return;
-        } else if (idle_ && absl::Now() >= idle_again) {
-          idle = idle_;
         }
         ran = static_cast<bool>(task);
       }
     }
-    if (idle) {
-      ran = false;
-      const absl::Duration again = idle();
-      idle_again = again == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + again;
-    } else if (task) {
-      task();
-    }
+    if (task) task();
   }
 }
 

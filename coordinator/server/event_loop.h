@@ -32,11 +32,9 @@ class EventLoop {
   void Every(absl::Duration period, std::function<void()> fn);
   // Runs `fn` on the loop whenever it runs out of work: after a task (posted or periodic)
   // that left the queue empty, before the loop waits or stops. A burst of posted tasks
-  // is followed by one call (e.g. one group commit for the burst). `fn` returns how soon
-  // it wants to run again if no task comes first (e.g. a rate-limited group commit that
-  // still has something to write); absl::InfiniteDuration(): not before the next task. At
-  // most one idle task; a second call replaces the first.
-  void WhenIdle(std::function<absl::Duration()> fn);
+  // is followed by one call (e.g. one group commit for the burst). At most one idle task;
+  // a second call replaces the first.
+  void WhenIdle(std::function<void()> fn);
   // Runs every closure already queued, then joins the thread. Idempotent.
   void Stop();
   // Closures queued and not yet started. Producers that can wait (a worker stream's
@@ -49,7 +47,7 @@ class EventLoop {
   mutable absl::Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   std::function<void()> periodic_ ABSL_GUARDED_BY(mu_);
-  std::function<absl::Duration()> idle_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> idle_ ABSL_GUARDED_BY(mu_);
   absl::Duration period_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
   absl::Time next_tick_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -77,7 +77,6 @@ TEST(EventLoop, IdleTaskRunsOnceAfterEachBurst) {
     seen.push_back(done);
     if (seen.size() == 1) first_idle.Notify();
     if (seen.size() == 2) second_idle.Notify();
-    return absl::InfiniteDuration();
   });
   loop.Post([&] { gate.WaitForNotification(); });
   for (int i = 0; i < 50; ++i) loop.Post([&] { ++done; });
@@ -92,28 +91,6 @@ TEST(EventLoop, IdleTaskRunsOnceAfterEachBurst) {
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0], 50);
   EXPECT_EQ(seen[1], 55);
-}
-
-// An idle task that asks to run again (a rate-limited group commit with a write pending) is
-// run again after that delay with no task posted; once it asks for nothing it waits for the
-// next task.
-TEST(EventLoop, IdleTaskRunsAgainWhenItAsksTo) {
-  EventLoop loop;
-  std::atomic<int> calls{0};
-  absl::Notification third_call;
-  loop.WhenIdle([&] {
-    const int n = ++calls;
-    if (n == 3) third_call.Notify();
-    return n < 3 ? absl::Milliseconds(1) : absl::InfiniteDuration();
-  });
-  loop.Post([] {});
-  ASSERT_TRUE(third_call.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  // Settled: a task is needed before the next call.
-  absl::Notification posted_ran;
-  loop.Post([&] { posted_ran.Notify(); });
-  ASSERT_TRUE(posted_ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
-  loop.Stop();
-  EXPECT_EQ(calls.load(), 4);
 }
 
 TEST(EventLoop, StopDrainsQueuedTasksAndDropsLaterOnes) {

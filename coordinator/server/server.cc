@@ -38,7 +38,7 @@ absl::Status CoordinatorServer::Start() {
   loop_->Every(options_.reconcile_period, [c = coordinator_.get()] { c->ReconcileOnce(); });
   // Group commit: the ranks' reports of a burst (N AssignmentStarted, N exits) are written
   // in one transaction once the loop has nothing more to do.
-  loop_->WhenIdle([c = coordinator_.get()] { return c->OnIdle(); });
+  loop_->WhenIdle([c = coordinator_.get()] { c->OnIdle(); });
   ServeMetrics();
   BATON_LOG(INFO) << "baton-coordinator listening on port " << port_ << ", state in "
                   << options_.state_dir;
