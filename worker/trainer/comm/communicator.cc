@@ -75,13 +75,16 @@ at::Tensor MeanDivisor(int world) {
   return at::scalar_tensor(static_cast<double>(world), at::TensorOptions().dtype(at::kDouble));
 }
 
+absl::Status CheckMeanDtype(const at::Tensor& tensor) {
+  if (tensor.defined() && at::isFloatingType(tensor.scalar_type())) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("an all-reduce mean needs a floating-point tensor, got ",
+                   tensor.defined() ? std::string(c10::toString(tensor.scalar_type())) : "none"));
+}
+
 absl::StatusOr<std::unique_ptr<PendingCollective>> Communicator::StartAllReduceMean(
     at::Tensor tensor) {
-  if (!tensor.defined() || !at::isFloatingType(tensor.scalar_type())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("an all-reduce mean needs a floating-point tensor, got ",
-                     tensor.defined() ? std::string(c10::toString(tensor.scalar_type())) : "none"));
-  }
+  if (absl::Status s = CheckMeanDtype(tensor); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<PendingCollective>> sum = StartAllReduceSum(tensor);
   if (!sum.ok()) return sum.status();
   return std::unique_ptr<PendingCollective>(

@@ -132,6 +132,10 @@ class Communicator {
 // runs in the summed tensor's own dtype.
 at::Tensor MeanDivisor(int world);
 
+// For backends: INVALID_ARGUMENT unless `tensor` can be averaged (StartAllReduceMean: a
+// floating-point dtype).
+absl::Status CheckMeanDtype(const at::Tensor& tensor);
+
 // For backends: a dtype of `element_size` bytes (1, 2, 4 or 8) that every CPU backend moves,
 // Gloo included (byte, half, int, long), so that any dtype's elements can be moved bit for bit
 // as it (tensor.view(type)).

@@ -163,27 +163,14 @@ class ShmCommunicator final : public Communicator {
 
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
       at::Tensor tensor) override {
-    RETURN_IF_ERROR(CheckTensor(tensor));
-    if (!CanReduce(tensor.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
-    }
-    return std::unique_ptr<PendingCollective>(
-        new ShmPending(Enqueue(Op{Kind::kAllReduce, std::move(tensor)})));
+    return StartAllReduce(std::move(tensor), /*mean=*/false);
   }
 
   // The division is in the pass that writes the sum (RunAllReduceOneHost, RunAllReduce).
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceMean(
       at::Tensor tensor) override {
-    RETURN_IF_ERROR(CheckTensor(tensor));
-    if (!at::isFloatingType(tensor.scalar_type()) || !CanReduce(tensor.scalar_type())) {
-      return absl::InvalidArgumentError(absl::StrCat(backend_, " cannot average ",
-                                                     c10::toString(tensor.scalar_type()),
-                                                     " tensors (floating-point types only)"));
-    }
-    Op op{Kind::kAllReduce, std::move(tensor)};
-    op.mean = true;
-    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+    RETURN_IF_ERROR(CheckMeanDtype(tensor));
+    return StartAllReduce(std::move(tensor), /*mean=*/true);
   }
 
   absl::Status Broadcast(at::Tensor& tensor, int root) override {
@@ -386,6 +373,17 @@ class ShmCommunicator final : public Communicator {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduce(at::Tensor tensor, bool mean) {
+    RETURN_IF_ERROR(CheckTensor(tensor));
+    if (!CanReduce(tensor.scalar_type())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          backend_, " cannot all-reduce ", c10::toString(tensor.scalar_type()), " tensors"));
+    }
+    Op op{Kind::kAllReduce, std::move(tensor)};
+    op.mean = mean;
+    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+  }
+
   std::shared_ptr<Completion> Enqueue(Op op) {
     auto completion = std::make_shared<Completion>();
     op.completion = completion;
@@ -484,7 +482,7 @@ class ShmCommunicator final : public Communicator {
     const int64_t end = index == local_size_ - 1
                             ? len
                             : len * (index + 1) / local_size_ / kChunkAlign * kChunkAlign;
-    return {begin, std::max(begin, end)};
+    return {begin, end};
   }
 
   // All-reduce of a world on one host, piece by piece, each rank owning one chunk of each
@@ -511,11 +509,16 @@ class ShmCommunicator final : public Communicator {
       const uint64_t parity = pieces_++ & 1;
       at::Tensor mine = flat.narrow(0, off, len);
       at::Tensor own_slot = View(local_rank_, parity, len, flat);
-      for (int j = 0; j < local_size_; ++j) {
-        const auto [begin, end] = ChunkOf(len, j);
-        if (j == local_rank_ || end == begin) continue;
-        own_slot.narrow(0, begin, end - begin).copy_(mine.narrow(0, begin, end - begin));
-      }
+      // fn(j, begin, size) for every other rank j whose chunk of this piece is not empty.
+      auto for_other_chunks = [&](auto fn) {
+        for (int j = 0; j < local_size_; ++j) {
+          const auto [begin, end] = ChunkOf(len, j);
+          if (j != local_rank_ && end > begin) fn(j, begin, end - begin);
+        }
+      };
+      for_other_chunks([&](int, int64_t begin, int64_t size) {
+        own_slot.narrow(0, begin, size).copy_(mine.narrow(0, begin, size));
+      });
       RETURN_IF_ERROR(segment_->Barrier());
       if (const auto [begin, end] = ChunkOf(len, local_rank_); end > begin) {
         auto part = [&](int s) {
@@ -529,12 +532,9 @@ class ShmCommunicator final : public Communicator {
         part(local_rank_).copy_(result);
       }
       RETURN_IF_ERROR(segment_->Barrier());
-      for (int j = 0; j < local_size_; ++j) {
-        const auto [begin, end] = ChunkOf(len, j);
-        if (j == local_rank_ || end == begin) continue;
-        mine.narrow(0, begin, end - begin)
-            .copy_(View(j, parity, len, flat).narrow(0, begin, end - begin));
-      }
+      for_other_chunks([&](int j, int64_t begin, int64_t size) {
+        mine.narrow(0, begin, size).copy_(View(j, parity, len, flat).narrow(0, begin, size));
+      });
     }
     return absl::OkStatus();
   }

@@ -108,6 +108,11 @@ struct GradientReducer::Core {
     }
   }
 
+  // Whether the gradients are their buckets' slots (gradient_as_bucket_view at full width:
+  // not sharded, not compressed; CopyIn makes them so). Then the all-reduce averages in the
+  // buckets; else the sum is divided in FinishBackward, on its way back into the gradients.
+  bool GradsAreSlots() const { return as_view && !sharded && !compress; }
+
   // Whether param.grad() is its slot of the bucket (see CopyIn).
   bool GradIsSlot(const at::Tensor& grad, const at::Tensor& slot) const {
     return grad.defined() && grad.data_ptr() == slot.data_ptr() && grad.sizes() == slot.sizes() &&
@@ -132,7 +137,7 @@ struct GradientReducer::Core {
     at::Tensor slot =
         bucket.buffer.narrow(0, bucket.offsets[slot_of[index]], param.numel()).view(param.sizes());
     const at::Tensor& grad = param.grad();
-    const bool in_place = as_view && !sharded && !compress;
+    const bool in_place = GradsAreSlots();
     if (!(in_place && GradIsSlot(grad, slot))) {
       if (grad.defined()) {
         slot.copy_(grad);
@@ -165,7 +170,7 @@ struct GradientReducer::Core {
       // a backend may divide in its own last pass (one pass fewer after backward).
       absl::StatusOr<std::unique_ptr<PendingCollective>> pending =
           sharded ? comm->StartReduceScatterSum(bucket.buffer, bucket.output)
-          : MeanInComm()
+          : GradsAreSlots()
               ? comm->StartAllReduceMean(bucket.buffer)
               : comm->StartAllReduceSum(compress && !emulated ? bucket.wire : bucket.buffer);
       if (!pending.ok()) return pending.status();
@@ -208,10 +213,6 @@ struct GradientReducer::Core {
     }
     return s;
   }
-
-  // Whether the all-reduce averages (the gradients are the buckets' slots): else the sum is
-  // divided in FinishBackward, on its way back into the gradients.
-  bool MeanInComm() const { return as_view && !sharded && !compress; }
 
   // Allocates the flat buffers of `layout`'s buckets (GradientBuckets) and the parameter ->
   // (bucket, slot) maps.
@@ -421,7 +422,7 @@ absl::Status GradientReducer::FinishBackward() {
       for (Core::Bucket& bucket : core.buckets) {
         if (core.compress && !core.emulated) bucket.buffer.copy_(bucket.wire);
         // The gradients are the bucket's slots (CopyIn), averaged by the all-reduce.
-        if (core.MeanInComm()) continue;
+        if (core.GradsAreSlots()) continue;
         for (size_t s = 0; s < bucket.params.size(); ++s) {
           const at::Tensor& param = core.params[bucket.params[s]];
           at::Tensor sum =
