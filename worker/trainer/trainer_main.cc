@@ -60,6 +60,12 @@ ABSL_FLAG(std::string, cpu_backend, "auto",
           "shared memory turns out unusable, gloo). Hosts: see BATON_HOST_KEY.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "How long one all-reduce may take before the run fails.");
+ABSL_FLAG(std::string, shm_comm_thread, "auto",
+          "Shared-memory collectives (--cpu_backend shm or hierarchical): run them on a "
+          "communication thread per rank, overlapping backward (on), or on the training "
+          "thread when it waits for them (off). auto: on when the CPUs this process may use "
+          "hold every local rank's --threads plus one more per rank, else off (then the "
+          "thread would only compete with training for a core); pipeline jobs: on.");
 ABSL_FLAG(std::string, profile_dir, "",
           "Step profiling: on SIGUSR2, record a window of optimizer steps (the phases, each "
           "bucket's all-reduce, checkpoints) and write it to <dir>/trace-<id>-rank<R>.json as "
@@ -114,10 +120,25 @@ void InstallSignalHandlers() {
   ::sigaction(SIGPIPE, &action, nullptr);
 }
 
+// --shm_comm_thread as ProcessGroupOptions::shm_collectives_on_waiter.
+absl::StatusOr<bool> ShmCollectivesOnWaiter(const LaunchEnv& env, int threads,
+                                            bool point_to_point) {
+  const std::string mode = absl::GetFlag(FLAGS_shm_comm_thread);
+  if (mode == "on") return false;
+  if (mode == "off") return true;
+  if (mode != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--shm_comm_thread '", mode, "' is not one of auto, on, off"));
+  }
+  return !point_to_point && !UseCommunicationThread(UsableCpus(), env.local_world_size, threads);
+}
+
 absl::StatusOr<std::unique_ptr<Communicator>> Connect(const LaunchEnv& env,
-                                                      const c10::Device& device,
+                                                      const c10::Device& device, int threads,
                                                       bool point_to_point) {
   ProcessGroupOptions options;
+  ASSIGN_OR_RETURN(options.shm_collectives_on_waiter,
+                   ShmCollectivesOnWaiter(env, threads, point_to_point));
   options.device = device;
   options.point_to_point = point_to_point;
   options.rendezvous.rank = env.rank;
@@ -198,8 +219,9 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   struct ForgetProfiler {
     ~ForgetProfiler() { g_profiler.store(nullptr); }
   } forget_profiler;
-  ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
-                   Connect(env, device, flags.trainer.pipeline_stages > 1));
+  ASSIGN_OR_RETURN(
+      const std::unique_ptr<Communicator> comm,
+      Connect(env, device, static_cast<int>(flags.threads), flags.trainer.pipeline_stages > 1));
   std::cout << absl::StrFormat(
                    "baton-trainer: rank %d/%d job '%s' generation %d on %s (%s): %d train, %d "
                    "test samples",

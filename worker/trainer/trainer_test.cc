@@ -552,6 +552,30 @@ TEST_F(TrainerTest, ZeroStagesMatchStageZeroAcrossAResize) {
   ExpectSameWeights(dirs[2] + "/final.pt", dirs[0] + "/final.pt");
 }
 
+// Shared-memory collectives run on the thread that waits for them (ShmOptions::
+// collectives_on_waiter) train bit for bit as on the communication thread: several buckets,
+// started during backward, all waited for at its end.
+TEST_F(TrainerTest, ShmCollectivesOnTheWaiterTrainAsOnTheThread) {
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  ASSERT_OK(train);
+  TrainerOptions options = MlpTrainer({32});
+  options.batch_size = 12;
+  options.step.reducer.bucket_cap_mb = 0.02;
+  options.log_every = 6;
+  options.max_steps = 6;
+  std::string dirs[2];
+  for (bool on_waiter : {false, true}) {
+    TrainerOptions o = options;
+    o.checkpoint_dir = dirs[on_waiter] = absl::StrCat(TempDir(), "/waiter-", on_waiter);
+    for (const auto& r :
+         RunGang(**train, o, 2, /*generation=*/1, nullptr, MakeShm(absl::Seconds(60), on_waiter))) {
+      ASSERT_OK(r);
+      EXPECT_EQ(r->steps, 6);
+    }
+  }
+  ExpectSameWeights(dirs[1] + "/final.pt", dirs[0] + "/final.pt");
+}
+
 // Two ranks (threads) with fp16 loss scaling, accumulation, clipping, small buckets and
 // fp16 compression train, agree, and report the fp16 keys.
 TEST_F(TrainerTest, TwoRanksWithEveryStepFeatureAgree) {

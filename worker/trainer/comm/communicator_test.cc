@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
@@ -38,17 +39,23 @@ using ::baton::trainer::testing::RunRanksWith;
 using ::baton::trainer::testing::SetUpRanks;
 
 // Shared-memory ranks with small slots, so that tensors of a few KiB take several pieces.
-CommunicatorFactory MakeShm(size_t slot_bytes = 4096,
-                            absl::Duration timeout = absl::Seconds(30)) {
-  return [slot_bytes, timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                               int world) {
+// `on_waiter`: ShmOptions::collectives_on_waiter.
+CommunicatorFactory MakeShm(size_t slot_bytes = 4096, absl::Duration timeout = absl::Seconds(30),
+                            bool on_waiter = false) {
+  return [slot_bytes, timeout, on_waiter](const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                          int world) {
     ShmOptions options;
     options.slot_bytes = slot_bytes;
     options.collective_timeout = timeout;
     options.poll_interval = absl::Milliseconds(20);
+    options.collectives_on_waiter = on_waiter;
     return CreateShmCommunicator(store, rank, world, options);
   };
 }
+
+// Where the shm collectives run: on the communication thread, or on the thread that waits.
+constexpr bool kShmModes[] = {false, true};
+std::string ShmMode(bool on_waiter) { return on_waiter ? "on the waiter" : "on the thread"; }
 
 double RelativeError(const at::Tensor& got, const at::Tensor& want) {
   return (got - want).norm().item<double>() / want.norm().item<double>();
@@ -243,31 +250,34 @@ TEST(ShmCommunicatorTest, AllReduceSumsEveryDtypeAcrossPiecesIdenticallyOnEveryR
   constexpr int64_t kN = 10007;
   const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kLong, at::kInt,
                                               at::kHalf, at::kBFloat16};
-  const std::vector<std::vector<at::Tensor>> got =
-      RunRanksWith<std::vector<at::Tensor>>(3, MakeShm(), [&](Communicator& comm) {
-        EXPECT_EQ(comm.backend(), "shm");
-        std::vector<at::Tensor> out;
-        for (at::ScalarType dtype : dtypes) {
-          // Small integers: exact in every dtype, so the expected sum is exact too.
-          at::Tensor t = (at::arange(kN, at::kLong) % 7 + comm.rank()).to(dtype);
-          EXPECT_OK(comm.AllReduceSum(t));
-          out.push_back(t);
-        }
-        at::Tensor random = at::randn({kN}, at::detail::createCPUGenerator(comm.rank()));
-        at::Tensor reduced = random.clone();
-        EXPECT_OK(comm.AllReduceSum(reduced));
-        out.push_back(random);
-        out.push_back(reduced);
-        return out;
-      });
-  for (size_t i = 0; i < dtypes.size(); ++i) {
-    const at::Tensor want = ((at::arange(kN, at::kLong) % 7) * 3 + 3).to(dtypes[i]);
-    for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][i].equal(want)) << dtypes[i] << " rank " << r;
+  for (bool on_waiter : kShmModes) {
+    SCOPED_TRACE(ShmMode(on_waiter));
+    const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(
+        3, MakeShm(4096, absl::Seconds(30), on_waiter), [&](Communicator& comm) {
+          EXPECT_EQ(comm.backend(), "shm");
+          std::vector<at::Tensor> out;
+          for (at::ScalarType dtype : dtypes) {
+            // Small integers: exact in every dtype, so the expected sum is exact too.
+            at::Tensor t = (at::arange(kN, at::kLong) % 7 + comm.rank()).to(dtype);
+            EXPECT_OK(comm.AllReduceSum(t));
+            out.push_back(t);
+          }
+          at::Tensor random = at::randn({kN}, at::detail::createCPUGenerator(comm.rank()));
+          at::Tensor reduced = random.clone();
+          EXPECT_OK(comm.AllReduceSum(reduced));
+          out.push_back(random);
+          out.push_back(reduced);
+          return out;
+        });
+    for (size_t i = 0; i < dtypes.size(); ++i) {
+      const at::Tensor want = ((at::arange(kN, at::kLong) % 7) * 3 + 3).to(dtypes[i]);
+      for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][i].equal(want)) << dtypes[i] << " rank " << r;
+    }
+    const size_t k = dtypes.size();
+    // Summed in rank order, and the same bits on every rank.
+    const at::Tensor want = (got[0][k] + got[1][k]) + got[2][k];
+    for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][k + 1].equal(want)) << "rank " << r;
   }
-  const size_t k = dtypes.size();
-  // Summed in rank order, and the same bits on every rank.
-  const at::Tensor want = (got[0][k] + got[1][k]) + got[2][k];
-  for (int r = 0; r < 3; ++r) EXPECT_TRUE(got[r][k + 1].equal(want)) << "rank " << r;
 }
 
 // The mean is divided in the pass that writes each chunk's sum: bit for bit what dividing
@@ -275,30 +285,33 @@ TEST(ShmCommunicatorTest, AllReduceSumsEveryDtypeAcrossPiecesIdenticallyOnEveryR
 TEST(ShmCommunicatorTest, AllReduceMeanIsTheSumDividedIdenticallyOnEveryRank) {
   constexpr int64_t kN = 10007;
   const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16};
-  for (int world : {2, 3}) {
-    const std::vector<std::vector<at::Tensor>> got =
-        RunRanksWith<std::vector<at::Tensor>>(world, MakeShm(), [&](Communicator& comm) {
-          std::vector<at::Tensor> out;
-          for (at::ScalarType dtype : dtypes) {
-            const at::Tensor x =
-                at::randn({kN}, at::detail::createCPUGenerator(comm.rank() + 1)).to(dtype);
-            at::Tensor sum = x.clone();
-            at::Tensor mean = x.clone();
-            EXPECT_OK(comm.AllReduceSum(sum));
-            EXPECT_OK(comm.AllReduceMean(mean));
-            out.push_back(sum);
-            out.push_back(mean);
-          }
-          EXPECT_THAT(comm.StartAllReduceMean(at::ones({3}, at::kLong)).status(),
-                      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floating-point")));
-          return out;
-        });
-    for (size_t i = 0; i < dtypes.size(); ++i) {
-      at::Tensor want = got[0][2 * i].clone();
-      at::div_out(want, want, MeanDivisor(world));
-      for (int r = 0; r < world; ++r) {
-        EXPECT_TRUE(got[r][2 * i + 1].equal(want))
-            << dtypes[i] << " world " << world << " rank " << r;
+  for (bool on_waiter : kShmModes) {
+    for (int world : {2, 3}) {
+      SCOPED_TRACE(ShmMode(on_waiter));
+      const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(
+          world, MakeShm(4096, absl::Seconds(30), on_waiter), [&](Communicator& comm) {
+            std::vector<at::Tensor> out;
+            for (at::ScalarType dtype : dtypes) {
+              const at::Tensor x =
+                  at::randn({kN}, at::detail::createCPUGenerator(comm.rank() + 1)).to(dtype);
+              at::Tensor sum = x.clone();
+              at::Tensor mean = x.clone();
+              EXPECT_OK(comm.AllReduceSum(sum));
+              EXPECT_OK(comm.AllReduceMean(mean));
+              out.push_back(sum);
+              out.push_back(mean);
+            }
+            EXPECT_THAT(comm.StartAllReduceMean(at::ones({3}, at::kLong)).status(),
+                        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floating-point")));
+            return out;
+          });
+      for (size_t i = 0; i < dtypes.size(); ++i) {
+        at::Tensor want = got[0][2 * i].clone();
+        at::div_out(want, want, MeanDivisor(world));
+        for (int r = 0; r < world; ++r) {
+          EXPECT_TRUE(got[r][2 * i + 1].equal(want))
+              << dtypes[i] << " world " << world << " rank " << r;
+        }
       }
     }
   }
@@ -316,26 +329,55 @@ TEST(GlooCommunicatorTest, AllReduceMeanDividesTheSum) {
   for (const at::Tensor& t : got) EXPECT_TRUE(t.equal(at::full({5}, 2.5, at::kFloat)));
 }
 
+// Waited for in the reverse order, the collectives still run in the order they were
+// started (on the waiter: waiting for the second runs the first, then the second).
 TEST(ShmCommunicatorTest, AsyncAllReducesAndBroadcastsRunInIssueOrder) {
-  const std::vector<std::vector<at::Tensor>> got =
-      RunRanksWith<std::vector<at::Tensor>>(2, MakeShm(), [](Communicator& comm) {
-        at::Tensor a = at::full({3000}, static_cast<double>(comm.rank() + 1), at::kFloat);
-        at::Tensor b = at::full({5}, 10.0 * (comm.rank() + 1), at::kDouble);
-        auto pa = comm.StartAllReduceSum(a);
-        auto pb = comm.StartAllReduceSum(b);
-        EXPECT_TRUE(pa.ok() && pb.ok());
-        EXPECT_OK((*pb)->Wait());
-        EXPECT_OK((*pa)->Wait());
-        at::Tensor w = at::full({2500}, static_cast<double>(comm.rank() + 7), at::kFloat);
-        at::Tensor steps = at::full({1}, comm.rank() == 1 ? 42 : 0, at::kLong);
-        EXPECT_OK(BroadcastParameters({w, steps}, /*root=*/1, comm));
-        return std::vector<at::Tensor>{a, b, w, steps};
+  for (bool on_waiter : kShmModes) {
+    SCOPED_TRACE(ShmMode(on_waiter));
+    const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(
+        2, MakeShm(4096, absl::Seconds(30), on_waiter), [](Communicator& comm) {
+          at::Tensor a = at::full({3000}, static_cast<double>(comm.rank() + 1), at::kFloat);
+          at::Tensor b = at::full({5}, 10.0 * (comm.rank() + 1), at::kDouble);
+          auto pa = comm.StartAllReduceSum(a);
+          auto pb = comm.StartAllReduceSum(b);
+          EXPECT_TRUE(pa.ok() && pb.ok());
+          EXPECT_OK((*pb)->Wait());
+          EXPECT_OK((*pa)->Wait());
+          at::Tensor w = at::full({2500}, static_cast<double>(comm.rank() + 7), at::kFloat);
+          at::Tensor steps = at::full({1}, comm.rank() == 1 ? 42 : 0, at::kLong);
+          EXPECT_OK(BroadcastParameters({w, steps}, /*root=*/1, comm));
+          return std::vector<at::Tensor>{a, b, w, steps};
+        });
+    for (const auto& r : got) {
+      EXPECT_TRUE(r[0].equal(at::full({3000}, 3.0, at::kFloat)));
+      EXPECT_TRUE(r[1].equal(at::full({5}, 30.0, at::kDouble)));
+      EXPECT_TRUE(r[2].equal(at::full({2500}, 8.0, at::kFloat)));
+      EXPECT_EQ(r[3].item<int64_t>(), 42);
+    }
+  }
+}
+
+// On the waiter, a collective whose PendingCollective is dropped unwaited still completes:
+// it is handed to the communication thread, so the peer waiting for it is not left hanging,
+// and a later collective of the same rank runs after it.
+TEST(ShmCommunicatorTest, OnTheWaiterACollectiveNeverWaitedForStillCompletes) {
+  const std::vector<std::vector<at::Tensor>> got = RunRanksWith<std::vector<at::Tensor>>(
+      2, MakeShm(4096, absl::Seconds(30), /*on_waiter=*/true), [](Communicator& comm) {
+        at::Tensor dropped = at::full({3000}, comm.rank() + 1.0, at::kFloat);
+        at::Tensor waited = at::full({3000}, comm.rank() + 1.0, at::kFloat);
+        {
+          absl::StatusOr<std::unique_ptr<PendingCollective>> p = comm.StartAllReduceSum(dropped);
+          EXPECT_OK(p);
+          if (comm.rank() == 1) EXPECT_OK((*p)->Wait());
+        }  // Rank 0 destroys it unwaited.
+        // Rank 1's peer for this one is rank 0's, which runs only after the dropped one.
+        at::Tensor later = at::full({10}, 5.0 * (comm.rank() + 1), at::kDouble);
+        EXPECT_OK(comm.AllReduceSum(later));
+        return std::vector<at::Tensor>{dropped, later};
       });
-  for (const auto& r : got) {
-    EXPECT_TRUE(r[0].equal(at::full({3000}, 3.0, at::kFloat)));
-    EXPECT_TRUE(r[1].equal(at::full({5}, 30.0, at::kDouble)));
-    EXPECT_TRUE(r[2].equal(at::full({2500}, 8.0, at::kFloat)));
-    EXPECT_EQ(r[3].item<int64_t>(), 42);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(got[r][0].equal(at::full({3000}, 3.0, at::kFloat))) << "rank " << r;
+    EXPECT_TRUE(got[r][1].equal(at::full({10}, 15.0, at::kDouble))) << "rank " << r;
   }
 }
 
@@ -388,13 +430,16 @@ TEST(ShmCommunicatorTest, UnusableSegmentFailsEveryRankAlike) {
 
 // A rank whose communicator is destroyed counts as gone: a peer waiting for it fails.
 TEST(ShmCommunicatorTest, DestroyedPeerFailsTheCollective) {
-  const std::vector<absl::Status> got = RunRanksOwning<absl::Status>(
-      2, MakeShm(), [](std::unique_ptr<Communicator> comm) {
-        if (comm->rank() == 1) return absl::OkStatus();  // Destroyed on return.
-        at::Tensor t = at::ones({100});
-        return comm->AllReduceSum(t);
-      });
-  EXPECT_THAT(got[0], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left")));
+  for (bool on_waiter : kShmModes) {
+    SCOPED_TRACE(ShmMode(on_waiter));
+    const std::vector<absl::Status> got = RunRanksOwning<absl::Status>(
+        2, MakeShm(4096, absl::Seconds(30), on_waiter), [](std::unique_ptr<Communicator> comm) {
+          if (comm->rank() == 1) return absl::OkStatus();  // Destroyed on return.
+          at::Tensor t = at::ones({100});
+          return comm->AllReduceSum(t);
+        });
+    EXPECT_THAT(got[0], StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1 left")));
+  }
 }
 
 std::string PeerBinary() {
@@ -409,7 +454,8 @@ std::string PeerBinary() {
 // fails with UNAVAILABLE naming the dead rank, long before the 60 s timeout (the test would
 // otherwise hit its own timeout), and later collectives fail too.
 void ExpectKilledPeerProcessFailsTheCollective(
-    const std::function<absl::StatusOr<std::unique_ptr<PendingCollective>>(Communicator&)>& start) {
+    const std::function<absl::StatusOr<std::unique_ptr<PendingCollective>>(Communicator&)>& start,
+    bool on_waiter = false) {
   c10d::TCPStoreOptions server_options;
   server_options.port = 0;
   server_options.isServer = true;
@@ -428,6 +474,7 @@ void ExpectKilledPeerProcessFailsTheCollective(
   ShmOptions options;
   options.collective_timeout = absl::Seconds(60);
   options.poll_interval = absl::Milliseconds(20);
+  options.collectives_on_waiter = on_waiter;
   absl::StatusOr<std::unique_ptr<Communicator>> comm =
       CreateShmCommunicator(store, /*rank=*/0, /*world_size=*/2, options);
   ASSERT_OK(comm);
@@ -447,6 +494,13 @@ TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheAllReduce) {
   at::Tensor t = at::ones({1000});
   ExpectKilledPeerProcessFailsTheCollective(
       [&t](Communicator& comm) { return comm.StartAllReduceSum(t); });
+}
+
+// On the waiter the collective only starts in Wait, after the peer died: it still fails.
+TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheAllReduceOnTheWaiter) {
+  at::Tensor t = at::ones({1000});
+  ExpectKilledPeerProcessFailsTheCollective(
+      [&t](Communicator& comm) { return comm.StartAllReduceSum(t); }, /*on_waiter=*/true);
 }
 
 TEST(ShmCommunicatorTest, KilledPeerProcessFailsTheReduceScatter) {
@@ -486,6 +540,22 @@ TEST(ProcessGroupTest, CpuBackendNames) {
   EXPECT_THAT(ParseCpuBackend("tcp"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("'tcp' is not one of auto, shm, gloo, hierarchical")));
+}
+
+// A communication thread per rank only where the CPUs hold every rank's training threads
+// and one more per rank.
+TEST(ProcessGroupTest, CommunicationThreadOnlyWithACoreOfItsOwn) {
+  EXPECT_FALSE(UseCommunicationThread(/*cpus=*/2, /*local_world_size=*/2, /*threads=*/1));
+  EXPECT_FALSE(UseCommunicationThread(3, 2, 1));
+  EXPECT_TRUE(UseCommunicationThread(4, 2, 1));
+  EXPECT_TRUE(UseCommunicationThread(2, 1, 1));
+  EXPECT_FALSE(UseCommunicationThread(15, 4, 3));
+  EXPECT_TRUE(UseCommunicationThread(16, 4, 3));
+  EXPECT_FALSE(UseCommunicationThread(256, 128, 1 << 30));  // No overflow.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(UsableCpus(), CPU_COUNT(&set));
 }
 
 // Ranks as threads whose host keys are keys[rank] (as BATON_HOST_KEY sets them).

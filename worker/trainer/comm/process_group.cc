@@ -1,9 +1,11 @@
 #include "worker/trainer/comm/process_group.h"
 
 #include <netdb.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -58,6 +60,18 @@ void WaitForListener(const std::string& host, int port, absl::Time deadline) {
 
 }  // namespace
 
+bool UseCommunicationThread(int cpus, int local_world_size, int threads_per_rank) {
+  return static_cast<int64_t>(cpus) >=
+         static_cast<int64_t>(local_world_size) * (static_cast<int64_t>(threads_per_rank) + 1);
+}
+
+int UsableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
 absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name) {
   if (name == "auto") return CpuBackend::kAuto;
   if (name == "shm") return CpuBackend::kShm;
@@ -73,6 +87,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
   HierarchicalOptions layers;
   layers.shm.collective_timeout = options.collective_timeout;
   layers.shm.slot_bytes = options.shm_slot_bytes;
+  layers.shm.collectives_on_waiter = options.shm_collectives_on_waiter;
   layers.gloo.collective_timeout = options.collective_timeout;
   layers.gloo.interface = options.gloo_interface;
   if (layers.gloo.interface.empty() && IsLoopback(rdzv.master_addr)) {

@@ -77,7 +77,21 @@ struct ProcessGroupOptions {
   // backend only moves tensors between hosts through their leaders, so "auto" picks flat
   // Gloo instead of it for several hosts sharing some host.
   bool point_to_point = false;
+  // Shared memory: run each collective on the thread that waits for it, not on a
+  // communication thread (ShmOptions::collectives_on_waiter; see UseCommunicationThread).
+  bool shm_collectives_on_waiter = false;
 };
+
+// Whether a shared-memory communication thread per rank has a core to run on: the CPUs
+// this process may use (`cpus`) hold the host's training threads (local_world_size x
+// threads_per_rank) and one more per rank. Where they do not (2 ranks of 1 thread on 2
+// cores), the thread cannot overlap anything with backward: it only adds two wake-ups per
+// collective and competes with the training threads for a core, and running the collective
+// on the waiting thread is faster (bench/README.md).
+bool UseCommunicationThread(int cpus, int local_world_size, int threads_per_rank);
+
+// The CPUs this process may run on (its affinity mask), at least 1.
+int UsableCpus();
 
 // The CPU backend options.cpu_backend names, over a connected store (JoinProcessGroup's
 // second half; tests pass their own store). Errors as the backends' Create* functions.
@@ -85,7 +99,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
     const c10::intrusive_ptr<c10d::Store>& store, const ProcessGroupOptions& options);
 
 // A LocalCommunicator on options.device for a world of one (except a CUDA device with a
-// master_addr: NCCL); otherwise ConnectStore and the backend for the device. Errors as ConnectStore; FAILED_PRECONDITION for a CUDA
+// master_addr: NCCL); otherwise ConnectStore and the backend for the device. Errors as
+// ConnectStore; FAILED_PRECONDITION for a CUDA
 // device when this LibTorch has no NCCL.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(const ProcessGroupOptions& options);
 

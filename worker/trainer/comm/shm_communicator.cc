@@ -35,14 +35,46 @@ struct Completion {
   std::condition_variable cv;
   bool done = false;
   absl::Status status;
+
+  bool IsDone() {
+    std::lock_guard<std::mutex> lock(mu);
+    return done;
+  }
+  void Finish(absl::Status s) {
+    std::lock_guard<std::mutex> lock(mu);
+    status = std::move(s);
+    done = true;
+    cv.notify_all();
+  }
+};
+
+// Who runs a collective that is still queued when its waiter arrives
+// (ShmOptions::collectives_on_waiter).
+class QueueRunner {
+ public:
+  virtual ~QueueRunner() = default;
+  // Runs queued collectives in order on the calling thread until `completion` is done.
+  virtual void RunUntilDone(Completion& completion) = 0;
+  // Leaves what is queued to the communication thread.
+  virtual void HandOff() = 0;
 };
 
 class ShmPending final : public PendingCollective {
  public:
-  explicit ShmPending(std::shared_ptr<Completion> completion)
-      : completion_(std::move(completion)) {}
+  // `runner`: null where the communication thread runs every collective; else the
+  // collective runs on the thread that waits for it (or, never waited for, is handed to the
+  // communication thread when this is destroyed). A pending collective may outlive its
+  // communicator: the communicator's destructor completes every queued one, so the runner
+  // is only used while it is not done.
+  ShmPending(std::shared_ptr<Completion> completion, QueueRunner* runner = nullptr)
+      : completion_(std::move(completion)), runner_(runner) {}
+  ~ShmPending() override {
+    if (runner_ != nullptr && !waited_ && !completion_->IsDone()) runner_->HandOff();
+  }
 
   absl::Status Wait() override {
+    waited_ = true;
+    if (runner_ != nullptr && !completion_->IsDone()) runner_->RunUntilDone(*completion_);
     std::unique_lock<std::mutex> lock(completion_->mu);
     completion_->cv.wait(lock, [this] { return completion_->done; });
     return completion_->status;
@@ -50,6 +82,8 @@ class ShmPending final : public PendingCollective {
 
  private:
   std::shared_ptr<Completion> completion_;
+  QueueRunner* const runner_;
+  bool waited_ = false;
 };
 
 // Runs closures in order on a thread of its own: one per peer and direction of the
@@ -113,7 +147,7 @@ struct ChannelControl {
 constexpr size_t kChannelDataOffset = 128;
 static_assert(sizeof(ChannelControl) <= kChannelDataOffset, "control must fit before the data");
 
-class ShmCommunicator final : public Communicator {
+class ShmCommunicator final : public Communicator, private QueueRunner {
  public:
   ShmCommunicator(ShmGroup group, ShmOptions options)
       : store_(std::move(group.store)),
@@ -181,7 +215,7 @@ class ShmCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckTensor(tensor));
     Op op{Kind::kBroadcast, tensor};
     op.root = root;
-    return ShmPending(Enqueue(std::move(op))).Wait();
+    return Pending(Enqueue(std::move(op)))->Wait();
   }
 
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
@@ -189,7 +223,7 @@ class ShmCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckShardedCollective(*this, input, output, /*reduce_scatter=*/true));
     Op op{Kind::kReduceScatter, std::move(input)};
     op.output = std::move(output);
-    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+    return Pending(Enqueue(std::move(op)));
   }
 
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
@@ -197,7 +231,7 @@ class ShmCommunicator final : public Communicator {
     RETURN_IF_ERROR(CheckShardedCollective(*this, input, output, /*reduce_scatter=*/false));
     Op op{Kind::kAllGather, std::move(input)};
     op.output = std::move(output);
-    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+    return Pending(Enqueue(std::move(op)));
   }
 
   // Point to point: each ordered pair of ranks has a channel in a segment of the pair's own
@@ -381,9 +415,10 @@ class ShmCommunicator final : public Communicator {
     }
     Op op{Kind::kAllReduce, std::move(tensor)};
     op.mean = mean;
-    return std::unique_ptr<PendingCollective>(new ShmPending(Enqueue(std::move(op))));
+    return Pending(Enqueue(std::move(op)));
   }
 
+  // Queues `op`; collectives_on_waiter: without waking the communication thread.
   std::shared_ptr<Completion> Enqueue(Op op) {
     auto completion = std::make_shared<Completion>();
     op.completion = completion;
@@ -391,38 +426,63 @@ class ShmCommunicator final : public Communicator {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(std::move(op));
     }
-    cv_.notify_all();
+    if (!options_.collectives_on_waiter) cv_.notify_all();
     return completion;
   }
 
-  // The communication thread: runs queued collectives in order.
+  // A pending collective for `completion`.
+  std::unique_ptr<PendingCollective> Pending(std::shared_ptr<Completion> completion) {
+    QueueRunner* runner = options_.collectives_on_waiter ? this : nullptr;
+    return std::make_unique<ShmPending>(std::move(completion), runner);
+  }
+
+  // QueueRunner. Once run_mu_ is held, every collective taken off the queue is done, so an
+  // empty queue means `completion` is.
+  void RunUntilDone(Completion& completion) override {
+    std::lock_guard<std::mutex> running(run_mu_);
+    while (!completion.IsDone() && RunNext()) {
+    }
+  }
+  void HandOff() override { cv_.notify_all(); }
+
+  // The communication thread: runs queued collectives in order, as they are queued or (with
+  // collectives_on_waiter) once handed off, and what is left at destruction.
   void Loop() {
-    c10::AutoGradMode no_grad(false);
     for (;;) {
-      Op op;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
         if (queue_.empty()) return;
-        op = std::move(queue_.front());
-        queue_.pop_front();
       }
-      absl::Status status = broken_;
-      if (status.ok()) {
-        try {
-          status = Run(op);
-        } catch (const std::exception& e) {
-          status = absl::InternalError(absl::StrCat("shm collective: ", e.what()));
-        }
-        if (!status.ok()) broken_ = status;
+      std::lock_guard<std::mutex> running(run_mu_);
+      while (RunNext()) {
       }
-      op.tensor = at::Tensor();
-      op.output = at::Tensor();
-      std::lock_guard<std::mutex> lock(op.completion->mu);
-      op.completion->status = std::move(status);
-      op.completion->done = true;
-      op.completion->cv.notify_all();
     }
+  }
+
+  // Runs the next queued collective; false if there was none. The caller holds run_mu_.
+  bool RunNext() {
+    Op op;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queue_.empty()) return false;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    c10::AutoGradMode no_grad(false);
+    absl::Status status = broken_;
+    if (status.ok()) {
+      try {
+        status = Run(op);
+      } catch (const std::exception& e) {
+        status = absl::InternalError(absl::StrCat("shm collective: ", e.what()));
+      }
+      if (!status.ok()) broken_ = status;
+    }
+    op.tensor = at::Tensor();
+    op.output = at::Tensor();
+    op.completion->Finish(std::move(status));
+    return true;
   }
 
   // Elements of one piece (half a slot), a multiple of kChunkAlign. The same on every rank,
@@ -685,9 +745,12 @@ class ShmCommunicator final : public Communicator {
   const int local_size_;
   const ShmOptions options_;
 
-  // Communication thread only.
-  uint64_t pieces_ = 0;   // Pieces moved through the segment (their parity picks the buffer).
-  absl::Status broken_;   // First failure; fails every later collective.
+  // Held by whichever thread runs collectives (the communication thread, or a waiter with
+  // collectives_on_waiter): one at a time, in queue order.
+  std::mutex run_mu_;
+  uint64_t pieces_ = 0;  // Guarded by run_mu_. Pieces moved through the segment (their
+                         // parity picks the buffer).
+  absl::Status broken_;  // Guarded by run_mu_. First failure; fails every later collective.
 
   std::mutex mu_;
   std::condition_variable cv_;

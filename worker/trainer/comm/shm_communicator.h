@@ -50,8 +50,12 @@
 // leaders, then out of each host's slot. If the leader's cross-host collective fails, it
 // marks the segment failed, so its host's ranks fail with UNAVAILABLE too.
 //
-// Threading: as Communicator. Collectives run in order on one communication thread per
-// rank, so StartAllReduceSum returns at once (overlap with backward) and Broadcast waits.
+// Threading: as Communicator. Collectives run in order, one at a time per rank: on a
+// communication thread, so StartAllReduceSum returns at once (overlap with backward) and
+// Broadcast waits; or, with ShmOptions::collectives_on_waiter, on the thread that waits for
+// them (Wait runs every collective queued up to its own), for hosts where that thread
+// would have no core of its own. A collective started and never waited for is then handed to
+// the communication thread when its PendingCollective is destroyed.
 
 #include <c10/core/ScalarType.h>
 

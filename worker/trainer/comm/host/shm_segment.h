@@ -42,6 +42,11 @@ struct ShmOptions {
   // Bytes of one rank's slot (half per parity buffer). The segment is one slot per rank of
   // the host; keep it within /dev/shm (Docker's default is 64 MiB).
   size_t slot_bytes = size_t{8} << 20;
+  // Run each collective on the thread that waits for it instead of the communication
+  // thread (shm_communicator.h). For hosts whose cores are all taken by training threads:
+  // there the thread buys no overlap with backward, only wake-ups and a contender for a core
+  // (UseCommunicationThread in comm/process_group.h decides for the trainer).
+  bool collectives_on_waiter = false;
 };
 
 // INVALID_ARGUMENT unless slot_bytes is a multiple of 64 and at least 256.

@@ -42,15 +42,20 @@ inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
 }
 
 // Shared-memory ranks (all on this host) with 4 KiB slots (512 floats per piece), so a
-// few thousand elements take several pieces.
-inline CommunicatorFactory MakeShm(absl::Duration timeout) {
-  return [timeout](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
+// few thousand elements take several pieces. `on_waiter`: ShmOptions::collectives_on_waiter.
+inline CommunicatorFactory MakeShm(absl::Duration timeout, bool on_waiter = false) {
+  return [timeout, on_waiter](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
     ShmOptions options;
     options.slot_bytes = 4096;
     options.collective_timeout = timeout;
     options.poll_interval = absl::Milliseconds(20);
+    options.collectives_on_waiter = on_waiter;
     return CreateShmCommunicator(store, rank, world, options);
   };
+}
+
+inline CommunicatorFactory MakeShmOnWaiter(absl::Duration timeout) {
+  return MakeShm(timeout, /*on_waiter=*/true);
 }
 
 // A backend of the communicator tests parameterised over backends.
@@ -63,12 +68,15 @@ struct TestBackend {
 
 inline void PrintTo(const TestBackend& backend, std::ostream* os) { *os << backend.name; }
 
-// Gloo and shared memory at world sizes 2 and 3.
+// Gloo and shared memory (collectives on the communication thread, and on the waiter) at
+// world sizes 2 and 3.
 inline std::vector<TestBackend> GlooAndShmBackends() {
   std::vector<TestBackend> backends;
   for (int world : {2, 3}) {
     backends.push_back({"Gloo" + std::to_string(world), world, MakeGlooWithTimeout});
-    backends.push_back({"Shm" + std::to_string(world), world, MakeShm});
+    backends.push_back(
+        {"Shm" + std::to_string(world), world, [](absl::Duration t) { return MakeShm(t); }});
+    backends.push_back({"ShmOnWaiter" + std::to_string(world), world, MakeShmOnWaiter});
   }
   return backends;
 }
