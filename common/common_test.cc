@@ -1,4 +1,7 @@
+#include <sched.h>
+
 #include "absl/status/statusor.h"
+#include "common/cpus.h"
 #include "common/grpc_status.h"
 #include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
@@ -11,6 +14,14 @@ namespace baton {
 namespace {
 
 using ::testing::HasSubstr;
+
+TEST(UsableCpusTest, CountsTheAffinityMask) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  EXPECT_EQ(UsableCpus(), CPU_COUNT(&set));
+  EXPECT_GE(UsableCpus(), 1);
+}
 
 absl::StatusOr<int> Half(int x) {
   if (x % 2 != 0) return absl::InvalidArgumentError("odd");

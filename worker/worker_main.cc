@@ -270,6 +270,14 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
     }
   }
   options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  // Each assignment gets GPUs of its own (two jobs on one worker must not both use GPU
+  // LOCAL_RANK), where there is one per slot.
+  options.devices = SlotDevices(self.resources.gpus_size(), self.resources.slots(),
+                                std::getenv("CUDA_VISIBLE_DEVICES"));
+  if (self.resources.gpus_size() > 0 && options.devices.empty()) {
+    BATON_LOG(WARNING) << self.resources.slots() << " slots but fewer GPUs visible: jobs on "
+                       << "this worker share GPUs by LOCAL_RANK";
+  }
   return options;
 }
 

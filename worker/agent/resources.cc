@@ -4,17 +4,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <algorithm>
+#include <algorithm>  // std::sort
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/cpus.h"
 #include "common/logging.h"
 #include "worker/process/path_lookup.h"
 
@@ -91,23 +91,27 @@ std::vector<baton::v1::Gpu> DetectGpus(const ResourceProbe& probe) {
   return gpus;
 }
 
-int DetectCpuCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 baton::v1::Resources DetectResources(int slots, const ResourceProbe& probe) {
   baton::v1::Resources resources;
   for (baton::v1::Gpu& gpu : DetectGpus(probe)) *resources.add_gpus() = std::move(gpu);
-  resources.set_cpu_cores(DetectCpuCores());
+  resources.set_cpu_cores(UsableCpus());
   if (slots <= 0) slots = resources.gpus_size() > 0 ? resources.gpus_size() : 1;
   resources.set_slots(slots);
   return resources;
+}
+
+std::vector<std::string> SlotDevices(int gpus, int slots, const char* cuda_visible_devices) {
+  std::vector<std::string> devices;
+  if (cuda_visible_devices != nullptr && *cuda_visible_devices != '\0') {
+    for (absl::string_view entry : absl::StrSplit(cuda_visible_devices, ',')) {
+      entry = absl::StripAsciiWhitespace(entry);
+      if (!entry.empty()) devices.emplace_back(entry);
+    }
+  } else {
+    for (int i = 0; i < gpus; ++i) devices.push_back(absl::StrCat(i));
+  }
+  if (gpus == 0 || static_cast<int>(devices.size()) < slots) devices.clear();
+  return devices;
 }
 
 }  // namespace baton::worker

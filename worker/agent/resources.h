@@ -23,11 +23,15 @@ struct ResourceProbe {
 // else memory_bytes stays 0. Never fails: no driver means no GPUs.
 std::vector<baton::v1::Gpu> DetectGpus(const ResourceProbe& probe);
 
-// CPUs this process may run on (sched_getaffinity), at least 1.
-int DetectCpuCores();
-
-// What the worker offers: `slots` training slots if > 0, else one per GPU, else 1.
+// What the worker offers: `slots` training slots if > 0, else one per GPU, else 1; the CPUs
+// it may run on (UsableCpus, common/cpus.h).
 baton::v1::Resources DetectResources(int slots, const ResourceProbe& probe);
+
+// The GPUs the supervisor hands out, one per slot (SupervisorOptions::devices), as
+// CUDA_VISIBLE_DEVICES names them: the entries of the worker's own `cuda_visible_devices`
+// when it is set and non-empty, else "0" .. "gpus - 1". Empty (ranks then share the GPUs
+// by LOCAL_RANK, as without a table) when there are none, or fewer than `slots`.
+std::vector<std::string> SlotDevices(int gpus, int slots, const char* cuda_visible_devices);
 
 // The value of the "Model:" line of a /proc/driver/nvidia/gpus/*/information file, or "" if absent.
 std::string ParseGpuModel(absl::string_view information);

@@ -92,6 +92,18 @@ TEST(DetectGpusTest, NvidiaSmiDisagreeingOnCountIsIgnored) {
   EXPECT_EQ(gpus[0].memory_bytes(), 0);
 }
 
+TEST(SlotDevicesTest, OneGpuPerSlotOrNone) {
+  EXPECT_THAT(SlotDevices(4, 4, nullptr), ::testing::ElementsAre("0", "1", "2", "3"));
+  EXPECT_THAT(SlotDevices(4, 2, ""), ::testing::ElementsAre("0", "1", "2", "3"));
+  // The worker's own list (e.g. a container's GPUs), entries as they are named.
+  EXPECT_THAT(SlotDevices(8, 2, "GPU-aa, 5"), ::testing::ElementsAre("GPU-aa", "5"));
+  // Too few for the slots, or no GPUs: no table.
+  EXPECT_THAT(SlotDevices(2, 4, nullptr), ::testing::IsEmpty());
+  EXPECT_THAT(SlotDevices(8, 4, "1,2"), ::testing::IsEmpty());
+  EXPECT_THAT(SlotDevices(0, 1, nullptr), ::testing::IsEmpty());
+  EXPECT_THAT(SlotDevices(0, 1, "0"), ::testing::IsEmpty());
+}
+
 TEST(DetectResourcesTest, SlotsDefaultToGpusElseOne) {
   ResourceProbe none;
   none.nvidia_gpus_dir = TestDir("res-none") + "/missing";

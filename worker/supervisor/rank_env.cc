@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/spec/job_spec.h"
 
@@ -40,7 +41,8 @@ std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
     if (IsInheritedEnvName(name)) env[std::move(name)] = entry.substr(eq + 1);
   }
   for (const auto& [name, value] : input.spec_env) {
-    if (baton::IsReservedEnvName(name)) {
+    if (baton::IsReservedEnvName(name) ||
+        (name == "CUDA_VISIBLE_DEVICES" && !input.visible_devices.empty())) {
       if (ignored != nullptr) ignored->push_back(name);
       continue;
     }
@@ -70,6 +72,9 @@ std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
   env["BATON_GENERATION"] = absl::StrCat(input.generation);
   env["BATON_METRICS_FD"] = absl::StrCat(input.metrics_fd);
   if (!input.checkpoint_dir.empty()) env["BATON_CHECKPOINT_DIR"] = input.checkpoint_dir;
+  if (!input.visible_devices.empty()) {
+    env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(input.visible_devices, ",");
+  }
 
   std::vector<std::string> out;
   out.reserve(env.size());

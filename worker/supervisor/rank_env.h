@@ -28,6 +28,9 @@ struct RankEnvInput {
   // A command job's JobSpec.checkpoint_dir (empty: none, or a trainer job, which gets it
   // as a flag): BATON_CHECKPOINT_DIR when non-empty.
   std::string checkpoint_dir;
+  // The GPUs of the rank's assignment in local-rank order (SupervisorOptions::devices):
+  // CUDA_VISIBLE_DEVICES when non-empty, over the worker's and the spec's.
+  std::vector<std::string> visible_devices;
 };
 
 // Whether a variable of the worker's own environment is passed on to ranks. A rank does not
@@ -49,7 +52,9 @@ bool IsInheritedEnvName(const std::string& name);
 //   ROLE_RANK (= RANK), ROLE_WORLD_SIZE (= WORLD_SIZE), ROLE_NAME=default, MASTER_ADDR,
 //   MASTER_PORT, TORCHELASTIC_RUN_ID (= job id), TORCHELASTIC_RESTART_COUNT
 //   (= max(generation - 1, 0)), TORCHELASTIC_MAX_RESTARTS=0, BATON_JOB_ID, BATON_GENERATION,
-//   BATON_METRICS_FD, BATON_CHECKPOINT_DIR (only when checkpoint_dir is non-empty);
+//   BATON_METRICS_FD, BATON_CHECKPOINT_DIR (only when checkpoint_dir is non-empty),
+//   CUDA_VISIBLE_DEVICES (only when visible_devices is non-empty; a spec's own value is then
+//   ignored and reported in `ignored`);
 //   OMP_NUM_THREADS=1 unless base_env or spec_env sets it.
 // Later entries win; the result has one entry per name, sorted by name.
 std::vector<std::string> BuildRankEnv(const RankEnvInput& input,

@@ -113,6 +113,19 @@ TEST(BuildRankEnvTest, SpecEnvAddsAndOverridesButNotReservedNames) {
   EXPECT_THAT(ignored, ElementsAre("BATON_METRICS_FD", "MASTER_PORT", "RANK"));
 }
 
+// The assignment's GPUs win over the worker's CUDA_VISIBLE_DEVICES and the spec's.
+TEST(BuildRankEnvTest, VisibleDevicesOnlyWhenGivenAndOverEverythingElse) {
+  RankEnvInput in = Input();
+  in.base_env.push_back("CUDA_VISIBLE_DEVICES=0,1,2,3");
+  in.spec_env = {{"CUDA_VISIBLE_DEVICES", "3"}};
+  std::vector<std::string> ignored;
+  EXPECT_EQ(AsMap(BuildRankEnv(in, &ignored)).at("CUDA_VISIBLE_DEVICES"), "3");
+  EXPECT_THAT(ignored, ::testing::IsEmpty());
+  in.visible_devices = {"2", "3"};
+  EXPECT_EQ(AsMap(BuildRankEnv(in, &ignored)).at("CUDA_VISIBLE_DEVICES"), "2,3");
+  EXPECT_THAT(ignored, ElementsAre("CUDA_VISIBLE_DEVICES"));
+}
+
 TEST(BuildRankEnvTest, OmpNumThreadsOnlyWhenUnset) {
   RankEnvInput in = Input();
   in.base_env.push_back("OMP_NUM_THREADS=8");

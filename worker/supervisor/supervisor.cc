@@ -23,7 +23,11 @@ std::string Supervisor::Describe(const std::string& job_id, int64_t generation, 
 
 Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
                        SupervisorListener* listener)
-    : options_(std::move(options)), launcher_(launcher), clock_(clock), listener_(listener) {}
+    : options_(std::move(options)),
+      launcher_(launcher),
+      clock_(clock),
+      listener_(listener),
+      devices_(options_.devices) {}
 
 Supervisor::~Supervisor() {
   Shutdown(absl::ZeroDuration());
@@ -385,6 +389,7 @@ void Supervisor::MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator
   }
   BATON_LOG(INFO) << "job " << a.job_id << " gen " << a.generation
                   << ": all ranks exited and reported; forgetting the assignment";
+  devices_.Release(a.job_id, a.generation);
   forgotten->push_back(std::move(it->second));
   assignments_.erase(it);
 }

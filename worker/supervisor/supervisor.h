@@ -20,6 +20,7 @@
 #include "worker/output/line_splitter.h"
 #include "worker/process/process_launcher.h"
 #include "worker/process/unique_fd.h"
+#include "worker/supervisor/device_table.h"
 #include "worker/supervisor/rank_lifecycle.h"
 
 namespace baton::worker {
@@ -59,6 +60,11 @@ struct SupervisorOptions {
   // After a rank exited, how long its pipes are still drained (for the last lines) before the
   // exit is published. Only matters if a process that left the group keeps them open.
   absl::Duration drain_timeout = absl::Seconds(2);
+  // The worker's GPUs, one per slot, as CUDA_VISIBLE_DEVICES names them. Each assignment
+  // takes one per rank (device_table.h) and its ranks get CUDA_VISIBLE_DEVICES listing them
+  // in local-rank order; an assignment finding too few free fails ("DevicesBusy"). Empty:
+  // ranks inherit the worker's CUDA_VISIBLE_DEVICES as is (no GPUs, or more slots than GPUs).
+  std::vector<std::string> devices;
 };
 
 // Runs and supervises the training processes of this worker's assignments (one assignment =
@@ -287,7 +293,8 @@ class Supervisor {
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
 
-  RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank);
+  RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank,
+                        const std::vector<std::string>& devices);
   // After LaunchAssignment's spawns (`launches`, in rank order, the last one possibly failed):
   // records the processes, or fails the assignment and kills them; applies a stop that came
   // meanwhile. Returns the failed spawn's status, or OK.
@@ -348,6 +355,7 @@ class Supervisor {
 
   mutable absl::Mutex mu_;
   std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
+  DeviceTable devices_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Channel>> incoming_channels_ ABSL_GUARDED_BY(mu_);
   std::vector<ExitWatch> incoming_watches_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

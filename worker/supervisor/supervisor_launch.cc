@@ -76,8 +76,10 @@ absl::Status MakeRankFiles(const baton::v1::JobSpec& spec, int32_t rank) {
 
 RankEnvInput RankEnvInputFor(const baton::v1::StartAssignment& request,
                              const baton::v1::RankInfo& rank,
-                             const std::vector<std::string>& base_env) {
+                             const std::vector<std::string>& base_env,
+                             const std::vector<std::string>& devices) {
   RankEnvInput env;
+  env.visible_devices = devices;
   env.base_env = base_env;
   env.job_id = request.job_id();
   env.generation = request.generation();
@@ -177,6 +179,8 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   const AssignmentKey key(job_id, generation);
   baton::v1::StartAssignment request;
   std::string lease_expired;  // Why it failed at once, if it did.
+  std::string devices_busy;   // Or this.
+  std::vector<std::string> devices;
   {
     absl::MutexLock lock(&mu_);
     auto it = assignments_.find(key);
@@ -190,7 +194,15 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
           absl::StrCat("the worker's lease ran out at ", absl::FormatTime(lease_expiry_),
                        "; it starts nothing until it registers again");
       FailLocked(a, "LeaseExpired", lease_expired);
+    } else if (absl::StatusOr<std::vector<std::string>> taken =
+                   devices_.size() == 0
+                       ? std::vector<std::string>()
+                       : devices_.Acquire(job_id, generation, a.request.ranks_size());
+               !taken.ok()) {
+      devices_busy = std::string(taken.status().message());
+      FailLocked(a, "DevicesBusy", devices_busy);
     } else {
+      devices = *std::move(taken);  // Held until the assignment is forgotten.
       a.phase = Phase::kSpawning;
       request = a.request;
     }
@@ -198,6 +210,10 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   if (!lease_expired.empty()) {
     listener_->OnReportsPending();
     return absl::UnavailableError(lease_expired);
+  }
+  if (!devices_busy.empty()) {
+    listener_->OnReportsPending();
+    return absl::FailedPreconditionError(devices_busy);
   }
 
   // The spec's paths, resolved on this machine, then the dataset's files in them (both may
@@ -222,7 +238,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   std::vector<RankLaunch> launches;
   launches.reserve(request.ranks_size());
   for (const auto& r : request.ranks()) {
-    launches.push_back(LaunchRank(request, r));
+    launches.push_back(LaunchRank(request, r, devices));
     if (!launches.back().status.ok()) break;
   }
 
@@ -297,7 +313,8 @@ void Supervisor::ReportSpawnFailure(const std::string& job_id, int64_t generatio
 }
 
 Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& request,
-                                              const baton::v1::RankInfo& rank) {
+                                              const baton::v1::RankInfo& rank,
+                                              const std::vector<std::string>& devices) {
   RankLaunch out;
   const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
   const std::string rank_dir = RankDir(request.job_id(), request.generation(), rank.rank());
@@ -344,7 +361,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   }
 
   std::vector<std::string> ignored;
-  launch.env = BuildRankEnv(RankEnvInputFor(request, rank, options_.base_env), &ignored);
+  launch.env = BuildRankEnv(RankEnvInputFor(request, rank, options_.base_env, devices), &ignored);
   if (absl::Status made = MakeRankFiles(spec, rank.rank()); !made.ok()) {
     out.status = made;
     return out;

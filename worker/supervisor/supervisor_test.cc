@@ -125,6 +125,7 @@ class SupervisorFakeTest : public ::testing::Test {
     o.allowed_paths = {"/srv/code"};
     o.default_stop_grace = absl::Seconds(10);
     o.max_line_bytes = 64;
+    o.devices = devices_;
     supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
     ASSERT_OK(supervisor_->Start());
   }
@@ -149,6 +150,7 @@ class SupervisorFakeTest : public ::testing::Test {
   }
 
   std::string dir_;
+  std::vector<std::string> devices_;  // SupervisorOptions::devices; set before SetUp.
   FakeClock clock_;
   FakeProcessLauncher launcher_;
   RecordingListener listener_;
@@ -309,6 +311,69 @@ TEST_F(SupervisorFakeTest, ReportsStartThenExitThenForgets) {
   EXPECT_EQ(reports.exited[0].exit().exit_code(), 0);
   supervisor_->MarkReported(reports.exited[0]);
   EXPECT_EQ(supervisor_->assignment_count(), 0u);
+}
+
+// A worker with 4 GPUs, one per slot.
+class SupervisorDevicesTest : public SupervisorFakeTest {
+ protected:
+  SupervisorDevicesTest() { devices_ = {"0", "1", "2", "3"}; }
+  // CUDA_VISIBLE_DEVICES of the i-th launch.
+  std::string Visible(size_t i) {
+    return EnvValue(launcher_.requests().at(i).env, "CUDA_VISIBLE_DEVICES");
+  }
+};
+
+// Two jobs sharing the worker each see GPUs of their own, in local-rank order (so GPU
+// LOCAL_RANK is theirs); a job that finds too few free fails its assignment instead of
+// sharing, and the GPUs are free again once an assignment is forgotten.
+TEST_F(SupervisorDevicesTest, JobsSharingTheWorkerGetGpusOfTheirOwn) {
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("a", 1, 2, {"x"})));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("b", 1, 2, {"x"})));
+  ASSERT_EQ(launcher_.requests().size(), 4u);
+  EXPECT_EQ(Visible(0), "0,1");
+  EXPECT_EQ(Visible(1), "0,1");
+  EXPECT_EQ(Visible(2), "2,3");
+  EXPECT_EQ(Visible(3), "2,3");
+
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("c", 1, 1, {"x"})));
+  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ASSERT_EQ(reports.failed.size(), 1u);
+  EXPECT_EQ(reports.failed[0].job_id(), "c");
+  EXPECT_EQ(reports.failed[0].reason(), "DevicesBusy");
+  EXPECT_THAT(reports.failed[0].message(), HasSubstr("held by job(s) a, b"));
+  EXPECT_EQ(launcher_.requests().size(), 4u);
+  supervisor_->MarkReported(reports.failed[0]);
+
+  // Job a ends: its assignment is forgotten once its exits are reported.
+  for (const auto& started : supervisor_->GetPendingReports().started) {
+    supervisor_->MarkReported(started);
+  }
+  for (size_t i : {0, 1}) launcher_.process(i)->Exit(Exit(0));
+  WaitExited("a", 1, 0);
+  WaitExited("a", 1, 1);
+  for (const auto& exited : supervisor_->GetPendingReports().exited) {
+    supervisor_->MarkReported(exited);
+  }
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("c", 2, 1, {"x"})));
+  EXPECT_EQ(Visible(4), "0");
+}
+
+// An elastic restart: the new generation is placed in the job's old slots while the old
+// processes may still be exiting, and gets the same GPUs.
+TEST_F(SupervisorDevicesTest, ANewGenerationGetsItsJobsGpusWhileTheOldOneExits) {
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("a", 1, 2, {"x"})));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("b", 1, 1, {"x"})));
+  ASSERT_OK(supervisor_->StopAssignment("a", 1, absl::Seconds(10)));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("a", 2, 2, {"x"})));
+  ASSERT_EQ(launcher_.requests().size(), 5u);
+  EXPECT_EQ(Visible(3), "0,1");
+  EXPECT_EQ(Visible(4), "0,1");
+  EXPECT_EQ(Visible(2), "2");
+}
+
+TEST_F(SupervisorFakeTest, WithoutDevicesRanksInheritTheWorkersGpus) {
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("a", 1, 1, {"x"})));
+  EXPECT_EQ(EnvValue(launcher_.requests().at(0).env, "CUDA_VISIBLE_DEVICES"), "<unset>");
 }
 
 TEST_F(SupervisorFakeTest, RepeatedStartOnlyReportsAgain) {

@@ -31,6 +31,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/cpus.h"
 #include "common/status_macros.h"
 #include "common/time/clock.h"
 #include "worker/trainer/comm/communicator.h"

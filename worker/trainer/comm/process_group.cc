@@ -1,11 +1,9 @@
 #include "worker/trainer/comm/process_group.h"
 
 #include <netdb.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -63,13 +61,6 @@ void WaitForListener(const std::string& host, int port, absl::Time deadline) {
 bool UseCommunicationThread(int cpus, int local_world_size, int threads_per_rank) {
   return static_cast<int64_t>(cpus) >=
          static_cast<int64_t>(local_world_size) * (static_cast<int64_t>(threads_per_rank) + 1);
-}
-
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
 }
 
 absl::StatusOr<CpuBackend> ParseCpuBackend(const std::string& name) {

@@ -88,10 +88,8 @@ struct ProcessGroupOptions {
 // cores), the thread cannot overlap anything with backward: it only adds two wake-ups per
 // collective and competes with the training threads for a core, and running the collective
 // on the waiting thread is faster (bench/README.md).
+// (`cpus`: e.g. UsableCpus(), common/cpus.h.)
 bool UseCommunicationThread(int cpus, int local_world_size, int threads_per_rank);
-
-// The CPUs this process may run on (its affinity mask), at least 1.
-int UsableCpus();
 
 // The CPU backend options.cpu_backend names, over a connected store (JoinProcessGroup's
 // second half; tests pass their own store). Errors as the backends' Create* functions.
