@@ -217,6 +217,17 @@ TEST(GlooCommunicatorTest, AsyncAllReducesCompleteInAnyWaitOrder) {
   }
 }
 
+// A rank may destroy its group as soon as it has it: creation returns only once every rank
+// is connected, so a peer still connecting is never cut off ("Connection closed by peer",
+// seen in a test that only checked settings and returned).
+TEST(GlooCommunicatorTest, ARankMayDestroyItsGroupAsSoonAsItHasIt) {
+  for (int round = 0; round < 10; ++round) {
+    const std::vector<int> ranks = RunRanksOwning<int>(
+        3, MakeGloo, [](std::unique_ptr<Communicator> comm) { return comm->rank(); });
+    EXPECT_THAT(ranks, ::testing::ElementsAre(0, 1, 2)) << "round " << round;
+  }
+}
+
 TEST(GlooCommunicatorTest, RejectsWhatItCannotReduce) {
   RunRanks<int>(2, [](Communicator& comm) {
     EXPECT_EQ(comm.CanReduce(at::kBFloat16), compat::GlooReduces(at::kBFloat16));

@@ -31,6 +31,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     }
     auto group =
         c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, group_options);
+    // ProcessGroupGloo's constructor returns once this rank's own connections are up, not
+    // its peers': a rank that went on and destroyed its group at once (a refused setting, a
+    // world of which it only checks the size) would fail a peer still connecting with
+    // "Connection closed by peer". A barrier makes returning mean every rank is connected.
+    group->barrier()->wait();
     return std::unique_ptr<Communicator>(new C10dCommunicator<c10d::ProcessGroupGloo>(
         std::move(group), c10::Device(c10::kCPU), "gloo", &compat::GlooReduces,
         C10dShardedCollectives::kEmulated));

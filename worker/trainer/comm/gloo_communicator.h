@@ -24,7 +24,8 @@ struct GlooOptions {
 };
 
 // Builds the process group: blocks until all world_size ranks have joined through
-// `store` (tests: ranks as threads sharing one TCPStore server on port 0). INVALID_ARGUMENT
+// `store` (tests: ranks as threads sharing one TCPStore server on port 0) and every rank is
+// connected (a barrier), so a rank may destroy its communicator right away. INVALID_ARGUMENT
 // if rank is not in [0, world_size); UNAVAILABLE if the peers cannot be connected.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateGlooCommunicator(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
