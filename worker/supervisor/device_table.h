@@ -24,9 +24,9 @@ class DeviceTable {
   explicit DeviceTable(std::vector<std::string> devices);
 
   // Takes `count` devices for (job_id, generation): the first ones in the worker's order
-  // that no assignment of another job holds. Devices held by an older generation of the
+  // that no assignment of another job holds. Devices held by another generation of the
   // same job count as free: the coordinator restarts a job in its old slots while the old
-  // processes may still be exiting. Returns them in order. An assignment that holds devices
+  // generation's processes may still be exiting. Returns them in order. An assignment that holds devices
   // gets the same ones again. RESOURCE_EXHAUSTED if fewer are free (how many are, and which
   // jobs hold the others) or the worker has fewer; INVALID_ARGUMENT if count < 1.
   absl::StatusOr<std::vector<std::string>> Acquire(const std::string& job_id, int64_t generation,

@@ -83,12 +83,12 @@ struct ProcessGroupOptions {
 };
 
 // Whether a shared-memory communication thread per rank has a core to run on: the CPUs
-// this process may use (`cpus`) hold the host's training threads (local_world_size x
-// threads_per_rank) and one more per rank. Where they do not (2 ranks of 1 thread on 2
-// cores), the thread cannot overlap anything with backward: it only adds two wake-ups per
-// collective and competes with the training threads for a core, and running the collective
-// on the waiting thread is faster (bench/README.md).
-// (`cpus`: e.g. UsableCpus(), common/cpus.h.)
+// this process may use (`cpus`, e.g. UsableCpus() of common/cpus.h) hold the host's
+// training threads (local_world_size x threads_per_rank) and one more per rank. Where they
+// do not (2 ranks of 1 thread on 2 cores), the thread cannot overlap anything with
+// backward: it only adds two wake-ups per collective and competes with the training
+// threads for a core, and running the collective on the waiting thread is faster
+// (bench/README.md).
 bool UseCommunicationThread(int cpus, int local_world_size, int threads_per_rank);
 
 // The CPU backend options.cpu_backend names, over a connected store (JoinProcessGroup's
@@ -98,8 +98,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateCpuCommunicator(
 
 // A LocalCommunicator on options.device for a world of one (except a CUDA device with a
 // master_addr: NCCL); otherwise ConnectStore and the backend for the device. Errors as
-// ConnectStore; FAILED_PRECONDITION for a CUDA
-// device when this LibTorch has no NCCL.
+// ConnectStore; FAILED_PRECONDITION for a CUDA device when this LibTorch has no NCCL.
 absl::StatusOr<std::unique_ptr<Communicator>> JoinProcessGroup(const ProcessGroupOptions& options);
 
 }  // namespace baton::trainer
