@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include <future>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -183,6 +184,31 @@ INSTANTIATE_TEST_SUITE_P(Backends, PointToPointTest, ::testing::ValuesIn(GlooAnd
                          [](const ::testing::TestParamInfo<TestBackend>& info) {
                            return info.param.name;
                          });
+
+// A pair's channel is attached on its first transfer, the higher rank polling for the lower
+// one's segment. Only that peer matters: a third rank that left the group meanwhile (rank 1
+// here, gone before either transfer starts) must not fail the attach (it did, and failed
+// AGonePeerFailsTheTransfer once in CI).
+TEST(ShmPointToPointTest, AThirdRankLeavingDoesNotFailAPairsFirstTransfer) {
+  std::promise<void> rank1_gone;
+  const std::shared_future<void> gone = rank1_gone.get_future().share();
+  const std::vector<absl::Status> got = RunRanksOwning<absl::Status>(
+      3, MakeShm(absl::Seconds(30)), [&](std::unique_ptr<Communicator> comm) -> absl::Status {
+        const int rank = comm->rank();
+        if (rank == 1) {
+          comm.reset();
+          rank1_gone.set_value();
+          return absl::OkStatus();
+        }
+        gone.wait();
+        if (rank == 2) return comm->Send(at::full({10}, 7.0), 0);
+        at::Tensor in = at::zeros({10});
+        RETURN_IF_ERROR(comm->Recv(in, 2));
+        EXPECT_TRUE(in.equal(at::full({10}, 7.0)));
+        return absl::OkStatus();
+      });
+  for (int r = 0; r < 3; ++r) EXPECT_OK(got[r]) << "rank " << r;
+}
 
 TEST(ShmPointToPointTest, ASizeMismatchFailsTheRecv) {
   const std::vector<absl::Status> got =

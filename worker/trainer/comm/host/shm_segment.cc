@@ -255,7 +255,8 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::AttachPair(int peer) con
     segment->unlink_name_ = name;
     return segment;
   }
-  // The other member creates it: look for it every poll_interval while it is alive.
+  // The other member creates it: look for it every poll_interval while it is alive (only it:
+  // a third rank leaving the group meanwhile does not concern this pair).
   const absl::Time deadline = absl::Now() + options_.collective_timeout;
   for (;;) {
     absl::StatusOr<std::unique_ptr<Mapping>> mapping = Mapping::Map(name, bytes, /*create=*/false);
@@ -271,7 +272,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::AttachPair(int peer) con
     } else if (!absl::IsNotFound(mapping.status())) {
       return mapping.status();
     }
-    RETURN_IF_ERROR(WhyStuck(deadline));
+    RETURN_IF_ERROR(WhyStuck(deadline, lo));
     absl::SleepFor(options_.poll_interval);  // A poll with a deadline, once per pair.
   }
 }
@@ -358,9 +359,10 @@ absl::Status ShmSegment::PeerGaveUp() const {
   return absl::UnavailableError(absl::StrCat("shm collective failed: rank ", rank, " gave up"));
 }
 
-absl::Status ShmSegment::WhyStuck(absl::Time deadline) const {
-  RETURN_IF_ERROR(PeerGaveUp());
+absl::Status ShmSegment::WhyStuck(absl::Time deadline, std::optional<int> only) const {
+  if (!only.has_value()) RETURN_IF_ERROR(PeerGaveUp());
   for (int i = 0; i < size(); ++i) {
+    if (only.has_value() && i != *only) continue;
     const pid_t pid = header_->pids[i].load(std::memory_order_relaxed);
     if (i != index_ && !ProcessExists(pid)) {
       return absl::UnavailableError(

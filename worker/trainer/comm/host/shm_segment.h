@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
@@ -129,7 +130,10 @@ class ShmSegment {
 
   // UNAVAILABLE once any member gave up.
   absl::Status PeerGaveUp() const;
-  absl::Status WhyStuck(absl::Time deadline) const;
+  // Why a wait for the other members cannot go on (one gave up, exited or left; this
+  // member was cancelled; `deadline` passed), or OK. `only`: wait for that member alone
+  // (another member's exit or give-up is then none of this wait's business).
+  absl::Status WhyStuck(absl::Time deadline, std::optional<int> only = std::nullopt) const;
 
   const std::unique_ptr<Mapping> mapping_;
   Header* const header_;
