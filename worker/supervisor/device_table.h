@@ -26,23 +26,22 @@ class DeviceTable {
   // Takes `count` devices for (job_id, generation): the first ones in the worker's order
   // that no assignment of another job holds. Devices held by another generation of the
   // same job count as free: the coordinator restarts a job in its old slots while the old
-  // generation's processes may still be exiting. Returns them in order. An assignment that holds devices
-  // gets the same ones again. RESOURCE_EXHAUSTED if fewer are free (how many are, and which
-  // jobs hold the others) or the worker has fewer; INVALID_ARGUMENT if count < 1.
+  // generation's processes may still be exiting. Returns them in order; an assignment that
+  // holds devices gets the same ones again; a table without devices hands out none (an
+  // empty list). RESOURCE_EXHAUSTED if fewer are free (how many are, and which jobs hold
+  // the others) or the worker has fewer; INVALID_ARGUMENT if count < 1.
   absl::StatusOr<std::vector<std::string>> Acquire(const std::string& job_id, int64_t generation,
                                                    int count);
   // Frees what (job_id, generation) holds; nothing if it holds nothing.
   void Release(const std::string& job_id, int64_t generation);
 
-  size_t size() const { return devices_.size(); }
-
  private:
   using Holder = std::pair<std::string, int64_t>;  // (job_id, generation)
   const std::vector<std::string> devices_;
-  // Per device (same index as devices_), the assignments holding it: one, or one job's
-  // successive generations during a restart.
-  std::vector<std::vector<Holder>> holders_;
-  std::map<Holder, std::vector<size_t>> held_;  // Bounded by the devices: each holds >= 1.
+  // Each holding assignment's devices (indices into devices_). Bounded by the assignments
+  // of the worker; a device is held by one job (by two of its generations during a
+  // restart).
+  std::map<Holder, std::vector<size_t>> held_;
 };
 
 }  // namespace baton::worker

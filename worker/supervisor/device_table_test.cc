@@ -38,6 +38,14 @@ TEST(DeviceTableTest, ANewGenerationMayTakeItsOldGenerationsDevices) {
   EXPECT_THAT(table.Acquire("third", 1, 2).value(), ElementsAre("GPU-a", "GPU-b"));
 }
 
+TEST(DeviceTableTest, ATableWithoutDevicesHandsOutNone) {
+  DeviceTable table({});
+  EXPECT_THAT(table.Acquire("a", 1, 8).value(), ::testing::IsEmpty());
+  table.Release("a", 1);
+  EXPECT_THAT(table.Acquire("a", 1, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("below 1")));
+}
+
 TEST(DeviceTableTest, AcquiringAgainReturnsWhatIsHeld) {
   DeviceTable table({"0", "1"});
   EXPECT_THAT(table.Acquire("a", 3, 1).value(), ElementsAre("0"));

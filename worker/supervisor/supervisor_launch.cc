@@ -195,9 +195,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
                        "; it starts nothing until it registers again");
       FailLocked(a, "LeaseExpired", lease_expired);
     } else if (absl::StatusOr<std::vector<std::string>> taken =
-                   devices_.size() == 0
-                       ? std::vector<std::string>()
-                       : devices_.Acquire(job_id, generation, a.request.ranks_size());
+                   devices_.Acquire(job_id, generation, a.request.ranks_size());
                !taken.ok()) {
       devices_busy = std::string(taken.status().message());
       FailLocked(a, "DevicesBusy", devices_busy);

@@ -32,6 +32,7 @@ using ::testing::HasSubstr;
 
 using ::baton::trainer::testing::CommunicatorFactory;
 using ::baton::trainer::testing::MakeGloo;
+using ::baton::trainer::testing::MakeShmWithSlots;
 using ::baton::trainer::testing::RunRanks;
 using ::baton::trainer::testing::RunRanksOwning;
 using ::baton::trainer::testing::RunRanksWith;
@@ -41,15 +42,7 @@ using ::baton::trainer::testing::SetUpRanks;
 // `on_waiter`: ShmOptions::collectives_on_waiter.
 CommunicatorFactory MakeShm(size_t slot_bytes = 4096, absl::Duration timeout = absl::Seconds(30),
                             bool on_waiter = false) {
-  return [slot_bytes, timeout, on_waiter](const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                          int world) {
-    ShmOptions options;
-    options.slot_bytes = slot_bytes;
-    options.collective_timeout = timeout;
-    options.poll_interval = absl::Milliseconds(20);
-    options.collectives_on_waiter = on_waiter;
-    return CreateShmCommunicator(store, rank, world, options);
-  };
+  return MakeShmWithSlots(slot_bytes, timeout, on_waiter);
 }
 
 // Where the shm collectives run: on the communication thread, or on the thread that waits.

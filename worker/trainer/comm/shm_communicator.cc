@@ -289,10 +289,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
         status = absl::InternalError(absl::StrCat("shm transfer: ", e.what()));
       }
       t = at::Tensor();
-      std::lock_guard<std::mutex> lock(completion->mu);
-      completion->status = std::move(status);
-      completion->done = true;
-      completion->cv.notify_all();
+      completion->Finish(std::move(status));
     });
     return std::unique_ptr<PendingCollective>(new ShmPending(std::move(completion)));
   }

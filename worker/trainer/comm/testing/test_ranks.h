@@ -41,17 +41,23 @@ inline absl::StatusOr<std::unique_ptr<Communicator>> MakeGloo(
   return MakeGlooWithTimeout(absl::Seconds(30))(store, rank, world);
 }
 
-// Shared-memory ranks (all on this host) with 4 KiB slots (512 floats per piece), so a
-// few thousand elements take several pieces. `on_waiter`: ShmOptions::collectives_on_waiter.
-inline CommunicatorFactory MakeShm(absl::Duration timeout, bool on_waiter = false) {
-  return [timeout, on_waiter](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
-    ShmOptions options;
-    options.slot_bytes = 4096;
-    options.collective_timeout = timeout;
-    options.poll_interval = absl::Milliseconds(20);
-    options.collectives_on_waiter = on_waiter;
+// Shared-memory ranks (all on this host) with `slot_bytes` slots (4 KiB: 512 floats per
+// piece, so a few thousand elements take several pieces), polling every 20 ms.
+// `on_waiter`: ShmOptions::collectives_on_waiter.
+inline CommunicatorFactory MakeShmWithSlots(size_t slot_bytes, absl::Duration timeout,
+                                            bool on_waiter = false) {
+  ShmOptions options;
+  options.slot_bytes = slot_bytes;
+  options.collective_timeout = timeout;
+  options.poll_interval = absl::Milliseconds(20);
+  options.collectives_on_waiter = on_waiter;
+  return [options](const c10::intrusive_ptr<c10d::Store>& store, int rank, int world) {
     return CreateShmCommunicator(store, rank, world, options);
   };
+}
+
+inline CommunicatorFactory MakeShm(absl::Duration timeout, bool on_waiter = false) {
+  return MakeShmWithSlots(4096, timeout, on_waiter);
 }
 
 inline CommunicatorFactory MakeShmOnWaiter(absl::Duration timeout) {
