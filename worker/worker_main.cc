@@ -41,6 +41,7 @@
 #include "worker/host/peer_probe.h"
 #include "worker/metrics.h"
 #include "worker/process/child_reaper.h"
+#include "worker/process/lease_fence.h"
 #include "worker/process/posix_process_launcher.h"
 #include "worker/process/standby_launcher.h"
 #include "worker/supervisor/rank_env.h"
@@ -259,6 +260,15 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   options.trainer_path = self.trainer;
   options.allowed_paths = absl::GetFlag(FLAGS_allowed_paths);
   options.confine_ranks = absl::GetFlag(FLAGS_confine_ranks);
+  // What a rank could pose as this worker with: hidden from every confined rank.
+  for (const std::string& file :
+       {absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_ca)}) {
+    if (file.empty()) continue;
+    options.secret_files.push_back(file.front() == '/'
+                                       ? file
+                                       : absl::StrCat(std::filesystem::current_path().string(),
+                                                      "/", file));
+  }
   for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults
   // resolve the hostname, often to a loopback address that no peer can dial).
@@ -425,7 +435,13 @@ int Run() {
   agent_options.credentials = *std::move(credentials);
 
   Clock* clock = RealClock::Get();
-  PosixProcessLauncher posix_launcher(&children);
+  // The lease every rank's shim enforces on its own, even if this daemon hangs.
+  absl::StatusOr<std::unique_ptr<LeaseFence>> fence = LeaseFence::Create();
+  if (!fence.ok()) {
+    BATON_LOG(ERROR) << fence.status();
+    return 1;
+  }
+  PosixProcessLauncher posix_launcher(&children, fence->get());
   StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
   if (absl::Status s = launcher.Start(); !s.ok()) {
     BATON_LOG(ERROR) << "standby trainers: " << s;

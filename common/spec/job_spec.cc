@@ -140,6 +140,24 @@ absl::Status ValidateCommand(const CommandSpec& c) {
   return CheckOptionalAbsolute("command.working_dir", c.working_dir());
 }
 
+// Variables that make a process load code it was not built with: the dynamic loader's
+// (LD_PRELOAD, LD_AUDIT, LD_LIBRARY_PATH, ... every LD_*, and GLIBC_TUNABLES, which it
+// parses), glibc's iconv modules, CUDA's and NVTX's injection libraries, NCCL's network,
+// tuner, profiler and environment plugins, and the OpenMP tools interface.
+bool LoadsCode(absl::string_view name) {
+  static const char* const kExact[] = {
+      "GLIBC_TUNABLES",        "GCONV_PATH",           "CUDA_INJECTION32_PATH",
+      "CUDA_INJECTION64_PATH", "NVTX_INJECTION32_PATH", "NVTX_INJECTION64_PATH",
+      "OMP_TOOL_LIBRARIES",    "OMP_TOOL",
+  };
+  if (absl::StartsWith(name, "LD_")) return true;
+  if (absl::StartsWith(name, "NCCL_") && absl::EndsWith(name, "_PLUGIN")) return true;
+  for (const char* exact : kExact) {
+    if (name == exact) return true;
+  }
+  return false;
+}
+
 absl::Status ValidateEnv(const JobSpec& spec) {
   std::vector<std::string> keys;
   keys.reserve(spec.env_size());
@@ -153,6 +171,13 @@ absl::Status ValidateEnv(const JobSpec& spec) {
     if (IsReservedEnvName(key)) {
       return Invalid(absl::StrCat("env.", key),
                      "is reserved (Baton sets it for every process); use another name");
+    }
+    if (spec.has_trainer() && LoadsCode(key)) {
+      return Invalid(absl::StrCat("env.", key),
+                     "makes the built-in trainer load other code (the dynamic loader's LD_* "
+                     "and GLIBC_TUNABLES, GCONV_PATH, CUDA_/NVTX_INJECTION*_PATH, "
+                     "NCCL_*_PLUGIN, OMP_TOOL_LIBRARIES); a trainer job may not set it (a "
+                     "command job may, with a role allowed to run commands)");
     }
   }
   return absl::OkStatus();

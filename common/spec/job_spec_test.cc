@@ -744,6 +744,28 @@ TEST(ValidateJobSpecTest, Env) {
     EXPECT_THAT(ValidateJobSpec(s),
                 StatusIs(kInvalid, HasSubstr(absl::StrCat("env.", reserved, ": is reserved"))));
   }
+  // What would load other code into the built-in trainer (a warm standby included), named.
+  for (const std::string& loader :
+       std::vector<std::string>{"LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "GLIBC_TUNABLES",
+                                "GCONV_PATH", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH",
+                                "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "OMP_TOOL_LIBRARIES"}) {
+    JobSpec s = TrainerJob();
+    (*s.mutable_env())[loader] = "/tmp/evil.so";
+    EXPECT_THAT(ValidateJobSpec(s), StatusIs(kInvalid, HasSubstr(absl::StrCat(
+                                        "env.", loader, ": makes the built-in trainer load"))));
+    // A command job runs code of its own anyway: allowed there.
+    JobSpec command = TrainerJob();
+    command.clear_trainer();
+    command.mutable_command()->add_argv("/bin/true");
+    (*command.mutable_env())[loader] = "/tmp/evil.so";
+    EXPECT_OK(ValidateJobSpec(command)) << loader;
+  }
+  for (const std::string& fine : std::vector<std::string>{"NCCL_DEBUG", "NCCL_SOCKET_IFNAME",
+                                                          "OMP_NUM_THREADS", "MALLOC_ARENA_MAX"}) {
+    JobSpec s = TrainerJob();
+    (*s.mutable_env())[fine] = "1";
+    EXPECT_OK(ValidateJobSpec(s)) << fine;
+  }
   // The first bad key in sorted order is reported.
   (*spec.mutable_env())["RANK"] = "1";
   (*spec.mutable_env())["MASTER_PORT"] = "1";

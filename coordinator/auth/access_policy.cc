@@ -23,12 +23,18 @@ absl::Status AccessPolicy::CanSubmit(const Principal& who,
     return absl::PermissionDeniedError(
         absl::StrCat(Who(who), " may not submit jobs: that needs role submitter or admin"));
   }
-  if (spec.has_command() && options_.command_roles.count(who.role) == 0) {
+  // A TorchScript module is code too: its operators run whatever its author wrote.
+  const bool runs_code =
+      spec.has_command() || (spec.has_trainer() && !spec.trainer().torchscript_path().empty());
+  if (runs_code && options_.command_roles.count(who.role) == 0) {
     std::vector<std::string> allowed;
     for (Role r : options_.command_roles) allowed.emplace_back(RoleName(r));
     return absl::PermissionDeniedError(absl::StrCat(
-        Who(who), " may not submit command jobs (arbitrary programs on the workers); this "
-        "coordinator allows them for: ",
+        Who(who), " may not submit ",
+        spec.has_command() ? "command jobs (arbitrary programs on the workers)"
+                           : "trainer.torchscript_path (a TorchScript module runs its own "
+                             "code on the workers)",
+        "; this coordinator allows them for: ",
         allowed.empty() ? "nobody" : absl::StrJoin(allowed, ", "), " (--command_job_roles)"));
   }
   return absl::OkStatus();

@@ -9,8 +9,9 @@
 namespace baton::coordinator {
 
 struct AccessOptions {
-  // Roles that may submit `command` jobs (any program on the workers). The built-in
-  // trainer's jobs need only submitter.
+  // Roles that may submit `command` jobs (any program on the workers) and trainer jobs
+  // with a trainer.torchscript_path (a TorchScript module's operators are code). Other
+  // built-in trainer jobs need only submitter.
   std::set<Role> command_roles = {Role::kSubmitter, Role::kAdmin};
 };
 

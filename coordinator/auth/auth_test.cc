@@ -134,6 +134,18 @@ TEST(AccessPolicyTest, CommandJobRolesAreConfigurable) {
   EXPECT_OK(admins_only.CanSubmit({"root", Role::kAdmin}, command));
 }
 
+TEST(AccessPolicyTest, ATorchScriptModuleNeedsARoleAllowedToRunCommands) {
+  baton::v1::JobSpec scripted = JobOf("alice", /*command=*/false).spec();
+  scripted.mutable_trainer()->set_torchscript_path("/data/model.pt");
+  const Principal alice{"alice", Role::kSubmitter};
+  const AccessPolicy admins_only(AccessOptions{{Role::kAdmin}});
+  EXPECT_THAT(admins_only.CanSubmit(alice, scripted),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("may not submit trainer.torchscript_path")));
+  EXPECT_OK(admins_only.CanSubmit({"root", Role::kAdmin}, scripted));
+  EXPECT_OK(AccessPolicy().CanSubmit(alice, scripted));
+}
+
 TEST(PeerIdentityTest, WorkerIdMustBeACertificateName) {
   EXPECT_OK(CheckWorkerIdentity({}, "w1", /*require_certificate=*/false));
   EXPECT_THAT(CheckWorkerIdentity({}, "w1", true), StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));

@@ -258,12 +258,9 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
     case baton::v1::WorkerMessage::kMetrics:
       OnMetrics(worker_id, msg.metrics());
       break;
-    case baton::v1::WorkerMessage::kLogs: {
-      const baton::v1::LogsReport& l = msg.logs();
-      if (!jobs_->State(l.job_id()).ok()) break;
-      Ok(jobs_->AddLogs(l.job_id(), {l.lines().begin(), l.lines().end()}), "add logs");
+    case baton::v1::WorkerMessage::kLogs:
+      OnLogs(worker_id, msg.logs());
       break;
-    }
     case baton::v1::WorkerMessage::kDraining:
       OnWorkerDraining(worker_id, msg.draining().reason());
       break;
@@ -292,6 +289,48 @@ bool RunsRank(const baton::v1::Job& job, const std::string& worker_id, int32_t r
 
 }  // namespace
 
+void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsReport& l) {
+  const baton::v1::Job* job = jobs_->Peek(l.job_id());
+  if (job == nullptr) return;
+  // A worker speaks for its own ranks only: another's lines would put words in another
+  // user's job. Lines of an older generation (late) are dropped as well.
+  std::vector<baton::v1::LogLine> lines;
+  lines.reserve(l.lines_size());
+  const baton::v1::LogLine* refused = nullptr;
+  for (const baton::v1::LogLine& line : l.lines()) {
+    if (line.generation() == job->generation() && RunsRank(*job, worker_id, line.rank())) {
+      lines.push_back(line);
+    } else if (line.generation() >= job->generation() && refused == nullptr) {
+      refused = &line;
+    }
+  }
+  if (refused != nullptr) {
+    RefuseReport(worker_id, "logs",
+                 absl::StrCat("log lines of job ", l.job_id(), " rank ", refused->rank(),
+                              " generation ", refused->generation(),
+                              ", which does not run on this worker"));
+  }
+  if (!lines.empty()) Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
+}
+
+void Coordinator::RefuseReport(const std::string& worker_id, const std::string& kind,
+                               const std::string& why) {
+  ++refused_reports_[kind];
+  if (refusals_logged_.size() >= kMaxRefusalLogKeys ||
+      !refusals_logged_.emplace(worker_id, kind).second) {
+    return;
+  }
+  BATON_LOG(WARNING) << "worker " << worker_id << " reported " << why
+                     << ": refused (further such " << kind
+                     << " reports of this worker are only counted, in "
+                        "baton_coordinator_worker_reports_refused_total)";
+}
+
+bool Coordinator::HasRanksOn(const baton::v1::Job& job, const std::string& worker_id) {
+  return std::any_of(job.ranks().begin(), job.ranks().end(),
+                     [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; });
+}
+
 void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
   absl::StatusOr<JobState> state = jobs_->State(m.job_id());
   if (!state.ok()) return;
@@ -316,8 +355,13 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
     }
   }
   if (rejected_count > 0) {
-    BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
-                    << " point(s) rejected: " << rejected;
+    if (absl::IsPermissionDenied(rejected)) {
+      RefuseReport(worker_id, "metrics",
+                   absl::StrCat("metric points of job ", m.job_id(), ": ", rejected.message()));
+    } else {
+      BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
+                      << " point(s) rejected: " << rejected;
+    }
   }
   if (!points.empty() && !IsTerminal(*state)) {
     int64_t first = points.front().step();

@@ -157,6 +157,11 @@ class Coordinator {
   absl::Status ProfileJob(const baton::v1::ProfileJobRequest& request, ProfileTable::Done done);
   // Profiles in flight (for tests and metrics).
   size_t profiles_in_flight() const { return profiles_.size(); }
+  // Worker reports refused because they were about an assignment this coordinator did not
+  // give that worker in the job's current generation (a worker speaks only for its own
+  // ranks), by kind: "logs", "metrics", "assignment_started", "assignment_failed",
+  // "process_exited", "port_reserved", "profile_trace". For metrics.
+  const std::map<std::string, int64_t>& refused_reports() const { return refused_reports_; }
 
   // --- WorkerService stream ---
   // A worker's first message. FAILED_PRECONDITION for an unsupported protocol version,
@@ -233,6 +238,9 @@ class Coordinator {
   // Ranks of restarting jobs on a reconnected worker that did not list them ended.
   void ForgetStoppedRanks(const std::string& worker_id, const std::set<std::string>& listed);
   void OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m);
+  // Adds the report's lines of the job's current generation whose rank runs on the worker;
+  // others are refused (RefuseReport), older generations' dropped.
+  void OnLogs(const std::string& worker_id, const baton::v1::LogsReport& l);
   // A worker's ProfileTrace: into the table (a stale or foreign one is logged, dropped).
   void OnProfileTrace(const std::string& worker_id, const baton::v1::ProfileTrace& trace);
   // Each reconcile: expires profiles past their deadline and fails those whose generation
@@ -339,6 +347,14 @@ class Coordinator {
   static std::vector<std::string> WorkersOf(const baton::v1::Job& job);
   // True if a rank of the job on that worker has not exited (as far as we know).
   static bool HasLiveRanksOn(const baton::v1::Job& job, const std::string& worker_id);
+  // True if a rank of the job's current generation was assigned to that worker.
+  static bool HasRanksOn(const baton::v1::Job& job, const std::string& worker_id);
+  // A worker's report of `kind` (see refused_reports) about an assignment not its own:
+  // counted, and logged with `why` the first time per worker and kind (at most
+  // kMaxRefusalLogKeys pairs are remembered; past that, refusals are only counted).
+  void RefuseReport(const std::string& worker_id, const std::string& kind,
+                    const std::string& why);
+  static constexpr size_t kMaxRefusalLogKeys = 4096;
   // Slots in use per worker by RENDEZVOUS/RUNNING/RESTARTING jobs, except `except_job`'s.
   std::map<std::string, int> UsedSlots(const std::string& except_job = "") const;
   // READY workers with their free slots (UsedSlots(except_job) subtracted).
@@ -355,6 +371,8 @@ class Coordinator {
   std::map<std::string, Runtime> runtime_;  // by job id
   ProfileTable profiles_;
   absl::Status halted_;
+  std::map<std::string, int64_t> refused_reports_;                 // by kind
+  std::set<std::pair<std::string, std::string>> refusals_logged_;  // (worker, kind)
   absl::Time last_flush_ = absl::InfinitePast();  // the last FlushStaged
   std::function<void(const absl::Status&)> on_halt_;
 };

@@ -142,7 +142,9 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
 
 void Coordinator::OnProfileTrace(const std::string& worker_id,
                                  const baton::v1::ProfileTrace& trace) {
-  if (absl::Status s = profiles_.OnTrace(worker_id, trace); !s.ok()) {
+  if (absl::Status s = profiles_.OnTrace(worker_id, trace); absl::IsPermissionDenied(s)) {
+    RefuseReport(worker_id, "profile_trace", absl::StrCat("a profile trace: ", s.message()));
+  } else if (!s.ok()) {
     BATON_LOG(INFO) << "ProfileTrace from worker " << worker_id << " dropped: " << s;
   }
 }

@@ -115,8 +115,11 @@ void Coordinator::OnPortReserved(const std::string& worker_id,
                                  const baton::v1::PortReserved& msg) {
   if (Fenced(worker_id, msg.job_id(), msg.generation(), "PortReserved")) return;
   baton::v1::Job job = *jobs_->Peek(msg.job_id());
-  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS ||
-      job.master_port() != 0 || job.ranks(0).worker_id() != worker_id) {
+  if (job.state() != baton::v1::JOB_STATE_RENDEZVOUS || job.master_port() != 0) return;
+  if (job.ranks(0).worker_id() != worker_id) {  // Only rank 0's worker was asked.
+    RefuseReport(worker_id, "port_reserved",
+                 absl::StrCat("a port for job ", msg.job_id(), " generation ",
+                              msg.generation(), ", whose rank 0 is not on this worker"));
     return;
   }
   job.set_master_addr(workers_->Host(worker_id));
@@ -163,7 +166,14 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
     SendStop(worker_id, msg.job_id(), msg.generation(), "generation superseded");
     return;
   }
-  if (ActiveJob(msg.job_id(), msg.generation()) == nullptr) return;
+  const baton::v1::Job* active = ActiveJob(msg.job_id(), msg.generation());
+  if (active == nullptr) return;
+  if (!HasRanksOn(*active, worker_id)) {  // It would count towards the gang's start.
+    RefuseReport(worker_id, "assignment_started",
+                 absl::StrCat("AssignmentStarted for job ", msg.job_id(), " generation ",
+                              msg.generation(), ", which has no rank on this worker"));
+    return;
+  }
   // The pids are staged, not written one report at a time: at N workers that would be N
   // transactions before the job runs. A restarted coordinator learns them again from the
   // workers' registrations (ReattachAssignments).
@@ -200,6 +210,13 @@ void Coordinator::OnAssignmentStarted(const std::string& worker_id,
 void Coordinator::OnAssignmentFailed(const std::string& worker_id,
                                      const baton::v1::AssignmentFailed& msg) {
   if (Fenced(worker_id, msg.job_id(), msg.generation(), "AssignmentFailed")) return;
+  if (!HasRanksOn(*jobs_->Peek(msg.job_id()), worker_id)) {  // It could fail any job.
+    RefuseReport(worker_id, "assignment_failed",
+                 absl::StrCat("AssignmentFailed (", msg.reason(), ") for job ", msg.job_id(),
+                              " generation ", msg.generation(),
+                              ", which has no rank on this worker"));
+    return;
+  }
   const absl::StatusOr<JobState> state = jobs_->State(msg.job_id());
   if (!state.ok() || (!IsActive(*state) && *state != JobState::kRestarting)) return;
   if (!RecordRanksNotStarted(worker_id, msg)) return;
@@ -257,7 +274,13 @@ void Coordinator::OnProcessExited(const std::string& worker_id, const std::strin
     const baton::v1::RankInfo& r = current.ranks(i);
     if (r.rank() == rank && r.worker_id() == worker_id) index = i;
   }
-  if (index < 0 || current.ranks(index).has_exit()) return;  // unknown or already recorded
+  if (index < 0) {
+    RefuseReport(worker_id, "process_exited",
+                 absl::StrCat("the exit of job ", job_id, " rank ", rank, " generation ",
+                              generation, ", which does not run on this worker"));
+    return;
+  }
+  if (current.ranks(index).has_exit()) return;  // already recorded
   const std::string what =
       absl::StrCat("rank ", rank, " on worker ", worker_id, " ", DescribeExit(exit));
   // Staged like the pids, so that N ranks ending costs one transaction: what acts on an

@@ -935,6 +935,71 @@ TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirs
   EXPECT_EQ(job.events(job.events_size() - 1).reason(), "Stalled");
 }
 
+// What a holder of some worker's certificate (w3, running nothing of the job) could send
+// about another user's job running on w1 and w2: every report is refused and counted, and
+// the job is untouched.
+TEST_F(CoordinatorTest, AWorkerReportsOnlyForItsOwnAssignments) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  Connect(Reg("w3"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  const baton::v1::Job& gang = *jobs_->Peek(id);
+  ASSERT_EQ(gang.state(), baton::v1::JOB_STATE_RENDEZVOUS);
+  std::set<std::string> gang_workers;
+  for (const auto& r : gang.ranks()) gang_workers.insert(r.worker_id());
+  const std::string stranger = gang_workers.count("w3") ? "w1" : "w3";
+  ASSERT_EQ(gang_workers.count(stranger), 0u);
+
+  // During the rendezvous: a port it was not asked for, a start that would complete the
+  // gang early, a failure that would fail the job.
+  ReservedPort(stranger, id, 1, 31337);
+  EXPECT_EQ(jobs_->Peek(id)->master_port(), 0);
+  const std::string rank0 = jobs_->Peek(id)->ranks(0).worker_id();
+  ReservedPort(rank0, id, 1, 29500);
+  Started(*gang_workers.begin());
+  baton::v1::WorkerMessage started;
+  started.mutable_assignment_started()->set_job_id(id);
+  started.mutable_assignment_started()->set_generation(1);
+  Send(stranger, started);
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous) << "the stranger completed the gang";
+  RefuseAssignment(stranger, id, "PathNotAllowed", "planted");
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous) << "the stranger failed the job";
+  Started(*gang_workers.rbegin());
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+
+  // While it runs: log lines, metric points and an exit of ranks it does not run.
+  baton::v1::WorkerMessage logs;
+  logs.mutable_logs()->set_job_id(id);
+  baton::v1::LogLine* line = logs.mutable_logs()->add_lines();
+  line->set_generation(1);
+  line->set_rank(0);
+  line->set_text("planted line");
+  Send(stranger, logs);
+  Metric(stranger, id, 1, 1, 999);
+  Exited(stranger, id, 1, 0, 1);
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  absl::StatusOr<baton::v1::Job> job = jobs_->Get(id);
+  ASSERT_OK(job);
+  EXPECT_FALSE(job->ranks(0).has_exit());
+  EXPECT_NE(job->result().steps(), 999);
+  absl::StatusOr<int64_t> logged = store_->LastLogSeq(id);
+  ASSERT_OK(logged);
+  EXPECT_EQ(*logged, 0) << "the stranger's line was recorded";
+
+  // The rank's own worker is heard.
+  Send(rank0, logs);
+  logged = store_->LastLogSeq(id);
+  ASSERT_OK(logged);
+  EXPECT_EQ(*logged, 1);
+  EXPECT_THAT(coordinator_->refused_reports(),
+              ::testing::UnorderedElementsAre(
+                  ::testing::Pair("port_reserved", 1), ::testing::Pair("assignment_started", 1),
+                  ::testing::Pair("assignment_failed", 1), ::testing::Pair("logs", 1),
+                  ::testing::Pair("metrics", 1), ::testing::Pair("process_exited", 1)));
+}
+
 TEST_F(CoordinatorTest, CheckGenerationFencesOldGenerations) {
   baton::v1::Job job;
   job.set_id("j-000001");

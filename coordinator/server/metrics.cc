@@ -395,6 +395,21 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
   out.push_back(std::move(heartbeat));
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
+  prometheus::MetricFamily refused = MakeFamily(
+      "baton_coordinator_worker_reports_refused_total",
+      "Worker reports refused because they were about an assignment the coordinator did not "
+      "give that worker in the job's current generation (a compromised or buggy worker), "
+      "by kind of report.",
+      MetricType::Counter);
+  const std::map<std::string, int64_t>& by_kind = coordinator_->refused_reports();
+  for (const char* kind : {"logs", "metrics", "assignment_started", "assignment_failed",
+                           "process_exited", "port_reserved", "profile_trace"}) {
+    const auto it = by_kind.find(kind);
+    refused.metric.push_back(MakeSample({{"kind", kind}},
+                                        static_cast<double>(it == by_kind.end() ? 0 : it->second),
+                                        MetricType::Counter));
+  }
+  out.push_back(std::move(refused));
 }
 
 void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const {

@@ -24,6 +24,9 @@
 //   baton_coordinator_worker_lease_remaining_seconds{worker_id}  lease renewal + lease - now
 //   baton_coordinator_worker_losses_total{cause}       lease_expired (partitions, dead hosts),
 //                                                      stream_closed, lease_revoked
+//   baton_coordinator_worker_reports_refused_total{kind}  worker reports about assignments
+//                                                      not that worker's (Coordinator::
+//                                                      refused_reports)
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
 //   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
 //                                                      of Job.restarts (common/spec/restart_stats.h),

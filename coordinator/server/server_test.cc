@@ -534,6 +534,7 @@ TEST_F(ServerTest, ScriptedWorkerRunsJobWhileClientWatches) {
   out.Clear();
   out.mutable_logs()->set_job_id(job.id());
   auto* line = out.mutable_logs()->add_lines();
+  line->set_generation(start.generation());
   line->set_rank(0);
   line->set_text("hello from rank 0");
   ASSERT_TRUE(stream->Write(out));

@@ -85,6 +85,9 @@ start_coordinator() {
   export BATON_COORDINATOR=127.0.0.1:$COORDINATOR_PORT
 }
 
+# Further flags every start_worker passes (a test may set them before starting workers).
+WORKER_FLAGS=()
+
 # start_worker NAME: a worker daemon with one slot and its own work dir; jobs may keep
 # their files anywhere under $TMP and run from the examples (--allowed_paths). Its metrics
 # port (OS-chosen) lands in $TMP/NAME.metrics_port.
@@ -93,7 +96,7 @@ start_worker() {
   worker_tls "$1"
   "$WORKER_BIN" --coordinator="$BATON_COORDINATOR" --work_dir="$TMP/$1" --slots=1 "${WORKER_TLS[@]}" \
     --allowed_paths="$TMP,$EXAMPLES" --trainer="$TRAINER_BIN" --metrics_listen=127.0.0.1:0 \
-    --metrics_port_file="$TMP/$1.metrics_port" 2>>"$TMP/$1.log" &
+    --metrics_port_file="$TMP/$1.metrics_port" "${WORKER_FLAGS[@]}" 2>>"$TMP/$1.log" &
   WORKER_PIDS[$1]=$!
 }
 

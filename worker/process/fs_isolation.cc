@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <mutex>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace baton::worker {
 namespace {
@@ -124,6 +126,18 @@ absl::StatusOr<UniqueFd> BuildLandlockRuleset(const FsIsolation& isolation) {
     if (absl::Status s = builder.Allow(path); !s.ok()) return s;
   }
   return ruleset;
+}
+
+absl::StatusOr<UniqueFd> LauncherRuleset(const FsIsolation& isolation) {
+  if (isolation.empty()) return UniqueFd();
+  absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(isolation);
+  if (!absl::IsUnimplemented(built.status())) return built;
+  static std::once_flag warned;
+  std::call_once(warned, [&] {
+    BATON_LOG(WARNING) << built.status().message()
+                       << "; ranks run without file system confinement";
+  });
+  return UniqueFd();
 }
 
 }  // namespace baton::worker

@@ -31,4 +31,9 @@ struct FsIsolation {
 // or listed; INTERNAL for other system call failures. May block on a hung mount.
 absl::StatusOr<UniqueFd> BuildLandlockRuleset(const FsIsolation& isolation);
 
+// The ruleset a launcher confines a process with: BuildLandlockRuleset's, an invalid fd when
+// `isolation` is empty, or an invalid fd when the kernel has no Landlock (logged once per
+// process: ranks then run unconfined). Errors: the other errors of BuildLandlockRuleset.
+absl::StatusOr<UniqueFd> LauncherRuleset(const FsIsolation& isolation);
+
 }  // namespace baton::worker

@@ -14,16 +14,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "worker/process/fs_isolation.h"
 #include "worker/process/path_lookup.h"
 #include "worker/process/shim_reaping.h"
+#include "worker/trainer/contract/lease_page.h"
 
 namespace baton::worker {
 namespace {
@@ -58,10 +59,15 @@ constexpr int kShimStdoutFd = 5;
 constexpr int kShimStderrFd = 6;
 constexpr int kShimMetricsFd = 7;
 constexpr int kShimRulesetFd = 8;  // The Landlock ruleset, or a copy of stdin's fd if none.
-constexpr int kShimFirstFreeFd = 9;
+constexpr int kShimLeaseFd = 9;    // The lease page, or a copy of stdin's fd if none.
+constexpr int kShimFirstFreeFd = 10;
 // In the child, after its stdio is in place: the write end of the exec status pipe.
-constexpr int kChildStatusFd = ProcessLauncher::kMetricsFd + 1;
-static_assert(ProcessLauncher::kMetricsFd == 3, "the child's fd layout below assumes 3");
+constexpr int kChildStatusFd = ProcessLauncher::kLeaseFd + 1;
+static_assert(ProcessLauncher::kMetricsFd == 3 && ProcessLauncher::kLeaseFd == 4,
+              "the child's fd layout below assumes 3 and 4");
+// How long a shim sleeps at most before it reads the lease page again (so a deadline
+// moved earlier, or a clock that jumped, is seen within this).
+constexpr int kLeaseRecheckMs = 1000;
 
 constexpr int kIgnoredInShim[] = {SIGPIPE, SIGINT,  SIGTERM, SIGHUP,
                                   SIGQUIT, SIGTSTP, SIGTTIN, SIGTTOU};
@@ -73,6 +79,10 @@ constexpr absl::Duration kShimStartTimeout = absl::Seconds(30);
 struct ShimArgs {
   int control_fd, stdin_fd, stdout_fd, stderr_fd, metrics_fd;  // Worker-side numbers.
   int ruleset_fd;  // A Landlock ruleset to confine the child with, or -1.
+  int lease_fd;    // The lease page's fd for the child (at kLeaseFd), or -1.
+  // The lease page as mapped in the worker (and so in the shim, its fork), or null: the
+  // shim SIGKILLs the child's process tree once its deadline passes (lease_page.h).
+  const int64_t* lease_page;
   const char* exec_path;
   char* const* argv;
   char* const* envp;
@@ -118,6 +128,11 @@ void SetDisposition(int signo, void (*handler)(int)) {
   ::dup2(kShimStderrFd, 2);
   ::dup2(kShimMetricsFd, ProcessLauncher::kMetricsFd);  // Replaces the control socket.
   if (::dup3(status_fd, kChildStatusFd, O_CLOEXEC) < 0) ::_exit(127);
+  if (a.lease_fd >= 0) {
+    if (::dup2(kShimLeaseFd, ProcessLauncher::kLeaseFd) < 0) ChildFailed(kSpawnFailed, errno);
+  } else {
+    ::close(ProcessLauncher::kLeaseFd);
+  }
   if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
                             ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {
     ChildFailed(kConfineFailed, errno);
@@ -147,14 +162,35 @@ bool AwaitExec(pid_t child, int status_read) {
   return false;
 }
 
+// How long the shim may sleep before it must look at the lease again: -1 (forever) without
+// a lease page or once it fenced, else until the deadline, at most kLeaseRecheckMs.
+int LeaseWaitMs(const int64_t* page, bool fenced) {
+  if (page == nullptr || fenced) return -1;
+  const int64_t deadline = __atomic_load_n(page, __ATOMIC_ACQUIRE);
+  const int64_t now = trainer::BootTimeNanos();
+  if (deadline <= now) return 0;
+  const int64_t ms = (deadline - now + 999999) / 1000000;
+  return ms < kLeaseRecheckMs ? static_cast<int>(ms) : kLeaseRecheckMs;
+}
+
 // The shim once its child exec'd: relays stop signals to the child's group until the child
 // exits, then kills and reaps what is left (its group, then every other descendant),
-// reports the wait status and exits. Kills the group if the worker goes away.
-[[noreturn]] void SuperviseChild(pid_t child, int sigfd) {
+// reports the wait status and exits. Kills the group if the worker goes away, and the
+// whole tree (group and orphans) once the lease page's deadline passes, whatever the
+// worker does: a hung worker renews nothing.
+[[noreturn]] void SuperviseChild(pid_t child, int sigfd, const int64_t* lease_page) {
   bool control_open = true;
+  bool fenced = false;
   for (;;) {
     struct pollfd fds[2] = {{sigfd, POLLIN, 0}, {control_open ? kShimControlFd : -1, POLLIN, 0}};
-    ::poll(fds, 2, -1);
+    ::poll(fds, 2, LeaseWaitMs(lease_page, fenced));
+    if (!fenced && lease_page != nullptr &&
+        __atomic_load_n(lease_page, __ATOMIC_ACQUIRE) <= trainer::BootTimeNanos()) {
+      // The lease ran out unrenewed: this generation may already run elsewhere.
+      ::kill(-child, SIGKILL);
+      shim::KillAllChildren();
+      fenced = true;
+    }
     if (fds[0].revents & POLLIN) {
       struct signalfd_siginfo si;
       while (::read(sigfd, &si, sizeof(si)) > 0) {
@@ -195,7 +231,8 @@ bool AwaitExec(pid_t child, int status_read) {
   // Move the fds we keep to fixed slots, then close everything else the worker had open
   // (its sockets, other ranks' pipes and control sockets).
   const int keep[] = {a.control_fd, a.stdin_fd,  a.stdout_fd, a.stderr_fd, a.metrics_fd,
-                      a.ruleset_fd >= 0 ? a.ruleset_fd : a.stdin_fd};
+                      a.ruleset_fd >= 0 ? a.ruleset_fd : a.stdin_fd,
+                      a.lease_fd >= 0 ? a.lease_fd : a.stdin_fd};
   constexpr int kKept = sizeof(keep) / sizeof(keep[0]);
   int high[kKept];
   for (int i = 0; i < kKept; ++i) {
@@ -208,6 +245,9 @@ bool AwaitExec(pid_t child, int status_read) {
   CloseFrom(kShimFirstFreeFd);
 
   ::prctl(PR_SET_NAME, "baton-shim", 0, 0, 0);
+  // Ranks run as the same user: keep them from ptrace-ing the shim (to move its lease, or
+  // to stop it from killing them).
+  ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   // Orphans of the training process (double forks, setsid daemons) become the shim's
   // children, so it can kill and reap them: nothing a rank starts escapes supervision.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -262,7 +302,7 @@ bool AwaitExec(pid_t child, int status_read) {
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
   }
 
-  SuperviseChild(child, sigfd);
+  SuperviseChild(child, sigfd, a.lease_page);
 }
 
 // ---- Worker side. ----
@@ -399,21 +439,11 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
   }
 }
 
-// The Landlock ruleset enforcing `isolation`; an invalid fd when there is nothing to
-// enforce, or when the kernel has no Landlock (logged once: the rank runs unconfined).
-absl::StatusOr<UniqueFd> RulesetFor(const FsIsolation& isolation) {
-  if (isolation.empty()) return UniqueFd();
-  absl::StatusOr<UniqueFd> built = BuildLandlockRuleset(isolation);
-  if (!absl::IsUnimplemented(built.status())) return built;
-  static std::once_flag warned;
-  std::call_once(warned, [&] {
-    BATON_LOG(WARNING) << built.status().message()
-                       << "; ranks run without file system confinement";
-  });
-  return UniqueFd();
-}
-
 }  // namespace
+
+void PosixProcessLauncher::SetLeaseRemaining(absl::Duration remaining) {
+  if (fence_ != nullptr) fence_->SetRemaining(remaining);
+}
 
 absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest& request) {
   if (request.argv.empty() || request.argv[0].empty()) {
@@ -427,7 +457,17 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
 
   // Everything the child needs, built before fork.
   const std::vector<char*> argv = CStringArray(request.argv);
-  const std::vector<char*> envp = CStringArray(request.env);
+  std::vector<std::string> env_strings;
+  const std::vector<std::string>* env = &request.env;
+  if (fence_ != nullptr) {  // The child finds the lease page at BATON_LEASE_FD.
+    const std::string prefix = absl::StrCat(trainer::kEnvLeaseFd, "=");
+    for (const std::string& e : request.env) {
+      if (!absl::StartsWith(e, prefix)) env_strings.push_back(e);
+    }
+    env_strings.push_back(absl::StrCat(prefix, kLeaseFd));
+    env = &env_strings;
+  }
+  const std::vector<char*> envp = CStringArray(*env);
 
   LaunchedProcess launched;
   UniqueFd stdout_w, stderr_w, metrics_w;
@@ -456,13 +496,19 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
     }
   }
 
-  absl::StatusOr<UniqueFd> ruleset = RulesetFor(request.isolation);
+  absl::StatusOr<UniqueFd> ruleset = LauncherRuleset(request.isolation);
   if (!ruleset.ok()) return ruleset.status();
 
   const ShimArgs args = {
       shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
-      metrics_w.get(),    ruleset->get(),     exec_path->c_str(), argv.data(),
-      envp.data(),        request.working_dir.c_str(),
+      metrics_w.get(),
+      ruleset->get(),
+      fence_ != nullptr ? fence_->fd() : -1,
+      fence_ != nullptr ? fence_->page() : nullptr,
+      exec_path->c_str(),
+      argv.data(),
+      envp.data(),
+      request.working_dir.c_str(),
   };
   // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
   // async-signal-safe calls.

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "worker/process/child_reaper.h"
+#include "worker/process/lease_fence.h"
 #include "worker/process/process_launcher.h"
 
 namespace baton::worker {
@@ -30,6 +31,14 @@ namespace baton::worker {
 //   group, reaps it, then SIGKILLs every remaining child of its own (found in /proc/*/stat)
 //   and reaps them until it has none; only then does it send the wait status over the
 //   socket, exit, and the worker reaps it. So a reported exit means no descendant is left.
+// * Fencing (with a LeaseFence): the shim reads the worker's lease deadline from the fence's
+//   page (mapped in the worker before the fork) and SIGKILLs the child's group and every
+//   child of its own once the deadline passes, with no word from the worker: a worker
+//   daemon that hangs (SIGSTOP, a deadlock, a debugger) renews nothing, so its ranks die by
+//   the lease the coordinator gave, before the coordinator counts them as stopped. It
+//   looks at the page at least every second. The child gets the page read-only at fd
+//   kLeaseFd and BATON_LEASE_FD=4 in its environment (worker/trainer/contract/
+//   lease_page.h). The shim is not dumpable, so a rank of the same user cannot ptrace it.
 // * The shim reports the pid only once the child exec'd: a failed chdir or execve comes back
 //   from the child on a CLOEXEC pipe, and Launch() returns it as an error.
 //
@@ -38,13 +47,18 @@ namespace baton::worker {
 //
 // `children` (optional, must outlive the launcher and its processes): the shims are forked
 // through it, so an OrphanReaper never reaps a shim whose exit a Process waits for.
+// `fence` (optional, must outlive the launcher and its processes): the lease every shim
+// enforces; without it processes are not fenced (SetLeaseRemaining does nothing).
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
-  explicit PosixProcessLauncher(ChildRegistry* children = nullptr) : children_(children) {}
+  explicit PosixProcessLauncher(ChildRegistry* children = nullptr, LeaseFence* fence = nullptr)
+      : children_(children), fence_(fence) {}
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
+  void SetLeaseRemaining(absl::Duration remaining) override;
 
  private:
   ChildRegistry* const children_;
+  LeaseFence* const fence_;
 };
 
 }  // namespace baton::worker

@@ -299,5 +299,59 @@ TEST_F(PosixProcessLauncherTest, AConfinedProcessCannotTouchTheHiddenTreesButIts
   EXPECT_FALSE(std::filesystem::exists(hidden + "/other/planted"));
 }
 
+// Fencing: the worker hangs (the test neither collects, signals nor drops the process, as a
+// SIGSTOPped daemon would not), the lease runs out, and the shim alone kills the rank's
+// whole tree: its group and a daemon that left it.
+TEST_F(PosixProcessLauncherTest, TheShimKillsTheRankTreeOnceTheLeaseRunsOutUnrenewed) {
+  absl::StatusOr<std::unique_ptr<LeaseFence>> fence = LeaseFence::Create();
+  ASSERT_OK(fence);
+  PosixProcessLauncher launcher(nullptr, fence->get());
+  launcher.SetLeaseRemaining(absl::Hours(1));
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
+      Sh("trap '' TERM; setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- 4>&- & "
+         "echo $!'; sleep 1000 & echo $!; wait"));
+  ASSERT_OK(p);
+  const pid_t leader = p->process->pid();
+  const pid_t daemon = ParsePid(ReadLine(*p));
+  const pid_t member = ParsePid(ReadLine(*p));
+  ASSERT_GT(daemon, 0);
+  ASSERT_GT(member, 0);
+  EXPECT_EQ(::kill(leader, 0), 0);
+
+  // Moved earlier, as a lease replaced by a shorter one: the shim looks again within 1 s.
+  launcher.SetLeaseRemaining(absl::Seconds(-1));
+  EXPECT_TRUE(WaitUntil([&] {
+    return NoSuchProcess(leader) && NoSuchProcess(member) && NoSuchProcess(daemon);
+  }));
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->signal(), SIGKILL);
+}
+
+TEST_F(PosixProcessLauncherTest, ARankStartedWithoutALeaseToLoseRunsOn) {
+  absl::StatusOr<std::unique_ptr<LeaseFence>> fence = LeaseFence::Create();
+  ASSERT_OK(fence);
+  PosixProcessLauncher launcher(nullptr, fence->get());
+  launcher.SetLeaseRemaining(absl::InfiniteDuration());
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
+      Sh("echo \"fd=$BATON_LEASE_FD $(readlink /proc/$$/fd/4)\"; exec sleep 1000"));
+  ASSERT_OK(p);
+  EXPECT_THAT(ReadLine(*p), ::testing::StartsWith("fd=4 /memfd:baton-lease"));
+  // Still running when stopped: the exit is the SIGTERM, not the fence's SIGKILL.
+  ASSERT_OK(p->process->SignalGroup(SIGTERM));
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->signal(), SIGTERM);
+}
+
+TEST_F(PosixProcessLauncherTest, ARankOfAnUnfencedLauncherGetsNoLeasePage) {
+  absl::StatusOr<LaunchedProcess> p =
+      launcher_.Launch(Sh("echo \"fd=${BATON_LEASE_FD:-unset}\"; ls /proc/$$/fd; exit 0"));
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_THAT(o.out, HasSubstr("fd=unset"));
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("\n4\n")));
+}
+
 }  // namespace
 }  // namespace baton::worker

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "baton/v1/job.pb.h"
 #include "worker/process/fs_isolation.h"
 #include "worker/process/unique_fd.h"
@@ -56,12 +57,17 @@ struct LaunchRequest {
   // cannot touch the hidden trees but for the exceptions. A launcher that cannot confine
   // the process (no Landlock in the kernel) logs it once and launches it unconfined.
   FsIsolation isolation;
+  // The built-in trainer of a TrainerSpec job (set by the worker's supervisor, never from
+  // a spec): the only kind of request a warm standby may serve (standby_launcher.h). A
+  // command job is always fork/exec'd, whatever its argv[0].
+  bool builtin_trainer = false;
 };
 
 // A started process and the read ends of its output pipes (O_NONBLOCK, O_CLOEXEC), which the
 // caller owns and drains. The child has stdin on /dev/null (or the socket of
 // LaunchRequest::pipe_stdin), stdout and stderr on the first two pipes and the metrics pipe's
-// write end at fd kMetricsFd; it inherits no other fd.
+// write end at fd kMetricsFd (and, from a fencing launcher, the lease page at kLeaseFd); it
+// inherits no other fd.
 struct LaunchedProcess {
   std::shared_ptr<Process> process;
   UniqueFd stdout_fd;
@@ -82,12 +88,20 @@ class ProcessLauncher {
  public:
   // The fd number of the metrics pipe in the child (BATON_METRICS_FD).
   static constexpr int kMetricsFd = 3;
+  // The fd number of the lease page in the child of a fencing launcher (BATON_LEASE_FD).
+  static constexpr int kLeaseFd = 4;
 
   virtual ~ProcessLauncher() = default;
 
   // Errors: INVALID_ARGUMENT for an empty argv; NOT_FOUND/FAILED_PRECONDITION as above;
   // INTERNAL/RESOURCE_EXHAUSTED when pipes or processes cannot be created.
   virtual absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) = 0;
+
+  // The worker's lease now has `remaining` left (InfiniteDuration: no lease that can run
+  // out; zero or negative: run out). A launcher whose processes fence themselves (each
+  // one's shim kills it once the lease passes unrenewed, even if the worker hangs) records
+  // it for its running and future processes; the default does nothing. Thread-safe.
+  virtual void SetLeaseRemaining(absl::Duration remaining) {}
 };
 
 }  // namespace baton::worker

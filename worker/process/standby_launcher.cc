@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <utility>
 
@@ -19,6 +20,7 @@
 #include "common/metrics_http.h"
 #include "common/spec/job_spec.h"
 #include "worker/host/clock_poll.h"
+#include "worker/process/fs_isolation.h"
 #include "worker/trainer/contract/standby_protocol.h"
 
 namespace baton::worker {
@@ -160,14 +162,18 @@ bool StandbyLauncher::Serves(const std::vector<std::string>& standby_key,
 }
 
 absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& request) {
-  if (options_.standbys <= 0 || request.argv.empty() || request.argv[0] != options_.trainer_path ||
-      request.pipe_stdin) {
+  if (options_.standbys <= 0 || !request.builtin_trainer || request.argv.empty() ||
+      request.argv[0] != options_.trainer_path || request.pipe_stdin) {
     return inner_->Launch(request);
   }
+  // The rank's confinement, which the standby applies to itself before it reads the rest.
+  absl::StatusOr<UniqueFd> ruleset = LauncherRuleset(request.isolation);
+  if (!ruleset.ok()) return inner_->Launch(request);  // Let the cold path report it.
   trainer::StandbyRequest handoff;
   handoff.argv = request.argv;
   handoff.env = request.env;
   handoff.working_dir = request.working_dir;
+  handoff.confined = ruleset->valid();
   const absl::StatusOr<std::string> wire = trainer::EncodeStandbyRequest(handoff);
   if (!wire.ok()) return inner_->Launch(request);  // Let the cold path report it.
 
@@ -211,7 +217,7 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
-    if (absl::Status s = Handoff(*standby, *wire); !s.ok()) {
+    if (absl::Status s = Handoff(*standby, *wire, ruleset->get()); !s.ok()) {
       BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
                          << s << "; killing it";
       continue;  // Destroying it kills it.
@@ -231,11 +237,31 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
   return inner_->Launch(request);
 }
 
-absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire) {
+absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire,
+                                      int ruleset) {
   const int fd = standby.launched.stdin_fd.get();
   const absl::Time deadline = clock_->Now() + options_.handoff_timeout;
+  bool first = true;
   while (!wire.empty()) {
-    const ssize_t n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n;
+    if (first && ruleset >= 0) {  // The ruleset travels with the request's first byte.
+      struct iovec iov = {const_cast<char*>(wire.data()), wire.size()};
+      alignas(struct cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+      struct msghdr msg = {};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof(control);
+      struct cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &ruleset, sizeof(int));
+      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    } else {
+      n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (n > 0) first = false;
     if (n > 0) {
       wire.remove_prefix(static_cast<size_t>(n));
       continue;

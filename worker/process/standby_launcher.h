@@ -57,6 +57,12 @@ struct StandbyStats {
 // A ProcessLauncher decorator that keeps warm standby trainers, so that a restarted rank of
 // the built-in trainer skips LibTorch's static initialisation (about 1.1 s).
 //
+// Only requests marked builtin_trainer (a TrainerSpec job's rank) are served by a standby:
+// a command job naming the trainer's path is fork/exec'd like any command. A request's
+// isolation (Landlock) is applied by the standby to itself at handoff, before it reads the
+// request (trainer/contract/standby_protocol.h, "BSR2"), so a rank that started warm is
+// confined exactly as a cold one.
+//
 // A standby is `trainer_path --standby` started through the inner launcher with
 // pipe_stdin; it has loaded its libraries and waits on stdin. Launch() of a request whose
 // argv[0] is trainer_path takes a matching standby out of the pool (one that said it has
@@ -99,6 +105,11 @@ class StandbyLauncher final : public ProcessLauncher {
 
   // Errors: those of the inner launcher (a handoff never fails a launch: it falls back).
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
+  // Passed on to the inner launcher: standbys are its processes, and so are the ranks they
+  // become.
+  void SetLeaseRemaining(absl::Duration remaining) override {
+    inner_->SetLeaseRemaining(remaining);
+  }
 
   // One upkeep pass (see the class comment). Blocks while it starts or kills standbys.
   void ReconcileOnce();
@@ -135,9 +146,10 @@ class StandbyLauncher final : public ProcessLauncher {
   static bool Serves(const std::vector<std::string>& standby_key,
                      const std::vector<std::string>& request_key);
 
-  // Writes the encoded request to the standby's stdin within handoff_timeout. Errors:
+  // Writes the encoded request to the standby's stdin within handoff_timeout, with
+  // `ruleset` (a Landlock ruleset fd, or -1) attached to its first byte. Errors:
   // UNAVAILABLE (the standby is gone or does not read).
-  absl::Status Handoff(Standby& standby, absl::string_view wire);
+  absl::Status Handoff(Standby& standby, absl::string_view wire, int ruleset);
 
   // Takes note of a standby that exited before use: logs it and backs off.
   void OnEarlyExit(const Standby& standby, const baton::v1::ProcessExit& exit);

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <cstdlib>
 #include <map>
@@ -23,13 +25,16 @@
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/process/fs_isolation.h"
 #include "worker/process/posix_process_launcher.h"
 #include "worker/testing/process_test_util.h"
 
 namespace baton::worker {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 
@@ -108,6 +113,7 @@ class StandbyLauncherTest : public ::testing::Test {
     r.env.push_back("BATON_METRICS_FD=3");
     r.env.push_back("MASTER_ADDR=127.0.0.1");
     r.working_dir = dir_;
+    r.builtin_trainer = true;
     return r;
   }
 
@@ -486,6 +492,54 @@ TEST_F(StandbyLauncherTest, ZeroStandbysIsAPlainPassThrough) {
   EXPECT_EQ(RunEcho(*p).Value("mode"), "cold");
   EXPECT_EQ(launcher.stats().misses, 0);
   EXPECT_THAT(StandbyPids(), IsEmpty());
+}
+
+// A command job that names the trainer's path (it is visible to any rank in `ps`) must not
+// get an unconfined warm standby: it is fork/exec'd like any command.
+TEST_F(StandbyLauncherTest, ACommandJobNamingTheTrainerIsNeverServedByAStandby) {
+  StandbyLauncher launcher(Options(), &inner_, &clock_);
+  launcher.ReconcileOnce();
+  ASSERT_TRUE(WaitForStandbyPids(1));
+  LaunchRequest command = TrainerRequest(0);
+  command.builtin_trainer = false;
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(command);
+  ASSERT_OK(p);
+  const Outcome o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "cold") << o.out << o.err;
+  EXPECT_EQ(launcher.stats().hits, 0);
+}
+
+// A warm rank is confined like a cold one: the standby applies the request's Landlock
+// ruleset to itself, every thread of it (here one started before the handoff, as a
+// library's pool is), before it reads the request.
+TEST_F(StandbyLauncherTest, AStandbyServedRankIsConfinedLikeAColdOne) {
+  if (absl::IsUnimplemented(BuildLandlockRuleset({{"/nonexistent"}, {}}).status())) {
+    GTEST_SKIP() << "no Landlock in this kernel";
+  }
+  const std::string hidden = dir_ + "/hidden";
+  std::filesystem::create_directories(hidden + "/other");
+  std::filesystem::create_directories(hidden + "/mine");
+  { std::ofstream(hidden + "/other/secret") << "secret"; }
+  { std::ofstream(hidden + "/mine/own") << "own"; }
+  StandbyLauncherOptions options = Options();
+  options.env.push_back("STANDBY_ECHO_THREAD=1");
+  StandbyLauncher launcher(options, &inner_, &clock_);
+  launcher.ReconcileOnce();
+  ASSERT_TRUE(WaitForStandbyPids(1));
+  LaunchRequest request = TrainerRequest(
+      0, {"--read=" + hidden + "/other/secret", "--read=" + hidden + "/mine/own"});
+  request.env.push_back("STANDBY_ECHO_THREAD=1");
+  request.isolation.hidden = {hidden};
+  request.isolation.exceptions = {hidden + "/mine"};
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(request);
+  ASSERT_OK(p);
+  const Outcome o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
+  EXPECT_THAT(o.Values("read"), ElementsAre(hidden + "/other/secret:Permission denied",
+                                            hidden + "/mine/own:ok"));
+  EXPECT_THAT(o.Values("thread_read"), ElementsAre(hidden + "/other/secret:Permission denied",
+                                                   hidden + "/mine/own:ok"));
+  EXPECT_EQ(launcher.stats().hits, 1);
 }
 
 }  // namespace

@@ -126,6 +126,10 @@ absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPo
   FsIsolation isolation;
   isolation.hidden.push_back(work_dir);
   isolation.exceptions.push_back(JobDir(work_dir, job_id));
+  for (const std::string& secret : policy.secret_files) {
+    ASSIGN_OR_RETURN(std::string real, ResolvePath(secret));
+    isolation.hidden.push_back(std::move(real));
+  }
   return isolation;
 }
 

@@ -18,6 +18,10 @@ struct PathPolicy {
   // Further roots a job's paths may lie under (absolute; e.g. a shared checkpoint file
   // system), from --allowed_paths. The work_dir rule above applies inside them too.
   std::vector<std::string> allowed_roots;
+  // The worker's own credentials (absolute file paths: its TLS key and certificate, the CA
+  // bundle), wherever the operator keeps them, inside or outside the work_dir: hidden
+  // from confined ranks whole (IsolationFor), so a rank can neither read nor replace them.
+  std::vector<std::string> secret_files;
 };
 
 // Resolves `path` (absolute) the way the kernel would when the job creates it: component by
@@ -44,8 +48,9 @@ absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& jo
                            const PathPolicy& policy);
 
 // The file system confinement of a rank of the job (see FsIsolation): the work_dir is
-// hidden (other jobs' directories, the worker's own files) but for the job's directory.
-// Errors: those of ResolvePath.
+// hidden (other jobs' directories, the worker's own files) but for the job's directory, and
+// so is each secret file (resolved: a symlink's target is what is hidden). Errors: those of
+// ResolvePath.
 absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPolicy& policy);
 
 }  // namespace baton::worker

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -108,6 +109,23 @@ TEST_F(JobPathsTest, EveryPathFieldIsChecked) {
   spec.mutable_trainer()->set_sample_log(root_ + "/work/samples.log");
   EXPECT_THAT(CheckJobPaths(spec, "j-1", policy_),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("trainer.sample_log")));
+}
+
+TEST_F(JobPathsTest, IsolationHidesTheWorkDirButTheJobsDirAndEverySecretFile) {
+  // The quickstart's layout: every PKI file in one directory outside the work_dir, the key
+  // reached through a symlink as Kubernetes mounts a Secret.
+  std::filesystem::create_directories(root_ + "/pki/..data");
+  for (const char* f : {"/pki/..data/w1.key", "/pki/w1.crt", "/pki/ca.crt"}) {
+    std::ofstream(root_ + f) << "secret";
+  }
+  std::filesystem::create_symlink("..data/w1.key", root_ + "/pki/w1.key");
+  policy_.secret_files = {root_ + "/pki/w1.key", root_ + "/pki/w1.crt", root_ + "/pki/ca.crt"};
+  absl::StatusOr<FsIsolation> isolation = IsolationFor("j-1", policy_);
+  ASSERT_OK(isolation);
+  EXPECT_THAT(isolation->hidden,
+              ::testing::ElementsAre(root_ + "/work", root_ + "/pki/..data/w1.key",
+                                     root_ + "/pki/w1.crt", root_ + "/pki/ca.crt"));
+  EXPECT_THAT(isolation->exceptions, ::testing::ElementsAre(root_ + "/work/jobs/j-1"));
 }
 
 }  // namespace

@@ -148,6 +148,10 @@ int Supervisor::KillAllLocked(absl::string_view reason, bool* failed) {
 }
 
 void Supervisor::SetLeaseExpiry(absl::Time expiry) {
+  // The launcher's fence first (the shims' own deadline, kept even if this daemon hangs):
+  // it counts from now, so convert before anything else takes time.
+  launcher_->SetLeaseRemaining(expiry == absl::InfiniteFuture() ? absl::InfiniteDuration()
+                                                                : expiry - clock_->Now());
   {
     absl::MutexLock lock(&mu_);
     if (expiry == lease_expiry_) return;

@@ -47,8 +47,12 @@ struct SupervisorOptions {
   // assignment with "PathNotAllowed".
   std::vector<std::string> allowed_paths;
   // Whether ranks are confined (Landlock, fs_isolation.h) so they cannot touch the work_dir
-  // (other jobs' directories, the worker's files) but for their job's directory.
+  // (other jobs' directories, the worker's files) but for their job's directory, nor the
+  // secret files.
   bool confine_ranks = true;
+  // The worker's credentials (its --tls_key, --tls_cert and --ca files; absolute), hidden
+  // from confined ranks wherever they are (PathPolicy::secret_files).
+  std::vector<std::string> secret_files;
   // baton-trainer, run for TrainerSpec programs.
   std::string trainer_path = "baton-trainer";
   // The worker's environment ("KEY=VALUE"), the base of every rank's environment.
@@ -158,7 +162,8 @@ class Supervisor {
   // clock reaches it, a timer kills every process of every assignment at once (SIGKILL to
   // each process group, no grace; those being spawned as soon as they are): the Supervisor
   // keeps time on its own, whatever the network or the agent's threads do. A later expiry set
-  // after that arms it again. Thread-safe.
+  // after that arms it again. The launcher gets the time left too (SetLeaseRemaining): a
+  // fencing launcher's shims kill the ranks by it even when this daemon hangs. Thread-safe.
   void SetLeaseExpiry(absl::Time expiry);
   // How often the lease ran out with processes to kill.
   int64_t lease_expirations() const;

@@ -339,6 +339,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
       (void)MakePrivateDirs(checkpoint_dir);  // The trainer reports it if it cannot.
     }
     launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
+    launch.builtin_trainer = true;  // A warm standby may serve it; never a command job.
     // `baton profile` (ProfileDir): the trainer records a window of steps on SIGUSR2.
     const std::string profile_dir = rank_dir + "/profile";
     if (absl::Status made = MakePrivateDirs(profile_dir); !made.ok()) {
@@ -366,7 +367,8 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   }
   if (options_.confine_ranks) {
     absl::StatusOr<FsIsolation> isolation =
-        IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths});
+        IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths,
+                                                  options_.secret_files});
     if (!isolation.ok()) {
       out.status = isolation.status();
       return out;

@@ -3,8 +3,11 @@
 // it was started, one "key=value" line each on stdout:
 //   mode=standby|cold, pid=, cwd=, stdin= (where fd 0 points), fds= (open fds 0..63),
 //   argv=<each argument>, env=<each entry, in environ order>
-// then writes {"step":1} to $BATON_METRICS_FD if set. Arguments: --exit=N exits N (default
-// 0); --wait blocks until a signal ends it.
+// then writes {"step":1} to $BATON_METRICS_FD if set. Arguments: --read=PATH reports
+// "read=PATH:ok" or "read=PATH:<error>" for opening PATH (and "thread_read=" the same from
+// a thread started before the handoff, if STANDBY_ECHO_THREAD is set); --exit=N exits N
+// (default 0);
+// --wait blocks until a signal ends it.
 // In standby mode, if $STANDBY_ECHO_PID_DIR is set, it creates the file <dir>/<pid> before
 // waiting, so the test can find (and kill) idle standbys.
 
@@ -13,9 +16,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
+#include <future>
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -30,6 +37,14 @@ extern char** environ;
 
 namespace {
 
+// "PATH:ok", or "PATH:<error>" when PATH cannot be opened for reading.
+std::string OpenResult(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const std::string result = absl::StrCat(path, ":", fd >= 0 ? "ok" : std::strerror(errno));
+  if (fd >= 0) ::close(fd);
+  return result;
+}
+
 void Print(const std::string& line) {
   const std::string s = line + "\n";
   (void)!::write(1, s.data(), s.size());
@@ -40,6 +55,18 @@ void Print(const std::string& line) {
 int main(int argc, char** argv) {
   bool standby = false;
   std::vector<std::string> args(argv, argv + argc);
+  // STANDBY_ECHO_THREAD set: a thread started before the handoff (like a library's pool)
+  // opens each --read path too, reported as "thread_read=".
+  std::promise<std::vector<std::string>> thread_paths;
+  std::promise<std::vector<std::string>> thread_results;
+  std::optional<std::thread> helper;
+  if (std::getenv("STANDBY_ECHO_THREAD") != nullptr) {
+    helper.emplace([paths = thread_paths.get_future(), &thread_results]() mutable {
+      std::vector<std::string> results;
+      for (const std::string& path : paths.get()) results.push_back(OpenResult(path));
+      thread_results.set_value(results);
+    });
+  }
   if (argc == 2 && absl::string_view(argv[1]) == baton::trainer::kStandbyFlag) {
     standby = true;
     if (const char* dir = std::getenv("STANDBY_ECHO_PID_DIR"); dir != nullptr) {
@@ -49,6 +76,10 @@ int main(int argc, char** argv) {
     baton::trainer::SignalStandbyLoaded(0);
     absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
         baton::trainer::ReadStandbyRequest(0);
+    if (absl::IsFailedPrecondition(request.status())) {
+      std::fprintf(stderr, "baton-worker: %s\n", std::string(request.status().message()).c_str());
+      return 127;
+    }
     if (!request.ok()) {
       std::fprintf(stderr, "standby_echo: %s\n", request.status().ToString().c_str());
       return 1;
@@ -80,6 +111,19 @@ int main(int argc, char** argv) {
     if (absl::SimpleAtoi(fd, &metrics_fd)) (void)!::write(metrics_fd, "{\"step\":1}\n", 11);
   }
 
+  std::vector<std::string> reads;
+  for (size_t i = 1; i < args.size(); ++i) {
+    absl::string_view path = args[i];
+    if (absl::ConsumePrefix(&path, "--read=")) reads.emplace_back(path);
+  }
+  for (const std::string& path : reads) Print(absl::StrCat("read=", OpenResult(path)));
+  if (helper.has_value()) {
+    thread_paths.set_value(reads);
+    for (const std::string& r : thread_results.get_future().get()) {
+      Print(absl::StrCat("thread_read=", r));
+    }
+    helper->join();
+  }
   int exit_code = 0;
   for (size_t i = 1; i < args.size(); ++i) {
     absl::string_view a = args[i];

@@ -203,6 +203,7 @@ absl::StatusOr<TrainResult> PipelineSession::Train() {
 // Rank 0's checkpoint request is shared with every rank (one scalar all-reduce per step):
 // every stage takes part in the save.
 absl::StatusOr<bool> PipelineSession::StopRequested() {
+  RETURN_IF_ERROR(CheckLease(context_.lease));
   if (context_.stop != nullptr && context_.stop->load()) {
     result_.stopped = true;
     return true;

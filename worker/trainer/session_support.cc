@@ -58,6 +58,14 @@ absl::Status CheckRanksAgreeOnStep(Communicator& comm, int64_t step, c10::Device
   return absl::OkStatus();
 }
 
+absl::Status CheckLease(const LeasePage* lease) {
+  if (lease == nullptr || !lease->Expired()) return absl::OkStatus();
+  return absl::AbortedError(
+      "fenced: the worker's lease ran out unrenewed (the worker daemon hangs or lost the "
+      "coordinator); the job's next generation may already run elsewhere, so this rank "
+      "stops before another step");
+}
+
 absl::StatusOr<std::unique_ptr<Loader>> OpenLoader(const TrainerOptions& options,
                                                    const Dataset& train,
                                                    const DistributedSampler& sampler,

@@ -58,6 +58,10 @@ absl::StatusOr<std::unique_ptr<Loader>> OpenLoader(const TrainerOptions& options
                                                    c10::Device device, LoaderPosition start,
                                                    const Clock& clock);
 
+// The lease check both loops make before every step (TrainerContext::lease): OK without a
+// lease page or while the lease holds; ABORTED ("fenced") once it has run out.
+absl::Status CheckLease(const LeasePage* lease);
+
 // Tokens per sample of a language model's data (the last input dimension), else 0.
 int64_t TokensPerSample(const DatasetInfo& info);
 

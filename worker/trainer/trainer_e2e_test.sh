@@ -315,4 +315,25 @@ BATON_GENERATION=4 timeout 120 "$TRAINER" "${SPLIT_FLAGS[@]}" --max_steps=$((new
   > split4.out 2>&1 || { cat split4.out >&2; fail "generation 4 failed"; }
 grep -q "^restored split/ckpt-$(printf %08d $((newest + 10)))-g3.pt at step $((newest + 10))" \
   split4.out || { cat split4.out >&2; fail "generation 4 did not resume from generation 3"; }
+
+# ---- Fencing: the lease page (BATON_LEASE_FD) ----------------------------------------------
+# with_lease SECONDS command...: runs the command with a lease page as the worker makes one,
+# whose lease runs out SECONDS from now (negative: already ran out).
+with_lease() {
+  "$PY" - "$@" <<'PY'
+import os, struct, sys, time
+fd = os.memfd_create("baton-lease", 0)  # Inherited across exec.
+os.write(fd, struct.pack("=q", time.clock_gettime_ns(time.CLOCK_BOOTTIME) + int(float(sys.argv[1]) * 1e9)))
+os.environ["BATON_LEASE_FD"] = str(fd)
+os.execvp(sys.argv[2], sys.argv[2:])
+PY
+}
+# Run out: not one step, the retryable exit, and why.
+expect_exit 4 "fenced: the worker's lease ran out" -- \
+  with_lease -1 "$TRAINER" --data_dir=data --max_steps=5 --checkpoint_dir=fenced
+[[ ! -e fenced/ckpt-00000001-g0.pt && ! -e fenced/final.pt ]] || fail "a fenced rank trained"
+# Holding: trains as without one.
+with_lease 3600 "$TRAINER" --data_dir=data --max_steps=5 > leased.out 2>&1 ||
+  { cat leased.out >&2; fail "a rank holding its lease failed"; }
+grep -q '^done: steps=5 ' leased.out || { cat leased.out >&2; fail "no summary line"; }
 echo PASS

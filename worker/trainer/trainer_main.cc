@@ -38,6 +38,7 @@
 #include "worker/trainer/comm/process_group.h"
 #include "worker/trainer/contract/contract.h"
 #include "worker/trainer/contract/launch_env.h"
+#include "worker/trainer/contract/lease_page.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
@@ -184,6 +185,8 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   const DataOptions& data_options = flags.data;
   ASSIGN_OR_RETURN(const LaunchEnv env, LaunchEnvFromProcess());
   ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
+  // The second fencing layer (the shim is the first): checked before every step.
+  ASSIGN_OR_RETURN(const std::optional<LeasePage> lease, LeasePage::FromEnvironment());
   at::set_num_threads(static_cast<int>(flags.threads));
   ASSIGN_OR_RETURN(const c10::Device device,
                    ResolveDevice(absl::GetFlag(FLAGS_device), env.local_rank));
@@ -242,6 +245,7 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   context.generation = env.generation;
   context.job_id = env.job_id;
   context.profiler = profiler.get();
+  context.lease = lease.has_value() ? &*lease : nullptr;
   Trainer trainer(options, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
 
@@ -293,6 +297,10 @@ int main(int argc, char** argv) {
     baton::trainer::SignalStandbyLoaded(0);
     absl::StatusOr<std::optional<baton::trainer::StandbyRequest>> request =
         baton::trainer::ReadStandbyRequest(0);
+    if (absl::IsFailedPrecondition(request.status())) {  // Could not confine itself.
+      std::cerr << "baton-worker: " << request.status().message() << std::endl;  // As cold.
+      Exit(127);
+    }
     if (!request.ok()) {
       std::cerr << "baton-trainer: " << request.status() << std::endl;
       Exit(baton::trainer::kExitInternal);

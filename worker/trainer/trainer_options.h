@@ -17,6 +17,7 @@
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/time/clock.h"
 #include "worker/trainer/comm/communicator.h"
+#include "worker/trainer/contract/lease_page.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device/precision.h"
@@ -112,6 +113,11 @@ struct TrainerContext {
   std::string job_id;
   // Optional: records requested windows of steps as trace files (profile/profiler.h).
   Profiler* profiler = nullptr;
+  // Optional: the worker's lease (contract/lease_page.h, BATON_LEASE_FD), read before every
+  // step. Once it has run out the loop returns ABORTED at once ("fenced"): no further step,
+  // collective, metric line or checkpoint, since the job's next generation may already run
+  // elsewhere. The second fencing layer, after the rank's shim (which SIGKILLs it).
+  const LeasePage* lease = nullptr;
 };
 
 struct TrainResult {

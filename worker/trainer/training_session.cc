@@ -286,6 +286,7 @@ absl::Status TrainingSession::OpenData() {
 }
 
 absl::StatusOr<bool> TrainingSession::StopRequested() {
+  RETURN_IF_ERROR(CheckLease(context_.lease));
   if (context_.stop != nullptr && context_.stop->load()) {
     result_.stopped = true;
     return true;

@@ -14,6 +14,11 @@ processes (the same contract the built-in trainer follows, worker/trainer/contra
   generation (another world size) resumes from that checkpoint, so no step is lost.
 * ``rank_info()``: rank, world size, local rank, job id and generation from the environment
   Baton (and torchrun) set.
+* ``lease_expired()``: whether the worker's lease (the page at ``BATON_LEASE_FD``) has run
+  out. ``report()`` checks it first and, once it has, ends the process at once with
+  ``FENCED_EXIT_CODE``: the worker daemon hangs or lost the coordinator, and the job's next
+  generation may already run elsewhere (the rank's shim kills it too; this is the second
+  layer, docs/ARCHITECTURE.md "Fencing").
 
 The module installs its SIGUSR1 handler when it is imported in the main thread of a process
 that Baton started (``BATON_JOB_ID`` set) and SIGUSR1 still has its default action (which
@@ -26,9 +31,11 @@ see client/python/README.md); importing ``baton`` does not import it.
 """
 
 import math
+import mmap
 import operator
 import os
 import signal
+import struct
 import sys
 import threading
 import time
@@ -36,9 +43,11 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "CHECKPOINT_EXIT_CODE",
+    "FENCED_EXIT_CODE",
     "RankInfo",
     "checkpoint_requested",
     "format_metrics_line",
+    "lease_expired",
     "on_checkpoint_request",
     "rank_info",
     "report",
@@ -49,7 +58,12 @@ __all__ = [
 # (kExitCheckpointed in contract.h).
 CHECKPOINT_EXIT_CODE = 75
 
-# Environment variables (contract.h; worker/supervisor/rank_env.h).
+# The exit code of a process that stopped because the worker's lease ran out (as the
+# built-in trainer's kExitPeer: the generation is over, a retryable end).
+FENCED_EXIT_CODE = 4
+
+# Environment variables (contract.h; worker/supervisor/rank_env.h; lease_page.h).
+ENV_LEASE_FD = "BATON_LEASE_FD"
 ENV_METRICS_FD = "BATON_METRICS_FD"
 ENV_JOB_ID = "BATON_JOB_ID"
 ENV_GENERATION = "BATON_GENERATION"
@@ -145,6 +159,7 @@ class _Reporter:
             raise ValueError("step must be a non-negative integer, not %r" % (step,)) from None
         if step < 0:
             raise ValueError("step must be a non-negative integer, not %r" % (step,))
+        _stop_if_fenced()
         with self._lock:
             fd = self._resolve()
             if fd is None:
@@ -177,6 +192,55 @@ class _Reporter:
 _reporter = _Reporter()
 
 
+class _Lease:
+    """The lease page (worker/trainer/contract/lease_page.h): 8 bytes, a native int64, the
+    CLOCK_BOOTTIME nanosecond at which the worker's lease runs out (INT64_MAX: none)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._resolved = False
+        self._page: Optional[mmap.mmap] = None
+
+    def expired(self) -> bool:
+        with self._lock:
+            if not self._resolved:
+                self._resolved = True
+                raw = os.environ.get(ENV_LEASE_FD, "")
+                if raw != "":
+                    try:
+                        fd = int(raw)
+                        if fd < 0:
+                            raise ValueError
+                        self._page = mmap.mmap(fd, 8, mmap.MAP_SHARED, mmap.PROT_READ)
+                    except (ValueError, OSError):
+                        raise ValueError("%s=%r is not a lease page's file descriptor"
+                                         % (ENV_LEASE_FD, raw)) from None
+            if self._page is None:
+                return False
+            deadline = struct.unpack_from("=q", self._page, 0)[0]
+        return time.clock_gettime_ns(time.CLOCK_BOOTTIME) >= deadline
+
+
+_lease = _Lease()
+
+
+def lease_expired() -> bool:
+    """True once the worker's lease has run out (BATON_LEASE_FD); False outside Baton.
+
+    A script that wants to stop cleanly before its shim kills it can check this at each
+    step; report() already does, and ends the process. Raises ValueError if BATON_LEASE_FD is
+    set but not a lease page's descriptor. Thread-safe.
+    """
+    return _lease.expired()
+
+
+def _stop_if_fenced() -> None:
+    if _lease.expired():
+        print("baton: the worker's lease ran out unrenewed; this generation is fenced and the "
+              "process stops (exit %d)" % FENCED_EXIT_CODE, file=sys.stderr, flush=True)
+        os._exit(FENCED_EXIT_CODE)
+
+
 def report(step: int, loss: Optional[Number] = None, samples: Optional[Number] = None,
            **metrics: Number) -> bool:
     """Writes one metric line on BATON_METRICS_FD; a no-op (returns False) when it is unset.
@@ -199,6 +263,8 @@ def report(step: int, loss: Optional[Number] = None, samples: Optional[Number] =
       **metrics: further numbers, written in the order given, e.g. epoch=0, lr=0.05,
         accuracy=0.9 (a fraction; see contract.h for the keys Baton knows).
 
+    First, if the worker's lease has run out (lease_expired()), the process ends at once
+    with FENCED_EXIT_CODE, writing nothing: another generation may already be training.
     The line is one JSON object, as format_metrics_line() writes it; non-finite values are
     left out. Returns True once written. A failed write (the worker is gone: EPIPE) prints
     one line on stderr, disables later reports and returns False; training goes on.

@@ -7,9 +7,11 @@ and the environment are checked in child processes, each with a fresh module.
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -123,6 +125,56 @@ class ReportTest(unittest.TestCase):
                 print(e)
             """, env={"BATON_METRICS_FD": "987"})
         self.assertIn("BATON_METRICS_FD='987' is not an open file descriptor", out)
+
+    def _lease_page(self, deadline_ns):
+        """A lease page as the worker makes one: a memfd holding the deadline."""
+        fd = os.memfd_create("lease", 0)
+        os.write(fd, struct.pack("=q", deadline_ns))
+        self.addCleanup(os.close, fd)
+        return fd
+
+    def test_report_stops_the_process_once_the_lease_ran_out(self):
+        r, w = os.pipe()
+        past = self._lease_page(time.clock_gettime_ns(time.CLOCK_BOOTTIME) - 10**9)
+        script = textwrap.dedent("""
+            import baton
+            print("expired", baton.lease_expired(), flush=True)
+            baton.report(step=1)
+            print("still running", flush=True)
+            """)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+        env.update(PYTHONPATH=PACKAGE_ROOT, BATON_METRICS_FD=str(w), BATON_LEASE_FD=str(past))
+        done = subprocess.run([sys.executable, "-c", script], env=env, pass_fds=(w, past),
+                              capture_output=True, text=True, timeout=60)
+        os.close(w)
+        self.assertEqual(done.returncode, baton.FENCED_EXIT_CODE, done.stderr)
+        self.assertEqual(done.stdout, "expired True\n")
+        self.assertIn("lease ran out", done.stderr)
+        self.assertEqual(read_all(r), "", "nothing reported after the lease ran out")
+        os.close(r)
+
+    def test_report_goes_on_while_the_lease_holds(self):
+        r, w = os.pipe()
+        future = self._lease_page(time.clock_gettime_ns(time.CLOCK_BOOTTIME) + 3600 * 10**9)
+        try:
+            out = run_child("""
+                import baton
+                print(baton.lease_expired(), baton.report(step=1))
+                """, env={"BATON_METRICS_FD": str(w), "BATON_LEASE_FD": str(future)},
+                pass_fds=(w, future))
+        finally:
+            os.close(w)
+        self.assertEqual(out, "False True\n")
+        self.assertEqual(read_all(r), '{"step":1}\n')
+        os.close(r)
+        out = run_child("""
+            import baton
+            try:
+                baton.lease_expired()
+            except ValueError as e:
+                print(e)
+            """, env={"BATON_LEASE_FD": "987"})
+        self.assertIn("BATON_LEASE_FD='987' is not a lease page", out)
 
     def test_reader_gone_disables_reports(self):
         r, w = os.pipe()
