@@ -70,6 +70,9 @@ wait_for() {
   done
 }
 
+# Further flags start_coordinator passes (a test may set them before starting it).
+COORDINATOR_FLAGS=()
+
 # start_coordinator [PORT]: port 0 (the OS picks) unless given (restart on the same port).
 start_coordinator() {
   local port=${1:-0}
@@ -78,7 +81,7 @@ start_coordinator() {
   "$COORDINATOR_BIN" --listen="127.0.0.1:$port" --port_file="$TMP/port" "${COORDINATOR_TLS[@]}" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$TMP/coordinator.metrics_port" \
     --state_dir="$TMP/state" --worker_lease=3s --stop_grace=2s \
-    --reattach_timeout=20s 2>>"$TMP/coordinator.log" &
+    --reattach_timeout=20s "${COORDINATOR_FLAGS[@]}" 2>>"$TMP/coordinator.log" &
   COORDINATOR_PID=$!
   wait_for 30 test -s "$TMP/port"
   COORDINATOR_PORT=$(cat "$TMP/port")

@@ -70,8 +70,8 @@ class RulesetBuilder {
     return absl::OkStatus();
   }
 
-  // Grants `dir` whole if no hidden tree lies in it; nothing if it is in one; else lists it
-  // and covers each entry the same way.
+  // Grants `dir` (a directory or a file) whole if no hidden tree lies in it; nothing if it
+  // is in one (or is one); else lists it and covers each entry the same way.
   absl::Status Cover(const std::string& dir) {
     bool contains_hidden = false;
     for (const std::string& h : hidden_) {
@@ -90,7 +90,7 @@ class RulesetBuilder {
       const std::string child = Child(dir, e->d_name);
       struct stat st;
       if (::lstat(child.c_str(), &st) != 0 || S_ISLNK(st.st_mode)) continue;
-      status = S_ISDIR(st.st_mode) ? Cover(child) : Allow(child);
+      status = Cover(child);  // A hidden file is skipped there like a hidden directory.
       if (!status.ok()) break;
     }
     ::closedir(d);

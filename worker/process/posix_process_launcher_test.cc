@@ -299,6 +299,29 @@ TEST_F(PosixProcessLauncherTest, AConfinedProcessCannotTouchTheHiddenTreesButIts
   EXPECT_FALSE(std::filesystem::exists(hidden + "/other/planted"));
 }
 
+// The worker's credentials are single files in a directory ranks may otherwise use (the
+// quickstart keeps every PKI file in one): those files are hidden, their neighbours not.
+TEST_F(PosixProcessLauncherTest, AHiddenFileIsHiddenButItsNeighboursAreNot) {
+  if (absl::IsUnimplemented(BuildLandlockRuleset({{"/nonexistent"}, {}}).status())) {
+    GTEST_SKIP() << "no Landlock in this kernel";
+  }
+  std::filesystem::create_directories(dir_ + "/pki");
+  { std::ofstream(dir_ + "/pki/w1.key") << "PRIVATE KEY\n"; }
+  { std::ofstream(dir_ + "/pki/config.yaml") << "public\n"; }
+  LaunchRequest r = Sh(
+      "cat pki/w1.key; echo read=$?; rm -f pki/w1.key; echo rm=$?; cat pki/config.yaml; "
+      "echo neighbour=$?");
+  r.isolation.hidden = {dir_ + "/pki/w1.key"};
+  absl::StatusOr<LaunchedProcess> p = launcher_.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_THAT(o.out, ::testing::AllOf(HasSubstr("read=1"), HasSubstr("rm=1"),
+                                      HasSubstr("public\nneighbour=0")))
+      << o.err;
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("PRIVATE KEY")));
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/pki/w1.key"), "PRIVATE KEY\n");
+}
+
 // Fencing: the worker hangs (the test neither collects, signals nor drops the process, as a
 // SIGSTOPped daemon would not), the lease runs out, and the shim alone kills the rank's
 // whole tree: its group and a daemon that left it.
