@@ -34,8 +34,15 @@ ABSL_FLAG(std::string, token_file, "",
           "viewer, submitter, admin; tools/certs.sh makes it). Required with TLS. Re-read on "
           "SIGHUP.");
 ABSL_FLAG(std::string, command_job_roles, "submitter,admin",
-          "Roles that may submit `command` jobs (any program on the workers), e.g. 'admin'. "
+          "Roles that may submit `command` jobs (any program on the workers) and trainer jobs "
+          "with trainer.torchscript_path (a TorchScript module is code), e.g. 'admin'. "
           "Empty: nobody.");
+ABSL_FLAG(int, max_streams_per_user, 32,
+          "Open watch and log streams (`baton watch`, `baton logs -f`, --wait) one user may "
+          "hold at once; more are refused with RESOURCE_EXHAUSTED (1..100000).");
+ABSL_FLAG(int, max_streams, 1024,
+          "Open watch and log streams of all users together; more are refused with "
+          "RESOURCE_EXHAUSTED (1..1000000).");
 ABSL_FLAG(std::string, health_listen, "",
           "Plaintext address (HOST:PORT) serving only grpc.health.v1, with the same statuses as "
           "--listen, for probes that cannot speak TLS (Kubernetes gRPC probes). Empty: none.");
@@ -117,6 +124,17 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
           absl::StrCat("--command_job_roles: ", role.status().message()));
     }
     options.access.command_roles.insert(*role);
+  }
+  options.streams.max_per_user = absl::GetFlag(FLAGS_max_streams_per_user);
+  options.streams.max_total = absl::GetFlag(FLAGS_max_streams);
+  if (options.streams.max_per_user < 1 || options.streams.max_per_user > 100000) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_streams_per_user=",
+                                                   options.streams.max_per_user,
+                                                   " is out of range; allowed: 1..100000"));
+  }
+  if (options.streams.max_total < 1 || options.streams.max_total > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_streams=", options.streams.max_total, " is out of range; allowed: 1..1000000"));
   }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);

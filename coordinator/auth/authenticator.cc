@@ -102,7 +102,15 @@ absl::StatusOr<Principal> Authenticator::AuthenticateToken(absl::string_view tok
         "the bearer token is not valid (unknown, revoked or mistyped): check the context's "
         "token_file or --token");
   }
-  return it->second;
+  Principal who = it->second;
+  who.token_hash = hash;
+  return who;
+}
+
+bool Authenticator::Holds(const std::string& token_hash) const {
+  if (path_.empty()) return true;
+  absl::MutexLock lock(&mu_);
+  return tokens_.count(token_hash) > 0;
 }
 
 absl::StatusOr<Principal> Authenticator::Authenticate(

@@ -38,6 +38,9 @@ class Authenticator {
   absl::StatusOr<Principal> Authenticate(
       const std::multimap<grpc::string_ref, grpc::string_ref>& metadata) const;
   absl::StatusOr<Principal> AuthenticateToken(absl::string_view token) const;
+  // Whether the token file (as last read) holds the token with this hash (always, without
+  // a token file).
+  bool Holds(const std::string& token_hash) const;
 
   // Lower-case hex SHA-256 of `token`, as the token file stores it.
   static std::string HashToken(absl::string_view token);

@@ -23,6 +23,9 @@ absl::StatusOr<Role> ParseRole(absl::string_view name);
 struct Principal {
   std::string user;
   Role role = Role::kViewer;
+  // The SHA-256 (hex) of the bearer token it was authenticated with; empty without a
+  // token file (Authenticator::AllowAll). Lets a revoked token's open streams be ended.
+  std::string token_hash;
 };
 
 }  // namespace baton::coordinator

@@ -23,7 +23,7 @@ namespace {
 }  // namespace
 
 CoordinatorServer::CoordinatorServer(ServerOptions options, Clock* clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)), clock_(clock), user_streams_(options_.streams) {}
 
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
@@ -71,7 +71,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> CoordinatorServer::Prep
 
 absl::Status CoordinatorServer::ReloadTokens() {
   if (auth_ == nullptr) return absl::FailedPreconditionError("not started");
-  return auth_->Reload();
+  RETURN_IF_ERROR(auth_->Reload());
+  const Authenticator* auth = auth_.get();
+  if (const int ended = user_streams_.EndRevoked(
+          [auth](const std::string& hash) { return auth->Holds(hash); });
+      ended > 0) {
+    BATON_LOG(INFO) << "ended " << ended << " open stream(s) of revoked tokens";
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CoordinatorServer::OpenState() {
@@ -96,7 +103,7 @@ absl::Status CoordinatorServer::OpenState() {
 }
 
 absl::Status CoordinatorServer::Serve(std::shared_ptr<grpc::ServerCredentials> credentials) {
-  const CallerChecks checks{auth_.get(), access_.get()};
+  const CallerChecks checks{auth_.get(), access_.get(), &user_streams_};
   job_service_ =
       std::make_unique<JobServiceImpl>(loop_.get(), coordinator_.get(), jobs_.get(), checks);
   cluster_service_ = std::make_unique<ClusterServiceImpl>(loop_.get(), coordinator_.get(), checks);

@@ -40,6 +40,8 @@ struct ServerOptions {
   // file every caller is an anonymous admin.
   std::string token_file;
   AccessOptions access;
+  // Bounds on the users' open WatchJob/GetLogs streams (per user, in total).
+  UserStreamLimits streams;
   // Directory of the SQLite state file (created if missing).
   std::string state_dir = "baton-state";
   // How often the control loop runs ReconcileOnce.
@@ -91,7 +93,9 @@ class CoordinatorServer {
   size_t event_loop_queued() const { return loop_ == nullptr ? 0 : loop_->queued(); }
   // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
   bool halted() const { return halted_.load(); }
-  // Re-reads the token file (SIGHUP); on error the previous tokens stay in force.
+  // Re-reads the token file (SIGHUP); on error the previous tokens stay in force. Once
+  // re-read, every open stream of a token the file no longer holds ends at once
+  // (UNAUTHENTICATED).
   absl::Status ReloadTokens();
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
@@ -121,6 +125,7 @@ class CoordinatorServer {
   std::shared_ptr<CoordinatorMetrics> metrics_;  // Reads the domain objects on loop_.
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<AccessPolicy> access_;
+  UserStreams user_streams_;  // Outlives the services that register streams in it.
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

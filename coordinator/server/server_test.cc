@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "baton/v1/job_service.grpc.pb.h"
@@ -701,6 +703,74 @@ TEST_F(TlsServerTest, EveryUserCallNeedsAToken) {
                                             grpc::InsecureChannelCredentials()),
                         "baton.v1.JobService"),
             ServingStatus::kServing);
+}
+
+// Revocation is immediate: removing a token from the file and reloading it (SIGHUP) ends
+// that token's open watch and log streams, not only its next calls; others go on.
+TEST_F(TlsServerTest, RevokingATokenEndsItsOpenStreams) {
+  const std::string root = ReadText(pki_ + "/users/root.token");
+  const std::string vic = ReadText(pki_ + "/users/vic.token");
+  auto stub = baton::v1::JobService::NewStub(channel_);
+  baton::v1::SubmitJobRequest submit;
+  submit.mutable_spec()->set_name("queued");
+  submit.mutable_spec()->mutable_command()->add_argv("/bin/true");
+  submit.mutable_spec()->mutable_workers()->set_min(1);
+  baton::v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer " + root);
+    const grpc::Status s = stub->SubmitJob(&ctx, submit, &submitted);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  const std::string id = submitted.job().id();
+  // vic watches and follows the logs of the job (queued: it never ends by itself).
+  grpc::ClientContext watch_ctx, logs_ctx, kept_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer " + vic);
+  logs_ctx.AddMetadata("authorization", "Bearer " + vic);
+  kept_ctx.AddMetadata("authorization", "Bearer " + root);
+  // Without the revocation the streams would run until these deadlines (DEADLINE_EXCEEDED).
+  const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(30);
+  watch_ctx.set_deadline(deadline);
+  logs_ctx.set_deadline(deadline);
+  baton::v1::WatchJobRequest watch;
+  watch.set_job_id(id);
+  auto watcher = stub->WatchJob(&watch_ctx, watch);
+  auto kept = stub->WatchJob(&kept_ctx, watch);
+  baton::v1::GetLogsRequest logs;
+  logs.set_job_id(id);
+  logs.set_rank(-1);
+  logs.set_follow(true);
+  auto follower = stub->GetLogs(&logs_ctx, logs);
+  baton::v1::JobUpdate u;
+  ASSERT_TRUE(watcher->Read(&u));  // The snapshot: the stream is open.
+  ASSERT_TRUE(kept->Read(&u));
+
+  // Drop vic's line from the token file, then reload.
+  std::string tokens = ReadText(pki_ + "/tokens");
+  std::string without_vic;
+  for (absl::string_view line : absl::StrSplit(tokens, '\n')) {
+    if (!absl::StrContains(line, " vic ")) absl::StrAppend(&without_vic, line, "\n");
+  }
+  ASSERT_NE(without_vic.size(), tokens.size() + 1) << "vic's line not found";
+  { std::ofstream(pki_ + "/tokens", std::ios::trunc) << without_vic; }
+  ASSERT_OK(server_->ReloadTokens());
+
+  while (watcher->Read(&u)) {
+  }
+  grpc::Status ended = watcher->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAUTHENTICATED) << ended.error_message();
+  EXPECT_THAT(ended.error_message(), HasSubstr("revoked"));
+  baton::v1::LogLine line;
+  while (follower->Read(&line)) {
+  }
+  EXPECT_EQ(follower->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  // root's watch is still open: cancel it ourselves.
+  kept_ctx.TryCancel();
+  while (kept->Read(&u)) {
+  }
+  EXPECT_EQ(kept->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // The fixture's files are shared by the tests: put vic back.
+  { std::ofstream(pki_ + "/tokens", std::ios::trunc) << tokens << "\n"; }
 }
 
 TEST_F(TlsServerTest, ReflectionOnlyForAuthenticatedCallers) {

@@ -135,16 +135,31 @@ class RedactingSink final : public StreamSink<baton::v1::JobUpdate> {
 
 // A server stream whose messages come from the loop through a WriteQueue. `start` runs
 // on the loop with the queue as sink; an error from it finishes the call.
+// The stream counts towards its caller's open streams (UserStreams) from construction to
+// OnDone, and ends when the caller's token is revoked; a caller refused (no valid token,
+// too many streams) gets the error at once and `start` never runs.
 template <typename Msg>
 class StreamReactor final : public grpc::ServerWriteReactor<Msg> {
  public:
   using Queue = WriteQueue<Msg, grpc::ServerWriteReactor<Msg>>;
 
   template <typename Start>
-  StreamReactor(EventLoop* loop, Start start)
-      : queue_(std::make_shared<Queue>(this)) {
-    loop->Post([queue = queue_, start = std::move(start)]() mutable {
-      absl::Status s = start(queue);
+  StreamReactor(EventLoop* loop, UserStreams* streams, const absl::StatusOr<Principal>& caller,
+                Start start)
+      : queue_(std::make_shared<Queue>(this)), streams_(streams) {
+    absl::StatusOr<uint64_t> id =
+        caller.ok() ? streams->Open(*caller,
+                                    [weak = std::weak_ptr<Queue>(queue_)](const absl::Status& s) {
+                                      if (std::shared_ptr<Queue> q = weak.lock()) q->Finish(s);
+                                    })
+                    : absl::StatusOr<uint64_t>(caller.status());
+    if (!id.ok()) {
+      queue_->Finish(id.status());
+      return;
+    }
+    id_ = *id;
+    loop->Post([queue = queue_, start = std::move(start), caller = *caller]() mutable {
+      absl::Status s = start(queue, caller);
       if (!s.ok()) queue->Finish(s);
     });
   }
@@ -154,12 +169,15 @@ class StreamReactor final : public grpc::ServerWriteReactor<Msg> {
     queue_->FinishWith(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
   }
   void OnDone() override {
+    if (id_ != 0) streams_->Close(id_);
     queue_->OnDone();
     delete this;
   }
 
  private:
   std::shared_ptr<Queue> queue_;
+  UserStreams* const streams_;
+  uint64_t id_ = 0;  // Its UserStreams id; 0 if refused.
 };
 
 using WorkerReactor =
@@ -400,18 +418,18 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
 grpc::ServerWriteReactor<baton::v1::JobUpdate>* JobServiceImpl::WatchJob(
     grpc::CallbackServerContext* ctx, const baton::v1::WatchJobRequest* req) {
   return new StreamReactor<baton::v1::JobUpdate>(
-      loop_, [jobs = jobs_, policy = checks_.policy, caller = Caller(checks_, ctx),
-              id = req->job_id(), after = req->after_seq()](auto queue) -> absl::Status {
-        if (!caller.ok()) return caller.status();
-        return jobs->Watch(id, after, std::make_shared<RedactingSink>(queue, policy, *caller));
+      loop_, checks_.streams, Caller(checks_, ctx),
+      [jobs = jobs_, policy = checks_.policy, id = req->job_id(),
+       after = req->after_seq()](auto queue, const Principal& caller) -> absl::Status {
+        return jobs->Watch(id, after, std::make_shared<RedactingSink>(queue, policy, caller));
       });
 }
 
 grpc::ServerWriteReactor<baton::v1::LogLine>* JobServiceImpl::GetLogs(
     grpc::CallbackServerContext* ctx, const baton::v1::GetLogsRequest* req) {
   return new StreamReactor<baton::v1::LogLine>(
-      loop_, [jobs = jobs_, caller = Caller(checks_, ctx), r = *req](auto queue) -> absl::Status {
-        if (!caller.ok()) return caller.status();
+      loop_, checks_.streams, Caller(checks_, ctx),
+      [jobs = jobs_, r = *req](auto queue, const Principal&) -> absl::Status {
         ASSIGN_OR_RETURN(const LogQuery query, ToLogQuery(r));
         return jobs->FollowLogs(r.job_id(), query, std::move(queue));
       });

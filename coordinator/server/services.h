@@ -9,6 +9,7 @@
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
+#include "coordinator/server/user_streams.h"
 
 namespace baton::coordinator {
 
@@ -25,6 +26,7 @@ namespace baton::coordinator {
 struct CallerChecks {
   const Authenticator* auth;
   const AccessPolicy* policy;
+  UserStreams* streams;  // Bounds and ends the callers' WatchJob/GetLogs streams.
 };
 
 class JobServiceImpl final : public baton::v1::JobService::CallbackService {
