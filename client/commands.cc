@@ -34,7 +34,11 @@ void SetDeadline(grpc::ClientContext* call, absl::Duration timeout) {
   call->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
 }
 
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+// The first line of a message from the coordinator (it may quote job data: names, paths,
+// a rank's words), fit for a terminal.
+std::string FirstLine(const std::string& s) {
+  return NeutraliseControls(s.substr(0, s.find('\n')));
+}
 
 // What an error is about, to pick the message.
 struct ErrorSubject {
@@ -411,7 +415,8 @@ int Profile(const CommandContext& ctx, const ProfileArgs& args) {
   absl::StatusOr<std::string> merged =
       MergeChromeTraces(traces, response.job_id(), response.generation());
   if (!merged.ok()) {
-    *ctx.err << "baton: " << what << ": " << merged.status().message() << "\n";
+    *ctx.err << "baton: " << what << ": " << NeutraliseControls(merged.status().message())
+             << "\n";
     return kExitFailure;
   }
   const std::string file = args.out.empty() ? args.job_id + "-profile.json" : args.out;

@@ -284,4 +284,31 @@ std::string NeutraliseControls(absl::string_view text) {
   return out;
 }
 
+void NeutraliseStrings(google::protobuf::Message* message) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* r = message->GetReflection();
+  std::vector<const FieldDescriptor*> fields;
+  r->ListFields(*message, &fields);
+  for (const FieldDescriptor* f : fields) {
+    if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
+      if (f->is_repeated()) {  // Map fields too: their entries are messages here.
+        for (int i = 0; i < r->FieldSize(*message, f); ++i) {
+          NeutraliseStrings(r->MutableRepeatedMessage(message, f, i));
+        }
+      } else {
+        NeutraliseStrings(r->MutableMessage(message, f));
+      }
+    } else if (f->type() == FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int i = 0; i < r->FieldSize(*message, f); ++i) {
+          r->SetRepeatedString(message, f, i,
+                               NeutraliseControls(r->GetRepeatedString(*message, f, i)));
+        }
+      } else {
+        r->SetString(message, f, NeutraliseControls(r->GetString(*message, f)));
+      }
+    }
+  }
+}
+
 }  // namespace baton::cli

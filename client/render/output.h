@@ -67,6 +67,11 @@ std::string FormatRfc3339Utc(const google::protobuf::Timestamp& t);
 // range in UTF-8 or as raw bytes) become visible caret or <U+XXXX> notation, so a relayed
 // log line cannot move the cursor, retitle the window or inject terminal escapes.
 std::string NeutraliseControls(absl::string_view text);
+// Every string field of `message`, nested messages, repeated fields and map keys and values
+// included, through NeutraliseControls (bytes fields are left alone). What the human
+// formats (tables, describe, progress, results) do to job data before they print it:
+// names, argv, paths, messages, metric names all come from other users or their ranks.
+void NeutraliseStrings(google::protobuf::Message* message);
 
 std::string FormatMetric(double v);
 // A fraction in [0, 1] as a percentage with one decimal: 0.9781 -> "97.8%".

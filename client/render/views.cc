@@ -112,6 +112,13 @@ std::vector<std::pair<std::string, std::string>> ResultFields(const Job& job) {
   return fields;
 }
 
+// A copy of `message` fit for a terminal (NeutraliseStrings): every view starts from one.
+template <typename M>
+M Neutralised(M message) {
+  NeutraliseStrings(&message);
+  return message;
+}
+
 std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields,
                          const std::string& indent) {
   size_t width = 0;
@@ -180,8 +187,9 @@ std::string RenderRestarts(const Job& job) {
 
 }  // namespace
 
-std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time now,
+std::string RenderJobsTable(const baton::v1::ListJobsResponse& raw, absl::Time now,
                             TableStyle style) {
+  const baton::v1::ListJobsResponse jobs = Neutralised(raw);
   std::vector<std::string> headers = {"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE"};
   if (style.wide) {
     for (const char* h : {"OWNER", "WORLD", "MASTER", "LOSS", "SAMPLES/S"}) headers.push_back(h);
@@ -217,8 +225,9 @@ std::string RenderJobsTable(const baton::v1::ListJobsResponse& jobs, absl::Time 
   return table.Render();
 }
 
-std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, absl::Time now,
+std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& raw, absl::Time now,
                                TableStyle style) {
+  const baton::v1::ListWorkersResponse workers = Neutralised(raw);
   std::vector<std::string> headers = {"ID",    "HOST",           "SLOTS", "USED",
                                       "STATE", "LAST-HEARTBEAT", "JOBS"};
   if (style.wide) {
@@ -245,7 +254,8 @@ std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& workers, ab
   return table.Render();
 }
 
-std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone tz, bool color) {
+std::string RenderJobDescription(const Job& raw, absl::Time now, absl::TimeZone tz, bool color) {
+  const Job job = Neutralised(raw);
   const JobSpec& spec = job.spec();
   auto when = [&](const google::protobuf::Timestamp& t) {
     const std::string ts = FormatTimestamp(t, tz);
@@ -322,13 +332,15 @@ std::string RenderJobDescription(const Job& job, absl::Time now, absl::TimeZone 
   return out;
 }
 
-std::string RenderResult(const Job& job) {
+std::string RenderResult(const Job& raw) {
+  const Job job = Neutralised(raw);
   std::string out = absl::StrCat("Job ", job.id(), " ", JobStateName(job.state()), "\n");
   absl::StrAppend(&out, RenderFields(ResultFields(job), "  "));
   return out;
 }
 
-std::string RenderEventLine(const JobEvent& event, absl::TimeZone tz) {
+std::string RenderEventLine(const JobEvent& raw, absl::TimeZone tz) {
+  const JobEvent event = Neutralised(raw);
   std::string line = absl::StrCat(
       "[", absl::FormatTime("%H:%M:%S", FromProto(event.time()), tz), "] ");
   const std::string change = StateChange(event);

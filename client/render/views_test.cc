@@ -90,6 +90,43 @@ TEST(ViewsTest, JobsTable) {
             "j-000008   cmd         QUEUED    0/1       0     -           3s\n");
 }
 
+// Job data comes from other users and their ranks: what a hostile one puts in a name, a
+// command line, a message, an event or a metric name must not reach the terminal as
+// control characters, in any human view.
+TEST(ViewsTest, EveryViewNeutralisesControlCharactersInJobData) {
+  const std::string evil = "x\x1b]0;pwned\x07\x1b[2J\rok\xc2\x9b";
+  baton::v1::Job job = RunningJob();
+  job.mutable_spec()->set_name(evil);
+  job.set_message(evil);
+  job.set_owner(evil);
+  job.mutable_spec()->clear_trainer();
+  job.mutable_spec()->mutable_command()->add_argv(evil);
+  (*job.mutable_spec()->mutable_env())[evil] = evil;
+  (*job.mutable_result()->mutable_final_metrics())[evil] = 1.0;
+  job.mutable_ranks(0)->set_worker_id(evil);
+  auto* e = job.add_events();
+  *e->mutable_time() = ToProto(kNow);
+  e->set_reason(evil);
+  e->set_message(evil);
+  baton::v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = job;
+  baton::v1::ListWorkersResponse workers;
+  workers.add_workers()->set_id(evil);
+  workers.mutable_workers(0)->add_job_ids(evil);
+  for (const std::string& out :
+       {RenderJobsTable(jobs, kNow, {/*wide=*/true, /*color=*/false}),
+        RenderJobDescription(job, kNow, absl::UTCTimeZone()), RenderResult(job),
+        RenderEventLine(*e, absl::UTCTimeZone()),
+        RenderWorkersTable(workers, kNow, {/*wide=*/true, /*color=*/false})}) {
+    for (char c : out) {
+      const unsigned char u = static_cast<unsigned char>(c);
+      EXPECT_TRUE(u == '\n' || u == '\t' || (u >= 0x20 && u != 0x7f)) << "byte " << int{u} << " in:\n" << out;
+    }
+    EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr("\xc2\x9b")));
+  }
+  EXPECT_THAT(RenderResult(job), ::testing::HasSubstr("x^[]0;pwned^G^[[2J^Mok<U+009B>"));
+}
+
 TEST(ViewsTest, WorkersTable) {
   baton::v1::ListWorkersResponse workers;
   auto* w = workers.add_workers();
