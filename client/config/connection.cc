@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/yaml/bounded_yaml.h"
 #include "common/security/tls.h"
 
 namespace baton::cli {
@@ -62,7 +63,7 @@ absl::StatusOr<ContextConfig> ParseContext(const YAML::Node& node, const std::st
 absl::StatusOr<CliConfig> ParseCliConfig(const std::string& yaml, const std::string& origin) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml);
+    root = LoadBounded(yaml);  // Not YAML::Load: some inputs never end (bounded_yaml.h).
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": not YAML: ", e.what()));
   }

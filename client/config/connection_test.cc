@@ -79,6 +79,16 @@ TEST(ConnectionTest, ClearErrors) {
   EXPECT_OK(ResolveConnection(in, "localhost:7070").status());
 }
 
+// yaml-cpp 0.7 never ends a document starting with ',' (allocating until bad_alloc): a
+// config file holding one must be an error, not a CLI that eats the memory.
+TEST(ConnectionTest, AConfigTheYamlParserCannotEndIsAnError) {
+  for (const std::string text : {",", "&a ,", "contexts: {}\n---\n,"}) {
+    EXPECT_THAT(ParseCliConfig(text, "config.yaml"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("config.yaml")))
+        << text;
+  }
+}
+
 TEST(ConnectionTest, NoConfigFileAtTheDefaultPlaceIsFine) {
   ConnectionInputs in;
   in.home = ::testing::TempDir() + "/nohome";
