@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, command_job_roles, "submitter,admin",
 ABSL_FLAG(int, max_streams_per_user, 32,
           "Open watch and log streams (`baton watch`, `baton logs -f`, --wait) one user may "
           "hold at once; more are refused with RESOURCE_EXHAUSTED (1..100000).");
+ABSL_FLAG(int, max_jobs_per_user, 100,
+          "Jobs one user may have that have not ended (queued, running or restarting); more "
+          "submits are refused with RESOURCE_EXHAUSTED. 0: no limit.");
 ABSL_FLAG(int, max_streams, 1024,
           "Open watch and log streams of all users together; more are refused with "
           "RESOURCE_EXHAUSTED (1..1000000).");
@@ -124,6 +127,12 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
           absl::StrCat("--command_job_roles: ", role.status().message()));
     }
     options.access.command_roles.insert(*role);
+  }
+  options.max_jobs_per_user = absl::GetFlag(FLAGS_max_jobs_per_user);
+  if (options.max_jobs_per_user < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_jobs_per_user=", options.max_jobs_per_user, " is negative; allowed: 0 (no "
+        "limit) or more"));
   }
   options.streams.max_per_user = absl::GetFlag(FLAGS_max_streams_per_user);
   options.streams.max_total = absl::GetFlag(FLAGS_max_streams);

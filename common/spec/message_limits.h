@@ -33,6 +33,10 @@ inline constexpr int64_t kMaxMetricNameBytes = 128;
 // anything Baton sends: a StartAssignment carries one spec (<= kMaxJobSpecBytes) and a
 // bounded peer list; Job replies carry a bounded event history.
 inline constexpr int kMaxGrpcMessageBytes = 16 << 20;
+// ListJobs answers at most this many bytes of jobs per page (but always one job), so that
+// a page stays well below kMaxGrpcMessageBytes however large other users' specs are
+// (seventeen 1 MiB specs used to make every `baton jobs` fail).
+inline constexpr int64_t kMaxListPageBytes = 4 << 20;
 
 // `baton profile`: one rank's Chrome trace in a ProfileTrace (the worker answers with an
 // error instead of a larger one), and all the traces of one ProfileJobResponse together

@@ -80,6 +80,19 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
     }
   }
 
+  if (options_.max_active_jobs_per_owner > 0) {
+    // O(jobs) per submit: the table is bounded by retention, and submits are rare.
+    int active = 0;
+    for (const auto& [id, record] : jobs_) {
+      active += record.job.owner() == owner && !IsTerminal(record.state);
+    }
+    if (active >= options_.max_active_jobs_per_owner) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "user '", owner, "' has ", active, " jobs that have not ended, the most one user may "
+          "(--max_jobs_per_user=", options_.max_active_jobs_per_owner,
+          "); wait for one to finish or cancel one"));
+    }
+  }
   const int64_t number = next_job_number_;
   baton::v1::Job job;
   job.set_id(absl::StrFormat("j-%06d", number));

@@ -45,6 +45,9 @@ struct JobManagerOptions {
   int slowdown_window = kDefaultSlowdownWindow;
   double straggler_threshold = kDefaultStragglerThreshold;
   RetentionOptions retention;
+  // Jobs one owner may have that have not ended (QUEUED through RESTARTING); a Submit past
+  // it is RESOURCE_EXHAUSTED. 0: no limit.
+  int max_active_jobs_per_owner = 0;
 };
 
 // A non-state event (reason and message) for JobManager::Update.
@@ -91,7 +94,9 @@ class JobManager {
   // records the job as QUEUED with a "Submitted" event: one transaction with the next job
   // number. With a `request_id` that created a job before, returns that job instead
   // (ALREADY_EXISTS if its spec or owner differs from this one after defaults). `owner`:
-  // the submitting user, recorded in Job.owner.
+  // the submitting user, recorded in Job.owner. RESOURCE_EXHAUSTED, naming the limit and its
+  // flag, when `owner` already has max_active_jobs_per_owner jobs that have not ended (a
+  // retry of a submit that created its job is still answered with that job).
   absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec,
                                         const std::string& request_id = "",
                                         const std::string& owner = "");

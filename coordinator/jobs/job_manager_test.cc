@@ -170,6 +170,32 @@ baton::v1::JobSpec NamedSpec(const std::string& name) {
   return spec;
 }
 
+// One tenant cannot fill the queue: past max_active_jobs_per_owner unfinished jobs its
+// submits are refused (others' are not), a retry of a submit that created its job is still
+// answered, and a job that ends frees a place.
+TEST_F(JobManagerTest, BoundsEachOwnersUnfinishedJobs) {
+  JobManagerOptions options;
+  options.max_active_jobs_per_owner = 2;
+  JobManager jobs(store_.get(), &clock_, options);
+  ASSERT_OK(jobs.Load());
+  baton::v1::JobSpec spec;
+  spec.set_name("j");
+  spec.mutable_command()->add_argv("/bin/true");
+  spec.mutable_workers()->set_min(1);
+  absl::StatusOr<baton::v1::Job> first = jobs.Submit(spec, "r1", "alice");
+  ASSERT_OK(first);
+  ASSERT_OK(jobs.Submit(spec, "r2", "alice"));
+  EXPECT_THAT(jobs.Submit(spec, "r3", "alice"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       ::testing::HasSubstr("(--max_jobs_per_user=2)")));
+  absl::StatusOr<baton::v1::Job> retried = jobs.Submit(spec, "r1", "alice");
+  ASSERT_OK(retried);
+  EXPECT_EQ(retried->id(), first->id());
+  ASSERT_OK(jobs.Submit(spec, "b1", "bob"));
+  ASSERT_OK(jobs.Transition(first->id(), JobState::kCancelled, "Cancelled", ""));
+  EXPECT_OK(jobs.Submit(spec, "r3", "alice"));
+}
+
 class JobManagerDurabilityTest : public ::testing::Test {
  protected:
   void SetUp() override {

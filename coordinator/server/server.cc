@@ -94,6 +94,7 @@ absl::Status CoordinatorServer::OpenState() {
       });
   JobManagerOptions job_options;
   job_options.retention = options_.retention;
+  job_options.max_active_jobs_per_owner = options_.max_jobs_per_user;
   jobs_ = std::make_unique<JobManager>(store_.get(), clock_, job_options);
   RETURN_IF_ERROR(jobs_->Load());
   workers_ = std::make_unique<WorkerRegistry>(clock_, options_.lease);

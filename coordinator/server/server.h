@@ -42,6 +42,8 @@ struct ServerOptions {
   AccessOptions access;
   // Bounds on the users' open WatchJob/GetLogs streams (per user, in total).
   UserStreamLimits streams;
+  // Jobs one user may have that have not ended (JobManagerOptions); 0: no limit.
+  int max_jobs_per_user = 100;
   // Directory of the SQLite state file (created if missing).
   std::string state_dir = "baton-state";
   // How often the control loop runs ReconcileOnce.

@@ -384,16 +384,25 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     for (int s : req->states()) states.push_back(static_cast<baton::v1::JobState>(s));
     // One more than the page, to know whether another follows.
     std::vector<baton::v1::Job> jobs = jobs_->List(states, page.size + 1, page.before_id);
-    const bool more = static_cast<int>(jobs.size()) > page.size &&
-                      (page.left == 0 || page.left > page.size);
+    bool more = static_cast<int>(jobs.size()) > page.size &&
+                (page.left == 0 || page.left > page.size);
     if (static_cast<int>(jobs.size()) > page.size) jobs.resize(page.size);
+    // A page is bounded by bytes too (kMaxListPageBytes), always holding one job.
+    int64_t bytes = 0;
     for (baton::v1::Job& job : jobs) {
       checks_.policy->Redact(caller, &job);
+      const int64_t size = static_cast<int64_t>(job.ByteSizeLong());
+      if (resp->jobs_size() > 0 && bytes + size > kMaxListPageBytes) {
+        more = true;
+        break;
+      }
+      bytes += size;
       *resp->add_jobs() = std::move(job);
     }
+    const int taken = resp->jobs_size();
     if (more) {
-      resp->set_next_page_token(MakeListPageToken(resp->jobs(page.size - 1).id(),
-                                                  page.left == 0 ? 0 : page.left - page.size));
+      resp->set_next_page_token(MakeListPageToken(resp->jobs(taken - 1).id(),
+                                                  page.left == 0 ? 0 : page.left - taken));
     }
     return absl::OkStatus();
   });
