@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -67,6 +68,12 @@ ABSL_FLAG(bool, confine_ranks, true,
           "read or write anything under --work_dir (other jobs' directories, the worker's "
           "files) but its own job's directory. Without Landlock in the kernel ranks run "
           "unconfined (logged once).");
+ABSL_FLAG(int64_t, max_rank_log_bytes, int64_t{1} << 30,
+          "Bytes each rank's stdout.log and stderr.log may keep on this worker's disk; then a "
+          "marker line says the rest was not kept (>= 1).");
+ABSL_FLAG(int, max_rank_log_lines_per_second, 1000,
+          "Lines of each rank's stdout and of its stderr relayed to the coordinator per "
+          "second; more are dropped, and a marker line says how many (>= 1).");
 ABSL_FLAG(int, slots, 0,
           "Training slots (one process each) offered to the coordinator. 0: one per NVIDIA "
           "GPU, or 1 without GPUs.");
@@ -280,6 +287,9 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
     }
   }
   options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.max_rank_log_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_rank_log_bytes));
+  options.max_rank_log_lines_per_second =
+      std::max(1, absl::GetFlag(FLAGS_max_rank_log_lines_per_second));
   // Each assignment gets GPUs of its own (two jobs on one worker must not both use GPU
   // LOCAL_RANK), where there is one per slot.
   options.devices = SlotDevices(self.resources.gpus_size(), self.resources.slots(),

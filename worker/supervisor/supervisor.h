@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -61,6 +62,13 @@ struct SupervisorOptions {
   absl::Duration default_stop_grace = absl::Seconds(10);
   // Longest relayed stdout/stderr/metrics line; longer ones are cut (logs) or dropped (metrics).
   size_t max_line_bytes = 64 * 1024;
+  // What one rank's output may cost (a tenant's job can print as fast as it likes):
+  // each of its stdout.log and stderr.log keeps at most max_rank_log_bytes (then a marker
+  // line says the rest was not kept), and at most max_rank_log_lines_per_second lines of
+  // each stream are relayed to the coordinator per second of the clock (the rest of that
+  // second's are dropped and a marker line says how many).
+  int64_t max_rank_log_bytes = int64_t{1} << 30;
+  int max_rank_log_lines_per_second = 1000;
   // After a rank exited, how long its pipes are still drained (for the last lines) before the
   // exit is published. Only matters if a process that left the group keeps them open.
   absl::Duration drain_timeout = absl::Seconds(2);
@@ -169,6 +177,8 @@ class Supervisor {
   int64_t lease_expirations() const;
   // Rank transitions refused because the lifecycle forbids them (a bug of the worker).
   int64_t illegal_rank_transitions() const;
+  // Log lines not relayed because a rank printed over max_rank_log_lines_per_second.
+  int64_t dropped_log_lines() const { return dropped_log_lines_.load(); }
 
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
   // process group (the built-in trainer's contract, and that of a command job with
@@ -279,6 +289,12 @@ class Supervisor {
     UniqueFd log_file;  // stdout.log / stderr.log; none for metrics.
     LineSplitter splitter;
     int64_t malformed = 0;  // Metrics lines that did not parse.
+    int64_t log_bytes = 0;  // Written to log_file (at most max_rank_log_bytes).
+    bool log_capped = false;  // The marker was written: nothing more goes to log_file.
+    // The rate bound on relayed lines: the current one-second window and its counts.
+    absl::Time window_start = absl::InfinitePast();
+    int64_t window_lines = 0;
+    int64_t window_dropped = 0;
   };
   struct ExitWatch {
     RankKey key;
@@ -350,6 +366,10 @@ class Supervisor {
                            std::vector<ExitWatch>& watches);
   bool ReadChannel(Channel& ch);  // False at EOF.
   void EmitLine(Channel& ch, LineSplitter::Line line);
+  // Relays one log line of the channel's rank to the listener.
+  void RelayLine(const Channel& ch, std::string text, absl::Time now);
+  // Relays the marker of the lines the rate bound dropped in the channel's window, if any.
+  void ReportDroppedLines(Channel& ch, absl::Time now);
   void CloseChannel(Channel& ch);
   void PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit);
 
@@ -368,6 +388,7 @@ class Supervisor {
   bool lease_enforced_ ABSL_GUARDED_BY(mu_) = false;  // for lease_expiry_
   int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t illegal_rank_transitions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> dropped_log_lines_{0};
   bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_wait_ended_ ABSL_GUARDED_BY(mu_) = false;
   // Calls EnforceDeadlines() at armed_deadline_ (InfiniteFuture: disarmed).

@@ -114,8 +114,20 @@ bool Supervisor::ReadChannel(Channel& ch) {
   const ssize_t n = ::read(ch.fd.get(), buf, sizeof(buf));
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
   if (n <= 0) return false;
-  if (ch.log_file.valid()) {
-    absl::Status s = WriteAll(ch.log_file.get(), buf, static_cast<size_t>(n));
+  if (ch.log_file.valid() && !ch.log_capped) {
+    // At most max_rank_log_bytes on disk, then one marker line.
+    const int64_t room = std::max<int64_t>(0, options_.max_rank_log_bytes - ch.log_bytes);
+    const size_t keep = static_cast<size_t>(std::min<int64_t>(room, n));
+    absl::Status s = WriteAll(ch.log_file.get(), buf, keep);
+    ch.log_bytes += static_cast<int64_t>(keep);
+    if (s.ok() && keep < static_cast<size_t>(n)) {
+      const std::string marker = absl::StrCat(
+          "\n[baton: this log reached its limit of ", options_.max_rank_log_bytes,
+          " bytes (the worker's --max_rank_log_bytes); the rank's further output is not "
+          "kept here]\n");
+      s = WriteAll(ch.log_file.get(), marker.data(), marker.size());
+      ch.log_capped = true;
+    }
     if (!s.ok()) {
       BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)
                          << ": cannot append to its log file: " << s;
@@ -129,6 +141,7 @@ bool Supervisor::ReadChannel(Channel& ch) {
 
 void Supervisor::CloseChannel(Channel& ch) {
   ch.splitter.Finish([&](LineSplitter::Line line) { EmitLine(ch, std::move(line)); });
+  ReportDroppedLines(ch, clock_->Now());
   if (ch.malformed > 1) {
     BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank) << ": "
                        << ch.malformed << " malformed metrics lines ignored in total";
@@ -159,14 +172,42 @@ void Supervisor::EmitLine(Channel& ch, LineSplitter::Line line) {
     listener_->OnMetricPoint(ch.key.job_id, *std::move(point));
     return;
   }
+  // At most max_rank_log_lines_per_second per stream and second of the clock.
+  if (now - ch.window_start >= absl::Seconds(1)) {
+    ReportDroppedLines(ch, now);
+    ch.window_start = now;
+    ch.window_lines = 0;
+  }
+  if (++ch.window_lines > options_.max_rank_log_lines_per_second) {
+    ++ch.window_dropped;
+    dropped_log_lines_.fetch_add(1);
+    return;
+  }
+  RelayLine(ch, SanitizeUtf8(line.text) + (line.truncated ? " [line truncated]" : ""), now);
+}
+
+void Supervisor::RelayLine(const Channel& ch, std::string text, absl::Time now) {
   baton::v1::LogLine out;
   out.set_generation(ch.key.generation);
   out.set_rank(ch.key.rank);
   out.set_stream(ch.kind == Channel::Kind::kStdout ? baton::v1::LogLine::STREAM_STDOUT
                                                    : baton::v1::LogLine::STREAM_STDERR);
-  out.set_text(SanitizeUtf8(line.text) + (line.truncated ? " [line truncated]" : ""));
+  out.set_text(std::move(text));
   *out.mutable_time() = ToProto(now);
   listener_->OnLogLine(ch.key.job_id, std::move(out));
+}
+
+void Supervisor::ReportDroppedLines(Channel& ch, absl::Time now) {
+  if (ch.window_dropped == 0) return;
+  RelayLine(ch,
+            absl::StrCat("[baton: ", ch.window_dropped, " more line(s) of this rank's ",
+                         ch.kind == Channel::Kind::kStdout ? "stdout" : "stderr",
+                         " were not relayed: over the worker's --max_rank_log_lines_per_second=",
+                         options_.max_rank_log_lines_per_second,
+                         "; the rank's log file on the worker has them, up to "
+                         "--max_rank_log_bytes]"),
+            now);
+  ch.window_dropped = 0;
 }
 
 void Supervisor::PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit) {

@@ -604,6 +604,43 @@ TEST_F(SupervisorFakeTest, RelaysLinesAndMetricsAndPublishesExitAfterThem) {
   EXPECT_EQ(ReadFileOrEmpty(dir_ + "/jobs/j/gen-3/rank-0/stderr.log"), "warn\n");
 }
 
+// A rank that prints without end: its log file keeps max_rank_log_bytes and a marker, and
+// at most max_rank_log_lines_per_second lines a second reach the coordinator, then one
+// marker saying how many did not.
+TEST_F(SupervisorFakeTest, ARanksOutputIsBoundedOnDiskAndInRate) {
+  supervisor_->Shutdown(absl::ZeroDuration());
+  SupervisorOptions o;
+  o.work_dir = dir_;
+  o.max_line_bytes = 64;
+  o.max_rank_log_bytes = 40;
+  o.max_rank_log_lines_per_second = 3;
+  supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
+  ASSERT_OK(supervisor_->Start());
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("chatty", 1, 1, {"x"})));
+  std::shared_ptr<FakeProcess> p = launcher_.process(0);
+  std::string burst;
+  for (int i = 0; i < 8; ++i) absl::StrAppend(&burst, "line ", i, "\n");  // 7 bytes each
+  p->WriteStderr(burst);
+  ASSERT_TRUE(WaitUntil([&] { return supervisor_->dropped_log_lines() == 5; }));
+  clock_.Advance(absl::Seconds(1));
+  p->WriteStderr("next second\n");
+  p->Exit(Exit(0));
+  WaitExited("chatty", 1, 0);
+
+  std::vector<std::string> relayed;
+  for (const auto& l : listener_.lines()) relayed.push_back(l.text());
+  EXPECT_THAT(relayed, ::testing::ElementsAre(
+                           "line 0", "line 1", "line 2",
+                           "[baton: 5 more line(s) of this rank's stderr were not relayed: over "
+                           "the worker's --max_rank_log_lines_per_second=3; the rank's log file "
+                           "on the worker has them, up to --max_rank_log_bytes]",
+                           "next second"));
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/jobs/chatty/gen-1/rank-0/stderr.log"),
+            absl::StrCat(burst.substr(0, 40),
+                         "\n[baton: this log reached its limit of 40 bytes (the worker's "
+                         "--max_rank_log_bytes); the rank's further output is not kept here]\n"));
+}
+
 TEST_F(SupervisorFakeTest, SnapshotCarriesExitsAndAcknowledgingItForgets) {
   ASSERT_OK(supervisor_->StartAssignment(Assignment("done", 1, 1, {"x"})));
   ASSERT_OK(supervisor_->StartAssignment(Assignment("running", 1, 1, {"x"})));
