@@ -44,6 +44,7 @@
 #include "worker/process/child_reaper.h"
 #include "worker/process/lease_fence.h"
 #include "worker/process/posix_process_launcher.h"
+#include "worker/process/rank_cgroups.h"
 #include "worker/process/standby_launcher.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
@@ -428,7 +429,7 @@ int Run() {
   ChildRegistry children;
   OrphanReaper reaper(&children);
   reaper.Start();
-  const SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
+  SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
   absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
       ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
   if (!probe.ok()) {
@@ -451,7 +452,19 @@ int Run() {
     BATON_LOG(ERROR) << fence.status();
     return 1;
   }
-  PosixProcessLauncher posix_launcher(&children, fence->get());
+  // A cgroup per rank where this process may make them (else the shims and KillOrphans).
+  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
+  if (cgroups.ok()) {
+    BATON_LOG(INFO) << "ranks run in cgroups under " << (*cgroups)->ranks_dir();
+    // Hidden from ranks, so none can move itself out of its cgroup.
+    supervisor_options.secret_files.push_back((*cgroups)->own_dir());
+  } else {
+    BATON_LOG(WARNING) << "no cgroup per rank (" << cgroups.status().message()
+                       << "): a rank's processes are tracked by its shim, and what escapes "
+                          "a shim that dies is killed as the worker's orphan";
+  }
+  PosixProcessLauncher posix_launcher(&children, fence->get(),
+                                      cgroups.ok() ? cgroups->get() : nullptr);
   StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
   if (absl::Status s = launcher.Start(); !s.ok()) {
     BATON_LOG(ERROR) << "standby trainers: " << s;

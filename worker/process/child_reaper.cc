@@ -17,8 +17,9 @@
 namespace baton::worker {
 namespace {
 
-// The zombie children of `self`, from /proc/<pid>/stat ("pid (comm) state ppid ...").
-std::vector<pid_t> ZombieChildren(pid_t self) {
+// The children of `self` (only the zombies if `zombies_only`), from /proc/<pid>/stat
+// ("pid (comm) state ppid ...").
+std::vector<pid_t> ChildrenOf(pid_t self, bool zombies_only) {
   std::vector<pid_t> zombies;
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return zombies;
@@ -38,7 +39,7 @@ std::vector<pid_t> ZombieChildren(pid_t self) {
     char state = 0;
     int ppid = 0;
     if (paren != nullptr && std::sscanf(paren + 1, " %c %d", &state, &ppid) == 2 &&
-        state == 'Z' && ppid == self) {
+        (state == 'Z' || !zombies_only) && ppid == self) {
       zombies.push_back(pid);
     }
   }
@@ -63,12 +64,31 @@ void ChildRegistry::Release(pid_t pid) {
 std::vector<pid_t> ChildRegistry::ReapOrphans() {
   std::vector<pid_t> reaped;
   absl::MutexLock lock(&mu_);
-  for (pid_t pid : ZombieChildren(::getpid())) {
+  for (pid_t pid : ChildrenOf(::getpid(), /*zombies_only=*/true)) {
     if (registered_.count(pid) > 0) continue;
     int status;
     if (::waitpid(pid, &status, WNOHANG) == pid) reaped.push_back(pid);
   }
   return reaped;
+}
+
+int ChildRegistry::KillOrphans() {
+  int killed = 0;
+  // A killed orphan's own children become ours in turn: look again until none is left.
+  for (int round = 0; round < 100; ++round) {
+    int found = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      for (pid_t pid : ChildrenOf(::getpid(), /*zombies_only=*/false)) {
+        if (registered_.count(pid) > 0) continue;
+        if (::kill(pid, SIGKILL) == 0) ++found;
+      }
+    }
+    if (found == 0) break;
+    killed += found;
+    ReapOrphans();
+  }
+  return killed;
 }
 
 OrphanReaper::~OrphanReaper() {

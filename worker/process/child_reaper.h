@@ -36,6 +36,12 @@ class ChildRegistry {
   // Finds them in /proc/*/stat (state Z, parent this process).
   std::vector<pid_t> ReapOrphans();
 
+  // SIGKILLs every live child of this process that is not registered, and reaps it, until
+  // none is left (at most 100 rounds; each killed one's children become ours in turn).
+  // Such children are the escapees of a rank whose shim died (they were reparented here):
+  // the fallback of per-rank cgroups (rank_cgroups.h). Returns how many it killed.
+  int KillOrphans();
+
  private:
   absl::Mutex mu_;
   std::set<pid_t> registered_ ABSL_GUARDED_BY(mu_);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
@@ -46,6 +47,7 @@ enum RecordKind : int32_t {
   kChdirFailed = 5,
   kExecFailed = 6,
   kConfineFailed = 7,
+  kCgroupFailed = 8,
 };
 struct Record {
   int32_t kind;
@@ -83,6 +85,10 @@ struct ShimArgs {
   // The lease page as mapped in the worker (and so in the shim, its fork), or null: the
   // shim SIGKILLs the child's process tree once its deadline passes (lease_page.h).
   const int64_t* lease_page;
+  // The rank's cgroup (rank_cgroups.h): the child joins it before exec, the shim kills it
+  // whole with the child's group. Null without cgroups.
+  const char* cgroup_procs;
+  const char* cgroup_kill;
   const char* exec_path;
   char* const* argv;
   char* const* envp;
@@ -133,6 +139,11 @@ void SetDisposition(int signo, void (*handler)(int)) {
   } else {
     ::close(ProcessLauncher::kLeaseFd);
   }
+  if (a.cgroup_procs != nullptr) {  // Before the confinement, which hides the cgroups.
+    const int fd = ::open(a.cgroup_procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFailed(kCgroupFailed, errno);
+    ::close(fd);
+  }
   if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
                             ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {
     ChildFailed(kConfineFailed, errno);
@@ -162,6 +173,15 @@ bool AwaitExec(pid_t child, int status_read) {
   return false;
 }
 
+// Kills every process of the rank's cgroup (if it has one) at once.
+void KillCgroup(const char* cgroup_kill) {
+  if (cgroup_kill == nullptr) return;
+  const int fd = ::open(cgroup_kill, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)!::write(fd, "1", 1);
+  ::close(fd);
+}
+
 // How long the shim may sleep before it must look at the lease again: -1 (forever) without
 // a lease page or once it fenced, else until the deadline, at most kLeaseRecheckMs.
 int LeaseWaitMs(const int64_t* page, bool fenced) {
@@ -178,7 +198,8 @@ int LeaseWaitMs(const int64_t* page, bool fenced) {
 // reports the wait status and exits. Kills the group if the worker goes away, and the
 // whole tree (group and orphans) once the lease page's deadline passes, whatever the
 // worker does: a hung worker renews nothing.
-[[noreturn]] void SuperviseChild(pid_t child, int sigfd, const int64_t* lease_page) {
+[[noreturn]] void SuperviseChild(pid_t child, int sigfd, const int64_t* lease_page,
+                                 const char* cgroup_kill) {
   bool control_open = true;
   bool fenced = false;
   for (;;) {
@@ -188,6 +209,7 @@ int LeaseWaitMs(const int64_t* page, bool fenced) {
         __atomic_load_n(lease_page, __ATOMIC_ACQUIRE) <= trainer::BootTimeNanos()) {
       // The lease ran out unrenewed: this generation may already run elsewhere.
       ::kill(-child, SIGKILL);
+      KillCgroup(cgroup_kill);
       shim::KillAllChildren();
       fenced = true;
     }
@@ -201,6 +223,7 @@ int LeaseWaitMs(const int64_t* page, bool fenced) {
       // then reap it, kill and reap every other descendant (they are the shim's children
       // by now, or become so as their parents die), and report.
       ::kill(-child, SIGKILL);
+      KillCgroup(cgroup_kill);
       int status = 0;
       while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
       }
@@ -220,6 +243,7 @@ int LeaseWaitMs(const int64_t* page, bool fenced) {
       } else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         // The worker is gone: nothing may outlive it.
         ::kill(-child, SIGKILL);
+        KillCgroup(cgroup_kill);
         control_open = false;
       }
     }
@@ -302,7 +326,7 @@ int LeaseWaitMs(const int64_t* page, bool fenced) {
     ::send(kShimControlFd, &rec, sizeof(rec), MSG_NOSIGNAL);
   }
 
-  SuperviseChild(child, sigfd, a.lease_page);
+  SuperviseChild(child, sigfd, a.lease_page, a.cgroup_kill);
 }
 
 // ---- Worker side. ----
@@ -344,8 +368,13 @@ bool ReapShimWithin(pid_t pid, absl::Duration timeout, ChildRegistry* children) 
 
 class ShimProcess final : public Process {
  public:
-  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control, ChildRegistry* children)
-      : shim_pid_(shim_pid), pid_(pid), children_(children), control_(std::move(control)) {}
+  ShimProcess(pid_t shim_pid, pid_t pid, UniqueFd control, ChildRegistry* children,
+              std::string cgroup)
+      : shim_pid_(shim_pid),
+        pid_(pid),
+        children_(children),
+        cgroup_(std::move(cgroup)),
+        control_(std::move(control)) {}
 
   // Closing the control socket makes the shim SIGKILL the group (if still running) and exit.
   ~ShimProcess() override {
@@ -355,6 +384,7 @@ class ShimProcess final : public Process {
       BATON_LOG(WARNING) << "shim " << shim_pid_ << " of pid " << pid_
                          << " did not exit within 2s of losing its control socket";
     }
+    RemoveCgroupLocked();
   }
 
   int pid() const override { return pid_; }
@@ -384,15 +414,23 @@ class ShimProcess final : public Process {
     collected_ = true;
     if (n == static_cast<ssize_t>(sizeof(rec)) && rec.kind == kExit) {
       shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
+      RemoveCgroupLocked();
       return DecodeWaitStatus(rec.value);
     }
-    // The shim died without reporting (someone killed it): its child lost its guardian, so
-    // kill the group ourselves (pid is very likely still the group's leader) and report a
-    // SIGKILL.
+    // The shim died without reporting (someone killed it, e.g. its own rank): its child
+    // lost its guardian, so kill the group ourselves (pid is very likely still the group's
+    // leader), then everything else the rank started: its cgroup, or without one every
+    // child reparented to the worker (the rank's escapees), and report a SIGKILL.
     BATON_LOG(ERROR) << "shim " << shim_pid_ << " of pid " << pid_
-                     << " died unexpectedly; killing process group " << pid_;
+                     << " died unexpectedly; killing process group " << pid_
+                     << (cgroup_.empty() ? " and the worker's orphans" : " and its cgroup");
     ::kill(-pid_, SIGKILL);
     shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
+    if (!cgroup_.empty()) {
+      RemoveCgroupLocked();
+    } else if (children_ != nullptr) {
+      children_->KillOrphans();
+    }
     baton::v1::ProcessExit exit;
     exit.set_exit_code(-1);
     exit.set_signal(SIGKILL);
@@ -403,7 +441,19 @@ class ShimProcess final : public Process {
   absl::Mutex mu_;
   const pid_t shim_pid_;
   const pid_t pid_;
+  // Kills what is left in the rank's cgroup and removes it (once).
+  void RemoveCgroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (cgroup_.empty() || cgroup_removed_) return;
+    cgroup_removed_ = true;
+    if (!RankCgroups::KillAndRemove(cgroup_)) {
+      BATON_LOG(WARNING) << "cgroup " << cgroup_ << " of pid " << pid_
+                         << " still had processes 2s after cgroup.kill; left in place";
+    }
+  }
+
   ChildRegistry* const children_;  // May be null.
+  const std::string cgroup_;       // The rank's cgroup directory; empty without cgroups.
+  bool cgroup_removed_ ABSL_GUARDED_BY(mu_) = false;
   UniqueFd control_ ABSL_GUARDED_BY(mu_);  // Open until destruction: exit_fd() stays valid.
   bool collected_ ABSL_GUARDED_BY(mu_) = false;
   bool shim_reaped_ ABSL_GUARDED_BY(mu_) = false;
@@ -434,6 +484,9 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
     case kConfineFailed:
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot confine the process to its files (landlock): ", ::strerror(rec.value)));
+    case kCgroupFailed:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot move the process into its cgroup: ", ::strerror(rec.value)));
     default:
       return absl::InternalError("the process shim failed before spawning the process");
   }
@@ -498,6 +551,14 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
 
   absl::StatusOr<UniqueFd> ruleset = LauncherRuleset(request.isolation);
   if (!ruleset.ok()) return ruleset.status();
+  std::string cgroup, cgroup_procs, cgroup_kill;
+  if (cgroups_ != nullptr) {
+    absl::StatusOr<std::string> dir = cgroups_->NewRankCgroup();
+    if (!dir.ok()) return dir.status();
+    cgroup = *std::move(dir);
+    cgroup_procs = cgroup + "/cgroup.procs";
+    cgroup_kill = cgroup + "/cgroup.kill";
+  }
 
   const ShimArgs args = {
       shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
@@ -505,6 +566,8 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
       ruleset->get(),
       fence_ != nullptr ? fence_->fd() : -1,
       fence_ != nullptr ? fence_->page() : nullptr,
+      cgroup.empty() ? nullptr : cgroup_procs.c_str(),
+      cgroup.empty() ? nullptr : cgroup_kill.c_str(),
       exec_path->c_str(),
       argv.data(),
       envp.data(),
@@ -540,10 +603,12 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   if (n != static_cast<ssize_t>(sizeof(rec)) || rec.kind != kPid) {
     ::kill(shim, SIGKILL);
     ReapShimWithin(shim, absl::Seconds(2), children_);
+    if (!cgroup.empty()) RankCgroups::KillAndRemove(cgroup);
     return SpawnError(n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0}, request,
                       *exec_path);
   }
-  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control), children_);
+  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control),
+                                                   children_, std::move(cgroup));
   return launched;
 }
 

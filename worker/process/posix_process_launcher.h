@@ -3,6 +3,7 @@
 #include "worker/process/child_reaper.h"
 #include "worker/process/lease_fence.h"
 #include "worker/process/process_launcher.h"
+#include "worker/process/rank_cgroups.h"
 
 namespace baton::worker {
 
@@ -49,16 +50,24 @@ namespace baton::worker {
 // through it, so an OrphanReaper never reaps a shim whose exit a Process waits for.
 // `fence` (optional, must outlive the launcher and its processes): the lease every shim
 // enforces; without it processes are not fenced (SetLeaseRemaining does nothing).
+// `cgroups` (optional, must outlive the launcher and its processes): each process gets a
+// cgroup of its own (rank_cgroups.h), which its child joins before exec and which is
+// killed whole when the process is (by the shim at its exit, a stop or the lease; by the
+// worker when the shim died, e.g. killed by its own rank). Without it, a shim that dies
+// makes the launcher kill every unregistered child of the worker (`children`'s
+// KillOrphans): the rank's escapees, reparented to the worker.
 class PosixProcessLauncher final : public ProcessLauncher {
  public:
-  explicit PosixProcessLauncher(ChildRegistry* children = nullptr, LeaseFence* fence = nullptr)
-      : children_(children), fence_(fence) {}
+  explicit PosixProcessLauncher(ChildRegistry* children = nullptr, LeaseFence* fence = nullptr,
+                                RankCgroups* cgroups = nullptr)
+      : children_(children), fence_(fence), cgroups_(cgroups) {}
   absl::StatusOr<LaunchedProcess> Launch(const LaunchRequest& request) override;
   void SetLeaseRemaining(absl::Duration remaining) override;
 
  private:
   ChildRegistry* const children_;
   LeaseFence* const fence_;
+  RankCgroups* const cgroups_;
 };
 
 }  // namespace baton::worker

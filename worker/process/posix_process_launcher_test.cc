@@ -376,5 +376,62 @@ TEST_F(PosixProcessLauncherTest, ARankOfAnUnfencedLauncherGetsNoLeasePage) {
   EXPECT_THAT(o.out, ::testing::Not(HasSubstr("\n4\n")));
 }
 
+// A rank that double-forks a daemon into a new session and then SIGKILLs its own shim
+// leaves nobody to kill the daemon but the worker. With a cgroup per rank, the cgroup is
+// killed whole.
+TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithCgroups) {
+  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
+  if (!cgroups.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.status();
+  PosixProcessLauncher launcher(nullptr, nullptr, cgroups->get());
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
+      Sh("setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
+         "grep -q baton-ranks /proc/self/cgroup && echo in-cgroup; kill -9 $PPID; exec sleep 1000"));
+  ASSERT_OK(p);
+  const pid_t leader = p->process->pid();
+  const pid_t daemon = ParsePid(ReadLine(*p));
+  ASSERT_GT(daemon, 0);
+  EXPECT_EQ(ReadLine(*p), "in-cgroup");
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->signal(), SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(daemon); }));
+}
+
+// The fallback without cgroups: the daemon was reparented to the worker (a subreaper), which
+// kills every child it did not fork itself when a shim dies.
+TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithoutCgroups) {
+  ChildRegistry registry;
+  PosixProcessLauncher launcher(&registry);
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
+      Sh("setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
+         "kill -9 $PPID; exec sleep 1000"));
+  ASSERT_OK(p);
+  const pid_t leader = p->process->pid();
+  const pid_t daemon = ParsePid(ReadLine(*p));
+  ASSERT_GT(daemon, 0);
+  const ProcessOutcome o = RunToExit(*p);
+  ASSERT_TRUE(o.exit.has_value());
+  EXPECT_EQ(o.exit->signal(), SIGKILL);
+  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(daemon); }));
+}
+
+// A rank cannot leave its cgroup: the worker's cgroup directory is hidden from it.
+TEST_F(PosixProcessLauncherTest, AConfinedRankCannotMoveItselfOutOfItsCgroup) {
+  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
+  if (!cgroups.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.status();
+  if (absl::IsUnimplemented(BuildLandlockRuleset({{"/nonexistent"}, {}}).status())) {
+    GTEST_SKIP() << "no Landlock in this kernel";
+  }
+  PosixProcessLauncher launcher(nullptr, nullptr, cgroups->get());
+  LaunchRequest r = Sh(absl::StrCat("echo $$ > ", (*cgroups)->own_dir(),
+                                    "/cgroup.procs; echo moved=$?; cat /proc/self/cgroup"));
+  r.isolation.hidden = {(*cgroups)->own_dir()};
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(r);
+  ASSERT_OK(p);
+  const ProcessOutcome o = RunToExit(*p);
+  EXPECT_THAT(o.out, ::testing::Not(HasSubstr("moved=0")));
+  EXPECT_THAT(o.out, HasSubstr("0::/baton-ranks-"));
+}
+
 }  // namespace
 }  // namespace baton::worker
