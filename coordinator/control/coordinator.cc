@@ -294,11 +294,16 @@ void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsRepo
   if (job == nullptr) return;
   // A worker speaks for its own ranks only: another's lines would put words in another
   // user's job. Lines of an older generation (late) are dropped as well.
+  // The worker's ranks, found once per report: O(ranks + lines), not their product.
+  absl::flat_hash_set<int32_t> mine;
+  for (const baton::v1::RankInfo& r : job->ranks()) {
+    if (r.worker_id() == worker_id) mine.insert(r.rank());
+  }
   std::vector<baton::v1::LogLine> lines;
   lines.reserve(l.lines_size());
   const baton::v1::LogLine* refused = nullptr;
   for (const baton::v1::LogLine& line : l.lines()) {
-    if (line.generation() == job->generation() && RunsRank(*job, worker_id, line.rank())) {
+    if (line.generation() == job->generation() && mine.contains(line.rank())) {
       lines.push_back(line);
     } else if (line.generation() >= job->generation() && refused == nullptr) {
       refused = &line;

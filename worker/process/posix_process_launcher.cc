@@ -438,9 +438,6 @@ class ShimProcess final : public Process {
   }
 
  private:
-  absl::Mutex mu_;
-  const pid_t shim_pid_;
-  const pid_t pid_;
   // Kills what is left in the rank's cgroup and removes it (once).
   void RemoveCgroupLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (cgroup_.empty() || cgroup_removed_) return;
@@ -451,6 +448,9 @@ class ShimProcess final : public Process {
     }
   }
 
+  absl::Mutex mu_;
+  const pid_t shim_pid_;
+  const pid_t pid_;
   ChildRegistry* const children_;  // May be null.
   const std::string cgroup_;       // The rank's cgroup directory; empty without cgroups.
   bool cgroup_removed_ ABSL_GUARDED_BY(mu_) = false;
