@@ -377,24 +377,31 @@ TEST_F(PosixProcessLauncherTest, ARankOfAnUnfencedLauncherGetsNoLeasePage) {
 }
 
 // A rank that double-forks a daemon into a new session and then SIGKILLs its own shim
-// leaves nobody to kill the daemon but the worker. With a cgroup per rank, the cgroup is
-// killed whole.
-TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithCgroups) {
-  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
-  if (!cgroups.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.status();
-  PosixProcessLauncher launcher(nullptr, nullptr, cgroups->get());
-  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
-      Sh("setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
-         "grep -q baton-ranks /proc/self/cgroup && echo in-cgroup; kill -9 $PPID; exec sleep 1000"));
+// leaves nobody to kill the daemon but the worker: launched by `launcher`, the rank is
+// reported killed and neither it nor the daemon is left.
+void ExpectNothingOutlivesARankThatKillsItsShim(PosixProcessLauncher& launcher,
+                                                const LaunchRequest& request) {
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(request);
   ASSERT_OK(p);
   const pid_t leader = p->process->pid();
   const pid_t daemon = ParsePid(ReadLine(*p));
   ASSERT_GT(daemon, 0);
-  EXPECT_EQ(ReadLine(*p), "in-cgroup");
   const ProcessOutcome o = RunToExit(*p);
   ASSERT_TRUE(o.exit.has_value());
   EXPECT_EQ(o.exit->signal(), SIGKILL);
   EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(daemon); }));
+}
+
+constexpr char kKillsItsShim[] =
+    "setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
+    "kill -9 $PPID; exec sleep 1000";
+
+// With a cgroup per rank, the cgroup is killed whole.
+TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithCgroups) {
+  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
+  if (!cgroups.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.status();
+  PosixProcessLauncher launcher(nullptr, nullptr, cgroups->get());
+  ExpectNothingOutlivesARankThatKillsItsShim(launcher, Sh(kKillsItsShim));
 }
 
 // The fallback without cgroups: the daemon was reparented to the worker (a subreaper), which
@@ -402,20 +409,11 @@ TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithCgroups
 TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithoutCgroups) {
   ChildRegistry registry;
   PosixProcessLauncher launcher(&registry);
-  absl::StatusOr<LaunchedProcess> p = launcher.Launch(
-      Sh("setsid sh -c 'sleep 1000 </dev/null >/dev/null 2>&1 3>&- & echo $!'; "
-         "kill -9 $PPID; exec sleep 1000"));
-  ASSERT_OK(p);
-  const pid_t leader = p->process->pid();
-  const pid_t daemon = ParsePid(ReadLine(*p));
-  ASSERT_GT(daemon, 0);
-  const ProcessOutcome o = RunToExit(*p);
-  ASSERT_TRUE(o.exit.has_value());
-  EXPECT_EQ(o.exit->signal(), SIGKILL);
-  EXPECT_TRUE(WaitUntil([&] { return ProcessGone(leader) && ProcessGone(daemon); }));
+  ExpectNothingOutlivesARankThatKillsItsShim(launcher, Sh(kKillsItsShim));
 }
 
-// A rank cannot leave its cgroup: the worker's cgroup directory is hidden from it.
+// A rank cannot leave its cgroup (it starts in it): the worker's cgroup directory is
+// hidden from it.
 TEST_F(PosixProcessLauncherTest, AConfinedRankCannotMoveItselfOutOfItsCgroup) {
   absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
   if (!cgroups.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.status();

@@ -152,12 +152,17 @@ void Supervisor::SetLeaseExpiry(absl::Time expiry) {
   // it counts from now, so convert before anything else takes time.
   launcher_->SetLeaseRemaining(expiry == absl::InfiniteFuture() ? absl::InfiniteDuration()
                                                                 : expiry - clock_->Now());
+  bool failed = false;
   {
     absl::MutexLock lock(&mu_);
     if (expiry == lease_expiry_) return;
+    // A lease that lapsed before its timer ran (this daemon was stopped or starved of CPU)
+    // is enforced before it is replaced: what ran under it is killed, the lapse is logged.
+    failed = EnforceDeadlinesLocked();
     lease_expiry_ = expiry;
     lease_enforced_ = false;
   }
+  if (failed) listener_->OnReportsPending();
   ArmDeadlineTimer();
 }
 
@@ -285,12 +290,14 @@ bool Supervisor::EnforceDeadlinesLocked() {
   bool failed = false;
   if (!lease_enforced_ && now >= lease_expiry_) {
     lease_enforced_ = true;
-    if (const int killed = KillAllLocked("LeaseExpired", &failed); killed > 0) {
-      ++lease_expirations_;
-      BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_expiry_)
-                         << " (no heartbeat acknowledged by the coordinator): killed " << killed
-                         << " training process(es) so the coordinator can restart them elsewhere";
-    }
+    const int killed = KillAllLocked("LeaseExpired", &failed);
+    if (killed > 0) ++lease_expirations_;
+    BATON_LOG(WARNING) << "lease ran out at " << absl::FormatTime(lease_expiry_)
+                       << " (no heartbeat acknowledged by the coordinator): "
+                       << (killed > 0 ? absl::StrCat("killed ", killed,
+                                                     " training process(es) so the coordinator "
+                                                     "can restart them elsewhere")
+                                      : std::string("no training process was left to kill"));
   }
   for (auto& [key, a] : assignments_) {
     for (RankEntry& r : a.ranks) {
