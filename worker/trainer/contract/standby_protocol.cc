@@ -69,9 +69,16 @@ class FieldReader {
     rest_.remove_prefix(nul + 1);
     return true;
   }
+  // A count in the canonical decimal form EncodeStandbyRequest writes: digits only, no
+  // sign, space or leading zero (SimpleAtoi alone took "20\r" and "+3", found by
+  // standby_request_fuzz).
   bool NextCount(size_t* count) {
     std::string s;
-    return Next(&s) && absl::SimpleAtoi(s, count) && *count <= rest_.size();
+    if (!Next(&s) || s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+    }
+    return absl::SimpleAtoi(s, count) && *count <= rest_.size();
   }
   bool done() const { return rest_.empty(); }
 

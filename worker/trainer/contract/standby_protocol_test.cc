@@ -104,6 +104,28 @@ TEST(StandbyProtocolTest, TruncatedOrCorruptRequestsAreDataLoss) {
     EXPECT_THAT(ReadStandbyRequest(pipe.fd()),
                 StatusIs(absl::StatusCode::kDataLoss, HasSubstr("malformed")));
   }
+  // Counts in another form than the encoder writes (whitespace, a sign, a leading zero):
+  // standby_request_fuzz found "20\r" taken as 20.
+  for (const std::string count : {"1\r", " 1", "+1", "01", ""}) {
+    std::string payload = count;
+    payload.append(std::string("\0p\0" "0\0\0", 6));
+    std::string bad = "BSR1";
+    const uint32_t size = static_cast<uint32_t>(payload.size());
+    bad.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    PipeWith pipe(bad + payload);
+    EXPECT_THAT(ReadStandbyRequest(pipe.fd()),
+                StatusIs(absl::StatusCode::kDataLoss, HasSubstr("malformed")))
+        << "count '" << count << "'";
+  }
+  {
+    // The canonical form of the same request is read.
+    std::string payload("1\0p\0" "0\0\0", 7);
+    std::string good = "BSR1";
+    const uint32_t size = static_cast<uint32_t>(payload.size());
+    good.append(reinterpret_cast<const char*>(&size), sizeof(size));
+    PipeWith pipe(good + payload);
+    EXPECT_OK(ReadStandbyRequest(pipe.fd()));
+  }
   {
     std::string bad = "BSR1";
     const uint32_t size = kMaxStandbyRequestBytes + 1;
