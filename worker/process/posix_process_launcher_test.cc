@@ -412,6 +412,30 @@ TEST_F(PosixProcessLauncherTest, NothingOutlivesARankThatKillsItsShimWithoutCgro
   ExpectNothingOutlivesARankThatKillsItsShim(launcher, Sh(kKillsItsShim));
 }
 
+// A worker killed without cleaning up (SIGKILL) leaves empty cgroups behind; the next one to
+// start removes them, and touches no cgroup in use.
+TEST_F(PosixProcessLauncherTest, StaleRankCgroupsAreRemovedAndLiveOnesKept) {
+  absl::StatusOr<std::unique_ptr<RankCgroups>> live = RankCgroups::Create();
+  if (!live.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << live.status();
+  const std::string stale = (*live)->own_dir() + "/baton-ranks-999999-deadbeef";
+  ASSERT_EQ(::mkdir(stale.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((stale + "/r1").c_str(), 0700), 0);
+  PosixProcessLauncher launcher(nullptr, nullptr, live->get());
+  absl::StatusOr<LaunchedProcess> running = launcher.Launch(Sh("exec sleep 1000"));
+  ASSERT_OK(running);
+
+  absl::StatusOr<std::unique_ptr<RankCgroups>> next = RankCgroups::Create();
+  ASSERT_OK(next);
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  // The running rank's cgroup, and so its worker's directory, stay in use.
+  EXPECT_TRUE(std::filesystem::exists((*live)->ranks_dir()));
+  absl::StatusOr<LaunchedProcess> another = launcher.Launch(Sh("exit 0"));
+  ASSERT_OK(another);
+  EXPECT_TRUE(RunToExit(*another).exit.has_value());
+  ASSERT_OK(running->process->SignalGroup(SIGKILL));
+  EXPECT_TRUE(RunToExit(*running).exit.has_value());
+}
+
 // A rank cannot leave its cgroup (it starts in it): the worker's cgroup directory is
 // hidden from it.
 TEST_F(PosixProcessLauncherTest, AConfinedRankCannotMoveItselfOutOfItsCgroup) {

@@ -1,5 +1,6 @@
 #include "worker/process/rank_cgroups.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -49,6 +50,31 @@ std::string Cgroup2Mount() {
   return "";
 }
 
+// Removes what workers that died without cleaning up (SIGKILL) left in `own`: every empty
+// cgroup under a baton-ranks-* directory, then the directory if it is empty. rmdir only
+// removes a cgroup without processes or children, so nothing in use is touched; a live
+// worker whose empty directory goes recreates it (NewRankCgroup).
+void RemoveStaleRankCgroups(const std::string& own) {
+  DIR* d = ::opendir(own.c_str());
+  if (d == nullptr) return;
+  std::vector<std::string> stale;
+  while (struct dirent* e = ::readdir(d)) {
+    if (absl::StartsWith(e->d_name, "baton-ranks-")) stale.push_back(own + "/" + e->d_name);
+  }
+  ::closedir(d);
+  for (const std::string& dir : stale) {
+    if (DIR* ranks = ::opendir(dir.c_str())) {
+      std::vector<std::string> children;
+      while (struct dirent* e = ::readdir(ranks)) {
+        if (e->d_name[0] == 'r') children.push_back(dir + "/" + e->d_name);
+      }
+      ::closedir(ranks);
+      for (const std::string& child : children) ::rmdir(child.c_str());
+    }
+    ::rmdir(dir.c_str());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RankCgroups>> RankCgroups::Create() {
@@ -64,6 +90,7 @@ absl::StatusOr<std::unique_ptr<RankCgroups>> RankCgroups::Create() {
     return absl::UnavailableError(
         absl::StrCat("its cgroup ", own, " is not writable: ", ::strerror(errno)));
   }
+  RemoveStaleRankCgroups(own);
   // The pid and a random part: workers in other PID namespaces may share the cgroup.
   std::random_device random;
   const std::string ranks =
@@ -84,11 +111,14 @@ RankCgroups::~RankCgroups() { ::rmdir(ranks_dir_.c_str()); }
 
 absl::StatusOr<std::string> RankCgroups::NewRankCgroup() {
   const std::string dir = absl::StrCat(ranks_dir_, "/r", next_.fetch_add(1));
-  if (::mkdir(dir.c_str(), 0700) != 0) {
-    return absl::InternalError(
-        absl::StrCat("cannot create the rank's cgroup ", dir, ": ", ::strerror(errno)));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (::mkdir(dir.c_str(), 0700) == 0) return dir;
+    if (errno != ENOENT) break;
+    // Another worker starting up removed our directory while it was empty.
+    if (::mkdir(ranks_dir_.c_str(), 0700) != 0 && errno != EEXIST) break;
   }
-  return dir;
+  return absl::InternalError(
+      absl::StrCat("cannot create the rank's cgroup ", dir, ": ", ::strerror(errno)));
 }
 
 bool RankCgroups::KillAndRemove(const std::string& dir, absl::Duration timeout) {

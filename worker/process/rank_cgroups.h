@@ -27,7 +27,8 @@ namespace baton::worker {
 class RankCgroups {
  public:
   // Finds this process's cgroup v2 directory (/proc/self/cgroup's "0::" line under the
-  // cgroup2 mount of /proc/self/mountinfo) and creates baton-ranks-<pid>-<random> in it.
+  // cgroup2 mount of /proc/self/mountinfo) and creates baton-ranks-<pid>-<random> in it,
+  // first removing the empty ones that workers killed without cleaning up left there.
   // Errors:
   // UNAVAILABLE naming what is missing (no cgroup2 mount, a directory that cannot be
   // written, no cgroup.kill).
