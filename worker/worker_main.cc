@@ -272,10 +272,7 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   for (const std::string& file :
        {absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_ca)}) {
     if (file.empty()) continue;
-    options.secret_files.push_back(file.front() == '/'
-                                       ? file
-                                       : absl::StrCat(std::filesystem::current_path().string(),
-                                                      "/", file));
+    options.secret_files.push_back(std::filesystem::absolute(file).string());
   }
   for (char** e = environ; *e != nullptr; ++e) options.base_env.push_back(*e);
   // Gloo and NCCL bind to the interface other hosts reach this one on (their defaults

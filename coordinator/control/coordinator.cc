@@ -280,11 +280,14 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
 
 namespace {
 
-bool RunsRank(const baton::v1::Job& job, const std::string& worker_id, int32_t rank) {
+// The ranks of the job's current generation on `worker_id`, gathered once per report, so
+// that checking a report costs O(ranks + entries), not their product.
+absl::flat_hash_set<int32_t> RanksOn(const baton::v1::Job& job, const std::string& worker_id) {
+  absl::flat_hash_set<int32_t> ranks;
   for (const baton::v1::RankInfo& r : job.ranks()) {
-    if (r.rank() == rank) return r.worker_id() == worker_id;
+    if (r.worker_id() == worker_id) ranks.insert(r.rank());
   }
-  return false;
+  return ranks;
 }
 
 }  // namespace
@@ -294,11 +297,7 @@ void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsRepo
   if (job == nullptr) return;
   // A worker speaks for its own ranks only: another's lines would put words in another
   // user's job. Lines of an older generation (late) are dropped as well.
-  // The worker's ranks, found once per report: O(ranks + lines), not their product.
-  absl::flat_hash_set<int32_t> mine;
-  for (const baton::v1::RankInfo& r : job->ranks()) {
-    if (r.worker_id() == worker_id) mine.insert(r.rank());
-  }
+  const absl::flat_hash_set<int32_t> mine = RanksOn(*job, worker_id);
   std::vector<baton::v1::LogLine> lines;
   lines.reserve(l.lines_size());
   const baton::v1::LogLine* refused = nullptr;
@@ -340,6 +339,7 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   absl::StatusOr<JobState> state = jobs_->State(m.job_id());
   if (!state.ok()) return;
   const baton::v1::Job& job = *jobs_->Peek(m.job_id());
+  const absl::flat_hash_set<int32_t> mine = RanksOn(job, worker_id);
   std::vector<baton::v1::MetricPoint> points;
   absl::Status rejected;
   int rejected_count = 0;
@@ -347,7 +347,7 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
     absl::Status s = CheckGeneration(job, p.generation());
     // A worker speaks for its own ranks only: another's metrics would steer stall
     // detection, goodput and the job's result.
-    if (s.ok() && !RunsRank(job, worker_id, p.rank())) {
+    if (s.ok() && !mine.contains(p.rank())) {
       s = absl::PermissionDeniedError(
           absl::StrCat("rank ", p.rank(), " of generation ", p.generation(),
                        " does not run on worker ", worker_id));

@@ -261,8 +261,8 @@ absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire,
     } else {
       n = ::send(fd, wire.data(), wire.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    if (n > 0) first = false;
     if (n > 0) {
+      first = false;
       wire.remove_prefix(static_cast<size_t>(n));
       continue;
     }

@@ -39,7 +39,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple, Union
 
 __all__ = [
     "CHECKPOINT_EXIT_CODE",
@@ -124,6 +124,27 @@ def format_metrics_line(fields: List[Tuple[str, Number]]) -> str:
     return "{" + ",".join(parts) + "}\n"
 
 
+def _fd_from_env(name: str, use: Callable[[int], Any], what: str) -> Any:
+    """`use(fd)` for the descriptor number in environment variable `name`; None when it is
+    unset or empty. ValueError naming the variable and its value if it is not a
+    non-negative integer or `use` fails with OSError."""
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return None
+    try:
+        fd = int(raw)
+        if fd < 0:
+            raise ValueError
+        return use(fd)
+    except (ValueError, OSError):
+        raise ValueError("%s=%r is not %s" % (name, raw, what)) from None
+
+
+def _open_fd(fd: int) -> int:
+    os.fstat(fd)  # OSError if it is not open
+    return fd
+
+
 class _Reporter:
     """Owns the metrics descriptor and the rate window. Thread-safe (one lock)."""
 
@@ -136,17 +157,7 @@ class _Reporter:
     def _resolve(self) -> Optional[int]:
         if not self._resolved:
             self._resolved = True
-            raw = os.environ.get(ENV_METRICS_FD, "")
-            if raw != "":
-                try:
-                    fd = int(raw)
-                    if fd < 0:
-                        raise ValueError
-                    os.fstat(fd)
-                except (ValueError, OSError):
-                    raise ValueError(
-                        "%s=%r is not an open file descriptor" % (ENV_METRICS_FD, raw)) from None
-                self._fd = fd
+            self._fd = _fd_from_env(ENV_METRICS_FD, _open_fd, "an open file descriptor")
         return self._fd
 
     def report(self, step: int, loss: Optional[Number], samples: Optional[Number],
@@ -205,16 +216,9 @@ class _Lease:
         with self._lock:
             if not self._resolved:
                 self._resolved = True
-                raw = os.environ.get(ENV_LEASE_FD, "")
-                if raw != "":
-                    try:
-                        fd = int(raw)
-                        if fd < 0:
-                            raise ValueError
-                        self._page = mmap.mmap(fd, 8, mmap.MAP_SHARED, mmap.PROT_READ)
-                    except (ValueError, OSError):
-                        raise ValueError("%s=%r is not a lease page's file descriptor"
-                                         % (ENV_LEASE_FD, raw)) from None
+                self._page = _fd_from_env(
+                    ENV_LEASE_FD, lambda fd: mmap.mmap(fd, 8, mmap.MAP_SHARED, mmap.PROT_READ),
+                    "a lease page's file descriptor")
             if self._page is None:
                 return False
             deadline = struct.unpack_from("=q", self._page, 0)[0]
