@@ -436,6 +436,33 @@ TEST_F(PosixProcessLauncherTest, StaleRankCgroupsAreRemovedAndLiveOnesKept) {
   EXPECT_TRUE(RunToExit(*running).exit.has_value());
 }
 
+// A worker starting next to a live one (tests run side by side; pods share a node's
+// cgroup) leaves the live one's empty directory, and the empty cgroup it just made for a
+// rank about to move in, alone: both are held locked. (The sweep once removed every empty
+// one, so a rank's launch failed with "cannot move the process into its cgroup".)
+TEST_F(PosixProcessLauncherTest, AStartingWorkerLeavesALiveWorkersEmptyCgroupsAlone) {
+  absl::StatusOr<std::unique_ptr<RankCgroups>> live = RankCgroups::Create();
+  if (!live.ok()) GTEST_SKIP() << "no writable cgroup v2 here: " << live.status();
+  absl::StatusOr<std::string> rank = (*live)->NewRankCgroup();
+  ASSERT_OK(rank);
+
+  absl::StatusOr<std::unique_ptr<RankCgroups>> next = RankCgroups::Create();
+  ASSERT_OK(next);
+  EXPECT_TRUE(std::filesystem::exists((*live)->ranks_dir()));
+  EXPECT_TRUE(std::filesystem::exists(*rank));
+  EXPECT_TRUE(RankCgroups::KillAndRemove(*rank));
+
+  // Once its worker is gone, the directory is stale and the next worker removes it.
+  const std::string gone = (*next)->ranks_dir();
+  absl::StatusOr<std::string> left = (*next)->NewRankCgroup();
+  ASSERT_OK(left);
+  next->reset();
+  ASSERT_TRUE(std::filesystem::exists(*left));
+  absl::StatusOr<std::unique_ptr<RankCgroups>> third = RankCgroups::Create();
+  ASSERT_OK(third);
+  EXPECT_FALSE(std::filesystem::exists(gone));
+}
+
 // A rank cannot leave its cgroup (it starts in it): the worker's cgroup directory is
 // hidden from it.
 TEST_F(PosixProcessLauncherTest, AConfinedRankCannotMoveItselfOutOfItsCgroup) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,19 +51,26 @@ std::string Cgroup2Mount() {
   return "";
 }
 
-// Removes what workers that died without cleaning up (SIGKILL) left in `own`: every empty
-// cgroup under a baton-ranks-* directory, then the directory if it is empty. rmdir only
-// removes a cgroup without processes or children, so nothing in use is touched; a live
-// worker whose empty directory goes recreates it (NewRankCgroup).
+// Removes what workers that died without cleaning up (SIGKILL) left in `own`: every
+// baton-ranks-* directory that no live worker holds locked (see RankCgroups::Create), with
+// its empty rank cgroups. A directory is only touched while this process holds its lock, so
+// a live worker's directory, and the empty rank cgroup it just made for a rank about to
+// move in, are never removed. rmdir only removes a cgroup without processes or children.
 void RemoveStaleRankCgroups(const std::string& own) {
   DIR* d = ::opendir(own.c_str());
   if (d == nullptr) return;
-  std::vector<std::string> stale;
+  std::vector<std::string> candidates;
   while (struct dirent* e = ::readdir(d)) {
-    if (absl::StartsWith(e->d_name, "baton-ranks-")) stale.push_back(own + "/" + e->d_name);
+    if (absl::StartsWith(e->d_name, "baton-ranks-")) candidates.push_back(own + "/" + e->d_name);
   }
   ::closedir(d);
-  for (const std::string& dir : stale) {
+  for (const std::string& dir : candidates) {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) continue;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {  // Its worker (or a shim of it) is alive.
+      ::close(fd);
+      continue;
+    }
     if (DIR* ranks = ::opendir(dir.c_str())) {
       std::vector<std::string> children;
       while (struct dirent* e = ::readdir(ranks)) {
@@ -72,6 +80,7 @@ void RemoveStaleRankCgroups(const std::string& own) {
       for (const std::string& child : children) ::rmdir(child.c_str());
     }
     ::rmdir(dir.c_str());
+    ::close(fd);
   }
 }
 
@@ -93,32 +102,53 @@ absl::StatusOr<std::unique_ptr<RankCgroups>> RankCgroups::Create() {
   RemoveStaleRankCgroups(own);
   // The pid and a random part: workers in other PID namespaces may share the cgroup.
   std::random_device random;
-  const std::string ranks =
-      absl::StrCat(own, "/baton-ranks-", ::getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
-  if (::mkdir(ranks.c_str(), 0700) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot create the cgroup ", ranks, ": ", ::strerror(errno)));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const std::string ranks = absl::StrCat(own, "/baton-ranks-", ::getpid(), "-",
+                                           absl::Hex(random(), absl::kZeroPad8));
+    if (::mkdir(ranks.c_str(), 0700) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create the cgroup ", ranks, ": ", ::strerror(errno)));
+    }
+    // Held for the worker's life (and its shims', which inherit it across fork): the mark
+    // of a directory in use to workers starting next to this one.
+    const int lock = ::open(ranks.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock < 0 || ::flock(lock, LOCK_EX | LOCK_NB) != 0) {
+      if (lock >= 0) ::close(lock);
+      continue;  // A worker sweeping stale directories took it first (and removes it).
+    }
+    // A sweeper may have removed it between mkdir and flock; then try another name.
+    const int kill_file = ::openat(lock, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+    if (kill_file < 0 && errno == ENOENT && ::access(ranks.c_str(), F_OK) != 0) {
+      ::close(lock);
+      continue;
+    }
+    if (kill_file < 0) {
+      const int err = errno;
+      ::rmdir(ranks.c_str());
+      ::close(lock);
+      return absl::UnavailableError(
+          absl::StrCat("the kernel has no cgroup.kill (Linux >= 5.14): ", ::strerror(err)));
+    }
+    ::close(kill_file);
+    return std::unique_ptr<RankCgroups>(new RankCgroups(own, ranks, lock));
   }
-  if (::access((ranks + "/cgroup.kill").c_str(), W_OK) != 0) {
-    ::rmdir(ranks.c_str());
-    return absl::UnavailableError(
-        absl::StrCat("the kernel has no cgroup.kill (Linux >= 5.14): ", ::strerror(errno)));
-  }
-  return std::unique_ptr<RankCgroups>(new RankCgroups(own, ranks));
+  return absl::UnavailableError(
+      absl::StrCat("cannot create a cgroup of its own under ", own,
+                   ": workers starting alongside removed it three times"));
 }
 
-RankCgroups::~RankCgroups() { ::rmdir(ranks_dir_.c_str()); }
+RankCgroups::~RankCgroups() {
+  ::rmdir(ranks_dir_.c_str());
+  ::close(lock_fd_);
+}
 
 absl::StatusOr<std::string> RankCgroups::NewRankCgroup() {
   const std::string dir = absl::StrCat(ranks_dir_, "/r", next_.fetch_add(1));
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    if (::mkdir(dir.c_str(), 0700) == 0) return dir;
-    if (errno != ENOENT) break;
-    // Another worker starting up removed our directory while it was empty.
-    if (::mkdir(ranks_dir_.c_str(), 0700) != 0 && errno != EEXIST) break;
+  if (::mkdir(dir.c_str(), 0700) != 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot create the rank's cgroup ", dir, ": ", ::strerror(errno)));
   }
-  return absl::InternalError(
-      absl::StrCat("cannot create the rank's cgroup ", dir, ": ", ::strerror(errno)));
+  return dir;
 }
 
 bool RankCgroups::KillAndRemove(const std::string& dir, absl::Duration timeout) {

@@ -28,7 +28,8 @@ class RankCgroups {
  public:
   // Finds this process's cgroup v2 directory (/proc/self/cgroup's "0::" line under the
   // cgroup2 mount of /proc/self/mountinfo) and creates baton-ranks-<pid>-<random> in it,
-  // first removing the empty ones that workers killed without cleaning up left there.
+  // which it holds flock()ed for its life; first removes the directories that workers
+  // killed without cleaning up left there (those nobody holds locked).
   // Errors:
   // UNAVAILABLE naming what is missing (no cgroup2 mount, a directory that cannot be
   // written, no cgroup.kill).
@@ -51,11 +52,12 @@ class RankCgroups {
   const std::string& ranks_dir() const { return ranks_dir_; }
 
  private:
-  RankCgroups(std::string own_dir, std::string ranks_dir)
-      : own_dir_(std::move(own_dir)), ranks_dir_(std::move(ranks_dir)) {}
+  RankCgroups(std::string own_dir, std::string ranks_dir, int lock_fd)
+      : own_dir_(std::move(own_dir)), ranks_dir_(std::move(ranks_dir)), lock_fd_(lock_fd) {}
 
   const std::string own_dir_;
   const std::string ranks_dir_;
+  const int lock_fd_;  // ranks_dir_ opened and flock()ed: the mark that it is in use.
   std::atomic<uint64_t> next_{1};
 };
 
