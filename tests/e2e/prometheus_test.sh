@@ -100,7 +100,10 @@ echo "job $JOB"
 
 # During the job: every daemon's live /metrics passes promtool's parser and linter, the
 # workers' once they export training series.
-has_training_series() { curl -sf "http://$1/metrics" | grep -q "^baton_trainer_steps_total{"; }
+# (Scrapes are read whole before grep: `curl | grep -q` under pipefail fails whenever grep
+# matches and exits while curl is still writing, as it did in CI.)
+scrape() { curl -sf "http://$1/metrics"; }
+has_training_series() { grep -q "^baton_trainer_steps_total{" <<<"$(scrape "$1")"; }
 wait_for 120 has_training_series "$W1_METRICS"
 wait_for 60 has_training_series "$W2_METRICS"
 [[ $(job_state "$JOB") == JOB_STATE_RUNNING ]] || fail "job $JOB is $(job_state "$JOB"), expected RUNNING"
@@ -108,7 +111,7 @@ for target in "$C_METRICS" "$W1_METRICS" "$W2_METRICS"; do
   curl -sf "http://$target/metrics" >"$TMP/scrape.txt" || fail "cannot scrape $target"
   promtool check metrics <"$TMP/scrape.txt" || { cat "$TMP/scrape.txt"; fail "promtool check metrics failed for $target"; }
 done
-curl -sf "http://$C_METRICS/metrics" | grep -Eq "^baton_coordinator_job_state\{job_id=\"$JOB\",state=\"running\"\} 1(\.0*)?$" \
+grep -Eq "^baton_coordinator_job_state\{job_id=\"$JOB\",state=\"running\"\} 1(\.0*)?$" <<<"$(scrape "$C_METRICS")" \
   || fail "coordinator does not export $JOB as running"
 
 job_done() { [[ $(job_state "$JOB") == JOB_STATE_SUCCEEDED ]]; }
