@@ -7,18 +7,17 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/string_utils.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
-#include <torch/serialize/input-archive.h>
-#include <torch/serialize/output-archive.h>
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <sstream>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -32,7 +31,10 @@
 namespace baton::trainer {
 namespace {
 
-constexpr char kFormat[] = "baton-checkpoint-v1";
+constexpr char kFormat[] = "baton-checkpoint-v2";
+// Written by Baton before the optimizer state became plain tensors: that state is a
+// TorchScript archive, and loading one runs LibTorch's TorchScript importer (code).
+constexpr char kFormatV1[] = "baton-checkpoint-v1";
 
 // Keys of the pickled dict (see the header).
 constexpr char kKeyFormat[] = "format";
@@ -46,7 +48,7 @@ constexpr char kKeyScalerGrowthTracker[] = "scaler_growth_tracker";
 constexpr char kKeyModel[] = "model";
 constexpr char kKeyOptimizerType[] = "optimizer_type";
 constexpr char kKeyOptimizerParams[] = "optimizer_params";
-constexpr char kKeyOptimizer[] = "optimizer";
+constexpr char kKeyOptimizerState[] = "optimizer_state";
 constexpr char kKeyRngCpu[] = "rng_cpu";
 constexpr char kKeyRngCuda[] = "rng_cuda";
 constexpr char kKeyRngExtra[] = "rng_extra";
@@ -64,6 +66,35 @@ int64_t OptimizerParamCount(const torch::optim::Optimizer& optimizer) {
   int64_t n = 0;
   for (const auto& group : optimizer.param_groups()) n += group.params().size();
   return n;
+}
+
+// The names each optimizer keeps per parameter (torch/optim/sgd.h, adamw.h). "step" is a
+// 0-d int64 tensor; the others are shaped and typed like the parameter.
+constexpr char kMomentumBuffer[] = "momentum_buffer";
+constexpr char kStep[] = "step";
+constexpr char kExpAvg[] = "exp_avg";
+constexpr char kExpAvgSq[] = "exp_avg_sq";
+constexpr char kMaxExpAvgSq[] = "max_exp_avg_sq";
+
+// The key of a parameter in Optimizer::state(): the TensorImpl's address, as a string in
+// LibTorch 1.13 and as a pointer in later versions.
+template <typename StateMap>
+typename StateMap::key_type StateKey(const at::Tensor& param) {
+  using Key = typename StateMap::key_type;
+  if constexpr (std::is_same_v<Key, std::string>) {
+    return c10::guts::to_string(param.unsafeGetTensorImpl());
+  } else {
+    return static_cast<Key>(param.unsafeGetTensorImpl());
+  }
+}
+
+// Every parameter of `optimizer`, in param-group order (the order of "optimizer_state").
+std::vector<at::Tensor> OptimizerParams(const torch::optim::Optimizer& optimizer) {
+  std::vector<at::Tensor> params;
+  for (const auto& group : optimizer.param_groups()) {
+    params.insert(params.end(), group.params().begin(), group.params().end());
+  }
+  return params;
 }
 
 at::Tensor BytesToTensor(const void* data, size_t size) {
@@ -86,6 +117,34 @@ at::Tensor Compact(const at::Tensor& t) {
     c = c.clone();
   }
   return c;
+}
+
+// "optimizer_state": per parameter of `optimizer` (SGD or AdamW, param-group order), its
+// state as name -> tensor, empty while it has none (before its first step).
+c10::List<c10::Dict<std::string, at::Tensor>> ExportOptimizerState(
+    const torch::optim::Optimizer& optimizer, const std::string& type) {
+  using StateMap = std::decay_t<decltype(optimizer.state())>;
+  c10::List<c10::Dict<std::string, at::Tensor>> out;
+  const StateMap& states = optimizer.state();
+  for (const at::Tensor& param : OptimizerParams(optimizer)) {
+    c10::Dict<std::string, at::Tensor> entry;
+    const auto it = states.find(StateKey<StateMap>(param));
+    const auto insert_defined = [&entry](const char* name, const at::Tensor& t) {
+      if (t.defined()) entry.insert(name, Compact(t));
+    };
+    if (it != states.end() && type == "sgd") {
+      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+      insert_defined(kMomentumBuffer, s.momentum_buffer());
+    } else if (it != states.end() && type == "adamw") {
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      entry.insert(kStep, at::scalar_tensor(s.step(), at::kLong));
+      insert_defined(kExpAvg, s.exp_avg());
+      insert_defined(kExpAvgSq, s.exp_avg_sq());
+      insert_defined(kMaxExpAvgSq, s.max_exp_avg_sq());
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 // Generators: CPU always, CUDA when this LibTorch has it. (Context::defaultGenerator has
@@ -162,6 +221,13 @@ absl::StatusOr<DecodedCheckpoint> DecodeDict(const c10::IValue& root) {
   const c10::impl::GenericDict dict = root.toGenericDict();
   DecodedCheckpoint d;
   ASSIGN_OR_RETURN(c10::IValue format, Field(dict, kKeyFormat));
+  if (format.isString() && format.toStringRef() == kFormatV1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint format ", kFormatV1, " (an earlier Baton) keeps the optimizer state as a "
+        "TorchScript archive, and loading one runs TorchScript's importer, so whoever can "
+        "write the checkpoint directory could run code in the trainer; this trainer reads ",
+        kFormat, " only. Finish the job with the Baton that wrote it, or start it again"));
+  }
   if (!format.isString() || format.toStringRef() != kFormat) {
     return Corrupt(absl::StrCat("format is not \"", kFormat, "\""));
   }
@@ -191,7 +257,18 @@ absl::StatusOr<DecodedCheckpoint> DecodeDict(const c10::IValue& root) {
   if (!type.isString()) return Corrupt("\"optimizer_type\" is not a str");
   d.optimizer_type = type.toStringRef();
   ASSIGN_OR_RETURN(d.optimizer_params, IntField(dict, kKeyOptimizerParams));
-  ASSIGN_OR_RETURN(d.optimizer_bytes, ByteTensorField(dict, kKeyOptimizer));
+  ASSIGN_OR_RETURN(c10::IValue optimizer_state, Field(dict, kKeyOptimizerState));
+  if (!optimizer_state.isList()) return Corrupt("\"optimizer_state\" is not a list");
+  for (const c10::IValue& entry : optimizer_state.toListRef()) {
+    if (!entry.isGenericDict()) return Corrupt("\"optimizer_state\" holds a non-dict");
+    absl::flat_hash_map<std::string, at::Tensor>& decoded = d.optimizer_state.emplace_back();
+    for (const auto& item : entry.toGenericDict()) {
+      if (!item.key().isString() || !item.value().isTensor()) {
+        return Corrupt("\"optimizer_state\" is not a list of dicts of str -> Tensor");
+      }
+      decoded.emplace(item.key().toStringRef(), item.value().toTensor());
+    }
+  }
 
   ASSIGN_OR_RETURN(d.rng_cpu, ByteTensorField(dict, kKeyRngCpu));
   ASSIGN_OR_RETURN(c10::IValue cuda, Field(dict, kKeyRngCuda));
@@ -204,6 +281,49 @@ absl::StatusOr<DecodedCheckpoint> DecodeDict(const c10::IValue& root) {
 }
 
 // ---- applying to the live state -------------------------------------------------------
+
+// FAILED_PRECONDITION unless `saved` (a checkpoint's "optimizer_state") is state the live
+// `optimizer` of `type` could have: one entry per parameter, only that optimizer's names,
+// each tensor shaped and typed like its parameter, a non-negative step for AdamW.
+absl::Status CheckOptimizerStateFits(
+    const std::vector<absl::flat_hash_map<std::string, at::Tensor>>& saved,
+    const torch::optim::Optimizer& optimizer, const std::string& type) {
+  const std::vector<at::Tensor> params = OptimizerParams(optimizer);
+  if (saved.size() != params.size()) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoint has optimizer state for ",
+                                                      saved.size(), " parameters, the job's "
+                                                      "optimizer has ", params.size()));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto bad = [&](absl::string_view what) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint optimizer state of parameter ", i, ": ", what));
+    };
+    for (const auto& [name, t] : saved[i]) {
+      const bool like_param =
+          type == "sgd" ? name == kMomentumBuffer
+                        : name == kExpAvg || name == kExpAvgSq || name == kMaxExpAvgSq;
+      if (type == "adamw" && name == kStep) {
+        if (t.dim() != 0 || t.scalar_type() != at::kLong || t.item<int64_t>() < 0) {
+          return bad("\"step\" is not a non-negative 0-d int64 tensor");
+        }
+      } else if (!like_param) {
+        return bad(absl::StrCat("\"", name, "\" is not ", type, " state"));
+      } else if (t.sizes() != params[i].sizes() || t.scalar_type() != params[i].scalar_type()) {
+        return bad(absl::StrCat("\"", name, "\" is ", c10::toString(t.scalar_type()),
+                                c10::str(t.sizes()), ", the parameter ",
+                                c10::toString(params[i].scalar_type()),
+                                c10::str(params[i].sizes())));
+      }
+    }
+    if (type == "adamw" && !saved[i].empty() &&
+        (!saved[i].contains(kStep) || !saved[i].contains(kExpAvg) ||
+         !saved[i].contains(kExpAvgSq))) {
+      return bad("AdamW state needs \"step\", \"exp_avg\" and \"exp_avg_sq\"");
+    }
+  }
+  return absl::OkStatus();
+}
 
 // FAILED_PRECONDITION unless `d` fits `state` exactly.
 absl::Status CheckFits(const DecodedCheckpoint& d, const TrainingState& state) {
@@ -247,31 +367,44 @@ absl::Status CheckFits(const DecodedCheckpoint& d, const TrainingState& state) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint optimizer has ", d.optimizer_params, " parameters, the job's has ", n));
     }
+    RETURN_IF_ERROR(CheckOptimizerStateFits(d.optimizer_state, *state.optimizer, type));
   }
   return absl::OkStatus();
 }
 
-// Loads per-parameter optimizer state, keeping the live hyperparameters.
-void LoadOptimizerState(const at::Tensor& bytes, torch::optim::Optimizer& optimizer) {
-  c10::optional<at::Device> device;
-  for (const auto& group : optimizer.param_groups()) {
-    if (!group.params().empty()) {
-      device = group.params().front().device();
-      break;
+// Replaces the per-parameter state of `optimizer` (of `type`) with `saved`, checked by
+// CheckOptimizerStateFits, on each parameter's device; the hyperparameters stay the live
+// ones.
+void LoadOptimizerState(const std::vector<absl::flat_hash_map<std::string, at::Tensor>>& saved,
+                        torch::optim::Optimizer& optimizer, const std::string& type) {
+  using StateMap = std::decay_t<decltype(optimizer.state())>;
+  StateMap& states = optimizer.state();
+  const std::vector<at::Tensor> params = OptimizerParams(optimizer);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto key = StateKey<StateMap>(params[i]);
+    const auto& entry = saved[i];
+    if (entry.empty()) {
+      states.erase(key);
+      continue;
     }
-  }
-  const at::Tensor contiguous = bytes.contiguous();
-  torch::serialize::InputArchive archive;
-  archive.load_from(static_cast<const char*>(contiguous.data_ptr()),
-                    static_cast<size_t>(contiguous.numel()), device);
-  std::vector<std::unique_ptr<torch::optim::OptimizerOptions>> live_options;
-  for (const auto& group : optimizer.param_groups()) {
-    live_options.push_back(group.options().clone());
-  }
-  optimizer.load(archive);
-  auto& groups = optimizer.param_groups();
-  for (size_t i = 0; i < groups.size() && i < live_options.size(); ++i) {
-    groups[i].set_options(std::move(live_options[i]));
+    const auto on_device = [&](const char* name) {
+      const auto it = entry.find(name);
+      return it == entry.end() ? at::Tensor()
+                               : it->second.to(params[i].device(), /*non_blocking=*/false,
+                                               /*copy=*/true);
+    };
+    if (type == "sgd") {
+      auto state = std::make_unique<torch::optim::SGDParamState>();
+      state->momentum_buffer(on_device(kMomentumBuffer));
+      states[key] = std::move(state);
+    } else {
+      auto state = std::make_unique<torch::optim::AdamWParamState>();
+      state->step(entry.at(kStep).item<int64_t>());
+      state->exp_avg(on_device(kExpAvg));
+      state->exp_avg_sq(on_device(kExpAvgSq));
+      state->max_exp_avg_sq(on_device(kMaxExpAvgSq));
+      states[key] = std::move(state);
+    }
   }
 }
 
@@ -293,15 +426,15 @@ absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state
       }
       model.insert(name, Compact(tensor));
     }
-    at::Tensor optimizer_bytes = at::empty({0}, at::kByte);
+    const std::string optimizer_type = OptimizerType(state.optimizer);
+    if (optimizer_type == "other") {
+      return absl::InvalidArgumentError(
+          "the optimizer's state cannot be saved: checkpoints hold SGD's and AdamW's");
+    }
+    c10::List<c10::Dict<std::string, at::Tensor>> optimizer_state;
     int64_t optimizer_params = 0;
     if (state.optimizer != nullptr) {
-      torch::serialize::OutputArchive archive;
-      state.optimizer->save(archive);
-      std::ostringstream out;
-      archive.save_to(out);
-      const std::string s = std::move(out).str();
-      optimizer_bytes = BytesToTensor(s.data(), s.size());
+      optimizer_state = ExportOptimizerState(*state.optimizer, optimizer_type);
       optimizer_params = OptimizerParamCount(*state.optimizer);
     }
     c10::List<at::Tensor> cuda;
@@ -317,9 +450,9 @@ absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state
     dict.insert(kKeyScalerScale, p.scaler_scale);
     dict.insert(kKeyScalerGrowthTracker, p.scaler_growth_tracker);
     dict.insert(kKeyModel, model);
-    dict.insert(kKeyOptimizerType, OptimizerType(state.optimizer));
+    dict.insert(kKeyOptimizerType, optimizer_type);
     dict.insert(kKeyOptimizerParams, optimizer_params);
-    dict.insert(kKeyOptimizer, optimizer_bytes);
+    dict.insert(kKeyOptimizerState, optimizer_state);
     dict.insert(kKeyRngCpu, GetCpuRngState());
     dict.insert(kKeyRngCuda, cuda);
     dict.insert(kKeyRngExtra, BytesToTensor(p.rng_extra.data(), p.rng_extra.size()));
@@ -335,6 +468,10 @@ absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state
 
 absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path) {
   ASSIGN_OR_RETURN(std::vector<char> bytes, ReadFileBytes(path));
+  return DecodeCheckpoint(bytes);
+}
+
+absl::StatusOr<DecodedCheckpoint> DecodeCheckpoint(const std::vector<char>& bytes) {
   RETURN_IF_ERROR(VerifySealedArchive(absl::string_view(bytes.data(), bytes.size())));
   try {
     return DecodeDict(torch::jit::pickle_load(bytes));
@@ -350,7 +487,9 @@ absl::Status ApplyCheckpoint(const DecodedCheckpoint& d, TrainingState& state, b
       c10::NoGradGuard no_grad;
       for (auto& [name, live] : state.tensors) live.copy_(d.model.at(name));
     }
-    if (state.optimizer != nullptr) LoadOptimizerState(d.optimizer_bytes, *state.optimizer);
+    if (state.optimizer != nullptr) {
+      LoadOptimizerState(d.optimizer_state, *state.optimizer, OptimizerType(state.optimizer));
+    }
     if (restore_rng) SetRngStates(d);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("restoring the checkpoint: ", e.what()));

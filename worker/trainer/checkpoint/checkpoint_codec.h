@@ -7,17 +7,25 @@
 // A step checkpoint is a sealed archive (checkpoint_file.h) holding a pickled dict that
 // Python's torch.load(path) reads:
 //
-//   "format": "baton-checkpoint-v1"
+//   "format": "baton-checkpoint-v2"
 //   "step", "epoch", "batch_in_epoch", "samples_seen", "world_size",
 //   "scaler_growth_tracker": int          "scaler_scale": float
 //   "model": {name: Tensor}               parameters and buffers (detached, contiguous, CPU)
 //   "optimizer_type": "sgd" | "adamw" | "none" | "other"
 //   "optimizer_params": int               parameters the optimizer holds
-//   "optimizer": uint8 Tensor             torch::optim::Optimizer::save archive (a
-//                                         TorchScript-style ZIP); empty when none
+//   "optimizer_state": [{str: Tensor}]    per parameter of the optimizer (param-group
+//                                         order), its state: SGD "momentum_buffer"; AdamW
+//                                         "step" (0-d int64), "exp_avg", "exp_avg_sq",
+//                                         ["max_exp_avg_sq"]; {} before its first step
 //   "rng_cpu": uint8 Tensor               the default CPU generator state
 //   "rng_cuda": [uint8 Tensor]            default CUDA generator states, one per device
 //   "rng_extra": uint8 Tensor             the caller's opaque bytes (e.g. std::mt19937)
+//
+// Decoding runs LibTorch's unpickler without a TorchScript type resolver, so a file that
+// names a class is refused: whoever can write the checkpoint directory (the job's own
+// ranks) cannot make the trainer run code. Format v1 (an earlier Baton) kept the optimizer
+// state as a torch::serialize archive, whose loader is TorchScript's importer: it is
+// refused with FAILED_PRECONDITION, never loaded.
 //
 // The final weights are a pickled Dict[str, Tensor] (name -> detached contiguous CPU
 // tensor), unsealed, which torch.load returns as a dict.
@@ -45,24 +53,33 @@ struct DecodedCheckpoint {
   absl::flat_hash_map<std::string, at::Tensor> model;
   std::string optimizer_type;
   int64_t optimizer_params = 0;
-  at::Tensor optimizer_bytes;  // uint8, CPU; empty when none.
+  // Per optimizer parameter: its state (see "optimizer_state" above), not yet checked
+  // against the live optimizer.
+  std::vector<absl::flat_hash_map<std::string, at::Tensor>> optimizer_state;
   at::Tensor rng_cpu;
   std::vector<at::Tensor> rng_cuda;
 };
 
 // The sealed file contents for `state`, with the calling process's RNG states.
-// INVALID_ARGUMENT on a negative step, duplicate/empty tensor names or undefined tensors;
+// INVALID_ARGUMENT on a negative step, duplicate/empty tensor names, undefined tensors or
+// an optimizer other than SGD and AdamW;
 // INTERNAL when serialising or sealing fails.
 absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state);
 
 // Reads, verifies (the trailer) and decodes one checkpoint file. NOT_FOUND if it does not
-// exist; DATA_LOSS if it is corrupt or not a checkpoint; INTERNAL on read errors.
+// exist; DATA_LOSS if it is corrupt or not a checkpoint; FAILED_PRECONDITION for format
+// v1 (above); INTERNAL on read errors.
 absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path);
+
+// Verifies (the trailer) and decodes a checkpoint file's bytes: DATA_LOSS if they are
+// corrupt or not a checkpoint, FAILED_PRECONDITION for format v1.
+absl::StatusOr<DecodedCheckpoint> DecodeCheckpoint(const std::vector<char>& bytes);
 
 // Copies `decoded` into `state`: progress, tensors in place, optimizer state (keeping the
 // optimizer's live hyperparameters) and, if `restore_rng`, the CPU/CUDA generators.
 //   FAILED_PRECONDITION: `decoded` does not fit `state` (tensor names, shapes, dtypes,
-//     optimizer type or parameter count). `state` is unchanged.
+//     optimizer type, parameter count, or optimizer state that optimizer could not have).
+//     `state` is unchanged.
 //   INVALID_ARGUMENT: duplicate names in state.tensors. `state` is unchanged.
 //   INTERNAL: loading failed part-way; `state` is unspecified.
 absl::Status ApplyCheckpoint(const DecodedCheckpoint& decoded, TrainingState& state,

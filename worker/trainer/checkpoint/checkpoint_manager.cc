@@ -264,6 +264,12 @@ absl::StatusOr<RestoredCheckpoint> CheckpointManager::RestoreLatest(
   for (auto it = candidates.rbegin(); it != candidates.rend(); ++it) {
     const CheckpointFile& file = **it;
     absl::StatusOr<DecodedCheckpoint> decoded = ReadCheckpointFile(file.path);
+    // A file this trainer refuses to load (format v1) is no reason to resume from an
+    // older one, nor to start over: the job stops, saying why.
+    if (absl::IsFailedPrecondition(decoded.status())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(file.path, ": ", decoded.status().message()));
+    }
     if (!decoded.ok()) {
       BATON_LOG(WARNING) << "skipping checkpoint " << file.path << ": "
                          << decoded.status().message();

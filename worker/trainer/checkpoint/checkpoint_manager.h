@@ -154,8 +154,9 @@ class CheckpointManager {
   // hyperparameters (lr, momentum, betas, ...): only its per-parameter state is loaded.
   //   NOT_FOUND: no valid checkpoint (none, or all corrupt or stale): start from scratch.
   //   FAILED_PRECONDITION: a valid checkpoint does not fit `state` (missing/extra tensor
-  //     names, shape or dtype change, other optimizer type or parameter count). `state`
-  //     is unchanged.
+  //     names, shape or dtype change, other optimizer type or parameter count), or the
+  //     newest is of a format this trainer refuses to load (v1, checkpoint_codec.h).
+  //     `state` is unchanged.
   //   INVALID_ARGUMENT: duplicate names in state.tensors. `state` is unchanged.
   //   INTERNAL: loading failed part-way; `state` is unspecified, the caller must exit. Or
   //     the directory cannot be listed; `state` is unchanged.

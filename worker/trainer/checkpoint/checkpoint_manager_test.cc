@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -45,6 +46,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::_;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
@@ -452,6 +454,145 @@ TEST(CheckpointManagerTest, RejectsStateThatDoesNotFitAndLeavesItAlone) {
   state.tensors.push_back(state.tensors.front());
   EXPECT_THAT(manager.Save(state),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("duplicate")));
+}
+
+// ---- checkpoints written by someone else (the job's own ranks can write the directory) --
+
+// Python that writes checkpoint files as an attacker would: sealed (the trailer's CRC is
+// right), with contents of its choosing. seal(path, obj) torch.save()s `obj` and seals it.
+constexpr char kSealPy[] = R"py(
+import os, struct, zlib, torch
+def seal(path, obj):
+    torch.save(obj, path + '.zip')
+    data = bytearray(open(path + '.zip', 'rb').read())
+    os.unlink(path + '.zip')
+    assert data[-22:-18] == b'PK\x05\x06' and data[-2:] == b'\0\0'
+    data[-2:] = struct.pack('<H', 20)
+    data += b'BTNCKPT1' + struct.pack('<QI', len(data), zlib.crc32(bytes(data)))
+    open(path, 'wb').write(bytes(data))
+)py";
+
+// A pickle that calls os.system when unpickled in Python (its REDUCE of a GLOBAL): the
+// trainer's unpickler has no resolver for globals, so the file is corrupt to it, skipped,
+// and nothing runs.
+TEST(CheckpointAttackTest, APickleThatCallsAFunctionIsSkippedAndRunsNothing) {
+  const std::string dir = NewDir("pickle_call");
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  TrainSteps(*a, 1);
+  ASSERT_OK(manager.Save(StateOf(*a)));
+  const std::string marker = dir + "/ran";
+  ASSERT_OK(testing::RunPython3(
+      absl::StrCat(kSealPy, R"py(
+class Call:
+    def __reduce__(self):
+        return (os.system, ('touch )py", marker, R"py(',))
+seal(')py", manager.PathForStep(7), R"py(', {'format': 'baton-checkpoint-v2', 'step': Call()})
+)py"),
+      dir));
+
+  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
+  TrainingState state = StateOf(*b);
+  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->step, 1);
+  ASSERT_EQ(restored->skipped.size(), 1u);
+  EXPECT_THAT(restored->skipped[0], HasSubstr(manager.PathForStep(7)));
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+// Format v1 kept the optimizer state as a TorchScript archive, whose loader is TorchScript's
+// importer (which a crafted archive crashed: checkpoint_contents_fuzz). A v1 file is
+// refused, naming the format, and the job neither resumes from an older file nor starts
+// over.
+TEST(CheckpointAttackTest, FormatV1IsRefusedNotLoadedAndNotSkipped) {
+  const std::string dir = NewDir("v1");
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  TrainSteps(*a, 1);
+  ASSERT_OK(manager.Save(StateOf(*a)));
+  ASSERT_OK(testing::RunPython3(absl::StrCat(kSealPy, "seal('", manager.PathForStep(2),
+                                             "', {'format': 'baton-checkpoint-v1', "
+                                             "'optimizer': torch.zeros(8, dtype=torch.uint8)})\n"),
+                                dir));
+  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
+  const std::map<std::string, at::Tensor> before = Snapshot(*b);
+  TrainingState state = StateOf(*b);
+  EXPECT_THAT(manager.RestoreLatest(state),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr(manager.PathForStep(2)), HasSubstr("baton-checkpoint-v1"))));
+  for (const auto& [name, t] : LiveTensors(*b)) EXPECT_TRUE(BitIdentical(t, before.at(name)));
+  EXPECT_EQ(state.progress.step, 0);
+}
+
+// Rewrites the checkpoint at `path` as a writer of the directory could: decoded, edited
+// by `edit`, pickled and sealed again.
+void RewriteCheckpoint(const std::string& path,
+                       const std::function<void(c10::impl::GenericDict&)>& edit) {
+  c10::impl::GenericDict d = torch::jit::pickle_load(ReadAll(path)).toGenericDict();
+  edit(d);
+  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(d));
+  ASSERT_OK(SealArchive(bytes));
+  WriteRaw(path, bytes);
+}
+
+// The state dict of parameter `i` in a checkpoint's "optimizer_state".
+c10::impl::GenericDict OptimizerStateOf(c10::impl::GenericDict& d, size_t i) {
+  return d.at(c10::IValue("optimizer_state")).toListRef()[i].toGenericDict();
+}
+
+// Optimizer state is checked against the live optimizer before anything is loaded: a
+// tensor of another shape (which SGD would index out of bounds on its next step), a name
+// the optimizer does not keep, a state per parameter missing, a negative AdamW step, an
+// AdamW state without its second moment.
+TEST(CheckpointAttackTest, OptimizerStateThatDoesNotFitIsRefusedAndLeavesStateAlone) {
+  struct Case {
+    std::string optimizer;
+    std::function<void(c10::impl::GenericDict&)> edit;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"sgd",
+       [](c10::impl::GenericDict& d) {
+         OptimizerStateOf(d, 0).insert_or_assign("momentum_buffer", torch::zeros({1000}));
+       },
+       "\"momentum_buffer\" is Float[1000]"},
+      {"sgd",
+       [](c10::impl::GenericDict& d) {
+         OptimizerStateOf(d, 1).insert("code", torch::zeros({1}));
+       },
+       "\"code\" is not sgd state"},
+      {"sgd",
+       [](c10::impl::GenericDict& d) {
+         c10::List<c10::IValue> states = d.at(c10::IValue("optimizer_state")).toList();
+         states.pop_back();
+       },
+       "optimizer state for"},
+      {"adamw",
+       [](c10::impl::GenericDict& d) {
+         OptimizerStateOf(d, 0).insert_or_assign("step", at::scalar_tensor(-5, at::kLong));
+       },
+       "non-negative"},
+      {"adamw",
+       [](c10::impl::GenericDict& d) { OptimizerStateOf(d, 0).erase("exp_avg_sq"); },
+       "needs"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.error);
+    const std::string dir = NewDir("optimizer_state");
+    const CheckpointManager manager = Manager(dir);
+    std::unique_ptr<Rig> a = MakeRig(1, c.optimizer);
+    TrainSteps(*a, 2);
+    ASSERT_OK(manager.Save(StateOf(*a)));
+    RewriteCheckpoint(manager.PathForStep(2), c.edit);
+    std::unique_ptr<Rig> b = MakeRig(2, c.optimizer);
+    const std::map<std::string, at::Tensor> before = Snapshot(*b);
+    TrainingState state = StateOf(*b);
+    EXPECT_THAT(manager.RestoreLatest(state),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(c.error)));
+    for (const auto& [name, t] : LiveTensors(*b)) EXPECT_TRUE(BitIdentical(t, before.at(name)));
+    EXPECT_TRUE(b->optimizer->state().empty());
+  }
 }
 
 // ---- generations: fencing a superseded writer (split-brain safety) ----------------------
@@ -929,10 +1070,14 @@ assert data[-20:-12] == b'BTNCKPT1', 'magic'
 n, crc = struct.unpack('<QI', data[-12:])
 assert n == len(data) - 20 and zlib.crc32(data[:n]) == crc, 'trailer'
 d = torch.load(path)
-assert d['format'] == 'baton-checkpoint-v1'
+assert d['format'] == 'baton-checkpoint-v2'
 assert (d['step'], d['epoch'], d['batch_in_epoch'], d['samples_seen']) == (3, 0, 3, 24), d
 assert d['scaler_scale'] == 1024.0 and d['optimizer_type'] == 'adamw'
-assert d['rng_cpu'].dtype == torch.uint8 and d['optimizer'].numel() > 0
+assert d['rng_cpu'].dtype == torch.uint8
+params = list(d['model'].values())
+assert len(d['optimizer_state']) == d['optimizer_params'] > 0
+for s in d['optimizer_state']:
+    assert int(s['step']) == 3 and s['exp_avg'].shape == s['exp_avg_sq'].shape, s.keys()
 f = torch.load(final)
 assert isinstance(f, dict) and set(f) == set(d['model']), (sorted(f), sorted(d['model']))
 for k, v in f.items():
