@@ -333,16 +333,38 @@ void MetricsListener::OnMetricPoint(const std::string& job_id, baton::v1::Metric
 void MetricsListener::OnReportsPending() { next_->OnReportsPending(); }
 
 std::vector<prometheus::MetricFamily> SupervisorMetrics::Collect() const {
-  prometheus::MetricFamily illegal;
-  illegal.name = "baton_worker_illegal_rank_transitions_total";
-  illegal.help =
-      "Rank state transitions the worker refused because its lifecycle forbids them (a bug "
-      "of the worker; the rank keeps its state).";
-  illegal.type = prometheus::MetricType::Counter;
-  prometheus::ClientMetric sample;
-  sample.counter.value = static_cast<double>(illegal_transitions_());
-  illegal.metric.push_back(std::move(sample));
-  return {std::move(illegal)};
+  const auto one = [](const char* name, const char* help, prometheus::MetricType type,
+                      double value) {
+    prometheus::MetricFamily family;
+    family.name = name;
+    family.help = help;
+    family.type = type;
+    prometheus::ClientMetric sample;
+    (type == prometheus::MetricType::Counter ? sample.counter.value : sample.gauge.value) = value;
+    family.metric.push_back(std::move(sample));
+    return family;
+  };
+  using prometheus::MetricType;
+  return {
+      one("baton_worker_illegal_rank_transitions_total",
+          "Rank state transitions the worker refused because its lifecycle forbids them (a bug "
+          "of the worker; the rank keeps its state).",
+          MetricType::Counter, static_cast<double>(counters_.illegal_transitions())),
+      one("baton_worker_rank_log_lines_dropped_total",
+          "Output lines of ranks not relayed to the coordinator because a rank printed more "
+          "than --max_rank_log_lines_per_second (a marker line in its log says how many; the "
+          "rank's log file on the worker keeps them).",
+          MetricType::Counter, static_cast<double>(counters_.dropped_log_lines())),
+      one("baton_worker_rank_logs_capped_total",
+          "Rank log files (stdout.log, stderr.log) that reached --max_rank_log_bytes; the "
+          "rank's further output is not kept on the worker's disk.",
+          MetricType::Counter, static_cast<double>(counters_.capped_logs())),
+      one("baton_worker_rank_cgroups",
+          "1 if each rank runs in a cgroup of its own (everything it starts is killed with "
+          "it), 0 if the worker could not create cgroups and falls back to its shims and "
+          "killing orphans (docs/SECURITY.md).",
+          MetricType::Gauge, rank_cgroups_ ? 1.0 : 0.0),
+  };
 }
 
 }  // namespace baton::worker

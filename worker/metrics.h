@@ -145,14 +145,23 @@ class WorkerMetrics final : public prometheus::Collectable {
 //                                                WorkerIllegalRankTransition)
 class SupervisorMetrics final : public prometheus::Collectable {
  public:
-  // `illegal_transitions` (Supervisor::illegal_rank_transitions) must be thread-safe and
-  // usable for the lifetime of this object.
-  explicit SupervisorMetrics(std::function<int64_t()> illegal_transitions)
-      : illegal_transitions_(std::move(illegal_transitions)) {}
+  // Counters read at each scrape; each must be thread-safe and usable for the lifetime of
+  // this object.
+  struct Counters {
+    std::function<int64_t()> illegal_transitions;  // Supervisor::illegal_rank_transitions
+    std::function<int64_t()> dropped_log_lines;    // Supervisor::dropped_log_lines
+    std::function<int64_t()> capped_logs;          // Supervisor::capped_rank_logs
+  };
+  // `rank_cgroups`: whether ranks run in a cgroup each (RankCgroups), else the fallback.
+  SupervisorMetrics(Counters counters, bool rank_cgroups)
+      : counters_(std::move(counters)), rank_cgroups_(rank_cgroups) {}
+  // baton_worker_illegal_rank_transitions_total, baton_worker_rank_log_lines_dropped_total,
+  // baton_worker_rank_logs_capped_total, baton_worker_rank_cgroups.
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  const std::function<int64_t()> illegal_transitions_;
+  const Counters counters_;
+  const bool rank_cgroups_;
 };
 
 // A SupervisorListener that feeds every metric point to WorkerMetrics and forwards all

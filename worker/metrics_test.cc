@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/metrics_testing.h"
 #include "common/time/clock.h"
@@ -180,17 +181,32 @@ TEST_F(WorkerMetricsTest, GpuMemoryAndLossScaleAppearWhenReported) {
               Optional(65536.0));
 }
 
-TEST(SupervisorMetricsTest, IllegalRankTransitionsAreACounter) {
-  int64_t illegal = 0;
-  SupervisorMetrics metrics([&] { return illegal; });
+TEST(SupervisorMetricsTest, TheSupervisorsCountersAndTheCgroupGauge) {
+  int64_t illegal = 0, dropped = 0, capped = 0;
+  SupervisorMetrics metrics({[&] { return illegal; }, [&] { return dropped; },
+                             [&] { return capped; }},
+                            /*rank_cgroups=*/false);
   EXPECT_THAT(Value(metrics.Collect(), "baton_worker_illegal_rank_transitions_total", {}),
               Optional(0.0));
+  EXPECT_THAT(Value(metrics.Collect(), "baton_worker_rank_cgroups", {}), Optional(0.0));
   illegal = 3;
+  dropped = 1200;
+  capped = 2;
   const std::vector<prometheus::MetricFamily> scrape = metrics.Collect();
-  ASSERT_EQ(scrape.size(), 1u);
-  EXPECT_EQ(scrape[0].type, prometheus::MetricType::Counter);
-  EXPECT_FALSE(scrape[0].help.empty());
+  ASSERT_EQ(scrape.size(), 4u);
+  for (const prometheus::MetricFamily& family : scrape) {
+    EXPECT_FALSE(family.help.empty()) << family.name;
+    EXPECT_EQ(family.type, absl::EndsWith(family.name, "_total")
+                               ? prometheus::MetricType::Counter
+                               : prometheus::MetricType::Gauge)
+        << family.name;
+  }
   EXPECT_THAT(Value(scrape, "baton_worker_illegal_rank_transitions_total", {}), Optional(3.0));
+  EXPECT_THAT(Value(scrape, "baton_worker_rank_log_lines_dropped_total", {}), Optional(1200.0));
+  EXPECT_THAT(Value(scrape, "baton_worker_rank_logs_capped_total", {}), Optional(2.0));
+  SupervisorMetrics with_cgroups({[] { return 0; }, [] { return 0; }, [] { return 0; }},
+                                 /*rank_cgroups=*/true);
+  EXPECT_THAT(Value(with_cgroups.Collect(), "baton_worker_rank_cgroups", {}), Optional(1.0));
 }
 
 }  // namespace

@@ -491,7 +491,11 @@ int Run() {
       std::make_shared<LeaseMetrics>(
           &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock),
       std::make_shared<SupervisorMetrics>(
-          [&supervisor] { return supervisor.illegal_rank_transitions(); })};
+          SupervisorMetrics::Counters{
+              [&supervisor] { return supervisor.illegal_rank_transitions(); },
+              [&supervisor] { return supervisor.dropped_log_lines(); },
+              [&supervisor] { return supervisor.capped_rank_logs(); }},
+          cgroups.ok())};
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
       StartMetrics(metrics, collectables);
   if (!exposer.ok()) {

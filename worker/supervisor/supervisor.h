@@ -179,6 +179,8 @@ class Supervisor {
   int64_t illegal_rank_transitions() const;
   // Log lines not relayed because a rank printed over max_rank_log_lines_per_second.
   int64_t dropped_log_lines() const { return dropped_log_lines_.load(); }
+  // Rank log files (stdout.log, stderr.log) that reached max_rank_log_bytes.
+  int64_t capped_rank_logs() const { return capped_rank_logs_.load(); }
 
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
   // process group (the built-in trainer's contract, and that of a command job with
@@ -389,6 +391,7 @@ class Supervisor {
   int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t illegal_rank_transitions_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> dropped_log_lines_{0};
+  std::atomic<int64_t> capped_rank_logs_{0};
   bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_wait_ended_ ABSL_GUARDED_BY(mu_) = false;
   // Calls EnforceDeadlines() at armed_deadline_ (InfiniteFuture: disarmed).

@@ -127,6 +127,7 @@ bool Supervisor::ReadChannel(Channel& ch) {
           "kept here]\n");
       s = WriteAll(ch.log_file.get(), marker.data(), marker.size());
       ch.log_capped = true;
+      capped_rank_logs_.fetch_add(1);
     }
     if (!s.ok()) {
       BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)

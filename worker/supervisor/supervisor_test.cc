@@ -639,6 +639,7 @@ TEST_F(SupervisorFakeTest, ARanksOutputIsBoundedOnDiskAndInRate) {
             absl::StrCat(burst.substr(0, 40),
                          "\n[baton: this log reached its limit of 40 bytes (the worker's "
                          "--max_rank_log_bytes); the rank's further output is not kept here]\n"));
+  EXPECT_EQ(supervisor_->capped_rank_logs(), 1);  // stderr.log; stdout.log stayed empty.
 }
 
 TEST_F(SupervisorFakeTest, SnapshotCarriesExitsAndAcknowledgingItForgets) {
