@@ -6,6 +6,8 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <caffe2/serialize/in_memory_adapter.h>
+#include <caffe2/serialize/inline_container.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/string_utils.h>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -27,6 +29,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/trainer/checkpoint/checkpoint_file.h"
+#include "worker/trainer/checkpoint/pickle_scan.h"
 
 namespace baton::trainer {
 namespace {
@@ -474,6 +477,13 @@ absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path) {
 absl::StatusOr<DecodedCheckpoint> DecodeCheckpoint(const std::vector<char>& bytes) {
   RETURN_IF_ERROR(VerifySealedArchive(absl::string_view(bytes.data(), bytes.size())));
   try {
+    // The pickle's lengths and memo indices are checked before the unpickler, which
+    // allocates by them, reads it (pickle_scan.h).
+    caffe2::serialize::PyTorchStreamReader reader(
+        std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size()));
+    const auto [pickle, size] = reader.getRecord("data.pkl");
+    RETURN_IF_ERROR(
+        CheckPickleBounds(absl::string_view(static_cast<const char*>(pickle.get()), size)));
     return DecodeDict(torch::jit::pickle_load(bytes));
   } catch (const std::exception& e) {
     return Corrupt(e.what());

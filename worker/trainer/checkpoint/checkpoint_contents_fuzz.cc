@@ -20,7 +20,10 @@
 // Found: format v1 kept the optimizer state as a torch::serialize archive, which
 // ApplyCheckpoint loaded with TorchScript's importer; a mutated one crashed it (SIGSEGV in
 // ScriptTypeParser), and a crafted one is TorchScript code. Format v2 keeps that state as
-// plain tensors (regression-v1-torchscript-optimizer-archive).
+// plain tensors (regression-v1-torchscript-optimizer-archive). Then (a campaign's first
+// minute): a 15 KB file whose pickle claims a 2 GiB string made LibTorch's unpickler
+// allocate 2 GiB before finding the stream short; pickle_scan.h now refuses it first
+// (regression-pickle-length-2gib).
 
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>

@@ -501,6 +501,45 @@ seal(')py", manager.PathForStep(7), R"py(', {'format': 'baton-checkpoint-v2', 's
   EXPECT_FALSE(fs::exists(marker));
 }
 
+// A pickle whose string header claims 2 GiB (0x7e000007 bytes) in a file of a few hundred:
+// LibTorch's unpickler would allocate the 2 GiB before finding the stream short. The scan
+// before it (pickle_scan.h) refuses the file first, naming the claim.
+TEST(CheckpointAttackTest, APickleClaimingGigabytesIsRefusedBeforeTheUnpicklerAllocates) {
+  const std::string dir = NewDir("pickle_length");
+  const CheckpointManager manager = Manager(dir);
+  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+  TrainSteps(*a, 1);
+  ASSERT_OK(manager.Save(StateOf(*a)));
+  ASSERT_OK(testing::RunPython3(
+      absl::StrCat(kSealPy, R"py(
+import io, zipfile
+path = ')py", manager.PathForStep(5), R"py('
+torch.save({'format': 'baton-checkpoint-v2', 'pad': 'abc'}, path + '.src')
+src = zipfile.ZipFile(path + '.src')
+out = io.BytesIO()
+with zipfile.ZipFile(out, 'w', zipfile.ZIP_STORED) as z:
+    for info in src.infolist():
+        data = src.read(info)
+        if info.filename.endswith('/data.pkl'):
+            assert data.count(b'X\x03\x00\x00\x00abc') == 1
+            data = data.replace(b'X\x03\x00\x00\x00abc', b'X\x07\x00\x00\x7eabc')
+        z.writestr(info.filename, data)
+os.unlink(path + '.src')
+data = bytearray(out.getvalue())
+data[-2:] = struct.pack('<H', 20)
+data += b'BTNCKPT1' + struct.pack('<QI', len(data), zlib.crc32(bytes(data)))
+open(path, 'wb').write(bytes(data))
+)py"),
+      dir));
+  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
+  TrainingState state = StateOf(*b);
+  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
+  ASSERT_OK(restored);
+  EXPECT_EQ(restored->step, 1);
+  ASSERT_EQ(restored->skipped.size(), 1u);
+  EXPECT_THAT(restored->skipped[0], HasSubstr("claims 2113929223 bytes"));
+}
+
 // Format v1 kept the optimizer state as a TorchScript archive, whose loader is TorchScript's
 // importer (which a crafted archive crashed: checkpoint_contents_fuzz). A v1 file is
 // refused, naming the format, and the job neither resumes from an older file nor starts
