@@ -337,6 +337,8 @@ int Logs(const CommandContext& ctx, const LogsArgs& args) {
       if (args.rank < 0) *ctx.out << "[rank " << line.rank() << "] ";
       // A job's output must not drive the user's terminal.
       *ctx.out << (ctx.tty ? NeutraliseControls(text) : text) << "\n";
+      // Followed lines reach a pipe or file as they come (`baton logs -f JOB | grep`).
+      if (args.follow) ctx.out->flush();
     }
     ctx.out->flush();
     return reader->Finish();

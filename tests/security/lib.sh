@@ -18,9 +18,10 @@ job_done() {
   [[ $s == JOB_STATE_SUCCEEDED || $s == JOB_STATE_FAILED || $s == JOB_STATE_CANCELLED ]]
 }
 
-# coordinator_metric NAME_AND_LABELS: the value of one sample on the coordinator's /metrics.
-coordinator_metric() {
-  "$PY" - "$(cat "$TMP/coordinator.metrics_port")" "$1" <<'PY'
+# daemon_metric DAEMON NAME_AND_LABELS: the value of one sample on the /metrics of DAEMON
+# (coordinator, w1, ...), or "absent".
+daemon_metric() {
+  "$PY" - "$(cat "$TMP/$1.metrics_port")" "$2" <<'PY'
 import sys, urllib.request
 port, want = sys.argv[1], sys.argv[2]
 for line in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read().decode().splitlines():
@@ -30,3 +31,6 @@ else:
     print("absent")
 PY
 }
+
+# coordinator_metric NAME_AND_LABELS: daemon_metric of the coordinator.
+coordinator_metric() { daemon_metric coordinator "$1"; }
