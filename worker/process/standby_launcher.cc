@@ -166,16 +166,24 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
       request.argv[0] != options_.trainer_path || request.pipe_stdin) {
     return inner_->Launch(request);
   }
-  // The rank's confinement, which the standby applies to itself before it reads the rest.
-  absl::StatusOr<UniqueFd> ruleset = LauncherRuleset(request.isolation);
-  if (!ruleset.ok()) return inner_->Launch(request);  // Let the cold path report it.
-  trainer::StandbyRequest handoff;
-  handoff.argv = request.argv;
-  handoff.env = request.env;
-  handoff.working_dir = request.working_dir;
-  handoff.confined = ruleset->valid();
-  const absl::StatusOr<std::string> wire = trainer::EncodeStandbyRequest(handoff);
-  if (!wire.ok()) return inner_->Launch(request);  // Let the cold path report it.
+  // The rank's confinement, which the standby applies to itself before it reads the rest,
+  // and the request: built once a standby is taken (a miss leaves both to the cold path).
+  std::optional<UniqueFd> ruleset;
+  std::string wire;
+  const auto prepare_handoff = [&]() -> bool {
+    absl::StatusOr<UniqueFd> built = LauncherRuleset(request.isolation);
+    if (!built.ok()) return false;
+    trainer::StandbyRequest handoff;
+    handoff.argv = request.argv;
+    handoff.env = request.env;
+    handoff.working_dir = request.working_dir;
+    handoff.confined = built->valid();
+    absl::StatusOr<std::string> encoded = trainer::EncodeStandbyRequest(handoff);
+    if (!encoded.ok()) return false;
+    ruleset = *std::move(built);
+    wire = *std::move(encoded);
+    return true;
+  };
 
   const std::vector<std::string> key = MatchKey(request.env);
   for (;;) {
@@ -217,7 +225,9 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
-    if (absl::Status s = Handoff(*standby, *wire, ruleset->get()); !s.ok()) {
+    // Neither can be built: the cold path reports why (and the standby, destroyed, dies).
+    if (!ruleset.has_value() && !prepare_handoff()) break;
+    if (absl::Status s = Handoff(*standby, wire, ruleset->get()); !s.ok()) {
       BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
                          << s << "; killing it";
       continue;  // Destroying it kills it.
