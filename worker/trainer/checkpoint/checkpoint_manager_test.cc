@@ -472,48 +472,60 @@ def seal(path, obj):
     open(path, 'wb').write(bytes(data))
 )py";
 
+// Each attack: a directory holding one honest checkpoint (step 1), then the attacker's file.
+class CheckpointAttackTest : public ::testing::Test {
+ protected:
+  void SaveHonestCheckpoint(const std::string& name) {
+    dir_ = NewDir(name);
+    manager_.emplace(Manager(dir_));
+    std::unique_ptr<Rig> a = MakeRig(1, "sgd");
+    TrainSteps(*a, 1);
+    ASSERT_OK(manager_->Save(StateOf(*a)));
+  }
+
+  // Restores into a fresh rig: the honest checkpoint, after skipping exactly one file for a
+  // reason containing `why`.
+  void ExpectRestoredSkippingOne(const std::string& why) {
+    std::unique_ptr<Rig> b = MakeRig(2, "sgd");
+    TrainingState state = StateOf(*b);
+    absl::StatusOr<RestoredCheckpoint> restored = manager_->RestoreLatest(state);
+    ASSERT_OK(restored);
+    EXPECT_EQ(restored->step, 1);
+    ASSERT_EQ(restored->skipped.size(), 1u);
+    EXPECT_THAT(restored->skipped[0], HasSubstr(why));
+  }
+
+  std::string dir_;
+  std::optional<CheckpointManager> manager_;
+};
+
 // A pickle that calls os.system when unpickled in Python (its REDUCE of a GLOBAL): the
 // trainer's unpickler has no resolver for globals, so the file is corrupt to it, skipped,
 // and nothing runs.
-TEST(CheckpointAttackTest, APickleThatCallsAFunctionIsSkippedAndRunsNothing) {
-  const std::string dir = NewDir("pickle_call");
-  const CheckpointManager manager = Manager(dir);
-  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
-  TrainSteps(*a, 1);
-  ASSERT_OK(manager.Save(StateOf(*a)));
-  const std::string marker = dir + "/ran";
+TEST_F(CheckpointAttackTest, APickleThatCallsAFunctionIsSkippedAndRunsNothing) {
+  SaveHonestCheckpoint("pickle_call");
+  const std::string marker = dir_ + "/ran";
   ASSERT_OK(testing::RunPython3(
       absl::StrCat(kSealPy, R"py(
 class Call:
     def __reduce__(self):
         return (os.system, ('touch )py", marker, R"py(',))
-seal(')py", manager.PathForStep(7), R"py(', {'format': 'baton-checkpoint-v2', 'step': Call()})
+seal(')py", manager_->PathForStep(7), R"py(', {'format': 'baton-checkpoint-v2', 'step': Call()})
 )py"),
-      dir));
-
-  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
-  TrainingState state = StateOf(*b);
-  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
-  ASSERT_OK(restored);
-  EXPECT_EQ(restored->step, 1);
-  ASSERT_EQ(restored->skipped.size(), 1u);
-  EXPECT_THAT(restored->skipped[0], HasSubstr(manager.PathForStep(7)));
+      dir_));
+  ExpectRestoredSkippingOne(manager_->PathForStep(7));
   EXPECT_FALSE(fs::exists(marker));
 }
 
 // A pickle whose string header claims 2 GiB (0x7e000007 bytes) in a file of a few hundred:
 // LibTorch's unpickler would allocate the 2 GiB before finding the stream short. The scan
 // before it (pickle_scan.h) refuses the file first, naming the claim.
-TEST(CheckpointAttackTest, APickleClaimingGigabytesIsRefusedBeforeTheUnpicklerAllocates) {
-  const std::string dir = NewDir("pickle_length");
-  const CheckpointManager manager = Manager(dir);
-  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
-  TrainSteps(*a, 1);
-  ASSERT_OK(manager.Save(StateOf(*a)));
+TEST_F(CheckpointAttackTest, APickleClaimingGigabytesIsRefusedBeforeTheUnpicklerAllocates) {
+  SaveHonestCheckpoint("pickle_length");
   ASSERT_OK(testing::RunPython3(
       absl::StrCat(kSealPy, R"py(
 import io, zipfile
-path = ')py", manager.PathForStep(5), R"py('
+path = ')py", manager_->PathForStep(5), R"py('
 torch.save({'format': 'baton-checkpoint-v2', 'pad': 'abc'}, path + '.src')
 src = zipfile.ZipFile(path + '.src')
 out = io.BytesIO()
@@ -530,36 +542,26 @@ data[-2:] = struct.pack('<H', 20)
 data += b'BTNCKPT1' + struct.pack('<QI', len(data), zlib.crc32(bytes(data)))
 open(path, 'wb').write(bytes(data))
 )py"),
-      dir));
-  std::unique_ptr<Rig> b = MakeRig(2, "sgd");
-  TrainingState state = StateOf(*b);
-  absl::StatusOr<RestoredCheckpoint> restored = manager.RestoreLatest(state);
-  ASSERT_OK(restored);
-  EXPECT_EQ(restored->step, 1);
-  ASSERT_EQ(restored->skipped.size(), 1u);
-  EXPECT_THAT(restored->skipped[0], HasSubstr("claims 2113929223 bytes"));
+      dir_));
+  ExpectRestoredSkippingOne("claims 2113929223 bytes");
 }
 
 // Format v1 kept the optimizer state as a TorchScript archive, whose loader is TorchScript's
 // importer (which a crafted archive crashed: checkpoint_contents_fuzz). A v1 file is
 // refused, naming the format, and the job neither resumes from an older file nor starts
 // over.
-TEST(CheckpointAttackTest, FormatV1IsRefusedNotLoadedAndNotSkipped) {
-  const std::string dir = NewDir("v1");
-  const CheckpointManager manager = Manager(dir);
-  std::unique_ptr<Rig> a = MakeRig(1, "sgd");
-  TrainSteps(*a, 1);
-  ASSERT_OK(manager.Save(StateOf(*a)));
-  ASSERT_OK(testing::RunPython3(absl::StrCat(kSealPy, "seal('", manager.PathForStep(2),
+TEST_F(CheckpointAttackTest, FormatV1IsRefusedNotLoadedAndNotSkipped) {
+  SaveHonestCheckpoint("v1");
+  ASSERT_OK(testing::RunPython3(absl::StrCat(kSealPy, "seal('", manager_->PathForStep(2),
                                              "', {'format': 'baton-checkpoint-v1', "
                                              "'optimizer': torch.zeros(8, dtype=torch.uint8)})\n"),
-                                dir));
+                                dir_));
   std::unique_ptr<Rig> b = MakeRig(2, "sgd");
   const std::map<std::string, at::Tensor> before = Snapshot(*b);
   TrainingState state = StateOf(*b);
-  EXPECT_THAT(manager.RestoreLatest(state),
+  EXPECT_THAT(manager_->RestoreLatest(state),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr(manager.PathForStep(2)), HasSubstr("baton-checkpoint-v1"))));
+                       AllOf(HasSubstr(manager_->PathForStep(2)), HasSubstr("baton-checkpoint-v1"))));
   for (const auto& [name, t] : LiveTensors(*b)) EXPECT_TRUE(BitIdentical(t, before.at(name)));
   EXPECT_EQ(state.progress.step, 0);
 }
@@ -584,7 +586,7 @@ c10::impl::GenericDict OptimizerStateOf(c10::impl::GenericDict& d, size_t i) {
 // tensor of another shape (which SGD would index out of bounds on its next step), a name
 // the optimizer does not keep, a state per parameter missing, a negative AdamW step, an
 // AdamW state without its second moment.
-TEST(CheckpointAttackTest, OptimizerStateThatDoesNotFitIsRefusedAndLeavesStateAlone) {
+TEST(CheckpointOptimizerStateTest, StateThatDoesNotFitIsRefusedAndLeavesTheOptimizerAlone) {
   struct Case {
     std::string optimizer;
     std::function<void(c10::impl::GenericDict&)> edit;
