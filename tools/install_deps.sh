@@ -22,8 +22,9 @@ PACKAGES=(
   libstb-dev
   # Python torch for torchrun-style jobs and for checking checkpoints load in Python; gRPC,
   # protobuf and PyYAML for the Python client library (client/python, baton.client), and
-  # pip (with setuptools and wheel) for its offline install (//client/python:pip_install_test).
-  python3 python3-torch python3-grpcio python3-protobuf python3-yaml python3-pip
+  # pip (with setuptools and wheel) and venv for its offline install into a venv, the
+  # README's way (//client/python:pip_install_test).
+  python3 python3-torch python3-grpcio python3-protobuf python3-yaml python3-pip python3-venv
   # zsh: //client:completion_test loads `baton completion zsh` in a real zsh.
   zsh
   # Multi-host tests: hosts made of network/mount namespaces (ip, nsenter, unshare) and

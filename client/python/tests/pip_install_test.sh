@@ -2,7 +2,10 @@
 # `pip install --no-index --no-build-isolation` of a copy of client/python (beside a copy
 # of proto/, as in a checkout) generates the baton.v1 stubs at build time: `import
 # baton.client` works from the installed copy, nothing is generated into the source tree,
-# and a missing grpc_python_plugin fails the install with a message naming it.
+# and a missing grpc_python_plugin fails the install with a message naming it. The README's
+# way for a user: Debian 12's Python refuses a system-wide pip install
+# (externally-managed-environment), a venv with --system-site-packages (which sees
+# Debian's grpcio, protobuf and yaml) takes it.
 set -euo pipefail
 RUNFILES=${TEST_SRCDIR:-$PWD}/baton
 WORK=${TEST_TMPDIR:-$(mktemp -d)}/pip
@@ -47,4 +50,20 @@ if GRPC_PYTHON_PLUGIN=/nonexistent/grpc_python_plugin pip_install "$WORK/site2" 
 fi
 grep -q "grpc_python_plugin not found (apt-get install protobuf-compiler-grpc" "$WORK/pip2.log" \
   || { cat "$WORK/pip2.log"; echo "FAIL: no clear error for the missing plugin"; exit 1; }
+# The README's path on a plain Debian 12 Python.
+if /usr/bin/python3 -m pip install --no-index --no-build-isolation --dry-run "$SRC/client/python" \
+    >"$WORK/system.log" 2>&1; then
+  echo "note: this Python accepts system-wide installs"
+else
+  grep -q "externally-managed-environment" "$WORK/system.log" \
+    || { cat "$WORK/system.log"; echo "FAIL: the system install failed otherwise"; exit 1; }
+fi
+/usr/bin/python3 -m venv --system-site-packages "$WORK/venv" \
+  || { echo "FAIL: no venv module with pip: apt-get install python3-venv"; exit 1; }
+"$WORK/venv/bin/pip" install --no-index --no-build-isolation "$SRC/client/python" \
+  >"$WORK/venv.log" 2>&1 || { cat "$WORK/venv.log"; echo "FAIL: the venv install failed"; exit 1; }
+(cd "$WORK" && "$WORK/venv/bin/python" -B -c '
+import sys, baton.client, grpc, yaml
+assert baton.client.__file__.startswith(sys.prefix), baton.client.__file__
+print("venv install works:", baton.client.__file__)')
 echo "PASS"
