@@ -20,8 +20,8 @@
 #include "worker/agent/serial_executor.h"
 #include "worker/host/reserve_port.h"
 #include "worker/metrics.h"
-#include "worker/supervisor/lease.h"
-#include "worker/supervisor/profile_collector.h"
+#include "worker/agent/lease.h"
+#include "worker/agent/profile_collector.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace grpc {

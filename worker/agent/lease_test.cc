@@ -1,4 +1,4 @@
-#include "worker/supervisor/lease.h"
+#include "worker/agent/lease.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "worker/supervisor/profile_collector.h"
+#include "worker/agent/profile_collector.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

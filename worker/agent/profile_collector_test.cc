@@ -1,4 +1,4 @@
-#include "worker/supervisor/profile_collector.h"
+#include "worker/agent/profile_collector.h"
 
 #include <signal.h>
 #include <sys/stat.h>
