@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/time/proto_time.h"
-#include "worker/output/metrics_line.h"
+#include "worker/trainer/contract/metrics_line.h"
 
 namespace baton::worker {
 namespace {

@@ -1,8 +1,12 @@
-#include "worker/output/metrics_line.h"
+#include "worker/trainer/contract/metrics_line.h"
+
+#include <cmath>
+#include <limits>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/trainer/contract/metrics_writer.h"
 
 namespace baton::worker {
 namespace {
@@ -20,6 +24,21 @@ TEST(ParseMetricsLineTest, StepAndNumericValues) {
               UnorderedElementsAre(Pair("epoch", 0.0), Pair("loss", 0.71), Pair("accuracy", 0.8),
                                    Pair("samples_per_sec", 1234.5), Pair("lr", 0.05)));
   EXPECT_FALSE(p->has_time());
+}
+
+// Both sides of the contract: what the trainer's writer formats, the worker's parser reads
+// back (a non-finite value is left out by the writer, so the line stays JSON).
+TEST(ParseMetricsLineTest, ReadsWhatTheWriterFormats) {
+  const std::string line = trainer::FormatMetricsLine(
+      {{"step", 123456789012}, {"loss", 0.123456789}, {"lr", 3e-4},
+       {"grad_norm", std::numeric_limits<double>::quiet_NaN()}, {"samples_per_sec", 1e6}});
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(line.back(), '\n');
+  absl::StatusOr<baton::v1::MetricPoint> p = ParseMetricsLine(line);
+  ASSERT_OK(p);
+  EXPECT_EQ(p->step(), 123456789012);
+  EXPECT_THAT(p->values(), UnorderedElementsAre(Pair("loss", 0.123456789), Pair("lr", 3e-4),
+                                                Pair("samples_per_sec", 1e6)));
 }
 
 TEST(ParseMetricsLineTest, NonNumericValuesAreSkippedAndStepDefaultsToZero) {

@@ -1,4 +1,4 @@
-#include "worker/output/metrics_line.h"
+#include "worker/trainer/contract/metrics_line.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>

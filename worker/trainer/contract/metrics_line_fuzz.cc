@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "tools/fuzz/fuzz_check.h"
 #include "worker/output/line_splitter.h"
-#include "worker/output/metrics_line.h"
+#include "worker/trainer/contract/metrics_line.h"
 
 namespace {
 
