@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -16,23 +15,10 @@
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "worker/process/unique_fd.h"
+#include "worker/trainer/contract/profile_protocol.h"
 
 namespace baton::worker {
 namespace {
-
-// As the trainer's profiler accepts them (worker/trainer/profile/profiler.h).
-constexpr int64_t kMaxTrainerSteps = 10000;
-constexpr char kRequestFile[] = "profile-request";
-
-bool ValidRequestId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
 
 // The profile directory, its components below the job's directory opened without
 // following a symlink (the rank could have put one there).
@@ -148,20 +134,20 @@ baton::v1::WorkerMessage ProfileCollector::Answer(const Watch& watch, const std:
 
 absl::Status ProfileCollector::Ask(const Watch& watch, int64_t steps, int64_t start_step) {
   ASSIGN_OR_RETURN(const UniqueFd dir, OpenProfileDir(watch.dir));
-  for (const std::string& stale :
-       {absl::StrCat("trace-", watch.request_id, "-rank", watch.rank, ".json"),
-        absl::StrCat("trace-", watch.request_id, "-rank", watch.rank, ".error"),
-        absl::StrCat("trace-unknown-rank", watch.rank, ".error")}) {
+  for (const std::string& stale : {trainer::ProfileTraceFile(watch.request_id, watch.rank),
+                                    trainer::ProfileErrorFile(watch.request_id, watch.rank),
+                                    trainer::ProfileUnknownRequestErrorFile(watch.rank)}) {
     if (::unlinkat(dir.get(), stale.c_str(), 0) != 0 && errno != ENOENT) {
       return absl::FailedPreconditionError(
           absl::StrCat("cannot remove ", watch.dir.full(), "/", stale, ": ", std::strerror(errno)));
     }
   }
-  RETURN_IF_ERROR(WriteFileAt(
-      dir.get(), kRequestFile,
-      absl::StrCat("id=", watch.request_id, " steps=", steps,
-                   start_step > 0 ? absl::StrCat(" start_step=", start_step) : std::string(),
-                   "\n")));
+  trainer::ProfileRequest request;
+  request.id = watch.request_id;
+  request.steps = steps;
+  request.start_step = start_step;
+  RETURN_IF_ERROR(
+      WriteFileAt(dir.get(), trainer::kProfileRequestFile, trainer::EncodeProfileRequest(request)));
   return supervisor_->SignalProfile(watch.job_id, watch.generation, watch.rank);
 }
 
@@ -178,12 +164,12 @@ void ProfileCollector::Start(const baton::v1::ProfileRanks& request) {
     w.rank = rank;
     w.deadline = deadline;
     absl::Status s;
-    if (!ValidRequestId(request.request_id())) {
+    if (!trainer::ValidProfileRequestId(request.request_id())) {
       s = absl::InvalidArgumentError(
           absl::StrCat("request_id '", request.request_id(), "' is not 1-64 of [A-Za-z0-9._-]"));
-    } else if (request.steps() < 1 || request.steps() > kMaxTrainerSteps) {
-      s = absl::InvalidArgumentError(
-          absl::StrCat("steps: ", request.steps(), " is outside [1, ", kMaxTrainerSteps, "]"));
+    } else if (request.steps() < 1 || request.steps() > trainer::kMaxProfileSteps) {
+      s = absl::InvalidArgumentError(absl::StrCat("steps: ", request.steps(), " is outside [1, ",
+                                                  trainer::kMaxProfileSteps, "]"));
     } else {
       absl::MutexLock lock(&mu_);
       for (const Watch& other : watches_) {
@@ -232,14 +218,15 @@ void ProfileCollector::Start(const baton::v1::ProfileRanks& request) {
 bool ProfileCollector::Check(const Watch& watch, baton::v1::ProfileTrace* answer) {
   // The rank's state first: a trace written before it exited is then found below.
   const bool running = supervisor_->ProfileDir(watch.job_id, watch.generation, watch.rank).ok();
-  const std::string base = absl::StrCat("trace-", watch.request_id, "-rank", watch.rank);
+
   std::string error;
   absl::StatusOr<UniqueFd> dir = OpenProfileDir(watch.dir);
   if (!dir.ok()) {
     error = std::string(dir.status().message());
   } else {
     absl::StatusOr<std::string> trace =
-        ReadFileAt(dir->get(), base + ".json", options_.max_trace_bytes);
+        ReadFileAt(dir->get(), trainer::ProfileTraceFile(watch.request_id, watch.rank),
+                   options_.max_trace_bytes);
     if (trace.ok()) {
       *answer = Answer(watch, *trace, "").profile_trace();
       return true;
@@ -247,8 +234,8 @@ bool ProfileCollector::Check(const Watch& watch, baton::v1::ProfileTrace* answer
     if (!absl::IsNotFound(trace.status())) {
       error = std::string(trace.status().message());
     } else {
-      for (const std::string& name :
-           {base + ".error", absl::StrCat("trace-unknown-rank", watch.rank, ".error")}) {
+      for (const std::string& name : {trainer::ProfileErrorFile(watch.request_id, watch.rank),
+                                      trainer::ProfileUnknownRequestErrorFile(watch.rank)}) {
         absl::StatusOr<std::string> refused = ReadFileAt(dir->get(), name, 64 << 10);
         if (refused.ok()) {
           error = absl::StrCat("the trainer refused the request: ", *refused);

@@ -8,62 +8,23 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "worker/trainer/contract/profile_protocol.h"
 #include "worker/trainer/data/formats/file_util.h"
 
 namespace baton::trainer {
-namespace {
-
-constexpr int64_t kMaxSteps = 10000;
-constexpr char kRequestFile[] = "profile-request";
-
-bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-absl::StatusOr<ProfileRequest> ParseProfileRequest(const std::string& line, int64_t default_steps) {
-  ProfileRequest request;
-  request.steps = default_steps;
-  for (absl::string_view token :
-       absl::StrSplit(line, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty())) {
-    const std::pair<std::string, std::string> kv = absl::StrSplit(token, absl::MaxSplits('=', 1));
-    int64_t value = 0;
-    if (kv.first == "id" && ValidId(kv.second)) {
-      request.id = kv.second;
-    } else if (kv.first == "steps" && absl::SimpleAtoi(kv.second, &value) && value >= 1 &&
-               value <= kMaxSteps) {
-      request.steps = value;
-    } else if (kv.first == "start_step" && absl::SimpleAtoi(kv.second, &value) && value >= 1) {
-      request.start_step = value;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "profile request: bad token '", token,
-          "' (allowed: id=<1-64 of [A-Za-z0-9._-]> steps=<1..", kMaxSteps, "> start_step=<N>=1>)"));
-    }
-  }
-  return request;
-}
-
 Profiler::Profiler(ProfilerOptions options, const Clock& clock)
     : options_(std::move(options)), clock_(clock), recorder_(options_.max_spans) {}
 
 void Profiler::Arm(int64_t next_step) {
   // No file: the defaults. An unreadable one is a bad request, reported below.
-  absl::StatusOr<std::string> line = ReadWholeFile(absl::StrCat(options_.dir, "/", kRequestFile));
+  absl::StatusOr<std::string> line = ReadWholeFile(absl::StrCat(options_.dir, "/", kProfileRequestFile));
   absl::StatusOr<ProfileRequest> request =
       line.ok()                         ? ParseProfileRequest(*line, options_.default_steps)
       : absl::IsNotFound(line.status()) ? ParseProfileRequest("", options_.default_steps)
                                         : absl::StatusOr<ProfileRequest>(line.status());
   if (!request.ok()) {
     const std::string path =
-        absl::StrCat(options_.dir, "/trace-unknown-rank", options_.rank, ".error");
+        absl::StrCat(options_.dir, "/", ProfileUnknownRequestErrorFile(options_.rank));
     BATON_LOG(WARNING) << request.status() << " (written to " << path << ")";
     (void)WriteWholeFile(path, absl::StrCat(request.status().message(), "\n"));
     return;
@@ -118,8 +79,7 @@ absl::StatusOr<std::string> Profiler::Write(bool partial) {
   process.first_step = first_step_;
   process.steps = steps_done_;
   process.partial = partial;
-  const std::string path =
-      absl::StrCat(options_.dir, "/trace-", id_, "-rank", options_.rank, ".json");
+  const std::string path = absl::StrCat(options_.dir, "/", ProfileTraceFile(id_, options_.rank));
   const absl::Status written =
       WriteWholeFile(path, ChromeTraceJson({{process, recorder_.Spans()}}));
   recorder_.Clear();

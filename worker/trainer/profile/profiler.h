@@ -30,18 +30,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/time/clock.h"
+#include "worker/trainer/contract/profile_protocol.h"
 #include "worker/trainer/profile/trace.h"
 
 namespace baton::trainer {
-
-struct ProfileRequest {
-  std::string id = "manual";
-  int64_t steps = 0;
-  int64_t start_step = 0;  // 0: the next step.
-};
-
-// Parses the request file's line. INVALID_ARGUMENT naming the bad token otherwise.
-absl::StatusOr<ProfileRequest> ParseProfileRequest(const std::string& line, int64_t default_steps);
 
 struct ProfilerOptions {
   std::string dir;  // Request file and traces; must exist.
