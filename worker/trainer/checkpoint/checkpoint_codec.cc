@@ -6,10 +6,11 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <caffe2/serialize/in_memory_adapter.h>
 #include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/string_utils.h>
+#include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
@@ -194,6 +195,26 @@ void SetRngStates(const DecodedCheckpoint& d) {
 }
 
 // ---- decoding -------------------------------------------------------------------------
+
+// A file's bytes to LibTorch's ZIP reader, never past their end: miniz reads wherever a
+// crafted central directory points, and LibTorch's own memory adapters copy without a
+// check (a heap overflow checkpoint_contents_fuzz found). A read past the end returns
+// fewer bytes, which miniz reports as a corrupt archive.
+class BoundedReader final : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  BoundedReader(const char* data, size_t size) : data_(data), size_(size) {}
+  size_t size() const override { return size_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= size_) return 0;
+    n = static_cast<size_t>(std::min<uint64_t>(n, size_ - pos));
+    std::memcpy(buf, data_ + pos, n);
+    return n;
+  }
+
+ private:
+  const char* const data_;
+  const size_t size_;
+};
 
 absl::Status Corrupt(absl::string_view what) {
   return absl::DataLossError(absl::StrCat("malformed checkpoint: ", what));
@@ -477,14 +498,17 @@ absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path) {
 absl::StatusOr<DecodedCheckpoint> DecodeCheckpoint(const std::vector<char>& bytes) {
   RETURN_IF_ERROR(VerifySealedArchive(absl::string_view(bytes.data(), bytes.size())));
   try {
-    // The pickle's lengths and memo indices are checked before the unpickler, which
-    // allocates by them, reads it (pickle_scan.h).
+    // torch::jit::pickle_load, with the file read through BoundedReader and the pickle's
+    // lengths and memo indices checked before the unpickler, which allocates by them,
+    // reads it (pickle_scan.h).
     caffe2::serialize::PyTorchStreamReader reader(
-        std::make_shared<caffe2::serialize::MemoryReadAdapter>(bytes.data(), bytes.size()));
+        std::make_shared<BoundedReader>(bytes.data(), bytes.size()));
     const auto [pickle, size] = reader.getRecord("data.pkl");
     RETURN_IF_ERROR(
         CheckPickleBounds(absl::string_view(static_cast<const char*>(pickle.get()), size)));
-    return DecodeDict(torch::jit::pickle_load(bytes));
+    return DecodeDict(torch::jit::readArchiveAndTensors(
+        "data", /*pickle_prefix=*/"", /*tensor_prefix=*/"", /*type_resolver=*/c10::nullopt,
+        /*obj_loader=*/c10::nullopt, /*device=*/c10::nullopt, reader));
   } catch (const std::exception& e) {
     return Corrupt(e.what());
   }

@@ -23,7 +23,10 @@
 // plain tensors (regression-v1-torchscript-optimizer-archive). Then (a campaign's first
 // minute): a 15 KB file whose pickle claims a 2 GiB string made LibTorch's unpickler
 // allocate 2 GiB before finding the stream short; pickle_scan.h now refuses it first
-// (regression-pickle-length-2gib).
+// (regression-pickle-length-2gib). Then (1,842 executions in): a ZIP directory pointing past
+// the file's end made miniz read past the buffer through LibTorch's memory adapter, which
+// copies without a check (a heap overflow under ASan); the file is now read through a
+// bounded adapter (regression-zip-directory-past-the-end).
 
 #include <torch/optim/adamw.h>
 #include <torch/optim/sgd.h>
