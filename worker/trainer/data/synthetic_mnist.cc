@@ -8,35 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer {
 namespace {
-
-// SplitMix64: tiny, well-distributed, identical on every platform.
-class Prng {
- public:
-  explicit Prng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1).
-  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
-  double Uniform(double lo, double hi) { return lo + (hi - lo) * Uniform(); }
-  // Uniform integer in [0, n).
-  uint32_t Below(uint32_t n) { return static_cast<uint32_t>(Uniform() * n); }
-  // Standard normal (Box-Muller).
-  double Normal() {
-    const double u1 = 1.0 - Uniform();  // (0, 1]
-    const double u2 = Uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-  }
-
- private:
-  uint64_t state_;
-};
 
 // Segments a..g of a seven-segment display, endpoints in a unit box (x right, y down).
 struct Segment {

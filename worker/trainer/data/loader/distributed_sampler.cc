@@ -5,16 +5,10 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "worker/trainer/data/formats/random.h"
 
 namespace baton::trainer {
 namespace {
-
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 // Uniform integer in [0, bound) without modulo bias (Lemire's rejection method).
 uint64_t UniformBelow(uint64_t bound, uint64_t& state) {
