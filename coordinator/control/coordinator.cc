@@ -60,9 +60,7 @@ absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
   }
   Schedule();
   // Return the state after scheduling (it may already be in RENDEZVOUS).
-  absl::StatusOr<baton::v1::Job> now = jobs_->Get(job->id());
-  if (now.ok()) now->clear_events();
-  return now;
+  return jobs_->GetWithoutEvents(job->id());
 }
 
 absl::StatusOr<baton::v1::Job> Coordinator::CancelJob(const std::string& job_id,
@@ -81,9 +79,7 @@ absl::StatusOr<baton::v1::Job> Coordinator::CancelJob(const std::string& job_id,
   StopProcesses(*jobs_->Peek(job_id), message);
   runtime_.erase(job_id);
   Schedule();  // freed slots
-  absl::StatusOr<baton::v1::Job> job = jobs_->Get(job_id);
-  if (job.ok()) job->clear_events();
-  return job;
+  return jobs_->GetWithoutEvents(job_id);
 }
 
 std::vector<baton::v1::Worker> Coordinator::ListWorkers() const {

@@ -121,9 +121,13 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
   return View(r);
 }
 
-absl::StatusOr<baton::v1::Job> JobManager::Get(const std::string& job_id) const {
+absl::StatusOr<baton::v1::Job> JobManager::GetWithoutEvents(const std::string& job_id) const {
   ASSIGN_OR_RETURN(const Record* r, Find(job_id));
-  baton::v1::Job job = View(*r);
+  return View(*r);
+}
+
+absl::StatusOr<baton::v1::Job> JobManager::Get(const std::string& job_id) const {
+  ASSIGN_OR_RETURN(baton::v1::Job job, GetWithoutEvents(job_id));
   ASSIGN_OR_RETURN(std::vector<baton::v1::JobUpdate> events,
                    store_->ReadUpdates(job_id, 0, 0, /*events_only=*/true));
   for (baton::v1::JobUpdate& u : events) *job.add_events() = std::move(*u.mutable_event());

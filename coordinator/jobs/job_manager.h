@@ -103,6 +103,9 @@ class JobManager {
 
   // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
   absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;
+  // As Get, without the events (which Get reads from the store): what answers that only
+  // need the job itself (submit, cancel, an access check) send.
+  absl::StatusOr<baton::v1::Job> GetWithoutEvents(const std::string& job_id) const;
   // Jobs, newest first, without events; only `states` if non-empty; at most `limit` (0: all);
   // only jobs older than `before_id` if it is non-empty (the last id of a previous page: the
   // listing continues there even if that job is gone).

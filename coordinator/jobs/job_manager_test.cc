@@ -75,6 +75,20 @@ class JobManagerTest : public ::testing::Test {
   std::unique_ptr<JobManager> jobs_;
 };
 
+// Get reads the job's events from the store; GetWithoutEvents is the same job without
+// them (what submit and cancel answer), read from memory only.
+TEST_F(JobManagerTest, GetWithoutEventsIsGetLessItsEvents) {
+  const std::string id = RunningJob();
+  baton::v1::Job with_events = Get(*jobs_, id);
+  EXPECT_GE(with_events.events_size(), 3);  // Submitted, Scheduled, Started.
+  absl::StatusOr<baton::v1::Job> without = jobs_->GetWithoutEvents(id);
+  ASSERT_OK(without);
+  EXPECT_EQ(without->events_size(), 0);
+  with_events.clear_events();
+  EXPECT_EQ(without->SerializeAsString(), with_events.SerializeAsString());
+  EXPECT_EQ(jobs_->GetWithoutEvents("j-404").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(JobManagerTest, ResultGoodputIsEvaluatedNowUntilTheJobEndsThenFrozen) {
   const std::string id = RunningJob();
   EXPECT_EQ(Get(*jobs_, id).result().goodput(), 0);

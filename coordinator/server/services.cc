@@ -414,7 +414,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(grpc::CallbackServerContext*
   absl::StatusOr<Principal> caller = Caller(checks_, ctx);
   if (!caller.ok()) return Refuse(ctx, caller.status());
   return OnLoop(loop_, ctx, [this, req, resp, caller = *caller]() -> absl::Status {
-    ASSIGN_OR_RETURN(const baton::v1::Job before, jobs_->Get(req->job_id()));
+    ASSIGN_OR_RETURN(const baton::v1::Job before, jobs_->GetWithoutEvents(req->job_id()));
     RETURN_IF_ERROR(checks_.policy->CanCancel(caller, before));
     absl::StatusOr<baton::v1::Job> job = coordinator_->CancelJob(req->job_id(), req->reason());
     if (!job.ok()) return job.status();
@@ -452,7 +452,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ProfileJob(grpc::CallbackServerContext
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   loop_->Post([this, req, resp, reactor, caller = *caller] {
     absl::Status s = [&]() -> absl::Status {
-      ASSIGN_OR_RETURN(const baton::v1::Job job, jobs_->Get(req->job_id()));
+      ASSIGN_OR_RETURN(const baton::v1::Job job, jobs_->GetWithoutEvents(req->job_id()));
       RETURN_IF_ERROR(checks_.policy->CanCancel(caller, job));
       // `done` runs on the loop, exactly once, and only if this returns OK.
       return coordinator_->ProfileJob(
