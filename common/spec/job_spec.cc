@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/spec/global_batch.h"
 #include "common/spec/trainer_spec.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
@@ -80,8 +82,24 @@ absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int6
                  absl::StrCat(value, " is out of range; must be ", lo, "..", hi));
 }
 
-// trainer.global_batch against every world size the job may run at (its workers and
-// slots already validated).
+// Runs `check(workers, world)` for every world size the job may run at (workers min..max
+// times its slots per worker; both already validated), smallest first, and returns the
+// first error. `range` is set to those world sizes as "lo..hi", for messages.
+absl::Status CheckEveryWorldSize(
+    const JobSpec& spec, std::string* range,
+    const std::function<absl::Status(int workers, int slots, int64_t world)>& check) {
+  const int slots = SlotsPerWorker(spec);
+  const int min = spec.workers().min();
+  const int max = MaxWorkers(spec);
+  *range = absl::StrCat(int64_t{min} * slots, "..", int64_t{max} * slots);
+  for (int workers = min; workers <= max; ++workers) {
+    RETURN_IF_ERROR(check(workers, slots, int64_t{workers} * slots));
+  }
+  return absl::OkStatus();
+}
+
+// trainer.global_batch against every world size the job may run at: the split baton-trainer
+// makes (global_batch.h) exists for each.
 absl::Status ValidateGlobalBatch(const JobSpec& spec) {
   const TrainerSpec& t = spec.trainer();
   const int64_t global = t.global_batch();
@@ -91,21 +109,15 @@ absl::Status ValidateGlobalBatch(const JobSpec& spec) {
                    absl::StrCat(t.accumulation_steps(), " is set with trainer.global_batch, "
                                 "which derives the accumulation steps per world size; unset it"));
   }
-  const int slots = SlotsPerWorker(spec);
-  const int min = spec.workers().min();
-  const int max = MaxWorkers(spec);
-  for (int workers = min; workers <= max; ++workers) {
-    const int64_t world = int64_t{workers} * slots;
-    if (global % world != 0) {
-      return Invalid("trainer.global_batch",
-                     absl::StrCat(global, " cannot be split evenly over ", world, " ranks (",
-                                  workers, " workers x ", slots,
-                                  " slots), a size the job may run at; use a multiple of "
-                                  "every world size in ", int64_t{min} * slots, "..",
-                                  int64_t{max} * slots));
-    }
-  }
-  return absl::OkStatus();
+  std::string range;
+  return CheckEveryWorldSize(spec, &range, [&](int workers, int slots, int64_t world) {
+    if (SplitGlobalBatch(global, world, /*max_micro_batch=*/global).ok()) return absl::OkStatus();
+    return Invalid("trainer.global_batch",
+                   absl::StrCat(global, " cannot be split evenly over ", world, " ranks (",
+                                workers, " workers x ", slots,
+                                " slots), a size the job may run at; use a multiple of "
+                                "every world size in ", range));
+  });
 }
 
 // trainer.pipeline.stages against every world size the job may run at (each world is
@@ -113,21 +125,14 @@ absl::Status ValidateGlobalBatch(const JobSpec& spec) {
 absl::Status ValidatePipelineWorld(const JobSpec& spec) {
   const int64_t stages = spec.trainer().pipeline().stages();
   if (stages <= 1) return absl::OkStatus();  // Its range: ValidateTrainerSpec.
-  const int slots = SlotsPerWorker(spec);
-  const int min = spec.workers().min();
-  const int max = MaxWorkers(spec);
-  for (int workers = min; workers <= max; ++workers) {
-    const int64_t world = int64_t{workers} * slots;
-    if (world % stages != 0) {
-      return Invalid("trainer.pipeline.stages",
-                     absl::StrCat(stages, " does not divide ", world, " ranks (", workers,
-                                  " workers x ", slots,
-                                  " slots), a size the job may run at; every world size in ",
-                                  int64_t{min} * slots, "..", int64_t{max} * slots,
-                                  " must be a multiple of the stages"));
-    }
-  }
-  return absl::OkStatus();
+  std::string range;
+  return CheckEveryWorldSize(spec, &range, [&](int workers, int slots, int64_t world) {
+    if (world % stages == 0) return absl::OkStatus();
+    return Invalid("trainer.pipeline.stages",
+                   absl::StrCat(stages, " does not divide ", world, " ranks (", workers,
+                                " workers x ", slots, " slots), a size the job may run at; every "
+                                "world size in ", range, " must be a multiple of the stages"));
+  });
 }
 
 absl::Status ValidateCommand(const CommandSpec& c) {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec/global_batch.h"
 #include "common/logging.h"
 #include "common/private_file.h"
 #include "common/spec/trainer_spec_defaults.h"

@@ -73,28 +73,6 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world
                             ? dataset_size / global_batch * (global_batch / world_size)
                             : dataset_size / world_size) {}
 
-absl::StatusOr<GlobalBatchSplit> SplitGlobalBatch(int64_t global_batch, int world_size,
-                                                  int64_t max_micro_batch) {
-  if (global_batch <= 0 || world_size <= 0 || global_batch % world_size != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "global batch %d cannot be split evenly over %d ranks", global_batch, world_size));
-  }
-  if (max_micro_batch <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("micro-batch limit must be > 0, got %d", max_micro_batch));
-  }
-  const int64_t share = global_batch / world_size;
-  GlobalBatchSplit split;
-  for (int64_t b = std::min(share, max_micro_batch); b >= 1; --b) {
-    if (share % b == 0) {
-      split.micro_batch = b;
-      break;
-    }
-  }
-  split.accumulation_steps = share / split.micro_batch;
-  return split;
-}
-
 std::vector<int64_t> DistributedSampler::Permutation(int64_t n, uint64_t epoch_seed) {
   std::vector<int64_t> perm(n);
   std::iota(perm.begin(), perm.end(), int64_t{0});

@@ -74,17 +74,4 @@ class DistributedSampler {
   int64_t samples_per_rank_;  // Torch mode: floor(N / W); else floor(N / G) * G / W.
 };
 
-// How a global batch is split on a gang of `world_size` ranks: each rank's share G / W in
-// `accumulation_steps` micro-batches of `micro_batch` samples, the largest micro-batch not
-// above `max_micro_batch` that divides the share.
-struct GlobalBatchSplit {
-  int64_t micro_batch = 0;
-  int64_t accumulation_steps = 0;
-};
-
-// INVALID_ARGUMENT (naming the numbers) unless global_batch > 0 is a multiple of
-// world_size and max_micro_batch > 0.
-absl::StatusOr<GlobalBatchSplit> SplitGlobalBatch(int64_t global_batch, int world_size,
-                                                  int64_t max_micro_batch);
-
 }  // namespace baton::trainer

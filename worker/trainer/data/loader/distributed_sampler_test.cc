@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/spec/global_batch.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
