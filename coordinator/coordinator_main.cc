@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
@@ -19,7 +21,28 @@
 #include "common/time/clock.h"
 #include "coordinator/server/server.h"
 
-ABSL_FLAG(std::string, listen, "0.0.0.0:7070",
+namespace {
+
+// Every flag's default is the option's (server.h and the options it holds), so neither
+// restates the other. Flags only the daemon has (ports files, the metrics address, which
+// the library leaves off) keep theirs here.
+const baton::coordinator::ServerOptions& Defaults() {
+  static const auto* const defaults = new baton::coordinator::ServerOptions();
+  return *defaults;
+}
+
+// --command_job_roles' default: AccessOptions::command_roles, comma-separated.
+std::string DefaultCommandRoles() {
+  std::vector<std::string> names;
+  for (baton::coordinator::Role role : Defaults().access.command_roles) {
+    names.emplace_back(baton::coordinator::RoleName(role));
+  }
+  return absl::StrJoin(names, ",");
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen,
           "gRPC address to serve on (HOST:PORT). Port 0 picks a free port; the bound port is "
           "logged and written to --port_file.");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -33,17 +56,17 @@ ABSL_FLAG(std::string, token_file, "",
           "The users' bearer tokens as '<sha256 hex of token> <user> <role>' lines (roles: "
           "viewer, submitter, admin; tools/certs.sh makes it). Required with TLS. Re-read on "
           "SIGHUP.");
-ABSL_FLAG(std::string, command_job_roles, "submitter,admin",
+ABSL_FLAG(std::string, command_job_roles, DefaultCommandRoles(),
           "Roles that may submit `command` jobs (any program on the workers) and trainer jobs "
           "with trainer.torchscript_path (a TorchScript module is code), e.g. 'admin'. "
           "Empty: nobody.");
-ABSL_FLAG(int, max_streams_per_user, 32,
+ABSL_FLAG(int, max_streams_per_user, Defaults().streams.max_per_user,
           "Open watch and log streams (`baton watch`, `baton logs -f`, --wait) one user may "
           "hold at once; more are refused with RESOURCE_EXHAUSTED (1..100000).");
-ABSL_FLAG(int, max_jobs_per_user, 100,
+ABSL_FLAG(int, max_jobs_per_user, Defaults().max_jobs_per_user,
           "Jobs one user may have that have not ended (queued, running or restarting); more "
           "submits are refused with RESOURCE_EXHAUSTED. 0: no limit.");
-ABSL_FLAG(int, max_streams, 1024,
+ABSL_FLAG(int, max_streams, Defaults().streams.max_total,
           "Open watch and log streams of all users together; more are refused with "
           "RESOURCE_EXHAUSTED (1..1000000).");
 ABSL_FLAG(std::string, health_listen, "",
@@ -53,7 +76,7 @@ ABSL_FLAG(bool, insecure, false,
           "Serve plaintext instead of TLS. Only allowed when --listen is a loopback address "
           "(127.0.0.1, [::1], localhost). Without --token_file every caller is then an "
           "anonymous admin: for a single-user machine only.");
-ABSL_FLAG(std::string, state_dir, "baton-state",
+ABSL_FLAG(std::string, state_dir, Defaults().state_dir,
           "Directory for the coordinator's SQLite state (jobs, events, metrics, logs). "
           "Restarting with the same directory loses nothing.");
 ABSL_FLAG(std::string, port_file, "",
@@ -65,9 +88,9 @@ ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7071",
           "serves without it.");
 ABSL_FLAG(std::string, metrics_port_file, "",
           "If set, the bound metrics port is written here (atomically) once serving.");
-ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+ABSL_FLAG(absl::Duration, heartbeat_interval, Defaults().coordinator.heartbeat_interval,
           "How often workers must send heartbeats.");
-ABSL_FLAG(absl::Duration, worker_lease, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, worker_lease, Defaults().lease.lease,
           "Worker lease. A worker kills its training processes when the coordinator has not "
           "acknowledged a heartbeat for this long (a partition, a dead coordinator); the "
           "coordinator counts a worker not heard from for this long plus "
@@ -76,29 +99,29 @@ ABSL_FLAG(absl::Duration, worker_lease, absl::Seconds(10),
           "and network blips without stopping training; shorter recovers faster from a "
           "partitioned or dead host. Keep it well above --heartbeat_interval and a "
           "coordinator restart.");
-ABSL_FLAG(absl::Duration, worker_lease_margin, absl::Seconds(1),
+ABSL_FLAG(absl::Duration, worker_lease_margin, Defaults().lease.margin,
           "Added to --worker_lease before the coordinator counts a silent worker's lease as "
           "certainly expired: the worker noticing the expiry and its processes dying.");
-ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, rendezvous_timeout, Defaults().coordinator.rendezvous_timeout,
           "A job whose processes have not all started this long after scheduling fails.");
-ABSL_FLAG(absl::Duration, reattach_timeout, absl::Seconds(30),
+ABSL_FLAG(absl::Duration, reattach_timeout, Defaults().coordinator.reattach_timeout,
           "After a restart, how long running jobs wait for their workers to report back.");
-ABSL_FLAG(absl::Duration, history_retention, absl::Hours(24 * 7),
+ABSL_FLAG(absl::Duration, history_retention, Defaults().retention.history_max_age,
           "Metric points and log lines older than this are deleted from the state.");
-ABSL_FLAG(int64_t, max_points_per_job, 100000,
+ABSL_FLAG(int64_t, max_points_per_job, Defaults().retention.max_points_per_job,
           "Newest metric points kept per job (0: no limit); older ones are deleted.");
-ABSL_FLAG(int64_t, max_log_bytes_per_job, int64_t{50} << 20,
+ABSL_FLAG(int64_t, max_log_bytes_per_job, Defaults().retention.max_log_bytes_per_job,
           "Newest log lines kept per job, up to this many bytes of text (0: no limit).");
-ABSL_FLAG(absl::Duration, job_retention, absl::Hours(24 * 30),
+ABSL_FLAG(absl::Duration, job_retention, Defaults().retention.job_retention,
           "A finished job (row, events, points, logs) is deleted this long after it ended "
           "('inf': never).");
-ABSL_FLAG(absl::Duration, store_stall_limit, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, store_stall_limit, Defaults().store_stall_limit,
           "A state store call running longer than this (a hung mount or dying disk under "
           "--state_dir) stops the coordinator (exit 1), to be restarted where its state is "
           "reachable.");
-ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, stop_grace, Defaults().coordinator.stop_grace,
           "Time between SIGTERM and SIGKILL when stopping a job's processes.");
-ABSL_FLAG(absl::Duration, checkpoint_timeout, absl::Seconds(60),
+ABSL_FLAG(absl::Duration, checkpoint_timeout, Defaults().coordinator.checkpoint_timeout,
           "A planned resize (a worker drains or joins) asks rank 0 to checkpoint at its next "
           "step boundary first; after this long without its exit the generation is stopped "
           "anyway (losing the steps since its last checkpoint).");

@@ -52,6 +52,26 @@
 
 extern char** environ;
 
+namespace {
+
+// Flags take their defaults from the options they set (supervisor.h, agent.h,
+// standby_launcher.h), so neither restates the other. Flags only the daemon has keep theirs
+// here.
+const baton::worker::SupervisorOptions& SupervisorDefaults() {
+  static const auto* const defaults = new baton::worker::SupervisorOptions();
+  return *defaults;
+}
+const baton::worker::AgentOptions& AgentDefaults() {
+  static const auto* const defaults = new baton::worker::AgentOptions();
+  return *defaults;
+}
+const baton::worker::StandbyLauncherOptions& StandbyDefaults() {
+  static const auto* const defaults = new baton::worker::StandbyLauncherOptions();
+  return *defaults;
+}
+
+}  // namespace
+
 ABSL_FLAG(std::string, coordinator, "localhost:7070",
           "Coordinator WorkerService address, HOST:PORT.");
 ABSL_FLAG(std::string, work_dir, "./baton-worker",
@@ -64,15 +84,15 @@ ABSL_FLAG(std::vector<std::string>, allowed_paths, {},
           "always allowed. Paths are resolved on this machine (symlinks followed, '..' "
           "applied); anything else fails the job with PathNotAllowed. Under --work_dir a "
           "job may only use its own directory.");
-ABSL_FLAG(bool, confine_ranks, true,
+ABSL_FLAG(bool, confine_ranks, SupervisorDefaults().confine_ranks,
           "Confine every rank started by fork/exec with Landlock (Linux >= 5.13): it cannot "
           "read or write anything under --work_dir (other jobs' directories, the worker's "
           "files) but its own job's directory. Without Landlock in the kernel ranks run "
           "unconfined (logged once).");
-ABSL_FLAG(int64_t, max_rank_log_bytes, int64_t{1} << 30,
+ABSL_FLAG(int64_t, max_rank_log_bytes, SupervisorDefaults().max_rank_log_bytes,
           "Bytes each rank's stdout.log and stderr.log may keep on this worker's disk; then a "
           "marker line says the rest was not kept (>= 1).");
-ABSL_FLAG(int, max_rank_log_lines_per_second, 1000,
+ABSL_FLAG(int, max_rank_log_lines_per_second, SupervisorDefaults().max_rank_log_lines_per_second,
           "Lines of each rank's stdout and of its stderr relayed to the coordinator per "
           "second; more are dropped, and a marker line says how many (>= 1).");
 ABSL_FLAG(int, slots, 0,
@@ -86,7 +106,7 @@ ABSL_FLAG(int, standby_trainers, -1,
           "Warm standby baton-trainer processes kept started (LibTorch loaded) so that a "
           "(re)started rank of the built-in trainer skips about a second of start-up. -1: one "
           "per slot; 0: none (every rank is fork+exec'd).");
-ABSL_FLAG(absl::Duration, standby_refill_delay, absl::Seconds(5),
+ABSL_FLAG(absl::Duration, standby_refill_delay, StandbyDefaults().refill_delay,
           "A used standby is replaced this long after the last trainer launch, so its "
           "start-up does not compete with the ranks just launched.");
 ABSL_FLAG(std::string, advertise_host, "",
@@ -104,12 +124,12 @@ ABSL_FLAG(int, probe_port, 0,
           "job's processes, every worker of the job connects to the others' probe ports at "
           "their advertised addresses, so an unreachable address fails the job's generation "
           "at once, naming it, instead of hanging its rendezvous. 0: a free port.");
-ABSL_FLAG(absl::Duration, peer_probe_timeout, absl::Seconds(5),
+ABSL_FLAG(absl::Duration, peer_probe_timeout, AgentDefaults().peer_probe_timeout,
           "How long a worker waits for its peers' probe ports before it refuses to start a "
           "job's processes.");
-ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(1),
+ABSL_FLAG(absl::Duration, heartbeat_interval, AgentDefaults().heartbeat_interval,
           "Heartbeat period; the coordinator's Registered message may override it.");
-ABSL_FLAG(absl::Duration, stop_grace, absl::Seconds(10),
+ABSL_FLAG(absl::Duration, stop_grace, SupervisorDefaults().default_stop_grace,
           "SIGTERM -> SIGKILL grace when a StopAssignment carries none, and on shutdown.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM (Kubernetes eviction, preemption) the worker drains: it tells the "
