@@ -67,12 +67,6 @@ std::string HelpText(const std::string& command = "");
 // each, as HelpText prints them.
 std::vector<std::string> HelpExamples(const std::string& command = "");
 
-// A completion script for `shell` ("bash" or "zsh"; anything else gives ""), generated
-// from the command table: it completes commands, each command's flags, the values of
-// -o/--output, --color, --for and --state, `completion`'s shells, and job ids (from
-// `baton jobs -o name`, with the line's --coordinator/--context) where a JOB goes.
-std::string CompletionScript(const std::string& shell);
-
 // What RunCli takes from the process environment.
 struct CliEnvironment {
   // $BATON_COORDINATOR ("" if unset).

@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli.h"
+#include "client/completion.h"
 #include "client/commands.h"
 #include "client/testing/fake_coordinator.h"
 #include "common/time/proto_time.h"
