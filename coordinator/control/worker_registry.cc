@@ -7,20 +7,19 @@
 #include "common/time/proto_time.h"
 
 namespace baton::coordinator {
-namespace {
-
-bool Connected(const baton::v1::Worker& w) {
-  return w.state() == baton::v1::WORKER_STATE_READY ||
-         w.state() == baton::v1::WORKER_STATE_DRAINING;
-}
-
-}  // namespace
-
 WorkerRegistry::WorkerRegistry(const Clock* clock, LeaseOptions lease)
     : clock_(clock), lease_(lease), start_(clock->Now()) {}
 
+bool WorkerRegistry::Apply(Entry& e, WorkerEvent event) {
+  const absl::StatusOr<WorkerState> next = NextWorkerState(e.state, event);
+  if (!next.ok()) return false;
+  e.state = *next;
+  e.info.set_state(WorkerStateToProto(e.state));
+  return true;
+}
+
 void WorkerRegistry::Lose(Entry& e, const absl::Status& status) {
-  e.info.set_state(baton::v1::WORKER_STATE_LOST);
+  Apply(e, WorkerEvent::kLose);
   if (e.channel != nullptr) {
     e.channel->Close(status);
     e.channel.reset();
@@ -46,8 +45,7 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
   e.info.set_host(host);
   e.info.set_hostname(reg.hostname());
   *e.info.mutable_resources() = reg.resources();
-  e.info.set_state(reg.draining() ? baton::v1::WORKER_STATE_DRAINING
-                                  : baton::v1::WORKER_STATE_READY);
+  Apply(e, reg.draining() ? WorkerEvent::kConnectDraining : WorkerEvent::kConnect);
   e.protocol_version = reg.protocol_version();
   e.leased = reg.protocol_version() >= kLeaseProtocolVersion;
   e.probe_port = reg.probe_port();
@@ -61,10 +59,10 @@ uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::stri
 
 bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || it->second.session != session || !Connected(it->second.info)) {
+  if (it == workers_.end() || it->second.session != session ||
+      !Apply(it->second, WorkerEvent::kLose)) {
     return false;
   }
-  it->second.info.set_state(baton::v1::WORKER_STATE_LOST);
   it->second.channel.reset();
   it->second.info.set_stream_losses(it->second.info.stream_losses() + 1);
   return true;
@@ -72,7 +70,7 @@ bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) 
 
 bool WorkerRegistry::IsCurrent(const std::string& worker_id, uint64_t session) const {
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && it->second.session == session && Connected(it->second.info);
+  return it != workers_.end() && it->second.session == session && coordinator::IsConnected(it->second.state);
 }
 
 bool WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
@@ -87,7 +85,7 @@ std::vector<std::string> WorkerRegistry::ExpireLeases() {
   std::vector<std::string> lost;
   const absl::Time now = clock_->Now();
   for (auto& [id, e] : workers_) {
-    if (!Connected(e.info)) continue;
+    if (!coordinator::IsConnected(e.state)) continue;
     const absl::Duration silent = now - e.last_heartbeat;
     if (silent <= lease_.lease + lease_.margin) continue;
     e.info.set_lease_expirations(e.info.lease_expirations() + 1);
@@ -100,7 +98,7 @@ std::vector<std::string> WorkerRegistry::ExpireLeases() {
 
 void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || !it->second.leased || !Connected(it->second.info)) return;
+  if (it == workers_.end() || !it->second.leased || !coordinator::IsConnected(it->second.state)) return;
   Entry& e = it->second;
   e.revoked_until = e.last_heartbeat + lease_.lease + lease_.margin;
   e.revoked_why = why;
@@ -112,7 +110,7 @@ absl::Time WorkerRegistry::LeaseExpiry(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return start_ + lease_.lease + lease_.margin;
   const Entry& e = it->second;
-  if (Connected(e.info)) return absl::InfiniteFuture();
+  if (coordinator::IsConnected(e.state)) return absl::InfiniteFuture();
   if (!e.leased) return absl::InfinitePast();
   return e.last_heartbeat + lease_.lease + lease_.margin;
 }
@@ -130,21 +128,17 @@ bool WorkerRegistry::Send(const std::string& worker_id,
 
 bool WorkerRegistry::IsReady(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && it->second.info.state() == baton::v1::WORKER_STATE_READY;
+  return it != workers_.end() && it->second.state == WorkerState::kReady;
 }
 
 bool WorkerRegistry::IsConnected(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && Connected(it->second.info);
+  return it != workers_.end() && coordinator::IsConnected(it->second.state);
 }
 
 bool WorkerRegistry::SetDraining(const std::string& worker_id) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || it->second.info.state() != baton::v1::WORKER_STATE_READY) {
-    return false;
-  }
-  it->second.info.set_state(baton::v1::WORKER_STATE_DRAINING);
-  return true;
+  return it != workers_.end() && Apply(it->second, WorkerEvent::kDrain);
 }
 
 uint32_t WorkerRegistry::ProtocolVersion(const std::string& worker_id) const {
@@ -184,7 +178,7 @@ int WorkerRegistry::Slots(const std::string& worker_id) const {
 std::vector<std::string> WorkerRegistry::ReadyWorkers() const {
   std::vector<std::string> ids;
   for (const auto& [id, e] : workers_) {
-    if (e.info.state() == baton::v1::WORKER_STATE_READY) ids.push_back(id);
+    if (e.state == WorkerState::kReady) ids.push_back(id);
   }
   return ids;
 }

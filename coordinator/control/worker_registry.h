@@ -11,6 +11,7 @@
 #include "baton/v1/job.pb.h"
 #include "baton/v1/worker_service.pb.h"
 #include "common/time/clock.h"
+#include "coordinator/control/worker_state.h"
 
 namespace baton::coordinator {
 
@@ -116,6 +117,7 @@ class WorkerRegistry {
 
  private:
   struct Entry {
+    WorkerState state = WorkerState::kNew;  // info.state() mirrors it.
     baton::v1::Worker info;
     std::shared_ptr<WorkerChannel> channel;
     uint64_t session = 0;
@@ -129,6 +131,9 @@ class WorkerRegistry {
     std::string revoked_why;
   };
 
+  // Moves `e` by `event` (worker_state.h) and mirrors the state into e.info; false (and
+  // `e` unchanged) where the lifecycle has no such transition.
+  static bool Apply(Entry& e, WorkerEvent event);
   // Marks a connected entry LOST and closes its stream with `status`.
   static void Lose(Entry& e, const absl::Status& status);
 
