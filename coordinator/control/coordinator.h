@@ -17,6 +17,7 @@
 #include "baton/v1/worker_service.pb.h"
 #include "common/time/clock.h"
 #include "coordinator/control/profile_table.h"
+#include "coordinator/policy/profile_plan.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
@@ -28,17 +29,6 @@ namespace baton::coordinator {
 inline constexpr char kPathNotAllowed[] = "PathNotAllowed";
 inline constexpr char kDataNotFound[] = "DataNotFound";
 
-// `baton profile` limits (JobService.ProfileJob).
-inline constexpr int64_t kMaxProfileSteps = 1000;
-// Without ProfileJobRequest.timeout: this, or twice the expected time to the window's end
-// if longer (at most kMaxProfileTimeout).
-inline constexpr absl::Duration kDefaultProfileTimeout = absl::Minutes(2);
-inline constexpr absl::Duration kMaxProfileTimeout = absl::Hours(1);
-// A profile window starts log_every steps and then this long (by the median step time)
-// after the newest reported step; the latter at most kMaxProfileLeadSteps steps (1% of that
-// without a step time yet).
-inline constexpr absl::Duration kProfileLeadTime = absl::Seconds(3);
-inline constexpr int64_t kMaxProfileLeadSteps = 1000;
 
 struct CoordinatorOptions {
   // Interval workers are told to heartbeat at. (How long a silent worker is trusted, its
