@@ -18,6 +18,7 @@
 #include "common/time/clock.h"
 #include "coordinator/control/profile_table.h"
 #include "coordinator/policy/profile_plan.h"
+#include "coordinator/policy/recovery.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/scheduler.h"
@@ -291,10 +292,13 @@ class Coordinator {
   // `lease_expired` to the latest such expiry (complete only when it returns true: it stops
   // at the first process still running).
   bool GenerationStopped(const baton::v1::Job& job, absl::Time* lease_expired) const;
-  // For a generation not stopped `waited` after its stop: revokes the lease of each
-  // connected worker (with leases) whose processes have not exited. True if nothing is
-  // left to wait for (only workers without leases hold unstopped processes).
-  bool RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited);
+  // The facts DecideStop (policy/recovery.h) decides on: each rank of `job`'s stopping
+  // generation and its worker.
+  StopFacts StopFactsOf(const baton::v1::Job& job, absl::Time failed_at,
+                        absl::Duration stop_wait) const;
+  // Revokes the lease of `rank`'s worker (DecideStop said so), with an event naming the
+  // rank; false if the event could not be stored (the coordinator halts).
+  bool RevokeLease(const baton::v1::Job& job, const StoppingRank& rank, absl::Duration waited);
   // Rejects (logs) a message about `generation` of `job_id` unless it is current; true if
   // rejected or the job is unknown.
   bool Fenced(const std::string& worker_id, const std::string& job_id, int64_t generation,

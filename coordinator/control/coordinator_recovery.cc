@@ -154,19 +154,17 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   if (!AwaitCheckpoint(job, all_stopped)) return;
   if (!f->has_stopped_time()) {
     const absl::Duration stop_wait = StopWait(*f);
-    if (!all_stopped) {
-      if (now < failed_at + stop_wait) return;
-      // Never a new generation beside a live one: wait for leases to run out, revoking
-      // those of connected workers whose processes ignore the stop. Only workers without
-      // leases (protocol < 3) are given up on.
-      if (!RevokeUnstopped(job, stop_wait)) return;
+    const StopDecision stop = DecideStop(StopFactsOf(job, failed_at, stop_wait));
+    for (const StoppingRank& r : stop.revoke) {
+      if (!RevokeLease(job, r, stop_wait)) return;
     }
+    if (!stop.stopped) return;
     *f->mutable_stopped_time() = ToProto(now);
     if (lease_expired != absl::InfinitePast()) {
       *f->mutable_lease_expired_time() = ToProto(std::min(lease_expired, now));
     }
     const std::string what =
-        all_stopped
+        stop.all_stopped
             ? absl::StrCat("every process of generation ", generation, " stopped",
                            lease_expired != absl::InfinitePast()
                                ? " (a lost worker's lease expired, so its processes did)"
@@ -180,7 +178,7 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   }
   const absl::Time restart_at =
       std::max(failed_at + FromProto(f->backoff()), FromProto(f->stopped_time()));
-  if (now < restart_at) return;
+  if (now < restart_at) return;  // DecideNextGeneration's first rule, before placing a gang
 
   const baton::v1::JobSpec& spec = job.spec();
   PendingJob pending;
@@ -190,17 +188,22 @@ void Coordinator::MaybeRestart(const std::string& job_id) {
   pending.slots_per_worker = SlotsPerWorker(spec);
   const std::vector<WorkerCapacity> capacity = FreeCapacity(job_id);
   const std::vector<std::string> gang = PlaceRestart(WorkersOf(job), pending, capacity);
-  if (gang.empty()) {
-    if (now < restart_at + options_.rendezvous_timeout) return;  // wait for workers
-    const auto available = std::count_if(
-        capacity.begin(), capacity.end(),
-        [&](const WorkerCapacity& w) { return w.free_slots >= pending.slots_per_worker; });
-    Fail(job_id, "NotEnoughWorkers",
-         absl::StrCat("cannot restart after generation ", generation, " failed: only ",
-                      available, " of the ", pending.min_workers,
-                      " workers needed (workers.min) were available within ",
-                      absl::FormatDuration(options_.rendezvous_timeout)));
-    return;
+  switch (DecideNextGeneration({now, restart_at, options_.rendezvous_timeout, !gang.empty()})) {
+    case NextGeneration::kWait:
+      return;  // for workers
+    case NextGeneration::kFail: {
+      const auto available = std::count_if(
+          capacity.begin(), capacity.end(),
+          [&](const WorkerCapacity& w) { return w.free_slots >= pending.slots_per_worker; });
+      Fail(job_id, "NotEnoughWorkers",
+           absl::StrCat("cannot restart after generation ", generation, " failed: only ",
+                        available, " of the ", pending.min_workers,
+                        " workers needed (workers.min) were available within ",
+                        absl::FormatDuration(options_.rendezvous_timeout)));
+      return;
+    }
+    case NextGeneration::kRendezvous:
+      break;
   }
   *f->mutable_rendezvous_time() = ToProto(now);  // stored by StartRendezvous' transition
   StartRendezvous(std::move(job), gang, "Restarted");
@@ -243,34 +246,42 @@ bool Coordinator::GenerationStopped(const baton::v1::Job& job, absl::Time* lease
   return true;
 }
 
-bool Coordinator::RevokeUnstopped(const baton::v1::Job& job, absl::Duration waited) {
-  bool waiting = false;
-  std::set<std::string> revoked;
+StopFacts Coordinator::StopFactsOf(const baton::v1::Job& job, absl::Time failed_at,
+                                   absl::Duration stop_wait) const {
+  StopFacts facts;
+  facts.now = clock_->Now();
+  facts.failed_at = failed_at;
+  facts.stop_wait = stop_wait;
   for (const baton::v1::RankInfo& r : job.ranks()) {
     const std::string& w = r.worker_id();
-    if (r.has_exit() || workers_->ProcessesStopped(w)) continue;
-    if (!workers_->IsConnected(w)) {
-      waiting = true;  // lost: its lease is still running out
-    } else if (workers_->HasLease(w)) {
-      waiting = true;
-      // A worker that (re)connected since was asked to stop then: give it as long.
-      if (clock_->Now() < workers_->ConnectedSince(w) + waited) continue;
-      if (!revoked.insert(w).second) continue;
-      const std::string why = absl::StrCat("rank ", r.rank(), " of job ", job.id(), " generation ",
-                                           job.generation(), " did not exit within ",
-                                           absl::FormatDuration(waited), " of the stop");
-      if (!Ok(jobs_->RecordEvent(job.id(), "LeaseRevoked",
-                                 absl::StrCat("worker ", w, ": ", why,
-                                              "; the next generation starts once its lease ran "
-                                              "out, which kills its processes")),
-              "lease revoked")) {
-        return false;
-      }
-      BATON_LOG(WARNING) << "revoking the lease of worker " << w << ": " << why;
-      workers_->Revoke(w, why);
-    }
+    StoppingRank rank;
+    rank.rank = r.rank();
+    rank.worker = w;
+    rank.exited = r.has_exit();
+    rank.processes_stopped = workers_->ProcessesStopped(w);
+    rank.connected = workers_->IsConnected(w);
+    rank.leased = workers_->HasLease(w);
+    rank.connected_since = workers_->ConnectedSince(w);
+    facts.ranks.push_back(std::move(rank));
   }
-  return !waiting;
+  return facts;
+}
+
+bool Coordinator::RevokeLease(const baton::v1::Job& job, const StoppingRank& rank,
+                              absl::Duration waited) {
+  const std::string why =
+      absl::StrCat("rank ", rank.rank, " of job ", job.id(), " generation ", job.generation(),
+                   " did not exit within ", absl::FormatDuration(waited), " of the stop");
+  if (!Ok(jobs_->RecordEvent(job.id(), "LeaseRevoked",
+                             absl::StrCat("worker ", rank.worker, ": ", why,
+                                          "; the next generation starts once its lease ran "
+                                          "out, which kills its processes")),
+          "lease revoked")) {
+    return false;
+  }
+  BATON_LOG(WARNING) << "revoking the lease of worker " << rank.worker << ": " << why;
+  workers_->Revoke(rank.worker, why);
+  return true;
 }
 
 bool Coordinator::ReattributeFailure(const std::string& job_id, int32_t rank,
