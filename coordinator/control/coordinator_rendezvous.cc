@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "coordinator/control/coordinator.h"
+#include "coordinator/policy/scale_up.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scheduler.h"
@@ -39,32 +40,27 @@ void Coordinator::MaybeScaleUp() {
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
     const baton::v1::Job& job = *jobs_->Peek(id);
     const baton::v1::JobSpec& spec = job.spec();
-    // Only programs that checkpoint on request (the built-in trainer, elastic command jobs)
-    // grow without losing steps; others keep their size until their next restart.
-    if (!CheckpointsOnRequest(spec)) continue;
-    const std::vector<std::string> current = WorkersOf(job);
-    if (static_cast<int>(current.size()) >= MaxWorkers(spec)) continue;
+    ScaleUpFacts facts;
+    facts.checkpoints_on_request = CheckpointsOnRequest(spec);
+    facts.current = WorkersOf(job);
+    facts.max_workers = MaxWorkers(spec);
+    facts.slots_per_worker = SlotsPerWorker(spec);
+    if (!facts.checkpoints_on_request ||
+        static_cast<int>(facts.current.size()) >= facts.max_workers) {
+      continue;  // Before gathering the rest.
+    }
     const Runtime& rt = runtime_[id];
-    // A generation resizes only once it is training: not while it restores or re-attaches.
-    if (!rt.last_step.has_value() || !rt.awaiting_workers.empty()) continue;
-    if (std::any_of(current.begin(), current.end(),
-                    [&](const std::string& w) { return !workers_->IsReady(w); })) {
-      continue;  // a restart or a drain of this job is about to happen anyway
-    }
-    std::vector<std::string> joining;
-    for (const WorkerCapacity& w : FreeCapacity(id)) {
-      if (w.free_slots >= SlotsPerWorker(spec) &&
-          std::find(current.begin(), current.end(), w.worker_id) == current.end()) {
-        joining.push_back(w.worker_id);
-      }
-    }
+    facts.training = rt.last_step.has_value() && rt.awaiting_workers.empty();
+    facts.current_ready = std::all_of(facts.current.begin(), facts.current.end(),
+                                      [&](const std::string& w) { return workers_->IsReady(w); });
+    facts.free = FreeCapacity(id);
+    const std::vector<std::string> joining = DecideScaleUp(facts);
     if (joining.empty()) continue;
-    const size_t grown = std::min(current.size() + joining.size(),
-                                  static_cast<size_t>(MaxWorkers(spec)));
-    joining.resize(grown - current.size());
+    const size_t grown = facts.current.size() + joining.size();
     Resize(id, "ScalingUp",
            absl::StrCat("worker", joining.size() > 1 ? "s " : " ", absl::StrJoin(joining, ", "),
-                        " can join: growing from ", current.size(), " to ", grown, " workers"),
+                        " can join: growing from ", facts.current.size(), " to ", grown,
+                        " workers"),
            joining.front());
   }
 }
