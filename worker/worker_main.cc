@@ -1,7 +1,7 @@
 // baton-worker: the per-machine daemon. Registers this machine's resources with the
 // coordinator, runs and supervises the training processes of its assignments, and relays
-// their exits, metrics and log lines. main() only wires flags -> options -> Start() -> wait
-// for SIGINT/SIGTERM -> Stop().
+// their exits, metrics and log lines (WorkerDaemon, worker_daemon.h). main() only maps
+// flags -> WorkerDaemonOptions -> Start() -> waits for SIGINT/SIGTERM -> Drain/Shutdown.
 
 #include <limits.h>
 #include <signal.h>
@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,30 +24,21 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "common/health/health_port.h"
 #include "common/logging.h"
 #include "common/private_file.h"
-#include "common/metrics_http.h"
-#include "common/port_file.h"
 #include "common/protocol_version.h"
 #include "common/security/tls.h"
 #include "common/status_macros.h"
 #include "common/time/clock.h"
 #include "worker/agent/agent.h"
-#include "worker/agent/outbox.h"
 #include "worker/agent/resources.h"
 #include "worker/agent/worker_identity.h"
 #include "worker/host/host_address.h"
-#include "worker/host/peer_probe.h"
-#include "worker/metrics.h"
-#include "worker/process/child_reaper.h"
-#include "worker/process/lease_fence.h"
-#include "worker/process/posix_process_launcher.h"
-#include "worker/process/rank_cgroups.h"
 #include "worker/process/standby_launcher.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/supervisor/trainer_args.h"
+#include "worker/worker_daemon.h"
 
 extern char** environ;
 
@@ -212,16 +202,16 @@ absl::StatusOr<HostAddress> NetworkIdentity() {
 }
 
 // While it lives, a second SIGINT or SIGTERM (blocked in every thread, so left to sigwait)
-// ends the drain: supervisor->AwaitIdle() returns at once.
+// ends the drain: WorkerDaemon::Drain returns at once.
 class SecondSignalWatcher {
  public:
-  SecondSignalWatcher(const sigset_t& signals, Supervisor* supervisor)
-      : thread_([this, signals, supervisor] {
+  SecondSignalWatcher(const sigset_t& signals, WorkerDaemon* daemon)
+      : thread_([this, signals, daemon] {
           int signo = 0;
           sigwait(&signals, &signo);
           if (done_.load()) return;
           BATON_LOG(INFO) << "second stop signal (" << strsignal(signo) << "); ending the drain";
-          supervisor->EndIdleWait();
+          daemon->EndDrain();
         }) {}
   // Ends the thread with a signal of its own.
   ~SecondSignalWatcher() {
@@ -337,7 +327,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CoordinatorCredentials
   return MakeChannelCredentials(security);
 }
 
-AgentOptions AgentOptionsFor(const Self& self, int probe_port) {
+AgentOptions AgentOptionsFor(const Self& self) {
   AgentOptions options;
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_id = self.worker_id;
@@ -346,7 +336,6 @@ AgentOptions AgentOptionsFor(const Self& self, int probe_port) {
   options.resources = self.resources;
   options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.peer_probe_timeout = absl::GetFlag(FLAGS_peer_probe_timeout);
-  options.probe_port = probe_port;
   return options;
 }
 
@@ -364,59 +353,30 @@ StandbyLauncherOptions StandbyOptionsFor(const Self& self, const SupervisorOptio
   return options;
 }
 
-// The /metrics endpoint with every collectable (held weakly: the caller keeps them alive), or
-// null when not asked for or the port is taken (training does not depend on it: logged, and
-// the scrape target shows down).
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartMetrics(
-    std::shared_ptr<WorkerMetrics> metrics,
-    const std::vector<std::shared_ptr<prometheus::Collectable>>& others) {
-  const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
-  if (listen.empty()) return nullptr;
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> served = ServeMetrics(listen, metrics);
-  if (!served.ok()) {
-    BATON_LOG(ERROR) << served.status() << "; running without a metrics endpoint";
-    return nullptr;
-  }
-  const int port = (*served)->GetListeningPorts().front();
-  BATON_LOG(INFO) << "metrics on port " << port << " (/metrics)";
-  for (const auto& c : others) (*served)->RegisterCollectable(c);
-  if (const std::string file = absl::GetFlag(FLAGS_metrics_port_file); !file.empty()) {
-    if (absl::Status s = WritePortFile(file, port); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));
-    }
-  }
-  return served;
-}
-
 // Waits for SIGINT/SIGTERM; on SIGTERM (with a drain timeout) drains first. Then stops every
 // process, while the stream is up so their exits reach the coordinator, and the agent.
-void AwaitStop(const sigset_t& stop_signals, Agent& agent, Supervisor& supervisor,
-               const Clock* clock) {
+void AwaitStop(const sigset_t& stop_signals, WorkerDaemon& daemon, const Clock* clock) {
   int signo = 0;
   sigwait(&stop_signals, &signo);
   const absl::Duration drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   if (signo == SIGTERM && drain_timeout > absl::ZeroDuration()) {
     BATON_LOG(INFO) << "received SIGTERM; draining for up to " << drain_timeout
                     << " (SIGINT or another SIGTERM stops at once)";
-    agent.Drain("received SIGTERM");
     bool drained;
     {
-      SecondSignalWatcher second_signal(stop_signals, &supervisor);
-      // The coordinator stops this worker's processes once they checkpointed; an assignment
-      // is forgotten once its exits were reported.
-      drained = supervisor.AwaitIdle(clock->Now() + drain_timeout);
+      SecondSignalWatcher second_signal(stop_signals, &daemon);
+      drained = daemon.Drain("received SIGTERM", clock->Now() + drain_timeout);
     }
     if (drained) {
       BATON_LOG(INFO) << "drained";
     } else {
-      BATON_LOG(WARNING) << "drain ended with " << supervisor.assignment_count()
+      BATON_LOG(WARNING) << "drain ended with " << daemon.assignment_count()
                          << " assignment(s) left";
     }
   }
   BATON_LOG(INFO) << "received " << strsignal(signo) << "; stopping all training processes"
                   << " (grace " << absl::GetFlag(FLAGS_stop_grace) << ")";
-  supervisor.Shutdown(absl::GetFlag(FLAGS_stop_grace));
-  agent.Stop();
+  daemon.Shutdown(absl::GetFlag(FLAGS_stop_grace));
   BATON_LOG(INFO) << "stopped";
 }
 
@@ -435,107 +395,34 @@ int Run() {
     return 1;
   }
   // A child subreaper: whatever escapes a shim (or, as PID 1 in a container, any orphan)
-  // becomes our child and the reaper thread reaps it; the shims are forked through
-  // `children`, so their exits stay their Process's to collect. SIGCHLD is blocked in every
+  // becomes our child and the daemon's reaper thread reaps it. SIGCHLD is blocked in every
   // thread from here on (none was started yet), for the reaper's sigwait.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   pthread_sigmask(SIG_BLOCK, &chld, nullptr);
-  ChildRegistry children;
-  OrphanReaper reaper(&children);
-  reaper.Start();
-  SupervisorOptions supervisor_options = SupervisorOptionsFor(*self);
-  absl::StatusOr<std::unique_ptr<ProbeListener>> probe =
-      ProbeListener::Start(absl::GetFlag(FLAGS_probe_port));
-  if (!probe.ok()) {
-    BATON_LOG(ERROR) << "--probe_port: " << probe.status();
-    return 1;
-  }
-  AgentOptions agent_options = AgentOptionsFor(*self, (*probe)->port());
+
+  WorkerDaemonOptions options;
+  options.supervisor = SupervisorOptionsFor(*self);
+  options.agent = AgentOptionsFor(*self);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       CoordinatorCredentials();
   if (!credentials.ok()) {
     BATON_LOG(ERROR) << credentials.status();
     return 1;
   }
-  agent_options.credentials = *std::move(credentials);
+  options.agent.credentials = *std::move(credentials);
+  options.standby = StandbyOptionsFor(*self, options.supervisor);
+  options.probe_port = absl::GetFlag(FLAGS_probe_port);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  options.health_listen = absl::GetFlag(FLAGS_health_listen);
+  const std::string coordinator = options.agent.coordinator;
 
   Clock* clock = RealClock::Get();
-  // The lease every rank's shim enforces on its own, even if this daemon hangs.
-  absl::StatusOr<std::unique_ptr<LeaseFence>> fence = LeaseFence::Create();
-  if (!fence.ok()) {
-    BATON_LOG(ERROR) << fence.status();
-    return 1;
-  }
-  // A cgroup per rank where this process may make them (else the shims and KillOrphans).
-  absl::StatusOr<std::unique_ptr<RankCgroups>> cgroups = RankCgroups::Create();
-  if (cgroups.ok()) {
-    BATON_LOG(INFO) << "ranks run in cgroups under " << (*cgroups)->ranks_dir();
-    // Hidden from ranks, so none can move itself out of its cgroup.
-    supervisor_options.secret_files.push_back((*cgroups)->own_dir());
-  } else {
-    BATON_LOG(WARNING) << "no cgroup per rank (" << cgroups.status().message()
-                       << "): a rank's processes are tracked by its shim, and what escapes "
-                          "a shim that dies is killed as the worker's orphan";
-  }
-  PosixProcessLauncher posix_launcher(&children, fence->get(),
-                                      cgroups.ok() ? cgroups->get() : nullptr);
-  StandbyLauncher launcher(StandbyOptionsFor(*self, supervisor_options), &posix_launcher, clock);
-  if (absl::Status s = launcher.Start(); !s.ok()) {
-    BATON_LOG(ERROR) << "standby trainers: " << s;
-    return 1;
-  }
-  Outbox outbox(OutboxOptions(), clock);
-  Supervisor* supervisor_for_metrics = nullptr;  // Set below, before anything scrapes.
-  auto metrics = std::make_shared<WorkerMetrics>(
-      WorkerMetricsOptions(), clock,
-      [&supervisor_for_metrics](const std::string& job_id, int64_t generation, int32_t rank) {
-        const std::optional<RankState> state =
-            supervisor_for_metrics->GetRankState(job_id, generation, rank);
-        return state.has_value() && *state != RankState::kExited;
-      });
-  MetricsListener listener(metrics.get(), &outbox);
-  Supervisor supervisor(supervisor_options, &launcher, clock, &listener);
-  supervisor_for_metrics = &supervisor;
-  Agent agent(agent_options, &supervisor, &outbox, clock, metrics.get());
-  if (absl::Status s = supervisor.Start(); !s.ok()) {
-    BATON_LOG(ERROR) << s;
-    return 1;
-  }
-  // The exposer holds these weakly: they live as long as Run. Destroyed (the exposer first)
-  // before the supervisor and the agent, which scrapes read.
-  const std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
-      std::make_shared<StandbyMetrics>(&launcher),
-      std::make_shared<LeaseMetrics>(
-          &agent.lease(), [&supervisor] { return supervisor.lease_expirations(); }, clock),
-      std::make_shared<SupervisorMetrics>(
-          SupervisorMetrics::Counters{
-              [&supervisor] { return supervisor.illegal_rank_transitions(); },
-              [&supervisor] { return supervisor.dropped_log_lines(); },
-              [&supervisor] { return supervisor.capped_rank_logs(); }},
-          cgroups.ok())};
-  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
-      StartMetrics(metrics, collectables);
-  if (!exposer.ok()) {
-    BATON_LOG(ERROR) << exposer.status();
-    return 1;
-  }
-  std::unique_ptr<HealthPort> health;  // Before the agent goes: its check reads the lease.
-  if (const std::string address = absl::GetFlag(FLAGS_health_listen); !address.empty()) {
-    absl::StatusOr<std::unique_ptr<HealthPort>> port = HealthPort::Start(address);
-    if (!port.ok()) {
-      BATON_LOG(ERROR) << "--health_listen: " << port.status();
-      return 1;
-    }
-    health = *std::move(port);
-    const Lease* lease = &agent.lease();
-    health->SetCheck("baton.v1.WorkerService", [lease, clock] {
-      return lease->duration() > absl::ZeroDuration() && lease->Valid(clock->Now());
-    });
-  }
-  if (absl::Status s = agent.Start(); !s.ok()) {
+  WorkerDaemon daemon(std::move(options), clock);
+  if (absl::Status s = daemon.Start(); !s.ok()) {
     BATON_LOG(ERROR) << s;
     return 1;
   }
@@ -543,13 +430,12 @@ int Run() {
   BATON_LOG(INFO) << "baton-worker " << self->worker_id << " (protocol " << kProtocolVersion
                   << ") work_dir " << self->work_dir << ", " << resources.slots() << " slots, "
                   << resources.gpus_size() << " GPUs, " << resources.cpu_cores()
-                  << " CPUs, trainer " << self->trainer << ", coordinator "
-                  << agent_options.coordinator;
+                  << " CPUs, trainer " << self->trainer << ", coordinator " << coordinator;
   for (const baton::v1::Gpu& gpu : resources.gpus()) {
     BATON_LOG(INFO) << "GPU " << gpu.index() << ": " << gpu.name() << ", "
                     << (gpu.memory_bytes() >> 20) << " MiB";
   }
-  AwaitStop(stop_signals, agent, supervisor, clock);
+  AwaitStop(stop_signals, daemon, clock);
   return 0;
 }
 
