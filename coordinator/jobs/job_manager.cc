@@ -375,9 +375,24 @@ absl::Status JobManager::AddLogs(const std::string& job_id,
 }
 
 absl::Status JobManager::Watch(const std::string& job_id, int64_t after_seq,
-                               std::shared_ptr<UpdateSink> sink) {
+                              std::shared_ptr<UpdateSink> sink, bool events_only) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));
-  return streams_.Watch(job_id, after_seq, IsTerminal(r->state), std::move(sink));
+  return streams_.Watch(job_id, after_seq, IsTerminal(r->state), std::move(sink), events_only);
+}
+
+std::optional<double> JobManager::GoodputRatioNow(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return std::nullopt;
+  const baton::v1::Job& job = it->second.job;
+  return GoodputRatio(it->second.productive,
+                      job.has_start_time() ? FromProto(job.start_time()) : absl::InfinitePast(),
+                      job.has_end_time() ? FromProto(job.end_time()) : absl::InfiniteFuture(),
+                      clock_->Now());
+}
+
+std::map<int32_t, double> JobManager::SlowdownRatios(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? std::map<int32_t, double>() : it->second.stragglers.Ratios();
 }
 
 absl::Status JobManager::FollowLogs(const std::string& job_id, const LogQuery& query,

@@ -204,8 +204,16 @@ class JobManager {
   // Streams a snapshot, then every update with seq > after_seq, then live updates until
   // the job is terminal (then Finish(OK)); history goes a page at a time as the client
   // reads (see JobStreams; PumpStreams sends more). NOT_FOUND for unknown jobs.
+  // `events_only`: job events and snapshots, no metric points (what the coordinator's
+  // own metrics follow).
   absl::Status Watch(const std::string& job_id, int64_t after_seq,
-                     std::shared_ptr<UpdateSink> sink);
+                     std::shared_ptr<UpdateSink> sink, bool events_only = false);
+  // The job's goodput ratio now (policy/goodput.h over the productive time the manager
+  // folds from its metric points); nullopt while undefined or for unknown ids.
+  std::optional<double> GoodputRatioNow(const std::string& job_id) const;
+  // Its ranks' slowdown ratios in the newest generation (policy/slowdown.h, over the same
+  // window as straggler detection); empty for unknown ids.
+  std::map<int32_t, double> SlowdownRatios(const std::string& job_id) const;
   // Streams the log lines `query` selects (JobStreams::Follow); with `query.follow`, live
   // lines until the job is terminal. NOT_FOUND for unknown jobs.
   absl::Status FollowLogs(const std::string& job_id, const LogQuery& query,

@@ -71,7 +71,7 @@ JobStreams::JobStreams(Store* store, std::function<baton::v1::Job(const std::str
     : store_(store), snapshot_(std::move(snapshot)), page_(page) {}
 
 absl::Status JobStreams::Watch(const std::string& job_id, int64_t after_seq, bool ended,
-                               std::shared_ptr<UpdateSink> sink) {
+                               std::shared_ptr<UpdateSink> sink, bool events_only) {
   baton::v1::JobUpdate snapshot;
   *snapshot.mutable_snapshot() = snapshot_(job_id);
   if (!sink->Push(snapshot)) return absl::OkStatus();
@@ -80,6 +80,7 @@ absl::Status JobStreams::Watch(const std::string& job_id, int64_t after_seq, boo
   Stream<UpdateSink> s;
   s.sink = std::move(sink);
   s.cursor = after_seq;
+  s.events_only = events_only;
   streams.watchers.push_back(std::move(s));
   if (!PumpWatcher(job_id, streams.ended, streams.watchers.back())) {
     streams.watchers.pop_back();
@@ -116,7 +117,7 @@ bool JobStreams::PumpWatcher(const std::string& job_id, bool ended, Stream<Updat
   return PumpHistory(
       s, ended, page_,
       [&](int64_t cursor) {
-        return store_->ReadUpdates(job_id, cursor, page_, /*events_only=*/false);
+        return store_->ReadUpdates(job_id, cursor, page_, s.events_only);
       },
       [](const baton::v1::JobUpdate&) { return true; });
 }
@@ -144,7 +145,7 @@ void JobStreams::Publish(const std::string& job_id,
     Stream<UpdateSink>& s = watchers[i];
     if (!s.live) continue;  // it reads these from the store
     for (const baton::v1::JobUpdate& u : updates) {
-      if (!s.sink->Push(u)) done[i] = true;
+      if (!(s.events_only && u.has_metric()) && !s.sink->Push(u)) done[i] = true;
       s.cursor = u.seq();
     }
     if (state_change && !done[i] && !s.sink->Push(snapshot)) done[i] = true;

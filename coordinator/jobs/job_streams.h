@@ -42,9 +42,10 @@ class JobStreams {
              int64_t page = 1000);
 
   // A WatchJob: a snapshot, then every update with seq > after_seq, live until the job
-  // ends (End), then Finish(OK). `ended`: the job already ended.
+  // ends (End), then Finish(OK). `ended`: the job already ended. `events_only`: no metric
+  // points, in history or live.
   absl::Status Watch(const std::string& job_id, int64_t after_seq, bool ended,
-                     std::shared_ptr<UpdateSink> sink);
+                     std::shared_ptr<UpdateSink> sink, bool events_only = false);
   // A GetLogs: the stored lines `query` selects; with `query.follow`, live lines until the
   // job ends. A store error finding the tail is returned (nothing was sent).
   absl::Status Follow(const std::string& job_id, const LogQuery& query, bool ended,
@@ -73,6 +74,7 @@ class JobStreams {
     int64_t since_us = 0;  // logs only: skip lines older than this
     bool live = false;    // caught up
     bool follow = true;   // false: finish once caught up (GetLogs without follow)
+    bool events_only = false;  // watchers only: no metric points
   };
   struct Streams {
     std::vector<Stream<UpdateSink>> watchers;

@@ -77,6 +77,32 @@ TEST_F(JobStreamsTest, HistoryInPagesAsTheClientReads) {
   EXPECT_FALSE(sink->finished);
 }
 
+// An events-only watch (the coordinator's metrics) gets the events, from history and live,
+// and never a metric point.
+TEST_F(JobStreamsTest, AnEventsOnlyWatchSkipsMetricPoints) {
+  const auto commit_event = [&](const std::string& reason) {
+    baton::v1::JobUpdate u;
+    u.set_seq(next_++);
+    u.mutable_event()->set_reason(reason);
+    u.mutable_event()->set_to_state(baton::v1::JOB_STATE_RUNNING);
+    ASSERT_OK(store_->AppendUpdates("j", {u}));
+    streams_->Publish("j", {u});
+  };
+  Commit(25);            // 1..25: metric points
+  commit_event("Early");  // 26
+  auto sink = std::make_shared<RecordingSink<baton::v1::JobUpdate>>();
+  ASSERT_OK(streams_->Watch("j", 0, /*ended=*/false, sink, /*events_only=*/true));
+  streams_->Pump();
+  Commit(5);             // 27..31, live
+  commit_event("Late");  // 32
+  std::vector<std::string> reasons;
+  for (const auto& u : sink->items) {
+    EXPECT_FALSE(u.has_metric()) << u.seq();
+    if (u.has_event()) reasons.push_back(u.event().reason());
+  }
+  EXPECT_THAT(reasons, ::testing::ElementsAre("Early", "Late"));
+}
+
 TEST_F(JobStreamsTest, AnEndedJobFinishesOnceCaughtUp) {
   Commit(25);
   auto sink = std::make_shared<RecordingSink<baton::v1::JobUpdate>>();

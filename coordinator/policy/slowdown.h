@@ -70,6 +70,8 @@ class StragglerDetector {
   // Folds in the job's next metric point; returns the straggler it completes, if any (at
   // most once per generation and rank).
   std::optional<Straggler> Add(const baton::v1::MetricPoint& point);
+  // Each rank's slowdown ratio in the newest generation (Slowdown::Ratios).
+  std::map<int32_t, double> Ratios() const { return slowdown_.Ratios(); }
 
  private:
   int window_;

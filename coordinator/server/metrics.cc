@@ -13,7 +13,6 @@
 #include "common/spec/restart_stats.h"
 #include "common/time/proto_time.h"
 #include "coordinator/jobs/job_state.h"
-#include "coordinator/policy/goodput.h"
 
 namespace baton::coordinator {
 namespace {
@@ -81,15 +80,10 @@ struct CoordinatorMetrics::JobTracker {
   absl::Time create = absl::InfinitePast();
   absl::Time queued_since = absl::InfinitePast();
   absl::Time rendezvous_since = absl::InfinitePast();
-  // TotalRestarts() of the latest snapshot's Job.restarts.
-  int64_t restarts = 0;
-  ProductiveTime productive;
-  Slowdown slowdown;
   // Per Failure record (by index in Job.restarts.failures, which only grows): the
   // recovery phases already observed, bit i for kRecoveryPhases[i].
   std::vector<unsigned> phases_observed;
 
-  explicit JobTracker(int slowdown_window) : slowdown(slowdown_window) {}
 };
 
 // The watch stream of one job, feeding OnUpdate. JobManager calls it on the loop only.
@@ -181,7 +175,6 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
       if (job.has_create_time()) t.create = FromProto(job.create_time());
       if (job.has_start_time()) t.start = FromProto(job.start_time());
       if (job.has_end_time()) t.end = FromProto(job.end_time());
-      t.restarts = TotalRestarts(job.restarts());
       return;
     }
     case JobUpdate::kEvent: {
@@ -214,11 +207,8 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
       }
       return;
     }
-    case JobUpdate::kMetric: {
-      t.productive.Add(update.metric());
-      t.slowdown.Add(update.metric());
+    case JobUpdate::kMetric:  // Not followed (an events-only watch): JobManager folds them.
       return;
-    }
     case JobUpdate::UPDATE_NOT_SET:
       return;
   }
@@ -278,8 +268,9 @@ void CoordinatorMetrics::RefreshOnLoop() const {
       }
     }
     followed_.insert(id);
-    JobTracker& t = *(trackers_[id] = std::make_unique<JobTracker>(options_.slowdown_window));
-    const absl::Status s = jobs_->Watch(id, 0, std::make_shared<Sink>(this, id));
+    JobTracker& t = *(trackers_[id] = std::make_unique<JobTracker>());
+    const absl::Status s =
+        jobs_->Watch(id, 0, std::make_shared<Sink>(this, id), /*events_only=*/true);
     if (!s.ok()) BATON_LOG(WARNING) << "metrics: cannot follow job " << id << ": " << s;
     ObserveRecoveryOnLoop(t, *job);
   }
@@ -414,7 +405,6 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
 
 void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const {
   using prometheus::MetricType;
-  const absl::Time now = clock_->Now();
   prometheus::MetricFamily state =
       MakeFamily("baton_coordinator_job_state",
                  "1 for the job's current state, 0 for the others (non-terminal jobs and recently "
@@ -435,19 +425,24 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
                  "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
                  MetricType::Gauge);
   const std::vector<baton::v1::JobState> states = AllStates();
+  // The job's state, restarts, goodput and slowdown are JobManager's (the record as
+  // written, and what it folds from the metric points); the tracker only says which jobs
+  // are exported.
   for (const auto& [id, t] : trackers_) {
-    if (t->state == baton::v1::JOB_STATE_UNSPECIFIED) continue;
+    const baton::v1::Job* job = jobs_->PeekWritten(id);
+    if (job == nullptr) continue;
     for (baton::v1::JobState s : states) {
       state.metric.push_back(MakeSample({{"job_id", id}, {"state", StateLabel(s)}},
-                                        s == t->state ? 1 : 0, MetricType::Gauge));
+                                        s == job->state() ? 1 : 0, MetricType::Gauge));
     }
-    restarts.metric.push_back(
-        MakeSample({{"job_id", id}}, static_cast<double>(t->restarts), MetricType::Counter));
-    if (const std::optional<double> ratio = GoodputRatio(t->productive, t->start, t->end, now)) {
+    restarts.metric.push_back(MakeSample({{"job_id", id}},
+                                         static_cast<double>(TotalRestarts(job->restarts())),
+                                         MetricType::Counter));
+    if (const std::optional<double> ratio = jobs_->GoodputRatioNow(id)) {
       goodput.metric.push_back(MakeSample({{"job_id", id}}, *ratio, MetricType::Gauge));
     }
-    if (t->state == baton::v1::JOB_STATE_RUNNING) {
-      for (const auto& [rank, ratio] : t->slowdown.Ratios()) {
+    if (job->state() == baton::v1::JOB_STATE_RUNNING) {
+      for (const auto& [rank, ratio] : jobs_->SlowdownRatios(id)) {
         slowdown.metric.push_back(
             MakeSample({{"job_id", id}, {"rank", absl::StrCat(rank)}}, ratio, MetricType::Gauge));
       }

@@ -3,9 +3,11 @@
 // baton-coordinator's Prometheus metrics: every family is built here, once.
 //
 // The metrics are data-driven: nothing in the Coordinator or the JobManager calls into
-// them. Each job is followed through the same update stream `baton watch` uses
-// (JobManager::Watch: snapshots, events, metric points), and the cluster gauges are read
-// from JobManager/Coordinator snapshots when Prometheus scrapes. Both happen on the event
+// them. They read state, not rebuild it: each job's state, restarts, goodput and slowdown
+// ratios are JobManager's (PeekWritten, GoodputRatioNow, SlowdownRatios) at each scrape,
+// and the cluster gauges are read from JobManager/Coordinator snapshots. Only the
+// histograms need a job's history: each job is followed through the events of the update
+// stream `baton watch` uses (JobManager::Watch, events only: no metric points). Both happen on the event
 // loop, the only thread that may touch the domain objects; the HTTP thread only waits for
 // the snapshot (bounded by scrape_timeout).
 //
@@ -52,8 +54,8 @@
 // Failures that ended the job (no restart) have no recovery phases.
 //
 // The goodput ratio and JobResult.goodput (what `baton describe` shows) are the same
-// function of the same points and times (coordinator/policy/goodput.h), so after a job ended
-// they are equal.
+// function (coordinator/policy/goodput.h) of the same state, JobManager's, so they always
+// agree.
 
 #include <cstdint>
 #include <optional>
@@ -77,7 +79,6 @@
 #include "common/time/clock.h"
 #include "coordinator/control/coordinator.h"
 #include "coordinator/jobs/job_manager.h"
-#include "coordinator/policy/slowdown.h"
 #include "coordinator/server/event_loop.h"
 
 namespace baton::coordinator {
@@ -88,8 +89,6 @@ struct CoordinatorMetricsOptions {
   absl::Duration scrape_timeout = absl::Seconds(2);
   // How long a terminal job's series stay.
   absl::Duration terminal_retention = absl::Minutes(10);
-  // Metric points per rank averaged for the slowdown ratio.
-  int slowdown_window = kDefaultSlowdownWindow;
 };
 
 class CoordinatorMetrics final : public prometheus::Collectable {
