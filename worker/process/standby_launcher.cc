@@ -225,8 +225,12 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
-    // Neither can be built: the cold path reports why (and the standby, destroyed, dies).
-    if (!ruleset.has_value() && !prepare_handoff()) break;
+    if (!ruleset.has_value() && !prepare_handoff()) {
+      // Neither can be built: the standby goes back to the pool, the cold path reports why.
+      absl::MutexLock lock(&mu_);
+      pool_.push_back(std::move(standby));
+      break;
+    }
     if (absl::Status s = Handoff(*standby, wire, ruleset->get()); !s.ok()) {
       BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
                          << s << "; killing it";

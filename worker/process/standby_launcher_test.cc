@@ -255,6 +255,22 @@ TEST_F(StandbyLauncherTest, OtherProgramsAndAnEmptyPoolGoToTheInnerLauncher) {
   EXPECT_EQ(launcher.stats().hits, 1);
 }
 
+// A request the handoff cannot carry (a NUL byte in an argument) starts cold, and the
+// standby taken for it goes back to the pool for the next rank.
+TEST_F(StandbyLauncherTest, ARequestTheHandoffCannotCarryStartsColdAndKeepsTheStandby) {
+  StandbyLauncher launcher(Options(), &inner_, &clock_);
+  launcher.ReconcileOnce();
+  ASSERT_EQ(launcher.stats().ready, 1);
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(TrainerRequest(0, {std::string("a\0b", 3)}));
+  ASSERT_OK(p);
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "cold");
+  EXPECT_EQ(launcher.stats().ready, 1);
+  p = launcher.Launch(TrainerRequest(1));
+  ASSERT_OK(p);
+  EXPECT_EQ(RunEcho(*p).Value("mode"), "standby");
+  EXPECT_EQ(launcher.stats().hits, 1);
+}
+
 TEST_F(StandbyLauncherTest, PoolRefillsAfterRefillDelay) {
   StandbyLauncher launcher(Options(2), &inner_, &clock_);
   launcher.ReconcileOnce();
