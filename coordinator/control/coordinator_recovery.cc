@@ -10,6 +10,7 @@
 #include "common/spec/job_spec.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
+#include "coordinator/policy/attribution.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scheduler.h"
@@ -289,54 +290,23 @@ bool Coordinator::ReattributeFailure(const std::string& job_id, int32_t rank,
                                      const baton::v1::ProcessExit& exit,
                                      const std::string& what) {
   const baton::v1::Job& current = *jobs_->Peek(job_id);
-  const auto& failures = current.restarts().failures();
-  if (failures.empty()) return true;
-  const baton::v1::Failure& last = *failures.rbegin();
-  // Checked on the record before copying it: every exit of a stopping generation comes
-  // here, and most change nothing.
-  if (last.generation() != current.generation() ||
-      last.failure_class() != baton::v1::FAILURE_CLASS_USER || !last.has_occurred_time() ||
-      !Failed(exit) || !exit.has_time() ||
-      FromProto(exit.time()) >= FromProto(last.occurred_time())) {
-    return true;
-  }
+  // Checked on the record before copying it: most exits of a stopping generation change
+  // nothing.
+  if (!ExitPrecedesRecordedFailure(current, exit)) return true;
   baton::v1::Job job = current;
-  baton::v1::Failure* f = LastFailure(&job);
-  baton::v1::JobEvent event = NewEvent("FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
-                                          what, " (reported after: ", f->cause(), ")"));
-  f->set_cause(what);
-  f->set_rank(rank);
-  f->set_worker_id(worker_id);
-  *f->mutable_occurred_time() = exit.time();
-  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute failure");
+  const std::string message = ReattributeToExit(&job, rank, worker_id, exit, what);
+  return Ok(jobs_->Update(job, {NewEvent("FailureReattributed", message)}),
+            "reattribute failure");
 }
 
 bool Coordinator::ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
                                     const std::string& reason, const std::string& cause,
                                     absl::Time occurred) {
   baton::v1::Job job = *jobs_->Peek(job_id);
-  baton::v1::Failure* f = LastFailure(&job);
-  if (f == nullptr || f->generation() != job.generation() ||
-      f->failure_class() != baton::v1::FAILURE_CLASS_USER || !f->has_occurred_time() ||
-      occurred >= FromProto(f->occurred_time()) ||
-      std::none_of(job.ranks().begin(), job.ranks().end(),
-                   [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; })) {
-    return true;
-  }
-  baton::v1::JobEvent event = NewEvent("FailureReattributed", absl::StrCat("generation ", f->generation(), " failed first at ",
-                                          cause, " (its peers' exits followed: ", f->cause(), ")"));
-  baton::v1::RestartStats* stats = job.mutable_restarts();
-  if (f->next_generation() != 0) {
-    stats->set_user(stats->user() - 1);
-    stats->set_infra(stats->infra() + 1);
-  }
-  f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
-  f->set_reason(reason);
-  f->set_cause(cause);
-  f->clear_rank();
-  f->set_worker_id(worker_id);
-  *f->mutable_occurred_time() = ToProto(occurred);
-  return Ok(jobs_->Update(job, {std::move(event)}), "reattribute to loss");
+  const std::string message = ReattributeToWorkerLoss(&job, worker_id, reason, cause, occurred);
+  if (message.empty()) return true;
+  return Ok(jobs_->Update(job, {NewEvent("FailureReattributed", message)}),
+            "reattribute to loss");
 }
 
 bool Coordinator::NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at) {
