@@ -26,11 +26,6 @@
 
 namespace baton::coordinator {
 
-// AssignmentFailed.reason of a worker that refused a spec's paths (worker_service.proto).
-inline constexpr char kPathNotAllowed[] = "PathNotAllowed";
-inline constexpr char kDataNotFound[] = "DataNotFound";
-
-
 struct CoordinatorOptions {
   // Interval workers are told to heartbeat at. (How long a silent worker is trusted, its
   // lease, is the WorkerRegistry's.)
@@ -214,7 +209,7 @@ class Coordinator {
   // A worker could not carry out a ReservePort or a StartAssignment, or it stopped one
   // before its processes started (AssignmentFailed): an active generation fails (class
   // infra); a restarting one counts the ranks that never started as stopped. A refusal of
-  // the spec's paths (kPathNotAllowed) is a user error: the job fails, with the worker's
+  // the spec's paths or data (ASSIGNMENT_FAILURE_PATH_NOT_ALLOWED, _DATA_NOT_FOUND) is a user error: the job fails, with the worker's
   // message as its cause.
   void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   // Records an exit (code -1, now) for every rank of the generation `msg` names that never

@@ -4,15 +4,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/assignment_failure.h"
 #include "common/logging.h"
 #include "common/protocol_version.h"
 #include "common/spec/job_spec.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "coordinator/control/coordinator.h"
-#include "coordinator/policy/scale_up.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
+#include "coordinator/policy/scale_up.h"
 #include "coordinator/policy/scheduler.h"
 
 namespace baton::coordinator {
@@ -216,13 +217,16 @@ void Coordinator::OnAssignmentFailed(const std::string& worker_id,
   const absl::StatusOr<JobState> state = jobs_->State(msg.job_id());
   if (!state.ok() || (!IsActive(*state) && *state != JobState::kRestarting)) return;
   if (!RecordRanksNotStarted(worker_id, msg)) return;
-  if (msg.reason() == kPathNotAllowed || msg.reason() == kDataNotFound) {
+  const baton::v1::AssignmentFailureCode code = CodeOf(msg);
+  if (code == baton::v1::ASSIGNMENT_FAILURE_PATH_NOT_ALLOWED ||
+      code == baton::v1::ASSIGNMENT_FAILURE_DATA_NOT_FOUND) {
     // The spec names a path this worker refuses, or a dataset not there: a user error that
     // no restart would fix.
-    Fail(msg.job_id(), msg.reason(),
+    Fail(msg.job_id(), std::string(AssignmentFailureReason(code)),
          absl::StrCat("worker ", worker_id,
-                      msg.reason() == kDataNotFound ? " cannot use the job's data: "
-                                                    : " refused the job's paths: ",
+                      code == baton::v1::ASSIGNMENT_FAILURE_DATA_NOT_FOUND
+                          ? " cannot use the job's data: "
+                          : " refused the job's paths: ",
                       msg.message()));
     return;
   }

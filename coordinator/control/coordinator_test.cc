@@ -154,12 +154,20 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   // `worker` refuses generation 1 of `job` with AssignmentFailed `reason`.
-  void RefuseAssignment(const std::string& worker, const std::string& job,
-                        const std::string& reason, const std::string& message) {
+  // An AssignmentFailed with `reason` only (a worker that does not set its code) or, with
+  // `code`, the code only.
+  void RefuseAssignment(
+      const std::string& worker, const std::string& job, const std::string& reason,
+      const std::string& message,
+      baton::v1::AssignmentFailureCode code = baton::v1::ASSIGNMENT_FAILURE_UNSPECIFIED) {
     baton::v1::WorkerMessage failed;
     failed.mutable_assignment_failed()->set_job_id(job);
     failed.mutable_assignment_failed()->set_generation(1);
-    failed.mutable_assignment_failed()->set_reason(reason);
+    if (code == baton::v1::ASSIGNMENT_FAILURE_UNSPECIFIED) {
+      failed.mutable_assignment_failed()->set_reason(reason);
+    } else {
+      failed.mutable_assignment_failed()->set_code(code);
+    }
     failed.mutable_assignment_failed()->set_message(message);
     Send(worker, failed);
   }
@@ -710,7 +718,11 @@ TEST_F(CoordinatorTest, ADataNotFoundRefusalFailsTheJobWithoutARestart) {
   EXPECT_EQ(record->restarts().failures_size(), 0);
 }
 
-TEST_F(CoordinatorTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
+// Decided on AssignmentFailed.code; a worker that leaves it unset is read by its reason.
+class PathRefusalTest : public CoordinatorTest,
+                        public ::testing::WithParamInterface<baton::v1::AssignmentFailureCode> {};
+
+TEST_P(PathRefusalTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
   Connect(Reg("w1"));
   Connect(Reg("w2"));
   absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
@@ -718,7 +730,8 @@ TEST_F(CoordinatorTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
   ReservedPort("w1", job->id(), 1, 29500);
   Started("w1");
   RefuseAssignment("w2", job->id(), "PathNotAllowed",
-                   "checkpoint_dir: /etc/x is not under an allowed path of this worker");
+                   "checkpoint_dir: /etc/x is not under an allowed path of this worker",
+                   GetParam());
   EXPECT_EQ(StateOf(job->id()), JobState::kFailed);
   absl::StatusOr<baton::v1::Job> record = jobs_->Get(job->id());
   ASSERT_OK(record);
@@ -732,6 +745,10 @@ TEST_F(CoordinatorTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
                 .generation(),
             1);
 }
+
+INSTANTIATE_TEST_SUITE_P(CodeOrReason, PathRefusalTest,
+                         ::testing::Values(baton::v1::ASSIGNMENT_FAILURE_UNSPECIFIED,
+                                           baton::v1::ASSIGNMENT_FAILURE_PATH_NOT_ALLOWED));
 
 // Only the failing worker's ranks never started: once the others report their exits the
 // next generation starts after the backoff, without waiting for the failing worker's lease.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/assignment_failure.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/protocol_version.h"
@@ -280,6 +281,7 @@ void Agent::ReplyFailed(const std::string& job_id, int64_t generation, const std
   failed->set_job_id(job_id);
   failed->set_generation(generation);
   failed->set_reason(reason);
+  failed->set_code(AssignmentFailureFromReason(reason));
   failed->set_message(std::string(status.message()));
   outbox_->PushReply(std::move(reply));
 }

@@ -10,6 +10,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/assignment_failure.h"
 #include "common/logging.h"
 #include "common/private_file.h"
 #include "common/spec/trainer_spec.h"
@@ -171,6 +172,7 @@ void Supervisor::FailLocked(Assignment& a, const std::string& reason,
   failure.set_job_id(a.job_id);
   failure.set_generation(a.generation);
   failure.set_reason(reason);
+  failure.set_code(AssignmentFailureFromReason(reason));
   failure.set_message(message);
   a.failure = std::move(failure);
 }

@@ -255,6 +255,7 @@ TEST_F(SupervisorFakeTest, APathOutsideTheAllowedOnesFailsTheAssignmentWithoutLa
   const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "PathNotAllowed");
+  EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_PATH_NOT_ALLOWED);
   EXPECT_THAT(reports.failed[0].message(),
               ::testing::AllOf(HasSubstr("checkpoint_dir: " + dir_ + "/jobs/j-5/ckpt"),
                                HasSubstr("not under an allowed path")));
@@ -273,6 +274,7 @@ TEST_F(SupervisorFakeTest, ADatasetMissingOnThisWorkerFailsTheAssignmentWithoutL
   const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "DataNotFound");
+  EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_DATA_NOT_FOUND);
   EXPECT_THAT(reports.failed[0].message(), HasSubstr("data_dir"));
 }
 
@@ -340,6 +342,7 @@ TEST_F(SupervisorDevicesTest, JobsSharingTheWorkerGetGpusOfTheirOwn) {
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].job_id(), "c");
   EXPECT_EQ(reports.failed[0].reason(), "DevicesBusy");
+  EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_DEVICES_BUSY);
   EXPECT_THAT(reports.failed[0].message(), HasSubstr("held by job(s) a, b"));
   EXPECT_EQ(launcher_.requests().size(), 4u);
   supervisor_->MarkReported(reports.failed[0]);
