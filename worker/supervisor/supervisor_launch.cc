@@ -17,9 +17,8 @@
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "worker/supervisor/job_paths.h"
-#include "worker/supervisor/rank_env.h"
+#include "worker/supervisor/launch_plan.h"
 #include "worker/supervisor/supervisor.h"
-#include "worker/supervisor/trainer_args.h"
 
 namespace baton::worker {
 namespace {
@@ -73,25 +72,6 @@ absl::Status MakeRankFiles(const baton::v1::JobSpec& spec, int32_t rank) {
         absl::StrCat("cannot create the sample log ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
-}
-
-RankEnvInput RankEnvInputFor(const baton::v1::StartAssignment& request,
-                             const baton::v1::RankInfo& rank,
-                             const std::vector<std::string>& base_env,
-                             const std::vector<std::string>& devices) {
-  RankEnvInput env;
-  env.visible_devices = devices;
-  env.base_env = base_env;
-  env.job_id = request.job_id();
-  env.generation = request.generation();
-  env.world_size = request.world_size();
-  env.master_addr = request.master_addr();
-  env.master_port = request.master_port();
-  env.rank = rank;
-  env.spec_env.insert(request.spec().env().begin(), request.spec().env().end());
-  env.metrics_fd = ProcessLauncher::kMetricsFd;
-  if (request.spec().has_command()) env.checkpoint_dir = request.spec().checkpoint_dir();
-  return env;
 }
 
 }  // namespace
@@ -316,57 +296,32 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
                                               const baton::v1::RankInfo& rank,
                                               const std::vector<std::string>& devices) {
   RankLaunch out;
-  const std::string job_dir = absl::StrCat(options_.work_dir, "/jobs/", request.job_id());
-  const std::string rank_dir = RankDir(request.job_id(), request.generation(), rank.rank());
+  absl::StatusOr<RankLaunchPlan> plan = PlanRankLaunch(
+      request, rank, devices, {options_.work_dir, options_.trainer_path, options_.base_env});
+  if (!plan.ok()) {
+    out.status = plan.status();
+    return out;
+  }
   // Created 0700: <work_dir>/jobs, the job's directory and its rank directories.
-  if (absl::Status made = MakePrivateDirs(rank_dir); !made.ok()) {
-    out.status = absl::InternalError(made.message());
-    return out;
-  }
-  out.stdout_log = OpenLog(rank_dir + "/stdout.log");
-  out.stderr_log = OpenLog(rank_dir + "/stderr.log");
-  if (!out.stdout_log.valid() || !out.stderr_log.valid()) {
-    out.status = absl::InternalError(
-        absl::StrCat("cannot open logs in ", rank_dir, ": ", std::strerror(errno)));
-    return out;
-  }
-
-  const baton::v1::JobSpec& spec = request.spec();
-  LaunchRequest launch;
-  launch.working_dir = rank_dir;
-  if (spec.has_trainer()) {
-    std::string checkpoint_dir = spec.checkpoint_dir();
-    if (checkpoint_dir.empty()) {
-      checkpoint_dir = job_dir + "/ckpt";
-      (void)MakePrivateDirs(checkpoint_dir);  // The trainer reports it if it cannot.
-    }
-    launch.argv = TrainerArgv(options_.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
-    launch.builtin_trainer = true;  // A warm standby may serve it; never a command job.
-    // `baton profile` (ProfileDir): the trainer records a window of steps on SIGUSR2.
-    const std::string profile_dir = rank_dir + "/profile";
-    if (absl::Status made = MakePrivateDirs(profile_dir); !made.ok()) {
+  for (const std::string& dir : plan->required_dirs) {
+    if (absl::Status made = MakePrivateDirs(dir); !made.ok()) {
       out.status = absl::InternalError(made.message());
       return out;
     }
-    launch.argv.push_back(absl::StrCat("--profile_dir=", profile_dir));
-  } else if (spec.has_command()) {
-    if (spec.command().argv().empty()) {
-      out.status = absl::InvalidArgumentError("spec.command.argv is empty");
-      return out;
-    }
-    launch.argv.assign(spec.command().argv().begin(), spec.command().argv().end());
-    if (!spec.command().working_dir().empty()) launch.working_dir = spec.command().working_dir();
-  } else {
-    out.status = absl::InvalidArgumentError("spec has neither trainer nor command");
+  }
+  out.stdout_log = OpenLog(plan->rank_dir + "/stdout.log");
+  out.stderr_log = OpenLog(plan->rank_dir + "/stderr.log");
+  if (!out.stdout_log.valid() || !out.stderr_log.valid()) {
+    out.status = absl::InternalError(
+        absl::StrCat("cannot open logs in ", plan->rank_dir, ": ", std::strerror(errno)));
     return out;
   }
-
-  std::vector<std::string> ignored;
-  launch.env = BuildRankEnv(RankEnvInputFor(request, rank, options_.base_env, devices), &ignored);
-  if (absl::Status made = MakeRankFiles(spec, rank.rank()); !made.ok()) {
+  for (const std::string& dir : plan->best_effort_dirs) (void)MakePrivateDirs(dir);
+  if (absl::Status made = MakeRankFiles(request.spec(), rank.rank()); !made.ok()) {
     out.status = made;
     return out;
   }
+  LaunchRequest& launch = plan->request;
   if (options_.confine_ranks) {
     absl::StatusOr<FsIsolation> isolation =
         IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths,
@@ -377,7 +332,7 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     }
     launch.isolation = *std::move(isolation);
   }
-  for (const std::string& name : ignored) {
+  for (const std::string& name : plan->ignored_env) {
     BATON_LOG(WARNING) << Describe(request.job_id(), request.generation(), rank.rank())
                        << ": spec.env may not set " << name << "; ignored";
   }
