@@ -96,10 +96,11 @@ struct CoordinatorOptions {
 // exits; a restart recovers from disk). A change refused for another reason (a broken
 // invariant, such as an illegal transition) is abandoned whole and logged.
 //
-// The methods live in four files by flow: coordinator.cc (entry points, worker sessions,
+// The methods live in five files by flow: coordinator.cc (entry points, worker sessions,
 // the reconcile, sending), coordinator_rendezvous.cc (scheduling, rendezvous, process
-// starts and exits), coordinator_recovery.cc (failures, resizes, restarts) and
-// coordinator_profile.cc (`baton profile`: ProfileJob, ProfileTrace, their checks).
+// starts and exits), coordinator_recovery.cc (failures, resizes, restarts),
+// coordinator_reports.cc (workers' log lines and metric points, refused when not their own)
+// and coordinator_profile.cc (`baton profile`: ProfileJob, ProfileTrace, their checks).
 //
 // Threading: not thread-safe. Every method is called from one thread (the event loop);
 // nothing here blocks on the network (sends are queued).

@@ -1,0 +1,123 @@
+// A worker's reports about its ranks: log lines and metric points, each accepted only for
+// ranks of the job's current generation that the worker runs, and the refusal (logged
+// once, counted) of reports that are not its own.
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/time/proto_time.h"
+#include "coordinator/control/coordinator.h"
+
+namespace baton::coordinator {
+
+namespace {
+
+// The ranks of the job's current generation on `worker_id`, gathered once per report, so
+// that checking a report costs O(ranks + entries), not their product.
+absl::flat_hash_set<int32_t> RanksOn(const baton::v1::Job& job, const std::string& worker_id) {
+  absl::flat_hash_set<int32_t> ranks;
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (r.worker_id() == worker_id) ranks.insert(r.rank());
+  }
+  return ranks;
+}
+
+}  // namespace
+
+void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsReport& l) {
+  const baton::v1::Job* job = jobs_->Peek(l.job_id());
+  if (job == nullptr) return;
+  // A worker speaks for its own ranks only: another's lines would put words in another
+  // user's job. Lines of an older generation (late) are dropped as well.
+  const absl::flat_hash_set<int32_t> mine = RanksOn(*job, worker_id);
+  std::vector<baton::v1::LogLine> lines;
+  lines.reserve(l.lines_size());
+  const baton::v1::LogLine* refused = nullptr;
+  for (const baton::v1::LogLine& line : l.lines()) {
+    if (line.generation() == job->generation() && mine.contains(line.rank())) {
+      lines.push_back(line);
+    } else if (line.generation() >= job->generation() && refused == nullptr) {
+      refused = &line;
+    }
+  }
+  if (refused != nullptr) {
+    RefuseReport(worker_id, "logs",
+                 absl::StrCat("log lines of job ", l.job_id(), " rank ", refused->rank(),
+                              " generation ", refused->generation(),
+                              ", which does not run on this worker"));
+  }
+  if (!lines.empty()) Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
+}
+
+void Coordinator::RefuseReport(const std::string& worker_id, const std::string& kind,
+                               const std::string& why) {
+  ++refused_reports_[kind];
+  if (refusals_logged_.size() >= kMaxRefusalLogKeys ||
+      !refusals_logged_.emplace(worker_id, kind).second) {
+    return;
+  }
+  BATON_LOG(WARNING) << "worker " << worker_id << " reported " << why
+                     << ": refused (further such " << kind
+                     << " reports of this worker are only counted, in "
+                        "baton_coordinator_worker_reports_refused_total)";
+}
+
+bool Coordinator::HasRanksOn(const baton::v1::Job& job, const std::string& worker_id) {
+  return std::any_of(job.ranks().begin(), job.ranks().end(),
+                     [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; });
+}
+
+void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
+  absl::StatusOr<JobState> state = jobs_->State(m.job_id());
+  if (!state.ok()) return;
+  const baton::v1::Job& job = *jobs_->Peek(m.job_id());
+  const absl::flat_hash_set<int32_t> mine = RanksOn(job, worker_id);
+  std::vector<baton::v1::MetricPoint> points;
+  absl::Status rejected;
+  int rejected_count = 0;
+  for (const baton::v1::MetricPoint& p : m.points()) {
+    absl::Status s = CheckGeneration(job, p.generation());
+    // A worker speaks for its own ranks only: another's metrics would steer stall
+    // detection, goodput and the job's result.
+    if (s.ok() && !mine.contains(p.rank())) {
+      s = absl::PermissionDeniedError(
+          absl::StrCat("rank ", p.rank(), " of generation ", p.generation(),
+                       " does not run on worker ", worker_id));
+    }
+    if (s.ok()) {
+      points.push_back(p);
+    } else {
+      rejected = s;
+      ++rejected_count;
+    }
+  }
+  if (rejected_count > 0) {
+    if (absl::IsPermissionDenied(rejected)) {
+      RefuseReport(worker_id, "metrics",
+                   absl::StrCat("metric points of job ", m.job_id(), ": ", rejected.message()));
+    } else {
+      BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
+                      << " point(s) rejected: " << rejected;
+    }
+  }
+  if (!points.empty() && !IsTerminal(*state)) {
+    int64_t first = points.front().step();
+    absl::Time first_time = absl::InfiniteFuture();
+    Runtime& rt = runtime_[m.job_id()];
+    for (const baton::v1::MetricPoint& p : points) {
+      first = std::min(first, p.step());
+      if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
+      rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
+    }
+    rt.stall.Note(points, clock_->Now());
+    if (!NoteFirstStep(m.job_id(), first, first_time)) return;
+  }
+  Ok(jobs_->AddMetrics(m.job_id(), points), "add metrics");
+}
+
+}  // namespace baton::coordinator
