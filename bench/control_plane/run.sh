@@ -3,12 +3,13 @@
 #
 # For each N, REPEATS times:
 #   Baton: a fresh baton-coordinator (--insecure on loopback, OS-chosen ports, temporary
-#     state directory, worker lease LEASE + LEASE_MARGIN) under N simulated worker daemons
-#     plus one spare (bench/control_plane/load_generator): submit -> last StartAssignment,
-#     submit -> RUNNING; over a steady window (heartbeats every 1 s, a metric point per rank
-#     every METRIC_PERIOD, WATCHERS WatchJob streams, a client listing jobs and workers
-#     every second) the coordinator's CPU s/s, RSS, store transactions (fsyncs) per second
-#     and the watchers' latency; then one running worker goes silent and the job's
+#     state directory, worker lease LEASE + LEASE_MARGIN, stream limits above WATCHERS: every
+#     watcher is the same anonymous user, past the default 32 per user) under N simulated
+#     worker daemons plus one spare (bench/control_plane/load_generator): submit -> last
+#     StartAssignment, submit -> RUNNING; over a steady window (heartbeats every 1 s, a metric
+#     point per rank every METRIC_PERIOD, WATCHERS WatchJob streams, a client listing jobs and
+#     workers every second) the coordinator's CPU s/s, RSS, store transactions (fsyncs) per
+#     second and the watchers' latency; then one running worker goes silent and the job's
 #     RESTARTING and next RUNNING are timed from its last heartbeat; then every rank exits 0.
 #   TCPStore: bench/control_plane/tcpstore_baseline.py with N clients: torchrun's rendezvous
 #     pattern (add/set/wait/get) on one TCPStore server, then a keep-alive set per client
@@ -77,6 +78,7 @@ baton_once() {
   "$COORDINATOR" --insecure --listen=127.0.0.1:0 --port_file="$dir/port" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$dir/metrics_port" \
     --worker_lease="$LEASE" --worker_lease_margin="$LEASE_MARGIN" \
+    --max_streams_per_user=$((WATCHERS + 1)) --max_streams=$((WATCHERS + 64)) \
     --state_dir="$dir/state" 2>"$dir/coordinator.log" &
   COORDINATOR_PID=$!
   if ! await_file "$dir/port" "$COORDINATOR_PID" || ! await_file "$dir/metrics_port" "$COORDINATOR_PID"; then
