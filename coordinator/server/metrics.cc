@@ -71,19 +71,16 @@ constexpr int kNumRecoveryPhases = sizeof(kRecoveryPhases) / sizeof(kRecoveryPha
 
 }  // namespace
 
-// What the metrics know of one followed job, from its update stream. Loop-owned.
+// What the metrics know of one followed job, from its events: what the histograms need,
+// and whether and when it ended (for terminal_retention). Loop-owned.
 struct CoordinatorMetrics::JobTracker {
   baton::v1::JobState state = baton::v1::JOB_STATE_UNSPECIFIED;
-  int64_t generation = 0;
-  absl::Time start = absl::InfinitePast();  // InfinitePast: not started.
   absl::Time end = absl::InfiniteFuture();  // InfiniteFuture: not ended.
-  absl::Time create = absl::InfinitePast();
   absl::Time queued_since = absl::InfinitePast();
   absl::Time rendezvous_since = absl::InfinitePast();
   // Per Failure record (by index in Job.restarts.failures, which only grows): the
   // recovery phases already observed, bit i for kRecoveryPhases[i].
   std::vector<unsigned> phases_observed;
-
 };
 
 // The watch stream of one job, feeding OnUpdate. JobManager calls it on the loop only.
@@ -171,9 +168,6 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
     case JobUpdate::kSnapshot: {
       const baton::v1::Job& job = update.snapshot();
       t.state = job.state();
-      t.generation = job.generation();
-      if (job.has_create_time()) t.create = FromProto(job.create_time());
-      if (job.has_start_time()) t.start = FromProto(job.start_time());
       if (job.has_end_time()) t.end = FromProto(job.end_time());
       return;
     }
