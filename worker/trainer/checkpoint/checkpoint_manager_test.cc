@@ -459,17 +459,22 @@ TEST(CheckpointManagerTest, RejectsStateThatDoesNotFitAndLeavesItAlone) {
 // ---- checkpoints written by someone else (the job's own ranks can write the directory) --
 
 // Python that writes checkpoint files as an attacker would: sealed (the trailer's CRC is
-// right), with contents of its choosing. seal(path, obj) torch.save()s `obj` and seals it.
+// right), with contents of its choosing. seal_bytes(path, zip) seals the ZIP archive `zip`
+// (bytes without an archive comment) into `path`; seal(path, obj) torch.save()s `obj` and
+// seals it.
 constexpr char kSealPy[] = R"py(
 import os, struct, zlib, torch
-def seal(path, obj):
-    torch.save(obj, path + '.zip')
-    data = bytearray(open(path + '.zip', 'rb').read())
-    os.unlink(path + '.zip')
+def seal_bytes(path, zip):
+    data = bytearray(zip)
     assert data[-22:-18] == b'PK\x05\x06' and data[-2:] == b'\0\0'
     data[-2:] = struct.pack('<H', 20)
     data += b'BTNCKPT1' + struct.pack('<QI', len(data), zlib.crc32(bytes(data)))
     open(path, 'wb').write(bytes(data))
+def seal(path, obj):
+    torch.save(obj, path + '.zip')
+    zip = open(path + '.zip', 'rb').read()
+    os.unlink(path + '.zip')
+    seal_bytes(path, zip)
 )py";
 
 // Each attack: a directory holding one honest checkpoint (step 1), then the attacker's file.
@@ -537,10 +542,7 @@ with zipfile.ZipFile(out, 'w', zipfile.ZIP_STORED) as z:
             data = data.replace(b'X\x03\x00\x00\x00abc', b'X\x07\x00\x00\x7eabc')
         z.writestr(info.filename, data)
 os.unlink(path + '.src')
-data = bytearray(out.getvalue())
-data[-2:] = struct.pack('<H', 20)
-data += b'BTNCKPT1' + struct.pack('<QI', len(data), zlib.crc32(bytes(data)))
-open(path, 'wb').write(bytes(data))
+seal_bytes(path, out.getvalue())
 )py"),
       dir_));
   ExpectRestoredSkippingOne("claims 2113929223 bytes");
