@@ -83,6 +83,10 @@ std::string JobDir(const std::string& work_dir, const std::string& job_id) {
   return absl::StrCat(work_dir, "/jobs/", job_id);
 }
 
+std::string RankSubdir(int64_t generation, int32_t rank) {
+  return absl::StrCat("gen-", generation, "/rank-", rank);
+}
+
 absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& job_id,
                            const PathPolicy& policy) {
   ASSIGN_OR_RETURN(const std::string work_dir, ResolvePath(policy.work_dir));

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ bool IsUnder(const std::string& path, const std::string& root);
 
 // The job's own directory on this worker: <work_dir>/jobs/<job_id>.
 std::string JobDir(const std::string& work_dir, const std::string& job_id);
+// A rank's directory below its job's: gen-<generation>/rank-<rank> (its logs, and its
+// working directory unless a command sets one).
+std::string RankSubdir(int64_t generation, int32_t rank);
+// The built-in trainer's `baton profile` directory below its rank's.
+inline constexpr char kRankProfileSubdir[] = "profile";
 
 // Checks every path a spec names (checkpoint_dir, command.working_dir, trainer.data_dir,
 // trainer.sample_log, trainer.torchscript_path), resolved with ResolvePath, against `policy`: each must lie under the

@@ -1,6 +1,7 @@
 #include "worker/supervisor/launch_plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/rank_env.h"
 #include "worker/supervisor/trainer_args.h"
 
@@ -33,8 +34,8 @@ absl::StatusOr<RankLaunchPlan> PlanRankLaunch(const baton::v1::StartAssignment& 
                                               const std::vector<std::string>& devices,
                                               const LaunchPlanOptions& options) {
   RankLaunchPlan plan;
-  const std::string job_dir = absl::StrCat(options.work_dir, "/jobs/", request.job_id());
-  plan.rank_dir = absl::StrCat(job_dir, "/gen-", request.generation(), "/rank-", rank.rank());
+  const std::string job_dir = JobDir(options.work_dir, request.job_id());
+  plan.rank_dir = absl::StrCat(job_dir, "/", RankSubdir(request.generation(), rank.rank()));
   plan.required_dirs.push_back(plan.rank_dir);
   LaunchRequest& launch = plan.request;
   launch.working_dir = plan.rank_dir;
@@ -48,7 +49,7 @@ absl::StatusOr<RankLaunchPlan> PlanRankLaunch(const baton::v1::StartAssignment& 
     launch.argv = TrainerArgv(options.trainer_path, spec.trainer(), spec.budget(), checkpoint_dir);
     launch.builtin_trainer = true;  // A warm standby may serve it; never a command job.
     // `baton profile` (Supervisor::ProfileDir): the trainer records steps on SIGUSR2.
-    const std::string profile_dir = plan.rank_dir + "/profile";
+    const std::string profile_dir = absl::StrCat(plan.rank_dir, "/", kRankProfileSubdir);
     plan.required_dirs.push_back(profile_dir);
     launch.argv.push_back(absl::StrCat("--profile_dir=", profile_dir));
   } else if (spec.has_command()) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/time/proto_time.h"
+#include "worker/supervisor/job_paths.h"
 
 namespace baton::worker {
 namespace {
@@ -218,18 +219,14 @@ absl::StatusOr<const Supervisor::RankEntry*> Supervisor::ProfiledRankLocked(
   return entry;
 }
 
-std::string Supervisor::RankDir(const std::string& job_id, int64_t generation, int32_t rank) const {
-  return absl::StrCat(options_.work_dir, "/jobs/", job_id, "/gen-", generation, "/rank-", rank);
-}
-
 absl::StatusOr<Supervisor::ProfileDirPath> Supervisor::ProfileDir(const std::string& job_id,
                                                                   int64_t generation,
                                                                   int32_t rank) const {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<const RankEntry*> entry = ProfiledRankLocked(job_id, generation, rank);
   if (!entry.ok()) return entry.status();
-  return ProfileDirPath{absl::StrCat(options_.work_dir, "/jobs/", job_id),
-                        absl::StrCat("gen-", generation, "/rank-", rank, "/profile")};
+  return ProfileDirPath{JobDir(options_.work_dir, job_id),
+                        absl::StrCat(RankSubdir(generation, rank), "/", kRankProfileSubdir)};
 }
 
 absl::Status Supervisor::SignalProfile(const std::string& job_id, int64_t generation,

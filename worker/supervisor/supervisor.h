@@ -310,8 +310,6 @@ class Supervisor {
   absl::StatusOr<const RankEntry*> ProfiledRankLocked(const std::string& job_id, int64_t generation,
                                                       int32_t rank) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // <work_dir>/jobs/<job>/gen-<g>/rank-<r>: the rank's working directory.
-  std::string RankDir(const std::string& job_id, int64_t generation, int32_t rank) const;
 
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
