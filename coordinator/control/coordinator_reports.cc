@@ -46,30 +46,12 @@ void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsRepo
     }
   }
   if (refused != nullptr) {
-    RefuseReport(worker_id, "logs",
-                 absl::StrCat("log lines of job ", l.job_id(), " rank ", refused->rank(),
-                              " generation ", refused->generation(),
-                              ", which does not run on this worker"));
+    ctx_.RefuseReport(
+        worker_id, "logs",
+        absl::StrCat("log lines of job ", l.job_id(), " rank ", refused->rank(), " generation ",
+                     refused->generation(), ", which does not run on this worker"));
   }
-  if (!lines.empty()) Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
-}
-
-void Coordinator::RefuseReport(const std::string& worker_id, const std::string& kind,
-                               const std::string& why) {
-  ++refused_reports_[kind];
-  if (refusals_logged_.size() >= kMaxRefusalLogKeys ||
-      !refusals_logged_.emplace(worker_id, kind).second) {
-    return;
-  }
-  BATON_LOG(WARNING) << "worker " << worker_id << " reported " << why
-                     << ": refused (further such " << kind
-                     << " reports of this worker are only counted, in "
-                        "baton_coordinator_worker_reports_refused_total)";
-}
-
-bool Coordinator::HasRanksOn(const baton::v1::Job& job, const std::string& worker_id) {
-  return std::any_of(job.ranks().begin(), job.ranks().end(),
-                     [&](const baton::v1::RankInfo& r) { return r.worker_id() == worker_id; });
+  if (!lines.empty()) ctx_.Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
 }
 
 void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
@@ -85,9 +67,9 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
     // A worker speaks for its own ranks only: another's metrics would steer stall
     // detection, goodput and the job's result.
     if (s.ok() && !mine.contains(p.rank())) {
-      s = absl::PermissionDeniedError(
-          absl::StrCat("rank ", p.rank(), " of generation ", p.generation(),
-                       " does not run on worker ", worker_id));
+      s = absl::PermissionDeniedError(absl::StrCat("rank ", p.rank(), " of generation ",
+                                                   p.generation(), " does not run on worker ",
+                                                   worker_id));
     }
     if (s.ok()) {
       points.push_back(p);
@@ -98,8 +80,9 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   }
   if (rejected_count > 0) {
     if (absl::IsPermissionDenied(rejected)) {
-      RefuseReport(worker_id, "metrics",
-                   absl::StrCat("metric points of job ", m.job_id(), ": ", rejected.message()));
+      ctx_.RefuseReport(
+          worker_id, "metrics",
+          absl::StrCat("metric points of job ", m.job_id(), ": ", rejected.message()));
     } else {
       BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
                       << " point(s) rejected: " << rejected;
@@ -108,16 +91,16 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   if (!points.empty() && !IsTerminal(*state)) {
     int64_t first = points.front().step();
     absl::Time first_time = absl::InfiniteFuture();
-    Runtime& rt = runtime_[m.job_id()];
+    JobRuntime& rt = ctx_.Runtime(m.job_id());
     for (const baton::v1::MetricPoint& p : points) {
       first = std::min(first, p.step());
       if (p.has_time()) first_time = std::min(first_time, FromProto(p.time()));
       rt.last_step = std::max(rt.last_step.value_or(p.step()), p.step());
     }
     rt.stall.Note(points, clock_->Now());
-    if (!NoteFirstStep(m.job_id(), first, first_time)) return;
+    if (!recovery_.NoteFirstStep(m.job_id(), first, first_time)) return;
   }
-  Ok(jobs_->AddMetrics(m.job_id(), points), "add metrics");
+  ctx_.Ok(jobs_->AddMetrics(m.job_id(), points), "add metrics");
 }
 
 }  // namespace baton::coordinator

@@ -1,4 +1,5 @@
 #include "coordinator/control/coordinator.h"
+#include "coordinator/policy/profile_plan.h"
 
 #include <algorithm>
 #include <memory>

@@ -1,7 +1,5 @@
-// `baton profile`: JobService.ProfileJob -> ProfileRanks to the ranks' workers ->
-// ProfileTrace back -> the reply (see Coordinator::ProfileJob and ProfileTable).
+#include "coordinator/control/profile_manager.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -9,26 +7,30 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "common/protocol_version.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
-#include "coordinator/control/coordinator.h"
 #include "coordinator/policy/profile_plan.h"
 
 namespace baton::coordinator {
 
-absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request,
-                                     ProfileTable::Done done) {
-  RETURN_IF_ERROR(halted_);
+ProfileManager::ProfileManager(ControlContext* ctx)
+    : ctx_(ctx),
+      jobs_(ctx->jobs()),
+      workers_(ctx->workers()),
+      clock_(ctx->clock()),
+      profiles_(ctx->clock()) {}
+
+absl::Status ProfileManager::ProfileJob(const baton::v1::ProfileJobRequest& request,
+                                        ProfileTable::Done done) {
+  RETURN_IF_ERROR(ctx_->halted());
   RETURN_IF_ERROR(jobs_->State(request.job_id()).status());
   const baton::v1::Job& job = *jobs_->Peek(request.job_id());
   ProfileFacts facts;
   facts.job = &job;
-  if (const auto rt = runtime_.find(job.id()); rt != runtime_.end()) {
-    facts.last_step = rt->second.last_step;
-    facts.median_step_time = rt->second.stall.MedianStepTime();
+  if (const JobRuntime* rt = ctx_->FindRuntime(job.id()); rt != nullptr) {
+    facts.last_step = rt->last_step;
+    facts.median_step_time = rt->stall.MedianStepTime();
   }
   for (const baton::v1::RankInfo& r : job.ranks()) {
     facts.workers[r.worker_id()] = {workers_->IsConnected(r.worker_id()),
@@ -56,7 +58,7 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
     p->set_steps(request.steps());
     *p->mutable_timeout() = ToProto(plan.timeout);
     p->set_start_step(plan.start_step);
-    if (!Send(worker, msg)) unsent.insert(worker);
+    if (!ctx_->Send(worker, msg)) unsent.insert(worker);
   }
   if (!unsent.empty()) {
     // Answered through `done`: the request is in the table already.
@@ -74,16 +76,16 @@ absl::Status Coordinator::ProfileJob(const baton::v1::ProfileJobRequest& request
   return absl::OkStatus();
 }
 
-void Coordinator::OnProfileTrace(const std::string& worker_id,
-                                 const baton::v1::ProfileTrace& trace) {
+void ProfileManager::OnProfileTrace(const std::string& worker_id,
+                                    const baton::v1::ProfileTrace& trace) {
   if (absl::Status s = profiles_.OnTrace(worker_id, trace); absl::IsPermissionDenied(s)) {
-    RefuseReport(worker_id, "profile_trace", absl::StrCat("a profile trace: ", s.message()));
+    ctx_->RefuseReport(worker_id, "profile_trace", absl::StrCat("a profile trace: ", s.message()));
   } else if (!s.ok()) {
     BATON_LOG(INFO) << "ProfileTrace from worker " << worker_id << " dropped: " << s;
   }
 }
 
-void Coordinator::CheckProfiles() {
+void ProfileManager::CheckProfiles() {
   profiles_.ExpireDue();
   profiles_.FailWhere([this](const std::string& job_id, int64_t generation,
                              const std::map<int32_t, std::string>& missing) -> absl::Status {
