@@ -4,9 +4,52 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/protocol_version.h"
+#include "common/status_macros.h"
 #include "common/time/proto_time.h"
 
 namespace baton::coordinator {
+
+namespace {
+
+// Fills plan->rank_workers (the asked ranks, or all) and plan->by_worker. Errors:
+// INVALID_ARGUMENT (a rank outside [0, world)), UNAVAILABLE (a worker not connected),
+// FAILED_PRECONDITION (a worker older than kProfileProtocolVersion).
+absl::Status PlanRanks(const baton::v1::ProfileJobRequest& request, const ProfileFacts& facts,
+                       ProfilePlan* plan) {
+  const baton::v1::Job& job = *facts.job;
+  const int32_t world = job.ranks_size();
+  for (const baton::v1::RankInfo& r : job.ranks()) {
+    if (request.ranks().empty()) plan->rank_workers[r.rank()] = r.worker_id();
+  }
+  for (int32_t rank : request.ranks()) {
+    if (rank < 0 || rank >= world) {
+      return absl::InvalidArgumentError(absl::StrCat("ranks: ", rank,
+                                                     " is outside the allowed range [0, ", world,
+                                                     ") of job ", job.id(), "'s world size"));
+    }
+    for (const baton::v1::RankInfo& r : job.ranks()) {
+      if (r.rank() == rank) plan->rank_workers[rank] = r.worker_id();
+    }
+  }
+  // Every worker asked must be connected and speak version 4.
+  for (const auto& [rank, worker] : plan->rank_workers) plan->by_worker[worker].push_back(rank);
+  for (const auto& [worker, ranks] : plan->by_worker) {
+    const auto it = facts.workers.find(worker);
+    const ProfileWorkerFacts w = it == facts.workers.end() ? ProfileWorkerFacts() : it->second;
+    if (!w.connected) {
+      return absl::UnavailableError(
+          absl::StrCat("worker ", worker, " (ranks of job ", job.id(), ") is not connected"));
+    }
+    if (w.protocol_version < kProfileProtocolVersion) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "worker ", worker, " speaks protocol version ", w.protocol_version,
+          "; profiling needs version ", kProfileProtocolVersion, " or newer (upgrade the worker)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<ProfilePlan> PlanProfile(const baton::v1::ProfileJobRequest& request,
                                         const ProfileFacts& facts) {
@@ -40,35 +83,7 @@ absl::StatusOr<ProfilePlan> PlanProfile(const baton::v1::ProfileJobRequest& requ
                      " has not reported a step yet; retry once it trains"));
   }
   ProfilePlan plan;
-  const int32_t world = job.ranks_size();
-  for (const baton::v1::RankInfo& r : job.ranks()) {
-    if (request.ranks().empty()) plan.rank_workers[r.rank()] = r.worker_id();
-  }
-  for (int32_t rank : request.ranks()) {
-    if (rank < 0 || rank >= world) {
-      return absl::InvalidArgumentError(absl::StrCat("ranks: ", rank,
-                                                     " is outside the allowed range [0, ", world,
-                                                     ") of job ", job.id(), "'s world size"));
-    }
-    for (const baton::v1::RankInfo& r : job.ranks()) {
-      if (r.rank() == rank) plan.rank_workers[rank] = r.worker_id();
-    }
-  }
-  // Every worker asked must be connected and speak version 4.
-  for (const auto& [rank, worker] : plan.rank_workers) plan.by_worker[worker].push_back(rank);
-  for (const auto& [worker, ranks] : plan.by_worker) {
-    const auto it = facts.workers.find(worker);
-    const ProfileWorkerFacts w = it == facts.workers.end() ? ProfileWorkerFacts() : it->second;
-    if (!w.connected) {
-      return absl::UnavailableError(
-          absl::StrCat("worker ", worker, " (ranks of job ", job.id(), ") is not connected"));
-    }
-    if (w.protocol_version < kProfileProtocolVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "worker ", worker, " speaks protocol version ", w.protocol_version,
-          "; profiling needs version ", kProfileProtocolVersion, " or newer (upgrade the worker)"));
-    }
-  }
+  RETURN_IF_ERROR(PlanRanks(request, facts, &plan));
   // Every rank records the same steps: a window starting far enough ahead of the newest
   // reported step for the metrics' delay and the request's way to each rank.
   const absl::Duration step_time = facts.median_step_time;
