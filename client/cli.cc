@@ -4,6 +4,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -105,128 +107,166 @@ std::string FormatName(OutputFormat format) {
   return "?";
 }
 
+// -o/--output's value into `format`.
+absl::Status ParseOutputFormat(const std::string& value, OutputFormat& format) {
+  for (const NamedFormat& f : kFormats) {
+    if (value == f.name) {
+      format = f.format;
+      return absl::OkStatus();
+    }
+  }
+  return UsageError(
+      absl::StrCat("-o/--output must be table, wide, json, yaml or name, not '", value, "'"));
+}
+
+// --color's value into `mode`.
+absl::Status ParseColorMode(const std::string& value, ColorMode& mode) {
+  if (value == "auto") {
+    mode = ColorMode::kAuto;
+  } else if (value == "always") {
+    mode = ColorMode::kAlways;
+  } else if (value == "never") {
+    mode = ColorMode::kNever;
+  } else {
+    return UsageError(absl::StrCat("--color must be auto, always or never, not '", value, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// --since's value: a duration ago (logs.since_ago) or an RFC 3339 time (logs.since_time).
+absl::Status ParseSince(const std::string& value, LogsArgs& logs) {
+  absl::Duration ago;
+  absl::Time when;
+  std::string error;
+  if (absl::ParseDuration(value, &ago) && ago > absl::ZeroDuration()) {
+    logs.since_ago = ago;
+  } else if (absl::ParseTime(absl::RFC3339_full, value, &when, &error)) {
+    logs.since_time = when;
+  } else {
+    return UsageError(
+        absl::StrCat("--since must be a duration such as 10m or 2h, or an RFC 3339 time such as "
+                     "2024-05-01T12:00:00Z, not '",
+                     value, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// --for's value (any case) into `condition`.
+absl::Status ParseWaitCondition(const std::string& value, WaitCondition& condition) {
+  static constexpr std::pair<const char*, WaitCondition> kConditions[] = {
+      {"succeeded", WaitCondition::kSucceeded},
+      {"failed", WaitCondition::kFailed},
+      {"cancelled", WaitCondition::kCancelled},
+      {"ended", WaitCondition::kEnded},
+      {"running", WaitCondition::kRunning}};
+  const std::string name = absl::AsciiStrToLower(value);
+  for (const auto& [n, c] : kConditions) {
+    if (name == n) {
+      condition = c;
+      return absl::OkStatus();
+    }
+  }
+  return UsageError(absl::StrCat("--for: unknown condition '", value,
+                                 "'; allowed: succeeded, failed, cancelled, ended, running"));
+}
+
+// An integer flag's value in [lo, hi] into `out`; false (and `out` untouched) if it is not
+// one.
+template <typename T>
+bool ParseIntIn(const std::string& value, T lo, T hi, T& out) {
+  T parsed;
+  if (!absl::SimpleAtoi(value, &parsed) || parsed < lo || parsed > hi) return false;
+  out = parsed;
+  return true;
+}
+
+// A duration flag's value in (0, max] into `out`; false (and `out` untouched) if it is not
+// one.
+bool ParseDurationUpTo(const std::string& value, absl::Duration max, absl::Duration& out) {
+  absl::Duration parsed;
+  if (!absl::ParseDuration(value, &parsed) || parsed <= absl::ZeroDuration() || parsed > max) {
+    return false;
+  }
+  out = parsed;
+  return true;
+}
+
+// --coordinator, --context, --ca, --token_file (each needs a value) and --insecure.
+absl::Status ApplyConnectionFlag(const std::string& name, const std::string& value,
+                                 Invocation& inv) {
+  if (name == "insecure") {
+    inv.insecure = true;
+  } else if (name == "coordinator") {
+    if (value.empty()) return UsageError("--coordinator needs HOST:PORT");
+    inv.coordinator = value;
+  } else {
+    if (value.empty()) return UsageError(absl::StrCat("--", name, " needs a value"));
+    (name == "context" ? inv.context : name == "ca" ? inv.ca : inv.token_file) = value;
+  }
+  return absl::OkStatus();
+}
+
 // Stores one flag's value into `inv`; `command` is null before the command word.
 absl::Status ApplyFlag(const FlagSpec& flag, const std::string& value, const CommandSpec* command,
                        Invocation& inv, bool& help) {
-  if (flag.name == "help") {
+  constexpr int kMaxInt = std::numeric_limits<int>::max();
+  const std::string& name = flag.name;
+  if (name == "help") {
     help = true;
-  } else if (flag.name == "coordinator") {
-    if (value.empty()) return UsageError("--coordinator needs HOST:PORT");
-    inv.coordinator = value;
-  } else if (flag.name == "context" || flag.name == "ca" || flag.name == "token_file") {
-    if (value.empty()) return UsageError(absl::StrCat("--", flag.name, " needs a value"));
-    (flag.name == "context" ? inv.context : flag.name == "ca" ? inv.ca : inv.token_file) = value;
-  } else if (flag.name == "insecure") {
-    inv.insecure = true;
-  } else if (flag.name == "output") {
-    const NamedFormat* found = nullptr;
-    for (const NamedFormat& f : kFormats) {
-      if (value == f.name) found = &f;
-    }
-    if (found == nullptr) {
-      return UsageError(
-          absl::StrCat("-o/--output must be table, wide, json, yaml or name, not '", value, "'"));
-    }
-    inv.format = found->format;
-  } else if (flag.name == "color") {
-    if (value == "auto") {
-      inv.color = ColorMode::kAuto;
-    } else if (value == "always") {
-      inv.color = ColorMode::kAlways;
-    } else if (value == "never") {
-      inv.color = ColorMode::kNever;
-    } else {
-      return UsageError(absl::StrCat("--color must be auto, always or never, not '", value, "'"));
-    }
-  } else if (flag.name == "state") {
+  } else if (name == "coordinator" || name == "context" || name == "ca" || name == "token_file" ||
+             name == "insecure") {
+    return ApplyConnectionFlag(name, value, inv);
+  } else if (name == "output") {
+    return ParseOutputFormat(value, inv.format);
+  } else if (name == "color") {
+    return ParseColorMode(value, inv.color);
+  } else if (name == "state") {
     return ParseStates(value, inv.jobs.states);
-  } else if (flag.name == "limit") {
-    int limit;
-    if (!absl::SimpleAtoi(value, &limit) || limit < 1) {
+  } else if (name == "limit") {
+    if (!ParseIntIn(value, 1, kMaxInt, inv.jobs.limit)) {
       return UsageError(absl::StrCat("--limit must be a number >= 1, not '", value, "'"));
     }
-    inv.jobs.limit = limit;
-  } else if (flag.name == "tail") {
-    int tail;
-    if (!absl::SimpleAtoi(value, &tail) || tail < 1 || tail > 100000) {
+  } else if (name == "tail") {
+    if (!ParseIntIn(value, 1, 100000, inv.logs.tail)) {
       return UsageError(absl::StrCat("--tail must be in [1, 100000], not '", value, "'"));
     }
-    inv.logs.tail = tail;
-  } else if (flag.name == "since") {
-    absl::Duration ago;
-    absl::Time when;
-    std::string error;
-    if (absl::ParseDuration(value, &ago) && ago > absl::ZeroDuration()) {
-      inv.logs.since_ago = ago;
-    } else if (absl::ParseTime(absl::RFC3339_full, value, &when, &error)) {
-      inv.logs.since_time = when;
-    } else {
-      return UsageError(
-          absl::StrCat("--since must be a duration such as 10m or 2h, or an RFC 3339 time such as "
-                       "2024-05-01T12:00:00Z, not '",
-                       value, "'"));
-    }
-  } else if (flag.name == "timestamps") {
+  } else if (name == "since") {
+    return ParseSince(value, inv.logs);
+  } else if (name == "timestamps") {
     inv.logs.timestamps = true;
-  } else if (flag.name == "for") {
-    static constexpr std::pair<const char*, WaitCondition> kConditions[] = {
-        {"succeeded", WaitCondition::kSucceeded},
-        {"failed", WaitCondition::kFailed},
-        {"cancelled", WaitCondition::kCancelled},
-        {"ended", WaitCondition::kEnded},
-        {"running", WaitCondition::kRunning}};
-    const std::string name = absl::AsciiStrToLower(value);
-    bool found = false;
-    for (const auto& [n, condition] : kConditions) {
-      if (name == n) {
-        inv.wait.condition = condition;
-        found = true;
-      }
-    }
-    if (!found) {
-      return UsageError(absl::StrCat("--for: unknown condition '", value,
-                                     "'; allowed: succeeded, failed, cancelled, ended, running"));
-    }
-  } else if (flag.name == "set") {
+  } else if (name == "for") {
+    return ParseWaitCondition(value, inv.wait.condition);
+  } else if (name == "set") {
     if (value.find('=') == std::string::npos) {
       return UsageError(absl::StrCat("--set needs PATH=VALUE (e.g. --set workers.min=2), not '",
                                      value, "'"));
     }
     inv.submit.overrides.push_back(value);
-  } else if (flag.name == "wait") {
+  } else if (name == "wait") {
     inv.submit.wait = true;
-  } else if (flag.name == "rank") {
-    int rank;
-    if (!absl::SimpleAtoi(value, &rank) || rank < 0) {
+  } else if (name == "rank") {
+    if (!ParseIntIn(value, 0, kMaxInt, inv.logs.rank)) {
       return UsageError(absl::StrCat("--rank must be a rank number >= 0, not '", value, "'"));
     }
-    inv.logs.rank = rank;
-    inv.profile.rank = rank;
-  } else if (flag.name == "steps") {
-    int64_t steps;
-    if (!absl::SimpleAtoi(value, &steps) || steps < 1 || steps > 1000) {
+    inv.profile.rank = inv.logs.rank;
+  } else if (name == "steps") {
+    if (!ParseIntIn<int64_t>(value, 1, 1000, inv.profile.steps)) {
       return UsageError(absl::StrCat("--steps must be in [1, 1000], not '", value, "'"));
     }
-    inv.profile.steps = steps;
-  } else if (flag.name == "out") {
+  } else if (name == "out") {
     if (value.empty()) return UsageError("--out needs a FILE");
     inv.profile.out = value;
-  } else if (flag.name == "timeout" && command != nullptr && command->name == "wait") {
-    absl::Duration timeout;
-    if (!absl::ParseDuration(value, &timeout) || timeout <= absl::ZeroDuration()) {
+  } else if (name == "timeout" && command != nullptr && command->name == "wait") {
+    if (!ParseDurationUpTo(value, absl::InfiniteDuration(), inv.wait.timeout)) {
       return UsageError(
           absl::StrCat("--timeout must be a duration > 0 such as 30s or 10m, not '", value, "'"));
     }
-    inv.wait.timeout = timeout;
-  } else if (flag.name == "timeout") {
-    absl::Duration timeout;
-    if (!absl::ParseDuration(value, &timeout) || timeout <= absl::ZeroDuration() ||
-        timeout > absl::Hours(1)) {
+  } else if (name == "timeout") {
+    if (!ParseDurationUpTo(value, absl::Hours(1), inv.profile.timeout)) {
       return UsageError(absl::StrCat(
           "--timeout must be a duration in (0, 1h] such as 30s or 5m, not '", value, "'"));
     }
-    inv.profile.timeout = timeout;
-  } else if (flag.name == "follow") {
+  } else if (name == "follow") {
     inv.logs.follow = true;
   }
   return absl::OkStatus();

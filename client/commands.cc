@@ -3,17 +3,18 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "client/command_support.h"
 #include "client/job/job_file.h"
 #include "client/profile/trace_merge.h"
 #include "client/render/output.h"
@@ -24,172 +25,16 @@
 #include "google/protobuf/struct.pb.h"
 
 namespace baton::cli {
-namespace {
 
 using baton::v1::Job;
 using baton::v1::JobUpdate;
 using baton::v1::LogLine;
-
-void SetDeadline(grpc::ClientContext* call, absl::Duration timeout) {
-  call->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-}
-
-// The first line of a message from the coordinator (it may quote job data: names, paths,
-// a rank's words), fit for a terminal.
-std::string FirstLine(const std::string& s) {
-  return NeutraliseControls(s.substr(0, s.find('\n')));
-}
-
-// What an error is about, to pick the message.
-struct ErrorSubject {
-  std::string what;      // e.g. "cannot cancel job j-1"
-  std::string job_id;    // NOT_FOUND means "job ... not found"
-  std::string job_file;  // INVALID_ARGUMENT means "invalid job file ..."
-};
-
-int ReportError(const CommandContext& ctx, const grpc::Status& status,
-                const ErrorSubject& subject) {
-  const std::string message = FirstLine(status.error_message());
-  std::ostream& err = *ctx.err;
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-      err << "baton: cannot reach the coordinator at " << ctx.coordinator << " ("
-          << ShortUnavailableReason(message)
-          << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR (and "
-             "for TLS --ca or --context).\n";
-      return kExitUnreachable;
-    case grpc::StatusCode::UNAUTHENTICATED:
-      err << "baton: the coordinator did not accept your credentials (" << message << ")\n";
-      return kExitFailure;
-    case grpc::StatusCode::PERMISSION_DENIED:
-      err << "baton: not allowed: " << message << "\n";
-      return kExitFailure;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      err << "baton: the coordinator at " << ctx.coordinator << " did not answer within "
-          << HumanDuration(ctx.rpc_timeout) << " (" << subject.what << ")\n";
-      return kExitUnreachable;
-    case grpc::StatusCode::NOT_FOUND:
-      if (!subject.job_id.empty()) {
-        err << "baton: job " << subject.job_id << " not found\n";
-        return kExitFailure;
-      }
-      break;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      if (!subject.job_file.empty()) {
-        err << "baton: invalid job file " << subject.job_file << ": " << message << "\n";
-        return kExitFailure;
-      }
-      break;
-    default:
-      break;
-  }
-  err << "baton: " << subject.what << ": "
-      << (message.empty() ? absl::StrCat("error code ", status.error_code()) : message) << "\n";
-  return kExitFailure;
-}
-
-// Prints `message` as one JSON document (multi-line) or line (compact).
-int PrintJson(const CommandContext& ctx, const google::protobuf::Message& message,
-              bool multiline = true) {
-  absl::StatusOr<std::string> json = ToJson(message, multiline);
-  if (!json.ok()) {
-    *ctx.err << "baton: " << json.status().message() << "\n";
-    return kExitFailure;
-  }
-  *ctx.out << *json << "\n";
-  return kExitOk;
-}
-
-bool IsDocumentFormat(OutputFormat format) {
-  return format == OutputFormat::kJson || format == OutputFormat::kYaml;
-}
-
-// Prints `message` as the JSON or YAML document (-o json / -o yaml).
-int PrintDocument(const CommandContext& ctx, const google::protobuf::Message& message) {
-  if (ctx.format == OutputFormat::kJson) return PrintJson(ctx, message);
-  absl::StatusOr<std::string> yaml = ToYaml(message);
-  if (!yaml.ok()) {
-    *ctx.err << "baton: " << yaml.status().message() << "\n";
-    return kExitFailure;
-  }
-  *ctx.out << *yaml;
-  return kExitOk;
-}
-
-TableStyle StyleOf(const CommandContext& ctx) {
-  return {ctx.format == OutputFormat::kWide, ctx.color};
-}
-
-}  // namespace
 
 std::string RandomRequestId() {
   std::random_device random;
   std::string id;
   for (int i = 0; i < 4; ++i) id += absl::StrFormat("%08x", random());
   return id;
-}
-
-namespace {
-
-// Runs `attempt` (one streaming call) until it returns OK or a non-retryable status, or
-// UNAVAILABLE more than max_attempts times in a row. `attempt(&progressed)` sets
-// `progressed` when it received at least one message, which resets the count and backoff.
-template <typename Attempt>
-grpc::Status RunResumable(const CommandContext& ctx, Attempt attempt) {
-  int failures = 0;
-  absl::Duration backoff = ctx.retry.initial_backoff;
-  while (true) {
-    bool progressed = false;
-    grpc::Status status = attempt(&progressed);
-    if (status.ok()) return status;
-    if (progressed) {
-      failures = 0;
-      backoff = ctx.retry.initial_backoff;
-    }
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        ++failures > ctx.retry.max_attempts) {
-      return status;
-    }
-    ctx.sleep(backoff);
-    backoff = std::min(backoff * 2, ctx.retry.max_backoff);
-  }
-}
-
-// Follows WatchJob until the job is terminal and the stream ended, resuming after the last
-// seen seq when it breaks. `printer` may be null (JSON output).
-grpc::Status WatchToEnd(const CommandContext& ctx, const std::string& job_id,
-                        ProgressTracker& tracker, ProgressPrinter* printer) {
-  return RunResumable(ctx, [&](bool* progressed) {
-    grpc::ClientContext call;  // no deadline: a watch lasts as long as the job
-    baton::v1::WatchJobRequest request;
-    request.set_job_id(job_id);
-    request.set_after_seq(tracker.last_seq());
-    std::unique_ptr<grpc::ClientReaderInterface<JobUpdate>> reader =
-        ctx.jobs->WatchJob(&call, request);
-    JobUpdate update;
-    while (reader->Read(&update)) {
-      *progressed = true;
-      tracker.Apply(update);
-      if (printer != nullptr) printer->OnUpdate(tracker, update);
-    }
-    grpc::Status status = reader->Finish();
-    if (status.ok() && !IsTerminal(tracker.job().state())) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                          "the watch ended before the job finished");
-    }
-    return status;
-  });
-}
-
-}  // namespace
-
-std::string ShortUnavailableReason(const std::string& grpc_message) {
-  std::string reason = FirstLine(grpc_message);
-  const size_t sep = reason.rfind(": ");
-  if (sep != std::string::npos) reason = reason.substr(sep + 2);
-  if (reason.empty()) return "unavailable";
-  if (reason.size() > 80) reason = reason.substr(0, 77) + "...";
-  return reason;
 }
 
 int Submit(const CommandContext& ctx, const SubmitArgs& args) {
@@ -238,15 +83,7 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
   }
 
   // The final state with its result; the last snapshot if the coordinator went away.
-  Job final_job = tracker.job();
-  {
-    baton::v1::GetJobRequest get;
-    get.set_job_id(submitted.id());
-    Job fetched;
-    grpc::ClientContext get_call;
-    SetDeadline(&get_call, ctx.rpc_timeout);
-    if (ctx.jobs->GetJob(&get_call, get, &fetched).ok()) final_job = std::move(fetched);
-  }
+  const Job final_job = FetchJobOr(ctx, submitted.id(), tracker.job());
   if (json) {
     if (PrintDocument(ctx, final_job) != kExitOk) return kExitFailure;
   } else {
@@ -499,53 +336,68 @@ std::string ConditionVerb(WaitCondition condition) {
   return "";
 }
 
-}  // namespace
+// What `baton wait` saw of the job.
+struct WaitWatch {
+  ProgressTracker tracker;
+  bool seen = false;       // at least one update: tracker's state is the job's
+  bool timed_out = false;  // --timeout ran out first
+};
 
-int Wait(const CommandContext& ctx, const WaitArgs& args) {
+// Whether `baton wait` can stop watching: the condition holds or the job ended.
+bool WaitDone(const WaitArgs& args, const WaitWatch& watch) {
+  const baton::v1::JobState state = watch.tracker.job().state();
+  return watch.seen && (ConditionMet(args.condition, state) || IsTerminal(state));
+}
+
+// One WatchJob call of `baton wait`, after the last seen seq, until WaitDone or the stream
+// ends; `deadline` (if `has_timeout`) is the call's. Sets `progressed` when an update came.
+// OK once WaitDone; else the stream's status, UNAVAILABLE if it ended OK before that.
+grpc::Status WatchOnce(const CommandContext& ctx, const WaitArgs& args, bool has_timeout,
+                       absl::Time deadline, WaitWatch& watch, bool* progressed) {
+  grpc::ClientContext call;
+  if (has_timeout) SetDeadline(&call, deadline - ctx.clock->Now());
+  baton::v1::WatchJobRequest request;
+  request.set_job_id(args.job_id);
+  request.set_after_seq(watch.tracker.last_seq());
+  std::unique_ptr<grpc::ClientReaderInterface<JobUpdate>> reader =
+      ctx.jobs->WatchJob(&call, request);
+  JobUpdate update;
+  while (!WaitDone(args, watch) && reader->Read(&update)) {
+    *progressed = watch.seen = true;
+    watch.tracker.Apply(update);
+  }
+  if (WaitDone(args, watch)) {
+    call.TryCancel();
+    reader->Finish();
+    return grpc::Status::OK;
+  }
+  grpc::Status status = reader->Finish();
+  if (status.ok()) {
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the watch ended before the job did");
+  }
+  return status;
+}
+
+// Watches the job (resumed like RunResumable, the backoff cut to the time left) until
+// WaitDone or --timeout runs out (watch.timed_out): kExitOk. When the watch fails, reports
+// it and returns its exit code.
+int WatchUntilDone(const CommandContext& ctx, const WaitArgs& args, WaitWatch& watch) {
   const bool has_timeout = args.timeout > absl::ZeroDuration();
   const absl::Time deadline =
       has_timeout ? ctx.clock->Now() + args.timeout : absl::InfiniteFuture();
-  Job initial;
-  initial.set_id(args.job_id);
-  ProgressTracker tracker(initial);
-  bool seen = false;  // at least one update: tracker's state is the job's
-  bool timed_out = false;
   int failures = 0;
   absl::Duration backoff = ctx.retry.initial_backoff;
-  auto done = [&] {
-    const baton::v1::JobState state = tracker.job().state();
-    return seen && (ConditionMet(args.condition, state) || IsTerminal(state));
-  };
-  while (!done()) {
+  while (!WaitDone(args, watch)) {
     if (ctx.clock->Now() >= deadline) {
-      timed_out = true;
+      watch.timed_out = true;
       break;
     }
     bool progressed = false;
-    grpc::ClientContext call;
-    if (has_timeout) SetDeadline(&call, deadline - ctx.clock->Now());
-    baton::v1::WatchJobRequest request;
-    request.set_job_id(args.job_id);
-    request.set_after_seq(tracker.last_seq());
-    std::unique_ptr<grpc::ClientReaderInterface<JobUpdate>> reader =
-        ctx.jobs->WatchJob(&call, request);
-    JobUpdate update;
-    while (!done() && reader->Read(&update)) {
-      progressed = seen = true;
-      tracker.Apply(update);
-    }
-    if (done()) {
-      call.TryCancel();
-      reader->Finish();
-      break;
-    }
-    grpc::Status status = reader->Finish();
-    if (status.ok()) {
-      status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "the watch ended before the job did");
-    }
+    const grpc::Status status = WatchOnce(ctx, args, has_timeout, deadline, watch, &progressed);
+    if (status.ok()) break;
     // The only deadline on the call is --timeout's.
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && has_timeout) {
-      timed_out = true;
+      watch.timed_out = true;
       break;
     }
     if (progressed) {
@@ -561,17 +413,11 @@ int Wait(const CommandContext& ctx, const WaitArgs& args) {
                   : backoff);
     backoff = std::min(backoff * 2, ctx.retry.max_backoff);
   }
+  return kExitOk;
+}
 
-  Job job = tracker.job();
-  if (IsTerminal(job.state())) {
-    // The final record, with its message; the watched snapshot if that fails.
-    baton::v1::GetJobRequest get;
-    get.set_job_id(args.job_id);
-    Job fetched;
-    grpc::ClientContext get_call;
-    SetDeadline(&get_call, ctx.rpc_timeout);
-    if (ctx.jobs->GetJob(&get_call, get, &fetched).ok()) job = std::move(fetched);
-  }
+// `baton wait`'s state line (or document, or id), flushed.
+int PrintWaitResult(const CommandContext& ctx, const Job& job) {
   if (IsDocumentFormat(ctx.format)) {
     if (const int rc = PrintDocument(ctx, job); rc != kExitOk) return rc;
   } else if (ctx.format == OutputFormat::kName) {
@@ -582,7 +428,22 @@ int Wait(const CommandContext& ctx, const WaitArgs& args) {
     *ctx.out << "\n";
   }
   ctx.out->flush();
-  if (timed_out) {
+  return kExitOk;
+}
+
+}  // namespace
+
+int Wait(const CommandContext& ctx, const WaitArgs& args) {
+  Job initial;
+  initial.set_id(args.job_id);
+  WaitWatch watch{ProgressTracker(initial)};
+  if (const int rc = WatchUntilDone(ctx, args, watch); rc != kExitOk) return rc;
+
+  Job job = watch.tracker.job();
+  // The final record, with its message; the watched snapshot if that fails.
+  if (IsTerminal(job.state())) job = FetchJobOr(ctx, args.job_id, std::move(job));
+  if (const int rc = PrintWaitResult(ctx, job); rc != kExitOk) return rc;
+  if (watch.timed_out) {
     *ctx.err << "baton: timed out after " << HumanDuration(args.timeout) << " waiting for job "
              << args.job_id << " to " << ConditionVerb(args.condition) << " (it is "
              << JobStateName(job.state()) << ")\n";
