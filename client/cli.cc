@@ -71,9 +71,7 @@ std::string RenderFlags(const std::vector<FlagSpec>& flags) {
   return out;
 }
 
-absl::Status UsageError(const std::string& message) {
-  return absl::InvalidArgumentError(message);
-}
+absl::Status UsageError(const std::string& message) { return absl::InvalidArgumentError(message); }
 
 std::string CommandRef(const std::string& command) {
   return command.empty() ? "'baton'" : absl::StrCat("'baton ", command, "'");
@@ -238,8 +236,8 @@ absl::Status ApplyFlag(const FlagSpec& flag, const std::string& value, const Com
     return ParseWaitCondition(value, inv.wait.condition);
   } else if (name == "set") {
     if (value.find('=') == std::string::npos) {
-      return UsageError(absl::StrCat("--set needs PATH=VALUE (e.g. --set workers.min=2), not '",
-                                     value, "'"));
+      return UsageError(
+          absl::StrCat("--set needs PATH=VALUE (e.g. --set workers.min=2), not '", value, "'"));
     }
     inv.submit.overrides.push_back(value);
   } else if (name == "wait") {
@@ -393,7 +391,8 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       if (has_inline_value) return UsageError(absl::StrCat("--", flag->name, " takes no value"));
     } else if (!has_inline_value) {
       if (i + 1 >= args.size()) {
-        return UsageError(absl::StrCat("--", flag->name, " needs a value (", flag->value_name, ")"));
+        return UsageError(
+            absl::StrCat("--", flag->name, " needs a value (", flag->value_name, ")"));
       }
       value = args[++i];
     }
@@ -432,10 +431,10 @@ std::string HelpText(const std::string& command_name) {
                     "  5  wait --timeout ran out\n");
     return out;
   }
-  std::string out = absl::StrCat("Usage: baton ", command->name,
-                                  command->args.empty() ? "" : " " + command->args,
-                                  command->flags.empty() ? "" : " [FLAGS]", "\n\n",
-                                  command->summary, ".\n\n", command->description, "\n");
+  std::string out =
+      absl::StrCat("Usage: baton ", command->name, command->args.empty() ? "" : " " + command->args,
+                   command->flags.empty() ? "" : " [FLAGS]", "\n\n", command->summary, ".\n\n",
+                   command->description, "\n");
   if (!command->flags.empty()) absl::StrAppend(&out, "\nFlags:\n", RenderFlags(command->flags));
   absl::StrAppend(&out, "\nGlobal flags:\n", RenderFlags(GlobalFlags()), "\nExamples:\n");
   for (const std::string& e : command->examples) absl::StrAppend(&out, "  ", e, "\n");
@@ -488,8 +487,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   CommandContext ctx;
   ctx.out = &out;
   ctx.err = &err;
-  absl::StatusOr<Connection> conn = ResolveConnection(ConnectionInputsOf(inv, env),
-                                                     kDefaultCoordinator);
+  absl::StatusOr<Connection> conn =
+      ResolveConnection(ConnectionInputsOf(inv, env), kDefaultCoordinator);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       conn.ok() ? OpenChannel(*conn, MessageSizeArgs())
                 : absl::StatusOr<std::shared_ptr<grpc::Channel>>(conn.status());

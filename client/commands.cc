@@ -78,8 +78,8 @@ int Submit(const CommandContext& ctx, const SubmitArgs& args) {
   status = WatchToEnd(ctx, submitted.id(), tracker, printer.get());
   if (printer) printer->Finish();
   if (!status.ok()) {
-    return ReportError(ctx, status, {"watching job " + submitted.id() + " failed",
-                                     submitted.id(), ""});
+    return ReportError(ctx, status,
+                       {"watching job " + submitted.id() + " failed", submitted.id(), ""});
   }
 
   // The final state with its result; the last snapshot if the coordinator went away.
@@ -254,8 +254,7 @@ int Profile(const CommandContext& ctx, const ProfileArgs& args) {
   absl::StatusOr<std::string> merged =
       MergeChromeTraces(traces, response.job_id(), response.generation());
   if (!merged.ok()) {
-    *ctx.err << "baton: " << what << ": " << NeutraliseControls(merged.status().message())
-             << "\n";
+    *ctx.err << "baton: " << what << ": " << NeutraliseControls(merged.status().message()) << "\n";
     return kExitFailure;
   }
   const std::string file = args.out.empty() ? args.job_id + "-profile.json" : args.out;
