@@ -50,6 +50,7 @@ Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock
       clock_(clock),
       metrics_(metrics),
       heartbeat_interval_(options_.heartbeat_interval),
+      reports_(supervisor),
       profiles_(options_.profile, supervisor, clock,
                 [outbox](baton::v1::WorkerMessage reply) { outbox->PushReply(std::move(reply)); }) {
 }
@@ -118,7 +119,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   }
   std::unique_ptr<Stream> stream = stub->Connect(&context);
 
-  const std::vector<baton::v1::AssignmentStatus> snapshot = supervisor_->Snapshot();
+  const std::vector<baton::v1::AssignmentStatus> snapshot = reports_.Snapshot();
   const baton::v1::WorkerMessage hello = MakeRegister(snapshot);
   baton::v1::CoordinatorMessage message;
   // A connection that brings no Registered within register_timeout is abandoned.
@@ -137,7 +138,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   }
   if (ok) {
     // The coordinator has read the Register: everything it listed is delivered.
-    supervisor_->MarkReported(snapshot);
+    reports_.MarkRegistered(snapshot);
     Attach(stream.get(), message.registered(), register_sent, hello.register_().draining());
     backoff.Reset();
     BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
@@ -154,7 +155,8 @@ absl::Status Agent::RunSession(Backoff& backoff) {
         clock_->After(kWriterFinishTimeout, [&context] { context.TryCancel(); });
     absl::MutexLock lock(&mu_);
     attached_ = nullptr;
-    mu_.Await(absl::Condition(+[](bool* busy) { return !*busy; }, &writer_busy_));
+    mu_.Await(absl::Condition(
+        +[](bool* busy) { return !*busy; }, &writer_busy_));
     context_ = nullptr;
   }
   outbox_->SetConnected(false);
@@ -179,8 +181,8 @@ baton::v1::WorkerMessage Agent::MakeRegister(
 
 void Agent::Attach(Stream* stream, const baton::v1::Registered& registered,
                    absl::Time register_sent, bool register_said_draining) {
-  lease_.OnRegistered(register_sent, registered.has_lease() ? FromProto(registered.lease())
-                                                            : absl::ZeroDuration());
+  lease_.OnRegistered(
+      register_sent, registered.has_lease() ? FromProto(registered.lease()) : absl::ZeroDuration());
   PublishLease();
   {
     absl::MutexLock lock(&mu_);
@@ -215,13 +217,12 @@ void Agent::Attach(Stream* stream, const baton::v1::Registered& registered,
 }
 
 void Agent::AcceptStart(const baton::v1::StartAssignment& req) {
-  BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation()
-                  << ": " << req.ranks_size() << " ranks of " << req.world_size();
+  BATON_LOG(INFO) << "StartAssignment job " << req.job_id() << " gen " << req.generation() << ": "
+                  << req.ranks_size() << " ranks of " << req.world_size();
   const absl::StatusOr<bool> accepted = supervisor_->AcceptAssignment(req);
   if (!accepted.ok()) {
     ReplyFailed(req.job_id(), req.generation(),
-                absl::IsInvalidArgument(accepted.status()) ? "InvalidAssignment"
-                                                           : "WorkerShutdown",
+                absl::IsInvalidArgument(accepted.status()) ? "InvalidAssignment" : "WorkerShutdown",
                 accepted.status());
     return;
   }
@@ -274,8 +275,7 @@ void Agent::Launch(const baton::v1::StartAssignment& req) {
 
 void Agent::ReplyFailed(const std::string& job_id, int64_t generation, const std::string& reason,
                         const absl::Status& status) {
-  BATON_LOG(ERROR) << "job " << job_id << " gen " << generation << ": " << reason << ": "
-                   << status;
+  BATON_LOG(ERROR) << "job " << job_id << " gen " << generation << ": " << reason << ": " << status;
   baton::v1::WorkerMessage reply;
   baton::v1::AssignmentFailed* failed = reply.mutable_assignment_failed();
   failed->set_job_id(job_id);
@@ -312,10 +312,10 @@ void Agent::Drain(const std::string& reason) {
 void Agent::ReservePort(const baton::v1::ReservePort& req) {
   const absl::StatusOr<int> port = options_.reserve_port();
   if (!port.ok()) {
-    ReplyFailed(req.job_id(), req.generation(), "PortUnavailable",
-                absl::Status(port.status().code(),
-                             absl::StrCat("cannot reserve a port for MASTER_PORT: ",
-                                          port.status().message())));
+    ReplyFailed(
+        req.job_id(), req.generation(), "PortUnavailable",
+        absl::Status(port.status().code(), absl::StrCat("cannot reserve a port for MASTER_PORT: ",
+                                                        port.status().message())));
     return;
   }
   baton::v1::WorkerMessage reply;
@@ -431,18 +431,18 @@ bool Agent::SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_f
     *next_heartbeat = now + heartbeat_interval_;
   }
   outbox_->TakeReportsPending();  // Cleared before reading the state it announces.
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_.GetPending();
   for (const baton::v1::AssignmentFailed& failed : reports.failed) {
     baton::v1::WorkerMessage message;
     *message.mutable_assignment_failed() = failed;
     if (!stream->Write(message)) return false;
-    supervisor_->MarkReported(failed);
+    reports_.MarkSent(failed);
   }
   for (const baton::v1::AssignmentStarted& started : reports.started) {
     baton::v1::WorkerMessage message;
     *message.mutable_assignment_started() = started;
     if (!stream->Write(message)) return false;
-    supervisor_->MarkReported(started);
+    reports_.MarkSent(started);
   }
   // A rank's last lines go out before its exit.
   for (const baton::v1::WorkerMessage& batch :
@@ -453,7 +453,7 @@ bool Agent::SendPending(Stream* stream, absl::Time* next_heartbeat, bool force_f
     baton::v1::WorkerMessage message;
     *message.mutable_process_exited() = exited;
     if (!stream->Write(message)) return false;
-    supervisor_->MarkReported(exited);
+    reports_.MarkSent(exited);
   }
   return true;
 }

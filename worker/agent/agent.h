@@ -16,12 +16,13 @@
 #include "baton/v1/worker_service.grpc.pb.h"
 #include "common/time/clock.h"
 #include "worker/agent/backoff.h"
+#include "worker/agent/lease.h"
 #include "worker/agent/outbox.h"
+#include "worker/agent/profile_collector.h"
+#include "worker/agent/report_ledger.h"
 #include "worker/agent/serial_executor.h"
 #include "worker/host/reserve_port.h"
 #include "worker/metrics.h"
-#include "worker/agent/lease.h"
-#include "worker/agent/profile_collector.h"
 #include "worker/supervisor/supervisor.h"
 
 namespace grpc {
@@ -71,9 +72,10 @@ struct AgentOptions {
 // The worker side of WorkerService.Connect: keeps one bidirectional stream to the coordinator,
 // reconnecting with exponential backoff; registers (listing the Supervisor's assignments, so
 // exits that happened while disconnected reach the coordinator), heartbeats, executes the
-// coordinator's commands on the Supervisor, and sends replies, the Supervisor's reports
-// (AssignmentStarted, ProcessExited) and the Outbox's batches. A report counts as delivered
-// when its Write succeeded; a Register's content when Registered arrived.
+// coordinator's commands on the Supervisor, and sends replies, the reports its ReportLedger
+// finds pending in the Supervisor's facts (AssignmentFailed, AssignmentStarted,
+// ProcessExited) and the Outbox's batches. A report counts as delivered when its Write
+// succeeded; a Register's content when Registered arrived (report_ledger.h).
 //
 // Lease (worker_service.proto, "Leases"): Registered and each HeartbeatAck renew it; when it
 // runs out (no acknowledgement for the lease: a partition, a dead coordinator) the
@@ -86,7 +88,7 @@ struct AgentOptions {
 // Failures are reported, never left to a timeout: a command the worker cannot carry out is
 // answered with AssignmentFailed at once (worker_service.proto lists the reasons):
 // ReservePort ("PortUnavailable"), a refused StartAssignment ("InvalidAssignment",
-// "WorkerShutdown") as replies; the rest through the Supervisor's reports, once none of the
+// "WorkerShutdown") as replies; the rest through the ledger's reports, once none of the
 // assignment's processes runs.
 //
 // Time: every timeout, backoff and period (register_timeout, the reconnect backoff, the
@@ -193,6 +195,7 @@ class Agent {
   bool writer_busy_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
 
+  ReportLedger reports_;       // Over the Supervisor's facts; the session and writer threads.
   ProfileCollector profiles_;  // Sends its ProfileTrace answers as replies.
   std::thread session_thread_;
   std::thread writer_thread_;

@@ -26,10 +26,11 @@ struct OutboxOptions {
   size_t max_pending_bytes = 16 << 20;
 };
 
-// What the agent's writer sends besides the supervisor's level-triggered reports: replies
-// to coordinator requests (PortReserved) and batched LogsReport / MetricsReport messages.
-// While disconnected, replies, log lines and metric points are dropped and counted (they are
-// in the rank's log files); exits are never held here (the Supervisor keeps them).
+// What the agent's writer sends besides the level-triggered reports (report_ledger.h):
+// replies to coordinator requests (PortReserved) and batched LogsReport / MetricsReport
+// messages. While disconnected, replies, log lines and metric points are dropped and counted
+// (they are in the rank's log files); exits are never held here (the Supervisor keeps them
+// as facts until the ReportLedger has them reported).
 //
 // Threading: thread-safe, one mutex. Producers are the supervisor's I/O thread (as its
 // SupervisorListener) and the agent's reader thread (replies); the single consumer is the

@@ -66,10 +66,9 @@ void Supervisor::Shutdown(absl::Duration grace) {
   Wake();
   {
     absl::MutexLock lock(&mu_);
-    clock_->AwaitWithDeadline(
-        &mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
-        clock_->Now() + std::max(grace, absl::ZeroDuration()) + options_.drain_timeout +
-            kShutdownMargin);
+    clock_->AwaitWithDeadline(&mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
+                              clock_->Now() + std::max(grace, absl::ZeroDuration()) +
+                                  options_.drain_timeout + kShutdownMargin);
     io_stop_ = true;
   }
   Wake();
@@ -78,10 +77,7 @@ void Supervisor::Shutdown(absl::Duration grace) {
 
 bool Supervisor::AllExitedLocked() const {
   for (const auto& [key, a] : assignments_) {
-    if (a.launching()) return false;
-    for (const RankEntry& r : a.ranks) {
-      if (!r.lifecycle.exited()) return false;
-    }
+    if (a.launching() || !a.all_exited()) return false;
   }
   return true;
 }
@@ -183,8 +179,8 @@ absl::Status Supervisor::RequestCheckpoint(const std::string& job_id, int64_t ge
     }
   }
   if (entry == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no rank ", rank, " of job ", job_id,
-                                            " generation ", generation, " on this worker"));
+    return absl::NotFoundError(absl::StrCat("no rank ", rank, " of job ", job_id, " generation ",
+                                            generation, " on this worker"));
   }
   if (entry->lifecycle.state() != RankState::kRunning) {
     return absl::FailedPreconditionError(
@@ -342,128 +338,53 @@ void Supervisor::EndIdleWait() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Reports.
+// Facts.
 // ---------------------------------------------------------------------------------------
 
-Supervisor::PendingReports Supervisor::GetPendingReports() const {
-  PendingReports out;
+std::vector<AssignmentFacts> Supervisor::ListFacts() const {
+  std::vector<AssignmentFacts> out;
   absl::MutexLock lock(&mu_);
   for (const auto& [key, a] : assignments_) {
     if (a.launching()) continue;
+    AssignmentFacts facts;
+    facts.job_id = a.job_id;
+    facts.generation = a.generation;
     if (a.failure.has_value()) {
-      // Once none of its processes runs.
-      if (!a.failure_reported &&
-          std::all_of(a.ranks.begin(), a.ranks.end(),
-                      [](const RankEntry& r) { return r.lifecycle.exited(); })) {
-        out.failed.push_back(*a.failure);
-      }
-      continue;
+      if (!a.all_exited()) continue;  // Published once none of its processes runs.
+      facts.failure = *a.failure;
+    } else {
+      for (const RankEntry& r : a.ranks) facts.ranks.push_back(r.info);
+      facts.start_requests = a.start_requests;
     }
-    if (!a.started_reported) {
-      baton::v1::AssignmentStarted started;
-      started.set_job_id(a.job_id);
-      started.set_generation(a.generation);
-      for (const RankEntry& r : a.ranks) {
-        baton::v1::RankInfo* info = started.add_ranks();
-        *info = r.info;
-        info->clear_exit();
-      }
-      out.started.push_back(std::move(started));
-    }
-    for (const RankEntry& r : a.ranks) {
-      if (!r.lifecycle.exited() || r.exit_reported) continue;
-      baton::v1::ProcessExited exited;
-      exited.set_job_id(a.job_id);
-      exited.set_generation(a.generation);
-      exited.set_rank(r.info.rank());
-      *exited.mutable_exit() = r.info.exit();
-      out.exited.push_back(std::move(exited));
-    }
+    out.push_back(std::move(facts));
   }
   return out;
 }
 
-void Supervisor::MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
-                                   std::vector<Assignment>* forgotten) {
+absl::Status Supervisor::Forget(const std::string& job_id, int64_t generation,
+                                int64_t start_requests) {
+  std::optional<Assignment> forgotten;  // Destroyed after the lock is released.
+  absl::MutexLock lock(&mu_);
+  auto it = assignments_.find({job_id, generation});
+  if (it == assignments_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("no assignment of job ", job_id, " generation ", generation));
+  }
   const Assignment& a = it->second;
-  if (a.launching()) return;
-  if (a.failure.has_value()) {
-    if (!a.failure_reported) return;  // Reported once every rank exited.
-  } else {
-    if (!a.started_reported) return;
-    for (const RankEntry& r : a.ranks) {
-      if (!r.lifecycle.exited() || !r.exit_reported) return;
-    }
+  if (a.launching() || !a.all_exited()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " gen ", generation, " still has processes to report"));
+  }
+  if (a.start_requests != start_requests) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " gen ", generation, " was asked to start again"));
   }
   BATON_LOG(INFO) << "job " << a.job_id << " gen " << a.generation
                   << ": all ranks exited and reported; forgetting the assignment";
   devices_.Release(a.job_id, a.generation);
-  forgotten->push_back(std::move(it->second));
+  forgotten = std::move(it->second);
   assignments_.erase(it);
-}
-
-void Supervisor::MarkReported(const baton::v1::AssignmentFailed& failed) {
-  std::vector<Assignment> forgotten;  // Destroyed after the lock is released.
-  absl::MutexLock lock(&mu_);
-  auto it = assignments_.find({failed.job_id(), failed.generation()});
-  if (it == assignments_.end() || !it->second.failure.has_value()) return;
-  it->second.failure_reported = true;
-  MaybeForgetLocked(it, &forgotten);
-}
-
-void Supervisor::MarkReported(const baton::v1::AssignmentStarted& started) {
-  std::vector<Assignment> forgotten;  // Destroyed after the lock is released.
-  absl::MutexLock lock(&mu_);
-  auto it = assignments_.find({started.job_id(), started.generation()});
-  if (it == assignments_.end() || it->second.launching() || it->second.failure.has_value()) {
-    return;
-  }
-  it->second.started_reported = true;
-  MaybeForgetLocked(it, &forgotten);
-}
-
-void Supervisor::MarkReported(const baton::v1::ProcessExited& exited) {
-  std::vector<Assignment> forgotten;
-  absl::MutexLock lock(&mu_);
-  auto it = assignments_.find({exited.job_id(), exited.generation()});
-  if (it == assignments_.end()) return;
-  for (RankEntry& r : it->second.ranks) {
-    if (r.info.rank() == exited.rank() && r.lifecycle.exited()) r.exit_reported = true;
-  }
-  MaybeForgetLocked(it, &forgotten);
-}
-
-std::vector<baton::v1::AssignmentStatus> Supervisor::Snapshot() const {
-  std::vector<baton::v1::AssignmentStatus> out;
-  absl::MutexLock lock(&mu_);
-  for (const auto& [key, a] : assignments_) {
-    if (a.launching() || a.failure.has_value()) continue;
-    baton::v1::AssignmentStatus status;
-    status.set_job_id(a.job_id);
-    status.set_generation(a.generation);
-    for (const RankEntry& r : a.ranks) *status.add_ranks() = r.info;
-    out.push_back(std::move(status));
-  }
-  return out;
-}
-
-void Supervisor::MarkReported(const std::vector<baton::v1::AssignmentStatus>& snapshot) {
-  std::vector<Assignment> forgotten;
-  absl::MutexLock lock(&mu_);
-  for (const baton::v1::AssignmentStatus& status : snapshot) {
-    auto it = assignments_.find({status.job_id(), status.generation()});
-    if (it == assignments_.end() || it->second.launching() || it->second.failure.has_value()) {
-      continue;
-    }
-    it->second.started_reported = true;
-    for (const baton::v1::RankInfo& info : status.ranks()) {
-      if (!info.has_exit()) continue;
-      for (RankEntry& r : it->second.ranks) {
-        if (r.info.rank() == info.rank() && r.lifecycle.exited()) r.exit_reported = true;
-      }
-    }
-    MaybeForgetLocked(it, &forgotten);
-  }
+  return absl::OkStatus();
 }
 
 std::optional<RankState> Supervisor::GetRankState(const std::string& job_id, int64_t generation,

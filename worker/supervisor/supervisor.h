@@ -21,6 +21,7 @@
 #include "worker/output/line_splitter.h"
 #include "worker/process/process_launcher.h"
 #include "worker/process/unique_fd.h"
+#include "worker/supervisor/assignment_facts.h"
 #include "worker/supervisor/device_table.h"
 #include "worker/supervisor/rank_lifecycle.h"
 
@@ -35,7 +36,8 @@ class SupervisorListener {
   virtual ~SupervisorListener() = default;
   virtual void OnLogLine(const std::string& job_id, baton::v1::LogLine line) = 0;
   virtual void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) = 0;
-  // GetPendingReports() may have something new: an assignment started or a rank exited.
+  // ListFacts() may have something new: an assignment started or failed, a rank exited,
+  // or a start was asked for again.
   virtual void OnReportsPending() = 0;
 };
 
@@ -81,8 +83,8 @@ struct SupervisorOptions {
 
 // Runs and supervises the training processes of this worker's assignments (one assignment =
 // the ranks of one job generation placed on this worker): spawns them, relays their output
-// and metrics, stops them (SIGTERM, SIGKILL after a grace), and records exits until the agent
-// has reported them to the coordinator. Knows nothing of gRPC.
+// and metrics, stops them (SIGTERM, SIGKILL after a grace), and keeps each assignment's
+// facts (started, failed, exits) until it is told to forget it. Knows nothing of gRPC.
 //
 // An assignment is accepted (recorded, nothing spawned), then launched (its ranks spawned) or
 // failed. It fails when it is failed before its launch (FailAssignment: the agent's checks),
@@ -91,10 +93,11 @@ struct SupervisorOptions {
 // assignment never reports AssignmentStarted or ProcessExited; it reports one
 // AssignmentFailed once none of its processes runs.
 //
-// Reports are level-triggered: GetPendingReports() lists what the coordinator has not been
-// told (AssignmentFailed, AssignmentStarted, then ProcessExited); the agent calls
-// MarkReported() once a message was sent. An assignment is forgotten once it started was
-// reported, all its ranks exited and all exits were reported, or once its failure was.
+// Reports: the Supervisor publishes facts (assignment_facts.h), levels read with ListFacts():
+// an assignment launched (its ranks' pids; again after each repeated StartAssignment), a
+// rank exited, an assignment failed (once none of its processes runs). It keeps no record
+// of what the coordinator was told: the agent's ReportLedger does, and calls Forget() once
+// everything about an assignment was reported.
 //
 // Time: every deadline (a stop's grace, the lease, the drain of an exited rank's pipes, the
 // bound on Shutdown) is measured by the injected clock and met by one of its timers, not by
@@ -112,7 +115,7 @@ struct SupervisorOptions {
 //
 // Errors of its own: a rank transition the lifecycle forbids (rank_lifecycle.h) is a bug;
 // it is refused, logged and counted (illegal_rank_transitions()).
-class Supervisor {
+class Supervisor final : public AssignmentFactSource {
  public:
   // `launcher`, `clock` and `listener` must outlive the Supervisor.
   Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
@@ -132,7 +135,8 @@ class Supervisor {
   // Records an assignment to run, spawning nothing: its ranks are STARTING until
   // LaunchAssignment or FailAssignment (or a stop) ends that. Returns true for a new
   // assignment, which the caller must launch or fail; false for a known (job_id, generation),
-  // which needs nothing more (AssignmentStarted is reported again once it started).
+  // which needs nothing more (if it was launched, its start is asked for again:
+  // AssignmentFacts::start_requests).
   // Errors: INVALID_ARGUMENT for a malformed request (job id unusable as a directory name,
   // generation < 1, no ranks, duplicate ranks, world_size < 1); UNAVAILABLE after Shutdown.
   absl::StatusOr<bool> AcceptAssignment(const baton::v1::StartAssignment& request);
@@ -208,27 +212,17 @@ class Supervisor {
   // process group. Errors: those of ProfileDir; UNAVAILABLE if it cannot be signalled.
   absl::Status SignalProfile(const std::string& job_id, int64_t generation, int32_t rank);
 
-  // For a drain: blocks until no assignment is left (every rank exited and its exit was
-  // reported), the clock reaches `deadline`, or EndIdleWait() is called. Returns whether no
-  // assignment is left.
+  // For a drain: blocks until no assignment is left (each was forgotten once everything about
+  // it was reported), the clock reaches `deadline`, or EndIdleWait() is called. Returns
+  // whether no assignment is left.
   bool AwaitIdle(absl::Time deadline);
   // Ends the AwaitIdle() in progress, and makes later ones return at once.
   void EndIdleWait();
 
-  struct PendingReports {
-    std::vector<baton::v1::AssignmentFailed> failed;    // Send these first,
-    std::vector<baton::v1::AssignmentStarted> started;  // then these,
-    std::vector<baton::v1::ProcessExited> exited;       // then these.
-  };
-  PendingReports GetPendingReports() const;
-  void MarkReported(const baton::v1::AssignmentFailed& failed);
-  void MarkReported(const baton::v1::AssignmentStarted& started);
-  void MarkReported(const baton::v1::ProcessExited& exited);
-
-  // Every launched assignment that did not fail, with its ranks' pids and exits, for
-  // Register. MarkReported(snapshot) once the coordinator acknowledged that Register.
-  std::vector<baton::v1::AssignmentStatus> Snapshot() const;
-  void MarkReported(const std::vector<baton::v1::AssignmentStatus>& snapshot);
+  // AssignmentFactSource. Forget releases the assignment's devices.
+  std::vector<AssignmentFacts> ListFacts() const override;
+  absl::Status Forget(const std::string& job_id, int64_t generation,
+                      int64_t start_requests) override;
 
   // Introspection. nullopt if the rank is unknown (never started, or forgotten).
   std::optional<RankState> GetRankState(const std::string& job_id, int64_t generation,
@@ -249,7 +243,6 @@ class Supervisor {
     RankLifecycle lifecycle;
     std::shared_ptr<Process> process;                   // Null if it could not be spawned.
     absl::Time kill_deadline = absl::InfiniteFuture();  // STOPPING only.
-    bool exit_reported = false;
   };
   enum class Phase {
     kAccepted,  // Nothing spawned yet.
@@ -266,13 +259,19 @@ class Supervisor {
     int64_t generation = 0;
     std::vector<RankEntry> ranks;  // One per request rank, in its order; fixed size.
     Phase phase = Phase::kAccepted;
-    bool started_reported = false;
+    // Once launched without failing: 1, plus 1 per StartAssignment of it received since.
+    int64_t start_requests = 0;
     // A stop during kSpawning (shortest grace, first reason), applied when spawning ends.
     std::optional<Stop> stop_while_spawning;
-    // Set once it failed; reported (once every rank exited) instead of started and exits.
+    // Set once it failed; published (once every rank exited) instead of started and exits.
     std::optional<baton::v1::AssignmentFailed> failure;
-    bool failure_reported = false;
     bool launching() const { return phase != Phase::kLaunched; }
+    bool all_exited() const {
+      for (const RankEntry& r : ranks) {
+        if (!r.lifecycle.exited()) return false;
+      }
+      return true;
+    }
   };
   using AssignmentKey = std::pair<std::string, int64_t>;
 
@@ -290,8 +289,8 @@ class Supervisor {
     UniqueFd fd;
     UniqueFd log_file;  // stdout.log / stderr.log; none for metrics.
     LineSplitter splitter;
-    int64_t malformed = 0;  // Metrics lines that did not parse.
-    int64_t log_bytes = 0;  // Written to log_file (at most max_rank_log_bytes).
+    int64_t malformed = 0;    // Metrics lines that did not parse.
+    int64_t log_bytes = 0;    // Written to log_file (at most max_rank_log_bytes).
     bool log_capped = false;  // The marker was written: nothing more goes to log_file.
     // The rate bound on relayed lines: the current one-second window and its counts.
     absl::Time window_start = absl::InfinitePast();
@@ -336,9 +335,6 @@ class Supervisor {
   // (FAILED_PRECONDITION naming both states), which leaves the rank unchanged.
   absl::Status TransitionLocked(const Assignment& a, RankEntry& r, RankState to,
                                 absl::string_view reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Moves `it` to `forgotten` if it is finished and fully reported.
-  void MaybeForgetLocked(std::map<AssignmentKey, Assignment>::iterator it,
-                         std::vector<Assignment>* forgotten) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllExitedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends SIGKILL to stopping ranks whose grace expired, and to every rank once the lease
   // ran out, then arms the timer for the next deadline. The deadline timer's callback.

@@ -108,7 +108,7 @@ absl::StatusOr<bool> Supervisor::AcceptAssignment(const baton::v1::StartAssignme
     }
     Assignment& a = it->second;
     if (a.launching() || a.failure.has_value()) return false;
-    a.started_reported = false;
+    ++a.start_requests;
   }
   BATON_LOG(INFO) << "job " << key.first << " gen " << key.second
                   << ": already started; reporting it again";
@@ -129,8 +129,8 @@ absl::Status Supervisor::FailAssignment(const std::string& job_id, int64_t gener
     absl::MutexLock lock(&mu_);
     auto it = assignments_.find({job_id, generation});
     if (it == assignments_.end() || it->second.phase != Phase::kAccepted) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job_id, " gen ", generation, " is not waiting for its launch"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " gen ", generation, " is not waiting for its launch"));
     }
     FailLocked(it->second, reason, message);
   }
@@ -138,8 +138,7 @@ absl::Status Supervisor::FailAssignment(const std::string& job_id, int64_t gener
   return absl::OkStatus();
 }
 
-void Supervisor::FailLocked(Assignment& a, const std::string& reason,
-                            const std::string& message) {
+void Supervisor::FailLocked(Assignment& a, const std::string& reason, const std::string& message) {
   BATON_LOG(WARNING) << "job " << a.job_id << " gen " << a.generation << " failed (" << reason
                      << "): " << message;
   for (RankEntry& r : a.ranks) {
@@ -167,8 +166,8 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
     absl::MutexLock lock(&mu_);
     auto it = assignments_.find(key);
     if (it == assignments_.end() || it->second.phase != Phase::kAccepted) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job_id, " gen ", generation, " is not waiting for its launch"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job_id, " gen ", generation, " is not waiting for its launch"));
     }
     Assignment& a = it->second;
     if (clock_->Now() >= lease_expiry_) {
@@ -199,8 +198,8 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   // The spec's paths, resolved on this machine, then the dataset's files in them (both may
   // block on a mount: without the lock).
   const char* refusal = "PathNotAllowed";
-  absl::Status paths = CheckJobPaths(request.spec(), job_id,
-                                     PathPolicy{options_.work_dir, options_.allowed_paths});
+  absl::Status paths =
+      CheckJobPaths(request.spec(), job_id, PathPolicy{options_.work_dir, options_.allowed_paths});
   if (paths.ok() && request.spec().has_trainer()) {
     refusal = "DataNotFound";
     paths = CheckTrainerSpecPaths(request.spec().trainer());
@@ -258,9 +257,8 @@ absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunc
     incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kStderr,
                                                            std::move(l.launched.stderr_fd),
                                                            std::move(l.stderr_log), max_line));
-    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kMetrics,
-                                                           std::move(l.launched.metrics_fd),
-                                                           UniqueFd(), max_line));
+    incoming_channels_.push_back(std::make_unique<Channel>(
+        rank_key, Channel::Kind::kMetrics, std::move(l.launched.metrics_fd), UniqueFd(), max_line));
     incoming_watches_.push_back(ExitWatch{rank_key, r.process, std::nullopt});
   }
   a.phase = Phase::kLaunched;
@@ -269,10 +267,13 @@ absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunc
     const int32_t rank = a.ranks[launches.size() - 1].info.rank();
     FailLocked(a, "LaunchFailed", absl::StrCat("rank ", rank, ": ", failed.message()));
     (void)StopRanksLocked(a, absl::ZeroDuration(), "LaunchFailed");
-  } else if (a.stop_while_spawning.has_value()) {
+    return failed;
+  }
+  a.start_requests = 1;
+  if (a.stop_while_spawning.has_value()) {
     (void)StopRanksLocked(a, a.stop_while_spawning->grace, a.stop_while_spawning->reason);
   }
-  return failed;
+  return absl::OkStatus();
 }
 
 void Supervisor::ReportSpawnFailure(const std::string& job_id, int64_t generation, int32_t rank,
@@ -324,8 +325,8 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   LaunchRequest& launch = plan->request;
   if (options_.confine_ranks) {
     absl::StatusOr<FsIsolation> isolation =
-        IsolationFor(request.job_id(), PathPolicy{options_.work_dir, options_.allowed_paths,
-                                                  options_.secret_files});
+        IsolationFor(request.job_id(),
+                     PathPolicy{options_.work_dir, options_.allowed_paths, options_.secret_files});
     if (!isolation.ok()) {
       out.status = isolation.status();
       return out;

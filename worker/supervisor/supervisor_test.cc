@@ -16,6 +16,7 @@
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/agent/report_ledger.h"
 #include "worker/process/posix_process_launcher.h"
 #include "worker/testing/fake_process_launcher.h"
 #include "worker/testing/process_test_util.h"
@@ -127,6 +128,7 @@ class SupervisorFakeTest : public ::testing::Test {
     o.max_line_bytes = 64;
     o.devices = devices_;
     supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
+    reports_ = std::make_unique<ReportLedger>(supervisor_.get());
     ASSERT_OK(supervisor_->Start());
   }
   void TearDown() override {
@@ -155,6 +157,7 @@ class SupervisorFakeTest : public ::testing::Test {
   FakeProcessLauncher launcher_;
   RecordingListener listener_;
   std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<ReportLedger> reports_;  // What the agent would report, over supervisor_.
 };
 
 TEST_F(SupervisorFakeTest, CommandLaunchRequestsAndRankDirectories) {
@@ -222,7 +225,7 @@ TEST_F(SupervisorFakeTest, JobDirectoriesAndLogsArePrivate) {
   EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stdout.log"), 0600u);
   EXPECT_EQ(mode(dir_ + "/jobs/j-8/gen-1/rank-0/stderr.log"), 0600u);
   EXPECT_FALSE(std::filesystem::exists(victim));
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].job_id(), "j-9");
   EXPECT_EQ(reports.failed[0].reason(), "LaunchFailed");
@@ -250,9 +253,9 @@ TEST_F(SupervisorFakeTest, TrainerArgvAndExplicitWorkingDir) {
 TEST_F(SupervisorFakeTest, APathOutsideTheAllowedOnesFailsTheAssignmentWithoutLaunching) {
   baton::v1::StartAssignment a = Assignment("j-4", 1, 2, {"./run.sh"});
   a.mutable_spec()->set_checkpoint_dir(dir_ + "/jobs/j-5/ckpt");  // Another job's.
-  ASSERT_OK(supervisor_->StartAssignment(a));  // Accepted; its launch fails.
+  ASSERT_OK(supervisor_->StartAssignment(a));                     // Accepted; its launch fails.
   EXPECT_THAT(launcher_.requests(), IsEmpty());
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "PathNotAllowed");
   EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_PATH_NOT_ALLOWED);
@@ -271,7 +274,7 @@ TEST_F(SupervisorFakeTest, ADatasetMissingOnThisWorkerFailsTheAssignmentWithoutL
   t->set_data_dir(dir_ + "/jobs/j-6");  // The job's own directory: allowed, but empty.
   ASSERT_OK(supervisor_->StartAssignment(a));
   EXPECT_THAT(launcher_.requests(), IsEmpty());
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "DataNotFound");
   EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_DATA_NOT_FOUND);
@@ -295,23 +298,23 @@ TEST_F(SupervisorFakeTest, RejectsMalformedRequests) {
 
 TEST_F(SupervisorFakeTest, ReportsStartThenExitThenForgets) {
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
-  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.started.size(), 1u);
   EXPECT_EQ(reports.started[0].job_id(), "j");
   ASSERT_EQ(reports.started[0].ranks_size(), 1);
   EXPECT_EQ(reports.started[0].ranks(0).pid(), 100000);
   EXPECT_EQ(reports.started[0].ranks(0).worker_id(), "w-test");
   EXPECT_THAT(reports.exited, IsEmpty());
-  supervisor_->MarkReported(reports.started[0]);
-  EXPECT_THAT(supervisor_->GetPendingReports().started, IsEmpty());
+  reports_->MarkSent(reports.started[0]);
+  EXPECT_THAT(reports_->GetPending().started, IsEmpty());
 
   launcher_.process(0)->Exit(Exit(0));
   WaitExited("j", 1, 0);
-  reports = supervisor_->GetPendingReports();
+  reports = reports_->GetPending();
   ASSERT_EQ(reports.exited.size(), 1u);
   EXPECT_EQ(reports.exited[0].rank(), 0);
   EXPECT_EQ(reports.exited[0].exit().exit_code(), 0);
-  supervisor_->MarkReported(reports.exited[0]);
+  reports_->MarkSent(reports.exited[0]);
   EXPECT_EQ(supervisor_->assignment_count(), 0u);
 }
 
@@ -338,24 +341,24 @@ TEST_F(SupervisorDevicesTest, JobsSharingTheWorkerGetGpusOfTheirOwn) {
   EXPECT_EQ(Visible(3), "2,3");
 
   ASSERT_OK(supervisor_->StartAssignment(Assignment("c", 1, 1, {"x"})));
-  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].job_id(), "c");
   EXPECT_EQ(reports.failed[0].reason(), "DevicesBusy");
   EXPECT_EQ(reports.failed[0].code(), baton::v1::ASSIGNMENT_FAILURE_DEVICES_BUSY);
   EXPECT_THAT(reports.failed[0].message(), HasSubstr("held by job(s) a, b"));
   EXPECT_EQ(launcher_.requests().size(), 4u);
-  supervisor_->MarkReported(reports.failed[0]);
+  reports_->MarkSent(reports.failed[0]);
 
   // Job a ends: its assignment is forgotten once its exits are reported.
-  for (const auto& started : supervisor_->GetPendingReports().started) {
-    supervisor_->MarkReported(started);
+  for (const auto& started : reports_->GetPending().started) {
+    reports_->MarkSent(started);
   }
   for (size_t i : {0, 1}) launcher_.process(i)->Exit(Exit(0));
   WaitExited("a", 1, 0);
   WaitExited("a", 1, 1);
-  for (const auto& exited : supervisor_->GetPendingReports().exited) {
-    supervisor_->MarkReported(exited);
+  for (const auto& exited : reports_->GetPending().exited) {
+    reports_->MarkSent(exited);
   }
   ASSERT_OK(supervisor_->StartAssignment(Assignment("c", 2, 1, {"x"})));
   EXPECT_EQ(Visible(4), "0");
@@ -381,10 +384,10 @@ TEST_F(SupervisorFakeTest, WithoutDevicesRanksInheritTheWorkersGpus) {
 
 TEST_F(SupervisorFakeTest, RepeatedStartOnlyReportsAgain) {
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
-  supervisor_->MarkReported(supervisor_->GetPendingReports().started[0]);
+  reports_->MarkSent(reports_->GetPending().started[0]);
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
   EXPECT_EQ(launcher_.requests().size(), 1u);
-  EXPECT_EQ(supervisor_->GetPendingReports().started.size(), 1u);
+  EXPECT_EQ(reports_->GetPending().started.size(), 1u);
 }
 
 // The grace is kept by the clock's timer: the SIGKILL is sent while Advance() crosses the
@@ -408,7 +411,7 @@ TEST_F(SupervisorFakeTest, StopSendsTermThenKillAfterGrace) {
 
   launcher_.process(0)->Exit(Exit(-1, SIGKILL));
   WaitExited("j", 1, 0);
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.exited.size(), 2u);
   EXPECT_EQ(reports.exited[0].exit().signal(), SIGKILL);
   EXPECT_EQ(reports.exited[1].exit().signal(), SIGTERM);
@@ -477,13 +480,13 @@ TEST_F(SupervisorFakeTest, AFailedSpawnFailsTheAssignmentAndKillsTheRanksSpawned
   EXPECT_EQ(supervisor_->GetRankState("j", 1, 1), RankState::kExited);
   EXPECT_EQ(supervisor_->GetRankState("j", 1, 2), RankState::kExited);
   // Rank 0 still runs: nothing to report yet, and the Register lists nothing.
-  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ReportLedger::PendingReports reports = reports_->GetPending();
   EXPECT_THAT(reports.failed, IsEmpty());
   EXPECT_THAT(reports.started, IsEmpty());
-  EXPECT_THAT(supervisor_->Snapshot(), IsEmpty());
+  EXPECT_THAT(reports_->Snapshot(), IsEmpty());
   launcher_.process(0)->Exit(Exit(-1, SIGKILL));
   WaitExited("j", 1, 0);
-  reports = supervisor_->GetPendingReports();
+  reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_THAT(reports.started, IsEmpty());
   EXPECT_THAT(reports.exited, IsEmpty());
@@ -498,7 +501,7 @@ TEST_F(SupervisorFakeTest, AFailedSpawnFailsTheAssignmentAndKillsTheRanksSpawned
   EXPECT_THAT(lines[0].text(), HasSubstr("out of processes"));
   EXPECT_THAT(ReadFileOrEmpty(dir_ + "/jobs/j/gen-1/rank-1/stderr.log"),
               HasSubstr("out of processes"));
-  supervisor_->MarkReported(reports.failed[0]);
+  reports_->MarkSent(reports.failed[0]);
   EXPECT_EQ(supervisor_->assignment_count(), 0u);
   EXPECT_EQ(supervisor_->illegal_rank_transitions(), 0);
 }
@@ -509,7 +512,7 @@ TEST_F(SupervisorFakeTest, AFailedSpawnFailsTheAssignmentAndKillsTheRanksSpawned
 TEST_F(SupervisorFakeTest, AStopBeforeTheLaunchFailsItAndOneDuringTheSpawnsFollowsThem) {
   ASSERT_EQ(Accept(Assignment("early", 1, 1, {"x"})), true);
   ASSERT_OK(supervisor_->StopAssignment("early", 0, absl::Seconds(5)));
-  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "StopRequested");
   EXPECT_THAT(supervisor_->LaunchAssignment("early", 1),
@@ -537,7 +540,7 @@ TEST_F(SupervisorFakeTest, AnAssignmentLaunchedWithoutALeaseFails) {
   supervisor_->SetLeaseExpiry(clock_.Now() + absl::Seconds(1));
   ASSERT_EQ(Accept(Assignment("j", 1, 1, {"x"})), true);
   clock_.Advance(absl::Seconds(1));
-  Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "LeaseExpired");
 
@@ -545,7 +548,7 @@ TEST_F(SupervisorFakeTest, AnAssignmentLaunchedWithoutALeaseFails) {
   EXPECT_THAT(supervisor_->LaunchAssignment("k", 1),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("lease ran out")));
   EXPECT_THAT(launcher_.requests(), IsEmpty());
-  reports = supervisor_->GetPendingReports();
+  reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 2u);
   EXPECT_EQ(reports.failed[1].job_id(), "k");
   EXPECT_EQ(reports.failed[1].reason(), "LeaseExpired");
@@ -559,13 +562,13 @@ TEST_F(SupervisorFakeTest, FailAssignmentEndsAnAcceptedAssignmentWithItsReason) 
               StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
   EXPECT_THAT(supervisor_->LaunchAssignment("j", 2),
               StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   ASSERT_EQ(reports.failed.size(), 1u);
   EXPECT_EQ(reports.failed[0].reason(), "PeerUnreachable");
   EXPECT_EQ(reports.failed[0].message(), "worker w2 at h:1: refused");
   EXPECT_THAT(listener_.events(), Contains("reports"));
   EXPECT_THAT(launcher_.requests(), IsEmpty());
-  supervisor_->MarkReported(reports.failed[0]);
+  reports_->MarkSent(reports.failed[0]);
   EXPECT_EQ(supervisor_->assignment_count(), 0u);
 }
 
@@ -618,6 +621,7 @@ TEST_F(SupervisorFakeTest, ARanksOutputIsBoundedOnDiskAndInRate) {
   o.max_rank_log_bytes = 40;
   o.max_rank_log_lines_per_second = 3;
   supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
+  reports_ = std::make_unique<ReportLedger>(supervisor_.get());
   ASSERT_OK(supervisor_->Start());
   ASSERT_OK(supervisor_->StartAssignment(Assignment("chatty", 1, 1, {"x"})));
   std::shared_ptr<FakeProcess> p = launcher_.process(0);
@@ -651,7 +655,7 @@ TEST_F(SupervisorFakeTest, SnapshotCarriesExitsAndAcknowledgingItForgets) {
   launcher_.process(0)->Exit(Exit(1));
   WaitExited("done", 1, 0);
 
-  const std::vector<baton::v1::AssignmentStatus> snapshot = supervisor_->Snapshot();
+  const std::vector<baton::v1::AssignmentStatus> snapshot = reports_->Snapshot();
   ASSERT_EQ(snapshot.size(), 2u);
   EXPECT_EQ(snapshot[0].job_id(), "done");
   ASSERT_TRUE(snapshot[0].ranks(0).has_exit());
@@ -660,9 +664,9 @@ TEST_F(SupervisorFakeTest, SnapshotCarriesExitsAndAcknowledgingItForgets) {
   EXPECT_EQ(snapshot[1].ranks(0).pid(), 100001);
   EXPECT_FALSE(snapshot[1].ranks(0).has_exit());
 
-  supervisor_->MarkReported(snapshot);
+  reports_->MarkRegistered(snapshot);
   EXPECT_EQ(supervisor_->assignment_count(), 1u);
-  const Supervisor::PendingReports reports = supervisor_->GetPendingReports();
+  const ReportLedger::PendingReports reports = reports_->GetPending();
   EXPECT_THAT(reports.started, IsEmpty());
   EXPECT_THAT(reports.exited, IsEmpty());
 }
@@ -705,10 +709,10 @@ TEST_F(SupervisorFakeTest, AwaitIdleEndsWhenTheLastExitIsReportedAtTheDeadlineOr
   std::optional<bool> idle;
   std::thread waiter([&] { idle = supervisor_->AwaitIdle(deadline); });
   ASSERT_TRUE(clock_.AwaitTimerAt(deadline));
-  supervisor_->MarkReported(supervisor_->GetPendingReports().started.at(0));
+  reports_->MarkSent(reports_->GetPending().started.at(0));
   launcher_.process(0)->Exit(Exit(0));
   WaitExited("j", 1, 0);
-  supervisor_->MarkReported(supervisor_->GetPendingReports().exited.at(0));
+  reports_->MarkSent(reports_->GetPending().exited.at(0));
   waiter.join();
   EXPECT_EQ(idle, true);
 
@@ -750,6 +754,7 @@ class SupervisorProcessTest : public ::testing::Test {
     o.work_dir = dir_;
     o.base_env = {"PATH=/usr/bin:/bin"};
     supervisor_ = std::make_unique<Supervisor>(o, &launcher_, &clock_, &listener_);
+    reports_ = std::make_unique<ReportLedger>(supervisor_.get());
     ASSERT_OK(supervisor_->Start());
   }
   void TearDown() override { supervisor_->Shutdown(absl::ZeroDuration()); }
@@ -758,7 +763,7 @@ class SupervisorProcessTest : public ::testing::Test {
     std::optional<baton::v1::ProcessExit> exit;
     WaitUntil(
         [&] {
-          for (const auto& e : supervisor_->GetPendingReports().exited) {
+          for (const auto& e : reports_->GetPending().exited) {
             if (e.job_id() == job && e.rank() == rank) exit = e.exit();
           }
           return exit.has_value();
@@ -772,6 +777,7 @@ class SupervisorProcessTest : public ::testing::Test {
   PosixProcessLauncher launcher_;
   RecordingListener listener_;
   std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<ReportLedger> reports_;  // What the agent would report, over supervisor_.
 };
 
 TEST_F(SupervisorProcessTest, EnvironmentOutputLogsMetricsAndExitCode) {
@@ -838,7 +844,7 @@ TEST_F(SupervisorProcessTest, StopKillsAGroupIgnoringSigtermAfterTheGrace) {
   ASSERT_TRUE(line.has_value());
   int grandchild = 0;
   ASSERT_TRUE(absl::SimpleAtoi(absl::StripPrefix(line->text(), "grandchild "), &grandchild));
-  const int leader = supervisor_->Snapshot().at(0).ranks(0).pid();
+  const int leader = reports_->Snapshot().at(0).ranks(0).pid();
   ASSERT_GT(leader, 0);
 
   ASSERT_OK(supervisor_->StopAssignment("j-trap", 1, absl::Seconds(30)));
