@@ -30,6 +30,7 @@ bool ControlContext::Ok(const absl::Status& status, const char* what) {
   } else {
     // A broken invariant (e.g. an illegal transition): the change is abandoned whole.
     BATON_LOG(ERROR) << what << " refused: " << status;
+    ++refused_changes_[what];
   }
   return false;
 }

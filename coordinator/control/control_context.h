@@ -106,8 +106,12 @@ class ControlContext {
     on_halt_ = std::move(on_halt);
   }
   // True if a JobManager write succeeded. Otherwise halts if the store failed, else logs
-  // the refused change (`what`); the caller then abandons the change and its side effects.
+  // and counts the refused change (`what`, a literal naming the change: refused_changes);
+  // the caller then abandons the change and its side effects.
   bool Ok(const absl::Status& status, const char* what);
+  // Changes refused for a reason other than the store (an illegal transition, a broken
+  // invariant: a bug), by `what`. For metrics.
+  const std::map<std::string, int64_t>& refused_changes() const { return refused_changes_; }
   // Stops everything (idempotent): see the class comment.
   void Halt(const absl::Status& cause);
 
@@ -156,6 +160,7 @@ class ControlContext {
   std::map<std::string, JobRuntime> runtime_;  // by job id
   absl::Status halted_;
   std::function<void(const absl::Status&)> on_halt_;
+  std::map<std::string, int64_t> refused_changes_;                 // by what
   std::map<std::string, int64_t> refused_reports_;                 // by kind
   std::set<std::pair<std::string, std::string>> refusals_logged_;  // (worker, kind)
 };

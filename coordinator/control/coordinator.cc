@@ -182,7 +182,8 @@ void Coordinator::OnWorkerDraining(const std::string& worker_id, const std::stri
 
 void Coordinator::OnWorkerDisconnected(const std::string& worker_id, uint64_t session) {
   if (!workers_->Disconnect(worker_id, session) || !ctx_.halted().ok()) return;
-  recovery_.HandleWorkerLost(worker_id, "WorkerLost", "its stream closed", clock_->Now());
+  recovery_.HandleWorkerLost(worker_id, baton::v1::FAILURE_REASON_WORKER_LOST, "its stream closed",
+                             clock_->Now());
   rendezvous_.Schedule();  // the job's other workers are free again
 }
 
@@ -202,7 +203,7 @@ void Coordinator::ReconcileOnce() {
   if (!ctx_.halted().ok()) return;
   for (const std::string& id : workers_->ExpireLeases()) {
     const LeaseOptions& lease = workers_->lease();
-    recovery_.HandleWorkerLost(id, "LeaseExpired",
+    recovery_.HandleWorkerLost(id, baton::v1::FAILURE_REASON_LEASE_EXPIRED,
                                absl::StrCat("its lease expired: no heartbeat for more than ",
                                             absl::FormatDuration(lease.lease + lease.margin),
                                             " (lease ", absl::FormatDuration(lease.lease),

@@ -85,6 +85,13 @@ class Coordinator {
   // ranks), by kind: "logs", "metrics", "assignment_started", "assignment_failed",
   // "process_exited", "port_reserved", "profile_trace". For metrics.
   const std::map<std::string, int64_t>& refused_reports() const { return ctx_.refused_reports(); }
+  // Changes the coordinator abandoned because its own rules refused them (an illegal job
+  // transition, a broken invariant: a bug, never a store failure), by change. For metrics.
+  const std::map<std::string, int64_t>& refused_changes() const { return ctx_.refused_changes(); }
+  // Worker lifecycle events refused (WorkerRegistry::refused_events). For metrics.
+  const std::map<std::string, int64_t>& refused_worker_events() const {
+    return workers_->refused_events();
+  }
 
   // --- WorkerService stream ---
   // A worker's first message. FAILED_PRECONDITION for an unsupported protocol version,

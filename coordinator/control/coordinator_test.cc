@@ -434,6 +434,7 @@ TEST_F(CoordinatorTest, SilentWorkerIsLostOnceItsLeaseCertainlyExpiredAndTooFewW
   const baton::v1::Failure& lost = jobs_->Peek(id)->restarts().failures(0);
   EXPECT_EQ(lost.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
   EXPECT_EQ(lost.reason(), "LeaseExpired");
+  EXPECT_EQ(lost.reason_code(), baton::v1::FAILURE_REASON_LEASE_EXPIRED);
   // Detected after w2's last sign of life plus the lease and its margin.
   EXPECT_EQ(FromProto(lost.fail_time()) - FromProto(lost.occurred_time()),
             absl::Seconds(11) + absl::Milliseconds(1));
@@ -486,6 +487,7 @@ TEST_F(CoordinatorTest, WorkerLostWithThreeWorkersContinuesOnTwo) {
   {
     const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
     EXPECT_EQ(f.reason(), "WorkerLost");
+    EXPECT_EQ(f.reason_code(), baton::v1::FAILURE_REASON_WORKER_LOST);
     EXPECT_EQ(FromProto(f.lease_expired_time()), FromProto(f.fail_time()) + absl::Seconds(9));
     EXPECT_EQ(FromProto(f.stopped_time()), FromProto(f.lease_expired_time()));
   }
@@ -697,6 +699,7 @@ TEST_F(CoordinatorTest, StartAssignmentNamesThePeersAndAnUnreachablePeerFailsThe
   EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
   const baton::v1::Failure& f = jobs_->Peek(job->id())->restarts().failures(0);
   EXPECT_EQ(f.reason(), "PeerUnreachable");
+  EXPECT_EQ(f.reason_code(), baton::v1::FAILURE_REASON_ASSIGNMENT_FAILED);
   EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
   EXPECT_EQ(f.worker_id(), "w2");
   EXPECT_THAT(f.cause(), HasSubstr("worker w2 could not start its processes: cannot reach "
@@ -808,6 +811,7 @@ TEST_F(CoordinatorTest, AReservePortFailureFailsTheGenerationAtOnceAndItRestarts
   ASSERT_EQ(record.restarts().failures_size(), 1);
   const baton::v1::Failure& f = record.restarts().failures(0);
   EXPECT_EQ(f.reason(), "PortUnavailable");
+  EXPECT_EQ(f.reason_code(), baton::v1::FAILURE_REASON_ASSIGNMENT_FAILED);
   EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
   EXPECT_EQ(f.worker_id(), "w1");
   EXPECT_THAT(f.cause(), HasSubstr("socket: Too many open files"));

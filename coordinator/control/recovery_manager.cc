@@ -11,6 +11,7 @@
 #include "common/time/proto_time.h"
 #include "coordinator/control/job_ranks.h"
 #include "coordinator/policy/attribution.h"
+#include "coordinator/policy/failure_reason.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scale_up.h"
@@ -28,44 +29,46 @@ RecoveryManager::RecoveryManager(ControlContext* ctx, StartRendezvousFn start_re
 
 void RecoveryManager::FailGeneration(const std::string& job_id,
                                      baton::v1::FailureClass failure_class,
-                                     const std::string& reason, const std::string& cause,
+                                     baton::v1::FailureReason reason, const std::string& cause,
                                      std::optional<int32_t> rank, const std::string& worker_id,
-                                     absl::Time occurred) {
+                                     absl::Time occurred, const std::string& reason_name) {
+  const std::string name =
+      reason_name.empty() ? std::string(FailureReasonName(reason)) : reason_name;
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
   baton::v1::Job job = *jobs_->Peek(job_id);
   JobRuntime& rt = ctx_->Runtime(job_id);
   const RestartDecision d = DecideRestart(
-      &job, NewFailure(job, rt, failure_class, reason, cause, rank, worker_id, occurred));
+      &job, NewFailure(job, rt, failure_class, reason, name, cause, rank, worker_id, occurred));
   if (d.kind != RestartDecision::Kind::kRestart) {
     ctx_->Fail(job_id, d.reason, d.message, &job);
     return;
   }
   BATON_LOG(WARNING) << "job " << job_id << ": " << d.message;
-  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, d.message, &job),
+  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, name, d.message, &job),
                 "restart")) {
     return;
   }
   rt = JobRuntime();
   // The survivors of a lost worker wait on it inside a collective: no step can finish, so
   // a grace would only delay the restart.
-  const bool peer_lost = reason == "WorkerLost" || reason == "LeaseExpired";
   ctx_->StopProcesses(
       job, d.message,
-      peer_lost ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
+      IsWorkerLoss(reason) ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 
-void RecoveryManager::Resize(const std::string& job_id, const std::string& reason,
+void RecoveryManager::Resize(const std::string& job_id, baton::v1::FailureReason reason,
                              const std::string& cause, const std::string& worker_id) {
+  const std::string name(FailureReasonName(reason));
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
   baton::v1::Job job = *jobs_->Peek(job_id);
   const int64_t generation = job.generation();
   JobRuntime& rt = ctx_->Runtime(job_id);
   const absl::Time now = clock_->Now();
-  RecordPlannedRestart(&job, NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, cause,
-                                        std::nullopt, worker_id, now));
+  RecordPlannedRestart(&job, NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, name,
+                                        cause, std::nullopt, worker_id, now));
 
   // Rank 0 saves the state at a step boundary first, if it can be asked to.
   const baton::v1::RankInfo* rank0 = nullptr;
@@ -80,8 +83,7 @@ void RecoveryManager::Resize(const std::string& job_id, const std::string& reaso
       "generation ", generation, " resizes (planned): ", cause,
       ask ? "; rank 0 checkpoints at its next step boundary first" : "; stopping its processes");
   BATON_LOG(INFO) << "job " << job_id << ": " << message;
-  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, reason, message, &job),
-                "resize")) {
+  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, name, message, &job), "resize")) {
     return;
   }
   rt = JobRuntime();
@@ -103,7 +105,8 @@ void RecoveryManager::Resize(const std::string& job_id, const std::string& reaso
 void RecoveryManager::MoveJobsOff(const std::string& worker_id, const std::string& why) {
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
     if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
-    Resize(id, "Draining", absl::StrCat("worker ", worker_id, " leaves: ", why), worker_id);
+    Resize(id, baton::v1::FAILURE_REASON_DRAINING,
+           absl::StrCat("worker ", worker_id, " leaves: ", why), worker_id);
   }
 }
 
@@ -129,15 +132,16 @@ void RecoveryManager::MaybeScaleUp() {
     if (joining.empty()) continue;
     const size_t grown = facts.current.size() + joining.size();
     Resize(
-        id, "ScalingUp",
+        id, baton::v1::FAILURE_REASON_SCALING_UP,
         absl::StrCat("worker", joining.size() > 1 ? "s " : " ", absl::StrJoin(joining, ", "),
                      " can join: growing from ", facts.current.size(), " to ", grown, " workers"),
         joining.front());
   }
 }
 
-void RecoveryManager::HandleWorkerLost(const std::string& worker_id, const std::string& reason,
-                                       const std::string& why, absl::Time occurred) {
+void RecoveryManager::HandleWorkerLost(const std::string& worker_id,
+                                       baton::v1::FailureReason reason, const std::string& why,
+                                       absl::Time occurred) {
   BATON_LOG(WARNING) << "worker " << worker_id << " lost: " << why;
   for (const std::string& id : jobs_->JobsIn({JobState::kRendezvous, JobState::kRunning})) {
     if (!HasLiveRanksOn(*jobs_->Peek(id), worker_id)) continue;
@@ -158,21 +162,20 @@ void RecoveryManager::HandleWorkerLost(const std::string& worker_id, const std::
 void RecoveryManager::CheckStall(const std::string& job_id, absl::Time now) {
   JobRuntime& rt = ctx_->Runtime(job_id);
   if (std::optional<StallDetector::Stall> stall = rt.stall.Check(*jobs_->Peek(job_id), now)) {
-    FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, "Stalled", stall->cause, stall->rank,
-                   stall->worker_id, stall->since);
+    FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, baton::v1::FAILURE_REASON_STALLED,
+                   stall->cause, stall->rank, stall->worker_id, stall->since);
   }
 }
 
-baton::v1::Failure RecoveryManager::NewFailure(const baton::v1::Job& job, const JobRuntime& rt,
-                                               baton::v1::FailureClass failure_class,
-                                               const std::string& reason, const std::string& cause,
-                                               std::optional<int32_t> rank,
-                                               const std::string& worker_id,
-                                               absl::Time occurred) const {
+baton::v1::Failure RecoveryManager::NewFailure(
+    const baton::v1::Job& job, const JobRuntime& rt, baton::v1::FailureClass failure_class,
+    baton::v1::FailureReason reason, const std::string& reason_name, const std::string& cause,
+    std::optional<int32_t> rank, const std::string& worker_id, absl::Time occurred) const {
   baton::v1::Failure f;
   f.set_generation(job.generation());
   f.set_failure_class(failure_class);
-  f.set_reason(reason);
+  f.set_reason(reason_name);
+  f.set_reason_code(reason);
   f.set_cause(cause);
   if (rank.has_value()) f.set_rank(*rank);
   f.set_worker_id(worker_id);
@@ -372,7 +375,7 @@ bool RecoveryManager::ReattributeFailure(const std::string& job_id, int32_t rank
 }
 
 bool RecoveryManager::ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
-                                        const std::string& reason, const std::string& cause,
+                                        baton::v1::FailureReason reason, const std::string& cause,
                                         absl::Time occurred) {
   baton::v1::Job job = *jobs_->Peek(job_id);
   const std::string message = ReattributeToWorkerLoss(&job, worker_id, reason, cause, occurred);

@@ -57,14 +57,17 @@ class RecoveryManager {
   // A failure of the current generation of a RENDEZVOUS/RUNNING job: records it and either
   // restarts (RESTARTING, processes stopped) or fails the job (budget spent, crash loop).
   // `rank` is the failed rank if known; `occurred` when it happened (InfinitePast: unknown).
+  // The failure's reason name is FailureReasonName(reason), or `reason_name` if given (a
+  // worker's assignment failure: the name of its AssignmentFailureCode).
   void FailGeneration(const std::string& job_id, baton::v1::FailureClass failure_class,
-                      const std::string& reason, const std::string& cause,
+                      baton::v1::FailureReason reason, const std::string& cause,
                       std::optional<int32_t> rank, const std::string& worker_id,
-                      absl::Time occurred = absl::InfinitePast());
+                      absl::Time occurred = absl::InfinitePast(),
+                      const std::string& reason_name = "");
   // A planned resize of an active job (class PLANNED): records it, goes RESTARTING and asks
-  // rank 0 for a checkpoint or stops the processes. `reason` is the transition's reason
-  // ("Draining", "ScalingUp").
-  void Resize(const std::string& job_id, const std::string& reason, const std::string& cause,
+  // rank 0 for a checkpoint or stops the processes. `reason`: FAILURE_REASON_DRAINING or
+  // _SCALING_UP.
+  void Resize(const std::string& job_id, baton::v1::FailureReason reason, const std::string& cause,
               const std::string& worker_id);
   // Resizes the active jobs that have live ranks on a draining worker.
   void MoveJobsOff(const std::string& worker_id, const std::string& why);
@@ -75,11 +78,12 @@ class RecoveryManager {
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout). Nothing for a job in another state.
   void MaybeRestart(const std::string& job_id);
-  // A worker was lost. `reason`: "WorkerLost" (stream closed) or "LeaseExpired";
+  // A worker was lost. `reason`: FAILURE_REASON_WORKER_LOST (stream closed) or
+  // _LEASE_EXPIRED;
   // `occurred`: when the loss happened (last heartbeat, or now for a closed stream). Active
   // jobs with live ranks on it fail their generation; restarting ones may reattribute
   // their failure to the loss and restart.
-  void HandleWorkerLost(const std::string& worker_id, const std::string& reason,
+  void HandleWorkerLost(const std::string& worker_id, baton::v1::FailureReason reason,
                         const std::string& why, absl::Time occurred);
   // A RUNNING job whose ranks made no progress for the stall timeout fails its generation
   // (class stall). Each reconcile.
@@ -96,11 +100,12 @@ class RecoveryManager {
   bool NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at);
 
  private:
-  // A Failure record of the job's current generation: class, reason, cause, rank and worker
-  // as given, the generation's highest reported step, fail_time now, occurred_time
-  // `occurred` (not after now; unset if InfinitePast).
+  // A Failure record of the job's current generation: class, reason (code, and name:
+  // `reason_name` or FailureReasonName), cause, rank and worker as given, the generation's highest
+  // reported step, fail_time now, occurred_time `occurred` (not after now; unset if InfinitePast).
   baton::v1::Failure NewFailure(const baton::v1::Job& job, const JobRuntime& rt,
-                                baton::v1::FailureClass failure_class, const std::string& reason,
+                                baton::v1::FailureClass failure_class,
+                                baton::v1::FailureReason reason, const std::string& reason_name,
                                 const std::string& cause, std::optional<int32_t> rank,
                                 const std::string& worker_id, absl::Time occurred) const;
   // True while the stopping generation's processes remain and the stop's wait has not run
@@ -137,7 +142,8 @@ class RecoveryManager {
   // `worker_id` (silent since `occurred`) preceded becomes the loss (class infra, `reason`,
   // `cause`; attribution.h). False if the change could not be committed.
   bool ReattributeToLoss(const std::string& job_id, const std::string& worker_id,
-                         const std::string& reason, const std::string& cause, absl::Time occurred);
+                         baton::v1::FailureReason reason, const std::string& cause,
+                         absl::Time occurred);
 
   ControlContext* const ctx_;
   JobManager* const jobs_;

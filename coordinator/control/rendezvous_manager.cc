@@ -103,7 +103,7 @@ void RendezvousManager::StartRendezvous(baton::v1::Job job,
   msg.mutable_reserve_port()->set_generation(job.generation());
   if (!ctx_->Send(worker_ids.front(), msg)) {
     recovery_->FailGeneration(
-        job_id, baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
+        job_id, baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_WORKER_LOST,
         absl::StrCat("worker ", worker_ids.front(), " went away before rendezvous"), std::nullopt,
         worker_ids.front());
   }
@@ -154,9 +154,9 @@ void RendezvousManager::SendStartAssignments(const baton::v1::Job& job) {
       p->set_probe_port(workers_->ProbePort(*peer));
     }
     if (!ctx_->Send(w, out)) {
-      recovery_->FailGeneration(job.id(), baton::v1::FAILURE_CLASS_INFRA, "WorkerLost",
-                                absl::StrCat("worker ", w, " went away during rendezvous"),
-                                std::nullopt, w);
+      recovery_->FailGeneration(
+          job.id(), baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_WORKER_LOST,
+          absl::StrCat("worker ", w, " went away during rendezvous"), std::nullopt, w);
       return;
     }
   }
@@ -240,11 +240,15 @@ void RendezvousManager::OnAssignmentFailed(const std::string& worker_id,
     recovery_->MaybeRestart(msg.job_id());  // its ranks on that worker count as stopped now
     return;
   }
+  // A worker whose own lease expired stopped every process it ran: the generation's other
+  // ranks wait on them, as after a lease expiry the coordinator saw.
+  const baton::v1::FailureReason reason = code == baton::v1::ASSIGNMENT_FAILURE_LEASE_EXPIRED
+                                              ? baton::v1::FAILURE_REASON_LEASE_EXPIRED
+                                              : baton::v1::FAILURE_REASON_ASSIGNMENT_FAILED;
   recovery_->FailGeneration(
-      msg.job_id(), baton::v1::FAILURE_CLASS_INFRA,
-      msg.reason().empty() ? std::string("AssignmentFailed") : msg.reason(),
+      msg.job_id(), baton::v1::FAILURE_CLASS_INFRA, reason,
       absl::StrCat("worker ", worker_id, " could not start its processes: ", msg.message()),
-      std::nullopt, worker_id);
+      std::nullopt, worker_id, absl::InfinitePast(), msg.reason());
 }
 
 bool RendezvousManager::RecordRanksNotStarted(const std::string& worker_id,
@@ -313,8 +317,8 @@ void RendezvousManager::OnProcessExited(const std::string& worker_id, const std:
   }
   if (!IsActive(state)) return;
   if (ExitFailed(exit)) {
-    recovery_->FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER, "RankFailed", what, rank,
-                              worker_id,
+    recovery_->FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER,
+                              baton::v1::FAILURE_REASON_RANK_FAILED, what, rank, worker_id,
                               exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
     Schedule();
     return;
@@ -395,7 +399,7 @@ void RendezvousManager::FailJobsWithoutProcesses(const std::string& worker_id,
       continue;  // its StartAssignment is still to come (or is in flight)
     }
     recovery_->FailGeneration(
-        id, baton::v1::FAILURE_CLASS_INFRA, "WorkerRestarted",
+        id, baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_WORKER_RESTARTED,
         absl::StrCat("worker ", worker_id, " reconnected without the job's processes"),
         std::nullopt, worker_id);
   }
@@ -437,7 +441,7 @@ bool RendezvousManager::CheckTimeouts(const std::string& job_id, JobState state,
     rt.awaiting_workers.clear();
     rt.reattach_deadline = absl::InfiniteFuture();
     recovery_->FailGeneration(
-        job_id, baton::v1::FAILURE_CLASS_INFRA, "ReattachTimeout",
+        job_id, baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_REATTACH_TIMEOUT,
         absl::StrCat("coordinator restarted and workers ", missing, " did not report back within ",
                      absl::FormatDuration(options_.reattach_timeout)),
         std::nullopt, first);

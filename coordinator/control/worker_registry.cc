@@ -12,7 +12,10 @@ WorkerRegistry::WorkerRegistry(const Clock* clock, LeaseOptions lease)
 
 bool WorkerRegistry::Apply(Entry& e, WorkerEvent event) {
   const absl::StatusOr<WorkerState> next = NextWorkerState(e.state, event);
-  if (!next.ok()) return false;
+  if (!next.ok()) {
+    ++refused_events_[std::string(WorkerEventName(event))];
+    return false;
+  }
   e.state = *next;
   e.info.set_state(WorkerStateToProto(e.state));
   return true;
@@ -29,10 +32,10 @@ void WorkerRegistry::Lose(Entry& e, const absl::Status& status) {
 absl::Status WorkerRegistry::Admit(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || clock_->Now() >= it->second.revoked_until) return absl::OkStatus();
-  return absl::UnavailableError(absl::StrCat(
-      "worker ", worker_id, " may not register before ",
-      absl::FormatTime(it->second.revoked_until), ": its lease was revoked (",
-      it->second.revoked_why, ") and must run out first, which stops its processes"));
+  return absl::UnavailableError(
+      absl::StrCat("worker ", worker_id, " may not register before ",
+                   absl::FormatTime(it->second.revoked_until), ": its lease was revoked (",
+                   it->second.revoked_why, ") and must run out first, which stops its processes"));
 }
 
 uint64_t WorkerRegistry::Connect(const baton::v1::Register& reg, const std::string& host,
@@ -70,7 +73,8 @@ bool WorkerRegistry::Disconnect(const std::string& worker_id, uint64_t session) 
 
 bool WorkerRegistry::IsCurrent(const std::string& worker_id, uint64_t session) const {
   auto it = workers_.find(worker_id);
-  return it != workers_.end() && it->second.session == session && coordinator::IsConnected(it->second.state);
+  return it != workers_.end() && it->second.session == session &&
+         coordinator::IsConnected(it->second.state);
 }
 
 bool WorkerRegistry::Heartbeat(const std::string& worker_id, uint64_t session) {
@@ -98,7 +102,8 @@ std::vector<std::string> WorkerRegistry::ExpireLeases() {
 
 void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why) {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end() || !it->second.leased || !coordinator::IsConnected(it->second.state)) return;
+  if (it == workers_.end() || !it->second.leased || !coordinator::IsConnected(it->second.state))
+    return;
   Entry& e = it->second;
   e.revoked_until = e.last_heartbeat + lease_.lease + lease_.margin;
   e.revoked_why = why;
@@ -119,8 +124,7 @@ bool WorkerRegistry::ProcessesStopped(const std::string& worker_id) const {
   return clock_->Now() >= LeaseExpiry(worker_id);
 }
 
-bool WorkerRegistry::Send(const std::string& worker_id,
-                          const baton::v1::CoordinatorMessage& msg) {
+bool WorkerRegistry::Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg) {
   auto it = workers_.find(worker_id);
   if (it == workers_.end() || it->second.channel == nullptr) return false;
   return it->second.channel->Send(msg);

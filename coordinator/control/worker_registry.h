@@ -114,6 +114,10 @@ class WorkerRegistry {
   std::vector<std::string> ReadyWorkers() const;
   // All workers as the API shows them (used_slots/job_ids left for the caller to fill).
   std::vector<baton::v1::Worker> List() const;
+  // Events the worker lifecycle refused (a Drain of a worker that is not READY, a Lose of
+  // one that is not connected: races of a closing stream, no-ops), by event name
+  // (WorkerEventName). For metrics.
+  const std::map<std::string, int64_t>& refused_events() const { return refused_events_; }
 
  private:
   struct Entry {
@@ -131,17 +135,18 @@ class WorkerRegistry {
     std::string revoked_why;
   };
 
-  // Moves `e` by `event` (worker_state.h) and mirrors the state into e.info; false (and
-  // `e` unchanged) where the lifecycle has no such transition.
-  static bool Apply(Entry& e, WorkerEvent event);
+  // Moves `e` by `event` (worker_state.h) and mirrors the state into e.info; false (`e`
+  // unchanged, the refusal counted) where the lifecycle has no such transition.
+  bool Apply(Entry& e, WorkerEvent event);
   // Marks a connected entry LOST and closes its stream with `status`.
-  static void Lose(Entry& e, const absl::Status& status);
+  void Lose(Entry& e, const absl::Status& status);
 
   const Clock* const clock_;
   const LeaseOptions lease_;
   const absl::Time start_;
   std::map<std::string, Entry> workers_;
   uint64_t next_session_ = 1;
+  std::map<std::string, int64_t> refused_events_;  // by event name
 };
 
 }  // namespace baton::coordinator

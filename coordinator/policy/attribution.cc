@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/time/proto_time.h"
+#include "coordinator/policy/failure_reason.h"
 #include "coordinator/policy/restart_policy.h"
 
 namespace baton::coordinator {
@@ -31,7 +32,7 @@ std::string ReattributeToExit(baton::v1::Job* job, int32_t rank, const std::stri
 }
 
 std::string ReattributeToWorkerLoss(baton::v1::Job* job, const std::string& worker_id,
-                                    const std::string& reason, const std::string& cause,
+                                    baton::v1::FailureReason reason, const std::string& cause,
                                     absl::Time occurred) {
   baton::v1::Failure* f = LastFailure(job);
   if (f == nullptr || f->generation() != job->generation() ||
@@ -49,7 +50,8 @@ std::string ReattributeToWorkerLoss(baton::v1::Job* job, const std::string& work
     stats->set_infra(stats->infra() + 1);
   }
   f->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
-  f->set_reason(reason);
+  f->set_reason(std::string(FailureReasonName(reason)));
+  f->set_reason_code(reason);
   f->set_cause(cause);
   f->clear_rank();
   f->set_worker_id(worker_id);

@@ -24,12 +24,13 @@ bool ExitPrecedesRecordedFailure(const baton::v1::Job& job, const baton::v1::Pro
 std::string ReattributeToExit(baton::v1::Job* job, int32_t rank, const std::string& worker_id,
                               const baton::v1::ProcessExit& exit, const std::string& what);
 
-// Blames the current generation's user failure on the loss of `worker_id` (reason, cause,
-// when it happened) if the loss came first and a rank of the generation ran there: the
-// failure becomes an infrastructure one (a restart it used moves from the user's budget to
-// infra's). Returns the event's message, or "" when nothing changes.
+// Blames the current generation's user failure on the loss of `worker_id` (reason: a
+// worker loss, FAILURE_REASON_WORKER_LOST or _LEASE_EXPIRED; cause; when it happened) if the loss
+// came first and a rank of the generation ran there: the failure becomes an infrastructure one (a
+// restart it used moves from the user's budget to infra's). Returns the event's message, or "" when
+// nothing changes.
 std::string ReattributeToWorkerLoss(baton::v1::Job* job, const std::string& worker_id,
-                                    const std::string& reason, const std::string& cause,
+                                    baton::v1::FailureReason reason, const std::string& cause,
                                     absl::Time occurred);
 
 }  // namespace baton::coordinator

@@ -46,8 +46,8 @@ baton::v1::ProcessExit Exit(int code, absl::Time at) {
 TEST(AttributionTest, AnEarlierFailedExitTakesTheBlame) {
   const baton::v1::Job job = FailedJob();
   EXPECT_TRUE(ExitPrecedesRecordedFailure(job, Exit(1, kT - absl::Seconds(1))));
-  EXPECT_FALSE(ExitPrecedesRecordedFailure(job, Exit(1, kT)));                      // not earlier
-  EXPECT_FALSE(ExitPrecedesRecordedFailure(job, Exit(0, kT - absl::Seconds(1))));   // succeeded
+  EXPECT_FALSE(ExitPrecedesRecordedFailure(job, Exit(1, kT)));                     // not earlier
+  EXPECT_FALSE(ExitPrecedesRecordedFailure(job, Exit(0, kT - absl::Seconds(1))));  // succeeded
   baton::v1::ProcessExit untimed = Exit(1, kT);
   untimed.clear_time();
   EXPECT_FALSE(ExitPrecedesRecordedFailure(job, untimed));
@@ -55,8 +55,7 @@ TEST(AttributionTest, AnEarlierFailedExitTakesTheBlame) {
   older.set_generation(4);  // The record is of an older generation.
   EXPECT_FALSE(ExitPrecedesRecordedFailure(older, Exit(1, kT - absl::Seconds(1))));
   baton::v1::Job infra = job;
-  infra.mutable_restarts()->mutable_failures(0)->set_failure_class(
-      baton::v1::FAILURE_CLASS_INFRA);
+  infra.mutable_restarts()->mutable_failures(0)->set_failure_class(baton::v1::FAILURE_CLASS_INFRA);
   EXPECT_FALSE(ExitPrecedesRecordedFailure(infra, Exit(1, kT - absl::Seconds(1))));
 
   baton::v1::Job changed = job;
@@ -75,7 +74,7 @@ TEST(AttributionTest, AnEarlierFailedExitTakesTheBlame) {
 TEST(AttributionTest, AnEarlierLossOfAWorkerOfTheGenerationMakesItInfra) {
   baton::v1::Job job = FailedJob();
   const std::string message = ReattributeToWorkerLoss(
-      &job, "w2", "LeaseExpired", "worker w2 lost", kT - absl::Seconds(2));
+      &job, "w2", baton::v1::FAILURE_REASON_LEASE_EXPIRED, "worker w2 lost", kT - absl::Seconds(2));
   EXPECT_THAT(message, HasSubstr("its peers' exits followed: rank 1 exited with code 1"));
   const baton::v1::Failure& f = job.restarts().failures(0);
   EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
@@ -88,16 +87,20 @@ TEST(AttributionTest, AnEarlierLossOfAWorkerOfTheGenerationMakesItInfra) {
 
 TEST(AttributionTest, ALossThatCameLaterOrElsewhereChangesNothing) {
   const baton::v1::Job job = FailedJob();
-  for (const auto& [worker, at] : {std::pair<std::string, absl::Time>{"w2", kT},
-                                   {"w3", kT - absl::Seconds(2)}}) {
+  for (const auto& [worker, at] :
+       {std::pair<std::string, absl::Time>{"w2", kT}, {"w3", kT - absl::Seconds(2)}}) {
     baton::v1::Job copy = job;
-    EXPECT_EQ(ReattributeToWorkerLoss(&copy, worker, "WorkerLost", "lost", at), "") << worker;
+    EXPECT_EQ(
+        ReattributeToWorkerLoss(&copy, worker, baton::v1::FAILURE_REASON_WORKER_LOST, "lost", at),
+        "")
+        << worker;
     EXPECT_EQ(copy.SerializeAsString(), job.SerializeAsString()) << worker;
   }
   // A failure that ended the job (no next generation) keeps its budget counts.
   baton::v1::Job ended = job;
   ended.mutable_restarts()->mutable_failures(0)->set_next_generation(0);
-  EXPECT_NE(ReattributeToWorkerLoss(&ended, "w1", "WorkerLost", "lost", kT - absl::Seconds(1)),
+  EXPECT_NE(ReattributeToWorkerLoss(&ended, "w1", baton::v1::FAILURE_REASON_WORKER_LOST, "lost",
+                                    kT - absl::Seconds(1)),
             "");
   EXPECT_EQ(ended.restarts().user(), 1);
   EXPECT_EQ(ended.restarts().infra(), 0);

@@ -13,6 +13,7 @@
 #include "common/spec/restart_stats.h"
 #include "common/time/proto_time.h"
 #include "coordinator/jobs/job_state.h"
+#include "coordinator/policy/failure_reason.h"
 
 namespace baton::coordinator {
 namespace {
@@ -24,8 +25,9 @@ prometheus::Histogram::BucketBoundaries PhaseBuckets() {
   return {0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
 }
 
-// The reasons of planned resizes' RESTARTING transitions (Coordinator::Resize).
-constexpr const char* kPlannedResizeCauses[] = {"Draining", "ScalingUp"};
+// The reasons of planned resizes' RESTARTING transitions (RecoveryManager::Resize).
+constexpr baton::v1::FailureReason kPlannedResizeReasons[] = {baton::v1::FAILURE_REASON_DRAINING,
+                                                              baton::v1::FAILURE_REASON_SCALING_UP};
 
 // "queued" for JOB_STATE_QUEUED: the label value of a state.
 std::string StateLabel(baton::v1::JobState s) {
@@ -142,18 +144,32 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
   }
   // So do the planned resizes' causes: a counter that appears at 1 hides its first
   // increase from increase()/changes(), which the dashboard's resize annotation uses.
-  for (const char* cause : kPlannedResizeCauses) restarts_.Add({{"cause", cause}});
+  for (baton::v1::FailureReason reason : kPlannedResizeReasons) {
+    restarts_.Add({{"cause", std::string(FailureReasonName(reason))}});
+  }
 }
 
 CoordinatorMetrics::~CoordinatorMetrics() = default;
 
 void CoordinatorMetrics::ObserveRpc(const std::string& method, grpc::StatusCode code,
                                     absl::Duration latency) {
-  static const char* const kCodes[] = {
-      "OK",      "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+  static const char* const kCodes[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   const int c = static_cast<int>(code);
   const std::string code_label = c >= 0 && c <= 16 ? kCodes[c] : absl::StrCat(c);
   rpc_.Add({{"method", method}, {"code", code_label}}, PhaseBuckets())
@@ -176,7 +192,8 @@ void CoordinatorMetrics::OnUpdate(const std::string& job_id, const JobUpdate& up
       if (e.to_state() == baton::v1::JOB_STATE_UNSPECIFIED) return;
       const absl::Time at = FromProto(e.time());
       const auto observe_since = [&](absl::Time since, prometheus::Histogram& h) {
-        if (since != absl::InfinitePast() && at >= since) h.Observe(absl::ToDoubleSeconds(at - since));
+        if (since != absl::InfinitePast() && at >= since)
+          h.Observe(absl::ToDoubleSeconds(at - since));
       };
       if (e.from_state() == baton::v1::JOB_STATE_QUEUED &&
           e.to_state() == baton::v1::JOB_STATE_RENDEZVOUS) {
@@ -255,7 +272,8 @@ void CoordinatorMetrics::RefreshOnLoop() const {
     const baton::v1::Job* job = jobs_->Peek(id);
     if (job == nullptr) continue;
     if (IsTerminalProto(job->state())) {
-      const absl::Time end = job->has_end_time() ? FromProto(job->end_time()) : absl::InfinitePast();
+      const absl::Time end =
+          job->has_end_time() ? FromProto(job->end_time()) : absl::InfinitePast();
       if (end < started_ || now - end >= options_.terminal_retention) {
         followed_.insert(id);  // Never followed: its history predates us.
         continue;
@@ -395,6 +413,31 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
                                         MetricType::Counter));
   }
   out.push_back(std::move(refused));
+  // Refused changes: a bug if ever non-zero; only the changes that were refused appear.
+  prometheus::MetricFamily changes = MakeFamily(
+      "baton_coordinator_changes_refused_total",
+      "Changes the coordinator abandoned because its own rules refused them (an illegal job "
+      "transition, a broken invariant: a bug), by change.",
+      MetricType::Counter);
+  for (const auto& [change, n] : coordinator_->refused_changes()) {
+    changes.metric.push_back(
+        MakeSample({{"change", change}}, static_cast<double>(n), MetricType::Counter));
+  }
+  out.push_back(std::move(changes));
+  prometheus::MetricFamily events = MakeFamily(
+      "baton_coordinator_worker_events_refused_total",
+      "Worker lifecycle events the coordinator refused because the lifecycle has no such "
+      "transition (a drain of a worker that is not READY, a loss of one not connected: the "
+      "races of a closing stream, no-ops), by event.",
+      MetricType::Counter);
+  const std::map<std::string, int64_t>& by_event = coordinator_->refused_worker_events();
+  for (const char* event : {"Connect", "ConnectDraining", "Drain", "Lose"}) {
+    const auto it = by_event.find(event);
+    events.metric.push_back(MakeSample({{"event", event}},
+                                       static_cast<double>(it == by_event.end() ? 0 : it->second),
+                                       MetricType::Counter));
+  }
+  out.push_back(std::move(events));
 }
 
 void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const {
@@ -496,8 +539,7 @@ class RpcInterceptor final : public grpc::experimental::Interceptor {
   const absl::Time start_;
 };
 
-class RpcInterceptorFactory final
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
+class RpcInterceptorFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit RpcInterceptorFactory(CoordinatorMetrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(

@@ -29,6 +29,10 @@
 //   baton_coordinator_worker_reports_refused_total{kind}  worker reports about assignments
 //                                                      not that worker's (Coordinator::
 //                                                      refused_reports)
+//   baton_coordinator_changes_refused_total{change}    changes refused by the coordinator's
+//                                                      own rules (illegal transitions: bugs)
+//   baton_coordinator_worker_events_refused_total{event}  worker lifecycle events refused
+//                                                      (races of a closing stream, no-ops)
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
 //   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
 //                                                      of Job.restarts (common/spec/restart_stats.h),

@@ -1,11 +1,11 @@
 #include "coordinator/server/metrics.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
 #include <map>
 #include <optional>
 #include <string>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 #include "common/protocol_version.h"
 #include "common/testing/metrics_testing.h"
@@ -34,8 +34,8 @@ class CoordinatorMetricsTest : public ::testing::Test {
     jobs_ = std::make_unique<JobManager>(store_.get(), &clock_);
     ASSERT_OK(jobs_->Load());
     workers_ = std::make_unique<WorkerRegistry>(&clock_);
-    coordinator_ = std::make_unique<Coordinator>(jobs_.get(), workers_.get(), &clock_,
-                                                 CoordinatorOptions());
+    coordinator_ =
+        std::make_unique<Coordinator>(jobs_.get(), workers_.get(), &clock_, CoordinatorOptions());
     CoordinatorMetricsOptions options;
     options.terminal_retention = absl::Minutes(10);
     metrics_ = std::make_unique<CoordinatorMetrics>(options, &loop_, jobs_.get(),
@@ -70,8 +70,7 @@ class CoordinatorMetricsTest : public ::testing::Test {
     ASSERT_OK(jobs_->Transition(id, JobState::kRestarting, reason, reason, &job));
   }
   // Stamps a recovery time of the job's last failure (`field` is e.g. mutable_stopped_time).
-  void Stamp(const std::string& id,
-             google::protobuf::Timestamp* (baton::v1::Failure::*field)()) {
+  void Stamp(const std::string& id, google::protobuf::Timestamp* (baton::v1::Failure::*field)()) {
     baton::v1::Job job = *jobs_->Peek(id);
     auto* failures = job.mutable_restarts()->mutable_failures();
     *((*failures)[failures->size() - 1].*field)() = ToProto(clock_.Now());
@@ -107,7 +106,8 @@ TEST(CoordinatorMetricsStateTest, ExportsTheStateSizeAndCommits) {
   Coordinator coordinator(&jobs, &workers, &clock, CoordinatorOptions());
   EventLoop loop;
   CoordinatorMetrics metrics(CoordinatorMetricsOptions(), &loop, &jobs, &coordinator, &clock);
-  const std::optional<double> before = Value(metrics.Collect(), "baton_coordinator_state_bytes", {});
+  const std::optional<double> before =
+      Value(metrics.Collect(), "baton_coordinator_state_bytes", {});
   ASSERT_TRUE(before.has_value());
   EXPECT_GT(*before, 0);
   baton::v1::JobSpec spec;
@@ -182,8 +182,7 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   Move(id, JobState::kRunning, "Started");
   scrape = metrics_->Collect();
   const auto recovery = [&](const char* phase, const char* what) {
-    return Value(scrape, "baton_coordinator_recovery_duration_seconds", {{"phase", phase}},
-                 what);
+    return Value(scrape, "baton_coordinator_recovery_duration_seconds", {{"phase", phase}}, what);
   };
   EXPECT_THAT(recovery("detect", "sum"), Optional(DoubleNear(1.5, 1e-9)));
   EXPECT_THAT(recovery("stop", "sum"), Optional(DoubleNear(0.25, 1e-9)));
@@ -220,9 +219,9 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   EXPECT_THAT(Value(scrape, "baton_coordinator_job_goodput_ratio", {{"job_id", id}}),
               Optional(ResultGoodput(id)));
   EXPECT_DOUBLE_EQ(ResultGoodput(id), (5.0 + 2.0) / 14.5);
-  EXPECT_THAT(Value(scrape, "baton_coordinator_job_state",
-                    {{"job_id", id}, {"state", "succeeded"}}),
-              Optional(1.0));
+  EXPECT_THAT(
+      Value(scrape, "baton_coordinator_job_state", {{"job_id", id}, {"state", "succeeded"}}),
+      Optional(1.0));
   clock_.Advance(absl::Minutes(1));
   scrape = metrics_->Collect();
   EXPECT_EQ(Value(scrape, "baton_coordinator_job_state", {{"job_id", id}, {"state", "succeeded"}}),
@@ -277,9 +276,9 @@ TEST_F(CoordinatorMetricsTest, WorkerLeasesAndLossesByCause) {
   }
   clock_.Advance(absl::Seconds(4));
   auto scrape = metrics_->Collect();
-  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_lease_remaining_seconds",
-                    {{"worker_id", "w1"}}),
-              Optional(DoubleNear(6.0, 1e-9)));  // default lease 10 s, renewed 4 s ago
+  EXPECT_THAT(
+      Value(scrape, "baton_coordinator_worker_lease_remaining_seconds", {{"worker_id", "w1"}}),
+      Optional(DoubleNear(6.0, 1e-9)));  // default lease 10 s, renewed 4 s ago
   EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "lease_expired"}}),
               Optional(0.0));
   // w3's stream closes; w1 and w2 fall silent past their lease and its margin.
@@ -293,9 +292,31 @@ TEST_F(CoordinatorMetricsTest, WorkerLeasesAndLossesByCause) {
               Optional(1.0));
   EXPECT_THAT(Value(scrape, "baton_coordinator_worker_losses_total", {{"cause", "lease_revoked"}}),
               Optional(0.0));
-  EXPECT_EQ(Value(scrape, "baton_coordinator_worker_lease_remaining_seconds",
-                  {{"worker_id", "w1"}}),
-            std::nullopt);  // lost: no lease left to show
+  EXPECT_EQ(
+      Value(scrape, "baton_coordinator_worker_lease_remaining_seconds", {{"worker_id", "w1"}}),
+      std::nullopt);  // lost: no lease left to show
+}
+
+TEST_F(CoordinatorMetricsTest, CountsRefusedWorkerEventsAndNoRefusedChanges) {
+  baton::v1::Register reg;
+  reg.set_protocol_version(kProtocolVersion);
+  reg.mutable_resources()->set_slots(1);
+  reg.set_worker_id("w1");
+  ASSERT_OK(coordinator_->OnWorkerConnected(reg, "10.0.0.1", std::make_shared<NullChannel>()));
+  auto scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_events_refused_total", {{"event", "Drain"}}),
+              Optional(0.0));
+  // A Draining that arrives after the stream closed: the lifecycle has no Drain from LOST.
+  coordinator_->OnWorkerDisconnected("w1", 1);
+  workers_->SetDraining("w1");
+  scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_events_refused_total", {{"event", "Drain"}}),
+              Optional(1.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_worker_events_refused_total", {{"event", "Lose"}}),
+              Optional(0.0));
+  // Nothing was refused by the coordinator's own rules: the family has no series.
+  EXPECT_EQ(Value(scrape, "baton_coordinator_changes_refused_total", {{"change", "fail"}}),
+            std::nullopt);
 }
 
 }  // namespace
