@@ -1,8 +1,6 @@
 #include "worker/supervisor/supervisor.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <algorithm>
 
@@ -28,7 +26,31 @@ Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clo
       launcher_(launcher),
       clock_(clock),
       listener_(listener),
-      devices_(options_.devices) {}
+      devices_(options_.devices),
+      pump_(PumpOptions(options_), clock, PumpCallbacks()) {}
+
+OutputPumpOptions Supervisor::PumpOptions(const SupervisorOptions& options) {
+  OutputPumpOptions pump;
+  pump.max_line_bytes = options.max_line_bytes;
+  pump.max_rank_log_bytes = options.max_rank_log_bytes;
+  pump.max_rank_log_lines_per_second = options.max_rank_log_lines_per_second;
+  pump.drain_timeout = options.drain_timeout;
+  return pump;
+}
+
+OutputPumpCallbacks Supervisor::PumpCallbacks() {
+  OutputPumpCallbacks callbacks;
+  callbacks.on_log_line = [this](const std::string& job_id, baton::v1::LogLine line) {
+    listener_->OnLogLine(job_id, std::move(line));
+  };
+  callbacks.on_metric_point = [this](const std::string& job_id, baton::v1::MetricPoint point) {
+    listener_->OnMetricPoint(job_id, std::move(point));
+  };
+  callbacks.on_exit = [this](const PumpedRank& rank, const baton::v1::ProcessExit& exit) {
+    RecordExit(rank, exit);
+  };
+  return callbacks;
+}
 
 Supervisor::~Supervisor() {
   Shutdown(absl::ZeroDuration());
@@ -39,16 +61,10 @@ Supervisor::~Supervisor() {
 }
 
 absl::Status Supervisor::Start() {
-  absl::Status s = MakePipe(&wake_read_, &wake_write_, O_NONBLOCK, O_NONBLOCK);
-  if (!s.ok()) return s;
-  io_thread_ = std::thread([this] { IoLoop(); });
+  if (absl::Status s = pump_.Start(); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  pump_running_ = true;
   return absl::OkStatus();
-}
-
-void Supervisor::Wake() {
-  if (!wake_write_.valid()) return;
-  const char byte = 1;
-  (void)!::write(wake_write_.get(), &byte, 1);  // A full pipe already means "wake up".
 }
 
 void Supervisor::Shutdown(absl::Duration grace) {
@@ -62,17 +78,15 @@ void Supervisor::Shutdown(absl::Duration grace) {
   }
   if (failed) listener_->OnReportsPending();
   ArmDeadlineTimer();
-  if (!io_thread_.joinable()) return;
-  Wake();
   {
     absl::MutexLock lock(&mu_);
+    if (!pump_running_) return;
+    pump_running_ = false;
     clock_->AwaitWithDeadline(&mu_, absl::Condition(this, &Supervisor::AllExitedLocked),
                               clock_->Now() + std::max(grace, absl::ZeroDuration()) +
                                   options_.drain_timeout + kShutdownMargin);
-    io_stop_ = true;
   }
-  Wake();
-  io_thread_.join();
+  pump_.Stop();
 }
 
 bool Supervisor::AllExitedLocked() const {
@@ -335,6 +349,25 @@ bool Supervisor::AwaitIdle(absl::Time deadline) {
 void Supervisor::EndIdleWait() {
   absl::MutexLock lock(&mu_);
   idle_wait_ended_ = true;
+}
+
+void Supervisor::RecordExit(const PumpedRank& rank, const baton::v1::ProcessExit& exit) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = assignments_.find({rank.job_id, rank.generation});
+    if (it == assignments_.end()) return;
+    for (RankEntry& r : it->second.ranks) {
+      if (r.info.rank() != rank.rank) continue;
+      const std::string reason = exit.signal() != 0
+                                     ? absl::StrCat("Exited: signal ", exit.signal())
+                                     : absl::StrCat("Exited: code ", exit.exit_code());
+      if (!TransitionLocked(it->second, r, RankState::kExited, reason).ok()) return;
+      *r.info.mutable_exit() = exit;
+      if (!exit.has_time()) *r.info.mutable_exit()->mutable_time() = ToProto(clock_->Now());
+      r.kill_deadline = absl::InfiniteFuture();
+    }
+  }
+  listener_->OnReportsPending();
 }
 
 // ---------------------------------------------------------------------------------------

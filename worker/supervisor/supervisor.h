@@ -1,12 +1,10 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,19 +16,20 @@
 #include "baton/v1/job.pb.h"
 #include "baton/v1/worker_service.pb.h"
 #include "common/time/clock.h"
-#include "worker/output/line_splitter.h"
 #include "worker/process/process_launcher.h"
 #include "worker/process/unique_fd.h"
 #include "worker/supervisor/assignment_facts.h"
 #include "worker/supervisor/device_table.h"
+#include "worker/supervisor/output_pump.h"
 #include "worker/supervisor/rank_lifecycle.h"
 
 namespace baton::worker {
 
 // Receives what supervised processes produce. Called with no Supervisor lock held:
-// OnLogLine/OnMetricPoint from the supervisor's I/O thread, OnReportsPending from the I/O
-// thread or from a thread calling Start/StopAssignment. Implementations must be thread-safe
-// and must not block (no network or disk I/O).
+// OnLogLine/OnMetricPoint from the supervisor's output thread (or, for a rank that could not
+// be spawned, the thread launching it), OnReportsPending from the output thread or from a
+// thread calling Start/StopAssignment. Implementations must be thread-safe and must not
+// block (no network or disk I/O).
 class SupervisorListener {
  public:
   virtual ~SupervisorListener() = default;
@@ -104,12 +103,14 @@ struct SupervisorOptions {
 // polling: with a FakeClock, Advance() past a grace or the lease has sent the SIGKILLs by the
 // time it returns.
 //
-// Threading: one absl::Mutex guards the assignment table. One I/O thread owns every pipe:
-// it sleeps in poll() on the ranks' stdout/stderr/metrics pipes, their exit fds and a wake-up
-// pipe, appends output to the log files, parses lines, calls the listener and publishes
-// exits. Grace and lease deadlines are enforced by the clock's timer callback (a RealClock's
-// thread, or the thread advancing a FakeClock), which only sends signals. Processes are
-// spawned and log files written without the lock held, by the thread calling
+// Threading: one absl::Mutex guards the assignment table. The OutputPump's thread
+// (output_pump.h) owns every pipe: it sleeps in poll() on the ranks' stdout/stderr/metrics
+// pipes, their exit fds and a wake-up pipe, appends output to the log files, parses lines,
+// calls the listener, and hands each exit back once its rank's pipes are drained; the exit
+// is then recorded under the lock. A rank's pipes are handed to it under the lock, as the
+// rank becomes RUNNING. Grace and lease deadlines are enforced by the clock's timer callback
+// (a RealClock's thread, or the thread advancing a FakeClock), which only sends signals.
+// Processes are spawned and log files written without the lock held, by the thread calling
 // LaunchAssignment; every other public method returns without waiting for a spawn, so a
 // stop is never held up by one. Public methods are thread-safe.
 //
@@ -123,12 +124,12 @@ class Supervisor final : public AssignmentFactSource {
   // Kills whatever still runs (Shutdown with zero grace) if Shutdown was not called.
   ~Supervisor();
 
-  // Starts the I/O thread. Errors: INTERNAL if the wake-up pipe cannot be created.
+  // Starts the output thread. Errors: INTERNAL if its wake-up pipe cannot be created.
   absl::Status Start();
 
   // Stops every process (SIGTERM, SIGKILL after `grace`; assignments not launched yet fail
   // "WorkerShutdown"), waits until all exited (at most grace + drain_timeout + 5 s by the
-  // clock), then stops the I/O thread. Later AcceptAssignment calls fail with UNAVAILABLE.
+  // clock), then stops the output thread. Later AcceptAssignment calls fail with UNAVAILABLE.
   // Idempotent.
   void Shutdown(absl::Duration grace);
 
@@ -182,9 +183,9 @@ class Supervisor final : public AssignmentFactSource {
   // Rank transitions refused because the lifecycle forbids them (a bug of the worker).
   int64_t illegal_rank_transitions() const;
   // Log lines not relayed because a rank printed over max_rank_log_lines_per_second.
-  int64_t dropped_log_lines() const { return dropped_log_lines_.load(); }
+  int64_t dropped_log_lines() const { return pump_.dropped_log_lines(); }
   // Rank log files (stdout.log, stderr.log) that reached max_rank_log_bytes.
-  int64_t capped_rank_logs() const { return capped_rank_logs_.load(); }
+  int64_t capped_rank_logs() const { return pump_.capped_rank_logs(); }
 
   // Asks a running rank to checkpoint at its next step boundary and exit: SIGUSR1 to its
   // process group (the built-in trainer's contract, and that of a command job with
@@ -230,14 +231,6 @@ class Supervisor final : public AssignmentFactSource {
   size_t assignment_count() const;
 
  private:
-  struct RankKey {
-    std::string job_id;
-    int64_t generation;
-    int32_t rank;
-    bool operator==(const RankKey& o) const {
-      return rank == o.rank && generation == o.generation && job_id == o.job_id;
-    }
-  };
   struct RankEntry {
     baton::v1::RankInfo info;  // pid once running; exit once EXITED.
     RankLifecycle lifecycle;
@@ -274,35 +267,6 @@ class Supervisor final : public AssignmentFactSource {
     }
   };
   using AssignmentKey = std::pair<std::string, int64_t>;
-
-  // Handed to the I/O thread under mu_, then owned by it alone.
-  struct Channel {
-    enum class Kind { kStdout, kStderr, kMetrics };
-    Channel(RankKey k, Kind kd, UniqueFd f, UniqueFd log, size_t max_line)
-        : key(std::move(k)),
-          kind(kd),
-          fd(std::move(f)),
-          log_file(std::move(log)),
-          splitter(max_line) {}
-    RankKey key;
-    Kind kind;
-    UniqueFd fd;
-    UniqueFd log_file;  // stdout.log / stderr.log; none for metrics.
-    LineSplitter splitter;
-    int64_t malformed = 0;    // Metrics lines that did not parse.
-    int64_t log_bytes = 0;    // Written to log_file (at most max_rank_log_bytes).
-    bool log_capped = false;  // The marker was written: nothing more goes to log_file.
-    // The rate bound on relayed lines: the current one-second window and its counts.
-    absl::Time window_start = absl::InfinitePast();
-    int64_t window_lines = 0;
-    int64_t window_dropped = 0;
-  };
-  struct ExitWatch {
-    RankKey key;
-    std::shared_ptr<Process> process;
-    std::optional<baton::v1::ProcessExit> exit;  // Collected, waiting for the pipes to drain.
-    absl::Time drain_deadline = absl::InfiniteFuture();
-  };
   struct RankLaunch;
 
   // The RUNNING rank of a built-in trainer assignment (see ProfileDir's errors).
@@ -349,25 +313,13 @@ class Supervisor final : public AssignmentFactSource {
   // many were running, stopping or being spawned. `failed` is set if an assignment failed.
   int KillAllLocked(absl::string_view reason, bool* failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Wake();
-
-  // I/O thread.
-  void IoLoop();
-  // One poll() (blocking until an event unless `block` is false): reads output, collects
-  // exits (starting their drain deadline) and closes pipes at EOF.
-  void PollOnce(std::vector<std::unique_ptr<Channel>>& channels, std::vector<ExitWatch>& watches,
-                bool block);
-  // Publishes the collected exits whose pipes are closed or whose drain deadline passed.
-  void PublishDrainedExits(std::vector<std::unique_ptr<Channel>>& channels,
-                           std::vector<ExitWatch>& watches);
-  bool ReadChannel(Channel& ch);  // False at EOF.
-  void EmitLine(Channel& ch, LineSplitter::Line line);
-  // Relays one log line of the channel's rank to the listener.
-  void RelayLine(const Channel& ch, std::string text, absl::Time now);
-  // Relays the marker of the lines the rate bound dropped in the channel's window, if any.
-  void ReportDroppedLines(Channel& ch, absl::Time now);
-  void CloseChannel(Channel& ch);
-  void PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit);
+  // The output pump's options and callbacks (lines and points to the listener, exits to
+  // RecordExit).
+  static OutputPumpOptions PumpOptions(const SupervisorOptions& options);
+  OutputPumpCallbacks PumpCallbacks();
+  // The pump's on_exit: the rank's process exited and its pipes were drained.
+  void RecordExit(const PumpedRank& rank, const baton::v1::ProcessExit& exit)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const SupervisorOptions options_;
   ProcessLauncher* const launcher_;
@@ -377,24 +329,20 @@ class Supervisor final : public AssignmentFactSource {
   mutable absl::Mutex mu_;
   std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
   DeviceTable devices_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Channel>> incoming_channels_ ABSL_GUARDED_BY(mu_);
-  std::vector<ExitWatch> incoming_watches_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // The output thread runs (Start succeeded, the first Shutdown has not stopped it).
+  bool pump_running_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time lease_expiry_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool lease_enforced_ ABSL_GUARDED_BY(mu_) = false;  // for lease_expiry_
   int64_t lease_expirations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t illegal_rank_transitions_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> dropped_log_lines_{0};
-  std::atomic<int64_t> capped_rank_logs_{0};
-  bool io_stop_ ABSL_GUARDED_BY(mu_) = false;
   bool idle_wait_ended_ ABSL_GUARDED_BY(mu_) = false;
   // Calls EnforceDeadlines() at armed_deadline_ (InfiniteFuture: disarmed).
   Clock::Timer deadline_timer_ ABSL_GUARDED_BY(mu_);
   absl::Time armed_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 
-  UniqueFd wake_read_;  // Written to wake the I/O thread from poll().
-  UniqueFd wake_write_;
-  std::thread io_thread_;
+  // Last: stopped (by Shutdown, or its destructor) before what its callbacks use goes.
+  OutputPump pump_;
 };
 
 }  // namespace baton::worker

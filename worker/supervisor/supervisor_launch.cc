@@ -231,7 +231,6 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
                        launches.back());
   }
   ArmDeadlineTimer();  // A stop or a lease expiry while spawning set deadlines.
-  Wake();
   listener_->OnReportsPending();
   return failed;
 }
@@ -249,17 +248,10 @@ absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunc
     r.process = l.launched.process;
     r.info.set_pid(r.process->pid());
     (void)TransitionLocked(a, r, RankState::kRunning, "Spawned");
-    const RankKey rank_key{a.job_id, a.generation, r.info.rank()};
-    const size_t max_line = options_.max_line_bytes;
-    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kStdout,
-                                                           std::move(l.launched.stdout_fd),
-                                                           std::move(l.stdout_log), max_line));
-    incoming_channels_.push_back(std::make_unique<Channel>(rank_key, Channel::Kind::kStderr,
-                                                           std::move(l.launched.stderr_fd),
-                                                           std::move(l.stderr_log), max_line));
-    incoming_channels_.push_back(std::make_unique<Channel>(
-        rank_key, Channel::Kind::kMetrics, std::move(l.launched.metrics_fd), UniqueFd(), max_line));
-    incoming_watches_.push_back(ExitWatch{rank_key, r.process, std::nullopt});
+    pump_.Add(RankPipes{PumpedRank{a.job_id, a.generation, r.info.rank()}, r.process,
+                        std::move(l.launched.stdout_fd), std::move(l.launched.stderr_fd),
+                        std::move(l.launched.metrics_fd), std::move(l.stdout_log),
+                        std::move(l.stderr_log)});
   }
   a.phase = Phase::kLaunched;
   if (!failed.ok()) {

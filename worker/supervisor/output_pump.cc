@@ -1,8 +1,7 @@
-// The Supervisor's I/O thread: the ranks' pipes and exits (see supervisor.h).
-
-#include "worker/supervisor/supervisor.h"
+#include "worker/supervisor/output_pump.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -20,46 +19,96 @@ namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
 
+// "job J gen G rank R", for logs.
+std::string Describe(const PumpedRank& r) {
+  return absl::StrCat("job ", r.job_id, " gen ", r.generation, " rank ", r.rank);
+}
+
 }  // namespace
 
-void Supervisor::IoLoop() {
-  std::vector<std::unique_ptr<Channel>> channels;
-  std::vector<ExitWatch> watches;
+OutputPump::OutputPump(OutputPumpOptions options, Clock* clock, OutputPumpCallbacks callbacks)
+    : options_(options), clock_(clock), callbacks_(std::move(callbacks)) {}
+
+OutputPump::~OutputPump() { Stop(); }
+
+absl::Status OutputPump::Start() {
+  absl::Status s = MakePipe(&wake_read_, &wake_write_, O_NONBLOCK, O_NONBLOCK);
+  if (!s.ok()) return s;
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void OutputPump::Add(RankPipes pipes) {
+  {
+    absl::MutexLock lock(&mu_);
+    incoming_.push_back(std::move(pipes));  // After Stop(), kept unread.
+  }
+  Wake();
+}
+
+void OutputPump::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  Wake();
+  absl::MutexLock lock(&join_mu_);
+  if (thread_.joinable()) thread_.join();
+}
+
+void OutputPump::Wake() {
+  if (!wake_write_.valid()) return;
+  const char byte = 1;
+  (void)!::write(wake_write_.get(), &byte, 1);  // A full pipe already means "wake up".
+}
+
+void OutputPump::Loop() {
   // Wakes poll() once the earliest drain deadline passed on the clock.
   Clock::Timer drain_timer;
   absl::Time drain_timer_at = absl::InfiniteFuture();
   for (;;) {
+    std::vector<RankPipes> added;
     {
       absl::MutexLock lock(&mu_);
-      if (io_stop_) break;
-      for (auto& ch : incoming_channels_) channels.push_back(std::move(ch));
-      incoming_channels_.clear();
-      for (auto& w : incoming_watches_) watches.push_back(std::move(w));
-      incoming_watches_.clear();
+      if (stop_) break;
+      added.swap(incoming_);
+    }
+    const size_t max_line = options_.max_line_bytes;
+    for (RankPipes& p : added) {
+      channels_.push_back(std::make_unique<Channel>(p.rank, Channel::Kind::kStdout,
+                                                    std::move(p.stdout_fd), std::move(p.stdout_log),
+                                                    max_line));
+      channels_.push_back(std::make_unique<Channel>(p.rank, Channel::Kind::kStderr,
+                                                    std::move(p.stderr_fd), std::move(p.stderr_log),
+                                                    max_line));
+      channels_.push_back(std::make_unique<Channel>(p.rank, Channel::Kind::kMetrics,
+                                                    std::move(p.metrics_fd), UniqueFd(), max_line));
+      watches_.push_back(ExitWatch{p.rank, std::move(p.process), std::nullopt});
     }
     absl::Time drain_deadline = absl::InfiniteFuture();
-    for (const ExitWatch& w : watches) drain_deadline = std::min(drain_deadline, w.drain_deadline);
+    for (const ExitWatch& w : watches_) drain_deadline = std::min(drain_deadline, w.drain_deadline);
     if (drain_deadline != drain_timer_at) {
       drain_timer_at = drain_deadline;
       drain_timer = drain_deadline == absl::InfiniteFuture()
                         ? Clock::Timer()
                         : clock_->After(drain_deadline - clock_->Now(), [this] { Wake(); });
     }
-    PollOnce(channels, watches, /*block=*/drain_deadline > clock_->Now());
-    PublishDrainedExits(channels, watches);
+    PollOnce(/*block=*/drain_deadline > clock_->Now());
+    PublishDrainedExits();
   }
-  for (auto& ch : channels) CloseChannel(*ch);
+  for (auto& ch : channels_) CloseChannel(*ch);
+  channels_.clear();
+  watches_.clear();
 }
 
-void Supervisor::PollOnce(std::vector<std::unique_ptr<Channel>>& channels,
-                          std::vector<ExitWatch>& watches, bool block) {
+void OutputPump::PollOnce(bool block) {
   std::vector<struct pollfd> pfds;
   pfds.push_back({wake_read_.get(), POLLIN, 0});
-  for (const auto& ch : channels) pfds.push_back({ch->fd.get(), POLLIN, 0});
-  for (const ExitWatch& w : watches) {
+  for (const auto& ch : channels_) pfds.push_back({ch->fd.get(), POLLIN, 0});
+  for (const ExitWatch& w : watches_) {
     pfds.push_back({w.exit.has_value() ? -1 : w.process->exit_fd(), POLLIN, 0});
   }
-  // Every wakeup is an event: output, an exit, Wake() (new work, shutdown, a drain timer).
+  // Every wakeup is an event: output, an exit, Wake() (new pipes, Stop, a drain timer).
   if (::poll(pfds.data(), pfds.size(), block ? -1 : 0) < 0 && errno != EINTR) {
     BATON_LOG(ERROR) << "poll: " << std::strerror(errno);
   }
@@ -70,46 +119,45 @@ void Supervisor::PollOnce(std::vector<std::unique_ptr<Channel>>& channels,
   }
 
   // Output first, so the last lines of a rank precede its exit.
-  std::vector<bool> closed(channels.size(), false);
-  for (size_t i = 0; i < channels.size(); ++i) {
-    if (pfds[1 + i].revents != 0 && !ReadChannel(*channels[i])) closed[i] = true;
+  std::vector<bool> closed(channels_.size(), false);
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (pfds[1 + i].revents != 0 && !ReadChannel(*channels_[i])) closed[i] = true;
   }
-  const size_t watch_base = 1 + channels.size();
-  for (size_t i = 0; i < watches.size(); ++i) {
-    if (watches[i].exit.has_value() || pfds[watch_base + i].revents == 0) continue;
-    watches[i].exit = watches[i].process->TryCollectExit();
-    if (watches[i].exit.has_value()) {
-      watches[i].drain_deadline = clock_->Now() + options_.drain_timeout;
+  const size_t watch_base = 1 + channels_.size();
+  for (size_t i = 0; i < watches_.size(); ++i) {
+    if (watches_[i].exit.has_value() || pfds[watch_base + i].revents == 0) continue;
+    watches_[i].exit = watches_[i].process->TryCollectExit();
+    if (watches_[i].exit.has_value()) {
+      watches_[i].drain_deadline = clock_->Now() + options_.drain_timeout;
     }
   }
-  for (size_t i = 0; i < channels.size(); ++i) {
-    if (closed[i]) CloseChannel(*channels[i]);
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (closed[i]) CloseChannel(*channels_[i]);
   }
-  for (size_t i = channels.size(); i-- > 0;) {
-    if (closed[i]) channels.erase(channels.begin() + i);
+  for (size_t i = channels_.size(); i-- > 0;) {
+    if (closed[i]) channels_.erase(channels_.begin() + i);
   }
 }
 
-void Supervisor::PublishDrainedExits(std::vector<std::unique_ptr<Channel>>& channels,
-                                     std::vector<ExitWatch>& watches) {
+void OutputPump::PublishDrainedExits() {
   const absl::Time now = clock_->Now();
-  for (size_t i = watches.size(); i-- > 0;) {
-    ExitWatch& w = watches[i];
+  for (size_t i = watches_.size(); i-- > 0;) {
+    ExitWatch& w = watches_[i];
     if (!w.exit.has_value()) continue;
-    const bool open = std::any_of(channels.begin(), channels.end(),
-                                  [&](const auto& ch) { return ch->key == w.key; });
+    const bool open = std::any_of(channels_.begin(), channels_.end(),
+                                  [&](const auto& ch) { return ch->rank == w.rank; });
     if (open && now < w.drain_deadline) continue;
-    for (size_t c = channels.size(); c-- > 0;) {
-      if (!(channels[c]->key == w.key)) continue;
-      CloseChannel(*channels[c]);
-      channels.erase(channels.begin() + c);
+    for (size_t c = channels_.size(); c-- > 0;) {
+      if (!(channels_[c]->rank == w.rank)) continue;
+      CloseChannel(*channels_[c]);
+      channels_.erase(channels_.begin() + c);
     }
-    PublishExit(w.key, *w.exit);
-    watches.erase(watches.begin() + i);
+    callbacks_.on_exit(w.rank, *w.exit);
+    watches_.erase(watches_.begin() + i);
   }
 }
 
-bool Supervisor::ReadChannel(Channel& ch) {
+bool OutputPump::ReadChannel(Channel& ch) {
   char buf[kReadChunk];
   const ssize_t n = ::read(ch.fd.get(), buf, sizeof(buf));
   if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
@@ -130,8 +178,7 @@ bool Supervisor::ReadChannel(Channel& ch) {
       capped_rank_logs_.fetch_add(1);
     }
     if (!s.ok()) {
-      BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)
-                         << ": cannot append to its log file: " << s;
+      BATON_LOG(WARNING) << Describe(ch.rank) << ": cannot append to its log file: " << s;
       ch.log_file.Reset();
     }
   }
@@ -140,18 +187,18 @@ bool Supervisor::ReadChannel(Channel& ch) {
   return true;
 }
 
-void Supervisor::CloseChannel(Channel& ch) {
+void OutputPump::CloseChannel(Channel& ch) {
   ch.splitter.Finish([&](LineSplitter::Line line) { EmitLine(ch, std::move(line)); });
   ReportDroppedLines(ch, clock_->Now());
   if (ch.malformed > 1) {
-    BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank) << ": "
-                       << ch.malformed << " malformed metrics lines ignored in total";
+    BATON_LOG(WARNING) << Describe(ch.rank) << ": " << ch.malformed
+                       << " malformed metrics lines ignored in total";
   }
   ch.fd.Reset();
   ch.log_file.Reset();
 }
 
-void Supervisor::EmitLine(Channel& ch, LineSplitter::Line line) {
+void OutputPump::EmitLine(Channel& ch, LineSplitter::Line line) {
   const absl::Time now = clock_->Now();
   if (ch.kind == Channel::Kind::kMetrics) {
     if (absl::StripAsciiWhitespace(line.text).empty() && !line.truncated) return;
@@ -161,16 +208,15 @@ void Supervisor::EmitLine(Channel& ch, LineSplitter::Line line) {
                        : ParseMetricsLine(line.text);
     if (!point.ok()) {
       if (ch.malformed++ == 0) {
-        BATON_LOG(WARNING) << Describe(ch.key.job_id, ch.key.generation, ch.key.rank)
-                           << ": ignoring malformed metrics line (" << point.status()
-                           << "); further ones are only counted";
+        BATON_LOG(WARNING) << Describe(ch.rank) << ": ignoring malformed metrics line ("
+                           << point.status() << "); further ones are only counted";
       }
       return;
     }
     *point->mutable_time() = ToProto(now);
-    point->set_generation(ch.key.generation);
-    point->set_rank(ch.key.rank);
-    listener_->OnMetricPoint(ch.key.job_id, *std::move(point));
+    point->set_generation(ch.rank.generation);
+    point->set_rank(ch.rank.rank);
+    callbacks_.on_metric_point(ch.rank.job_id, *std::move(point));
     return;
   }
   // At most max_rank_log_lines_per_second per stream and second of the clock.
@@ -187,18 +233,18 @@ void Supervisor::EmitLine(Channel& ch, LineSplitter::Line line) {
   RelayLine(ch, SanitizeUtf8(line.text) + (line.truncated ? " [line truncated]" : ""), now);
 }
 
-void Supervisor::RelayLine(const Channel& ch, std::string text, absl::Time now) {
+void OutputPump::RelayLine(const Channel& ch, std::string text, absl::Time now) {
   baton::v1::LogLine out;
-  out.set_generation(ch.key.generation);
-  out.set_rank(ch.key.rank);
+  out.set_generation(ch.rank.generation);
+  out.set_rank(ch.rank.rank);
   out.set_stream(ch.kind == Channel::Kind::kStdout ? baton::v1::LogLine::STREAM_STDOUT
                                                    : baton::v1::LogLine::STREAM_STDERR);
   out.set_text(std::move(text));
   *out.mutable_time() = ToProto(now);
-  listener_->OnLogLine(ch.key.job_id, std::move(out));
+  callbacks_.on_log_line(ch.rank.job_id, std::move(out));
 }
 
-void Supervisor::ReportDroppedLines(Channel& ch, absl::Time now) {
+void OutputPump::ReportDroppedLines(Channel& ch, absl::Time now) {
   if (ch.window_dropped == 0) return;
   RelayLine(ch,
             absl::StrCat("[baton: ", ch.window_dropped, " more line(s) of this rank's ",
@@ -209,25 +255,6 @@ void Supervisor::ReportDroppedLines(Channel& ch, absl::Time now) {
                          "--max_rank_log_bytes]"),
             now);
   ch.window_dropped = 0;
-}
-
-void Supervisor::PublishExit(const RankKey& key, const baton::v1::ProcessExit& exit) {
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = assignments_.find({key.job_id, key.generation});
-    if (it == assignments_.end()) return;
-    for (RankEntry& r : it->second.ranks) {
-      if (r.info.rank() != key.rank) continue;
-      const std::string reason = exit.signal() != 0
-                                     ? absl::StrCat("Exited: signal ", exit.signal())
-                                     : absl::StrCat("Exited: code ", exit.exit_code());
-      if (!TransitionLocked(it->second, r, RankState::kExited, reason).ok()) return;
-      *r.info.mutable_exit() = exit;
-      if (!exit.has_time()) *r.info.mutable_exit()->mutable_time() = ToProto(clock_->Now());
-      r.kill_deadline = absl::InfiniteFuture();
-    }
-  }
-  listener_->OnReportsPending();
 }
 
 }  // namespace baton::worker
