@@ -1,6 +1,10 @@
 #include "coordinator/server/metrics.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -28,6 +32,29 @@ prometheus::Histogram::BucketBoundaries PhaseBuckets() {
 // The reasons of planned resizes' RESTARTING transitions (RecoveryManager::Resize).
 constexpr baton::v1::FailureReason kPlannedResizeReasons[] = {baton::v1::FAILURE_REASON_DRAINING,
                                                               baton::v1::FAILURE_REASON_SCALING_UP};
+
+// A counter family with one series per `label` value: every value in `always` (0 until
+// counted), then any other value `counts` holds.
+prometheus::MetricFamily CountsByLabel(const std::string& name, const std::string& help,
+                                       const std::string& label,
+                                       const std::map<std::string, int64_t>& counts,
+                                       std::initializer_list<const char*> always) {
+  prometheus::MetricFamily family = MakeFamily(name, help, prometheus::MetricType::Counter);
+  std::set<std::string> listed;
+  for (const char* value : always) {
+    const auto it = counts.find(value);
+    family.metric.push_back(MakeSample({{label, value}},
+                                       static_cast<double>(it == counts.end() ? 0 : it->second),
+                                       prometheus::MetricType::Counter));
+    listed.insert(value);
+  }
+  for (const auto& [value, n] : counts) {
+    if (listed.count(value) > 0) continue;
+    family.metric.push_back(
+        MakeSample({{label, value}}, static_cast<double>(n), prometheus::MetricType::Counter));
+  }
+  return family;
+}
 
 // "queued" for JOB_STATE_QUEUED: the label value of a state.
 std::string StateLabel(baton::v1::JobState s) {
@@ -398,46 +425,27 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
   out.push_back(std::move(heartbeat));
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
-  prometheus::MetricFamily refused = MakeFamily(
+  out.push_back(CountsByLabel(
       "baton_coordinator_worker_reports_refused_total",
       "Worker reports refused because they were about an assignment the coordinator did not "
       "give that worker in the job's current generation (a compromised or buggy worker), "
       "by kind of report.",
-      MetricType::Counter);
-  const std::map<std::string, int64_t>& by_kind = coordinator_->refused_reports();
-  for (const char* kind : {"logs", "metrics", "assignment_started", "assignment_failed",
-                           "process_exited", "port_reserved", "profile_trace"}) {
-    const auto it = by_kind.find(kind);
-    refused.metric.push_back(MakeSample({{"kind", kind}},
-                                        static_cast<double>(it == by_kind.end() ? 0 : it->second),
-                                        MetricType::Counter));
-  }
-  out.push_back(std::move(refused));
+      "kind", coordinator_->refused_reports(),
+      {"logs", "metrics", "assignment_started", "assignment_failed", "process_exited",
+       "port_reserved", "profile_trace"}));
   // Refused changes: a bug if ever non-zero; only the changes that were refused appear.
-  prometheus::MetricFamily changes = MakeFamily(
+  out.push_back(CountsByLabel(
       "baton_coordinator_changes_refused_total",
       "Changes the coordinator abandoned because its own rules refused them (an illegal job "
       "transition, a broken invariant: a bug), by change.",
-      MetricType::Counter);
-  for (const auto& [change, n] : coordinator_->refused_changes()) {
-    changes.metric.push_back(
-        MakeSample({{"change", change}}, static_cast<double>(n), MetricType::Counter));
-  }
-  out.push_back(std::move(changes));
-  prometheus::MetricFamily events = MakeFamily(
+      "change", coordinator_->refused_changes(), {}));
+  out.push_back(CountsByLabel(
       "baton_coordinator_worker_events_refused_total",
       "Worker lifecycle events the coordinator refused because the lifecycle has no such "
       "transition (a drain of a worker that is not READY, a loss of one not connected: the "
       "races of a closing stream, no-ops), by event.",
-      MetricType::Counter);
-  const std::map<std::string, int64_t>& by_event = coordinator_->refused_worker_events();
-  for (const char* event : {"Connect", "ConnectDraining", "Drain", "Lose"}) {
-    const auto it = by_event.find(event);
-    events.metric.push_back(MakeSample({{"event", event}},
-                                       static_cast<double>(it == by_event.end() ? 0 : it->second),
-                                       MetricType::Counter));
-  }
-  out.push_back(std::move(events));
+      "event", coordinator_->refused_worker_events(),
+      {"Connect", "ConnectDraining", "Drain", "Lose"}));
 }
 
 void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const {
