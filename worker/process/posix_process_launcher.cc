@@ -27,7 +27,6 @@
 namespace baton::worker {
 namespace {
 
-
 constexpr absl::Duration kShimStartTimeout = absl::Seconds(30);
 
 // ---- Worker side. ----
@@ -186,11 +185,124 @@ absl::Status SpawnError(const Record& rec, const LaunchRequest& request,
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot confine the process to its files (landlock): ", ::strerror(rec.value)));
     case kCgroupFailed:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot move the process into its cgroup: ", ::strerror(rec.value)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot move the process into its cgroup: ", ::strerror(rec.value)));
     default:
       return absl::InternalError("the process shim failed before spawning the process");
   }
+}
+
+// The executable request.argv[0] names: found on the request's PATH (without one,
+// /usr/local/bin:/usr/bin:/bin) unless it holds a '/' (path_lookup.h).
+absl::StatusOr<std::string> ResolveExecutable(const LaunchRequest& request) {
+  bool has_path = false;
+  std::string path_env = GetEnv(request.env, "PATH", &has_path);
+  if (!has_path) path_env = "/usr/local/bin:/usr/bin:/bin";
+  return FindExecutable(request.argv[0], path_env);
+}
+
+// `env` with BATON_LEASE_FD=kLeaseFd instead of any the request set: where a fenced child
+// finds the lease page.
+std::vector<std::string> EnvWithLeaseFd(const std::vector<std::string>& env) {
+  std::vector<std::string> out;
+  const std::string prefix = absl::StrCat(trainer::kEnvLeaseFd, "=");
+  for (const std::string& e : env) {
+    if (!absl::StartsWith(e, prefix)) out.push_back(e);
+  }
+  out.push_back(absl::StrCat(prefix, ProcessLauncher::kLeaseFd));
+  return out;
+}
+
+// The fds of a launch besides LaunchedProcess's own ends: the child's ends, which the worker
+// closes once the shim is forked, and the worker's end of the control socket.
+struct ShimFds {
+  UniqueFd stdout_w, stderr_w, metrics_w;  // Write ends of launched's pipes.
+  UniqueFd control;                        // The worker's end of the control socket.
+  UniqueFd shim_control;                   // The shim's end.
+  UniqueFd child_stdin;                    // /dev/null, or the child's end of a socket pair.
+
+  // Closes the shim's and the child's ends, so EOF on the pipes means every writer is gone.
+  void CloseChildEnds() {
+    stdout_w.Reset();
+    stderr_w.Reset();
+    metrics_w.Reset();
+    shim_control.Reset();
+    child_stdin.Reset();
+  }
+};
+
+// Makes launched's stdout, stderr and metrics pipes, the control socket pair and the
+// child's stdin (with pipe_stdin a socket pair whose other end is launched.stdin_fd).
+// Errors: MakePipe's; INTERNAL (socketpair, opening /dev/null).
+absl::Status MakeShimFds(const LaunchRequest& request, LaunchedProcess& launched, ShimFds& fds) {
+  absl::Status s = MakePipe(&launched.stdout_fd, &fds.stdout_w, O_NONBLOCK);
+  if (s.ok()) s = MakePipe(&launched.stderr_fd, &fds.stderr_w, O_NONBLOCK);
+  if (s.ok()) s = MakePipe(&launched.metrics_fd, &fds.metrics_w, O_NONBLOCK);
+  if (!s.ok()) return s;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", ::strerror(errno)));
+  }
+  fds.control.Reset(sv[0]);
+  fds.shim_control.Reset(sv[1]);
+  if (request.pipe_stdin) {
+    int stdin_sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stdin_sv) != 0) {
+      return absl::InternalError(absl::StrCat("socketpair: ", ::strerror(errno)));
+    }
+    launched.stdin_fd.Reset(stdin_sv[0]);
+    fds.child_stdin.Reset(stdin_sv[1]);
+  } else {
+    fds.child_stdin.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    if (!fds.child_stdin.valid()) {
+      return absl::InternalError(absl::StrCat("open /dev/null: ", ::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A rank's cgroup directory and the paths the shim and the child use; all empty without
+// cgroups.
+struct CgroupPaths {
+  std::string dir;
+  std::string procs;  // dir/cgroup.procs: the child joins it before exec.
+  std::string kill;   // dir/cgroup.kill: the shim kills it whole.
+};
+
+absl::StatusOr<CgroupPaths> NewCgroupPaths(RankCgroups& cgroups) {
+  absl::StatusOr<std::string> dir = cgroups.NewRankCgroup();
+  if (!dir.ok()) return dir.status();
+  CgroupPaths paths;
+  paths.dir = *std::move(dir);
+  paths.procs = paths.dir + "/cgroup.procs";
+  paths.kill = paths.dir + "/cgroup.kill";
+  return paths;
+}
+
+// Forks the shim, through `children` (may be null) so that its orphan reaper never reaps
+// it. The child runs RunShim(args) and never returns. _Fork, not fork: no atfork handlers
+// (gRPC's among them) run, and the child only makes async-signal-safe calls. Returns the
+// shim's pid, or < 0 with errno set.
+pid_t ForkShim(const ShimArgs& args, ChildRegistry* children) {
+  const auto fork_shim = [&args]() -> pid_t {
+    const pid_t pid = ::_Fork();
+    if (pid == 0) RunShim(args);
+    return pid;
+  };
+  return children != nullptr ? children->ForkRegistered(fork_shim) : fork_shim();
+}
+
+// The shim's first record on `control_fd` within kShimStartTimeout: kPid once the child
+// exec'd, or why the spawn failed; {0, 0} if none came (a timeout, or the shim died).
+Record AwaitFirstRecord(int control_fd) {
+  Record rec{0, 0};
+  struct pollfd pfd = {control_fd, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(kShimStartTimeout)));
+  } while (ready < 0 && errno == EINTR);
+  const ssize_t n = ready > 0 ? ::recv(control_fd, &rec, sizeof(rec), MSG_DONTWAIT) : -1;
+  return n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0};
 }
 
 }  // namespace
@@ -203,10 +315,7 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   if (request.argv.empty() || request.argv[0].empty()) {
     return absl::InvalidArgumentError("empty argv");
   }
-  bool has_path = false;
-  std::string path_env = GetEnv(request.env, "PATH", &has_path);
-  if (!has_path) path_env = "/usr/local/bin:/usr/bin:/bin";
-  const absl::StatusOr<std::string> exec_path = FindExecutable(request.argv[0], path_env);
+  const absl::StatusOr<std::string> exec_path = ResolveExecutable(request);
   if (!exec_path.ok()) return exec_path.status();
 
   // Everything the child needs, built before fork.
@@ -214,102 +323,54 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   std::vector<std::string> env_strings;
   const std::vector<std::string>* env = &request.env;
   if (fence_ != nullptr) {  // The child finds the lease page at BATON_LEASE_FD.
-    const std::string prefix = absl::StrCat(trainer::kEnvLeaseFd, "=");
-    for (const std::string& e : request.env) {
-      if (!absl::StartsWith(e, prefix)) env_strings.push_back(e);
-    }
-    env_strings.push_back(absl::StrCat(prefix, kLeaseFd));
+    env_strings = EnvWithLeaseFd(request.env);
     env = &env_strings;
   }
   const std::vector<char*> envp = CStringArray(*env);
 
   LaunchedProcess launched;
-  UniqueFd stdout_w, stderr_w, metrics_w;
-  absl::Status s = MakePipe(&launched.stdout_fd, &stdout_w, O_NONBLOCK);
-  if (s.ok()) s = MakePipe(&launched.stderr_fd, &stderr_w, O_NONBLOCK);
-  if (s.ok()) s = MakePipe(&launched.metrics_fd, &metrics_w, O_NONBLOCK);
-  if (!s.ok()) return s;
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
-    return absl::InternalError(absl::StrCat("socketpair: ", ::strerror(errno)));
-  }
-  UniqueFd control(sv[0]);
-  UniqueFd shim_control(sv[1]);
-  UniqueFd child_stdin;  // /dev/null, or the child's end of a socket pair.
-  if (request.pipe_stdin) {
-    int stdin_sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, stdin_sv) != 0) {
-      return absl::InternalError(absl::StrCat("socketpair: ", ::strerror(errno)));
-    }
-    launched.stdin_fd.Reset(stdin_sv[0]);
-    child_stdin.Reset(stdin_sv[1]);
-  } else {
-    child_stdin.Reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    if (!child_stdin.valid()) {
-      return absl::InternalError(absl::StrCat("open /dev/null: ", ::strerror(errno)));
-    }
-  }
-
+  ShimFds fds;
+  if (absl::Status s = MakeShimFds(request, launched, fds); !s.ok()) return s;
   absl::StatusOr<UniqueFd> ruleset = LauncherRuleset(request.isolation);
   if (!ruleset.ok()) return ruleset.status();
-  std::string cgroup, cgroup_procs, cgroup_kill;
+  CgroupPaths cgroup;
   if (cgroups_ != nullptr) {
-    absl::StatusOr<std::string> dir = cgroups_->NewRankCgroup();
-    if (!dir.ok()) return dir.status();
-    cgroup = *std::move(dir);
-    cgroup_procs = cgroup + "/cgroup.procs";
-    cgroup_kill = cgroup + "/cgroup.kill";
+    absl::StatusOr<CgroupPaths> made = NewCgroupPaths(*cgroups_);
+    if (!made.ok()) return made.status();
+    cgroup = *std::move(made);
   }
 
   const ShimArgs args = {
-      shim_control.get(), child_stdin.get(), stdout_w.get(), stderr_w.get(),
-      metrics_w.get(),
+      fds.shim_control.get(),
+      fds.child_stdin.get(),
+      fds.stdout_w.get(),
+      fds.stderr_w.get(),
+      fds.metrics_w.get(),
       ruleset->get(),
       fence_ != nullptr ? fence_->fd() : -1,
       fence_ != nullptr ? fence_->page() : nullptr,
-      cgroup.empty() ? nullptr : cgroup_procs.c_str(),
-      cgroup.empty() ? nullptr : cgroup_kill.c_str(),
+      cgroup.dir.empty() ? nullptr : cgroup.procs.c_str(),
+      cgroup.dir.empty() ? nullptr : cgroup.kill.c_str(),
       exec_path->c_str(),
       argv.data(),
       envp.data(),
       request.working_dir.c_str(),
   };
-  // _Fork, not fork: no atfork handlers (gRPC's among them) run, and the child only makes
-  // async-signal-safe calls.
-  const auto fork_shim = [&args]() -> pid_t {
-    const pid_t pid = ::_Fork();
-    if (pid == 0) RunShim(args);
-    return pid;
-  };
-  const pid_t shim =
-      children_ != nullptr ? children_->ForkRegistered(fork_shim) : fork_shim();
+  const pid_t shim = ForkShim(args, children_);
   if (shim < 0) {
     return absl::ResourceExhaustedError(absl::StrCat("fork: ", ::strerror(errno)));
   }
+  fds.CloseChildEnds();
 
-  // Close the child's ends so EOF on the pipes means every writer is gone.
-  stdout_w.Reset();
-  stderr_w.Reset();
-  metrics_w.Reset();
-  shim_control.Reset();
-  child_stdin.Reset();
-
-  Record rec{0, 0};
-  struct pollfd pfd = {control.get(), POLLIN, 0};
-  int ready;
-  do {
-    ready = ::poll(&pfd, 1, static_cast<int>(absl::ToInt64Milliseconds(kShimStartTimeout)));
-  } while (ready < 0 && errno == EINTR);
-  const ssize_t n = ready > 0 ? ::recv(control.get(), &rec, sizeof(rec), MSG_DONTWAIT) : -1;
-  if (n != static_cast<ssize_t>(sizeof(rec)) || rec.kind != kPid) {
+  const Record rec = AwaitFirstRecord(fds.control.get());
+  if (rec.kind != kPid) {
     ::kill(shim, SIGKILL);
     ReapShimWithin(shim, absl::Seconds(2), children_);
-    if (!cgroup.empty()) RankCgroups::KillAndRemove(cgroup);
-    return SpawnError(n == static_cast<ssize_t>(sizeof(rec)) ? rec : Record{0, 0}, request,
-                      *exec_path);
+    if (!cgroup.dir.empty()) RankCgroups::KillAndRemove(cgroup.dir);
+    return SpawnError(rec, request, *exec_path);
   }
-  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(control),
-                                                   children_, std::move(cgroup));
+  launched.process = std::make_shared<ShimProcess>(shim, rec.value, std::move(fds.control),
+                                                   children_, std::move(cgroup.dir));
   return launched;
 }
 

@@ -60,6 +60,28 @@ std::string DescribeExit(const baton::v1::ProcessExit& exit) {
                             : absl::StrCat("exited with code ", exit.exit_code());
 }
 
+// What a handoff sends: the rank's confinement, which the standby applies to itself before
+// it reads the rest, and the encoded request.
+struct PreparedHandoff {
+  UniqueFd ruleset;  // Invalid: no confinement.
+  std::string wire;
+};
+
+// The handoff of `request`; nullopt if the ruleset or the request cannot be built (the cold
+// path, which builds them again, reports why).
+std::optional<PreparedHandoff> PrepareHandoff(const LaunchRequest& request) {
+  absl::StatusOr<UniqueFd> built = LauncherRuleset(request.isolation);
+  if (!built.ok()) return std::nullopt;
+  trainer::StandbyRequest handoff;
+  handoff.argv = request.argv;
+  handoff.env = request.env;
+  handoff.working_dir = request.working_dir;
+  handoff.confined = built->valid();
+  absl::StatusOr<std::string> encoded = trainer::EncodeStandbyRequest(handoff);
+  if (!encoded.ok()) return std::nullopt;
+  return PreparedHandoff{*std::move(built), *std::move(encoded)};
+}
+
 }  // namespace
 
 StandbyLauncher::StandbyLauncher(StandbyLauncherOptions options, ProcessLauncher* inner,
@@ -161,61 +183,51 @@ bool StandbyLauncher::Serves(const std::vector<std::string>& standby_key,
   return without_job == standby_key;
 }
 
+std::unique_ptr<StandbyLauncher::Standby> StandbyLauncher::TakeStandby(
+    const std::vector<std::string>& key) {
+  std::unique_ptr<Standby> standby;
+  {
+    absl::MutexLock lock(&mu_);
+    refill_not_before_ = clock_->Now() + options_.refill_delay;
+    if (!template_key_.has_value() || *template_key_ != key) {
+      template_key_ = key;
+      for (auto it = pool_.begin(); it != pool_.end();) {
+        if (Serves((*it)->env_key, key)) {
+          ++it;
+        } else {
+          retired_.push_back(std::move(*it));
+          it = pool_.erase(it);
+        }
+      }
+    }
+    PollLoadedLocked();
+    if (!pool_.empty()) {
+      // A loaded standby starts the rank at once; one still loading is still ahead of a
+      // cold start.
+      auto pick = std::find_if(pool_.begin(), pool_.end(),
+                               [](const std::unique_ptr<Standby>& s) { return s->loaded; });
+      if (pick == pool_.end()) pick = pool_.begin();
+      standby = std::move(*pick);
+      pool_.erase(pick);
+    } else {
+      ++stats_.misses;
+    }
+  }
+  Wake();  // The pool, the template or the refill time changed.
+  return standby;
+}
+
 absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& request) {
   if (options_.standbys <= 0 || !request.builtin_trainer || request.argv.empty() ||
       request.argv[0] != options_.trainer_path || request.pipe_stdin) {
     return inner_->Launch(request);
   }
-  // The rank's confinement, which the standby applies to itself before it reads the rest,
-  // and the request: built once a standby is taken (a miss leaves both to the cold path).
-  std::optional<UniqueFd> ruleset;
-  std::string wire;
-  const auto prepare_handoff = [&]() -> bool {
-    absl::StatusOr<UniqueFd> built = LauncherRuleset(request.isolation);
-    if (!built.ok()) return false;
-    trainer::StandbyRequest handoff;
-    handoff.argv = request.argv;
-    handoff.env = request.env;
-    handoff.working_dir = request.working_dir;
-    handoff.confined = built->valid();
-    absl::StatusOr<std::string> encoded = trainer::EncodeStandbyRequest(handoff);
-    if (!encoded.ok()) return false;
-    ruleset = *std::move(built);
-    wire = *std::move(encoded);
-    return true;
-  };
-
+  // The rank's confinement and the request: built once a standby is taken (a miss leaves
+  // both to the cold path).
+  std::optional<PreparedHandoff> handoff;
   const std::vector<std::string> key = MatchKey(request.env);
   for (;;) {
-    std::unique_ptr<Standby> standby;
-    {
-      absl::MutexLock lock(&mu_);
-      refill_not_before_ = clock_->Now() + options_.refill_delay;
-      if (!template_key_.has_value() || *template_key_ != key) {
-        template_key_ = key;
-        for (auto it = pool_.begin(); it != pool_.end();) {
-          if (Serves((*it)->env_key, key)) {
-            ++it;
-          } else {
-            retired_.push_back(std::move(*it));
-            it = pool_.erase(it);
-          }
-        }
-      }
-      PollLoadedLocked();
-      if (!pool_.empty()) {
-        // A loaded standby starts the rank at once; one still loading is still ahead of a
-        // cold start.
-        auto pick = std::find_if(pool_.begin(), pool_.end(),
-                                 [](const std::unique_ptr<Standby>& s) { return s->loaded; });
-        if (pick == pool_.end()) pick = pool_.begin();
-        standby = std::move(*pick);
-        pool_.erase(pick);
-      } else {
-        ++stats_.misses;
-      }
-    }
-    Wake();  // The pool, the template or the refill time changed.
+    std::unique_ptr<Standby> standby = TakeStandby(key);
     if (standby == nullptr) break;
     // Taken out of the pool: nobody else collects its exit, so TryCollectExit is ours.
     if (HasNews(standby->launched.process->exit_fd())) {
@@ -225,15 +237,16 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
-    if (!ruleset.has_value() && !prepare_handoff()) {
+    if (!handoff.has_value()) handoff = PrepareHandoff(request);
+    if (!handoff.has_value()) {
       // Neither can be built: the standby goes back to the pool, the cold path reports why.
       absl::MutexLock lock(&mu_);
       pool_.push_back(std::move(standby));
       break;
     }
-    if (absl::Status s = Handoff(*standby, wire, ruleset->get()); !s.ok()) {
-      BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
-                         << s << "; killing it";
+    if (absl::Status s = Handoff(*standby, handoff->wire, handoff->ruleset.get()); !s.ok()) {
+      BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": " << s
+                         << "; killing it";
       continue;  // Destroying it kills it.
     }
     {
@@ -251,8 +264,7 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
   return inner_->Launch(request);
 }
 
-absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire,
-                                      int ruleset) {
+absl::Status StandbyLauncher::Handoff(Standby& standby, absl::string_view wire, int ruleset) {
   const int fd = standby.launched.stdin_fd.get();
   const absl::Time deadline = clock_->Now() + options_.handoff_timeout;
   bool first = true;
@@ -409,36 +421,35 @@ StandbyStats StandbyLauncher::stats() const {
   PollLoadedLocked();
   StandbyStats s = stats_;
   s.ready = static_cast<int>(pool_.size());
-  s.loaded = static_cast<int>(
-      std::count_if(pool_.begin(), pool_.end(),
-                    [](const std::unique_ptr<Standby>& p) { return p->loaded; }));
+  s.loaded = static_cast<int>(std::count_if(
+      pool_.begin(), pool_.end(), [](const std::unique_ptr<Standby>& p) { return p->loaded; }));
   return s;
 }
 
 std::vector<prometheus::MetricFamily> StandbyMetrics::Collect() const {
   const StandbyStats stats = launcher_->stats();
   using prometheus::MetricType;
-  prometheus::MetricFamily ready = MakeFamily(
-      "baton_worker_standby_trainers",
-      "Warm standby baton-trainer processes waiting to become a rank, by state: loaded "
-      "(LibTorch loaded) or loading.",
-      MetricType::Gauge);
+  prometheus::MetricFamily ready =
+      MakeFamily("baton_worker_standby_trainers",
+                 "Warm standby baton-trainer processes waiting to become a rank, by state: loaded "
+                 "(LibTorch loaded) or loading.",
+                 MetricType::Gauge);
   ready.metric.push_back(MakeSample({{"state", "loaded"}}, stats.loaded, MetricType::Gauge));
   ready.metric.push_back(
       MakeSample({{"state", "loading"}}, stats.ready - stats.loaded, MetricType::Gauge));
-  prometheus::MetricFamily launches = MakeFamily(
-      "baton_worker_trainer_launches_total",
-      "Ranks of the built-in trainer launched here, by how: start=\"standby\" (a warm "
-      "standby took the rank) or \"cold\" (fork+exec, no matching standby was ready).",
-      MetricType::Counter);
+  prometheus::MetricFamily launches =
+      MakeFamily("baton_worker_trainer_launches_total",
+                 "Ranks of the built-in trainer launched here, by how: start=\"standby\" (a warm "
+                 "standby took the rank) or \"cold\" (fork+exec, no matching standby was ready).",
+                 MetricType::Counter);
   launches.metric.push_back(
       MakeSample({{"start", "standby"}}, static_cast<double>(stats.hits), MetricType::Counter));
   launches.metric.push_back(
       MakeSample({{"start", "cold"}}, static_cast<double>(stats.misses), MetricType::Counter));
-  prometheus::MetricFamily early = MakeFamily(
-      "baton_worker_standby_early_exits_total",
-      "Standby trainers that exited (or could not start) before a rank used them.",
-      MetricType::Counter);
+  prometheus::MetricFamily early =
+      MakeFamily("baton_worker_standby_early_exits_total",
+                 "Standby trainers that exited (or could not start) before a rank used them.",
+                 MetricType::Counter);
   early.metric.push_back(
       MakeSample({}, static_cast<double>(stats.early_exits), MetricType::Counter));
   return {std::move(ready), std::move(launches), std::move(early)};

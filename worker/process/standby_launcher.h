@@ -1,14 +1,14 @@
 #pragma once
 
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <prometheus/collectable.h>
-#include <prometheus/metric_family.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/string_view.h"
@@ -47,10 +47,10 @@ struct StandbyLauncherOptions {
 
 // Counters since construction (for logs and metrics).
 struct StandbyStats {
-  int ready = 0;           // Standbys started and not yet used or retired,
-  int loaded = 0;          // of which this many finished loading (kStandbyLoaded).
-  int64_t hits = 0;        // Trainer launches served by a standby.
-  int64_t misses = 0;      // Trainer launches that found no matching standby (cold starts).
+  int ready = 0;            // Standbys started and not yet used or retired,
+  int loaded = 0;           // of which this many finished loading (kStandbyLoaded).
+  int64_t hits = 0;         // Trainer launches served by a standby.
+  int64_t misses = 0;       // Trainer launches that found no matching standby (cold starts).
   int64_t early_exits = 0;  // Standbys that exited (or could not be started) before use.
 };
 
@@ -76,10 +76,11 @@ struct StandbyStats {
 // Matching: a standby serves a request only if both environments are equal once the names
 // the worker sets per rank (baton::IsReservedEnvName: RANK, MASTER_ADDR, BATON_*, ...) are
 // left out, and only if it was started for the same job (BATON_JOB_ID) or for none (the
-// worker's job-neutral template): one job's environment is never carried into another's, because libraries read the rest (OMP_NUM_THREADS, LD_PRELOAD, ...) during static
-// initialisation, before the request arrives. Each trainer launch makes its environment the
-// template for the standbys started after it; idle standbys with another one are retired.
-// An elastic restart of a job therefore finds standbys with that job's environment.
+// worker's job-neutral template): one job's environment is never carried into another's, because
+// libraries read the rest (OMP_NUM_THREADS, LD_PRELOAD, ...) during static initialisation, before
+// the request arrives. Each trainer launch makes its environment the template for the standbys
+// started after it; idle standbys with another one are retired. An elastic restart of a job
+// therefore finds standbys with that job's environment.
 //
 // Pool upkeep happens in ReconcileOnce() (tests call it directly): it notices standbys that
 // exited (logged, replaced after a backoff), destroys retired ones and starts replacements
@@ -134,6 +135,13 @@ class StandbyLauncher final : public ProcessLauncher {
 
   // Reads the kStandbyLoaded byte of standbys still loading (non-blocking).
   void PollLoadedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Takes a standby for a request whose MatchKey() is `key` out of the pool: a loaded one if
+  // there is one, else the oldest; null (a counted miss) if the pool is empty. Before that,
+  // makes `key` the template (idle standbys that do not serve it are retired) and puts off
+  // the refill; then wakes the maintenance thread.
+  std::unique_ptr<Standby> TakeStandby(const std::vector<std::string>& key)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The environment entries that must match, sorted: every name but the per-rank ones, and
   // BATON_JOB_ID when set, so that a standby started from one job's environment never
