@@ -4,14 +4,12 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <cstring>
 #include <exception>
 #include <functional>
-#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -21,32 +19,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/trainer/comm/host/shm_pieces.h"
+#include "worker/trainer/comm/shm_completion.h"
+#include "worker/trainer/comm/shm_point_to_point.h"
 
 namespace baton::trainer {
 namespace {
-
-// Chunk boundaries inside a piece fall on multiples of this many elements (cache lines).
-constexpr int64_t kChunkAlign = 16;
-
-// ---- the communicator ----------------------------------------------------------------
-
-struct Completion {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  absl::Status status;
-
-  bool IsDone() {
-    std::lock_guard<std::mutex> lock(mu);
-    return done;
-  }
-  void Finish(absl::Status s) {
-    std::lock_guard<std::mutex> lock(mu);
-    status = std::move(s);
-    done = true;
-    cv.notify_all();
-  }
-};
 
 // Who runs a collective that is still queued when its waiter arrives
 // (ShmOptions::collectives_on_waiter).
@@ -54,19 +32,19 @@ class QueueRunner {
  public:
   virtual ~QueueRunner() = default;
   // Runs queued collectives in order on the calling thread until `completion` is done.
-  virtual void RunUntilDone(Completion& completion) = 0;
+  virtual void RunUntilDone(ShmCompletion& completion) = 0;
   // Leaves what is queued to the communication thread.
   virtual void HandOff() = 0;
 };
 
 class ShmPending final : public PendingCollective {
  public:
-  // `runner`: null where the communication thread runs every collective; else the
-  // collective runs on the thread that waits for it (or, never waited for, is handed to the
-  // communication thread when this is destroyed). A pending collective may outlive its
-  // communicator: the communicator's destructor completes every queued one, so the runner
-  // is only used while it is not done.
-  ShmPending(std::shared_ptr<Completion> completion, QueueRunner* runner = nullptr)
+  // `runner`: null where another thread runs the work (the communication thread, a
+  // transfer's lane); else the collective runs on the thread that waits for it (or, never
+  // waited for, is handed to the communication thread when this is destroyed). A pending
+  // collective may outlive its communicator: the communicator's destructor completes every
+  // queued one, so the runner is only used while it is not done.
+  ShmPending(std::shared_ptr<ShmCompletion> completion, QueueRunner* runner = nullptr)
       : completion_(std::move(completion)), runner_(runner) {}
   ~ShmPending() override {
     if (runner_ != nullptr && !waited_ && !completion_->IsDone()) runner_->HandOff();
@@ -81,71 +59,10 @@ class ShmPending final : public PendingCollective {
   }
 
  private:
-  std::shared_ptr<Completion> completion_;
+  std::shared_ptr<ShmCompletion> completion_;
   QueueRunner* const runner_;
   bool waited_ = false;
 };
-
-// Runs closures in order on a thread of its own: one per peer and direction of the
-// point-to-point channels, so a send blocked on a full channel never holds up a receive (or
-// a collective).
-class Lane {
- public:
-  Lane() : thread_([this] { Loop(); }) {}
-  // Runs what was posted, then joins.
-  ~Lane() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  Lane(const Lane&) = delete;
-  Lane& operator=(const Lane&) = delete;
-
-  void Post(std::function<void()> fn) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(fn));
-    }
-    cv_.notify_all();
-  }
-
- private:
-  void Loop() {
-    c10::AutoGradMode no_grad(false);
-    for (;;) {
-      std::function<void()> fn;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        fn = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      fn();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // Guarded by mu_.
-  bool stopping_ = false;                    // Guarded by mu_.
-  std::thread thread_;                       // Last.
-};
-
-// A point-to-point channel's control words, at the start of the sending member's slot of
-// the pair's segment; the pieces' two buffers follow at kChannelDataOffset.
-struct ChannelControl {
-  std::atomic<uint32_t> sent;   // Pieces the sender wrote (futex word).
-  uint32_t reserved;
-  uint64_t message_bytes[2];    // Per buffer: the byte count of the message its piece is of.
-  char pad[40];
-  std::atomic<uint32_t> taken;  // Pieces the receiver copied out (futex word), own cache line.
-};
-constexpr size_t kChannelDataOffset = 128;
-static_assert(sizeof(ChannelControl) <= kChannelDataOffset, "control must fit before the data");
 
 class ShmCommunicator final : public Communicator, private QueueRunner {
  public:
@@ -161,6 +78,9 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
         local_rank_(topology_.local_rank_of[rank_]),
         local_size_(static_cast<int>(topology_.hosts[host_].size())),
         options_(options),
+        point_to_point_(segment_ != nullptr
+                            ? std::make_unique<ShmPointToPoint>(*segment_, options_.slot_bytes)
+                            : nullptr),
         thread_([this] { Loop(); }) {}
 
   ~ShmCommunicator() override {
@@ -171,19 +91,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
     cv_.notify_all();
     if (segment_ != nullptr) segment_->Cancel();
     thread_.join();
-    // Transfers in progress end with CANCELLED; then the pairs' segments are left, which
-    // their peers see as this rank leaving.
-    // A lane still attaching its pair (waiting in the store for the peer) holds the pair's
-    // mutex; it sees `cancelled` once the store answers or times out.
-    for (auto& [peer, pair] : pairs_) {
-      pair->cancelled.store(true);
-      if (pair->mu.try_lock()) {
-        if (pair->segment != nullptr) pair->segment->Cancel();
-        pair->mu.unlock();
-      }
-    }
-    lanes_.clear();
-    pairs_.clear();
+    // Then point_to_point_ cancels its transfers and leaves the pairs' segments.
   }
 
   int rank() const override { return rank_; }
@@ -234,17 +142,8 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
     return Pending(Enqueue(std::move(op)));
   }
 
-  // Point to point: each ordered pair of ranks has a channel in a segment of the pair's own
-  // (ShmSegment::AttachPair, made at the pair's first transfer: the lower rank creates it, the
-  // other maps it at its own first transfer with that rank).
-  // The sender's slot carries its channel: two piece buffers of about slot_bytes / 2, so a
-  // send completes once its last piece is in a buffer (a message of at most one piece never
-  // waits for the receiver unless two pieces are already unread). Transfers run on one lane
-  // (thread) per peer and direction. A completed send is received even if this rank then
-  // destroys its communicator, except when the peer had not begun its first transfer with
-  // this rank yet (the pair's segment then goes with this rank): the receive fails with
-  // UNAVAILABLE. Ranks on different hosts (hierarchical) have no shared memory:
-  // UNIMPLEMENTED.
+  // Point to point with the ranks of this host: shm_point_to_point.h. Ranks on different
+  // hosts (hierarchical) have no shared memory: UNIMPLEMENTED.
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor tensor,
                                                                int dst) override {
     return StartTransfer(std::move(tensor), dst, /*send=*/true);
@@ -255,19 +154,6 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   }
 
  private:
-  // The channels between this rank and one peer. The send lane uses send_pieces, the recv
-  // lane recv_pieces; the segment is attached by whichever lane needs it first.
-  struct Pair {
-    std::mutex mu;
-    std::unique_ptr<ShmSegment> segment;  // Guarded by mu until set, then read-only.
-    absl::Status attached;                // Guarded by mu: the attach's outcome, once tried.
-    bool tried = false;                   // Guarded by mu.
-    std::atomic<bool> cancelled{false};   // Set by the destructor.
-    uint32_t send_pieces = 0;             // Send lane only.
-    uint32_t recv_pieces = 0;             // Recv lane only.
-    absl::Status broken;                  // Guarded by mu: a channel out of step.
-  };
-
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartTransfer(at::Tensor tensor, int peer,
                                                                    bool send) {
     RETURN_IF_ERROR(CheckPointToPoint(*this, tensor, peer, send ? "send" : "recv"));
@@ -276,112 +162,11 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
           backend_, ": no point-to-point transfers between hosts (rank ", rank_, " and rank ",
           peer, " are on different hosts); use the gloo backend"));
     }
-    std::unique_ptr<Pair>& pair = pairs_[peer];
-    if (pair == nullptr) pair = std::make_unique<Pair>();
-    std::unique_ptr<Lane>& lane = lanes_[{peer, send}];
-    if (lane == nullptr) lane = std::make_unique<Lane>();
-    auto completion = std::make_shared<Completion>();
-    lane->Post([this, p = pair.get(), peer, send, completion, t = std::move(tensor)]() mutable {
-      absl::Status status;
-      try {
-        status = send ? RunSend(*p, peer, t) : RunRecv(*p, peer, t);
-      } catch (const std::exception& e) {
-        status = absl::InternalError(absl::StrCat("shm transfer: ", e.what()));
-      }
-      t = at::Tensor();
-      completion->Finish(std::move(status));
-    });
+    // Another rank of this host: the host has a segment, so point_to_point_ is set.
+    auto completion = std::make_shared<ShmCompletion>();
+    point_to_point_->Start(std::move(tensor), topology_.local_rank_of[peer], peer, send,
+                           completion);
     return std::unique_ptr<PendingCollective>(new ShmPending(std::move(completion)));
-  }
-
-  // The pair's segment, attached on first use. Lane threads only.
-  absl::StatusOr<ShmSegment*> PairSegment(Pair& pair, int peer) {
-    std::lock_guard<std::mutex> lock(pair.mu);
-    RETURN_IF_ERROR(pair.broken);
-    if (!pair.tried) {
-      pair.tried = true;
-      absl::StatusOr<std::unique_ptr<ShmSegment>> segment =
-          segment_->AttachPair(topology_.local_rank_of[peer]);
-      if (segment.ok()) {
-        pair.segment = std::move(*segment);
-      } else {
-        pair.attached = segment.status();
-      }
-    }
-    RETURN_IF_ERROR(pair.attached);
-    if (pair.cancelled.load()) return absl::CancelledError("shm communicator shutting down");
-    return pair.segment.get();
-  }
-
-  // Bytes of one piece buffer of a channel (a multiple of 64, at least 64).
-  size_t ChannelPieceBytes() const {
-    return (options_.slot_bytes - kChannelDataOffset) / 2 / 64 * 64;
-  }
-
-  // Marks the pair's channels broken by `status` (a desynchronised channel) and returns it.
-  static absl::Status Break(Pair& pair, absl::Status status) {
-    std::lock_guard<std::mutex> lock(pair.mu);
-    if (pair.broken.ok()) pair.broken = status;
-    if (pair.segment != nullptr) pair.segment->GiveUp(ShmSegment::GiveUpReason::kStuck);
-    return status;
-  }
-
-  absl::Status RunSend(Pair& pair, int peer, const at::Tensor& tensor) {
-    ASSIGN_OR_RETURN(ShmSegment * segment, PairSegment(pair, peer));
-    char* slot = segment->Buffer(segment->index(), 0);
-    auto* control = reinterpret_cast<ChannelControl*>(slot);
-    const size_t piece = ChannelPieceBytes();
-    const size_t n = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    const char* data = static_cast<const char*>(tensor.data_ptr());
-    size_t off = 0;
-    do {  // At least one piece, so that an empty message is matched too.
-      const uint32_t k = pair.send_pieces;
-      // Buffer k % 2 is free once piece k - 2 was taken.
-      for (;;) {
-        const uint32_t taken = control->taken.load(std::memory_order_acquire);
-        if (static_cast<int32_t>(k - taken) < 2) break;
-        RETURN_IF_ERROR(segment->WaitWhile(&control->taken, taken));
-      }
-      const size_t len = std::min(piece, n - off);
-      if (len > 0) std::memcpy(slot + kChannelDataOffset + (k & 1) * piece, data + off, len);
-      control->message_bytes[k & 1] = n;
-      control->sent.store(k + 1, std::memory_order_release);
-      ShmSegment::Wake(&control->sent);
-      pair.send_pieces = k + 1;
-      off += len;
-    } while (off < n);
-    return absl::OkStatus();
-  }
-
-  absl::Status RunRecv(Pair& pair, int peer, const at::Tensor& tensor) {
-    ASSIGN_OR_RETURN(ShmSegment * segment, PairSegment(pair, peer));
-    char* slot = segment->Buffer(1 - segment->index(), 0);  // The peer's channel to this rank.
-    auto* control = reinterpret_cast<ChannelControl*>(slot);
-    const size_t piece = ChannelPieceBytes();
-    const size_t n = static_cast<size_t>(tensor.numel()) * tensor.element_size();
-    char* data = static_cast<char*>(tensor.data_ptr());
-    size_t off = 0;
-    do {
-      const uint32_t k = pair.recv_pieces;
-      for (;;) {
-        const uint32_t sent = control->sent.load(std::memory_order_acquire);
-        if (static_cast<int32_t>(sent - k) > 0) break;
-        RETURN_IF_ERROR(segment->WaitWhile(&control->sent, sent));
-      }
-      if (control->message_bytes[k & 1] != n) {
-        return Break(pair, absl::InvalidArgumentError(absl::StrCat(
-                               "shm recv from rank ", peer, ": it sent ",
-                               control->message_bytes[k & 1], " bytes, this rank receives ", n,
-                               " (the channel is out of step for good)")));
-      }
-      const size_t len = std::min(piece, n - off);
-      if (len > 0) std::memcpy(data + off, slot + kChannelDataOffset + (k & 1) * piece, len);
-      control->taken.store(k + 1, std::memory_order_release);
-      ShmSegment::Wake(&control->taken);
-      pair.recv_pieces = k + 1;
-      off += len;
-    } while (off < n);
-    return absl::OkStatus();
   }
 
   enum class Kind { kAllReduce, kBroadcast, kReduceScatter, kAllGather };
@@ -392,7 +177,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
     at::Tensor output;  // A reduce-scatter's or all-gather's output.
     int root = 0;       // A broadcast's root.
     bool mean = false;  // An all-reduce's result divided by the world size.
-    std::shared_ptr<Completion> completion;
+    std::shared_ptr<ShmCompletion> completion;
   };
 
   static absl::Status CheckTensor(const at::Tensor& tensor) {
@@ -416,8 +201,8 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   }
 
   // Queues `op`; collectives_on_waiter: without waking the communication thread.
-  std::shared_ptr<Completion> Enqueue(Op op) {
-    auto completion = std::make_shared<Completion>();
+  std::shared_ptr<ShmCompletion> Enqueue(Op op) {
+    auto completion = std::make_shared<ShmCompletion>();
     op.completion = completion;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -428,14 +213,14 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   }
 
   // A pending collective for `completion`.
-  std::unique_ptr<PendingCollective> Pending(std::shared_ptr<Completion> completion) {
+  std::unique_ptr<PendingCollective> Pending(std::shared_ptr<ShmCompletion> completion) {
     QueueRunner* runner = options_.collectives_on_waiter ? this : nullptr;
     return std::make_unique<ShmPending>(std::move(completion), runner);
   }
 
   // QueueRunner. Once run_mu_ is held, every collective taken off the queue is done, so an
   // empty queue means `completion` is.
-  void RunUntilDone(Completion& completion) override {
+  void RunUntilDone(ShmCompletion& completion) override {
     std::lock_guard<std::mutex> running(run_mu_);
     while (!completion.IsDone() && RunNext()) {
     }
@@ -482,11 +267,9 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
     return true;
   }
 
-  // Elements of one piece (half a slot), a multiple of kChunkAlign. The same on every rank,
-  // with or without a segment: the leaders' collectives must match piece for piece.
+  // Elements of one piece of `t` (host/shm_pieces.h).
   int64_t PieceElements(const at::Tensor& t) const {
-    const int64_t n = static_cast<int64_t>(options_.slot_bytes / 2) / t.element_size();
-    return std::max<int64_t>(kChunkAlign, n / kChunkAlign * kChunkAlign);
+    return ShmPieceElements(options_.slot_bytes, t.element_size());
   }
 
   // `len` elements of slot `slot`'s buffer for `parity`, typed like `like`.
@@ -532,16 +315,6 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
     return absl::InternalError("shm: unknown collective");
   }
 
-  // Chunk `index` of a piece of `len` elements split between this host's ranks: [begin, end),
-  // boundaries on multiples of kChunkAlign; the last chunk takes the rest (any may be empty).
-  std::pair<int64_t, int64_t> ChunkOf(int64_t len, int index) const {
-    const int64_t begin = len * index / local_size_ / kChunkAlign * kChunkAlign;
-    const int64_t end = index == local_size_ - 1
-                            ? len
-                            : len * (index + 1) / local_size_ / kChunkAlign * kChunkAlign;
-    return {begin, end};
-  }
-
   // All-reduce of a world on one host, piece by piece, each rank owning one chunk of each
   // piece. A rank's own chunk never goes through its slot on the way in, and the other
   // chunks come back only from their owners:
@@ -569,7 +342,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
       // fn(j, begin, size) for every other rank j whose chunk of this piece is not empty.
       auto for_other_chunks = [&](auto fn) {
         for (int j = 0; j < local_size_; ++j) {
-          const auto [begin, end] = ChunkOf(len, j);
+          const auto [begin, end] = ShmChunkOf(len, j, local_size_);
           if (j != local_rank_ && end > begin) fn(j, begin, end - begin);
         }
       };
@@ -577,7 +350,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
         own_slot.narrow(0, begin, size).copy_(mine.narrow(0, begin, size));
       });
       RETURN_IF_ERROR(segment_->Barrier());
-      if (const auto [begin, end] = ChunkOf(len, local_rank_); end > begin) {
+      if (const auto [begin, end] = ShmChunkOf(len, local_rank_, local_size_); end > begin) {
         auto part = [&](int s) {
           const at::Tensor& from = s == local_rank_ ? mine : View(s, parity, len, flat);
           return from.narrow(0, begin, end - begin);
@@ -615,7 +388,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
       View(local_rank_, parity, len, flat).copy_(mine);
       RETURN_IF_ERROR(segment_->Barrier());
       // This rank's chunk of the piece, summed over every slot into slot 0.
-      const auto [begin, end] = ChunkOf(len, local_rank_);
+      const auto [begin, end] = ShmChunkOf(len, local_rank_, local_size_);
       at::Tensor sum = View(0, parity, len, flat);
       if (end > begin) {
         at::Tensor chunk = sum.narrow(0, begin, end - begin);
@@ -754,10 +527,10 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   std::deque<Op> queue_;  // Guarded by mu_.
   bool stopping_ = false;  // Guarded by mu_.
 
-  // Point to point; touched by the training thread only (Start*, the destructor). Lanes are
-  // declared after the pairs they use, and cleared first.
-  std::map<int, std::unique_ptr<Pair>> pairs_;
-  std::map<std::pair<int, bool>, std::unique_ptr<Lane>> lanes_;
+  // Point to point; touched by the training thread only (Start*, the destructor). Null if
+  // alone on this host. Destroyed right after the destructor's body: after the communication
+  // thread, before the segment its pairs' segments were attached through.
+  const std::unique_ptr<ShmPointToPoint> point_to_point_;
 
   std::thread thread_;  // Last: starts after every member above is constructed.
 };

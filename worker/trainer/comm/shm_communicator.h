@@ -50,6 +50,10 @@
 // leaders, then out of each host's slot. If the leader's cross-host collective fails, it
 // marks the segment failed, so its host's ranks fail with UNAVAILABLE too.
 //
+// Point to point (StartSend, StartRecv): between the ranks of one host, through channels in
+// a segment of each pair's own, on threads of their own (shm_point_to_point.h); between
+// hosts UNIMPLEMENTED.
+//
 // Threading: as Communicator. Collectives run in order, one at a time per rank: on a
 // communication thread, so StartAllReduceSum returns at once (overlap with backward) and
 // Broadcast waits; or, with ShmOptions::collectives_on_waiter, on the thread that waits for

@@ -74,7 +74,7 @@ class ShmSegment {
                                                             std::vector<int> ranks,
                                                             const ShmOptions& options);
   // A segment of two members, this one and member `peer` of this group, for the pair's own
-  // protocol (shm_communicator.cc's point-to-point channels): the member with the lower
+  // protocol (the point-to-point channels, shm_channel.h): the member with the lower
   // index creates it (named after this group's token and the pair), the other one maps it,
   // looking for it every poll_interval until then. Slots of options.slot_bytes; index 0 is
   // the lower member. Waits on it see the peer's exit even before the peer mapped it.
@@ -102,8 +102,8 @@ class ShmSegment {
   // and `reason`. The first member to give up is the one named.
   void GiveUp(GiveUpReason reason);
 
-  // For protocols of their own over the buffers (shm_communicator.cc's point-to-point
-  // channels): returns once `*word`, a word inside this segment's buffers, no longer holds
+  // For protocols of their own over the buffers (the point-to-point channels,
+  // shm_channel.h): returns once `*word`, a word inside this segment's buffers, no longer holds
   // `value` (spinning briefly, then sleeping on it as a futex; Wake() ends the sleep).
   // Errors as Barrier: UNAVAILABLE if a peer exited, left or gave up, or after the
   // collective timeout (peers are then told this member gave up); CANCELLED after Cancel().
