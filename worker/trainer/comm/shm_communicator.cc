@@ -103,8 +103,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
            (leaders_reduce_ == nullptr || leaders_reduce_(dtype));
   }
 
-  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(
-      at::Tensor tensor) override {
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(at::Tensor tensor) override {
     return StartAllReduce(std::move(tensor), /*mean=*/false);
   }
 
@@ -158,9 +157,9 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
                                                                    bool send) {
     RETURN_IF_ERROR(CheckPointToPoint(*this, tensor, peer, send ? "send" : "recv"));
     if (topology_.host_of[peer] != host_) {
-      return absl::UnimplementedError(absl::StrCat(
-          backend_, ": no point-to-point transfers between hosts (rank ", rank_, " and rank ",
-          peer, " are on different hosts); use the gloo backend"));
+      return absl::UnimplementedError(
+          absl::StrCat(backend_, ": no point-to-point transfers between hosts (rank ", rank_,
+                       " and rank ", peer, " are on different hosts); use the gloo backend"));
     }
     // Another rank of this host: the host has a segment, so point_to_point_ is set.
     auto completion = std::make_shared<ShmCompletion>();
@@ -183,8 +182,8 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   static absl::Status CheckTensor(const at::Tensor& tensor) {
     if (!tensor.device().is_cpu() || !tensor.is_contiguous()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("shm collectives need contiguous CPU tensors, got ",
-                       tensor.device().str(), tensor.is_contiguous() ? "" : " (strided)"));
+          absl::StrCat("shm collectives need contiguous CPU tensors, got ", tensor.device().str(),
+                       tensor.is_contiguous() ? "" : " (strided)"));
     }
     return absl::OkStatus();
   }
@@ -505,7 +504,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
   // keys from after this rank finished its setup.
   const c10::intrusive_ptr<c10d::Store> store_;
   const HostTopology topology_;
-  const std::unique_ptr<ShmSegment> segment_;  // Null if alone on this host.
+  const std::unique_ptr<ShmSegment> segment_;    // Null if alone on this host.
   const std::unique_ptr<Communicator> leaders_;  // Set on a leader of several hosts.
   const std::function<bool(c10::ScalarType)> leaders_reduce_;
   const std::string backend_;
@@ -524,7 +523,7 @@ class ShmCommunicator final : public Communicator, private QueueRunner {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Op> queue_;  // Guarded by mu_.
+  std::deque<Op> queue_;   // Guarded by mu_.
   bool stopping_ = false;  // Guarded by mu_.
 
   // Point to point; touched by the training thread only (Start*, the destructor). Null if
@@ -541,9 +540,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateShmCommunicator(
     const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
     const ShmOptions& options) {
   if (world_size < 1 || world_size > ShmSegment::kMaxMembers || rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " not in world of ", world_size, " (shm: at most ",
-                     ShmSegment::kMaxMembers, " ranks)"));
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " not in world of ", world_size,
+                                                   " (shm: at most ", ShmSegment::kMaxMembers,
+                                                   " ranks)"));
   }
   std::vector<int> ranks(world_size);
   for (int r = 0; r < world_size; ++r) ranks[r] = r;
@@ -578,8 +577,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> NewShmCommunicator(ShmGroup group,
                                     group.segment->index() != t.local_rank_of[group.rank])) ||
       (group.leaders == nullptr) == wants_leaders ||
       (t.num_hosts() > 1 && group.leaders_reduce == nullptr)) {
-    return absl::InvalidArgumentError(absl::StrCat("shm parts of rank ", group.rank,
-                                                   " do not fit the topology ", t.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm parts of rank ", group.rank, " do not fit the topology ", t.ToString()));
   }
   RETURN_IF_ERROR(ValidateShmOptions(options));
   return std::unique_ptr<Communicator>(new ShmCommunicator(std::move(group), options));

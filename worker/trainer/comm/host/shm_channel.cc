@@ -13,9 +13,9 @@ namespace {
 // A channel's control words, at the start of the sending member's slot of the pair's
 // segment; the pieces' two buffers follow at kChannelDataOffset.
 struct ChannelControl {
-  std::atomic<uint32_t> sent;   // Pieces the sender wrote (futex word).
+  std::atomic<uint32_t> sent;  // Pieces the sender wrote (futex word).
   uint32_t reserved;
-  uint64_t message_bytes[2];    // Per buffer: the byte count of the message its piece is of.
+  uint64_t message_bytes[2];  // Per buffer: the byte count of the message its piece is of.
   char pad[40];
   std::atomic<uint32_t> taken;  // Pieces the receiver copied out (futex word), own cache line.
 };

@@ -13,9 +13,9 @@
 // FAILED_PRECONDITION.
 //
 // Failure: a member waiting at the barrier checks every `poll_interval` whether a peer
-// process has exited, a peer left (destroyed its ShmSegment) or gave up, and gives up after `collective_timeout`; its wait
-// then fails with UNAVAILABLE, and so does every later one on every member (the group is
-// out of step for good).
+// process has exited, a peer left (destroyed its ShmSegment) or gave up, and gives up after
+// `collective_timeout`; its wait then fails with UNAVAILABLE, and so does every later one on every
+// member (the group is out of step for good).
 //
 // Threading: Barrier() and GiveUp() are called by one thread per member (its
 // communication thread); Cancel() from any thread.
@@ -122,8 +122,7 @@ class ShmSegment {
   ShmSegment(std::unique_ptr<Mapping> mapping, int index, std::vector<int> ranks,
              const ShmOptions& options);
   // The store protocol: member 0 creates and publishes the segment, every member maps it.
-  static absl::StatusOr<std::unique_ptr<Mapping>> MapGroupSegment(c10d::Store& store,
-                                                                  int index,
+  static absl::StatusOr<std::unique_ptr<Mapping>> MapGroupSegment(c10d::Store& store, int index,
                                                                   const std::vector<int>& ranks,
                                                                   size_t bytes,
                                                                   const ShmOptions& options);
