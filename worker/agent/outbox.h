@@ -32,7 +32,7 @@ struct OutboxOptions {
 // (they are in the rank's log files); exits are never held here (the Supervisor keeps them
 // as facts until the ReportLedger has them reported).
 //
-// Threading: thread-safe, one mutex. Producers are the supervisor's I/O thread (as its
+// Threading: thread-safe, one mutex. Producers are the supervisor's output thread (as its
 // SupervisorListener) and the agent's reader thread (replies); the single consumer is the
 // agent's writer thread, which blocks in WaitForWork() until there is work or its next
 // deadline (a heartbeat, a batch's flush) passes on the clock.

@@ -677,7 +677,7 @@ TEST_F(SupervisorFakeTest, AnExitWhosePipesStayOpenIsPublishedAfterTheDrainTimeo
   ASSERT_OK(supervisor_->StartAssignment(Assignment("j", 1, 1, {"x"})));
   launcher_.process(0)->WriteStdout("partial");
   launcher_.process(0)->ExitLeavingPipesOpen(Exit(0));
-  // The I/O thread collected the exit once it armed the drain deadline (2 s by default).
+  // The output thread collected the exit once it armed the drain deadline (2 s by default).
   ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + absl::Seconds(2)));
   clock_.Advance(absl::Seconds(2) - absl::Nanoseconds(1));
   EXPECT_EQ(supervisor_->GetRankState("j", 1, 0), RankState::kRunning);
