@@ -16,21 +16,16 @@
 // StartAssignment, the job went RUNNING then SUCCEEDED (CANCELLED, every worker sent its
 // StopAssignment), every watcher saw that end and no worker stream broke. Bounded: every wait has a
 // deadline.
-#include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
-#include <netinet/in.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <memory>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -39,16 +34,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "baton/v1/job_service.grpc.pb.h"
+#include "bench/control_plane/job_watch.h"
+#include "bench/control_plane/probes.h"
 #include "bench/control_plane/sim_workers.h"
 #include "common/grpc_status.h"
-#include "common/time/proto_time.h"
 
 ABSL_FLAG(std::string, coordinator, "", "The coordinator (HOST:PORT), plaintext (--insecure).");
 ABSL_FLAG(int, workers, 100, "Simulated workers N; the job needs all of them.");
@@ -76,180 +70,6 @@ ABSL_FLAG(absl::Duration, timeout, absl::Seconds(120),
 namespace baton::bench {
 namespace {
 
-using baton::v1::JobState;
-
-// utime + stime (seconds) and VmRSS (MiB) of a process; zeros if it cannot be read.
-struct ProcSample {
-  double cpu_s = 0;
-  double rss_mib = 0;
-};
-
-ProcSample SampleProc(int pid) {
-  ProcSample s;
-  if (pid <= 0) return s;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (std::getline(stat, line)) {
-    // Fields after "(comm)": state is the 3rd field, utime the 14th, stime the 15th.
-    const size_t close = line.rfind(')');
-    if (close != std::string::npos) {
-      std::istringstream rest(line.substr(close + 2));
-      std::string field;
-      double ticks[2] = {0, 0};
-      for (int i = 3; i <= 15 && rest >> field; ++i) {
-        if (i == 14) ticks[0] = std::stod(field);
-        if (i == 15) ticks[1] = std::stod(field);
-      }
-      s.cpu_s = (ticks[0] + ticks[1]) / static_cast<double>(sysconf(_SC_CLK_TCK));
-    }
-  }
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  while (std::getline(status, line)) {
-    if (absl::StartsWith(line, "VmRSS:")) {
-      s.rss_mib = std::stod(line.substr(6)) / 1024.0;  // kB
-    }
-  }
-  return s;
-}
-
-double SelfCpuSeconds() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-// What the watchers saw of the job. The RUNNING time is the coordinator's event time.
-class JobWatch {
- public:
-  explicit JobWatch(int watchers) : ended_(watchers, baton::v1::JOB_STATE_UNSPECIFIED) {}
-
-  // Records one update from watcher `watcher`.
-  void Note(int watcher, const baton::v1::JobUpdate& update) {
-    const absl::Time now = absl::Now();
-    absl::MutexLock lock(&mu_);
-    ++updates_;
-    if (measure_latency_ && update.has_metric() && update.metric().has_time()) {
-      latencies_ms_.push_back(absl::ToDoubleMilliseconds(now - FromProto(update.metric().time())));
-    }
-    auto note_state = [&](JobState state, absl::Time when, int64_t generation = 0) {
-      if (state == baton::v1::JOB_STATE_RUNNING && running_time_ == absl::InfinitePast()) {
-        running_time_ = when;
-      }
-      if (state == baton::v1::JOB_STATE_RUNNING && generation > 0) {
-        running_by_generation_.emplace(generation, when);
-      }
-      if (state == baton::v1::JOB_STATE_RESTARTING && restarting_time_ == absl::InfinitePast()) {
-        restarting_time_ = when;
-      }
-      if (state == baton::v1::JOB_STATE_SUCCEEDED || state == baton::v1::JOB_STATE_FAILED ||
-          state == baton::v1::JOB_STATE_CANCELLED) {
-        ended_[watcher] = state;
-      }
-    };
-    if (update.has_event()) {
-      note_state(update.event().to_state(), FromProto(update.event().time()),
-                 update.event().generation());
-      if (update.event().to_state() == baton::v1::JOB_STATE_FAILED) {
-        failure_ = absl::StrCat(update.event().reason(), ": ", update.event().message());
-      }
-    }
-    if (update.has_snapshot()) {
-      for (const baton::v1::JobEvent& e : update.snapshot().events()) {
-        note_state(e.to_state(), FromProto(e.time()));
-      }
-      note_state(update.snapshot().state(), absl::InfinitePast());
-    }
-  }
-
-  // Waits for RUNNING; its coordinator time. DEADLINE_EXCEEDED, or ABORTED if a watcher saw
-  // the job end first.
-  absl::StatusOr<absl::Time> AwaitRunning(absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return running_time_ != absl::InfinitePast() || AnyEndedLocked();
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-    if (running_time_ != absl::InfinitePast()) return running_time_;
-    if (AnyEndedLocked()) return absl::AbortedError(absl::StrCat("job ended: ", failure_));
-    return absl::DeadlineExceededError("the job did not reach RUNNING by the deadline");
-  }
-
-  // Waits until every watcher saw the job end; OK iff each saw it end in `want`.
-  absl::Status AwaitEnd(JobState want, absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return std::none_of(ended_.begin(), ended_.end(),
-                          [](JobState s) { return s == baton::v1::JOB_STATE_UNSPECIFIED; });
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-    for (size_t i = 0; i < ended_.size(); ++i) {
-      if (ended_[i] != want) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "watcher ", i, " saw the job end in ", baton::v1::JobState_Name(ended_[i]), ", not ",
-            baton::v1::JobState_Name(want), " (by the deadline) ", failure_));
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  int64_t updates() const {
-    absl::MutexLock lock(&mu_);
-    return updates_;
-  }
-
-  // Collects the latency of every metric point the watchers receive while on.
-  void MeasureLatency(bool on) {
-    absl::MutexLock lock(&mu_);
-    measure_latency_ = on;
-  }
-  // The q-quantile (0..1) of the latencies collected, in ms; 0 if none.
-  double LatencyQuantileMs(double q) const {
-    absl::MutexLock lock(&mu_);
-    if (latencies_ms_.empty()) return 0;
-    std::vector<double> v = latencies_ms_;
-    const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())));
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
-    return v[k];
-  }
-
-  // Waits for the first RESTARTING event, then for generation `generation`'s RUNNING; their
-  // coordinator times. DEADLINE_EXCEEDED naming the one missing.
-  absl::StatusOr<std::pair<absl::Time, absl::Time>> AwaitRestart(int64_t generation,
-                                                                 absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
-    auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return running_by_generation_.count(generation) > 0 || AnyEndedLocked();
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
-    if (restarting_time_ == absl::InfinitePast()) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("the job never went RESTARTING by the deadline ", failure_));
-    }
-    auto it = running_by_generation_.find(generation);
-    if (it == running_by_generation_.end()) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "generation ", generation, " did not reach RUNNING by the deadline ", failure_));
-    }
-    return std::make_pair(restarting_time_, it->second);
-  }
-
- private:
-  bool AnyEndedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::any_of(ended_.begin(), ended_.end(),
-                       [](JobState s) { return s != baton::v1::JOB_STATE_UNSPECIFIED; });
-  }
-
-  mutable absl::Mutex mu_;
-  absl::Time running_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Time restarting_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::map<int64_t, absl::Time> running_by_generation_ ABSL_GUARDED_BY(mu_);
-  bool measure_latency_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<double> latencies_ms_ ABSL_GUARDED_BY(mu_);
-  std::vector<JobState> ended_ ABSL_GUARDED_BY(mu_);  // UNSPECIFIED: not yet
-  std::string failure_ ABSL_GUARDED_BY(mu_);
-  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
-};
-
 // Latencies (ms) of the CLI-like client's calls.
 struct ListStats {
   std::vector<double> list_jobs_ms;
@@ -261,57 +81,6 @@ double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// What the coordinator's metrics say of its store: ok transactions and seconds in them.
-struct CommitSample {
-  double commits = 0;
-  double seconds = 0;
-};
-
-// Scrapes http://<address>/metrics (127.0.0.1:PORT; plain HTTP/1.0 over loopback).
-absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": want HOST:PORT"));
-  }
-  int port = 0;
-  if (!absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 || port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": bad port"));
-  }
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &sa.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": not an IPv4 address"));
-  }
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return absl::InternalError("socket");
-  std::string body;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[65536];
-      for (ssize_t got; (got = read(fd, buf, sizeof(buf))) > 0;) body.append(buf, got);
-    }
-  }
-  close(fd);
-  CommitSample out;
-  bool found = false;
-  std::istringstream lines(body);
-  for (std::string line; std::getline(lines, line);) {
-    if (absl::StartsWith(line, "baton_coordinator_store_commits_total{result=\"ok\"}")) {
-      out.commits = std::stod(line.substr(line.rfind(' ') + 1));
-      found = true;
-    } else if (absl::StartsWith(line, "baton_coordinator_store_commit_seconds_total")) {
-      out.seconds = std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  if (!found) {
-    return absl::UnavailableError(
-        absl::StrCat("no baton_coordinator_store_commits_total at http://", address, "/metrics"));
-  }
-  return out;
 }
 
 // Counts the READY workers whose id starts with `prefix`.
@@ -329,207 +98,328 @@ absl::StatusOr<int> ReadyWorkers(baton::v1::ClusterService::Stub* cluster,
   return ready;
 }
 
-int Run() {
-  const std::string address = absl::GetFlag(FLAGS_coordinator);
-  const int n = absl::GetFlag(FLAGS_workers);
-  const int watchers = std::max(1, absl::GetFlag(FLAGS_watchers));
-  const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
-  const int pid = absl::GetFlag(FLAGS_coordinator_pid);
-  if (address.empty() || n < 1 ||
-      (absl::GetFlag(FLAGS_end) != "finish" && absl::GetFlag(FLAGS_end) != "cancel")) {
+// The flags of one run.
+struct RunConfig {
+  std::string address;
+  int workers = 0;  // N: the job needs all of them
+  int watchers = 1;
+  absl::Duration timeout;  // of each phase
+  int coordinator_pid = 0;
+  bool lose_worker = false;
+  std::string metrics;  // the coordinator's metrics endpoint; empty: not scraped
+  bool cancel = false;  // --end=cancel (else finish)
+  absl::Duration steady;
+  absl::Duration list_period;
+};
+
+// The flags as a RunConfig; nullopt, after the usage line on stderr, without a coordinator,
+// workers or a known --end.
+std::optional<RunConfig> ConfigFromFlags() {
+  RunConfig c;
+  c.address = absl::GetFlag(FLAGS_coordinator);
+  c.workers = absl::GetFlag(FLAGS_workers);
+  c.watchers = std::max(1, absl::GetFlag(FLAGS_watchers));
+  c.timeout = absl::GetFlag(FLAGS_timeout);
+  c.coordinator_pid = absl::GetFlag(FLAGS_coordinator_pid);
+  const std::string end = absl::GetFlag(FLAGS_end);
+  if (c.address.empty() || c.workers < 1 || (end != "finish" && end != "cancel")) {
     std::fprintf(stderr,
                  "load_generator: --coordinator, --workers >= 1 and --end=finish|cancel are "
                  "required\n");
-    return 2;
+    return std::nullopt;
   }
-  auto fail = [](const std::string& what, const absl::Status& s) {
-    std::fprintf(stderr, "load_generator: %s: %s\n", what.c_str(), s.ToString().c_str());
-    return 1;
-  };
+  c.lose_worker = absl::GetFlag(FLAGS_lose_worker);
+  c.metrics = absl::GetFlag(FLAGS_metrics);
+  c.cancel = end == "cancel";
+  c.steady = absl::GetFlag(FLAGS_steady);
+  c.list_period = absl::GetFlag(FLAGS_list_period);
+  return c;
+}
 
-  // The clients' own channel, apart from the workers' connections.
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  std::unique_ptr<baton::v1::JobService::Stub> jobs = baton::v1::JobService::NewStub(channel);
-  std::unique_ptr<baton::v1::ClusterService::Stub> cluster_service =
-      baton::v1::ClusterService::NewStub(channel);
+// Prints "load_generator: <what>: <status>"; false.
+bool Failed(const std::string& what, const absl::Status& s) {
+  std::fprintf(stderr, "load_generator: %s: %s\n", what.c_str(), s.ToString().c_str());
+  return false;
+}
 
-  const bool lose = absl::GetFlag(FLAGS_lose_worker);
-  const std::string metrics = absl::GetFlag(FLAGS_metrics);
-  SimOptions options;
-  options.coordinator = address;
-  options.workers = lose ? n + 1 : n;  // one spare to restart on
-  options.slots = absl::GetFlag(FLAGS_slots);
-  options.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
-  options.metric_period = absl::GetFlag(FLAGS_metric_period);
-  options.id_prefix = absl::GetFlag(FLAGS_id_prefix);
-  SimCluster sim(options);
-
-  // 1. Register every worker; the coordinator must list them all READY.
-  const absl::Time register_start = absl::Now();
-  if (absl::Status s = sim.Start(); !s.ok()) return fail("start", s);
-  if (absl::Status s = sim.AwaitRegistered(register_start + timeout); !s.ok()) {
-    return fail("register", s);
+// The CLI-like client of the steady window: on a thread of its own, lists jobs and workers
+// (those whose id starts with `prefix`) every `period` until Stop().
+class Lister {
+ public:
+  // `jobs` and `cluster` must outlive this.
+  Lister(baton::v1::JobService::Stub* jobs, baton::v1::ClusterService::Stub* cluster,
+         std::string prefix, absl::Duration period)
+      : jobs_(jobs), cluster_(cluster), prefix_(std::move(prefix)), period_(period) {
+    thread_ = std::thread([this] { Loop(); });
   }
-  const absl::Time registered = absl::Now();
-  for (;;) {
-    absl::StatusOr<int> ready = ReadyWorkers(cluster_service.get(), options.id_prefix);
-    if (ready.ok() && *ready == options.workers) break;
-    if (absl::Now() > register_start + timeout) {
-      return fail("ListWorkers", ready.ok()
-                                     ? absl::DeadlineExceededError(absl::StrCat(
-                                           *ready, " of ", options.workers, " workers READY"))
-                                     : ready.status());
+  ~Lister() { Stop(); }
+
+  // Ends the listing (the call under way finishes first); the latencies of every call.
+  ListStats Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      over_ = true;
     }
-    absl::SleepFor(absl::Milliseconds(100));  // a poll with a deadline
+    if (thread_.joinable()) thread_.join();
+    absl::MutexLock lock(&mu_);
+    return stats_;
   }
 
-  // 2. Submit a job needing every worker.
-  baton::v1::SubmitJobRequest submit;
-  baton::v1::JobSpec* spec = submit.mutable_spec();
-  spec->set_name("control-plane-bench");
-  spec->mutable_command()->add_argv("/bin/true");  // never run: the workers are simulated
-  spec->mutable_workers()->set_min(n);
-  spec->set_slots_per_worker(options.slots);
-  submit.set_request_id(absl::StrCat("cp-bench-", n, "-", absl::ToUnixNanos(absl::Now())));
-  baton::v1::SubmitJobResponse submitted;
-  const absl::Time submit_time = absl::Now();
-  {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(submit_time + timeout));
-    if (grpc::Status s = jobs->SubmitJob(&ctx, submit, &submitted); !s.ok()) {
-      return fail("SubmitJob", FromGrpcStatus(s));
-    }
-  }
-  const std::string job_id = submitted.job().id();
-
-  // 3. Watchers; the first to see RUNNING times it (by the coordinator's event time).
-  JobWatch watch(watchers);
-  std::vector<std::unique_ptr<grpc::ClientContext>> watch_contexts;
-  std::vector<std::thread> watch_threads;
-  for (int i = 0; i < watchers; ++i) {
-    watch_contexts.push_back(std::make_unique<grpc::ClientContext>());
-    watch_threads.emplace_back([&, i, ctx = watch_contexts.back().get()] {
-      baton::v1::WatchJobRequest req;
-      req.set_job_id(job_id);
-      std::unique_ptr<grpc::ClientReader<baton::v1::JobUpdate>> reader = jobs->WatchJob(ctx, req);
-      baton::v1::JobUpdate update;
-      while (reader->Read(&update)) watch.Note(i, update);
-      reader->Finish();
-    });
-  }
-  auto stop_watchers = [&] {
-    for (auto& ctx : watch_contexts) ctx->TryCancel();
-    for (std::thread& t : watch_threads) t.join();
-    watch_threads.clear();
-  };
-
-  absl::Status started = sim.AwaitStarted(n, submit_time + timeout);
-  absl::StatusOr<absl::Time> running = watch.AwaitRunning(submit_time + timeout);
-  if (!started.ok() || !running.ok()) {
-    stop_watchers();
-    return fail("start", started.ok() ? running.status() : started);
-  }
-  const SimCounts at_start = sim.Counts();
-
-  // 4. Steady state: heartbeats, metric points, watchers, a client listing.
-  ListStats lists;
-  absl::Mutex lists_mu;
-  bool window_over = false;
-  std::thread lister([&] {
+ private:
+  void Loop() {
     for (;;) {
       {
-        absl::MutexLock lock(&lists_mu);
-        if (lists_mu.AwaitWithTimeout(absl::Condition(&window_over),
-                                      absl::GetFlag(FLAGS_list_period))) {
-          return;
-        }
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&over_), period_)) return;
       }
       grpc::ClientContext list_ctx;
       list_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
       baton::v1::ListJobsResponse list_resp;
       absl::Time t0 = absl::Now();
-      const bool jobs_ok = jobs->ListJobs(&list_ctx, baton::v1::ListJobsRequest(), &list_resp).ok();
+      const bool jobs_ok =
+          jobs_->ListJobs(&list_ctx, baton::v1::ListJobsRequest(), &list_resp).ok();
       const double jobs_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
       t0 = absl::Now();
-      const bool workers_ok = ReadyWorkers(cluster_service.get(), options.id_prefix).ok();
+      const bool workers_ok = ReadyWorkers(cluster_, prefix_).ok();
       const double workers_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
-      absl::MutexLock lock(&lists_mu);
-      lists.list_jobs_ms.push_back(jobs_ms);
-      lists.list_workers_ms.push_back(workers_ms);
-      lists.errors += (jobs_ok ? 0 : 1) + (workers_ok ? 0 : 1);
+      absl::MutexLock lock(&mu_);
+      stats_.list_jobs_ms.push_back(jobs_ms);
+      stats_.list_workers_ms.push_back(workers_ms);
+      stats_.errors += (jobs_ok ? 0 : 1) + (workers_ok ? 0 : 1);
     }
-  });
-  const absl::Duration steady = absl::GetFlag(FLAGS_steady);
+  }
+
+  baton::v1::JobService::Stub* const jobs_;
+  baton::v1::ClusterService::Stub* const cluster_;
+  const std::string prefix_;
+  const absl::Duration period_;
+  absl::Mutex mu_;
+  bool over_ ABSL_GUARDED_BY(mu_) = false;
+  ListStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+// The steady window's samples, at its start and its end.
+struct SteadyWindow {
+  double window_s = 0;
+  ProcSample first, last;  // the coordinator's
+  double rss_max = 0;
+  double self_first = 0, self_last = 0;  // the generator's CPU seconds
+  SimCounts counts_first, counts_last;
+  CommitSample commits_first, commits_last;
+  ListStats lists;
+};
+
+// The store's commits from `metrics` (127.0.0.1:PORT), or zeros when it is empty.
+absl::StatusOr<CommitSample> ScrapeCommitsIf(const std::string& metrics) {
+  if (metrics.empty()) return CommitSample();
+  return ScrapeCommits(metrics);
+}
+
+// One run: its phases in order on one coordinator, sharing the clients, the simulated
+// cluster and the watchers. Each phase but the last returns false once it printed why it
+// failed ("load_generator: <what>: <status>").
+class LoadRun {
+ public:
+  explicit LoadRun(const RunConfig& config)
+      : config_(config),
+        // The clients' own channel, apart from the workers' connections.
+        channel_(grpc::CreateChannel(config.address, grpc::InsecureChannelCredentials())),
+        jobs_(baton::v1::JobService::NewStub(channel_)),
+        cluster_(baton::v1::ClusterService::NewStub(channel_)),
+        options_(SimOptionsOf(config)),
+        sim_(options_),
+        watch_(config.watchers) {}
+
+  // 1. Registers every worker; the coordinator must list them all READY.
+  bool Register();
+  // 2. Submits a job needing N workers.
+  bool Submit();
+  // 3. Starts the watchers; waits for N StartAssignments and RUNNING (the first watcher to
+  // see it times it, by the coordinator's event time).
+  bool AwaitStart();
+  // 4. The steady window: heartbeats, metric points, watchers, a client listing.
+  bool MeasureSteady();
+  // 4b. With --lose_worker: one running worker goes silent; the job restarts on the N others
+  // (the spare too).
+  bool LoseWorker();
+  // 5. Ends the job (EndJob) and prints the result line; the exit status.
+  int EndAndReport();
+
+ private:
+  static SimOptions SimOptionsOf(const RunConfig& config) {
+    SimOptions options;
+    options.coordinator = config.address;
+    options.workers = config.lose_worker ? config.workers + 1 : config.workers;  // a spare
+    options.slots = absl::GetFlag(FLAGS_slots);
+    options.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
+    options.metric_period = absl::GetFlag(FLAGS_metric_period);
+    options.id_prefix = absl::GetFlag(FLAGS_id_prefix);
+    return options;
+  }
+
+  // Every rank exits 0 (the job must succeed), or a CancelJob (the job is CANCELLED and
+  // every worker is sent its StopAssignment). Every watcher must see it by `deadline`.
+  absl::Status EndJob(absl::Time deadline);
+  // The "result key=value ..." line.
+  void PrintResult(const SimCounts& end, const absl::Status& ended, double finish_to_end_s);
+
+  const RunConfig config_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<baton::v1::JobService::Stub> jobs_;
+  std::unique_ptr<baton::v1::ClusterService::Stub> cluster_;
+  const SimOptions options_;
+  SimCluster sim_;
+  JobWatch watch_;
+  std::unique_ptr<Watchers> watchers_;  // From AwaitStart on.
+  std::string job_id_;
+  absl::Time register_start_, registered_, submit_time_, running_;
+  SimCounts at_start_;
+  SteadyWindow window_;
+  double detect_s_ = 0, restart_s_ = 0;
+};
+
+bool LoadRun::Register() {
+  register_start_ = absl::Now();
+  if (absl::Status s = sim_.Start(); !s.ok()) return Failed("start", s);
+  if (absl::Status s = sim_.AwaitRegistered(register_start_ + config_.timeout); !s.ok()) {
+    return Failed("register", s);
+  }
+  registered_ = absl::Now();
+  for (;;) {
+    absl::StatusOr<int> ready = ReadyWorkers(cluster_.get(), options_.id_prefix);
+    if (ready.ok() && *ready == options_.workers) return true;
+    if (absl::Now() > register_start_ + config_.timeout) {
+      return Failed("ListWorkers", ready.ok()
+                                       ? absl::DeadlineExceededError(absl::StrCat(
+                                             *ready, " of ", options_.workers, " workers READY"))
+                                       : ready.status());
+    }
+    absl::SleepFor(absl::Milliseconds(100));  // a poll with a deadline
+  }
+}
+
+bool LoadRun::Submit() {
+  const int n = config_.workers;
+  baton::v1::SubmitJobRequest submit;
+  baton::v1::JobSpec* spec = submit.mutable_spec();
+  spec->set_name("control-plane-bench");
+  spec->mutable_command()->add_argv("/bin/true");  // never run: the workers are simulated
+  spec->mutable_workers()->set_min(n);
+  spec->set_slots_per_worker(options_.slots);
+  submit.set_request_id(absl::StrCat("cp-bench-", n, "-", absl::ToUnixNanos(absl::Now())));
+  baton::v1::SubmitJobResponse submitted;
+  submit_time_ = absl::Now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(submit_time_ + config_.timeout));
+  if (grpc::Status s = jobs_->SubmitJob(&ctx, submit, &submitted); !s.ok()) {
+    return Failed("SubmitJob", FromGrpcStatus(s));
+  }
+  job_id_ = submitted.job().id();
+  return true;
+}
+
+bool LoadRun::AwaitStart() {
+  watchers_ = std::make_unique<Watchers>(jobs_.get(), job_id_, config_.watchers, watch_);
+  absl::Status started = sim_.AwaitStarted(config_.workers, submit_time_ + config_.timeout);
+  absl::StatusOr<absl::Time> running = watch_.AwaitRunning(submit_time_ + config_.timeout);
+  if (!started.ok() || !running.ok()) {
+    watchers_->Stop();
+    return Failed("start", started.ok() ? running.status() : started);
+  }
+  running_ = *running;
+  at_start_ = sim_.Counts();
+  return true;
+}
+
+bool LoadRun::MeasureSteady() {
+  const int pid = config_.coordinator_pid;
+  SteadyWindow& w = window_;
+  Lister lister(jobs_.get(), cluster_.get(), options_.id_prefix, config_.list_period);
   const absl::Time window_start = absl::Now();
-  const ProcSample first = SampleProc(pid);
-  const double self_first = SelfCpuSeconds();
-  const SimCounts counts_first = sim.Counts();
-  absl::StatusOr<CommitSample> commits_first = CommitSample();
-  if (!metrics.empty()) commits_first = ScrapeCommits(metrics);
-  if (!commits_first.ok()) return fail("metrics", commits_first.status());
-  watch.MeasureLatency(true);
-  double rss_max = first.rss_mib;
-  while (absl::Now() < window_start + steady) {
-    absl::SleepFor(std::min(absl::Seconds(1), window_start + steady - absl::Now()));
-    rss_max = std::max(rss_max, SampleProc(pid).rss_mib);
+  w.first = SampleProc(pid);
+  w.self_first = SelfCpuSeconds();
+  w.counts_first = sim_.Counts();
+  absl::StatusOr<CommitSample> commits_first = ScrapeCommitsIf(config_.metrics);
+  if (!commits_first.ok()) return Failed("metrics", commits_first.status());
+  w.commits_first = *commits_first;
+  watch_.MeasureLatency(true);
+  w.rss_max = w.first.rss_mib;
+  while (absl::Now() < window_start + config_.steady) {
+    absl::SleepFor(std::min(absl::Seconds(1), window_start + config_.steady - absl::Now()));
+    w.rss_max = std::max(w.rss_max, SampleProc(pid).rss_mib);
   }
-  const ProcSample last = SampleProc(pid);
-  const double self_last = SelfCpuSeconds();
-  const SimCounts counts_last = sim.Counts();
-  const double window_s = absl::ToDoubleSeconds(absl::Now() - window_start);
-  watch.MeasureLatency(false);
-  absl::StatusOr<CommitSample> commits_last = CommitSample();
-  if (!metrics.empty()) commits_last = ScrapeCommits(metrics);
-  if (!commits_last.ok()) return fail("metrics", commits_last.status());
-  {
-    absl::MutexLock lock(&lists_mu);
-    window_over = true;
-  }
-  lister.join();
+  w.last = SampleProc(pid);
+  w.self_last = SelfCpuSeconds();
+  w.counts_last = sim_.Counts();
+  w.window_s = absl::ToDoubleSeconds(absl::Now() - window_start);
+  watch_.MeasureLatency(false);
+  absl::StatusOr<CommitSample> commits_last = ScrapeCommitsIf(config_.metrics);
+  if (!commits_last.ok()) return Failed("metrics", commits_last.status());
+  w.commits_last = *commits_last;
+  w.lists = lister.Stop();
+  return true;
+}
 
-  // 4b. A lost worker: silent from now; the job restarts on the N others (the spare too).
-  double detect_s = 0, restart_s = 0;
-  if (lose) {
-    absl::StatusOr<SimCluster::Silenced> silenced = sim.SilenceOne();
-    if (!silenced.ok()) {
-      stop_watchers();
-      return fail("lose a worker", silenced.status());
-    }
-    absl::StatusOr<std::pair<absl::Time, absl::Time>> restarted =
-        watch.AwaitRestart(/*generation=*/2, absl::Now() + timeout);
-    if (!restarted.ok()) {
-      stop_watchers();
-      return fail("restart", restarted.status());
-    }
-    detect_s = absl::ToDoubleSeconds(restarted->first - silenced->last_heartbeat);
-    restart_s = absl::ToDoubleSeconds(restarted->second - silenced->last_heartbeat);
+bool LoadRun::LoseWorker() {
+  if (!config_.lose_worker) return true;
+  absl::StatusOr<SimCluster::Silenced> silenced = sim_.SilenceOne();
+  if (!silenced.ok()) {
+    watchers_->Stop();
+    return Failed("lose a worker", silenced.status());
   }
+  absl::StatusOr<std::pair<absl::Time, absl::Time>> restarted =
+      watch_.AwaitRestart(/*generation=*/2, absl::Now() + config_.timeout);
+  if (!restarted.ok()) {
+    watchers_->Stop();
+    return Failed("restart", restarted.status());
+  }
+  detect_s_ = absl::ToDoubleSeconds(restarted->first - silenced->last_heartbeat);
+  restart_s_ = absl::ToDoubleSeconds(restarted->second - silenced->last_heartbeat);
+  return true;
+}
 
-  // 5. End the job: every rank exits 0 (the job must succeed), or a CancelJob (the job is
-  // CANCELLED and every worker is sent its StopAssignment). Every watcher must see it.
-  const bool cancel = absl::GetFlag(FLAGS_end) == "cancel";
+absl::Status LoadRun::EndJob(absl::Time deadline) {
+  if (!config_.cancel) {
+    sim_.FinishAll();
+    return watch_.AwaitEnd(baton::v1::JOB_STATE_SUCCEEDED, deadline);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(deadline));
+  baton::v1::CancelJobRequest req;
+  req.set_job_id(job_id_);
+  req.set_reason("load_generator --end=cancel");
+  baton::v1::Job cancelled;
+  absl::Status ended = FromGrpcStatus(jobs_->CancelJob(&ctx, req, &cancelled));
+  if (ended.ok()) ended = watch_.AwaitEnd(baton::v1::JOB_STATE_CANCELLED, deadline);
+  if (ended.ok()) ended = sim_.AwaitStopped(config_.workers, deadline);
+  return ended;
+}
+
+int LoadRun::EndAndReport() {
+  const int n = config_.workers;
   const absl::Time finish_time = absl::Now();
-  absl::Status ended;
-  if (cancel) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(absl::ToChronoTime(finish_time + timeout));
-    baton::v1::CancelJobRequest req;
-    req.set_job_id(job_id);
-    req.set_reason("load_generator --end=cancel");
-    baton::v1::Job cancelled;
-    ended = FromGrpcStatus(jobs->CancelJob(&ctx, req, &cancelled));
-    if (ended.ok()) ended = watch.AwaitEnd(baton::v1::JOB_STATE_CANCELLED, finish_time + timeout);
-    if (ended.ok()) ended = sim.AwaitStopped(n, finish_time + timeout);
-  } else {
-    sim.FinishAll();
-    ended = watch.AwaitEnd(baton::v1::JOB_STATE_SUCCEEDED, finish_time + timeout);
-  }
+  const absl::Status ended = EndJob(finish_time + config_.timeout);
   const absl::Time ended_time = absl::Now();
-  stop_watchers();
-  const SimCounts end = sim.Counts();
-  sim.Stop();
+  watchers_->Stop();
+  const SimCounts end = sim_.Counts();
+  sim_.Stop();
+  PrintResult(end, ended, absl::ToDoubleSeconds(ended_time - finish_time));
+  if (!ended.ok()) {
+    Failed("end", ended);
+    return 1;
+  }
+  if (end.started < n || end.failed_streams != 0) {
+    Failed("workers", absl::InternalError(absl::StrCat(end.started, " of ", n, " workers started, ",
+                                                       end.failed_streams, " streams broke")));
+    return 1;
+  }
+  return 0;
+}
 
+void LoadRun::PrintResult(const SimCounts& end, const absl::Status& ended, double finish_to_end_s) {
+  const SteadyWindow& w = window_;
+  const double window_s = w.window_s;
   std::printf(
       "result workers=%d register_s=%.3f submit_to_last_start_s=%.3f submit_to_running_s=%.3f "
       "window_s=%.1f coord_cpu_per_s=%.4f coord_rss_mib=%.1f coord_rss_max_mib=%.1f "
@@ -538,32 +428,35 @@ int Run() {
       "watch_updates=%lld started_workers=%d running=1 ended=%s stops_received=%lld "
       "failed_streams=%d watchers=%d watch_latency_p50_ms=%.2f watch_latency_p99_ms=%.2f "
       "store_commits_per_s=%.2f store_busy=%.4f detect_s=%.3f restart_s=%.3f\n",
-      n, absl::ToDoubleSeconds(registered - register_start),
-      absl::ToDoubleSeconds(at_start.last_start_received - submit_time),
-      absl::ToDoubleSeconds(*running - submit_time), window_s,
-      (last.cpu_s - first.cpu_s) / window_s, last.rss_mib, rss_max,
-      (self_last - self_first) / window_s,
-      (counts_last.heartbeats_sent - counts_first.heartbeats_sent) / window_s,
-      (counts_last.heartbeat_acks - counts_first.heartbeat_acks) / window_s,
-      (counts_last.metric_points_sent - counts_first.metric_points_sent) / window_s,
-      Median(lists.list_jobs_ms), Median(lists.list_workers_ms), lists.errors,
-      absl::ToDoubleSeconds(ended_time - finish_time), static_cast<long long>(watch.updates()),
-      end.started,
-      !ended.ok() ? "no"
-      : cancel    ? "CANCELLED"
-                  : "SUCCEEDED",
-      static_cast<long long>(end.stops_received), end.failed_streams, watchers,
-      watch.LatencyQuantileMs(0.5), watch.LatencyQuantileMs(0.99),
-      (commits_last->commits - commits_first->commits) / window_s,
-      (commits_last->seconds - commits_first->seconds) / window_s, detect_s, restart_s);
+      config_.workers, absl::ToDoubleSeconds(registered_ - register_start_),
+      absl::ToDoubleSeconds(at_start_.last_start_received - submit_time_),
+      absl::ToDoubleSeconds(running_ - submit_time_), window_s,
+      (w.last.cpu_s - w.first.cpu_s) / window_s, w.last.rss_mib, w.rss_max,
+      (w.self_last - w.self_first) / window_s,
+      (w.counts_last.heartbeats_sent - w.counts_first.heartbeats_sent) / window_s,
+      (w.counts_last.heartbeat_acks - w.counts_first.heartbeat_acks) / window_s,
+      (w.counts_last.metric_points_sent - w.counts_first.metric_points_sent) / window_s,
+      Median(w.lists.list_jobs_ms), Median(w.lists.list_workers_ms), w.lists.errors,
+      finish_to_end_s, static_cast<long long>(watch_.updates()), end.started,
+      !ended.ok()      ? "no"
+      : config_.cancel ? "CANCELLED"
+                       : "SUCCEEDED",
+      static_cast<long long>(end.stops_received), end.failed_streams, config_.watchers,
+      watch_.LatencyQuantileMs(0.5), watch_.LatencyQuantileMs(0.99),
+      (w.commits_last.commits - w.commits_first.commits) / window_s,
+      (w.commits_last.seconds - w.commits_first.seconds) / window_s, detect_s_, restart_s_);
   std::fflush(stdout);
-  if (!ended.ok()) return fail("end", ended);
-  if (end.started < n || end.failed_streams != 0) {
-    return fail("workers",
-                absl::InternalError(absl::StrCat(end.started, " of ", n, " workers started, ",
-                                                 end.failed_streams, " streams broke")));
+}
+
+int Run() {
+  const std::optional<RunConfig> config = ConfigFromFlags();
+  if (!config.has_value()) return 2;
+  LoadRun run(*config);
+  if (!run.Register() || !run.Submit() || !run.AwaitStart() || !run.MeasureSteady() ||
+      !run.LoseWorker()) {
+    return 1;
   }
-  return 0;
+  return run.EndAndReport();
 }
 
 }  // namespace

@@ -198,6 +198,55 @@ class SimWorker final
     return static_cast<int64_t>(ranks_.size());
   }
 
+  // The first Registered: heartbeats start now, every interval it names (if > 0).
+  void OnRegistered(const baton::v1::Registered& registered, absl::Time now) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (registered_) return;  // the agent ignores a second one too
+      registered_ = true;
+      if (registered.has_heartbeat_interval() &&
+          FromProto(registered.heartbeat_interval()) > absl::ZeroDuration()) {
+        heartbeat_interval_ = FromProto(registered.heartbeat_interval());
+      }
+      next_heartbeat_ = now;  // the agent heartbeats as soon as it is attached
+    }
+    cluster_->OnRegistered();
+  }
+
+  // Runs the assignment's ranks from `now` (metric points, exits) and appends its
+  // AssignmentStarted to `out`.
+  void OnStartAssignment(const baton::v1::StartAssignment& req, absl::Time now,
+                         std::vector<baton::v1::WorkerMessage>* out) {
+    bool first;
+    {
+      absl::MutexLock lock(&mu_);
+      first = !ever_started_;
+      ever_started_ = true;
+      job_id_ = req.job_id();
+      generation_ = req.generation();
+      ranks_.assign(req.ranks().begin(), req.ranks().end());
+      step_ = 0;
+      points_ = 0;
+      running_ = true;
+      // Workers relay on timers of their own, not in step: spread the first points
+      // over one period (worker i at i/N of it), as real workers' would be; from then
+      // on one point per rank per period.
+      next_metric_ = now + options_.metric_period *
+                               (static_cast<double>(index_) / std::max(1, options_.workers));
+    }
+    baton::v1::WorkerMessage m;
+    baton::v1::AssignmentStarted* started = m.mutable_assignment_started();
+    started->set_job_id(req.job_id());
+    started->set_generation(req.generation());
+    for (const baton::v1::RankInfo& r : req.ranks()) {
+      baton::v1::RankInfo* info = started->add_ranks();
+      *info = r;
+      info->set_pid(100000 + index_ * 64 + r.local_rank());  // fake
+    }
+    out->push_back(std::move(m));
+    cluster_->OnStarted(now, first);
+  }
+
   void Handle(const baton::v1::CoordinatorMessage& message) {
     const absl::Time now = absl::Now();
     std::vector<baton::v1::WorkerMessage> out;
@@ -206,20 +255,9 @@ class SimWorker final
       if (silent_) return;  // partitioned: it hears nothing either
     }
     switch (message.msg_case()) {
-      case baton::v1::CoordinatorMessage::kRegistered: {
-        {
-          absl::MutexLock lock(&mu_);
-          if (registered_) return;  // the agent ignores a second one too
-          registered_ = true;
-          if (message.registered().has_heartbeat_interval() &&
-              FromProto(message.registered().heartbeat_interval()) > absl::ZeroDuration()) {
-            heartbeat_interval_ = FromProto(message.registered().heartbeat_interval());
-          }
-          next_heartbeat_ = now;  // the agent heartbeats as soon as it is attached
-        }
-        cluster_->OnRegistered();
+      case baton::v1::CoordinatorMessage::kRegistered:
+        OnRegistered(message.registered(), now);
         return;
-      }
       case baton::v1::CoordinatorMessage::kHeartbeatAck:
         cluster_->Count(&SimCounts::heartbeat_acks, 1);
         return;
@@ -232,38 +270,9 @@ class SimWorker final
         out.push_back(std::move(m));
         break;
       }
-      case baton::v1::CoordinatorMessage::kStartAssignment: {
-        const baton::v1::StartAssignment& req = message.start_assignment();
-        bool first;
-        {
-          absl::MutexLock lock(&mu_);
-          first = !ever_started_;
-          ever_started_ = true;
-          job_id_ = req.job_id();
-          generation_ = req.generation();
-          ranks_.assign(req.ranks().begin(), req.ranks().end());
-          step_ = 0;
-          points_ = 0;
-          running_ = true;
-          // Workers relay on timers of their own, not in step: spread the first points
-          // over one period (worker i at i/N of it), as real workers' would be; from then
-          // on one point per rank per period.
-          next_metric_ = now + options_.metric_period *
-                                   (static_cast<double>(index_) / std::max(1, options_.workers));
-        }
-        baton::v1::WorkerMessage m;
-        baton::v1::AssignmentStarted* started = m.mutable_assignment_started();
-        started->set_job_id(req.job_id());
-        started->set_generation(req.generation());
-        for (const baton::v1::RankInfo& r : req.ranks()) {
-          baton::v1::RankInfo* info = started->add_ranks();
-          *info = r;
-          info->set_pid(100000 + index_ * 64 + r.local_rank());  // fake
-        }
-        out.push_back(std::move(m));
-        cluster_->OnStarted(now, first);
+      case baton::v1::CoordinatorMessage::kStartAssignment:
+        OnStartAssignment(message.start_assignment(), now, &out);
         break;
-      }
       case baton::v1::CoordinatorMessage::kStopAssignment: {
         const baton::v1::StopAssignment& req = message.stop_assignment();
         cluster_->Count(&SimCounts::stops_received, 1);
