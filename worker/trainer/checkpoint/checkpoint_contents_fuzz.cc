@@ -42,6 +42,7 @@
 #include "tools/fuzz/fuzz_check.h"
 #include "worker/trainer/checkpoint/checkpoint_codec.h"
 #include "worker/trainer/checkpoint/checkpoint_file.h"
+#include "worker/trainer/checkpoint/little_endian.h"
 #include "worker/trainer/checkpoint/training_state.h"
 
 namespace {
@@ -49,15 +50,13 @@ namespace {
 using baton::trainer::NamedTensors;
 
 uint32_t Load32(const std::vector<char>& b, size_t at) {
-  return static_cast<uint8_t>(b[at]) | static_cast<uint8_t>(b[at + 1]) << 8 |
-         static_cast<uint8_t>(b[at + 2]) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(b[at + 3])) << 24;
+  return static_cast<uint32_t>(baton::trainer::LoadLittleEndian({b.data() + at, 4}));
 }
 uint16_t Load16(const std::vector<char>& b, size_t at) {
-  return static_cast<uint16_t>(static_cast<uint8_t>(b[at]) | static_cast<uint8_t>(b[at + 1]) << 8);
+  return static_cast<uint16_t>(baton::trainer::LoadLittleEndian({b.data() + at, 2}));
 }
 void Store32(std::vector<char>& b, size_t at, uint32_t v) {
-  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<char>(v >> (8 * i));
+  baton::trainer::StoreLittleEndian(&b[at], v, 4);
 }
 
 // Sets the CRC-32 of every stored entry of `zip` (a ZIP ending in an end-of-central-directory

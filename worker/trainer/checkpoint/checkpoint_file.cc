@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/private_file.h"
+#include "worker/trainer/checkpoint/little_endian.h"
 
 namespace baton::trainer {
 namespace {
@@ -35,16 +36,6 @@ CrcTables MakeCrcTables() {
     for (int k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
   }
   return t;
-}
-
-uint64_t LoadLe(const char* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-void StoreLe(char* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
 
 absl::Status OsError(absl::string_view what, const std::string& path) {
@@ -72,8 +63,8 @@ uint32_t Crc32(absl::string_view data, uint32_t crc) {
   size_t n = data.size();
   crc = ~crc;
   for (; n >= 8; p += 8, n -= 8) {
-    const uint32_t one = static_cast<uint32_t>(LoadLe(p, 4)) ^ crc;
-    const uint32_t two = static_cast<uint32_t>(LoadLe(p + 4, 4));
+    const uint32_t one = static_cast<uint32_t>(LoadLittleEndian({p, 4})) ^ crc;
+    const uint32_t two = static_cast<uint32_t>(LoadLittleEndian({p + 4, 4}));
     crc = kT[7][one & 0xff] ^ kT[6][(one >> 8) & 0xff] ^ kT[5][(one >> 16) & 0xff] ^
           kT[4][one >> 24] ^ kT[3][two & 0xff] ^ kT[2][(two >> 8) & 0xff] ^
           kT[1][(two >> 16) & 0xff] ^ kT[0][two >> 24];
@@ -85,17 +76,17 @@ uint32_t Crc32(absl::string_view data, uint32_t crc) {
 absl::Status SealArchive(std::vector<char>& archive) {
   if (archive.size() < kEocdSize) return absl::InvalidArgumentError("archive too short");
   char* eocd = archive.data() + archive.size() - kEocdSize;
-  if (LoadLe(eocd, 4) != kEocdSignature || LoadLe(eocd + 20, 2) != 0) {
+  if (LoadLittleEndian({eocd, 4}) != kEocdSignature || LoadLittleEndian({eocd + 20, 2}) != 0) {
     return absl::InvalidArgumentError(
         "archive does not end with a comment-less ZIP end-of-central-directory record");
   }
-  StoreLe(eocd + 20, kCheckpointTrailerSize, 2);
+  StoreLittleEndian(eocd + 20, kCheckpointTrailerSize, 2);
   const uint64_t length = archive.size();
   const uint32_t crc = Crc32(absl::string_view(archive.data(), archive.size()));
   char trailer[kCheckpointTrailerSize];
   std::memcpy(trailer, kMagic, sizeof(kMagic));
-  StoreLe(trailer + 8, length, 8);
-  StoreLe(trailer + 16, crc, 4);
+  StoreLittleEndian(trailer + 8, length, 8);
+  StoreLittleEndian(trailer + 16, crc, 4);
   archive.insert(archive.end(), trailer, trailer + kCheckpointTrailerSize);
   return absl::OkStatus();
 }
@@ -108,13 +99,13 @@ absl::Status VerifySealedArchive(absl::string_view bytes) {
   if (std::memcmp(trailer, kMagic, sizeof(kMagic)) != 0) {
     return absl::DataLossError("no checkpoint trailer (truncated or not a Baton checkpoint)");
   }
-  const uint64_t length = LoadLe(trailer + 8, 8);
+  const uint64_t length = LoadLittleEndian({trailer + 8, 8});
   if (length != bytes.size() - kCheckpointTrailerSize) {
     return absl::DataLossError(absl::StrCat("length mismatch: trailer says ", length,
                                             " bytes, file has ",
                                             bytes.size() - kCheckpointTrailerSize));
   }
-  const uint32_t want = static_cast<uint32_t>(LoadLe(trailer + 16, 4));
+  const uint32_t want = static_cast<uint32_t>(LoadLittleEndian({trailer + 16, 4}));
   const uint32_t got = Crc32(bytes.substr(0, length));
   if (want != got) {
     return absl::DataLossError(

@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "worker/trainer/checkpoint/little_endian.h"
 
 namespace baton::trainer {
 namespace {
@@ -12,12 +13,12 @@ namespace {
 // How an opcode's argument is laid out (Python's Lib/pickletools.py).
 enum class Arg {
   kNone,
-  kFixed,       // `size` bytes
-  kMemoIndex,   // `size` bytes, little-endian: a memo index
-  kCounted,     // a `size`-byte little-endian length, then that many bytes
-  kLine,        // up to and including '\n'
-  kMemoLine,    // a decimal memo index, then '\n'
-  kTwoLines,    // two '\n'-terminated lines (module, name)
+  kFixed,      // `size` bytes
+  kMemoIndex,  // `size` bytes, little-endian: a memo index
+  kCounted,    // a `size`-byte little-endian length, then that many bytes
+  kLine,       // up to and including '\n'
+  kMemoLine,   // a decimal memo index, then '\n'
+  kTwoLines,   // two '\n'-terminated lines (module, name)
 };
 
 struct Opcode {
@@ -33,19 +34,19 @@ struct Table {
   Opcode ops[256];
   Table() {
     for (unsigned char c : absl::string_view("(.0123NRab}]delost)uQ")) ops[c] = Op(Arg::kNone);
-    for (unsigned char c : {0x81, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8f, 0x90, 0x91, 0x92, 0x93,
-                            0x94, 0x97, 0x98}) {
+    for (unsigned char c :
+         {0x81, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8f, 0x90, 0x91, 0x92, 0x93, 0x94, 0x97, 0x98}) {
       ops[c] = Op(Arg::kNone);
     }
     ops['J'] = Op(Arg::kFixed, 4);
     ops['K'] = Op(Arg::kFixed, 1);
     ops['M'] = Op(Arg::kFixed, 2);
     ops['G'] = Op(Arg::kFixed, 8);
-    ops[0x80] = Op(Arg::kFixed, 1);  // PROTO
-    ops[0x82] = Op(Arg::kFixed, 1);  // EXT1
-    ops[0x83] = Op(Arg::kFixed, 2);  // EXT2
-    ops[0x84] = Op(Arg::kFixed, 4);  // EXT4
-    ops[0x95] = Op(Arg::kFixed, 8);  // FRAME (its length only groups the opcodes after it)
+    ops[0x80] = Op(Arg::kFixed, 1);     // PROTO
+    ops[0x82] = Op(Arg::kFixed, 1);     // EXT1
+    ops[0x83] = Op(Arg::kFixed, 2);     // EXT2
+    ops[0x84] = Op(Arg::kFixed, 4);     // EXT4
+    ops[0x95] = Op(Arg::kFixed, 8);     // FRAME (its length only groups the opcodes after it)
     ops['q'] = Op(Arg::kMemoIndex, 1);  // BINPUT
     ops['r'] = Op(Arg::kMemoIndex, 4);  // LONG_BINPUT
     ops['h'] = Op(Arg::kMemoIndex, 1);  // BINGET
@@ -75,12 +76,6 @@ const Table& Opcodes() {
 }
 constexpr unsigned char kStop = '.';
 
-uint64_t LittleEndian(absl::string_view bytes) {
-  uint64_t v = 0;
-  for (size_t i = bytes.size(); i-- > 0;) v = v << 8 | static_cast<unsigned char>(bytes[i]);
-  return v;
-}
-
 }  // namespace
 
 absl::Status CheckPickleBounds(absl::string_view pickle) {
@@ -106,14 +101,14 @@ absl::Status CheckPickleBounds(absl::string_view pickle) {
       case Arg::kMemoIndex:
         if (static_cast<size_t>(op.size) > left) return bad("its argument runs past the end");
         if (op.arg == Arg::kMemoIndex &&
-            LittleEndian(pickle.substr(at, op.size)) >= pickle.size()) {
+            LoadLittleEndian(pickle.substr(at, op.size)) >= pickle.size()) {
           return bad("memo index beyond any this pickle could fill");
         }
         at += op.size;
         break;
       case Arg::kCounted: {
         if (static_cast<size_t>(op.size) > left) return bad("its length runs past the end");
-        const uint64_t length = LittleEndian(pickle.substr(at, op.size));
+        const uint64_t length = LoadLittleEndian(pickle.substr(at, op.size));
         at += op.size;
         if (length > pickle.size() - at) {
           return bad(absl::StrCat("claims ", length, " bytes, ", pickle.size() - at, " are left"));
