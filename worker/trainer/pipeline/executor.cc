@@ -48,6 +48,17 @@ struct MicroBatch {
 
 }  // namespace
 
+// What one step keeps from one action of the schedule to the next.
+struct PipelineExecutor::StepState {
+  std::vector<at::Tensor> input_chunks;   // The first stage: the micro-batches' inputs.
+  std::vector<at::Tensor> target_chunks;  // The last stage: their targets.
+  std::vector<MicroBatch> batches;        // By micro-batch.
+  // Sends started, waited on at the end of the step (the tensors stay alive until then).
+  std::vector<std::unique_ptr<PendingCollective>> sends;
+  double loss_sum = 0.0;  // The last stage: the micro-batches' losses / M, summed.
+  absl::Duration wait;    // Spent in receives and in the final wait on sends.
+};
+
 absl::StatusOr<std::unique_ptr<PipelineExecutor>> PipelineExecutor::Create(
     StageModel& stage, Communicator& pipeline, Communicator* data_parallel, ScheduleKind kind,
     int micro_batches) {
@@ -76,108 +87,109 @@ absl::StatusOr<StepResult> PipelineExecutor::RunStep(const at::Tensor& inputs,
 
 absl::StatusOr<StepResult> PipelineExecutor::Run(const at::Tensor& inputs,
                                                  const at::Tensor& targets, const LossFn& loss) {
-  const int m = micro_batches_;
   const absl::Time start = absl::Now();
-  absl::Duration wait;
-  auto split = [&](const at::Tensor& t, const char* what,
-                   std::vector<at::Tensor>& out) -> absl::Status {
-    const int64_t rows = t.defined() && t.dim() > 0 ? t.size(0) : 0;
-    if (rows == 0 || rows % m != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("pipeline stage ", stage_.stage(), ": a batch of ", rows, " ", what,
-                       " does not split into ", m, " equal micro-batches"));
-    }
-    out = t.chunk(m, 0);
-    return absl::OkStatus();
-  };
-  std::vector<at::Tensor> input_chunks;
-  std::vector<at::Tensor> target_chunks;
-  if (stage_.first()) RETURN_IF_ERROR(split(inputs, "inputs", input_chunks));
-  if (stage_.last()) RETURN_IF_ERROR(split(targets, "targets", target_chunks));
-
-  const int prev = stage_.stage() - 1;
-  const int next = stage_.stage() + 1;
-  std::vector<MicroBatch> batches(m);
-  std::vector<std::unique_ptr<PendingCollective>> sends;
-  double loss_sum = 0.0;
-  auto receive = [&](at::Tensor t, int src) -> absl::Status {
-    const absl::Time begin = absl::Now();
-    absl::Status s = pipeline_.Recv(std::move(t), src);
-    wait += absl::Now() - begin;
-    return s;
-  };
-  auto send = [&](at::Tensor t, int dst) -> absl::Status {
-    ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> pending,
-                     pipeline_.StartSend(std::move(t), dst));
-    sends.push_back(std::move(pending));
-    return absl::OkStatus();
-  };
-
-  for (const Action& action : actions_) {
-    MicroBatch& mb = batches[action.micro_batch];
-    switch (action.type) {
-      case Action::Type::kRecvActivation: {
-        at::Tensor meta = at::empty({kMetaLength}, at::kLong);
-        RETURN_IF_ERROR(receive(meta, prev));
-        at::Tensor activation = FromMeta(meta, pipeline_.device());
-        RETURN_IF_ERROR(receive(activation, prev));
-        mb.input = activation.requires_grad_(true);
-        break;
-      }
-      case Action::Type::kForward: {
-        if (stage_.first()) mb.input = input_chunks[action.micro_batch];
-        mb.output = stage_.Forward(mb.input);
-        if (stage_.last()) {
-          mb.loss = loss(mb.output, target_chunks[action.micro_batch]) / m;
-          loss_sum += mb.loss.item<double>();
-        }
-        break;
-      }
-      case Action::Type::kSendActivation: {
-        at::Tensor activation = mb.output.detach().contiguous();
-        ASSIGN_OR_RETURN(at::Tensor meta, Meta(activation));
-        RETURN_IF_ERROR(send(meta, next));
-        RETURN_IF_ERROR(send(activation, next));
-        break;
-      }
-      case Action::Type::kRecvGradient: {
-        mb.grad = at::empty(mb.output.sizes(), mb.output.options().requires_grad(false));
-        RETURN_IF_ERROR(receive(mb.grad, next));
-        break;
-      }
-      case Action::Type::kBackward: {
-        if (stage_.last()) {
-          mb.loss.backward();
-        } else {
-          mb.output.backward(mb.grad);
-        }
-        mb.output = at::Tensor();
-        mb.loss = at::Tensor();
-        mb.grad = at::Tensor();
-        break;
-      }
-      case Action::Type::kSendGradient: {
-        at::Tensor grad = mb.input.grad();
-        if (!grad.defined()) grad = at::zeros_like(mb.input);  // The stage ignores its input.
-        RETURN_IF_ERROR(send(grad.contiguous(), prev));
-        mb.input = at::Tensor();
-        break;
-      }
-    }
-  }
+  StepState step;
+  if (stage_.first()) RETURN_IF_ERROR(SplitBatch(inputs, "inputs", step.input_chunks));
+  if (stage_.last()) RETURN_IF_ERROR(SplitBatch(targets, "targets", step.target_chunks));
+  step.batches.resize(micro_batches_);
+  for (const Action& action : actions_) RETURN_IF_ERROR(RunAction(action, loss, step));
   const absl::Time drain = absl::Now();
-  for (std::unique_ptr<PendingCollective>& pending : sends) RETURN_IF_ERROR(pending->Wait());
-  wait += absl::Now() - drain;
+  for (std::unique_ptr<PendingCollective>& pending : step.sends) RETURN_IF_ERROR(pending->Wait());
+  step.wait += absl::Now() - drain;
 
   RETURN_IF_ERROR(ExchangeTiedGradients());
   if (data_parallel_ != nullptr && data_parallel_->world_size() > 1) {
     RETURN_IF_ERROR(AverageGradients(stage_.Parameters(), *data_parallel_));
   }
   StepResult result;
-  result.loss = stage_.last() ? loss_sum : 0.0;
+  result.loss = stage_.last() ? step.loss_sum : 0.0;
   result.total = absl::Now() - start;
-  result.wait = wait;
+  result.wait = step.wait;
   return result;
+}
+
+absl::Status PipelineExecutor::SplitBatch(const at::Tensor& t, const char* what,
+                                          std::vector<at::Tensor>& out) const {
+  const int m = micro_batches_;
+  const int64_t rows = t.defined() && t.dim() > 0 ? t.size(0) : 0;
+  if (rows == 0 || rows % m != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline stage ", stage_.stage(), ": a batch of ", rows, " ", what,
+                     " does not split into ", m, " equal micro-batches"));
+  }
+  out = t.chunk(m, 0);
+  return absl::OkStatus();
+}
+
+absl::Status PipelineExecutor::RunAction(const Action& action, const LossFn& loss,
+                                         StepState& step) {
+  const int prev = stage_.stage() - 1;
+  const int next = stage_.stage() + 1;
+  MicroBatch& mb = step.batches[action.micro_batch];
+  switch (action.type) {
+    case Action::Type::kRecvActivation: {
+      at::Tensor meta = at::empty({kMetaLength}, at::kLong);
+      RETURN_IF_ERROR(Receive(meta, prev, step));
+      at::Tensor activation = FromMeta(meta, pipeline_.device());
+      RETURN_IF_ERROR(Receive(activation, prev, step));
+      mb.input = activation.requires_grad_(true);
+      break;
+    }
+    case Action::Type::kForward: {
+      if (stage_.first()) mb.input = step.input_chunks[action.micro_batch];
+      mb.output = stage_.Forward(mb.input);
+      if (stage_.last()) {
+        mb.loss = loss(mb.output, step.target_chunks[action.micro_batch]) / micro_batches_;
+        step.loss_sum += mb.loss.item<double>();
+      }
+      break;
+    }
+    case Action::Type::kSendActivation: {
+      at::Tensor activation = mb.output.detach().contiguous();
+      ASSIGN_OR_RETURN(at::Tensor meta, Meta(activation));
+      RETURN_IF_ERROR(StartSend(meta, next, step));
+      RETURN_IF_ERROR(StartSend(activation, next, step));
+      break;
+    }
+    case Action::Type::kRecvGradient: {
+      mb.grad = at::empty(mb.output.sizes(), mb.output.options().requires_grad(false));
+      RETURN_IF_ERROR(Receive(mb.grad, next, step));
+      break;
+    }
+    case Action::Type::kBackward: {
+      if (stage_.last()) {
+        mb.loss.backward();
+      } else {
+        mb.output.backward(mb.grad);
+      }
+      mb.output = at::Tensor();
+      mb.loss = at::Tensor();
+      mb.grad = at::Tensor();
+      break;
+    }
+    case Action::Type::kSendGradient: {
+      at::Tensor grad = mb.input.grad();
+      if (!grad.defined()) grad = at::zeros_like(mb.input);  // The stage ignores its input.
+      RETURN_IF_ERROR(StartSend(grad.contiguous(), prev, step));
+      mb.input = at::Tensor();
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PipelineExecutor::Receive(at::Tensor t, int src, StepState& step) {
+  const absl::Time begin = absl::Now();
+  absl::Status s = pipeline_.Recv(std::move(t), src);
+  step.wait += absl::Now() - begin;
+  return s;
+}
+
+absl::Status PipelineExecutor::StartSend(at::Tensor t, int dst, StepState& step) {
+  ASSIGN_OR_RETURN(std::unique_ptr<PendingCollective> pending,
+                   pipeline_.StartSend(std::move(t), dst));
+  step.sends.push_back(std::move(pending));
+  return absl::OkStatus();
 }
 
 absl::Status PipelineExecutor::ExchangeTiedGradients() {

@@ -28,6 +28,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -80,8 +81,20 @@ class PipelineExecutor {
         micro_batches_(micro_batches),
         actions_(std::move(actions)) {}
 
+  struct StepState;  // What one step keeps between the actions of its schedule.
+
   absl::StatusOr<StepResult> Run(const at::Tensor& inputs, const at::Tensor& targets,
                                  const LossFn& loss);
+  // Splits `t` (`what`: "inputs" or "targets", for the message) into micro_batches_ equal
+  // chunks along dim 0 into `out`; INVALID_ARGUMENT if it does not split.
+  absl::Status SplitBatch(const at::Tensor& t, const char* what,
+                          std::vector<at::Tensor>& out) const;
+  // Runs one action of the schedule on `step`.
+  absl::Status RunAction(const Action& action, const LossFn& loss, StepState& step);
+  // pipeline_.Recv, its time added to step.wait.
+  absl::Status Receive(at::Tensor t, int src, StepState& step);
+  // pipeline_.StartSend, the transfer kept in step.sends (waited on at the end of Run).
+  absl::Status StartSend(at::Tensor t, int dst, StepState& step);
   absl::Status ExchangeTiedGradients();
 
   StageModel& stage_;
