@@ -88,6 +88,14 @@ ZeroOptimizer::ZeroOptimizer(std::vector<at::Tensor> params, torch::optim::Optim
     : params_(std::move(params)), reference_(reference), comm_(comm), stage_(stage) {}
 
 absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOptions& zero) {
+  ASSIGN_OR_RETURN(const int64_t flat_numel, LayOutSegments(zero));
+  offloading_ = zero.offload_optimizer && comm_.device().is_cuda();
+  RETURN_IF_ERROR(AllocateBuffers(flat_numel));
+  ASSIGN_OR_RETURN(inner_, MakeOptimizer({shard_}, options));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ZeroOptimizer::LayOutSegments(const ZeroOptions& zero) {
   std::vector<std::vector<size_t>> segments = zero.segments;
   if (segments.empty()) {
     segments.emplace_back();
@@ -129,7 +137,10 @@ absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOpt
     return absl::InvalidArgumentError(absl::StrCat(
         "zero: stage 1 lays the parameters out as one segment, not ", segments_.size()));
   }
-  offloading_ = zero.offload_optimizer && comm_.device().is_cuda();
+  return flat_numel;
+}
+
+absl::Status ZeroOptimizer::AllocateBuffers(int64_t flat_numel) {
   try {
     c10::NoGradGuard no_grad;
     const at::TensorOptions device = params_[0].options().requires_grad(false);
@@ -167,7 +178,6 @@ absl::Status ZeroOptimizer::Build(const OptimizerOptions& options, const ZeroOpt
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("zero: allocating the shard: ", e.what()));
   }
-  ASSIGN_OR_RETURN(inner_, MakeOptimizer({shard_}, options));
   return absl::OkStatus();
 }
 

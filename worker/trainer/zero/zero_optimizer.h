@@ -161,7 +161,17 @@ class ZeroOptimizer {
 
   ZeroOptimizer(std::vector<at::Tensor> params, torch::optim::Optimizer& reference,
                 Communicator& comm, int stage);
+  // Lays the segments out, moves the parameters into the flat buffer and makes the shard's
+  // buffers and optimizer; errors as Create.
   absl::Status Build(const OptimizerOptions& options, const ZeroOptions& zero);
+  // Fills segments_, flat_offset_, shard_numel_ and total_numel_ from `zero.segments` and
+  // returns the flat buffer's elements. INVALID_ARGUMENT for segments that are not a partition
+  // of the parameters, parameters without elements, or stage 1 with several segments.
+  absl::StatusOr<int64_t> LayOutSegments(const ZeroOptions& zero);
+  // Moves the parameters into a new flat_ (at stage 1 their gradients into flat_grad_) and
+  // allocates the shard's buffers (on the host when offloading_). INTERNAL for LibTorch's
+  // errors.
+  absl::Status AllocateBuffers(int64_t flat_numel);
 
   const std::vector<at::Tensor> params_;
   torch::optim::Optimizer& reference_;
