@@ -433,12 +433,17 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
       "kind", coordinator_->refused_reports(),
       {"logs", "metrics", "assignment_started", "assignment_failed", "process_exited",
        "port_reserved", "profile_trace"}));
-  // Refused changes: a bug if ever non-zero; only the changes that were refused appear.
-  out.push_back(CountsByLabel(
+  // Refused changes: a bug if ever non-zero (the log names each change and why).
+  int64_t refused_changes = 0;
+  for (const auto& [change, n] : coordinator_->refused_changes()) refused_changes += n;
+  prometheus::MetricFamily changes = MakeFamily(
       "baton_coordinator_changes_refused_total",
       "Changes the coordinator abandoned because its own rules refused them (an illegal job "
-      "transition, a broken invariant: a bug), by change.",
-      "change", coordinator_->refused_changes(), {}));
+      "transition, a broken invariant: a bug; its log names each).",
+      prometheus::MetricType::Counter);
+  changes.metric.push_back(
+      MakeSample({}, static_cast<double>(refused_changes), prometheus::MetricType::Counter));
+  out.push_back(std::move(changes));
   out.push_back(CountsByLabel(
       "baton_coordinator_worker_events_refused_total",
       "Worker lifecycle events the coordinator refused because the lifecycle has no such "

@@ -29,7 +29,7 @@
 //   baton_coordinator_worker_reports_refused_total{kind}  worker reports about assignments
 //                                                      not that worker's (Coordinator::
 //                                                      refused_reports)
-//   baton_coordinator_changes_refused_total{change}    changes refused by the coordinator's
+//   baton_coordinator_changes_refused_total            changes refused by the coordinator's
 //                                                      own rules (illegal transitions: bugs)
 //   baton_coordinator_worker_events_refused_total{event}  worker lifecycle events refused
 //                                                      (races of a closing stream, no-ops)
