@@ -14,12 +14,12 @@
 // never waits for the receiver unless two pieces are already unread. Every piece carries its
 // message's byte count, which the receiver checks.
 //
-// Failure: a transfer waiting for its peer fails as ShmSegment's waits do: UNAVAILABLE if the
-// peer exited, left (its channels were destroyed, or, before it attached, its group's
-// segment) or gave up, or after the collective timeout; CANCELLED after Cancel(). A Recv of
-// another byte count than the message's fails with INVALID_ARGUMENT and breaks both channels
-// for good (they are out of step): every later transfer of the pair fails with that status.
-// If the attach fails, every transfer of the pair fails with its status.
+// Failure: a transfer waiting for its peer fails as ShmSegment's waits do (AttachPair and
+// WaitWhile): UNAVAILABLE if the peer exited, left or gave up, or after the collective
+// timeout; CANCELLED after Cancel(). A Recv of another byte count than the message's fails
+// with INVALID_ARGUMENT and breaks both channels for good (they are out of step): every later
+// transfer of the pair fails with that status, and the peer is told this member gave up. If
+// the attach fails, every transfer of the pair fails with its status.
 //
 // Threading: Send is called by one thread at a time, and so is Recv (one lane per direction);
 // a Send and a Recv may run at once. Cancel() from any thread.
