@@ -1,6 +1,6 @@
 #pragma once
 
-// What the `baton` commands (commands.cc) share, internal to the //client:commands library:
+// What the `baton` commands (commands.cc) share; internal to them (and command_support_test):
 // the deadline of a call, the one-line error report of a failed call (commands.h's list of
 // messages and exit codes), printing a document per -o, the retry loop of a resumable
 // streaming call (RetryPolicy), following a job to its end and fetching its final record.
