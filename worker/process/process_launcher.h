@@ -15,7 +15,8 @@
 namespace baton::worker {
 
 // One launched training process and its process group. Implementations are thread-safe:
-// SignalGroup() is called under the supervisor's lock, TryCollectExit() from its I/O thread.
+// SignalGroup() is called under the supervisor's lock, TryCollectExit() from the OutputPump's
+// thread.
 class Process {
  public:
   virtual ~Process() = default;
