@@ -1,6 +1,5 @@
 #include "common/spec/job_spec.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -12,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/spec/global_batch.h"
+#include "common/spec/trainer_rules.h"
 #include "common/spec/trainer_spec.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
@@ -39,9 +39,9 @@ constexpr absl::Duration kMaxBackoff = absl::Hours(1);
 constexpr absl::Duration kMinStallFloor = absl::Seconds(1);
 
 constexpr absl::string_view kReservedEnvNames[] = {
-    "RANK",       "WORLD_SIZE",       "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
-    "MASTER_PORT",
+    "RANK",       "WORLD_SIZE",       "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK",   "ROLE_WORLD_SIZE",
+    "ROLE_NAME",  "MASTER_ADDR",      "MASTER_PORT",
 };
 constexpr absl::string_view kReservedEnvPrefixes[] = {"TORCHELASTIC_", "BATON_"};
 
@@ -78,8 +78,7 @@ absl::Status CheckOptionalAbsolute(absl::string_view field, const std::string& p
 
 absl::Status CheckRange(absl::string_view field, int64_t value, int64_t lo, int64_t hi) {
   if (value >= lo && value <= hi) return absl::OkStatus();
-  return Invalid(field,
-                 absl::StrCat(value, " is out of range; must be ", lo, "..", hi));
+  return Invalid(field, absl::StrCat(value, " is out of range; must be ", lo, "..", hi));
 }
 
 // Runs `check(workers, world)` for every world size the job may run at (workers min..max
@@ -104,19 +103,17 @@ absl::Status ValidateGlobalBatch(const JobSpec& spec) {
   const TrainerSpec& t = spec.trainer();
   const int64_t global = t.global_batch();
   if (global == 0) return absl::OkStatus();  // Its range: ValidateTrainerSpec.
-  if (t.accumulation_steps() > 1) {
-    return Invalid("trainer.accumulation_steps",
-                   absl::StrCat(t.accumulation_steps(), " is set with trainer.global_batch, "
-                                "which derives the accumulation steps per world size; unset it"));
-  }
+  RETURN_IF_ERROR(
+      trainer_spec::CheckGlobalBatch(global, t.accumulation_steps(), trainer_spec::Naming::kSpec));
   std::string range;
   return CheckEveryWorldSize(spec, &range, [&](int workers, int slots, int64_t world) {
     if (SplitGlobalBatch(global, world, /*max_micro_batch=*/global).ok()) return absl::OkStatus();
     return Invalid("trainer.global_batch",
-                   absl::StrCat(global, " cannot be split evenly over ", world, " ranks (",
-                                workers, " workers x ", slots,
+                   absl::StrCat(global, " cannot be split evenly over ", world, " ranks (", workers,
+                                " workers x ", slots,
                                 " slots), a size the job may run at; use a multiple of "
-                                "every world size in ", range));
+                                "every world size in ",
+                                range));
   });
 }
 
@@ -128,10 +125,12 @@ absl::Status ValidatePipelineWorld(const JobSpec& spec) {
   std::string range;
   return CheckEveryWorldSize(spec, &range, [&](int workers, int slots, int64_t world) {
     if (world % stages == 0) return absl::OkStatus();
-    return Invalid("trainer.pipeline.stages",
-                   absl::StrCat(stages, " does not divide ", world, " ranks (", workers,
-                                " workers x ", slots, " slots), a size the job may run at; every "
-                                "world size in ", range, " must be a multiple of the stages"));
+    return Invalid(
+        "trainer.pipeline.stages",
+        absl::StrCat(stages, " does not divide ", world, " ranks (", workers, " workers x ", slots,
+                     " slots), a size the job may run at; every "
+                     "world size in ",
+                     range, " must be a multiple of the stages"));
   });
 }
 
@@ -151,8 +150,9 @@ absl::Status ValidateCommand(const CommandSpec& c) {
 // tuner, profiler and environment plugins, and the OpenMP tools interface.
 bool LoadsCode(absl::string_view name) {
   static const char* const kExact[] = {
-      "GLIBC_TUNABLES",        "GCONV_PATH",           "CUDA_INJECTION32_PATH",
-      "CUDA_INJECTION64_PATH", "NVTX_INJECTION32_PATH", "NVTX_INJECTION64_PATH",
+      "GLIBC_TUNABLES",        "GCONV_PATH",
+      "CUDA_INJECTION32_PATH", "CUDA_INJECTION64_PATH",
+      "NVTX_INJECTION32_PATH", "NVTX_INJECTION64_PATH",
       "OMP_TOOL_LIBRARIES",    "OMP_TOOL",
   };
   if (absl::StartsWith(name, "LD_")) return true;
@@ -228,18 +228,16 @@ absl::Status ValidateWorkers(const JobSpec& spec) {
     return Invalid("workers.min", absl::StrCat(min, " is invalid; required, must be >= 1"));
   }
   if (min > kMaxWorkers) {
-    return Invalid("workers.min",
-                   absl::StrCat(min, " is too large; must be <= ", kMaxWorkers));
+    return Invalid("workers.min", absl::StrCat(min, " is too large; must be <= ", kMaxWorkers));
   }
   if (spec.workers().has_max()) {
     const int max = spec.workers().max();
     if (max < min) {
-      return Invalid("workers.max", absl::StrCat(max, " is less than workers.min (", min,
-                                                 "); must be >= min"));
+      return Invalid("workers.max",
+                     absl::StrCat(max, " is less than workers.min (", min, "); must be >= min"));
     }
     if (max > kMaxWorkers) {
-      return Invalid("workers.max",
-                     absl::StrCat(max, " is too large; must be <= ", kMaxWorkers));
+      return Invalid("workers.max", absl::StrCat(max, " is too large; must be <= ", kMaxWorkers));
     }
   }
   if (spec.has_slots_per_worker()) {
@@ -269,11 +267,8 @@ absl::Status ValidateBudget(const JobSpec& spec) {
   const auto& budget = spec.budget();
   RETURN_IF_ERROR(ts::Check(ts::kMaxSteps, budget.max_steps(), "budget.max_steps"));
   RETURN_IF_ERROR(ts::Check(ts::kMaxEpochs, budget.max_epochs(), "budget.max_epochs"));
-  if (spec.has_trainer() && budget.max_steps() == 0 && budget.max_epochs() == 0) {
-    return Invalid("budget", "the trainer needs a limit; set budget.max_steps or "
-                             "budget.max_epochs to a value > 0");
-  }
-  return absl::OkStatus();
+  if (!spec.has_trainer()) return absl::OkStatus();
+  return ts::CheckBudget(budget.max_steps(), budget.max_epochs(), ts::Naming::kSpec);
 }
 
 }  // namespace
@@ -321,10 +316,10 @@ int SlotsPerWorker(const JobSpec& spec) {
 
 absl::Status ValidateJobSpec(const JobSpec& spec) {
   if (!IsValidJobName(spec.name())) {
-    return Invalid("name", absl::StrCat(spec.name().empty() ? "is empty"
-                                                             : "'" + spec.name() + "' is invalid",
-                                        "; must be 1-63 characters of [a-z0-9-] starting with "
-                                        "a lowercase letter"));
+    return Invalid(
+        "name", absl::StrCat(spec.name().empty() ? "is empty" : "'" + spec.name() + "' is invalid",
+                             "; must be 1-63 characters of [a-z0-9-] starting with "
+                             "a lowercase letter"));
   }
   switch (spec.program_case()) {
     case JobSpec::kTrainer:

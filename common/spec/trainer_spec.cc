@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "common/spec/trainer_rules.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
@@ -35,25 +36,29 @@ struct DatasetRule {
   DirRule rule;
   std::vector<absl::string_view> files;        // kFiles: must exist.
   std::vector<absl::string_view> alt_subdirs;  // kFiles: also accepted under these.
-  bool tokens;                                 // Language-model data (token sequences).
 };
 const std::vector<DatasetRule>& DatasetRules() {
   static const auto* rules = new std::vector<DatasetRule>{
-      {"mnist", DirRule::kFiles, {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"}, {},
-       false},
-      {"cifar10", DirRule::kFiles, {"data_batch_1.bin"}, {"cifar-10-batches-bin"}, false},
-      {"image_folder", DirRule::kSubdirectory, {}, {}, false},
-      {"tokens", DirRule::kFiles, {"train.bin"}, {}, true},
-      {"synthetic", DirRule::kNone, {}, {}, false},
+      {"mnist", DirRule::kFiles, {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"}, {}},
+      {"cifar10", DirRule::kFiles, {"data_batch_1.bin"}, {"cifar-10-batches-bin"}},
+      {"image_folder", DirRule::kSubdirectory, {}, {}},
+      {"tokens", DirRule::kFiles, {"train.bin"}, {}},
+      {"synthetic", DirRule::kNone, {}, {}},
   };
   return *rules;
+}
+
+// The rule of `dataset`, or null for a name the table does not allow.
+const DatasetRule* FindDatasetRule(absl::string_view dataset) {
+  for (const DatasetRule& rule : DatasetRules()) {
+    if (rule.name == dataset) return &rule;
+  }
+  return nullptr;
 }
 
 absl::Status Invalid(absl::string_view path, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", what));
 }
-
-bool IsAbsolute(absl::string_view path) { return !path.empty() && path[0] == '/'; }
 
 bool IsReadableFile(const std::string& path) {
   struct stat st;
@@ -90,31 +95,15 @@ absl::Status CheckDatasetFiles(const std::string& dir, const DatasetRule& datase
   }
   for (absl::string_view file : dataset.files) {
     if (!IsReadableFile(absl::StrCat(dir, "/", file))) {
-      return Invalid(field, absl::StrCat(dir, " has no readable file ", file, "; the ",
-                                         dataset.name, " dataset needs ",
-                                         absl::StrJoin(dataset.files, ", ")));
+      return Invalid(field,
+                     absl::StrCat(dir, " has no readable file ", file, "; the ", dataset.name,
+                                  " dataset needs ", absl::StrJoin(dataset.files, ", ")));
     }
   }
   return Invalid(field, absl::StrCat(dir, " lacks the ", dataset.name, " files"));
 }
 
-absl::Status CheckDataDir(const std::string& dir, const DatasetRule& dataset) {
-  const std::string field = ts::SpecPath(ts::kDataDir);
-  if (dataset.rule == DirRule::kNone) {
-    if (dir.empty()) return absl::OkStatus();
-    return Invalid(field, absl::StrCat("'", dir, "' is set; must be empty for the ",
-                                       dataset.name, " dataset (it reads no files)"));
-  }
-  if (dir.empty()) {
-    return Invalid(field, "is required; the absolute directory holding the dataset files");
-  }
-  if (!IsAbsolute(dir)) {
-    return Invalid(field, absl::StrCat("'", dir, "' is relative; must be an absolute path"));
-  }
-  return absl::OkStatus();
-}
-
-// What the file system says of a data_dir that CheckDataDir accepted.
+// What the file system says of a data_dir that ts::CheckDataDir accepted.
 absl::Status CheckDataDirContents(const std::string& dir, const DatasetRule& dataset) {
   const std::string field = ts::SpecPath(ts::kDataDir);
   if (dataset.rule == DirRule::kNone) return absl::OkStatus();
@@ -144,17 +133,16 @@ absl::Status CheckSpec(const Field& field, const Value& value) {
   return ts::Check(field, value, ts::SpecPath(field));
 }
 
+constexpr ts::Naming kSpec = ts::Naming::kSpec;
+
 // model, dataset, data_dir, batch_size, lr, momentum, hidden, log_every, threads.
-absl::Status ValidateBasics(const TrainerSpec& t, const DatasetRule** dataset) {
+absl::Status ValidateBasics(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kModel, t.model()));
   RETURN_IF_ERROR(CheckSpec(ts::kDataset, t.dataset()));
-  for (const DatasetRule& rule : DatasetRules()) {
-    if (rule.name == t.dataset()) *dataset = &rule;
-  }
-  if (*dataset == nullptr) {
+  if (FindDatasetRule(t.dataset()) == nullptr) {
     return absl::InternalError(absl::StrCat("no data_dir rule for dataset ", t.dataset()));
   }
-  RETURN_IF_ERROR(CheckDataDir(t.data_dir(), **dataset));
+  RETURN_IF_ERROR(ts::CheckDataDir(t.dataset(), t.data_dir(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kBatchSize, t.batch_size()));
   RETURN_IF_ERROR(CheckSpec(ts::kLr, t.lr()));
   RETURN_IF_ERROR(CheckSpec(ts::kMomentum, t.momentum()));
@@ -173,42 +161,21 @@ absl::Status ValidateNumericsAndOptimisation(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kMaxGradNorm, t.max_grad_norm()));
   RETURN_IF_ERROR(CheckSpec(ts::kOptimizer, t.optimizer()));
   RETURN_IF_ERROR(CheckSpec(ts::kWeightDecay, t.weight_decay()));
-  if (t.nesterov() && (t.optimizer() != "sgd" || !(t.momentum() > 0))) {
-    return Invalid(ts::SpecPath(ts::kNesterov),
-                   "needs optimizer 'sgd' with momentum > 0; unset it or set momentum");
-  }
+  RETURN_IF_ERROR(ts::CheckNesterov(t.nesterov(), t.optimizer(), t.momentum(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kAdamBeta1, t.adam_beta1()));
   RETURN_IF_ERROR(CheckSpec(ts::kAdamBeta2, t.adam_beta2()));
   RETURN_IF_ERROR(CheckSpec(ts::kAdamEps, t.adam_eps()));
   RETURN_IF_ERROR(CheckSpec(ts::kLrSchedule, t.lr_schedule()));
   RETURN_IF_ERROR(CheckSpec(ts::kWarmupSteps, t.warmup_steps()));
   RETURN_IF_ERROR(CheckSpec(ts::kLrStepSize, t.lr_step_size()));
-  if (t.lr_schedule() == "step" && t.lr_step_size() == 0) {
-    return Invalid(ts::SpecPath(ts::kLrStepSize),
-                   "0 is invalid; must be > 0 for lr_schedule 'step'");
-  }
+  RETURN_IF_ERROR(ts::CheckLrStepSize(t.lr_schedule(), t.lr_step_size(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kLrGamma, t.lr_gamma()));
   RETURN_IF_ERROR(CheckSpec(ts::kMinLr, t.min_lr()));
   return CheckSpec(ts::kBaseBatch, t.base_batch());
 }
 
-// torchscript_path: required (absolute, readable) for model "torchscript", else empty.
-absl::Status ValidateTorchscriptPath(const TrainerSpec& t) {
-  const std::string field = ts::SpecPath(ts::kTorchscriptPath);
-  if (t.model() != "torchscript") {
-    if (t.torchscript_path().empty()) return absl::OkStatus();
-    return Invalid(field, "is set; only model 'torchscript' uses it");
-  }
-  if (!IsAbsolute(t.torchscript_path())) {
-    return Invalid(field, absl::StrCat("'", t.torchscript_path(),
-                                       "' is invalid; model 'torchscript' needs the absolute "
-                                       "path of a module saved by torch.jit.script(m).save()"));
-  }
-  return absl::OkStatus();
-}
-
 // Data and model fields, then which models fit which data.
-absl::Status ValidateDataAndModel(const TrainerSpec& t, const DatasetRule& dataset) {
+absl::Status ValidateDataAndModel(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kLoaderThreads, t.loader_threads()));
   RETURN_IF_ERROR(CheckSpec(ts::kPrefetchBatches, t.prefetch_batches()));
   RETURN_IF_ERROR(CheckSpec(ts::kImageSize, t.image_size()));
@@ -218,36 +185,13 @@ absl::Status ValidateDataAndModel(const TrainerSpec& t, const DatasetRule& datas
   RETURN_IF_ERROR(CheckSpec(ts::kGptLayers, t.gpt_layers()));
   RETURN_IF_ERROR(CheckSpec(ts::kGptHeads, t.gpt_heads()));
   RETURN_IF_ERROR(CheckSpec(ts::kGptWidth, t.gpt_width()));
-  if (t.gpt_width() % t.gpt_heads() != 0) {
-    return Invalid(ts::SpecPath(ts::kGptWidth),
-                   absl::StrCat(t.gpt_width(), " is not divisible by trainer.gpt_heads (",
-                                t.gpt_heads(), ")"));
-  }
+  RETURN_IF_ERROR(ts::CheckGptWidth(t.gpt_width(), t.gpt_heads(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kVocabSize, t.vocab_size()));
-  RETURN_IF_ERROR(ValidateTorchscriptPath(t));
+  RETURN_IF_ERROR(ts::CheckTorchscriptPath(t.model(), t.torchscript_path(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kTask, t.task()));
   RETURN_IF_ERROR(CheckSpec(ts::kActivationCheckpointing, t.activation_checkpointing()));
-  if (t.activation_checkpointing() == "blocks" && !ts::HasCheckpointableBlocks(t.model())) {
-    return Invalid(ts::SpecPath(ts::kActivationCheckpointing),
-                   absl::StrCat("'blocks' is not supported by model '", t.model(),
-                                "', which has no blocks; 'blocks' needs resnet18, resnet50 "
-                                "or gpt, else use 'none'"));
-  }
-  // Token datasets feed language models only.
-  const bool language_model =
-      t.model() == "gpt" || (t.model() == "torchscript" && t.task() == "language_model");
-  if (language_model && !dataset.tokens && dataset.name != "synthetic") {
-    return Invalid(ts::SpecPath(ts::kDataset),
-                   absl::StrCat("'", t.dataset(), "' holds images; the language model needs "
-                                                  "'tokens' or 'synthetic'"));
-  }
-  if (!language_model && dataset.tokens) {
-    return Invalid(ts::SpecPath(ts::kModel),
-                   absl::StrCat("'", t.model(), "' is a classifier; the tokens dataset needs "
-                                                "'gpt' or 'torchscript' with task "
-                                                "'language_model'"));
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(ts::CheckActivationCheckpointing(t.activation_checkpointing(), t.model(), kSpec));
+  return ts::CheckModelFitsDataset(t.model(), t.task(), t.dataset(), kSpec);
 }
 
 // An integer field without presence: zero means unset.
@@ -392,8 +336,8 @@ std::vector<std::string> TrainerSpecFlags(const TrainerSpec& t) {
 }
 
 absl::Status CheckTrainerSpecPaths(const TrainerSpec& t) {
-  for (const DatasetRule& rule : DatasetRules()) {
-    if (rule.name == t.dataset()) RETURN_IF_ERROR(CheckDataDirContents(t.data_dir(), rule));
+  if (const DatasetRule* rule = FindDatasetRule(t.dataset()); rule != nullptr) {
+    RETURN_IF_ERROR(CheckDataDirContents(t.data_dir(), *rule));
   }
   if (t.model() == "torchscript" && !IsReadableFile(t.torchscript_path())) {
     return Invalid(ts::SpecPath(ts::kTorchscriptPath),
@@ -403,32 +347,23 @@ absl::Status CheckTrainerSpecPaths(const TrainerSpec& t) {
 }
 
 absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
-  const DatasetRule* dataset = nullptr;
-  RETURN_IF_ERROR(ValidateBasics(t, &dataset));
+  RETURN_IF_ERROR(ValidateBasics(t));
   RETURN_IF_ERROR(ValidateNumericsAndOptimisation(t));
-  RETURN_IF_ERROR(ValidateDataAndModel(t, *dataset));
+  RETURN_IF_ERROR(ValidateDataAndModel(t));
   RETURN_IF_ERROR(CheckSpec(ts::kCheckpointEvery, t.checkpoint_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
   RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));
   RETURN_IF_ERROR(CheckSpec(ts::kZeroStage, t.zero().stage()));
   RETURN_IF_ERROR(ts::CheckZeroCombination(t.zero().stage(), t.zero().offload_optimizer(),
-                                           t.grad_compression(), ts::SpecPath(ts::kZeroStage),
-                                           ts::SpecPath(ts::kZeroOffloadOptimizer),
-                                           ts::SpecPath(ts::kGradCompression)));
+                                           t.grad_compression(), kSpec));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineStages, t.pipeline().stages()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineMicroBatches, t.pipeline().micro_batches()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineSchedule, t.pipeline().schedule()));
-  const ts::PipelineSettings settings{
-      t.pipeline().stages(),  t.pipeline().micro_batches(), t.model(),
-      t.gpt_layers(),         t.hidden_size() + 1,          t.batch_size(),
-      t.zero().stage(),       t.activation_checkpointing(), t.precision(),
-      t.accumulation_steps(), t.grad_compression()};
   return ts::CheckPipeline(
-      settings,
-      {ts::SpecPath(ts::kPipelineStages), ts::SpecPath(ts::kPipelineMicroBatches),
-       ts::SpecPath(ts::kGptLayers), ts::SpecPath(ts::kBatchSize), ts::SpecPath(ts::kZeroStage),
-       ts::SpecPath(ts::kActivationCheckpointing), ts::SpecPath(ts::kPrecision),
-       ts::SpecPath(ts::kAccumulationSteps), ts::SpecPath(ts::kGradCompression)});
+      {t.pipeline().stages(), t.pipeline().micro_batches(), t.model(), t.gpt_layers(),
+       t.hidden_size() + 1, t.batch_size(), t.zero().stage(), t.activation_checkpointing(),
+       t.precision(), t.accumulation_steps(), t.grad_compression()},
+      kSpec);
 }
 
 }  // namespace baton

@@ -1,10 +1,11 @@
 #pragma once
 
 // Defaults and validation of a TrainerSpec (proto/baton/v1/job.proto), both read from the
-// table in common/spec/trainer_spec_defaults.h. The coordinator applies them at submit (through
+// table in common/spec/trainer_spec_defaults.h (and the rules between fields in
+// common/spec/trainer_rules.h). The coordinator applies them at submit (through
 // WithDefaults/ValidateJobSpec in common/spec/job_spec.h); the worker applies the defaults
-// again before it turns a spec into baton-trainer flags (worker/supervisor/trainer_args.h), so a spec
-// stored before a field existed still gets the field's default, not the trainer's.
+// again before it turns a spec into baton-trainer flags (worker/supervisor/trainer_args.h), so a
+// spec stored before a field existed still gets the field's default, not the trainer's.
 
 #include <string>
 #include <vector>
@@ -39,7 +40,8 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   (its range only; ValidateJobSpec checks it against the world sizes), zero.stage and
 //   zero.offload_optimizer (offload needs stage 1 or 2; stage 2 refuses grad_compression),
 //   and the pipeline fields (CheckPipeline).
-// Ranges come from the table. data_dir: for "synthetic" it must be empty; otherwise an
+// Ranges come from the table; the rules between fields are common/spec/trainer_rules.h's,
+// which baton-trainer applies too. data_dir: for "synthetic" it must be empty; otherwise an
 // absolute path. torchscript_path (model "torchscript" only): an absolute path. Touches no
 // file system (see CheckTrainerSpecPaths). Thread-safe.
 absl::Status ValidateTrainerSpec(const baton::v1::TrainerSpec& t);

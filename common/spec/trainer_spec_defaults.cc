@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,11 +11,10 @@
 namespace baton::trainer_spec {
 namespace {
 
-absl::Status OutOfRange(absl::string_view label, absl::string_view value,
-                        absl::string_view allowed, absl::string_view note) {
-  return absl::InvalidArgumentError(absl::StrCat(label, ": ", value,
-                                                 " is out of range; must be ", allowed,
-                                                 note.empty() ? "" : " (", note,
+absl::Status OutOfRange(absl::string_view label, absl::string_view value, absl::string_view allowed,
+                        absl::string_view note) {
+  return absl::InvalidArgumentError(absl::StrCat(label, ": ", value, " is out of range; must be ",
+                                                 allowed, note.empty() ? "" : " (", note,
                                                  note.empty() ? "" : ")"));
 }
 
@@ -48,96 +48,15 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
   for (absl::string_view allowed : field.allowed) {
     if (value == allowed) return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(label, ": '", value,
-                                                 "' is not supported; allowed: ",
-                                                 absl::StrJoin(field.allowed, ", ")));
-}
-
-absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
-                                  absl::string_view grad_compression,
-                                  absl::string_view stage_label, absl::string_view offload_label,
-                                  absl::string_view compression_label) {
-  if (offload_optimizer && stage == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(offload_label, ": true needs ", stage_label,
-                     " 1 or 2 (the sharded optimizer state is what is offloaded); it is 0"));
-  }
-  if (stage == 2 && !grad_compression.empty() && grad_compression != "none") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        stage_label, ": 2 cannot be combined with ", compression_label, "=", grad_compression,
-        " (stage 2 reduce-scatters full-width gradients); use stage 1, or ", compression_label,
-        "=none"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labels) {
-  if (s.stages <= 1) return absl::OkStatus();
-  if (s.micro_batches < s.stages) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(labels.micro_batches, ": ", s.micro_batches, " is fewer than the ",
-                     s.stages, " stages; must be >= ", labels.stages));
-  }
-  if (s.model == "gpt") {
-    if (s.gpt_layers % s.stages != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(labels.stages, ": ", s.stages,
-                                                     " does not divide ", labels.gpt_layers, " ",
-                                                     s.gpt_layers, "; must divide it"));
-    }
-  } else if (s.model == "mlp") {
-    if (s.mlp_layers < s.stages) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          labels.stages, ": ", s.stages, " stages for an mlp of ", s.mlp_layers,
-          " layers; must be at most its layers (hidden widths + 1)"));
-    }
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat(labels.stages, ": model '", s.model,
-                                                   "' cannot be split into stages; allowed "
-                                                   "with models gpt and mlp"));
-  }
-  if (s.batch_size % s.micro_batches != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(labels.micro_batches, ": ", s.micro_batches,
-                                                   " does not divide ", labels.batch_size, " ",
-                                                   s.batch_size, "; must divide it"));
-  }
-  if (s.zero_stage > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        labels.stages, ": pipeline parallelism is not supported with ", labels.zero_stage, " ",
-        s.zero_stage, "; allowed with ", labels.zero_stage, " 0"));
-  }
-  if (s.activation_checkpointing != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(labels.stages, ": pipeline parallelism is not supported with ",
-                     labels.activation_checkpointing, " '", s.activation_checkpointing,
-                     "'; allowed with 'none'"));
-  }
-  if (!s.precision.empty() && s.precision != "fp32") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        labels.precision, ": '", s.precision, "' is not supported with pipeline parallelism (",
-        labels.stages, " ", s.stages, "); allowed: fp32"));
-  }
-  if (s.accumulation_steps != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        labels.accumulation_steps, ": ", s.accumulation_steps,
-        " is not supported with pipeline parallelism (", labels.stages, " ", s.stages,
-        "); allowed: 1 (a pipeline accumulates over its ", labels.micro_batches, " instead)"));
-  }
-  if (!s.grad_compression.empty() && s.grad_compression != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat(labels.grad_compression, ": '", s.grad_compression,
-                     "' is not supported with pipeline parallelism (", labels.stages, " ", s.stages,
-                     "); allowed: none"));
-  }
-  return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      label, ": '", value, "' is not supported; allowed: ", absl::StrJoin(field.allowed, ", ")));
 }
 
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label) {
   if (values.size() > static_cast<size_t>(field.max_count)) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": ", values.size(),
-                                                   " ", field.unit,
-                                                   " is too many; at most ",
-                                                   field.max_count));
+    return absl::InvalidArgumentError(absl::StrCat(label, ": ", values.size(), " ", field.unit,
+                                                   " is too many; at most ", field.max_count));
   }
   for (size_t i = 0; i < values.size(); ++i) {
     if (values[i] < field.min || values[i] > field.max) {
@@ -158,25 +77,74 @@ std::string ListText(absl::Span<const int64_t> values) { return absl::StrJoin(va
 
 absl::Span<const AnyField> TrainerSpecFields() {
   static constexpr AnyField kFields[] = {
-      &kModel,          &kDataset,       &kDataDir,         &kBatchSize,
-      &kLr,             &kMomentum,      &kSeed,            &kHidden,
-      &kLogEvery,       &kThreads,       &kPrecision,       &kAccumulationSteps,
-      &kBucketCapMb,    &kGradCompression, &kMaxGradNorm,   &kOptimizer,
-      &kWeightDecay,    &kNesterov,      &kAdamBeta1,       &kAdamBeta2,
-      &kAdamEps,        &kLrSchedule,    &kWarmupSteps,     &kLrStepSize,
-      &kLrGamma,        &kMinLr,         &kBaseBatch,       &kLoaderThreads,
-      &kPrefetchBatches, &kImageSize,    &kContextLength,   &kSyntheticSamples,
-      &kNumClasses,     &kGptLayers,     &kGptHeads,        &kGptWidth,
-      &kVocabSize,      &kTorchscriptPath, &kTask,          &kCheckpointEvery,
-      &kKeepCheckpoints, &kGlobalBatch,  &kSampleLog,      &kActivationCheckpointing,
-      &kZeroStage,      &kZeroOffloadOptimizer, &kPipelineStages, &kPipelineMicroBatches,
+      &kModel,
+      &kDataset,
+      &kDataDir,
+      &kBatchSize,
+      &kLr,
+      &kMomentum,
+      &kSeed,
+      &kHidden,
+      &kLogEvery,
+      &kThreads,
+      &kPrecision,
+      &kAccumulationSteps,
+      &kBucketCapMb,
+      &kGradCompression,
+      &kMaxGradNorm,
+      &kOptimizer,
+      &kWeightDecay,
+      &kNesterov,
+      &kAdamBeta1,
+      &kAdamBeta2,
+      &kAdamEps,
+      &kLrSchedule,
+      &kWarmupSteps,
+      &kLrStepSize,
+      &kLrGamma,
+      &kMinLr,
+      &kBaseBatch,
+      &kLoaderThreads,
+      &kPrefetchBatches,
+      &kImageSize,
+      &kContextLength,
+      &kSyntheticSamples,
+      &kNumClasses,
+      &kGptLayers,
+      &kGptHeads,
+      &kGptWidth,
+      &kVocabSize,
+      &kTorchscriptPath,
+      &kTask,
+      &kCheckpointEvery,
+      &kKeepCheckpoints,
+      &kGlobalBatch,
+      &kSampleLog,
+      &kActivationCheckpointing,
+      &kZeroStage,
+      &kZeroOffloadOptimizer,
+      &kPipelineStages,
+      &kPipelineMicroBatches,
       &kPipelineSchedule,
   };
   return kFields;
 }
 
+absl::Span<const AnyField> TrainerFlagFields() {
+  static const auto* const fields = [] {
+    auto* all = new std::vector<AnyField>(TrainerSpecFields().begin(), TrainerSpecFields().end());
+    all->insert(all->end(), {&kMaxSteps, &kMaxEpochs, &kCheckpointDir});
+    return all;
+  }();
+  return *fields;
+}
+
 absl::string_view FieldName(const AnyField& field) {
   return std::visit([](const auto* f) { return f->name; }, field);
+}
+
+absl::string_view FieldHelp(const AnyField& field) {
+  return std::visit([](const auto* f) { return f->help; }, field);
 }
 
 std::string DefaultText(const AnyField& field) {

@@ -2,21 +2,28 @@
 
 // The one table of the built-in trainer's settings: every TrainerSpec field
 // (proto/baton/v1/job.proto), plus the Budget and JobSpec fields baton-trainer takes as
-// flags, with its default and the values it allows. Everything that fills in a default or
-// checks a range reads it here:
+// flags, with its default, the values it allows and its help text. Everything that fills
+// in a default, checks a range or describes a setting reads it here:
 //   - submit: TrainerSpecWithDefaults / ValidateTrainerSpec (common/spec/trainer_spec.h);
 //   - the worker: TrainerArgv (worker/supervisor/trainer_args.h) passes every field as a flag;
-//   - baton-trainer: its flag defaults and flag validation (worker/trainer/trainer_flags.h),
-//     and the defaults of the option structs of its libraries (TrainerOptions, ModelOptions,
-//     OptimizerOptions, LrScheduleOptions, TrainStepOptions, LoaderOptions, DataOptions,
-//     CheckpointManagerOptions).
+//   - baton-trainer: its flags (worker/trainer/trainer_flags.h: each flag's type, default
+//     and --help text), their validation, and the defaults of the option structs of its
+//     libraries (TrainerOptions, ModelOptions, OptimizerOptions, LrScheduleOptions,
+//     TrainStepOptions, LoaderOptions, DataOptions, CheckpointManagerOptions).
+// The rules between fields: common/spec/trainer_rules.h.
 // Plain C++ and Abseil: the trainer depends on it without protobuf or the coordinator.
 //
 // Each entry's `name` is both the TrainerSpec field name and the baton-trainer flag name.
 // `default_value` is what an unset field means: in a JobSpec (proto3 scalars without
 // presence count as unset when zero or empty, fields with presence when absent) and for a
 // flag that is not passed (a standalone baton-trainer run; the worker passes every flag).
-// The check functions below are the only range checks of these fields.
+// `help` is the flag's --help text. The check functions below are the only range checks of
+// these fields.
+//
+// Adding a setting: its entry here (and in TrainerSpecFields or TrainerFlagFields), its
+// flag (one line in worker/trainer/trainer_flags.cc) and where baton-trainer keeps it (one
+// line in ForEachTableOption, worker/trainer/trainer_options.h, or ForEachFlagOption);
+// the table tests name whichever is missing.
 
 #include <cstdint>
 #include <limits>
@@ -41,6 +48,7 @@ struct IntField {
   int64_t min;
   int64_t max;
   absl::string_view note;  // What special values mean (e.g. "0 = no limit"); may be empty.
+  absl::string_view help;  // The flag's --help text.
   // The field path under "trainer." when it is not `name` (a field of a nested message:
   // "zero.stage" for the flag "zero_stage"); empty otherwise.
   absl::string_view path = {};
@@ -56,6 +64,7 @@ struct RealField {
   double hi;
   bool hi_closed;
   absl::string_view note;
+  absl::string_view help;
 };
 
 // One of a fixed set of names.
@@ -66,19 +75,22 @@ struct ChoiceField {
   // A JobSpec must set it: WithDefaults leaves it empty and ValidateTrainerSpec rejects
   // that. default_value then only serves a standalone baton-trainer run.
   bool required;
+  absl::string_view help;
   absl::string_view path = {};  // As IntField::path.
 };
 
-// Free text (paths); every value is allowed here, rules between fields live with the
-// validators.
+// Free text (paths); every value is allowed here, the rules between fields are in
+// trainer_rules.h.
 struct TextField {
   absl::string_view name;
   absl::string_view default_value;
+  absl::string_view help;
 };
 
 struct BoolField {
   absl::string_view name;
   bool default_value;
+  absl::string_view help;
   absl::string_view path = {};  // As IntField::path.
 };
 
@@ -86,6 +98,7 @@ struct BoolField {
 struct Uint64Field {
   absl::string_view name;
   uint64_t default_value;
+  absl::string_view help;
 };
 
 // A list of integers (flag text: comma-separated, e.g. "256,128"); allowed: at most
@@ -97,123 +110,190 @@ struct ListField {
   int max_count;
   int64_t min;
   int64_t max;
+  absl::string_view help;
 };
 
 // ---- the table, in TrainerSpec field order ---------------------------------------------
+// One entry per setting, laid out by hand.
+// clang-format off
 
 inline constexpr absl::string_view kModels[] = {"mlp", "resnet18", "resnet50", "gpt",
                                                 "torchscript"};
-inline constexpr ChoiceField kModel{"model", "mlp", kModels, /*required=*/true};
+inline constexpr ChoiceField kModel{"model", "mlp", kModels, /*required=*/true,
+                                    "mlp, resnet18, resnet50, gpt or torchscript."};
 inline constexpr absl::string_view kDatasets[] = {"mnist", "cifar10", "image_folder", "tokens",
                                                   "synthetic"};
-inline constexpr ChoiceField kDataset{"dataset", "mnist", kDatasets, /*required=*/true};
-// Required unless the dataset is "synthetic" (which must leave it empty).
-inline constexpr TextField kDataDir{"data_dir", ""};
-inline constexpr IntField kBatchSize{"batch_size", 64, 1, 65536, ""};
-inline constexpr RealField kLr{"lr", 0.05, 0, false, kInfinity, false, ""};
-inline constexpr RealField kMomentum{"momentum", 0.9, 0, true, 1, false, "0 = plain SGD"};
-inline constexpr Uint64Field kSeed{"seed", 1};
+inline constexpr ChoiceField kDataset{"dataset", "mnist", kDatasets, /*required=*/true,
+                                      "mnist, cifar10, image_folder, tokens or synthetic."};
+// Required unless the dataset is "synthetic" (trainer_rules.h: CheckDataDir).
+inline constexpr TextField kDataDir{"data_dir", "",
+                                    "Directory with the dataset's files (not for synthetic)."};
+inline constexpr IntField kBatchSize{"batch_size", 64, 1, 65536, "",
+                                     "Samples per rank per micro-batch."};
+inline constexpr RealField kLr{"lr", 0.05, 0, false, kInfinity, false, "", "Base learning rate."};
+inline constexpr RealField kMomentum{"momentum", 0.9, 0, true, 1, false, "0 = plain SGD",
+                                     "SGD momentum in [0, 1)."};
+inline constexpr Uint64Field kSeed{"seed", 1,
+                                   "Seed for initialisation, data order and augmentation."};
 inline constexpr int64_t kDefaultHidden[] = {256, 128};
-inline constexpr ListField kHidden{"hidden", kDefaultHidden, "layers", 16, 1, 65536};
-inline constexpr IntField kLogEvery{"log_every", 10, 1, kInt32Max, ""};
-inline constexpr IntField kThreads{"threads", 1, 1, 256, ""};
+inline constexpr ListField kHidden{"hidden", kDefaultHidden, "layers", 16, 1, 65536,
+                                   "Comma-separated MLP hidden layer widths."};
+inline constexpr IntField kLogEvery{"log_every", 10, 1, kInt32Max, "",
+                                    "Steps between metric lines."};
+inline constexpr IntField kThreads{"threads", 1, 1, 256, "", "Intra-op threads."};
 // Numerics.
 inline constexpr absl::string_view kPrecisions[] = {"fp32", "bf16", "fp16"};
-inline constexpr ChoiceField kPrecision{"precision", "fp32", kPrecisions, false};
-inline constexpr IntField kAccumulationSteps{"accumulation_steps", 1, 1, 1024, ""};
-inline constexpr RealField kBucketCapMb{"bucket_cap_mb", 25, 0, false, 4096, true, ""};
+inline constexpr ChoiceField kPrecision{
+    "precision", "fp32", kPrecisions, false,
+    "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling)."};
+inline constexpr IntField kAccumulationSteps{"accumulation_steps", 1, 1, 1024, "",
+                                             "Micro-batches per optimizer step."};
+inline constexpr RealField kBucketCapMb{"bucket_cap_mb", 25, 0, false, 4096, true, "",
+                                        "Gradient all-reduce bucket size in MiB."};
 inline constexpr absl::string_view kGradCompressions[] = {"none", "bf16", "fp16"};
 inline constexpr ChoiceField kGradCompression{"grad_compression", "none", kGradCompressions,
-                                              false};
-inline constexpr RealField kMaxGradNorm{"max_grad_norm", 0,         0, true, kInfinity, false,
-                                        "0 = no clipping"};
+                                              false, "none, bf16 or fp16 gradient all-reduce."};
+inline constexpr RealField kMaxGradNorm{"max_grad_norm", 0, 0, true, kInfinity, false,
+                                        "0 = no clipping",
+                                        "Clip gradients to this global L2 norm (0 = off)."};
 // Optimisation.
 inline constexpr absl::string_view kOptimizers[] = {"sgd", "adamw"};
-inline constexpr ChoiceField kOptimizer{"optimizer", "sgd", kOptimizers, false};
-inline constexpr RealField kWeightDecay{"weight_decay", 0, 0, true, kInfinity, false, ""};
-// Needs optimizer "sgd" with momentum > 0.
-inline constexpr BoolField kNesterov{"nesterov", false};
-inline constexpr RealField kAdamBeta1{"adam_beta1", 0.9, 0, true, 1, false, ""};
-inline constexpr RealField kAdamBeta2{"adam_beta2", 0.999, 0, true, 1, false, ""};
-inline constexpr RealField kAdamEps{"adam_eps", 1e-8, 0, true, kInfinity, false, ""};
+inline constexpr ChoiceField kOptimizer{"optimizer", "sgd", kOptimizers, false, "sgd or adamw."};
+inline constexpr RealField kWeightDecay{"weight_decay", 0, 0, true, kInfinity, false, "",
+                                        "L2 (sgd) or decoupled (adamw) weight decay."};
+// Needs optimizer "sgd" with momentum > 0 (trainer_rules.h: CheckNesterov).
+inline constexpr BoolField kNesterov{"nesterov", false, "Nesterov momentum (sgd)."};
+inline constexpr RealField kAdamBeta1{"adam_beta1", 0.9, 0, true, 1, false, "", "AdamW beta1."};
+inline constexpr RealField kAdamBeta2{"adam_beta2", 0.999, 0, true, 1, false, "",
+                                      "AdamW beta2."};
+inline constexpr RealField kAdamEps{"adam_eps", 1e-8, 0, true, kInfinity, false, "",
+                                    "AdamW epsilon."};
 inline constexpr absl::string_view kLrSchedules[] = {"constant", "cosine", "step"};
-inline constexpr ChoiceField kLrSchedule{"lr_schedule", "constant", kLrSchedules, false};
-inline constexpr IntField kWarmupSteps{"warmup_steps", 0, 0, kInt64Max, ""};
-// Must also be > 0 for lr_schedule "step".
-inline constexpr IntField kLrStepSize{"lr_step_size", 0, 0, kInt64Max, ""};
-inline constexpr RealField kLrGamma{"lr_gamma", 0.1, 0, false, kInfinity, false, ""};
-inline constexpr RealField kMinLr{"min_lr", 0, 0, true, kInfinity, false, ""};
+inline constexpr ChoiceField kLrSchedule{"lr_schedule", "constant", kLrSchedules, false,
+                                         "constant, cosine or step."};
+inline constexpr IntField kWarmupSteps{"warmup_steps", 0, 0, kInt64Max, "",
+                                       "Linear warmup steps."};
+// Must also be > 0 for lr_schedule "step" (trainer_rules.h: CheckLrStepSize).
+inline constexpr IntField kLrStepSize{"lr_step_size", 0, 0, kInt64Max, "",
+                                      "step schedule: steps between decays."};
+inline constexpr RealField kLrGamma{"lr_gamma", 0.1, 0, false, kInfinity, false, "",
+                                    "step schedule: decay factor."};
+inline constexpr RealField kMinLr{"min_lr", 0, 0, true, kInfinity, false, "",
+                                  "cosine schedule: final lr."};
 inline constexpr IntField kBaseBatch{"base_batch", 0, 0, int64_t{1} << 30,
-                                     "0 = no linear scaling"};
+                                     "0 = no linear scaling",
+                                     "Linear scaling rule reference batch (0 = off)."};
 // Data.
 inline constexpr IntField kLoaderThreads{"loader_threads", 2, 0, 64,
-                                         "0 = load on the training thread"};
-inline constexpr IntField kPrefetchBatches{"prefetch_batches", 4, 1, 1024, ""};
-inline constexpr IntField kImageSize{"image_size", 0, 0, 4096, "0 = the dataset's default"};
+                                         "0 = load on the training thread",
+                                         "Background loader threads per rank."};
+inline constexpr IntField kPrefetchBatches{"prefetch_batches", 4, 1, 1024, "",
+                                           "Batches prepared ahead per rank."};
+inline constexpr IntField kImageSize{
+    "image_size", 0, 0, 4096, "0 = the dataset's default",
+    "Image side (0 = the dataset's default: 224 image_folder, 32 synthetic)."};
 // The dataset defaults image_size 0 stands for. WithDefaults fills in the image_folder one.
 inline constexpr int64_t kImageFolderImageSize = 224;
 inline constexpr int64_t kSyntheticImageSize = 32;
-inline constexpr IntField kContextLength{"context_length", 128, 1, 65536, ""};
-inline constexpr IntField kSyntheticSamples{"synthetic_samples", 8192, 1, int64_t{1} << 31, ""};
-inline constexpr IntField kNumClasses{"num_classes", 10, 2, 1000000, ""};
+inline constexpr IntField kContextLength{"context_length", 128, 1, 65536, "",
+                                         "Sequence length (tokens / gpt)."};
+inline constexpr IntField kSyntheticSamples{"synthetic_samples", 8192, 1, int64_t{1} << 31, "",
+                                            "synthetic: training samples."};
+inline constexpr IntField kNumClasses{"num_classes", 10, 2, 1000000, "", "synthetic: classes."};
 // Models.
-inline constexpr IntField kGptLayers{"gpt_layers", 4, 1, 256, ""};
-inline constexpr IntField kGptHeads{"gpt_heads", 4, 1, 256, ""};
-// Must also be divisible by gpt_heads.
-inline constexpr IntField kGptWidth{"gpt_width", 256, 1, 65536, ""};
-inline constexpr IntField kVocabSize{"vocab_size", 50304, 2, 1 << 24, ""};
-// Model "torchscript" only, and then required.
-inline constexpr TextField kTorchscriptPath{"torchscript_path", ""};
+inline constexpr IntField kGptLayers{"gpt_layers", 4, 1, 256, "", "gpt: layers."};
+inline constexpr IntField kGptHeads{"gpt_heads", 4, 1, 256, "", "gpt: attention heads."};
+// Must also be divisible by gpt_heads (trainer_rules.h: CheckGptWidth).
+inline constexpr IntField kGptWidth{"gpt_width", 256, 1, 65536, "", "gpt: embedding width."};
+inline constexpr IntField kVocabSize{"vocab_size", 50304, 2, 1 << 24, "",
+                                     "gpt / tokens: vocabulary size."};
+// Model "torchscript" only, and then required (trainer_rules.h: CheckTorchscriptPath).
+inline constexpr TextField kTorchscriptPath{"torchscript_path", "",
+                                            "torchscript: the module file."};
 inline constexpr absl::string_view kTasks[] = {"classification", "language_model"};
-inline constexpr ChoiceField kTask{"task", "classification", kTasks, false};
+inline constexpr ChoiceField kTask{"task", "classification", kTasks, false,
+                                   "torchscript: classification or language_model."};
 // Checkpoints.
 inline constexpr IntField kCheckpointEvery{"checkpoint_every", 0, 0, kInt64Max,
-                                           "0 = only at the end"};
-inline constexpr IntField kKeepCheckpoints{"keep_checkpoints", 3, 1, 1000, ""};
-// Elastic batch. When > 0: a multiple of every world size, with accumulation_steps 1.
-inline constexpr IntField kGlobalBatch{"global_batch", 0, 0, kInt64Max,
-                                       "0 = batch_size per rank"};
-inline constexpr TextField kSampleLog{"sample_log", ""};
+                                           "0 = only at the end",
+                                           "Steps between checkpoints (0 = only at the end)."};
+inline constexpr IntField kKeepCheckpoints{"keep_checkpoints", 3, 1, 1000, "",
+                                           "Step checkpoints to keep."};
+// Elastic batch. When > 0: a multiple of every world size, with accumulation_steps 1
+// (trainer_rules.h: CheckGlobalBatch).
+inline constexpr IntField kGlobalBatch{
+    "global_batch", 0, 0, kInt64Max, "0 = batch_size per rank",
+    "Samples per optimizer step over all ranks, kept whatever the world size (0 = "
+    "--batch_size per rank). --batch_size is then the largest micro-batch; the "
+    "accumulation steps are derived, and a resized gang resumes exactly."};
+inline constexpr TextField kSampleLog{
+    "sample_log", "",
+    "Append each step's sample ids to <this>.<rank> (one line: generation step rank "
+    "ids), to audit which data was trained on across restarts."};
 // Memory. "blocks": models resnet18, resnet50 and gpt only (mlp and torchscript have no
-// blocks to checkpoint).
+// blocks to checkpoint; trainer_rules.h: CheckActivationCheckpointing).
 inline constexpr absl::string_view kActivationCheckpointings[] = {"none", "blocks"};
-inline constexpr ChoiceField kActivationCheckpointing{"activation_checkpointing", "none",
-                                                      kActivationCheckpointings, false};
+inline constexpr ChoiceField kActivationCheckpointing{
+    "activation_checkpointing", "none", kActivationCheckpointings, false,
+    "none, or blocks: recompute each block's activations in backward (resnet18, "
+    "resnet50, gpt)."};
 // Whether `model` (a kModels name) is built of blocks that activation_checkpointing
 // "blocks" can checkpoint.
 inline bool HasCheckpointableBlocks(absl::string_view model) {
   return model == "resnet18" || model == "resnet50" || model == "gpt";
 }
 // ZeRO (TrainerSpec.zero, a ZeroSpec): the flag of each of its fields is "zero_<field>".
-// Combinations that cannot work: CheckZeroCombination.
-inline constexpr IntField kZeroStage{"zero_stage", 0, 0, 2, "", "zero.stage"};
-inline constexpr BoolField kZeroOffloadOptimizer{"zero_offload_optimizer", false,
-                                                 "zero.offload_optimizer"};
+// Combinations that cannot work: trainer_rules.h, CheckZeroCombination.
+inline constexpr IntField kZeroStage{
+    "zero_stage", 0, 0, 2, "",
+    "TrainerSpec.zero.stage: 0 (every rank keeps everything), 1 to shard the optimizer "
+    "state over the ranks, 2 to shard the gradients too (reduce-scattered bucket by "
+    "bucket; not with --grad_compression).",
+    "zero.stage"};
+inline constexpr BoolField kZeroOffloadOptimizer{
+    "zero_offload_optimizer", false,
+    "TrainerSpec.zero.offload_optimizer: with --zero_stage 1 or 2, keep the sharded "
+    "optimizer state and run its update in pinned host memory when training on GPUs "
+    "(no-op on CPU).",
+    "zero.offload_optimizer"};
 // Pipeline parallelism (TrainerSpec.pipeline, a PipelineSpec): flags "pipeline_<field>".
-// The rules between fields live with the validators (CheckPipeline); the training loop:
+// The rules between fields: trainer_rules.h, CheckPipeline; the training loop:
 // worker/trainer/pipeline_session.h.
-inline constexpr IntField kPipelineStages{"pipeline_stages", 1, 1, 64, "1 = no pipeline",
-                                          "pipeline.stages"};
-inline constexpr IntField kPipelineMicroBatches{"pipeline_micro_batches", 1, 1, 1024, "",
-                                                "pipeline.micro_batches"};
+inline constexpr IntField kPipelineStages{
+    "pipeline_stages", 1, 1, 64, "1 = no pipeline",
+    "TrainerSpec.pipeline.stages: ranks per pipeline the model is split over (1 = no "
+    "pipeline; the world must be a multiple: stages x data-parallel replicas).",
+    "pipeline.stages"};
+inline constexpr IntField kPipelineMicroBatches{
+    "pipeline_micro_batches", 1, 1, 1024, "",
+    "TrainerSpec.pipeline.micro_batches: micro-batches per step and pipeline (>= "
+    "--pipeline_stages, divides --batch_size).",
+    "pipeline.micro_batches"};
 inline constexpr absl::string_view kPipelineSchedules[] = {"gpipe", "1f1b"};
 inline constexpr ChoiceField kPipelineSchedule{"pipeline_schedule", "1f1b", kPipelineSchedules,
-                                               false, "pipeline.schedule"};
+                                               false,
+                                               "TrainerSpec.pipeline.schedule: gpipe or 1f1b.",
+                                               "pipeline.schedule"};
 
 // ---- Budget and JobSpec fields baton-trainer takes as flags -------------------------------
 
-// At least one of max_steps and max_epochs must be > 0.
-inline constexpr IntField kMaxSteps{"max_steps", 0, 0, kInt64Max, "0 = no limit"};
-inline constexpr IntField kMaxEpochs{"max_epochs", 0, 0, kInt32Max, "0 = no limit"};
+// At least one of max_steps and max_epochs must be > 0 (trainer_rules.h: CheckBudget).
+inline constexpr IntField kMaxSteps{"max_steps", 0, 0, kInt64Max, "0 = no limit",
+                                    "Stop after this many steps (0 = no limit)."};
+inline constexpr IntField kMaxEpochs{"max_epochs", 0, 0, kInt32Max, "0 = no limit",
+                                     "Stop after this many epochs (0 = no limit)."};
 // JobSpec.checkpoint_dir as the worker resolved it; empty = no checkpoints.
-inline constexpr TextField kCheckpointDir{"checkpoint_dir", ""};
+inline constexpr TextField kCheckpointDir{"checkpoint_dir", "",
+                                          "Checkpoints and final.pt go here (created)."};
+
+// clang-format on
 
 // ---- checks ------------------------------------------------------------------------------
 // Each returns OK when `value` is allowed, else INVALID_ARGUMENT
 //   "<label>: <value> is out of range; must be <what is allowed>[ (<note>)]"
 // (choices: "<label>: '<value>' is not supported; allowed: a, b, c"). `label` names the
 // field as the caller's user knows it: "trainer.batch_size" at submit, "--batch_size" in
-// baton-trainer (see SpecPath and FlagLabel).
+// baton-trainer (see SpecPath, FlagLabel and Label).
 
 absl::Status Check(const IntField& field, int64_t value, absl::string_view label);
 absl::Status Check(const RealField& field, double value, absl::string_view label);
@@ -222,42 +302,6 @@ absl::Status Check(const ChoiceField& field, absl::string_view value, absl::stri
 // order, labelled "<label>[<index>]".
 absl::Status Check(const ListField& field, absl::Span<const int64_t> values,
                    absl::string_view label);
-// OK unless the ZeRO settings cannot work together with the gradient compression, else
-// INVALID_ARGUMENT naming the field: "<offload_label>: true needs <stage_label> 1 or 2 ..."
-// (there is no sharded optimizer state to offload at stage 0), or "<stage_label>: 2 cannot
-// be combined with <compression_label>=bf16 ..." (stage 2 reduce-scatters full-width
-// gradients). `stage` and `grad_compression` must have passed their Checks.
-absl::Status CheckZeroCombination(int64_t stage, bool offload_optimizer,
-                                  absl::string_view grad_compression,
-                                  absl::string_view stage_label, absl::string_view offload_label,
-                                  absl::string_view compression_label);
-
-// The rules between pipeline settings and the rest (PipelineSpec in job.proto), once each
-// passed its own Check: with stages > 1, micro_batches >= stages; model "gpt" with
-// gpt_layers divisible by stages, or "mlp" with at least `stages` layers (mlp_layers =
-// hidden widths + 1); batch_size divisible by micro_batches; zero_stage 0;
-// activation_checkpointing "none"; and what the pipeline training loop does not support:
-// precision "fp32" (or ""), accumulation_steps 1 (the micro-batches are the pipeline's),
-// grad_compression "none" (or ""). INVALID_ARGUMENT "<label of the field>: ..."; `labels`
-// names each setting as the caller's user knows it (SpecPath or FlagLabel).
-struct PipelineSettings {
-  int64_t stages;
-  int64_t micro_batches;
-  absl::string_view model;
-  int64_t gpt_layers;
-  int64_t mlp_layers;
-  int64_t batch_size;
-  int64_t zero_stage;
-  absl::string_view activation_checkpointing;
-  absl::string_view precision;
-  int64_t accumulation_steps;
-  absl::string_view grad_compression;
-};
-struct PipelineLabels {
-  std::string stages, micro_batches, gpt_layers, batch_size, zero_stage, activation_checkpointing,
-      precision, accumulation_steps, grad_compression;
-};
-absl::Status CheckPipeline(const PipelineSettings& s, const PipelineLabels& labels);
 
 // "trainer.<name>" (or "trainer.<path>" for a nested field): the field path of a TrainerSpec
 // entry in a JobSpec.
@@ -277,6 +321,14 @@ std::string FlagLabel(const Field& field) {
   return std::string("--").append(field.name.data(), field.name.size());
 }
 
+// Whose user a message is for: submit's (a JobSpec's field paths, SpecPath) or
+// baton-trainer's (its flags, FlagLabel).
+enum class Naming { kSpec, kFlags };
+template <typename Field>
+std::string Label(const Field& field, Naming naming) {
+  return naming == Naming::kSpec ? SpecPath(field) : FlagLabel(field);
+}
+
 // ---- flag text ---------------------------------------------------------------------------
 
 // The shortest text that parses back to the same double ("0.05", "1e-08").
@@ -286,15 +338,19 @@ std::string ListText(absl::Span<const int64_t> values);
 
 // ---- the whole table, for code and tests that go over every field -----------------------
 
-using AnyField = std::variant<const IntField*, const RealField*, const ChoiceField*,
-                              const TextField*, const BoolField*, const Uint64Field*,
-                              const ListField*>;
+using AnyField =
+    std::variant<const IntField*, const RealField*, const ChoiceField*, const TextField*,
+                 const BoolField*, const Uint64Field*, const ListField*>;
 
 // Every TrainerSpec field's entry, in TrainerSpec field-number order (the Budget and
 // JobSpec flags above are not included).
 absl::Span<const AnyField> TrainerSpecFields();
+// Every baton-trainer contract flag's entry: TrainerSpecFields(), then max_steps,
+// max_epochs and checkpoint_dir.
+absl::Span<const AnyField> TrainerFlagFields();
 
 absl::string_view FieldName(const AnyField& field);
+absl::string_view FieldHelp(const AnyField& field);
 // The default as baton-trainer flag text: "64", "0.05", "mlp", "256,128", "false".
 std::string DefaultText(const AnyField& field);
 

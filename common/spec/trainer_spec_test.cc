@@ -56,8 +56,7 @@ TEST(TrainerSpecTableTest, HasOneEntryPerTrainerSpecFieldInFieldOrder) {
     const FieldDescriptor& field = *leaves[i].field;
     EXPECT_EQ(ts::FieldName(table[i]), leaves[i].flag_name) << "entry " << i;
     EXPECT_TRUE(KindFits(table[i], field)) << field.name() << ": the entry's kind does not fit";
-    std::visit([&](const auto* f) { EXPECT_EQ(ts::SpecPath(*f), leaves[i].spec_path); },
-               table[i]);
+    std::visit([&](const auto* f) { EXPECT_EQ(ts::SpecPath(*f), leaves[i].spec_path); }, table[i]);
   }
   EXPECT_EQ(ts::SpecPath(ts::kZeroStage), "trainer.zero.stage");
   EXPECT_EQ(ts::FlagLabel(ts::kZeroStage), "--zero_stage");
@@ -160,8 +159,7 @@ TEST(TrainerSpecFlagsTest, FlattensTheNestedMessages) {
   flags = TrainerSpecFlags(TrainerSpecWithDefaults(TrainerSpec()));
   const std::vector<std::string> defaults(flags.end() - 5, flags.end());
   EXPECT_EQ(defaults, (std::vector<std::string>{"--zero_stage=0", "--zero_offload_optimizer=false",
-                                                "--pipeline_stages=1",
-                                                "--pipeline_micro_batches=1",
+                                                "--pipeline_stages=1", "--pipeline_micro_batches=1",
                                                 "--pipeline_schedule=1f1b"}));
   EXPECT_EQ(ts::SpecPath(ts::kPipelineSchedule), "trainer.pipeline.schedule");
 }
@@ -185,9 +183,9 @@ TEST(TrainerSpecTableTest, ChecksNameTheLabelTheValueAndWhatIsAllowed) {
   EXPECT_THAT(ts::Check(ts::kOptimizer, "lamb", "--optimizer"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "--optimizer: 'lamb' is not supported; allowed: sgd, adamw"));
-  EXPECT_THAT(ts::Check(ts::kHidden, std::vector<int64_t>(17, 8), "--hidden"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       "--hidden: 17 layers is too many; at most 16"));
+  EXPECT_THAT(
+      ts::Check(ts::kHidden, std::vector<int64_t>(17, 8), "--hidden"),
+      StatusIs(absl::StatusCode::kInvalidArgument, "--hidden: 17 layers is too many; at most 16"));
   EXPECT_THAT(ts::Check(ts::kHidden, std::vector<int64_t>{8, 0}, "--hidden"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "--hidden[1]: 0 is out of range; must be 1..65536"));
@@ -204,6 +202,21 @@ TEST(ValidateTrainerSpecTest, EveryDatasetHasADataDirRule) {
     t.set_dataset(std::string(dataset));
     const absl::Status status = ValidateTrainerSpec(TrainerSpecWithDefaults(t));
     EXPECT_NE(status.code(), absl::StatusCode::kInternal) << dataset << ": " << status;
+  }
+}
+
+// Every flag entry has help text (its --help line), and the flag entries are the
+// TrainerSpec ones, then max_steps, max_epochs and checkpoint_dir.
+TEST(TrainerSpecTableTest, EveryFlagEntryHasHelp) {
+  const absl::Span<const ts::AnyField> spec = ts::TrainerSpecFields();
+  const absl::Span<const ts::AnyField> flags = ts::TrainerFlagFields();
+  ASSERT_EQ(flags.size(), spec.size() + 3);
+  for (size_t i = 0; i < spec.size(); ++i) EXPECT_EQ(flags[i], spec[i]);
+  EXPECT_EQ(ts::FieldName(flags[spec.size()]), "max_steps");
+  EXPECT_EQ(ts::FieldName(flags[spec.size() + 1]), "max_epochs");
+  EXPECT_EQ(ts::FieldName(flags[spec.size() + 2]), "checkpoint_dir");
+  for (const ts::AnyField& entry : flags) {
+    EXPECT_FALSE(ts::FieldHelp(entry).empty()) << ts::FieldName(entry);
   }
 }
 

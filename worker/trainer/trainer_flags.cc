@@ -1,239 +1,203 @@
 #include "worker/trainer/trainer_flags.h"
 
+#include <cstdlib>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/types/optional.h"
+#include "common/spec/trainer_rules.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
 #include "worker/trainer/device/precision.h"
 #include "worker/trainer/models/mlp.h"
 #include "worker/trainer/step/gradient_reducer.h"
 
+namespace baton::trainer {
+namespace {
+
 namespace ts = ::baton::trainer_spec;
 
-// Contract flags: one per TrainerSpec field, same names; defaults from the table.
-ABSL_FLAG(std::string, model, std::string(ts::kModel.default_value),
-          "mlp, resnet18, resnet50, gpt or torchscript.");
-ABSL_FLAG(std::string, dataset, std::string(ts::kDataset.default_value),
-          "mnist, cifar10, image_folder, tokens or synthetic.");
-ABSL_FLAG(std::string, data_dir, std::string(ts::kDataDir.default_value),
-          "Directory with the dataset's files (not for synthetic).");
-ABSL_FLAG(int64_t, batch_size, ts::kBatchSize.default_value, "Samples per rank per micro-batch.");
-ABSL_FLAG(double, lr, ts::kLr.default_value, "Base learning rate.");
-ABSL_FLAG(double, momentum, ts::kMomentum.default_value, "SGD momentum in [0, 1).");
-ABSL_FLAG(uint64_t, seed, ts::kSeed.default_value,
-          "Seed for initialisation, data order and augmentation.");
-ABSL_FLAG(std::string, hidden, ts::ListText(ts::kHidden.default_value),
-          "Comma-separated MLP hidden layer widths.");
-ABSL_FLAG(int64_t, log_every, ts::kLogEvery.default_value, "Steps between metric lines.");
-ABSL_FLAG(int32_t, threads, ts::kThreads.default_value, "Intra-op threads.");
-ABSL_FLAG(std::string, precision, std::string(ts::kPrecision.default_value),
-          "fp32, bf16 (autocast) or fp16 (autocast + dynamic loss scaling).");
-ABSL_FLAG(int64_t, accumulation_steps, ts::kAccumulationSteps.default_value,
-          "Micro-batches per optimizer step.");
-ABSL_FLAG(double, bucket_cap_mb, ts::kBucketCapMb.default_value,
-          "Gradient all-reduce bucket size in MiB.");
-ABSL_FLAG(std::string, grad_compression, std::string(ts::kGradCompression.default_value),
-          "none, bf16 or fp16 gradient all-reduce.");
-ABSL_FLAG(double, max_grad_norm, ts::kMaxGradNorm.default_value,
-          "Clip gradients to this global L2 norm (0 = off).");
-ABSL_FLAG(std::string, optimizer, std::string(ts::kOptimizer.default_value), "sgd or adamw.");
-ABSL_FLAG(double, weight_decay, ts::kWeightDecay.default_value,
-          "L2 (sgd) or decoupled (adamw) weight decay.");
-ABSL_FLAG(bool, nesterov, ts::kNesterov.default_value, "Nesterov momentum (sgd).");
-ABSL_FLAG(double, adam_beta1, ts::kAdamBeta1.default_value, "AdamW beta1.");
-ABSL_FLAG(double, adam_beta2, ts::kAdamBeta2.default_value, "AdamW beta2.");
-ABSL_FLAG(double, adam_eps, ts::kAdamEps.default_value, "AdamW epsilon.");
-ABSL_FLAG(std::string, lr_schedule, std::string(ts::kLrSchedule.default_value),
-          "constant, cosine or step.");
-ABSL_FLAG(int64_t, warmup_steps, ts::kWarmupSteps.default_value, "Linear warmup steps.");
-ABSL_FLAG(int64_t, lr_step_size, ts::kLrStepSize.default_value,
-          "step schedule: steps between decays.");
-ABSL_FLAG(double, lr_gamma, ts::kLrGamma.default_value, "step schedule: decay factor.");
-ABSL_FLAG(double, min_lr, ts::kMinLr.default_value, "cosine schedule: final lr.");
-ABSL_FLAG(int64_t, base_batch, ts::kBaseBatch.default_value,
-          "Linear scaling rule reference batch (0 = off).");
-ABSL_FLAG(int32_t, loader_threads, ts::kLoaderThreads.default_value,
-          "Background loader threads per rank.");
-ABSL_FLAG(int32_t, prefetch_batches, ts::kPrefetchBatches.default_value,
-          "Batches prepared ahead per rank.");
-ABSL_FLAG(int64_t, image_size, ts::kImageSize.default_value,
-          "Image side (0 = the dataset's default: 224 image_folder, 32 synthetic).");
-ABSL_FLAG(int64_t, context_length, ts::kContextLength.default_value,
-          "Sequence length (tokens / gpt).");
-ABSL_FLAG(int64_t, synthetic_samples, ts::kSyntheticSamples.default_value,
-          "synthetic: training samples.");
-ABSL_FLAG(int64_t, num_classes, ts::kNumClasses.default_value, "synthetic: classes.");
-ABSL_FLAG(int64_t, gpt_layers, ts::kGptLayers.default_value, "gpt: layers.");
-ABSL_FLAG(int64_t, gpt_heads, ts::kGptHeads.default_value, "gpt: attention heads.");
-ABSL_FLAG(int64_t, gpt_width, ts::kGptWidth.default_value, "gpt: embedding width.");
-ABSL_FLAG(int64_t, vocab_size, ts::kVocabSize.default_value, "gpt / tokens: vocabulary size.");
-ABSL_FLAG(std::string, torchscript_path, std::string(ts::kTorchscriptPath.default_value),
-          "torchscript: the module file.");
-ABSL_FLAG(std::string, task, std::string(ts::kTask.default_value),
-          "torchscript: classification or language_model.");
-ABSL_FLAG(int64_t, checkpoint_every, ts::kCheckpointEvery.default_value,
-          "Steps between checkpoints (0 = only at the end).");
-ABSL_FLAG(int32_t, keep_checkpoints, ts::kKeepCheckpoints.default_value,
-          "Step checkpoints to keep.");
-ABSL_FLAG(int64_t, global_batch, ts::kGlobalBatch.default_value,
-          "Samples per optimizer step over all ranks, kept whatever the world size (0 = "
-          "--batch_size per rank). --batch_size is then the largest micro-batch; the "
-          "accumulation steps are derived, and a resized gang resumes exactly.");
-ABSL_FLAG(std::string, sample_log, std::string(ts::kSampleLog.default_value),
-          "Append each step's sample ids to <this>.<rank> (one line: generation step rank "
-          "ids), to audit which data was trained on across restarts.");
-ABSL_FLAG(std::string, activation_checkpointing,
-          std::string(ts::kActivationCheckpointing.default_value),
-          "none, or blocks: recompute each block's activations in backward (resnet18, "
-          "resnet50, gpt).");
-ABSL_FLAG(int32_t, zero_stage, static_cast<int32_t>(ts::kZeroStage.default_value),
-          "TrainerSpec.zero.stage: 0 (every rank keeps everything), 1 to shard the optimizer "
-          "state over the ranks, 2 to shard the gradients too (reduce-scattered bucket by "
-          "bucket; not with --grad_compression).");
-ABSL_FLAG(bool, zero_offload_optimizer, ts::kZeroOffloadOptimizer.default_value,
-          "TrainerSpec.zero.offload_optimizer: with --zero_stage 1 or 2, keep the sharded "
-          "optimizer state and run its update in pinned host memory when training on GPUs "
-          "(no-op on CPU).");
-ABSL_FLAG(int32_t, pipeline_stages, static_cast<int32_t>(ts::kPipelineStages.default_value),
-          "TrainerSpec.pipeline.stages: ranks per pipeline the model is split over (1 = no "
-          "pipeline; the world must be a multiple: stages x data-parallel replicas).");
-ABSL_FLAG(int32_t, pipeline_micro_batches,
-          static_cast<int32_t>(ts::kPipelineMicroBatches.default_value),
-          "TrainerSpec.pipeline.micro_batches: micro-batches per step and pipeline (>= "
-          "--pipeline_stages, divides --batch_size).");
-ABSL_FLAG(std::string, pipeline_schedule, std::string(ts::kPipelineSchedule.default_value),
-          "TrainerSpec.pipeline.schedule: gpipe or 1f1b.");
-// Budget fields and JobSpec.checkpoint_dir.
-ABSL_FLAG(int64_t, max_steps, ts::kMaxSteps.default_value,
-          "Stop after this many steps (0 = no limit).");
-ABSL_FLAG(int64_t, max_epochs, ts::kMaxEpochs.default_value,
-          "Stop after this many epochs (0 = no limit).");
-ABSL_FLAG(std::string, checkpoint_dir, std::string(ts::kCheckpointDir.default_value),
-          "Checkpoints and final.pt go here (created).");
+// The default of a table entry's flag; its return type is the flag's type. A list's flag
+// is its text ("256,128").
+constexpr int64_t FlagDefault(const ts::IntField& f) { return f.default_value; }
+constexpr double FlagDefault(const ts::RealField& f) { return f.default_value; }
+std::string FlagDefault(const ts::ChoiceField& f) { return std::string(f.default_value); }
+std::string FlagDefault(const ts::TextField& f) { return std::string(f.default_value); }
+constexpr bool FlagDefault(const ts::BoolField& f) { return f.default_value; }
+constexpr uint64_t FlagDefault(const ts::Uint64Field& f) { return f.default_value; }
+std::string FlagDefault(const ts::ListField& f) { return ts::ListText(f.default_value); }
+
+template <typename Field>
+using FlagType = decltype(FlagDefault(std::declval<const Field&>()));
+
+// The value of the flag of `field`, of the type BATON_TRAINER_FLAG gave it.
+template <typename Field>
+absl::StatusOr<FlagType<Field>> FlagValue(const Field& field) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(field.name);
+  absl::optional<FlagType<Field>> value;
+  if (flag != nullptr) value = flag->TryGet<FlagType<Field>>();
+  if (!value.has_value()) {
+    return absl::InternalError(
+        absl::StrCat("no flag ", ts::FlagLabel(field), " of its entry's type"));
+  }
+  return *std::move(value);
+}
+
+}  // namespace
+}  // namespace baton::trainer
+
+// Defines the contract flag --<flag> from the table entry trainer_spec::<entry>: its type,
+// default and help text.
+#define BATON_TRAINER_FLAG(flag, entry)                                                    \
+  static_assert(::baton::trainer_spec::entry.name == #flag, "--" #flag " is not " #entry); \
+  ABSL_FLAG(decltype(::baton::trainer::FlagDefault(::baton::trainer_spec::entry)), flag,   \
+            ::baton::trainer::FlagDefault(::baton::trainer_spec::entry),                   \
+            ::baton::trainer_spec::entry.help)
+
+// One per entry of trainer_spec::TrainerFlagFields(), in its order (absl defines a flag only
+// through ABSL_FLAG, whose name is a token, hence a line each; trainer_flags_test names an
+// entry without one).
+BATON_TRAINER_FLAG(model, kModel);
+BATON_TRAINER_FLAG(dataset, kDataset);
+BATON_TRAINER_FLAG(data_dir, kDataDir);
+BATON_TRAINER_FLAG(batch_size, kBatchSize);
+BATON_TRAINER_FLAG(lr, kLr);
+BATON_TRAINER_FLAG(momentum, kMomentum);
+BATON_TRAINER_FLAG(seed, kSeed);
+BATON_TRAINER_FLAG(hidden, kHidden);
+BATON_TRAINER_FLAG(log_every, kLogEvery);
+BATON_TRAINER_FLAG(threads, kThreads);
+BATON_TRAINER_FLAG(precision, kPrecision);
+BATON_TRAINER_FLAG(accumulation_steps, kAccumulationSteps);
+BATON_TRAINER_FLAG(bucket_cap_mb, kBucketCapMb);
+BATON_TRAINER_FLAG(grad_compression, kGradCompression);
+BATON_TRAINER_FLAG(max_grad_norm, kMaxGradNorm);
+BATON_TRAINER_FLAG(optimizer, kOptimizer);
+BATON_TRAINER_FLAG(weight_decay, kWeightDecay);
+BATON_TRAINER_FLAG(nesterov, kNesterov);
+BATON_TRAINER_FLAG(adam_beta1, kAdamBeta1);
+BATON_TRAINER_FLAG(adam_beta2, kAdamBeta2);
+BATON_TRAINER_FLAG(adam_eps, kAdamEps);
+BATON_TRAINER_FLAG(lr_schedule, kLrSchedule);
+BATON_TRAINER_FLAG(warmup_steps, kWarmupSteps);
+BATON_TRAINER_FLAG(lr_step_size, kLrStepSize);
+BATON_TRAINER_FLAG(lr_gamma, kLrGamma);
+BATON_TRAINER_FLAG(min_lr, kMinLr);
+BATON_TRAINER_FLAG(base_batch, kBaseBatch);
+BATON_TRAINER_FLAG(loader_threads, kLoaderThreads);
+BATON_TRAINER_FLAG(prefetch_batches, kPrefetchBatches);
+BATON_TRAINER_FLAG(image_size, kImageSize);
+BATON_TRAINER_FLAG(context_length, kContextLength);
+BATON_TRAINER_FLAG(synthetic_samples, kSyntheticSamples);
+BATON_TRAINER_FLAG(num_classes, kNumClasses);
+BATON_TRAINER_FLAG(gpt_layers, kGptLayers);
+BATON_TRAINER_FLAG(gpt_heads, kGptHeads);
+BATON_TRAINER_FLAG(gpt_width, kGptWidth);
+BATON_TRAINER_FLAG(vocab_size, kVocabSize);
+BATON_TRAINER_FLAG(torchscript_path, kTorchscriptPath);
+BATON_TRAINER_FLAG(task, kTask);
+BATON_TRAINER_FLAG(checkpoint_every, kCheckpointEvery);
+BATON_TRAINER_FLAG(keep_checkpoints, kKeepCheckpoints);
+BATON_TRAINER_FLAG(global_batch, kGlobalBatch);
+BATON_TRAINER_FLAG(sample_log, kSampleLog);
+BATON_TRAINER_FLAG(activation_checkpointing, kActivationCheckpointing);
+BATON_TRAINER_FLAG(zero_stage, kZeroStage);
+BATON_TRAINER_FLAG(zero_offload_optimizer, kZeroOffloadOptimizer);
+BATON_TRAINER_FLAG(pipeline_stages, kPipelineStages);
+BATON_TRAINER_FLAG(pipeline_micro_batches, kPipelineMicroBatches);
+BATON_TRAINER_FLAG(pipeline_schedule, kPipelineSchedule);
+BATON_TRAINER_FLAG(max_steps, kMaxSteps);
+BATON_TRAINER_FLAG(max_epochs, kMaxEpochs);
+BATON_TRAINER_FLAG(checkpoint_dir, kCheckpointDir);
 
 namespace baton::trainer {
 namespace {
 
-// ts::Check(field, value, "--<name>").
-template <typename Field, typename Value>
-absl::Status CheckFlag(const Field& field, const Value& value) {
-  return ts::Check(field, value, ts::FlagLabel(field));
+// Sets `member` from the flag of `field`, checked against the table first
+// (ts::Check, "--<name>: ..."), then parsed where the member is not the flag's text. One
+// overload per kind of entry and the member type that holds it, so that ForEachFlagOption
+// pairing an entry with a member of another type does not compile.
+template <typename Field, typename Member>
+absl::Status FromFlag(const Field&, Member&) = delete;
+
+// Checked before it is narrowed to the member's type (the table test keeps every entry's
+// range within its member's).
+template <typename Int,
+          typename = std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>>>
+absl::Status FromFlag(const ts::IntField& field, Int& member) {
+  ASSIGN_OR_RETURN(const int64_t value, FlagValue(field));
+  RETURN_IF_ERROR(ts::Check(field, value, ts::FlagLabel(field)));
+  member = static_cast<Int>(value);
+  return absl::OkStatus();
 }
 
-bool IsLanguageModel() {
-  return absl::GetFlag(FLAGS_model) == "gpt" || (absl::GetFlag(FLAGS_model) == "torchscript" &&
-                                                 absl::GetFlag(FLAGS_task) == "language_model");
+absl::Status FromFlag(const ts::RealField& field, double& member) {
+  ASSIGN_OR_RETURN(member, FlagValue(field));
+  return ts::Check(field, member, ts::FlagLabel(field));
 }
 
-// The data flags. The model flags it shares (vocab_size, context_length) are checked with
-// the trainer options.
-absl::StatusOr<DataOptions> DataOptionsFromFlags() {
-  DataOptions data;
-  data.dataset = absl::GetFlag(FLAGS_dataset);
-  data.data_dir = absl::GetFlag(FLAGS_data_dir);
-  RETURN_IF_ERROR(CheckFlag(ts::kDataset, data.dataset));
-  if (data.dataset != "synthetic" && data.data_dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(ts::FlagLabel(ts::kDataDir),
-                                                   ": is required for dataset ", data.dataset,
-                                                   "; the directory holding its files"));
-  }
-  data.image_size = absl::GetFlag(FLAGS_image_size);
-  data.context_length = absl::GetFlag(FLAGS_context_length);
-  data.synthetic_samples = absl::GetFlag(FLAGS_synthetic_samples);
-  data.num_classes = absl::GetFlag(FLAGS_num_classes);
-  data.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  RETURN_IF_ERROR(CheckFlag(ts::kImageSize, data.image_size));
-  RETURN_IF_ERROR(CheckFlag(ts::kSyntheticSamples, data.synthetic_samples));
-  RETURN_IF_ERROR(CheckFlag(ts::kNumClasses, data.num_classes));
-  data.synthetic_tokens = IsLanguageModel();
-  data.seed = absl::GetFlag(FLAGS_seed);
-  return data;
+absl::Status FromFlag(const ts::ChoiceField& field, std::string& member) {
+  ASSIGN_OR_RETURN(member, FlagValue(field));
+  return ts::Check(field, member, ts::FlagLabel(field));
 }
 
-absl::StatusOr<ModelOptions> ModelOptionsFromFlags() {
-  ModelOptions model;
-  model.model = absl::GetFlag(FLAGS_model);
-  ASSIGN_OR_RETURN(model.hidden, ParseHiddenWidths(absl::GetFlag(FLAGS_hidden)));
-  model.gpt_layers = absl::GetFlag(FLAGS_gpt_layers);
-  model.gpt_heads = absl::GetFlag(FLAGS_gpt_heads);
-  model.gpt_width = absl::GetFlag(FLAGS_gpt_width);
-  model.vocab_size = absl::GetFlag(FLAGS_vocab_size);
-  model.context_length = absl::GetFlag(FLAGS_context_length);
-  model.torchscript_path = absl::GetFlag(FLAGS_torchscript_path);
-  model.task = absl::GetFlag(FLAGS_task);
-  model.activation_checkpointing = absl::GetFlag(FLAGS_activation_checkpointing);
-  return model;
+absl::Status FromFlag(const ts::ChoiceField& field, Precision& member) {
+  ASSIGN_OR_RETURN(const std::string name, FlagValue(field));
+  RETURN_IF_ERROR(ts::Check(field, name, ts::FlagLabel(field)));
+  ASSIGN_OR_RETURN(member, ParsePrecision(name));
+  return absl::OkStatus();
 }
 
-OptimizerOptions OptimizerOptionsFromFlags() {
-  OptimizerOptions optimizer;
-  optimizer.name = absl::GetFlag(FLAGS_optimizer);
-  optimizer.lr = absl::GetFlag(FLAGS_lr);
-  optimizer.momentum = absl::GetFlag(FLAGS_momentum);
-  optimizer.nesterov = absl::GetFlag(FLAGS_nesterov);
-  optimizer.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  optimizer.adam_beta1 = absl::GetFlag(FLAGS_adam_beta1);
-  optimizer.adam_beta2 = absl::GetFlag(FLAGS_adam_beta2);
-  optimizer.adam_eps = absl::GetFlag(FLAGS_adam_eps);
-  return optimizer;
+absl::Status FromFlag(const ts::ChoiceField& field, GradCompression& member) {
+  ASSIGN_OR_RETURN(const std::string name, FlagValue(field));
+  RETURN_IF_ERROR(ts::Check(field, name, ts::FlagLabel(field)));
+  ASSIGN_OR_RETURN(member, ParseGradCompression(name));
+  return absl::OkStatus();
 }
 
-LrScheduleOptions ScheduleOptionsFromFlags() {
-  LrScheduleOptions schedule;
-  schedule.kind = absl::GetFlag(FLAGS_lr_schedule);
-  schedule.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
-  schedule.step_size = absl::GetFlag(FLAGS_lr_step_size);
-  schedule.gamma = absl::GetFlag(FLAGS_lr_gamma);
-  schedule.min_lr = absl::GetFlag(FLAGS_min_lr);
-  schedule.base_batch = absl::GetFlag(FLAGS_base_batch);
-  return schedule;
+// --hidden, the one list.
+absl::Status FromFlag(const ts::ListField& field, std::vector<int64_t>& member) {
+  ASSIGN_OR_RETURN(const std::string text, FlagValue(field));
+  ASSIGN_OR_RETURN(member, ParseHiddenWidths(text));
+  return ts::Check(field, member, ts::FlagLabel(field));
 }
 
-// precision and grad_compression are checked against the table before they are parsed
-// into their enums.
-absl::StatusOr<TrainStepOptions> StepOptionsFromFlags() {
-  TrainStepOptions step;
-  RETURN_IF_ERROR(CheckFlag(ts::kPrecision, absl::GetFlag(FLAGS_precision)));
-  ASSIGN_OR_RETURN(step.precision, ParsePrecision(absl::GetFlag(FLAGS_precision)));
-  step.accumulation_steps = absl::GetFlag(FLAGS_accumulation_steps);
-  step.max_grad_norm = absl::GetFlag(FLAGS_max_grad_norm);
-  step.reducer.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
-  RETURN_IF_ERROR(CheckFlag(ts::kGradCompression, absl::GetFlag(FLAGS_grad_compression)));
-  ASSIGN_OR_RETURN(step.reducer.compression,
-                   ParseGradCompression(absl::GetFlag(FLAGS_grad_compression)));
-  return step;
+absl::Status FromFlag(const ts::TextField& field, std::string& member) {
+  ASSIGN_OR_RETURN(member, FlagValue(field));
+  return absl::OkStatus();
 }
 
-absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
-  TrainerOptions options;
-  ASSIGN_OR_RETURN(options.model, ModelOptionsFromFlags());
-  options.optimizer = OptimizerOptionsFromFlags();
-  options.schedule = ScheduleOptionsFromFlags();
-  ASSIGN_OR_RETURN(options.step, StepOptionsFromFlags());
-  options.batch_size = absl::GetFlag(FLAGS_batch_size);
-  options.loader_threads = absl::GetFlag(FLAGS_loader_threads);
-  options.prefetch_batches = absl::GetFlag(FLAGS_prefetch_batches);
-  options.seed = absl::GetFlag(FLAGS_seed);
-  options.log_every = absl::GetFlag(FLAGS_log_every);
-  options.max_steps = absl::GetFlag(FLAGS_max_steps);
-  options.max_epochs = absl::GetFlag(FLAGS_max_epochs);
-  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
-  options.global_batch = absl::GetFlag(FLAGS_global_batch);
-  options.sample_log = absl::GetFlag(FLAGS_sample_log);
-  options.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
-  options.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
-  options.zero_stage = absl::GetFlag(FLAGS_zero_stage);
-  options.zero_offload_optimizer = absl::GetFlag(FLAGS_zero_offload_optimizer);
-  options.pipeline_stages = absl::GetFlag(FLAGS_pipeline_stages);
-  options.pipeline_micro_batches = absl::GetFlag(FLAGS_pipeline_micro_batches);
-  options.pipeline_schedule = absl::GetFlag(FLAGS_pipeline_schedule);
-  RETURN_IF_ERROR(ValidateTrainerOptions(options));
-  return options;
+absl::Status FromFlag(const ts::BoolField& field, bool& member) {
+  ASSIGN_OR_RETURN(member, FlagValue(field));
+  return absl::OkStatus();
+}
+
+absl::Status FromFlag(const ts::Uint64Field& field, uint64_t& member) {
+  ASSIGN_OR_RETURN(member, FlagValue(field));
+  return absl::OkStatus();
+}
+
+// Prints usage and exits (absl::ParseCommandLine's --help). absl's --help lists the flags of
+// a file named after the program (baton-trainer.cc), which baton-trainer has none of: list
+// its own, the contract flags here and the tuning flags of trainer_main.cc.
+[[noreturn]] void PrintUsageAndExit(int argc, char** argv) {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "worker/trainer/");
+  };
+  absl::SetFlagsUsageConfig(config);
+  absl::ParseCommandLine(argc, argv);
+  std::exit(1);  // ParseCommandLine exits 1 after printing the usage; this is not reached.
 }
 
 }  // namespace
@@ -241,9 +205,7 @@ absl::StatusOr<TrainerOptions> TrainerOptionsFromFlags() {
 absl::Status ParseFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "--helpfull") {
-      absl::ParseCommandLine(argc, argv);  // Prints usage and exits.
-    }
+    if (arg == "--help" || arg == "-help" || arg == "--helpfull") PrintUsageAndExit(argc, argv);
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
       return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i], "'"));
     }
@@ -269,10 +231,16 @@ absl::Status ParseFlags(int argc, char** argv) {
 
 absl::StatusOr<FlagOptions> OptionsFromFlags() {
   FlagOptions options;
-  options.threads = absl::GetFlag(FLAGS_threads);
-  RETURN_IF_ERROR(CheckFlag(ts::kThreads, options.threads));
-  ASSIGN_OR_RETURN(options.trainer, TrainerOptionsFromFlags());
-  ASSIGN_OR_RETURN(options.data, DataOptionsFromFlags());
+  absl::Status status;
+  ForEachFlagOption(options, [&status](const auto& field, auto& member) {
+    if (status.ok()) status = FromFlag(field, member);
+  });
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(ValidateTrainerOptions(options.trainer));
+  DataOptions& data = options.data;
+  RETURN_IF_ERROR(ts::CheckDataDir(data.dataset, data.data_dir, ts::Naming::kFlags));
+  data.synthetic_tokens =
+      ts::IsLanguageModel(options.trainer.model.model, options.trainer.model.task);
   return options;
 }
 

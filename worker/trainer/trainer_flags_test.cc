@@ -3,11 +3,13 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <variant>
 #include <vector>
 
+#include "absl/flags/commandlineflag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -358,6 +360,71 @@ TEST(TrainerFlagsTest, ParseErrorsAreOneLineNamingTheFlag) {
               StatusIs(absl::StatusCode::kInvalidArgument, "flag --max_steps has no value"));
   EXPECT_THAT(FromArgs({"--max_steps=1"}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--data_dir")));
+}
+
+// Every contract flag (the Budget and JobSpec ones too) carries its entry's help text and
+// default.
+TEST(TrainerFlagsTest, EveryFlagHasItsEntrysHelpAndDefault) {
+  for (const ts::AnyField& entry : ts::TrainerFlagFields()) {
+    const std::string name(ts::FieldName(entry));
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    ASSERT_NE(flag, nullptr) << name;
+    EXPECT_FALSE(ts::FieldHelp(entry).empty()) << name;
+    EXPECT_EQ(flag->Help(), ts::FieldHelp(entry)) << name;
+    if (!std::holds_alternative<const ts::RealField*>(entry)) {
+      EXPECT_EQ(flag->DefaultValue(), ts::DefaultText(entry)) << name;
+    }
+  }
+}
+
+// Every contract flag fills at least one member of FlagOptions (ForEachFlagOption), so a
+// new entry with a flag but no option fails here; and no integer entry allows a value its
+// member cannot hold (OptionsFromFlags narrows after the table's check).
+TEST(TrainerFlagsTest, EveryFlagReachesTheOptionsAndFitsItsMember) {
+  std::set<std::string> filled;
+  FlagOptions options;
+  ForEachFlagOption(options, [&](const auto& field, auto& member) {
+    filled.insert(std::string(field.name));
+    using Field = std::decay_t<decltype(field)>;
+    using Member = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<Field, ts::IntField>) {
+      EXPECT_GE(field.min, std::numeric_limits<Member>::min()) << field.name;
+      EXPECT_LE(field.max, std::numeric_limits<Member>::max()) << field.name;
+    }
+  });
+  for (const ts::AnyField& entry : ts::TrainerFlagFields()) {
+    EXPECT_EQ(filled.count(std::string(ts::FieldName(entry))), 1u)
+        << ts::FieldName(entry) << " reaches no option";
+  }
+  EXPECT_EQ(filled.size(), ts::TrainerFlagFields().size());
+}
+
+// The defaults of a flag run are the options' own defaults (those of the option structs,
+// which read the table too), except the budget the base run sets.
+TEST(TrainerFlagsTest, DefaultFlagsBuildDefaultOptions) {
+  absl::FlagSaver restore_flags;
+  absl::StatusOr<FlagOptions> options = FromArgs(BaseArgs());
+  ASSERT_OK(options);
+  const TrainerOptions defaults;
+  EXPECT_EQ(options->trainer.batch_size, defaults.batch_size);
+  EXPECT_EQ(options->trainer.model.hidden, defaults.model.hidden);
+  EXPECT_EQ(options->trainer.optimizer.lr, defaults.optimizer.lr);
+  EXPECT_EQ(options->trainer.step.precision, defaults.step.precision);
+  EXPECT_EQ(options->trainer.step.reducer.compression, defaults.step.reducer.compression);
+  EXPECT_EQ(options->trainer.pipeline_schedule, defaults.pipeline_schedule);
+  EXPECT_EQ(options->trainer.max_steps, 1);
+  EXPECT_EQ(options->data.seed, options->trainer.seed);
+  EXPECT_EQ(options->data.vocab_size, options->trainer.model.vocab_size);
+  EXPECT_FALSE(options->data.synthetic_tokens);
+  EXPECT_EQ(options->threads, ts::kThreads.default_value);
+}
+
+TEST(TrainerFlagsTest, LanguageModelsGetSyntheticTokens) {
+  absl::FlagSaver restore_flags;
+  absl::StatusOr<FlagOptions> options =
+      FromArgs({"--model=gpt", "--dataset=synthetic", "--max_steps=1"});
+  ASSERT_OK(options);
+  EXPECT_TRUE(options->data.synthetic_tokens);
 }
 
 }  // namespace

@@ -177,12 +177,58 @@ double PeakRssMib() {
   return -1;
 }
 
+// With --profile_dir: a profiler that SIGUSR2 asks for a window of steps, published to the
+// signal handler (g_profiler); null without. INVALID_ARGUMENT for a bad --profile_dir or
+// --profile_steps.
+absl::StatusOr<std::unique_ptr<Profiler>> StartProfiler(const LaunchEnv& env) {
+  const std::string dir = absl::GetFlag(FLAGS_profile_dir);
+  if (dir.empty()) return std::unique_ptr<Profiler>();
+  const int64_t steps = absl::GetFlag(FLAGS_profile_steps);
+  if (steps < 1 || steps > 10000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--profile_steps=", steps, " is outside 1..10000"));
+  }
+  ProfilerOptions profile;
+  profile.dir = dir;
+  profile.rank = env.rank;
+  profile.job_id = env.job_id;
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) == 0) profile.host = host;
+  profile.default_steps = steps;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--profile_dir=", dir, " is not a directory"));
+  }
+  auto profiler = std::make_unique<Profiler>(profile, *RealClock::Get());
+  g_profiler.store(profiler.get());
+  std::cout << "baton-trainer: profiling on SIGUSR2 into " << dir << std::endl;
+  return profiler;
+}
+
+// The run's last lines: how it ended ("done: steps=... peak_rss_mib=...") and the checkpoint
+// it saved, if any.
+void PrintResult(const TrainResult& result, absl::Time process_start) {
+  const std::string eval = result.eval_accuracy.has_value()
+                               ? absl::StrFormat("%.4f", *result.eval_accuracy)
+                               : std::string("nan");
+  std::cout << absl::StrFormat(
+                   "%s: steps=%d loss=%.4f accuracy=%.4f eval_accuracy=%s skipped=%d wall_s=%.2f "
+                   "peak_rss_mib=%.1f",
+                   result.stopped        ? "stopped"
+                   : result.checkpointed ? "checkpointed"
+                                         : "done",
+                   result.steps, result.loss, result.accuracy, eval, result.skipped_steps,
+                   absl::ToDoubleSeconds(absl::Now() - process_start), PeakRssMib())
+            << std::endl;
+  if (!result.checkpoint_path.empty()) {
+    std::cout << "checkpoint: " << result.checkpoint_path << std::endl;
+  }
+}
+
 // The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
 absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   RETURN_IF_ERROR(ParseFlags(argc, argv));
   ASSIGN_OR_RETURN(const FlagOptions flags, OptionsFromFlags());
-  const TrainerOptions& options = flags.trainer;
-  const DataOptions& data_options = flags.data;
   ASSIGN_OR_RETURN(const LaunchEnv env, LaunchEnvFromProcess());
   ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
   // The second fencing layer (the shim is the first): checked before every step.
@@ -192,33 +238,10 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
                    ResolveDevice(absl::GetFlag(FLAGS_device), env.local_rank));
 
   // Data before rendezvous: a bad --data_dir fails fast instead of after the others joined.
-  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> train,
-                   OpenDataset(data_options, Split::kTrain));
-  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> test, OpenDataset(data_options, Split::kTest));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> train, OpenDataset(flags.data, Split::kTrain));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> test, OpenDataset(flags.data, Split::kTest));
   // Before the rendezvous: a request sent once this is logged covers the first steps.
-  std::unique_ptr<Profiler> profiler;
-  if (const std::string dir = absl::GetFlag(FLAGS_profile_dir); !dir.empty()) {
-    const int64_t steps = absl::GetFlag(FLAGS_profile_steps);
-    if (steps < 1 || steps > 10000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--profile_steps=", steps, " is outside 1..10000"));
-    }
-    ProfilerOptions profile;
-    profile.dir = dir;
-    profile.rank = env.rank;
-    profile.job_id = env.job_id;
-    char host[256] = {};
-    if (::gethostname(host, sizeof(host) - 1) == 0) profile.host = host;
-    profile.default_steps = steps;
-    struct stat st;
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--profile_dir=", dir, " is not a directory"));
-    }
-    profiler = std::make_unique<Profiler>(profile, *RealClock::Get());
-    g_profiler.store(profiler.get());
-    std::cout << "baton-trainer: profiling on SIGUSR2 into " << dir << std::endl;
-  }
+  ASSIGN_OR_RETURN(const std::unique_ptr<Profiler> profiler, StartProfiler(env));
   // Destroyed before `profiler`: the signal handler stops seeing it first.
   struct ForgetProfiler {
     ~ForgetProfiler() { g_profiler.store(nullptr); }
@@ -246,25 +269,9 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   context.job_id = env.job_id;
   context.profiler = profiler.get();
   context.lease = lease.has_value() ? &*lease : nullptr;
-  Trainer trainer(options, context);
+  Trainer trainer(flags.trainer, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
-
-  const std::string eval = result.eval_accuracy.has_value()
-                               ? absl::StrFormat("%.4f", *result.eval_accuracy)
-                               : std::string("nan");
-  std::cout << absl::StrFormat(
-                   "%s: steps=%d loss=%.4f accuracy=%.4f eval_accuracy=%s skipped=%d wall_s=%.2f "
-                   "peak_rss_mib=%.1f",
-                   result.stopped        ? "stopped"
-                   : result.checkpointed ? "checkpointed"
-                                         : "done",
-                   result.steps, result.loss,
-                   result.accuracy, eval, result.skipped_steps,
-                   absl::ToDoubleSeconds(absl::Now() - process_start), PeakRssMib())
-            << std::endl;
-  if (!result.checkpoint_path.empty()) {
-    std::cout << "checkpoint: " << result.checkpoint_path << std::endl;
-  }
+  PrintResult(result, process_start);
   if (result.stopped) {
     return absl::CancelledError(absl::StrCat("stopped by signal after ", result.steps, " steps"));
   }

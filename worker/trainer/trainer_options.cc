@@ -1,6 +1,8 @@
 #include "worker/trainer/trainer_options.h"
 
-#include "absl/strings/str_cat.h"
+#include <type_traits>
+
+#include "common/spec/trainer_rules.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
 
@@ -9,120 +11,80 @@ namespace {
 
 namespace ts = ::baton::trainer_spec;
 
-// ts::Check(field, value, "--<name>").
+constexpr ts::Naming kFlags = ts::Naming::kFlags;
+
+// An option against its entry's range (ts::Check), labelled "--<name>". One overload per
+// kind of entry and the member type that holds it, so that ForEachTableOption pairing an
+// entry with a member of another type does not compile.
 template <typename Field, typename Value>
-absl::Status CheckFlag(const Field& field, const Value& value) {
+absl::Status CheckOption(const Field&, const Value&) = delete;
+
+template <typename Int,
+          typename = std::enable_if_t<std::is_integral_v<Int> && !std::is_same_v<Int, bool>>>
+absl::Status CheckOption(const ts::IntField& field, const Int& value) {
   return ts::Check(field, value, ts::FlagLabel(field));
 }
-
-absl::Status ValidateModelAndOptimizer(const ModelOptions& m, const OptimizerOptions& o) {
-  RETURN_IF_ERROR(CheckFlag(ts::kModel, m.model));
-  RETURN_IF_ERROR(CheckFlag(ts::kHidden, m.hidden));
-  RETURN_IF_ERROR(CheckFlag(ts::kContextLength, m.context_length));
-  RETURN_IF_ERROR(CheckFlag(ts::kGptLayers, m.gpt_layers));
-  RETURN_IF_ERROR(CheckFlag(ts::kGptHeads, m.gpt_heads));
-  RETURN_IF_ERROR(CheckFlag(ts::kGptWidth, m.gpt_width));
-  RETURN_IF_ERROR(CheckFlag(ts::kVocabSize, m.vocab_size));
-  RETURN_IF_ERROR(CheckFlag(ts::kTask, m.task));
-  RETURN_IF_ERROR(CheckFlag(ts::kActivationCheckpointing, m.activation_checkpointing));
-  if (m.activation_checkpointing == "blocks" && !ts::HasCheckpointableBlocks(m.model)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ts::FlagLabel(ts::kActivationCheckpointing), ": 'blocks' is not supported by --model=",
-        m.model, ", which has no blocks; use resnet18, resnet50 or gpt, or 'none'"));
-  }
-  RETURN_IF_ERROR(CheckFlag(ts::kOptimizer, o.name));
-  RETURN_IF_ERROR(CheckFlag(ts::kLr, o.lr));
-  RETURN_IF_ERROR(CheckFlag(ts::kMomentum, o.momentum));
-  RETURN_IF_ERROR(CheckFlag(ts::kWeightDecay, o.weight_decay));
-  if (o.nesterov && (o.name != "sgd" || !(o.momentum > 0))) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ts::FlagLabel(ts::kNesterov), " needs --optimizer=sgd with --momentum > 0"));
-  }
-  RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta1, o.adam_beta1));
-  RETURN_IF_ERROR(CheckFlag(ts::kAdamBeta2, o.adam_beta2));
-  return CheckFlag(ts::kAdamEps, o.adam_eps);
+absl::Status CheckOption(const ts::RealField& field, const double& value) {
+  return ts::Check(field, value, ts::FlagLabel(field));
 }
-
-absl::Status ValidateScheduleAndStep(const LrScheduleOptions& s, const TrainStepOptions& t) {
-  RETURN_IF_ERROR(CheckFlag(ts::kLrSchedule, s.kind));
-  RETURN_IF_ERROR(CheckFlag(ts::kWarmupSteps, s.warmup_steps));
-  RETURN_IF_ERROR(CheckFlag(ts::kLrStepSize, s.step_size));
-  if (s.kind == "step" && s.step_size == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        ts::FlagLabel(ts::kLrStepSize), ": 0 is invalid; must be > 0 for lr_schedule 'step'"));
-  }
-  RETURN_IF_ERROR(CheckFlag(ts::kLrGamma, s.gamma));
-  RETURN_IF_ERROR(CheckFlag(ts::kMinLr, s.min_lr));
-  RETURN_IF_ERROR(CheckFlag(ts::kBaseBatch, s.base_batch));
-  RETURN_IF_ERROR(CheckFlag(ts::kAccumulationSteps, t.accumulation_steps));
-  RETURN_IF_ERROR(CheckFlag(ts::kBucketCapMb, t.reducer.bucket_cap_mb));
-  return CheckFlag(ts::kMaxGradNorm, t.max_grad_norm);
+absl::Status CheckOption(const ts::ChoiceField& field, const std::string& value) {
+  return ts::Check(field, value, ts::FlagLabel(field));
 }
-
-absl::Status ValidateBatchDataAndBudget(const TrainerOptions& o) {
-  RETURN_IF_ERROR(CheckFlag(ts::kBatchSize, o.batch_size));
-  RETURN_IF_ERROR(CheckFlag(ts::kGlobalBatch, o.global_batch));
-  if (o.global_batch > 0 && o.step.accumulation_steps != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ts::FlagLabel(ts::kGlobalBatch),
-                     " derives the accumulation steps per world size; leave "
-                     "--accumulation_steps at 1"));
-  }
-  RETURN_IF_ERROR(CheckFlag(ts::kLoaderThreads, o.loader_threads));
-  RETURN_IF_ERROR(CheckFlag(ts::kPrefetchBatches, o.prefetch_batches));
-  RETURN_IF_ERROR(CheckFlag(ts::kLogEvery, o.log_every));
-  RETURN_IF_ERROR(CheckFlag(ts::kCheckpointEvery, o.checkpoint_every));
-  RETURN_IF_ERROR(CheckFlag(ts::kKeepCheckpoints, o.keep_checkpoints));
-  RETURN_IF_ERROR(CheckFlag(ts::kMaxSteps, o.max_steps));
-  RETURN_IF_ERROR(CheckFlag(ts::kMaxEpochs, o.max_epochs));
-  RETURN_IF_ERROR(CheckFlag(ts::kZeroStage, o.zero_stage));
-  const GradCompression compression = o.step.reducer.compression;
-  RETURN_IF_ERROR(ts::CheckZeroCombination(o.zero_stage, o.zero_offload_optimizer,
-                                           compression == GradCompression::kNone   ? "none"
-                                           : compression == GradCompression::kBf16 ? "bf16"
-                                                                                   : "fp16",
-                                           ts::FlagLabel(ts::kZeroStage),
-                                           ts::FlagLabel(ts::kZeroOffloadOptimizer),
-                                           ts::FlagLabel(ts::kGradCompression)));
-  RETURN_IF_ERROR(CheckFlag(ts::kPipelineStages, o.pipeline_stages));
-  RETURN_IF_ERROR(CheckFlag(ts::kPipelineMicroBatches, o.pipeline_micro_batches));
-  RETURN_IF_ERROR(CheckFlag(ts::kPipelineSchedule, o.pipeline_schedule));
-  const ts::PipelineSettings pipeline{o.pipeline_stages,
-                                      o.pipeline_micro_batches,
-                                      o.model.model,
-                                      o.model.gpt_layers,
-                                      static_cast<int64_t>(o.model.hidden.size()) + 1,
-                                      o.batch_size,
-                                      o.zero_stage,
-                                      o.model.activation_checkpointing,
-                                      PrecisionName(o.step.precision),
-                                      o.step.accumulation_steps,
-                                      compression == GradCompression::kNone   ? "none"
-                                      : compression == GradCompression::kBf16 ? "bf16"
-                                                                              : "fp16"};
-  RETURN_IF_ERROR(ts::CheckPipeline(
-      pipeline,
-      {ts::FlagLabel(ts::kPipelineStages), ts::FlagLabel(ts::kPipelineMicroBatches),
-       ts::FlagLabel(ts::kGptLayers), ts::FlagLabel(ts::kBatchSize), ts::FlagLabel(ts::kZeroStage),
-       ts::FlagLabel(ts::kActivationCheckpointing), ts::FlagLabel(ts::kPrecision),
-       ts::FlagLabel(ts::kAccumulationSteps), ts::FlagLabel(ts::kGradCompression)}));
-  if (o.pipeline_stages > 1 && !o.sample_log.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ts::FlagLabel(ts::kSampleLog), " is not supported with ",
-                     ts::FlagLabel(ts::kPipelineStages), "=", o.pipeline_stages));
-  }
-  if (o.max_steps == 0 && o.max_epochs == 0) {
-    return absl::InvalidArgumentError("one of --max_steps and --max_epochs must be > 0");
-  }
+absl::Status CheckOption(const ts::ListField& field, const std::vector<int64_t>& value) {
+  return ts::Check(field, value, ts::FlagLabel(field));
+}
+// Every value allowed: free text, any seed, either boolean, a parsed choice.
+absl::Status CheckOption(const ts::TextField&, const std::string&) { return absl::OkStatus(); }
+absl::Status CheckOption(const ts::Uint64Field&, const uint64_t&) { return absl::OkStatus(); }
+absl::Status CheckOption(const ts::BoolField&, const bool&) { return absl::OkStatus(); }
+absl::Status CheckOption(const ts::ChoiceField&, const Precision&) { return absl::OkStatus(); }
+absl::Status CheckOption(const ts::ChoiceField&, const GradCompression&) {
   return absl::OkStatus();
+}
+
+// --grad_compression's name of `compression`.
+absl::string_view CompressionName(GradCompression compression) {
+  switch (compression) {
+    case GradCompression::kNone:
+      return "none";
+    case GradCompression::kBf16:
+      return "bf16";
+    case GradCompression::kFp16:
+      return "fp16";
+  }
+  return "none";
+}
+
+// The rules between options (common/spec/trainer_rules.h), once each passed its own check.
+absl::Status CheckRules(const TrainerOptions& o) {
+  const ModelOptions& m = o.model;
+  RETURN_IF_ERROR(ts::CheckActivationCheckpointing(m.activation_checkpointing, m.model, kFlags));
+  RETURN_IF_ERROR(
+      ts::CheckNesterov(o.optimizer.nesterov, o.optimizer.name, o.optimizer.momentum, kFlags));
+  RETURN_IF_ERROR(ts::CheckLrStepSize(o.schedule.kind, o.schedule.step_size, kFlags));
+  RETURN_IF_ERROR(ts::CheckGlobalBatch(o.global_batch, o.step.accumulation_steps, kFlags));
+  const absl::string_view compression = CompressionName(o.step.reducer.compression);
+  RETURN_IF_ERROR(
+      ts::CheckZeroCombination(o.zero_stage, o.zero_offload_optimizer, compression, kFlags));
+  RETURN_IF_ERROR(
+      ts::CheckPipeline({o.pipeline_stages, o.pipeline_micro_batches, m.model, m.gpt_layers,
+                         static_cast<int64_t>(m.hidden.size()) + 1, o.batch_size, o.zero_stage,
+                         m.activation_checkpointing, PrecisionName(o.step.precision),
+                         o.step.accumulation_steps, compression},
+                        kFlags));
+  RETURN_IF_ERROR(ts::CheckSampleLog(o.sample_log, o.pipeline_stages, kFlags));
+  return ts::CheckBudget(o.max_steps, o.max_epochs, kFlags);
 }
 
 }  // namespace
 
 absl::Status ValidateTrainerOptions(const TrainerOptions& o) {
-  RETURN_IF_ERROR(ValidateModelAndOptimizer(o.model, o.optimizer));
-  RETURN_IF_ERROR(ValidateScheduleAndStep(o.schedule, o.step));
-  return ValidateBatchDataAndBudget(o);
+  absl::Status status;
+  ForEachTableOption(o, [&status](const auto& field, const auto& value) {
+    if (status.ok()) status = CheckOption(field, value);
+  });
+  RETURN_IF_ERROR(status);
+  return CheckRules(o);
 }
 
 }  // namespace baton::trainer

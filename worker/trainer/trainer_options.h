@@ -48,8 +48,7 @@ struct TrainerOptions {
   // fields, trainer_spec::CheckPipeline); stages > 1 runs PipelineSession
   // (pipeline_session.h), which also refuses sample_log.
   int pipeline_stages = static_cast<int>(trainer_spec::kPipelineStages.default_value);
-  int pipeline_micro_batches =
-      static_cast<int>(trainer_spec::kPipelineMicroBatches.default_value);
+  int pipeline_micro_batches = static_cast<int>(trainer_spec::kPipelineMicroBatches.default_value);
   std::string pipeline_schedule = std::string(trainer_spec::kPipelineSchedule.default_value);
   // Samples per rank per micro-batch (with global_batch: at most).
   int64_t batch_size = trainer_spec::kBatchSize.default_value;
@@ -76,19 +75,78 @@ struct TrainerOptions {
   int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
 };
 
-// Checks every field against the table (common/spec/trainer_spec_defaults.h), the same ranges
-// submit enforces, and the rules between fields (global_batch with accumulation_steps 1;
-// lr_step_size > 0 for the step schedule; nesterov needs sgd with momentum > 0; a budget;
-// ZeRO offload needs stage 1 or 2, stage 2 no gradient compression; the pipeline rules).
+// Calls visit(entry, member) for each TrainerOptions member a table entry describes
+// (common/spec/trainer_spec_defaults.h), in table order: the one list of which option holds
+// which setting. ValidateTrainerOptions checks each member against its entry, and
+// OptionsFromFlags (trainer_flags.h) fills each from the entry's flag. `Options` is
+// TrainerOptions or const TrainerOptions. Not here: the settings only the data options
+// keep (dataset, data_dir, ...) and --threads (trainer_flags.h: ForEachFlagOption).
+template <typename Options, typename Visit>
+void ForEachTableOption(Options& o, Visit&& visit) {
+  namespace ts = ::baton::trainer_spec;
+  visit(ts::kModel, o.model.model);
+  visit(ts::kBatchSize, o.batch_size);
+  visit(ts::kLr, o.optimizer.lr);
+  visit(ts::kMomentum, o.optimizer.momentum);
+  visit(ts::kSeed, o.seed);
+  visit(ts::kHidden, o.model.hidden);
+  visit(ts::kLogEvery, o.log_every);
+  visit(ts::kPrecision, o.step.precision);
+  visit(ts::kAccumulationSteps, o.step.accumulation_steps);
+  visit(ts::kBucketCapMb, o.step.reducer.bucket_cap_mb);
+  visit(ts::kGradCompression, o.step.reducer.compression);
+  visit(ts::kMaxGradNorm, o.step.max_grad_norm);
+  visit(ts::kOptimizer, o.optimizer.name);
+  visit(ts::kWeightDecay, o.optimizer.weight_decay);
+  visit(ts::kNesterov, o.optimizer.nesterov);
+  visit(ts::kAdamBeta1, o.optimizer.adam_beta1);
+  visit(ts::kAdamBeta2, o.optimizer.adam_beta2);
+  visit(ts::kAdamEps, o.optimizer.adam_eps);
+  visit(ts::kLrSchedule, o.schedule.kind);
+  visit(ts::kWarmupSteps, o.schedule.warmup_steps);
+  visit(ts::kLrStepSize, o.schedule.step_size);
+  visit(ts::kLrGamma, o.schedule.gamma);
+  visit(ts::kMinLr, o.schedule.min_lr);
+  visit(ts::kBaseBatch, o.schedule.base_batch);
+  visit(ts::kLoaderThreads, o.loader_threads);
+  visit(ts::kPrefetchBatches, o.prefetch_batches);
+  visit(ts::kContextLength, o.model.context_length);
+  visit(ts::kGptLayers, o.model.gpt_layers);
+  visit(ts::kGptHeads, o.model.gpt_heads);
+  visit(ts::kGptWidth, o.model.gpt_width);
+  visit(ts::kVocabSize, o.model.vocab_size);
+  visit(ts::kTorchscriptPath, o.model.torchscript_path);
+  visit(ts::kTask, o.model.task);
+  visit(ts::kCheckpointEvery, o.checkpoint_every);
+  visit(ts::kKeepCheckpoints, o.keep_checkpoints);
+  visit(ts::kGlobalBatch, o.global_batch);
+  visit(ts::kSampleLog, o.sample_log);
+  visit(ts::kActivationCheckpointing, o.model.activation_checkpointing);
+  visit(ts::kZeroStage, o.zero_stage);
+  visit(ts::kZeroOffloadOptimizer, o.zero_offload_optimizer);
+  visit(ts::kPipelineStages, o.pipeline_stages);
+  visit(ts::kPipelineMicroBatches, o.pipeline_micro_batches);
+  visit(ts::kPipelineSchedule, o.pipeline_schedule);
+  visit(ts::kMaxSteps, o.max_steps);
+  visit(ts::kMaxEpochs, o.max_epochs);
+  visit(ts::kCheckpointDir, o.checkpoint_dir);
+}
+
+// Checks every member ForEachTableOption lists against its table entry
+// (common/spec/trainer_spec_defaults.h: the ranges submit enforces), in that order, then the
+// rules between them (common/spec/trainer_rules.h: activation checkpointing needs a
+// model with blocks; nesterov needs sgd with momentum > 0; lr_step_size > 0 for the step
+// schedule; global_batch with accumulation_steps 1; ZeRO offload needs stage 1 or 2, stage
+// 2 no gradient compression; the pipeline rules; no sample_log with a pipeline; a budget).
 // Returns OK or INVALID_ARGUMENT naming the flag: "--<flag>: <value> is out of range; must
 // be ...".
 absl::Status ValidateTrainerOptions(const TrainerOptions& options);
 
 // Borrowed collaborators; all must outlive Trainer::Run().
 struct TrainerContext {
-  const Dataset* train = nullptr;  // Required.
-  const Dataset* test = nullptr;   // Optional (no eval_accuracy when null).
-  Communicator* comm = nullptr;    // Required; LocalCommunicator for one process.
+  const Dataset* train = nullptr;    // Required.
+  const Dataset* test = nullptr;     // Optional (no eval_accuracy when null).
+  Communicator* comm = nullptr;      // Required; LocalCommunicator for one process.
   MetricsWriter* metrics = nullptr;  // Required (may be disabled).
   const Clock* clock = nullptr;      // Required; times the steps and their phases.
   std::ostream* log = nullptr;       // Required; one human-readable line per metric line.
