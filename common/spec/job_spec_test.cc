@@ -695,6 +695,11 @@ TEST(ValidateJobSpecTest, Pipeline) {
        ""},
       {[&](JobSpec& s) {
          pipeline(s, 2, 4);
+         s.mutable_trainer()->set_sample_log("/tmp/samples");
+       },
+       "trainer.sample_log is not supported with trainer.pipeline.stages=2"},
+      {[&](JobSpec& s) {
+         pipeline(s, 2, 4);
          s.mutable_trainer()->set_precision("fp16");
        },
        "trainer.precision: 'fp16' is not supported with pipeline parallelism "

@@ -23,7 +23,7 @@
 //   CheckGlobalBatch              ValidateJobSpec        ValidateTrainerOptions
 //   CheckZeroCombination          ValidateTrainerSpec    ValidateTrainerOptions
 //   CheckPipeline                 ValidateTrainerSpec    ValidateTrainerOptions
-//   CheckSampleLog                -                      ValidateTrainerOptions
+//   CheckSampleLog                ValidateTrainerSpec    ValidateTrainerOptions
 //   CheckBudget                   ValidateJobSpec        ValidateTrainerOptions
 //
 // The rules against the world sizes a job may run at (global_batch a multiple of each,

@@ -359,11 +359,13 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineStages, t.pipeline().stages()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineMicroBatches, t.pipeline().micro_batches()));
   RETURN_IF_ERROR(CheckSpec(ts::kPipelineSchedule, t.pipeline().schedule()));
-  return ts::CheckPipeline(
+  RETURN_IF_ERROR(ts::CheckPipeline(
       {t.pipeline().stages(), t.pipeline().micro_batches(), t.model(), t.gpt_layers(),
        t.hidden_size() + 1, t.batch_size(), t.zero().stage(), t.activation_checkpointing(),
        t.precision(), t.accumulation_steps(), t.grad_compression()},
-      kSpec);
+      kSpec));
+  // The trainer refuses it too: a job that passed submit would fail at launch.
+  return ts::CheckSampleLog(t.sample_log(), t.pipeline().stages(), kSpec);
 }
 
 }  // namespace baton
