@@ -15,8 +15,11 @@ import os
 import re
 import sys
 
+# metrics_line.{h,cc}: the worker's parser of the trainer's metric lines (protobuf), not
+# compiled into baton-trainer (the CMakeLists excludes it too).
 SKIP = re.compile(r"(_test|_fuzz|_main|_sample)\.cc$|python_runner\.cc$|nccl_unavailable\.cc$"
-                  r"|device_cpu\.cc$|nccl_communicator\.cc$|device_cuda\.cc$")
+                  r"|device_cpu\.cc$|nccl_communicator\.cc$|device_cuda\.cc$"
+                  r"|metrics_line\.(cc|h)$")
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 
 
