@@ -7,13 +7,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/spec/job_spec.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::worker {
 namespace {
 
 constexpr absl::string_view kInheritedNames[] = {
-    "PATH", "LD_LIBRARY_PATH", "HOME",   "USER",          "LOGNAME",      "SHELL",
-    "LANG", "LANGUAGE",        "TZ",     "TMPDIR",        "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "PATH", "LD_LIBRARY_PATH", "HOME", "USER",   "LOGNAME",       "SHELL",
+    "LANG", "LANGUAGE",        "TZ",   "TMPDIR", "SSL_CERT_FILE", "SSL_CERT_DIR",
 };
 constexpr absl::string_view kInheritedPrefixes[] = {
     "LC_", "CUDA_", "NCCL_", "NVIDIA_", "GLOO_", "OMP_", "MKL_", "KMP_", "TORCH_",
@@ -54,24 +55,24 @@ std::vector<std::string> BuildRankEnv(const RankEnvInput& input,
   const int32_t groups = r.local_world_size() > 0
                              ? (input.world_size + r.local_world_size() - 1) / r.local_world_size()
                              : 1;
-  env["RANK"] = absl::StrCat(r.rank());
-  env["WORLD_SIZE"] = absl::StrCat(input.world_size);
-  env["LOCAL_RANK"] = absl::StrCat(r.local_rank());
-  env["LOCAL_WORLD_SIZE"] = absl::StrCat(r.local_world_size());
-  env["GROUP_RANK"] = absl::StrCat(r.group_rank());
+  env[trainer::kEnvRank] = absl::StrCat(r.rank());
+  env[trainer::kEnvWorldSize] = absl::StrCat(input.world_size);
+  env[trainer::kEnvLocalRank] = absl::StrCat(r.local_rank());
+  env[trainer::kEnvLocalWorldSize] = absl::StrCat(r.local_world_size());
+  env[trainer::kEnvGroupRank] = absl::StrCat(r.group_rank());
   env["GROUP_WORLD_SIZE"] = absl::StrCat(groups);
   env["ROLE_RANK"] = absl::StrCat(r.rank());
   env["ROLE_WORLD_SIZE"] = absl::StrCat(input.world_size);
   env["ROLE_NAME"] = "default";
-  env["MASTER_ADDR"] = input.master_addr;
-  env["MASTER_PORT"] = absl::StrCat(input.master_port);
+  env[trainer::kEnvMasterAddr] = input.master_addr;
+  env[trainer::kEnvMasterPort] = absl::StrCat(input.master_port);
   env["TORCHELASTIC_RUN_ID"] = input.job_id;
   env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(std::max<int64_t>(input.generation - 1, 0));
   env["TORCHELASTIC_MAX_RESTARTS"] = "0";
-  env["BATON_JOB_ID"] = input.job_id;
-  env["BATON_GENERATION"] = absl::StrCat(input.generation);
-  env["BATON_METRICS_FD"] = absl::StrCat(input.metrics_fd);
-  if (!input.checkpoint_dir.empty()) env["BATON_CHECKPOINT_DIR"] = input.checkpoint_dir;
+  env[trainer::kEnvJobId] = input.job_id;
+  env[trainer::kEnvGeneration] = absl::StrCat(input.generation);
+  env[trainer::kEnvMetricsFd] = absl::StrCat(input.metrics_fd);
+  if (!input.checkpoint_dir.empty()) env[trainer::kEnvCheckpointDir] = input.checkpoint_dir;
   if (!input.visible_devices.empty()) {
     env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(input.visible_devices, ",");
   }

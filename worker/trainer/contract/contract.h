@@ -89,6 +89,9 @@ inline constexpr char kEnvJobId[] = "BATON_JOB_ID";
 inline constexpr char kEnvGeneration[] = "BATON_GENERATION";
 inline constexpr char kEnvMetricsFd[] = "BATON_METRICS_FD";
 inline constexpr char kEnvHostKey[] = "BATON_HOST_KEY";
+// Where a command job saves and resumes its state (the spec's checkpoint_dir); set only when
+// the spec has one. baton-trainer takes it as --checkpoint_dir instead.
+inline constexpr char kEnvCheckpointDir[] = "BATON_CHECKPOINT_DIR";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";
