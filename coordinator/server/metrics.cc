@@ -319,6 +319,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   std::vector<prometheus::MetricFamily> out;
   SnapshotJobCounts(out);
   SnapshotWorkers(out);
+  SnapshotRefusals(out);
   SnapshotTrackedJobs(out);
   return out;
 }
@@ -425,6 +426,9 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
   out.push_back(std::move(heartbeat));
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
+}
+
+void CoordinatorMetrics::SnapshotRefusals(std::vector<prometheus::MetricFamily>& out) const {
   out.push_back(CountsByLabel(
       "baton_coordinator_worker_reports_refused_total",
       "Worker reports refused because they were about an assignment the coordinator did not "

@@ -121,6 +121,8 @@ class CoordinatorMetrics final : public prometheus::Collectable {
   // rank slowdown.
   void SnapshotJobCounts(std::vector<prometheus::MetricFamily>& out) const;
   void SnapshotWorkers(std::vector<prometheus::MetricFamily>& out) const;
+  // Refused worker reports, refused changes and refused worker lifecycle events.
+  void SnapshotRefusals(std::vector<prometheus::MetricFamily>& out) const;
   void SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const;
 
  private:
