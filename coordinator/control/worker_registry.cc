@@ -90,8 +90,8 @@ std::vector<std::string> WorkerRegistry::ExpireLeases() {
   const absl::Time now = clock_->Now();
   for (auto& [id, e] : workers_) {
     if (!coordinator::IsConnected(e.state)) continue;
+    if (!LeaseExpiredAt(e.last_heartbeat, now, lease_)) continue;
     const absl::Duration silent = now - e.last_heartbeat;
-    if (silent <= lease_.lease + lease_.margin) continue;
     e.info.set_lease_expirations(e.info.lease_expirations() + 1);
     Lose(e, absl::UnavailableError(absl::StrCat("no heartbeat for ", absl::FormatDuration(silent),
                                                 ": the worker lease expired")));
@@ -105,7 +105,7 @@ void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why
   if (it == workers_.end() || !it->second.leased || !coordinator::IsConnected(it->second.state))
     return;
   Entry& e = it->second;
-  e.revoked_until = e.last_heartbeat + lease_.lease + lease_.margin;
+  e.revoked_until = LeaseCertainlyExpired(e.last_heartbeat, lease_);
   e.revoked_why = why;
   e.info.set_lease_revocations(e.info.lease_revocations() + 1);
   Lose(e, absl::UnavailableError(absl::StrCat("lease revoked: ", why)));
@@ -113,11 +113,12 @@ void WorkerRegistry::Revoke(const std::string& worker_id, const std::string& why
 
 absl::Time WorkerRegistry::LeaseExpiry(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
-  if (it == workers_.end()) return start_ + lease_.lease + lease_.margin;
-  const Entry& e = it->second;
-  if (coordinator::IsConnected(e.state)) return absl::InfiniteFuture();
-  if (!e.leased) return absl::InfinitePast();
-  return e.last_heartbeat + lease_.lease + lease_.margin;
+  LeaseFacts facts;
+  if (it != workers_.end()) {
+    facts = {/*known=*/true, coordinator::IsConnected(it->second.state), it->second.leased,
+             it->second.last_heartbeat};
+  }
+  return ProcessesDeadAfter(facts, start_, lease_);
 }
 
 bool WorkerRegistry::ProcessesStopped(const std::string& worker_id) const {

@@ -12,6 +12,7 @@
 #include "baton/v1/worker_service.pb.h"
 #include "common/time/clock.h"
 #include "coordinator/control/worker_state.h"
+#include "coordinator/policy/lease.h"
 
 namespace baton::coordinator {
 
@@ -23,15 +24,6 @@ class WorkerChannel {
   virtual bool Send(const baton::v1::CoordinatorMessage& msg) = 0;
   // Ends the stream with `status` (the worker sees it and reconnects or gives up).
   virtual void Close(const absl::Status& status) = 0;
-};
-
-struct LeaseOptions {
-  // How long a worker's processes may run without a word from the coordinator, and how
-  // long the coordinator trusts a silent worker (see worker_service.proto, "Leases").
-  absl::Duration lease = absl::Seconds(10);
-  // Added on the coordinator's side before it counts a lease as certainly expired: covers
-  // the worker noticing the expiry and its processes dying after SIGKILL.
-  absl::Duration margin = absl::Seconds(1);
 };
 
 // Every worker the coordinator has heard from since it started, with its liveness and
