@@ -35,6 +35,9 @@ PACKAGES=(
   # The images' init (reaps orphans, forwards signals), which tests/multihost:k8s_pods_test
   # runs the pods' daemons under as the images do.
   tini
+  # etcd 3.4: the coordinator's replicated store (a real member in the tests) and its gRPC
+  # API's .proto files (@etcd_api, third_party/etcd.bzl).
+  etcd-server etcd-client golang-etcd-server-dev
 )
 
 install_debian_packages() {
