@@ -1,0 +1,134 @@
+#include "coordinator/store/etcd_kv.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "common/testing/status_matchers.h"
+#include "coordinator/store/testing/etcd_member.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::HasSubstr;
+
+class EtcdKvTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    absl::StatusOr<std::unique_ptr<EtcdMember>> m =
+        EtcdMember::Start(std::string(tmp ? tmp : "/tmp") + "/etcd-kv");
+    ASSERT_TRUE(m.ok()) << m.status();
+    member_ = m->release();
+  }
+  static void TearDownTestSuite() {
+    delete member_;
+    member_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(member_, nullptr);
+    kv_ = std::make_unique<EtcdKv>(
+        grpc::CreateChannel(member_->endpoint(), grpc::InsecureChannelCredentials()),
+        member_->endpoint(), EtcdKv::Options());
+  }
+
+  static EtcdMember* member_;
+  std::unique_ptr<EtcdKv> kv_;
+};
+
+EtcdMember* EtcdKvTest::member_ = nullptr;
+
+TEST_F(EtcdKvTest, OnlyTheHolderOfTheLeaderKeyWrites) {
+  const absl::StatusOr<EtcdFence> a_or = kv_->CreateIfAbsent("election/leader", "replica-a", 0);
+  ASSERT_OK(a_or);
+  const EtcdFence& a = *a_or;
+  const absl::StatusOr<EtcdFence> b = kv_->CreateIfAbsent("election/leader", "replica-b", 0);
+  EXPECT_TRUE(absl::IsAlreadyExists(b.status())) << b.status();
+  EXPECT_THAT(b.status().message(), HasSubstr("held by 'replica-a'"));
+
+  ASSERT_OK(kv_->Commit(a, {{"jobs/j1", "v1"}, {"jobs/j2", "v2"}}).status());
+  const absl::StatusOr<EtcdKeyValue> j1_or = kv_->Get("jobs/j1");
+  ASSERT_OK(j1_or);
+  const EtcdKeyValue& j1 = *j1_or;
+  EXPECT_EQ(j1.value, "v1");
+
+  // A resigns (deletes the key under its own fence); B is elected.
+  ASSERT_OK(kv_->Commit(a, {{"election/leader", std::nullopt}}).status());
+  const absl::StatusOr<EtcdFence> b2_or = kv_->CreateIfAbsent("election/leader", "replica-b", 0);
+  ASSERT_OK(b2_or);
+  const EtcdFence& b2 = *b2_or;
+  // A write of A's, late: refused whole, nothing of it lands.
+  const absl::StatusOr<int64_t> late = kv_->Commit(a, {{"jobs/j1", "stale"}, {"jobs/j3", "stale"}});
+  EXPECT_TRUE(absl::IsFailedPrecondition(late.status())) << late.status();
+  EXPECT_THAT(late.status().message(), HasSubstr("nothing was written"));
+  EXPECT_EQ(kv_->Get("jobs/j1")->value, "v1");
+  EXPECT_TRUE(absl::IsNotFound(kv_->Get("jobs/j3").status()));
+  ASSERT_OK(kv_->Commit(b2, {{"jobs/j1", "v1 by b"}}).status());
+  EXPECT_EQ(kv_->Get("jobs/j1")->value, "v1 by b");
+}
+
+TEST_F(EtcdKvTest, ListsAPrefixInKeyOrderUpToTheLimit) {
+  const absl::StatusOr<EtcdFence> f_or = kv_->CreateIfAbsent("list/leader", "x", 0);
+  ASSERT_OK(f_or);
+  const EtcdFence& f = *f_or;
+  ASSERT_OK(
+      kv_->Commit(f, {{"list/p/b", "2"}, {"list/p/a", "1"}, {"list/p0", "no"}, {"list/q", "no"}})
+          .status());
+  const auto all_or = kv_->List("list/p/", 10);
+  ASSERT_OK(all_or);
+  const auto& all = *all_or;
+  EXPECT_THAT(all, ElementsAre(Field(&EtcdKeyValue::key, "list/p/a"),
+                               Field(&EtcdKeyValue::key, "list/p/b")));
+  const auto first_or = kv_->List("list/p/", 1);
+  ASSERT_OK(first_or);
+  const auto& first = *first_or;
+  EXPECT_THAT(first, ElementsAre(Field(&EtcdKeyValue::value, "1")));
+}
+
+TEST_F(EtcdKvTest, ALeaderKeyOnALeaseGoesWithItAndTheNextOneCanTakeIt) {
+  const absl::StatusOr<int64_t> lease_or = kv_->GrantLease(absl::Seconds(60));
+  ASSERT_OK(lease_or);
+  const int64_t& lease = *lease_or;
+  const absl::StatusOr<EtcdFence> a_or = kv_->CreateIfAbsent("lease/leader", "a", lease);
+  ASSERT_OK(a_or);
+  const EtcdFence& a = *a_or;
+  const absl::StatusOr<EtcdKeyValue> held_or = kv_->Get("lease/leader");
+  ASSERT_OK(held_or);
+  const EtcdKeyValue& held = *held_or;
+  EXPECT_EQ(held.lease, lease);
+  // What the lease's expiry does, without waiting for it.
+  ASSERT_OK(kv_->RevokeLease(lease));
+  EXPECT_TRUE(absl::IsNotFound(kv_->Get("lease/leader").status()));
+  EXPECT_TRUE(absl::IsFailedPrecondition(kv_->Commit(a, {{"lease/x", "1"}}).status()));
+  EXPECT_OK(kv_->CreateIfAbsent("lease/leader", "b", 0).status());
+}
+
+TEST_F(EtcdKvTest, AWriteOverEtcdsRequestLimitIsResourceExhausted) {
+  const absl::StatusOr<EtcdFence> f_or = kv_->CreateIfAbsent("big/leader", "x", 0);
+  ASSERT_OK(f_or);
+  const EtcdFence& f = *f_or;
+  const absl::StatusOr<int64_t> big =
+      kv_->Commit(f, {{"big/value", std::string(3 << 20, 'x')}});  // etcd's limit: 1.5 MiB
+  EXPECT_TRUE(absl::IsResourceExhausted(big.status())) << big.status();
+  EXPECT_TRUE(absl::IsNotFound(kv_->Get("big/value").status()));
+}
+
+TEST(EtcdKvUnreachableTest, AnEtcdThatCannotBeReachedIsUnavailableNamingIt) {
+  EtcdKv::Options options;
+  options.call_timeout = absl::Seconds(2);
+  // Port 1 on loopback: nothing listens there.
+  EtcdKv kv(grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials()), "127.0.0.1:1",
+            options);
+  const absl::StatusOr<EtcdKeyValue> got = kv.Get("k");
+  EXPECT_TRUE(absl::IsUnavailable(got.status()) || absl::IsDeadlineExceeded(got.status()))
+      << got.status();
+  EXPECT_THAT(got.status().message(), HasSubstr("etcd 127.0.0.1:1: Range"));
+}
+
+}  // namespace
+}  // namespace baton::coordinator
