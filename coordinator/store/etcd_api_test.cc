@@ -8,30 +8,19 @@
 #include <memory>
 #include <string>
 
-#include "coordinator/store/testing/etcd_member.h"
+#include "coordinator/store/testing/etcd_suite.h"
 #include "etcd/api/etcdserverpb/rpc.grpc.pb.h"
 #include "gtest/gtest.h"
 
 namespace baton::coordinator {
 namespace {
 
-class EtcdApiTest : public ::testing::Test {
+class EtcdApiTest : public EtcdSuite {
  protected:
-  static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    absl::StatusOr<std::unique_ptr<EtcdMember>> m =
-        EtcdMember::Start(std::string(tmp ? tmp : "/tmp") + "/etcd");
-    ASSERT_TRUE(m.ok()) << m.status();
-    member_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete member_;
-    member_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(member_, nullptr);
-    channel_ = grpc::CreateChannel(member_->endpoint(), grpc::InsecureChannelCredentials());
+    EtcdSuite::SetUp();
+    if (HasFatalFailure()) return;
+    channel_ = grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials());
     kv_ = etcdserverpb::KV::NewStub(channel_);
     lease_ = etcdserverpb::Lease::NewStub(channel_);
   }
@@ -77,13 +66,10 @@ class EtcdApiTest : public ::testing::Test {
     return resp.succeeded();
   }
 
-  static EtcdMember* member_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<etcdserverpb::KV::Stub> kv_;
   std::unique_ptr<etcdserverpb::Lease::Stub> lease_;
 };
-
-EtcdMember* EtcdApiTest::member_ = nullptr;
 
 TEST_F(EtcdApiTest, PutThenRangeRoundTripsBytes) {
   const std::string value("a\0b\xff", 4);

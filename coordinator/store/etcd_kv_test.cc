@@ -5,7 +5,7 @@
 
 #include "absl/status/status.h"
 #include "common/testing/status_matchers.h"
-#include "coordinator/store/testing/etcd_member.h"
+#include "coordinator/store/testing/etcd_suite.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -16,32 +16,18 @@ using ::testing::ElementsAre;
 using ::testing::Field;
 using ::testing::HasSubstr;
 
-class EtcdKvTest : public ::testing::Test {
+class EtcdKvTest : public EtcdSuite {
  protected:
-  static void SetUpTestSuite() {
-    const char* tmp = std::getenv("TEST_TMPDIR");
-    absl::StatusOr<std::unique_ptr<EtcdMember>> m =
-        EtcdMember::Start(std::string(tmp ? tmp : "/tmp") + "/etcd-kv");
-    ASSERT_TRUE(m.ok()) << m.status();
-    member_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete member_;
-    member_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(member_, nullptr);
+    EtcdSuite::SetUp();
+    if (HasFatalFailure()) return;
     kv_ = std::make_unique<EtcdKv>(
-        grpc::CreateChannel(member_->endpoint(), grpc::InsecureChannelCredentials()),
-        member_->endpoint(), EtcdKv::Options());
+        grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials()),
+        member().endpoint(), EtcdKv::Options());
   }
 
-  static EtcdMember* member_;
   std::unique_ptr<EtcdKv> kv_;
 };
-
-EtcdMember* EtcdKvTest::member_ = nullptr;
 
 TEST_F(EtcdKvTest, OnlyTheHolderOfTheLeaderKeyWrites) {
   const absl::StatusOr<EtcdFence> a_or = kv_->CreateIfAbsent("election/leader", "replica-a", 0);
