@@ -28,26 +28,14 @@ std::string PrefixEnd(const std::string& prefix) {
   return std::string(1, '\0');
 }
 
+// gRPC's code (absl's codes have the same numbers), except that etcd answers a request
+// over its size limit ("request is too large") with INVALID_ARGUMENT: RESOURCE_EXHAUSTED.
 absl::StatusCode CodeOf(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-      return absl::StatusCode::kUnavailable;
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return absl::StatusCode::kDeadlineExceeded;
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return absl::StatusCode::kResourceExhausted;
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      // etcd answers "request is too large" as INVALID_ARGUMENT.
-      return status.error_message().find("too large") != std::string::npos
-                 ? absl::StatusCode::kResourceExhausted
-                 : absl::StatusCode::kInvalidArgument;
-    case grpc::StatusCode::NOT_FOUND:
-      return absl::StatusCode::kNotFound;
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return absl::StatusCode::kFailedPrecondition;
-    default:
-      return static_cast<absl::StatusCode>(status.error_code());
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT &&
+      status.error_message().find("too large") != std::string::npos) {
+    return absl::StatusCode::kResourceExhausted;
   }
+  return static_cast<absl::StatusCode>(status.error_code());
 }
 
 }  // namespace
