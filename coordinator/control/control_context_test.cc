@@ -92,14 +92,5 @@ TEST_F(ControlContextTest, RuntimeEntriesAreCreatedOnUseAndForgotten) {
   EXPECT_THAT(ctx_->RuntimeJobIds(), ElementsAre("j1"));
 }
 
-TEST(CheckGenerationTest, CurrentOkOlderAbortedNewerFailedPrecondition) {
-  baton::v1::Job job;
-  job.set_id("j");
-  job.set_generation(3);
-  EXPECT_OK(CheckGeneration(job, 3));
-  EXPECT_TRUE(absl::IsAborted(CheckGeneration(job, 2)));
-  EXPECT_TRUE(absl::IsFailedPrecondition(CheckGeneration(job, 4)));
-}
-
 }  // namespace
 }  // namespace baton::coordinator
