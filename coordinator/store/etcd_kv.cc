@@ -41,46 +41,105 @@ absl::StatusCode CodeOf(const grpc::Status& status) {
 }  // namespace
 
 EtcdKv::EtcdKv(std::shared_ptr<grpc::Channel> channel, std::string endpoint, Options options)
-    : endpoint_(std::move(endpoint)),
-      options_(options),
-      kv_(etcdserverpb::KV::NewStub(channel)),
-      lease_(etcdserverpb::Lease::NewStub(channel)) {}
+    : EtcdKv(std::vector<EtcdEndpoint>{{std::move(endpoint), std::move(channel)}}, options) {}
 
-std::unique_ptr<grpc::ClientContext> EtcdKv::Context() const {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + options_.call_timeout));
-  return ctx;
+EtcdKv::EtcdKv(std::vector<EtcdEndpoint> endpoints, Options options) : options_(options) {
+  for (EtcdEndpoint& e : endpoints) {
+    members_.push_back({std::move(e.name), etcdserverpb::KV::NewStub(e.channel),
+                        etcdserverpb::Lease::NewStub(e.channel)});
+  }
 }
 
-absl::Status EtcdKv::Error(const char* call, const grpc::Status& status) const {
-  return absl::Status(CodeOf(status),
-                      absl::StrCat("etcd ", endpoint_, ": ", call, ": ", status.error_message()));
+const std::string& EtcdKv::current_endpoint() const {
+  return members_[current_.load() % members_.size()].name;
+}
+
+absl::Status EtcdKv::Call(const char* name,
+                          const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call) {
+  const absl::Time deadline = absl::Now() + options_.call_timeout;
+  size_t index = current_.load();
+  // Each member once, and each at most once more after a full round (a member restarting).
+  for (size_t tries = 0;; ++tries) {
+    Member& member = members_[index % members_.size()];
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(deadline));
+    const grpc::Status s = call(member, &context);
+    const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                       tries + 1 < 2 * members_.size() && absl::Now() < deadline;
+    if (!retry) {
+      if (s.ok()) return absl::OkStatus();
+      return absl::Status(CodeOf(s),
+                          absl::StrCat("etcd ", member.name, ": ", name, ": ", s.error_message()));
+    }
+    index = index + 1;
+    current_.store(index);
+  }
 }
 
 absl::StatusOr<EtcdKeyValue> EtcdKv::Get(const std::string& key) {
   etcdserverpb::RangeRequest req;
   req.set_key(key);
   etcdserverpb::RangeResponse resp;
-  if (grpc::Status s = kv_->Range(Context().get(), req, &resp); !s.ok()) return Error("Range", s);
+  if (absl::Status s =
+          Call("Range",
+               [&](Member& m, grpc::ClientContext* ctx) { return m.kv->Range(ctx, req, &resp); });
+      !s.ok()) {
+    return s;
+  }
   if (resp.kvs_size() == 0) {
-    return absl::NotFoundError(absl::StrCat("etcd ", endpoint_, ": no key ", key));
+    return absl::NotFoundError(absl::StrCat("etcd ", current_endpoint(), ": no key ", key));
   }
   return FromProto(resp.kvs(0));
 }
 
-absl::StatusOr<std::vector<EtcdKeyValue>> EtcdKv::List(const std::string& prefix, int64_t limit) {
+absl::StatusOr<EtcdRange> EtcdKv::Range(const std::string& from, const std::string& prefix,
+                                        int64_t limit, int64_t revision, bool reverse) {
   etcdserverpb::RangeRequest req;
-  req.set_key(prefix);
-  req.set_range_end(PrefixEnd(prefix));
+  if (reverse) {
+    req.set_key(prefix);
+    req.set_range_end(from.empty() ? PrefixEnd(prefix) : from);
+  } else {
+    req.set_key(from.empty() ? prefix : from);
+    req.set_range_end(PrefixEnd(prefix));
+  }
   req.set_limit(limit);
-  req.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
+  req.set_revision(revision);
+  req.set_sort_order(reverse ? etcdserverpb::RangeRequest::DESCEND
+                             : etcdserverpb::RangeRequest::ASCEND);
   req.set_sort_target(etcdserverpb::RangeRequest::KEY);
   etcdserverpb::RangeResponse resp;
-  if (grpc::Status s = kv_->Range(Context().get(), req, &resp); !s.ok()) return Error("Range", s);
-  std::vector<EtcdKeyValue> out;
-  out.reserve(resp.kvs_size());
-  for (const mvccpb::KeyValue& kv : resp.kvs()) out.push_back(FromProto(kv));
+  if (absl::Status s =
+          Call("Range",
+               [&](Member& m, grpc::ClientContext* ctx) { return m.kv->Range(ctx, req, &resp); });
+      !s.ok()) {
+    return s;
+  }
+  EtcdRange out;
+  out.kvs.reserve(resp.kvs_size());
+  for (const mvccpb::KeyValue& kv : resp.kvs()) out.kvs.push_back(FromProto(kv));
+  out.more = resp.more();
+  out.revision = resp.header().revision();
   return out;
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> EtcdKv::List(const std::string& prefix, int64_t limit) {
+  absl::StatusOr<EtcdRange> range = Range("", prefix, limit);
+  if (!range.ok()) return range.status();
+  return std::move(range->kvs);
+}
+
+absl::StatusOr<std::vector<EtcdKeyValue>> EtcdKv::ListAll(const std::string& prefix, int64_t page) {
+  std::vector<EtcdKeyValue> all;
+  std::string from;
+  int64_t revision = 0;
+  for (;;) {
+    absl::StatusOr<EtcdRange> range = Range(from, prefix, page, revision);
+    if (!range.ok()) return range.status();
+    revision = range->revision;
+    for (EtcdKeyValue& kv : range->kvs) all.push_back(std::move(kv));
+    if (!range->more || range->kvs.empty()) return all;
+    from = all.back().key + std::string(1, '\0');  // the next key after the last one
+  }
 }
 
 absl::StatusOr<int64_t> EtcdKv::Commit(const EtcdFence& fence,
@@ -98,14 +157,19 @@ absl::StatusOr<int64_t> EtcdKv::Commit(const EtcdFence& fence,
       op->mutable_request_put()->set_value(*w.value);
     } else {
       op->mutable_request_delete_range()->set_key(w.key);
+      if (w.prefix) op->mutable_request_delete_range()->set_range_end(PrefixEnd(w.key));
     }
   }
   etcdserverpb::TxnResponse resp;
-  if (grpc::Status s = kv_->Txn(Context().get(), txn, &resp); !s.ok()) return Error("Txn", s);
+  if (absl::Status s = Call(
+          "Txn", [&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, txn, &resp); });
+      !s.ok()) {
+    return s;
+  }
   if (!resp.succeeded()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("etcd ", endpoint_, ": the fence on ", fence.key, " (created at revision ",
-                     fence.create_revision, ") no longer holds; nothing was written"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "etcd ", current_endpoint(), ": the fence on ", fence.key, " (created at revision ",
+        fence.create_revision, ") no longer holds; nothing was written"));
   }
   return resp.header().revision();
 }
@@ -124,25 +188,39 @@ absl::StatusOr<EtcdFence> EtcdKv::CreateIfAbsent(const std::string& key, const s
   put->set_lease(lease);
   txn.add_failure()->mutable_request_range()->set_key(key);
   etcdserverpb::TxnResponse resp;
-  if (grpc::Status s = kv_->Txn(Context().get(), txn, &resp); !s.ok()) return Error("Txn", s);
+  if (absl::Status s = Call(
+          "Txn", [&](Member& m, grpc::ClientContext* ctx) { return m.kv->Txn(ctx, txn, &resp); });
+      !s.ok()) {
+    return s;
+  }
   if (resp.succeeded()) return EtcdFence{key, resp.header().revision()};
   std::string holder;
   if (resp.responses_size() > 0 && resp.responses(0).response_range().kvs_size() > 0) {
-    holder = resp.responses(0).response_range().kvs(0).value();
+    const mvccpb::KeyValue& held = resp.responses(0).response_range().kvs(0);
+    // Our own create, applied by a member that then failed to answer and retried here.
+    if (held.value() == value && held.lease() == lease) {
+      return EtcdFence{key, held.create_revision()};
+    }
+    holder = held.value();
   }
   return absl::AlreadyExistsError(
-      absl::StrCat("etcd ", endpoint_, ": ", key, " is held by '", holder, "'"));
+      absl::StrCat("etcd ", current_endpoint(), ": ", key, " is held by '", holder, "'"));
 }
 
 absl::StatusOr<int64_t> EtcdKv::GrantLease(absl::Duration ttl) {
   etcdserverpb::LeaseGrantRequest req;
   req.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(ttl)));
   etcdserverpb::LeaseGrantResponse resp;
-  if (grpc::Status s = lease_->LeaseGrant(Context().get(), req, &resp); !s.ok()) {
-    return Error("LeaseGrant", s);
+  if (absl::Status s = Call("LeaseGrant",
+                            [&](Member& m, grpc::ClientContext* ctx) {
+                              return m.lease->LeaseGrant(ctx, req, &resp);
+                            });
+      !s.ok()) {
+    return s;
   }
   if (!resp.error().empty()) {
-    return absl::InternalError(absl::StrCat("etcd ", endpoint_, ": LeaseGrant: ", resp.error()));
+    return absl::InternalError(
+        absl::StrCat("etcd ", current_endpoint(), ": LeaseGrant: ", resp.error()));
   }
   return resp.id();
 }
@@ -151,10 +229,40 @@ absl::Status EtcdKv::RevokeLease(int64_t lease) {
   etcdserverpb::LeaseRevokeRequest req;
   req.set_id(lease);
   etcdserverpb::LeaseRevokeResponse resp;
-  if (grpc::Status s = lease_->LeaseRevoke(Context().get(), req, &resp); !s.ok()) {
-    return Error("LeaseRevoke", s);
+  return Call("LeaseRevoke", [&](Member& m, grpc::ClientContext* ctx) {
+    return m.lease->LeaseRevoke(ctx, req, &resp);
+  });
+}
+
+absl::StatusOr<absl::Duration> EtcdKv::KeepAlive(int64_t lease) {
+  // LeaseKeepAlive is a stream; one request and its answer per renewal keeps the deadline
+  // per renewal (a stream kept open could block on a member that stopped answering).
+  etcdserverpb::LeaseKeepAliveResponse resp;
+  if (absl::Status s = Call("LeaseKeepAlive",
+                            [&](Member& m, grpc::ClientContext* ctx) {
+                              auto stream = m.lease->LeaseKeepAlive(ctx);
+                              etcdserverpb::LeaseKeepAliveRequest req;
+                              req.set_id(lease);
+                              if (!stream->Write(req) || !stream->Read(&resp)) {
+                                ctx->TryCancel();
+                                const grpc::Status finished = stream->Finish();
+                                return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                                    "stream closed")
+                                                     : finished;
+                              }
+                              stream->WritesDone();
+                              ctx->TryCancel();
+                              stream->Finish();
+                              return grpc::Status::OK;
+                            });
+      !s.ok()) {
+    return s;
   }
-  return absl::OkStatus();
+  if (resp.ttl() <= 0) {
+    return absl::NotFoundError(
+        absl::StrCat("etcd ", current_endpoint(), ": lease ", lease, " has expired"));
+  }
+  return absl::Seconds(resp.ttl());
 }
 
 }  // namespace baton::coordinator

@@ -2,8 +2,10 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "coordinator/store/testing/etcd_suite.h"
 #include "gmock/gmock.h"
@@ -102,6 +104,55 @@ TEST_F(EtcdKvTest, AWriteOverEtcdsRequestLimitIsResourceExhausted) {
       kv_->Commit(f, {{"big/value", std::string(3 << 20, 'x')}});  // etcd's limit: 1.5 MiB
   EXPECT_TRUE(absl::IsResourceExhausted(big.status())) << big.status();
   EXPECT_TRUE(absl::IsNotFound(kv_->Get("big/value").status()));
+}
+
+TEST_F(EtcdKvTest, PagesAPrefixAtOneRevisionReadsBackwardsAndDeletesAPrefix) {
+  const absl::StatusOr<EtcdFence> f = kv_->CreateIfAbsent("page/leader", "x", 0);
+  ASSERT_OK(f);
+  std::vector<EtcdWrite> writes;
+  for (int i = 0; i < 7; ++i) writes.push_back({absl::StrCat("page/k/", i), absl::StrCat(i)});
+  writes.push_back({"page/kz", "outside"});
+  ASSERT_OK(kv_->Commit(*f, writes).status());
+  const auto all = kv_->ListAll("page/k/", /*page=*/3);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 7u);
+  EXPECT_EQ(all->front().key, "page/k/0");
+  EXPECT_EQ(all->back().key, "page/k/6");
+  const auto last = kv_->Range("", "page/k/", 1, 0, /*reverse=*/true);
+  ASSERT_OK(last);
+  EXPECT_THAT(last->kvs, ElementsAre(Field(&EtcdKeyValue::key, "page/k/6")));
+  const auto from = kv_->Range("page/k/5", "page/k/", 0);
+  ASSERT_OK(from);
+  EXPECT_THAT(from->kvs, ElementsAre(Field(&EtcdKeyValue::key, "page/k/5"),
+                                     Field(&EtcdKeyValue::key, "page/k/6")));
+  ASSERT_OK(kv_->Commit(*f, {{"page/k/", std::nullopt, /*prefix=*/true}}).status());
+  EXPECT_THAT(*kv_->ListAll("page/k"), ElementsAre(Field(&EtcdKeyValue::key, "page/kz")));
+}
+
+TEST_F(EtcdKvTest, KeepAliveRenewsALeaseAndNamesOneThatExpired) {
+  const absl::StatusOr<int64_t> lease = kv_->GrantLease(absl::Seconds(30));
+  ASSERT_OK(lease);
+  const absl::StatusOr<absl::Duration> ttl = kv_->KeepAlive(*lease);
+  ASSERT_OK(ttl);
+  EXPECT_EQ(*ttl, absl::Seconds(30));
+  ASSERT_OK(kv_->RevokeLease(*lease));
+  EXPECT_TRUE(absl::IsNotFound(kv_->KeepAlive(*lease).status()));
+}
+
+TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneIsUnreachable) {
+  // The first endpoint refuses connections (port 1); the second is the member.
+  EtcdKv kv(
+      {{"127.0.0.1:1", grpc::CreateChannel("127.0.0.1:1", grpc::InsecureChannelCredentials())},
+       {member().endpoint(),
+        grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
+      EtcdKv::Options());
+  const absl::StatusOr<EtcdFence> f = kv.CreateIfAbsent("rotate/leader", "me", 0);
+  ASSERT_OK(f);
+  EXPECT_EQ(kv.current_endpoint(), member().endpoint());
+  // A retried create that had been applied counts as ours.
+  const absl::StatusOr<EtcdFence> again = kv.CreateIfAbsent("rotate/leader", "me", 0);
+  ASSERT_OK(again);
+  EXPECT_EQ(again->create_revision, f->create_revision);
 }
 
 TEST(EtcdKvUnreachableTest, AnEtcdThatCannotBeReachedIsUnavailableNamingIt) {

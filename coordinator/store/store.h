@@ -14,7 +14,9 @@
 
 namespace baton::coordinator {
 
-// Durable state of the coordinator, in one SQLite database file (WAL mode).
+// Durable state of the coordinator. Store::Open gives the default, one SQLite database
+// file (WAL mode; what follows describes it); EtcdStore (etcd_store.h) keeps the same
+// contract on etcd for coordinator replicas, with the differences it states.
 //
 // Contract: every method returns only after its write is durable (committed; a crash
 // of the process right after the call loses nothing). With synchronous=FULL this also
@@ -34,6 +36,9 @@ namespace baton::coordinator {
 //              keyed by (job_id, seq); seq is assigned by the caller and strictly increasing.
 //   - logs:    per job, LogLine rows keyed by (job_id, seq).
 //   - meta:    small key/value pairs (e.g. the next job number).
+
+// The meta key holding the store's schema version: the store's own, never the caller's.
+inline constexpr char kSchemaVersionKey[] = "schema_version";
 
 // Writes that Store::Write commits in one transaction: all of them or none.
 struct WriteBatch {

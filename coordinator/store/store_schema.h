@@ -10,7 +10,6 @@ namespace baton::coordinator {
 // Version of the schema below. Bump it (and add a migration in MigrateSchema) whenever
 // a table changes. A binary refuses files written by a newer schema.
 inline constexpr int64_t kSchemaVersion = 2;
-inline constexpr char kSchemaVersionKey[] = "schema_version";
 
 inline constexpr char kCreateSchemaSql[] = R"sql(
   -- One row per job. `ord` is the order of the first PutJob (creation order); an upsert
