@@ -55,8 +55,9 @@ const std::string& EtcdKv::current_endpoint() const {
 }
 
 absl::Status EtcdKv::Call(const char* name,
-                          const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call) {
-  const absl::Time deadline = absl::Now() + options_.call_timeout;
+                          const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call,
+                          absl::Time until) {
+  const absl::Time deadline = std::min(until, absl::Now() + options_.call_timeout);
   size_t index = current_.load();
   // Each member once, and each at most once more after a full round (a member restarting).
   for (size_t tries = 0;; ++tries) {
@@ -234,30 +235,21 @@ absl::Status EtcdKv::RevokeLease(int64_t lease) {
   });
 }
 
-absl::StatusOr<absl::Duration> EtcdKv::KeepAlive(int64_t lease) {
+absl::StatusOr<absl::Duration> EtcdKv::KeepAlive(int64_t lease, absl::Time deadline) {
   // LeaseKeepAlive is a stream; one request and its answer per renewal keeps the deadline
   // per renewal (a stream kept open could block on a member that stopped answering).
   etcdserverpb::LeaseKeepAliveResponse resp;
-  if (absl::Status s = Call("LeaseKeepAlive",
-                            [&](Member& m, grpc::ClientContext* ctx) {
-                              auto stream = m.lease->LeaseKeepAlive(ctx);
-                              etcdserverpb::LeaseKeepAliveRequest req;
-                              req.set_id(lease);
-                              if (!stream->Write(req) || !stream->Read(&resp)) {
-                                ctx->TryCancel();
-                                const grpc::Status finished = stream->Finish();
-                                return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                                    "stream closed")
-                                                     : finished;
-                              }
-                              stream->WritesDone();
-                              ctx->TryCancel();
-                              stream->Finish();
-                              return grpc::Status::OK;
-                            });
-      !s.ok()) {
-    return s;
-  }
+  auto renew_once = [&](Member& m, grpc::ClientContext* ctx) {
+    auto stream = m.lease->LeaseKeepAlive(ctx);
+    etcdserverpb::LeaseKeepAliveRequest req;
+    req.set_id(lease);
+    const bool answered = stream->Write(req) && stream->Read(&resp);
+    ctx->TryCancel();
+    const grpc::Status finished = stream->Finish();
+    if (answered) return grpc::Status::OK;
+    return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream closed") : finished;
+  };
+  if (absl::Status s = Call("LeaseKeepAlive", renew_once, deadline); !s.ok()) return s;
   if (resp.ttl() <= 0) {
     return absl::NotFoundError(
         absl::StrCat("etcd ", current_endpoint(), ": lease ", lease, " has expired"));

@@ -111,7 +111,9 @@ class EtcdKv {
   // Revokes the lease: every key bound to it is deleted. NOT_FOUND if it already expired.
   absl::Status RevokeLease(int64_t lease);
   // Renews the lease once: its remaining ttl as etcd granted it. NOT_FOUND if it expired.
-  absl::StatusOr<absl::Duration> KeepAlive(int64_t lease);
+  // Gives up at `deadline` if that comes before the call timeout.
+  absl::StatusOr<absl::Duration> KeepAlive(int64_t lease,
+                                           absl::Time deadline = absl::InfiniteFuture());
 
   // The member calls go to now (for logs).
   const std::string& current_endpoint() const;
@@ -127,7 +129,8 @@ class EtcdKv {
   // an UNAVAILABLE answer while the deadline lasts. The last answer as absl::Status naming
   // `name` and the member.
   absl::Status Call(const char* name,
-                    const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call);
+                    const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call,
+                    absl::Time deadline = absl::InfiniteFuture());
 
   const Options options_;
   std::vector<Member> members_;
