@@ -195,7 +195,9 @@ absl::Status ApplyConnectionFlag(const std::string& name, const std::string& val
   if (name == "insecure") {
     inv.insecure = true;
   } else if (name == "coordinator") {
-    if (value.empty()) return UsageError("--coordinator needs HOST:PORT");
+    if (value.empty()) {
+      return UsageError("--coordinator needs HOST:PORT (or several, comma-separated)");
+    }
     inv.coordinator = value;
   } else {
     if (value.empty()) return UsageError(absl::StrCat("--", name, " needs a value"));
@@ -489,23 +491,25 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   ctx.err = &err;
   absl::StatusOr<Connection> conn =
       ResolveConnection(ConnectionInputsOf(inv, env), kDefaultCoordinator);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+  absl::StatusOr<CoordinatorChannel> channel =
       conn.ok() ? OpenChannel(*conn, MessageSizeArgs())
-                : absl::StatusOr<std::shared_ptr<grpc::Channel>>(conn.status());
+                : absl::StatusOr<CoordinatorChannel>(conn.status());
   if (!channel.ok()) {
     if (inv.command == "version" && inv.format == OutputFormat::kTable) {
       out << "Client: " << kVersion << "\n";
     }
     err << "baton: " << channel.status().message() << "\n";
-    return kExitUsage;
+    // UNAVAILABLE: none of several coordinator addresses leads.
+    return absl::IsUnavailable(channel.status()) ? kExitUnreachable : kExitUsage;
   }
-  ctx.coordinator = conn->coordinator;
+  ctx.coordinator = channel->address;
   ctx.format = inv.format;
   ctx.tty = env.stdout_is_tty;
   ctx.color = UseColor(inv.color, env);
-  std::unique_ptr<baton::v1::JobService::Stub> jobs = baton::v1::JobService::NewStub(*channel);
+  std::unique_ptr<baton::v1::JobService::Stub> jobs =
+      baton::v1::JobService::NewStub(channel->channel);
   std::unique_ptr<baton::v1::ClusterService::Stub> cluster =
-      baton::v1::ClusterService::NewStub(*channel);
+      baton::v1::ClusterService::NewStub(channel->channel);
   ctx.jobs = jobs.get();
   ctx.cluster = cluster.get();
 

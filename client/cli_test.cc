@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/commands.h"
+#include "common/net/testing/fake_replica.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -326,6 +329,25 @@ TEST(RunCliTest, HelpExplainsEveryCommandAndFlag) {
   EXPECT_THAT(submit_help.str(), HasSubstr("--set PATH=VALUE"));
   EXPECT_THAT(submit_help.str(), HasSubstr("-w, --wait"));
   EXPECT_EQ(err.str(), "");
+}
+
+// With several coordinator addresses and none leading, the CLI cannot reach the
+// coordinator: exit 4, naming each address's answer.
+TEST(RunCliTest, NoLeaderAmongTheCoordinatorsExitsFourListingEachAnswer) {
+  FakeReplica a, b;
+  a.role().BecomeStandby(std::nullopt);
+  b.role().BecomeStandby(std::nullopt);
+  CliEnvironment env;
+  env.insecure_env = "1";
+  env.home = ::testing::TempDir() + "/nohome";  // no config file
+  std::ostringstream out, err;
+  EXPECT_EQ(
+      RunCli({"--coordinator", absl::StrCat(a.address(), ",", b.address()), "jobs"}, out, err, env),
+      kExitUnreachable);
+  EXPECT_EQ(out.str(), "");
+  EXPECT_THAT(err.str(), HasSubstr("baton: no coordinator leads"));
+  EXPECT_THAT(err.str(),
+              HasSubstr(a.address() + ": NOT_SERVING; " + b.address() + ": NOT_SERVING"));
 }
 
 }  // namespace

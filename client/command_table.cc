@@ -8,8 +8,9 @@ namespace baton::cli {
 const std::vector<FlagSpec>& GlobalFlags() {
   static const auto* flags = new std::vector<FlagSpec>{
       {"coordinator", "", "HOST:PORT",
-       absl::StrCat("Coordinator address. Default: $BATON_COORDINATOR, else the context's, "
-                    "else ",
+       absl::StrCat("Coordinator address, or its replicas' addresses separated by commas (the "
+                    "CLI dials the one that leads). Default: $BATON_COORDINATOR, else the "
+                    "context's, else ",
                     kDefaultCoordinator, ".")},
       {"context", "", "NAME",
        "Context of the config file ($BATON_CONFIG, else ~/.config/baton/config.yaml) to use: "

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/yaml/bounded_yaml.h"
+#include "common/net/coordinator_addresses.h"
 #include "common/security/tls.h"
 
 namespace baton::cli {
@@ -139,6 +140,16 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionInputs& in,
                      : !in.coordinator_env.empty() ? in.coordinator_env
                      : !context.coordinator.empty() ? context.coordinator
                                                     : default_coordinator;
+  absl::StatusOr<std::vector<std::string>> addresses = ParseCoordinatorAddresses(conn.coordinator);
+  if (!addresses.ok()) {
+    const std::string origin = !in.coordinator_flag.empty()  ? "--coordinator"
+                               : !in.coordinator_env.empty() ? "BATON_COORDINATOR"
+                               : !context.coordinator.empty()
+                                   ? absl::StrCat("context '", conn.context, "' coordinator")
+                                   : "the default coordinator";
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", addresses.status().message()));
+  }
+  conn.coordinators = *std::move(addresses);
   conn.insecure = in.insecure_flag || in.insecure_env == "1" || in.insecure_env == "true" ||
                   context.insecure;
   const std::string token_file = ExpandHome(
@@ -151,9 +162,10 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionInputs& in,
     conn.token = std::string(absl::StripAsciiWhitespace(*token));
   }
   if (conn.insecure) {
-    if (absl::Status s = CheckLoopbackOnly(conn.coordinator, "the coordinator address");
-        !s.ok()) {
-      return absl::InvalidArgumentError(s.message());
+    for (const std::string& address : conn.coordinators) {
+      if (absl::Status s = CheckLoopbackOnly(address, "the coordinator address"); !s.ok()) {
+        return absl::InvalidArgumentError(s.message());
+      }
     }
     return conn;
   }
@@ -200,8 +212,9 @@ class BearerTokenFactory final : public grpc::experimental::ClientInterceptorFac
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const Connection& conn,
-                                                          const grpc::ChannelArguments& args) {
+absl::StatusOr<CoordinatorChannel> OpenChannel(const Connection& conn,
+                                               const grpc::ChannelArguments& args,
+                                               absl::Duration probe_timeout) {
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (!conn.insecure) {
     TransportSecurity security;
@@ -211,10 +224,22 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> OpenChannel(const Connection& con
     if (!tls.ok()) return tls.status();
     credentials = *std::move(tls);
   }
-  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> chain;
-  if (!conn.token.empty()) chain.push_back(std::make_unique<BearerTokenFactory>(conn.token));
-  return grpc::experimental::CreateCustomChannelWithInterceptors(conn.coordinator, credentials,
-                                                                 args, std::move(chain));
+  if (conn.coordinators.empty()) {
+    return absl::InvalidArgumentError("no coordinator address (resolve the connection first)");
+  }
+  LeaderFinder::Options options;
+  options.addresses = conn.coordinators;
+  options.service = kJobServiceName;
+  options.probe_timeout = probe_timeout;
+  LeaderFinder finder(options, [&](const std::string& address) {
+    std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> chain;
+    if (!conn.token.empty()) chain.push_back(std::make_unique<BearerTokenFactory>(conn.token));
+    return grpc::experimental::CreateCustomChannelWithInterceptors(address, credentials, args,
+                                                                   std::move(chain));
+  });
+  absl::StatusOr<std::string> leader = finder.Find();
+  if (!leader.ok()) return leader.status();
+  return CoordinatorChannel{finder.ChannelTo(*leader), *leader};
 }
 
 }  // namespace baton::cli

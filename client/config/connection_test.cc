@@ -1,8 +1,14 @@
 #include "client/config/connection.h"
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include <chrono>
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/net/testing/fake_replica.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -10,6 +16,8 @@
 namespace baton::cli {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string Write(const std::string& name, const std::string& text) {
@@ -99,6 +107,120 @@ TEST(ConnectionTest, NoConfigFileAtTheDefaultPlaceIsFine) {
   in.config_env = "/nonexistent/config.yaml";  // named explicitly: must exist
   EXPECT_THAT(ResolveConnection(in, "localhost:7070").status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("BATON_CONFIG")));
+}
+
+TEST(ConnectionTest, TheCoordinatorMayListSeveralAddresses) {
+  ConnectionInputs in = WithConfig(
+      "current_context: ha\ncontexts:\n  ha:\n    coordinator: c1.example:7070, c2.example:7070\n"
+      "    ca: /pki/ca.crt\n");
+  absl::StatusOr<Connection> conn = ResolveConnection(in, "localhost:7070");
+  ASSERT_OK(conn.status());
+  EXPECT_EQ(conn->coordinator, "c1.example:7070, c2.example:7070");
+  EXPECT_THAT(conn->coordinators, ElementsAre("c1.example:7070", "c2.example:7070"));
+  in.coordinator_env = "[::1]:7070";
+  conn = ResolveConnection(in, "localhost:7070");
+  ASSERT_OK(conn.status());
+  EXPECT_THAT(conn->coordinators, ElementsAre("[::1]:7070"));
+
+  // A bad list names where it came from, the entry and what is allowed.
+  in.coordinator_flag = "c1.example:7070,c1.example:7070";
+  EXPECT_THAT(ResolveConnection(in, "localhost:7070").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--coordinator: coordinator address 'c1.example:7070' "
+                                       "is listed twice"),
+                             HasSubstr("allowed: HOST:PORT"))));
+  in.coordinator_flag = "";
+  in.coordinator_env = "c1.example";
+  EXPECT_THAT(
+      ResolveConnection(in, "localhost:7070").status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("BATON_COORDINATOR: coordinator address 'c1.example' has no port")));
+  in = WithConfig("current_context: ha\ncontexts:\n  ha:\n    coordinator: c1:7070,,c2:1\n");
+  EXPECT_THAT(ResolveConnection(in, "localhost:7070").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("context 'ha' coordinator: coordinator address list")));
+
+  // Plaintext needs every address on loopback.
+  in = ConnectionInputs();
+  in.insecure_flag = true;
+  in.coordinator_flag = "127.0.0.1:7070,10.0.0.2:7070";
+  EXPECT_THAT(ResolveConnection(in, "localhost:7070").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("10.0.0.2:7070")));
+  in.coordinator_flag = "127.0.0.1:7070,[::1]:7070";
+  EXPECT_OK(ResolveConnection(in, "localhost:7070").status());
+}
+
+constexpr char kCheck[] = "/grpc.health.v1.Health/Check";
+constexpr char kGetJob[] = "/baton.v1.JobService/GetJob";
+
+// A plaintext connection to `addresses` (a comma-separated list), as ResolveConnection
+// returns it.
+Connection Plaintext(const std::string& addresses) {
+  ConnectionInputs in;
+  in.insecure_flag = true;
+  in.coordinator_flag = addresses;
+  absl::StatusOr<Connection> conn = ResolveConnection(in, "localhost:7070");
+  EXPECT_OK(conn.status());
+  return conn.ok() ? *conn : Connection();
+}
+
+// Sends one GetJob (an empty message) on `channel`; its final status.
+grpc::Status GetJob(const std::shared_ptr<grpc::Channel>& channel) {
+  grpc::GenericStub stub(channel);
+  grpc::Slice empty("");
+  grpc::ByteBuffer request(&empty, 1), response;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::Status status;
+  absl::Notification done;
+  stub.UnaryCall(&context, kGetJob, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+TEST(OpenChannelTest, WithSeveralAddressesDialsTheLeader) {
+  FakeReplica first, leader, last;
+  first.role().BecomeStandby(leader.address());
+  last.role().BecomeStandby(leader.address());
+  const Connection conn =
+      Plaintext(absl::StrCat(first.address(), ",", leader.address(), ",", last.address()));
+  absl::StatusOr<CoordinatorChannel> channel = OpenChannel(conn, grpc::ChannelArguments());
+  ASSERT_OK(channel.status());
+  EXPECT_EQ(channel->address, leader.address());
+  // Probed in list order up to the leader; calls then go to it.
+  EXPECT_EQ(first.role().calls(kCheck), 1);
+  EXPECT_EQ(leader.role().calls(kCheck), 1);
+  EXPECT_EQ(last.role().calls(kCheck), 0);
+  EXPECT_EQ(GetJob(channel->channel).error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(leader.role().calls(kGetJob), 1);
+  EXPECT_EQ(first.role().calls(kGetJob), 0);
+}
+
+TEST(OpenChannelTest, WhenNoneLeadsTheErrorListsEachAddressesAnswer) {
+  FakeReplica standby, gone;
+  standby.role().BecomeStandby(std::nullopt);
+  gone.Shutdown();
+  const Connection conn = Plaintext(absl::StrCat(standby.address(), ",", gone.address()));
+  EXPECT_THAT(
+      OpenChannel(conn, grpc::ChannelArguments(), absl::Seconds(10)).status(),
+      StatusIs(absl::StatusCode::kUnavailable, AllOf(HasSubstr("no coordinator leads"),
+                                                     HasSubstr(standby.address() + ": NOT_SERVING"),
+                                                     HasSubstr(gone.address() + ": unreachable"))));
+}
+
+TEST(OpenChannelTest, OneAddressIsDialedWithoutAProbe) {
+  FakeReplica standby;
+  standby.role().BecomeStandby(std::nullopt);
+  absl::StatusOr<CoordinatorChannel> channel =
+      OpenChannel(Plaintext(standby.address()), grpc::ChannelArguments());
+  ASSERT_OK(channel.status());
+  EXPECT_EQ(channel->address, standby.address());
+  EXPECT_EQ(standby.role().calls(kCheck), 0);
+  // Its calls get the standby's answer, as they would have before replicas existed.
+  EXPECT_EQ(GetJob(channel->channel).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 }  // namespace
