@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "common/time/clock.h"
+#include "coordinator/ha/etcd_target.h"
+#include "coordinator/ha/replica.h"
+#include "coordinator/policy/election.h"
 #include "coordinator/server/server.h"
 
 namespace {
@@ -79,6 +83,29 @@ ABSL_FLAG(bool, insecure, false,
 ABSL_FLAG(std::string, state_dir, Defaults().state_dir,
           "Directory for the coordinator's SQLite state (jobs, events, metrics, logs). "
           "Restarting with the same directory loses nothing.");
+ABSL_FLAG(std::string, store, "sqlite",
+          "Where the state lives: 'sqlite' (one file in --state_dir; one coordinator) or "
+          "'etcd://HOST:PORT[,HOST:PORT...][/PREFIX][?max_txn_ops=N&max_request_bytes=N]' "
+          "(jobs and events in etcd under /PREFIX/, default 'baton'; metric points and log "
+          "lines in --state_dir): then several coordinators may run on the same etcd, one "
+          "leads and the others stand by, answering UNAVAILABLE with the leader's address, "
+          "and take over within about --election_ttl of losing it. The limits are etcd's "
+          "--max-txn-ops and --max-request-bytes (default: etcd's defaults).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "With --store=etcd://: this replica's address as workers and clients dial it "
+          "(HOST:PORT, e.g. $(POD_IP):7070). Required there.");
+ABSL_FLAG(std::string, etcd_ca, "",
+          "With --store=etcd://: the CA (PEM) etcd's server certificates chain to; set means "
+          "TLS to etcd. Empty: plaintext (loopback or a trusted network only).");
+ABSL_FLAG(std::string, etcd_cert, "",
+          "With --etcd_ca: this coordinator's client certificate for etcd (PEM), if etcd "
+          "requires one (--client-cert-auth).");
+ABSL_FLAG(std::string, etcd_key, "", "The private key of --etcd_cert (PEM).");
+ABSL_FLAG(absl::Duration, election_ttl, baton::coordinator::ElectionOptions().ttl,
+          "With --store=etcd://: the etcd lease of the leader key. A dead leader is replaced "
+          "after about this long; a leader that cannot renew it for this long less 0.5s "
+          "stops (exits). Shorter fails over faster; longer rides out slower etcd answers. "
+          "At least 2s and below --worker_lease.");
 ABSL_FLAG(std::string, port_file, "",
           "If set, the bound gRPC port is written here (atomically) once serving.");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:7071",
@@ -153,20 +180,21 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   }
   options.max_jobs_per_user = absl::GetFlag(FLAGS_max_jobs_per_user);
   if (options.max_jobs_per_user < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_jobs_per_user=", options.max_jobs_per_user, " is negative; allowed: 0 (no "
-        "limit) or more"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_jobs_per_user=", options.max_jobs_per_user,
+                     " is negative; allowed: 0 (no "
+                     "limit) or more"));
   }
   options.streams.max_per_user = absl::GetFlag(FLAGS_max_streams_per_user);
   options.streams.max_total = absl::GetFlag(FLAGS_max_streams);
   if (options.streams.max_per_user < 1 || options.streams.max_per_user > 100000) {
-    return absl::InvalidArgumentError(absl::StrCat("--max_streams_per_user=",
-                                                   options.streams.max_per_user,
-                                                   " is out of range; allowed: 1..100000"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_streams_per_user=", options.streams.max_per_user,
+                     " is out of range; allowed: 1..100000"));
   }
   if (options.streams.max_total < 1 || options.streams.max_total > 1000000) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_streams=", options.streams.max_total, " is out of range; allowed: 1..1000000"));
+    return absl::InvalidArgumentError(absl::StrCat("--max_streams=", options.streams.max_total,
+                                                   " is out of range; allowed: 1..1000000"));
   }
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
@@ -175,11 +203,11 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   options.lease.margin = absl::GetFlag(FLAGS_worker_lease_margin);
   if (options.lease.lease <= 2 * options.coordinator.heartbeat_interval ||
       options.lease.margin < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--worker_lease (", absl::FormatDuration(options.lease.lease),
-        ") must exceed twice --heartbeat_interval (",
-        absl::FormatDuration(options.coordinator.heartbeat_interval),
-        "), and --worker_lease_margin must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker_lease (", absl::FormatDuration(options.lease.lease),
+                     ") must exceed twice --heartbeat_interval (",
+                     absl::FormatDuration(options.coordinator.heartbeat_interval),
+                     "), and --worker_lease_margin must be >= 0"));
   }
   options.coordinator.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
@@ -203,22 +231,77 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   return options;
 }
 
-// Writes the bound ports to the files the flags name (for scripts and tests).
-absl::Status WritePortFiles(const baton::coordinator::CoordinatorServer& server) {
+// Writes the bound gRPC port to --port_file (for scripts and tests).
+absl::Status WritePortFile(int port) {
   const std::string port_file = absl::GetFlag(FLAGS_port_file);
-  if (!port_file.empty()) {
-    if (absl::Status s = baton::WritePortFile(port_file, server.port()); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--port_file: ", s.message()));
-    }
+  if (port_file.empty()) return absl::OkStatus();
+  if (absl::Status s = baton::WritePortFile(port_file, port); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("--port_file: ", s.message()));
   }
+  return absl::OkStatus();
+}
+
+// Writes the bound metrics port to --metrics_port_file.
+absl::Status WriteMetricsPortFile(const baton::coordinator::CoordinatorServer& server) {
   const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   if (!metrics_port_file.empty() && server.metrics_port() != 0) {
-    if (absl::Status s = baton::WritePortFile(metrics_port_file, server.metrics_port());
-        !s.ok()) {
+    if (absl::Status s = baton::WritePortFile(metrics_port_file, server.metrics_port()); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("--metrics_port_file: ", s.message()));
     }
   }
   return absl::OkStatus();
+}
+
+// Replica options from the flags, for --store=etcd://.
+absl::StatusOr<baton::coordinator::ReplicaOptions> ReplicaOptionsFromFlags(
+    baton::coordinator::ServerOptions server, baton::coordinator::EtcdTarget etcd) {
+  baton::coordinator::ReplicaOptions options;
+  options.server = std::move(server);
+  options.etcd = std::move(etcd);
+  options.etcd_tls = {absl::GetFlag(FLAGS_etcd_ca), absl::GetFlag(FLAGS_etcd_cert),
+                      absl::GetFlag(FLAGS_etcd_key)};
+  if (options.etcd_tls.ca.empty() &&
+      !(options.etcd_tls.cert.empty() && options.etcd_tls.key.empty())) {
+    return absl::InvalidArgumentError("--etcd_cert and --etcd_key need --etcd_ca");
+  }
+  options.advertise = absl::GetFlag(FLAGS_advertise_address);
+  options.election.ttl = absl::GetFlag(FLAGS_election_ttl);
+  options.on_leading = [](baton::coordinator::CoordinatorServer& server) {
+    if (absl::Status s = WriteMetricsPortFile(server); !s.ok()) {
+      BATON_LOG(ERROR) << s;
+    }
+  };
+  return options;
+}
+
+// --store=etcd://: a replica, standby or leader, until SIGINT/SIGTERM (SIGHUP re-reads the
+// tokens of a leader). Exits 1 if its coordinator halted.
+int RunReplica(baton::coordinator::ServerOptions server, baton::coordinator::EtcdTarget etcd,
+               const sigset_t& stop_signals) {
+  absl::StatusOr<baton::coordinator::ReplicaOptions> options =
+      ReplicaOptionsFromFlags(std::move(server), std::move(etcd));
+  if (!options.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n",
+                 std::string(options.status().message()).c_str());
+    return 2;
+  }
+  baton::coordinator::CoordinatorReplica replica(*std::move(options), baton::RealClock::Get());
+  absl::Status s = replica.Start();
+  if (s.ok()) s = WritePortFile(replica.port());
+  if (!s.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (absl::Status reload = replica.ReloadTokens(); !reload.ok()) {
+      BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous tokens stay in force";
+    }
+  }
+  const bool halted = replica.halted();
+  if (!halted) BATON_LOG(INFO) << "signal " << sig << ": shutting down";
+  replica.Shutdown();
+  return halted ? 1 : 0;
 }
 
 }  // namespace
@@ -261,9 +344,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "baton-coordinator: %s; exiting\n", std::string(why.message()).c_str());
     std::_Exit(1);
   };
+  absl::StatusOr<std::optional<baton::coordinator::EtcdTarget>> etcd =
+      baton::coordinator::ParseStoreFlag(absl::GetFlag(FLAGS_store));
+  if (!etcd.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n", std::string(etcd.status().message()).c_str());
+    return 2;
+  }
+  if (etcd->has_value()) return RunReplica(*std::move(options), **std::move(etcd), stop_signals);
   baton::coordinator::CoordinatorServer server(*options, baton::RealClock::Get());
   absl::Status s = server.Start();
-  if (s.ok()) s = WritePortFiles(server);
+  if (s.ok()) s = WritePortFile(server.port());
+  if (s.ok()) s = WriteMetricsPortFile(server);
   if (!s.ok()) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
     return 1;

@@ -11,13 +11,7 @@ LeaderElection::LeaderElection(std::shared_ptr<EtcdKv> kv, LeaderElectionOptions
                                Clock* clock)
     : kv_(std::move(kv)), options_(std::move(options)), clock_(clock) {}
 
-LeaderElection::~LeaderElection() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopped_ = true;
-  }
-  if (renewer_.joinable()) renewer_.join();
-}
+LeaderElection::~LeaderElection() { Stop(); }
 
 std::string LeaderElection::leader() const {
   absl::MutexLock lock(&mu_);
@@ -119,16 +113,21 @@ void LeaderElection::RenewLoop(std::function<void(const absl::Status&)> on_lost)
   }
 }
 
+void LeaderElection::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+  if (renewer_.joinable()) renewer_.join();
+}
+
 absl::Status LeaderElection::Resign() {
+  Stop();
   int64_t lease = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (stopped_ && lease_ == 0) return absl::OkStatus();
-    stopped_ = true;
-    lease = lease_;
-    lease_ = 0;
+    lease = std::exchange(lease_, 0);
   }
-  if (renewer_.joinable()) renewer_.join();
   if (lease == 0) return absl::OkStatus();
   absl::Status s = kv_->RevokeLease(lease);
   if (s.ok()) BATON_LOG(INFO) << "resigned: " << options_.key << " released";

@@ -63,9 +63,12 @@ class LeaderElection {
   // send of the last answered one). Nothing is renewed after that.
   void KeepLeading(std::function<void(const absl::Status&)> on_lost);
 
-  // Stops campaigning and renewing (Campaign returns CANCELLED); if this replica leads,
-  // revokes its lease so that the key goes at once and a standby leads without waiting
-  // for the ttl. The caller has stopped acting as leader before. Idempotent.
+  // Stops campaigning (Campaign returns CANCELLED) and renewing. Idempotent; not from
+  // on_lost.
+  void Stop();
+  // Stop(), then, if this replica leads, revokes its lease so that the key goes at once and
+  // a standby leads without waiting for the ttl. The caller has stopped acting as leader
+  // before. Idempotent; not from on_lost.
   absl::Status Resign();
 
  private:
