@@ -23,8 +23,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/net/coordinator_addresses.h"
 #include "common/private_file.h"
 #include "common/protocol_version.h"
 #include "common/security/tls.h"
@@ -63,7 +65,9 @@ const baton::worker::StandbyLauncherOptions& StandbyDefaults() {
 }  // namespace
 
 ABSL_FLAG(std::string, coordinator, "localhost:7070",
-          "Coordinator WorkerService address, HOST:PORT.");
+          "Coordinator WorkerService address, HOST:PORT; or the addresses of its replicas, "
+          "comma-separated, when it runs as several (the worker connects to the one that "
+          "leads, as its grpc.health.v1 tells).");
 ABSL_FLAG(std::string, work_dir, "./baton-worker",
           "Directory for this worker's state (worker_id) and the ranks' directories "
           "(jobs/<job>/gen-<g>/rank-<r>/ with stdout.log and stderr.log). Created if missing.");
@@ -167,11 +171,23 @@ std::string Hostname() {
   return ::gethostname(buf, sizeof(buf) - 1) == 0 ? std::string(buf) : "unknown";
 }
 
+// --coordinator's addresses; INVALID_ARGUMENT naming the flag if it is malformed.
+absl::StatusOr<std::vector<std::string>> CoordinatorAddresses() {
+  absl::StatusOr<std::vector<std::string>> addresses =
+      ParseCoordinatorAddresses(absl::GetFlag(FLAGS_coordinator));
+  if (!addresses.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--coordinator: ", addresses.status().message()));
+  }
+  return addresses;
+}
+
 // The address to advertise and the interface ranks use, from --advertise_host, --interface
-// and the route to the coordinator (see the flags). An unusable --interface is an error; a
-// route that cannot be found (the coordinator's name does not resolve yet) leaves both to
-// the defaults: the coordinator uses the peer address, Gloo and NCCL their own choice.
-absl::StatusOr<HostAddress> NetworkIdentity() {
+// and the route to `coordinator` (the first of --coordinator: replicas share a network; see
+// the flags). An unusable --interface is an error; a route that cannot be found (the
+// coordinator's name does not resolve yet) leaves both to the defaults: the coordinator
+// uses the peer address, Gloo and NCCL their own choice.
+absl::StatusOr<HostAddress> NetworkIdentity(const std::string& coordinator) {
   HostAddress identity;
   if (const std::string name = absl::GetFlag(FLAGS_interface); !name.empty()) {
     absl::StatusOr<HostAddress> found = AddressOf(name);
@@ -181,7 +197,7 @@ absl::StatusOr<HostAddress> NetworkIdentity() {
     }
     identity = *found;
   } else {
-    absl::StatusOr<HostAddress> route = RouteTo(absl::GetFlag(FLAGS_coordinator));
+    absl::StatusOr<HostAddress> route = RouteTo(coordinator);
     if (route.ok()) {
       identity = *route;
     } else {
@@ -234,10 +250,12 @@ struct Self {
   bool trainer_found = false;
   baton::v1::Resources resources;
   HostAddress network;
+  std::vector<std::string> coordinators;  // --coordinator's addresses
 };
 
 absl::StatusOr<Self> DiscoverSelf() {
   Self self;
+  ASSIGN_OR_RETURN(self.coordinators, CoordinatorAddresses());
   for (const std::string& root : absl::GetFlag(FLAGS_allowed_paths)) {
     if (root.empty() || root[0] != '/') {
       return absl::InvalidArgumentError(
@@ -268,7 +286,7 @@ absl::StatusOr<Self> DiscoverSelf() {
     BATON_LOG(WARNING) << found.status() << "; jobs using the built-in trainer will fail";
   }
   self.resources = DetectResources(absl::GetFlag(FLAGS_slots), ResourceProbe());
-  ASSIGN_OR_RETURN(self.network, NetworkIdentity());
+  ASSIGN_OR_RETURN(self.network, NetworkIdentity(self.coordinators.front()));
   return self;
 }
 
@@ -309,12 +327,16 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   return options;
 }
 
-// The coordinator channel's security from --insecure/--ca/--tls_cert/--tls_key.
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CoordinatorCredentials() {
+// The coordinator channel's security from --insecure/--ca/--tls_cert/--tls_key; plaintext
+// only if every one of `coordinators` is a loopback address.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CoordinatorCredentials(
+    const std::vector<std::string>& coordinators) {
   TransportSecurity security;
   security.insecure = absl::GetFlag(FLAGS_insecure);
   if (security.insecure) {
-    RETURN_IF_ERROR(CheckLoopbackOnly(absl::GetFlag(FLAGS_coordinator), "--coordinator"));
+    for (const std::string& address : coordinators) {
+      RETURN_IF_ERROR(CheckLoopbackOnly(address, "--coordinator"));
+    }
     return grpc::InsecureChannelCredentials();
   }
   security.tls = {absl::GetFlag(FLAGS_ca), absl::GetFlag(FLAGS_tls_cert),
@@ -329,7 +351,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> CoordinatorCredentials
 
 AgentOptions AgentOptionsFor(const Self& self) {
   AgentOptions options;
-  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.coordinators = self.coordinators;
   options.worker_id = self.worker_id;
   options.hostname = Hostname();
   options.advertise_host = self.network.address;
@@ -407,7 +429,7 @@ int Run() {
   options.supervisor = SupervisorOptionsFor(*self);
   options.agent = AgentOptionsFor(*self);
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      CoordinatorCredentials();
+      CoordinatorCredentials(self->coordinators);
   if (!credentials.ok()) {
     BATON_LOG(ERROR) << credentials.status();
     return 1;
@@ -418,7 +440,7 @@ int Run() {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
   options.health_listen = absl::GetFlag(FLAGS_health_listen);
-  const std::string coordinator = options.agent.coordinator;
+  const std::string coordinator = absl::StrJoin(options.agent.coordinators, ",");
 
   Clock* clock = RealClock::Get();
   WorkerDaemon daemon(std::move(options), clock);
@@ -446,7 +468,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "The Baton worker daemon: one per machine. Connects to the coordinator, runs the "
       "training processes it assigns and relays their exits, metrics and logs.\n"
-      "  baton-worker --coordinator=HOST:PORT --ca=CA.crt --tls_cert=ID.crt --tls_key=ID.key\n"
+      "  baton-worker --coordinator=HOST:PORT[,HOST:PORT...] --ca=CA.crt --tls_cert=ID.crt "
+      "--tls_key=ID.key\n"
       "               [--work_dir=DIR] [--slots=N]\n"
       "  baton-worker --coordinator=127.0.0.1:PORT --insecure ...   (plaintext, loopback "
       "only)");

@@ -121,7 +121,10 @@ LeaderFinder::LeaderFinder(Options options, ChannelFactory channel_factory)
 std::shared_ptr<grpc::Channel> LeaderFinder::ChannelTo(const std::string& address) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<grpc::Channel>& channel = channels_[address];
-  if (channel == nullptr) channel = channel_factory_(address);
+  if (channel == nullptr ||
+      channel->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+    channel = channel_factory_(address);
+  }
   return channel;
 }
 

@@ -52,7 +52,8 @@ using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(const std::s
 
 // Finds which of a coordinator's replicas leads by asking each one's grpc.health.v1 Check
 // for a service, and keeps one channel per address (made on first use, reused by later
-// probes and by the caller's calls). Thread-safe; no lock is held across a probe.
+// probes and by the caller's calls; see ChannelTo). Thread-safe; no lock is held across a
+// probe.
 class LeaderFinder {
  public:
   struct Options {
@@ -76,7 +77,10 @@ class LeaderFinder {
   absl::StatusOr<std::string> Find(absl::string_view preferred = "");
 
   // The channel to `address` (any address, usually one of addresses()): the factory's,
-  // made on the first request and kept for the finder's life.
+  // made on the first request and kept, except that one in TRANSIENT_FAILURE is replaced
+  // by a new one. (Such a channel fails every call at once until its own reconnect backoff
+  // lets it try again; a new channel tries to connect for the first call, as a caller that
+  // paces its attempts expects.)
   std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address);
 
   const std::vector<std::string>& addresses() const { return options_.addresses; }

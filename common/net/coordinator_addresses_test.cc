@@ -172,6 +172,15 @@ TEST_F(FinderTest, OneAddressIsReturnedWithoutAProbe) {
   EXPECT_TRUE(channels_made_.empty());
 }
 
+TEST_F(FinderTest, AChannelThatFailedToConnectIsReplaced) {
+  b_.Shutdown();  // Refuses connections.
+  LeaderFinder finder = MakeFinder({a_.address(), b_.address()});
+  EXPECT_EQ(Found(finder.Find(b_.address())), a_.address());
+  EXPECT_EQ(Found(finder.Find(b_.address())), a_.address());
+  EXPECT_EQ(channels_made_[a_.address()], 1);
+  EXPECT_EQ(channels_made_[b_.address()], 2);
+}
+
 TEST_F(FinderTest, NoLeaderIsUnavailableListingEachAddressAndItsAnswer) {
   a_.role().BecomeStandby(std::nullopt);
   b_.Shutdown();  // Refuses connections.

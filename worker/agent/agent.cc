@@ -20,7 +20,8 @@ namespace {
 // the call is cancelled under it.
 constexpr absl::Duration kWriterFinishTimeout = absl::Seconds(1);
 
-std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
+std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options,
+                                           const std::string& address) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_time)));
@@ -35,9 +36,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(const AgentOptions& options) {
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.backoff.max)));
   return grpc::CreateCustomChannel(
-      options.coordinator,
+      address,
       options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials(),
       args);
+}
+
+LeaderFinder::Options FinderOptions(const AgentOptions& options) {
+  LeaderFinder::Options finder;
+  finder.addresses = options.coordinators;
+  finder.service = kWorkerServiceName;
+  finder.probe_timeout = options.leader_probe_timeout;
+  return finder;
 }
 
 }  // namespace
@@ -49,6 +58,8 @@ Agent::Agent(AgentOptions options, Supervisor* supervisor, Outbox* outbox, Clock
       outbox_(outbox),
       clock_(clock),
       metrics_(metrics),
+      coordinators_(FinderOptions(options_),
+                    [this](const std::string& address) { return MakeChannel(options_, address); }),
       heartbeat_interval_(options_.heartbeat_interval),
       reports_(supervisor),
       profiles_(options_.profile, supervisor, clock,
@@ -101,20 +112,38 @@ void Agent::SessionLoop() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     const absl::Duration delay = backoff.Next();
-    BATON_LOG(WARNING) << "coordinator " << options_.coordinator << " stream ended: " << status
-                       << "; reconnecting in " << delay;
+    BATON_LOG(WARNING) << "connection to the coordinator ended: " << status << "; reconnecting in "
+                       << delay;
     clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + delay);
     if (stopping_) return;
   }
 }
 
 absl::Status Agent::RunSession(Backoff& backoff) {
-  std::unique_ptr<baton::v1::WorkerService::Stub> stub =
-      baton::v1::WorkerService::NewStub(MakeChannel(options_));
-  grpc::ClientContext context;
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::CancelledError("stopping");
+  }
+  absl::StatusOr<std::string> address = coordinators_.Find(preferred_coordinator_);
+  if (!address.ok()) return address.status();
+  grpc::ClientContext context;
+  bool registered = false;
+  const absl::Status status = FromGrpcStatus(Converse(*address, context, backoff, registered));
+  if (std::optional<std::string> hint = LeaderHint(context)) {
+    preferred_coordinator_ = *std::move(hint);
+  } else if (registered) {
+    preferred_coordinator_ = *address;
+  }
+  return absl::Status(status.code(), absl::StrCat(*address, ": ", status.message()));
+}
+
+grpc::Status Agent::Converse(const std::string& address, grpc::ClientContext& context,
+                             Backoff& backoff, bool& registered) {
+  std::unique_ptr<baton::v1::WorkerService::Stub> stub =
+      baton::v1::WorkerService::NewStub(coordinators_.ChannelTo(address));
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return grpc::Status(grpc::StatusCode::CANCELLED, "stopping");
     context_ = &context;
   }
   std::unique_ptr<Stream> stream = stub->Connect(&context);
@@ -123,11 +152,12 @@ absl::Status Agent::RunSession(Backoff& backoff) {
   const baton::v1::WorkerMessage hello = MakeRegister(snapshot);
   baton::v1::CoordinatorMessage message;
   // A connection that brings no Registered within register_timeout is abandoned.
-  Clock::Timer register_timeout = clock_->After(options_.register_timeout, [this, &context] {
-    BATON_LOG(WARNING) << "no Registered from " << options_.coordinator << " within "
-                       << options_.register_timeout << "; retrying";
-    context.TryCancel();
-  });
+  Clock::Timer register_timeout =
+      clock_->After(options_.register_timeout, [this, &address, &context] {
+        BATON_LOG(WARNING) << "no Registered from " << address << " within "
+                           << options_.register_timeout << "; retrying";
+        context.TryCancel();
+      });
   const absl::Time register_sent = clock_->Now();
   bool ok = stream->Write(hello) && stream->Read(&message);
   register_timeout.Cancel();
@@ -141,10 +171,10 @@ absl::Status Agent::RunSession(Backoff& backoff) {
     reports_.MarkRegistered(snapshot);
     Attach(stream.get(), message.registered(), register_sent, hello.register_().draining());
     backoff.Reset();
-    BATON_LOG(INFO) << "registered with coordinator " << options_.coordinator << " as "
-                    << options_.worker_id << " (coordinator protocol "
-                    << message.registered().protocol_version() << ", " << snapshot.size()
-                    << " assignments listed)";
+    registered = true;
+    BATON_LOG(INFO) << "registered with coordinator " << address << " as " << options_.worker_id
+                    << " (coordinator protocol " << message.registered().protocol_version() << ", "
+                    << snapshot.size() << " assignments listed)";
     while (stream->Read(&message)) Handle(message);
   }
 
@@ -160,7 +190,7 @@ absl::Status Agent::RunSession(Backoff& backoff) {
     context_ = nullptr;
   }
   outbox_->SetConnected(false);
-  return FromGrpcStatus(stream->Finish());
+  return stream->Finish();
 }
 
 baton::v1::WorkerMessage Agent::MakeRegister(

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "baton/v1/job.pb.h"
 #include "baton/v1/worker_service.grpc.pb.h"
+#include "common/net/coordinator_addresses.h"
 #include "common/time/clock.h"
 #include "worker/agent/backoff.h"
 #include "worker/agent/lease.h"
@@ -32,8 +34,13 @@ class ClientContext;
 namespace baton::worker {
 
 struct AgentOptions {
-  // Coordinator address, HOST:PORT.
-  std::string coordinator;
+  // Coordinator addresses (ParseCoordinatorAddresses; at least one): the coordinator's, or
+  // its replicas' when it runs as several. With several, each connection attempt goes to
+  // the leader (see the Agent's comment).
+  std::vector<std::string> coordinators;
+  // With several coordinators: the deadline of each leader probe (wall-clock time, as
+  // gRPC's deadlines are).
+  absl::Duration leader_probe_timeout = absl::Seconds(2);
   // How to reach it: TLS credentials (the cluster CA and this worker's certificate);
   // null: plaintext.
   std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -91,6 +98,13 @@ struct AgentOptions {
 // "WorkerShutdown") as replies; the rest through the ledger's reports, once none of the
 // assignment's processes runs.
 //
+// Following the leader (common/net/coordinator_addresses.h): with several coordinator
+// addresses, each connection attempt first asks their grpc.health.v1 which one reports
+// baton.v1.WorkerService SERVING (LeaderFinder), trying first the leader a standby named in
+// the last stream's trailing metadata (baton-leader), else the last address the worker
+// registered with; if none does, the attempt fails and the reconnect backoff applies. The
+// agent keeps one channel per address. With a single address there is no probe.
+//
 // Time: every timeout, backoff and period (register_timeout, the reconnect backoff, the
 // heartbeat, the batch flush, the peer probe, stop_flush_timeout) is measured by the injected
 // clock, and every wait ends on an event or on a deadline on that clock; nothing polls.
@@ -109,7 +123,9 @@ struct AgentOptions {
 // the only one writing on an established stream: it waits in Outbox::WaitForWork() until
 // there is work or its next heartbeat or flush is due, and sends heartbeats, replies,
 // reports and batches. mu_ guards the connection state shared by the three. The clock's
-// timer callbacks (register timeout, unblocking a stuck writer) only cancel the call.
+// timer callbacks (register timeout, unblocking a stuck writer) only cancel the call. The
+// leader probes are gRPC calls with wall-clock deadlines on the session thread: Stop()
+// waits for one in progress (at most leader_probe_timeout per address).
 class Agent {
  public:
   // `supervisor`, `outbox`, `clock` and `metrics` (optional) must outlive the Agent. The
@@ -140,8 +156,13 @@ class Agent {
   using Stream = grpc::ClientReaderWriter<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>;
 
   void SessionLoop();
-  // One connection, from connect to the end of the stream. Returns the stream's final status.
+  // One connection, from finding the leader to the end of the stream. Returns why it
+  // ended: the stream's final status, naming the address, or the leader probe's error.
   absl::Status RunSession(Backoff& backoff);
+  // The stream to `address` on `context`, from connect to its end; its final status.
+  // Sets `registered` once Registered arrived.
+  grpc::Status Converse(const std::string& address, grpc::ClientContext& context, Backoff& backoff,
+                        bool& registered);
   // The Register listing `snapshot`.
   baton::v1::WorkerMessage MakeRegister(
       const std::vector<baton::v1::AssignmentStatus>& snapshot) const;
@@ -178,6 +199,11 @@ class Agent {
   Clock* const clock_;
   WorkerMetrics* const metrics_;  // May be null.
   Lease lease_;
+  // The coordinator's addresses and one channel to each.
+  LeaderFinder coordinators_;
+  // The address to probe first on the next attempt: the last stream's leader hint, else the
+  // last address registered with. Session thread only.
+  std::string preferred_coordinator_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -86,7 +86,7 @@ class AgentTest : public ::testing::Test {
     supervisor_ = std::make_unique<Supervisor>(so, launcher_, &clock_, &outbox_);
     ASSERT_TRUE(supervisor_->Start().ok());
     AgentOptions ao;
-    ao.coordinator = address;
+    ao.coordinators = {address};
     ao.worker_id = "w-agent-test";
     ao.hostname = "host-1";
     ao.advertise_host = "10.1.2.3";

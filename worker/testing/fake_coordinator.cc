@@ -1,5 +1,7 @@
 #include "worker/testing/fake_coordinator.h"
 
+#include <grpcpp/ext/health_check_service_server_builder_option.h>
+
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
@@ -26,9 +28,12 @@ FakeCoordinator::FakeCoordinator(int requested_port) : service_(std::make_unique
   builder.AddListeningPort(absl::StrCat("127.0.0.1:", requested_port),
                            grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service_.get());
+  builder.RegisterCallbackGenericService(&role_);  // Health/Check.
+  builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port == 0) std::abort();
   address_ = absl::StrCat("127.0.0.1:", port);
+  role_.set_self(address_);
 }
 
 FakeCoordinator::~FakeCoordinator() {
@@ -69,6 +74,7 @@ void FakeCoordinator::Record(baton::v1::WorkerMessage message) {
 }
 
 grpc::Status FakeCoordinator::HandleConnect(grpc::ServerContext* context, ServerStream* stream) {
+  if (grpc::Status refusal = role_.Refusal(context); !refusal.ok()) return refusal;
   baton::v1::WorkerMessage first;
   if (!stream->Read(&first)) return grpc::Status(grpc::StatusCode::CANCELLED, "no Register");
   const bool is_register = first.has_register_();

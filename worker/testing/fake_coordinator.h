@@ -12,13 +12,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "baton/v1/worker_service.grpc.pb.h"
+#include "common/net/testing/fake_replica.h"
 
 namespace baton::worker {
 
 // A stand-in coordinator for worker tests: a real gRPC WorkerService on 127.0.0.1 (port
 // chosen by the OS) that records every WorkerMessage, answers Register with Registered, and
 // lets the test send commands and break the stream. One stream at a time is "current".
-// Thread-safe.
+// It also answers as a coordinator replica (role()): grpc.health.v1 reports
+// baton.v1.WorkerService SERVING while it leads (the default); as a standby it refuses
+// every Connect with UNAVAILABLE and the leader hint. Thread-safe.
 class FakeCoordinator {
  public:
   using Predicate = std::function<bool(const baton::v1::WorkerMessage&)>;
@@ -56,6 +59,8 @@ class FakeCoordinator {
   void BreakStream();
   // Streams that got Registered so far.
   int registrations() const;
+  // Leader or standby (a role change does not end a stream in progress: BreakStream()).
+  ReplicaRole& role() { return role_; }
 
  private:
   class Service;
@@ -66,6 +71,7 @@ class FakeCoordinator {
   void Record(baton::v1::WorkerMessage message);
 
   std::unique_ptr<Service> service_;
+  ReplicaRole role_;  // Health/Check and the standby's refusal; outlives server_.
   std::unique_ptr<grpc::Server> server_;
   std::string address_;
 

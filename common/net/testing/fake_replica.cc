@@ -36,7 +36,7 @@ class ReplicaRole::Call final : public grpc::ServerGenericBidiReactor {
     bool leader, hang;
     {
       absl::MutexLock lock(&role_->mu_);
-      leader = role_->leader_;
+      leader = role_->leader_ || role_->checks_report_leader_;
       hang = role_->hang_checks_;
     }
     if (hang) {
@@ -97,6 +97,11 @@ void ReplicaRole::BecomeStandby(std::optional<std::string> leader) {
 void ReplicaRole::set_hang_checks(bool hang) {
   absl::MutexLock lock(&mu_);
   hang_checks_ = hang;
+}
+
+void ReplicaRole::set_checks_report_leader(bool lagging) {
+  absl::MutexLock lock(&mu_);
+  checks_report_leader_ = lagging;
 }
 
 bool ReplicaRole::is_leader() const {

@@ -35,6 +35,9 @@ class ReplicaRole final : public grpc::CallbackGenericService {
   // While true, Health/Check is never answered (a stuck replica): the call ends at its
   // deadline or cancellation.
   void set_hang_checks(bool hang);
+  // While true, Health/Check answers as a leader's whatever the role: a probe that saw the
+  // replica lead just before it stepped down, so that the call after it is refused.
+  void set_checks_report_leader(bool lagging);
 
   bool is_leader() const;
   // For a registered service's handler, before it does anything: OK on a leader; on a
@@ -57,6 +60,7 @@ class ReplicaRole final : public grpc::CallbackGenericService {
   bool leader_ ABSL_GUARDED_BY(mu_) = true;
   std::optional<std::string> known_leader_ ABSL_GUARDED_BY(mu_);
   bool hang_checks_ ABSL_GUARDED_BY(mu_) = false;
+  bool checks_report_leader_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, int> calls_ ABSL_GUARDED_BY(mu_);
 };
 
