@@ -137,16 +137,24 @@ absl::StatusOr<std::string> LeaderFinder::Find(absl::string_view preferred) {
     if (address != preferred) order.push_back(address);
   }
   std::vector<std::string> answers;
+  bool standby_answered = false;
   for (const std::string& address : order) {
     const HealthAnswer answer = CheckHealth(
         ChannelTo(address), options_.service,
         std::chrono::system_clock::now() + absl::ToChronoMilliseconds(options_.probe_timeout));
     if (answer.status.ok() && answer.serving == ServingStatus::kServing) return address;
+    standby_answered |= answer.status.ok() && answer.serving == ServingStatus::kNotServing;
     answers.push_back(absl::StrCat(address, ": ", DescribeAnswer(answer, options_.probe_timeout)));
   }
-  return absl::UnavailableError(absl::StrCat("no coordinator leads (none of ", all.size(),
-                                             " addresses reports ", options_.service,
-                                             " SERVING): ", absl::StrJoin(answers, "; ")));
+  absl::Status none = absl::UnavailableError(
+      absl::StrCat("no coordinator leads (none of ", all.size(), " addresses reports ",
+                   options_.service, " SERVING): ", absl::StrJoin(answers, "; ")));
+  if (standby_answered) none.SetPayload(kElectionPayload, absl::Cord("standby answered"));
+  return none;
+}
+
+bool ElectionUnderway(const absl::Status& status) {
+  return status.GetPayload(kElectionPayload).has_value();
 }
 
 }  // namespace baton

@@ -46,6 +46,13 @@ absl::StatusOr<std::vector<std::string>> ParseCoordinatorAddresses(absl::string_
 // `context` must belong to a call whose final status was received.
 std::optional<std::string> LeaderHint(const grpc::ClientContext& context);
 
+// Whether `status` is LeaderFinder::Find's "no coordinator leads" with at least one replica
+// answering as a standby: an election is under way (a leader died or resigned) and a new
+// leader is due within about the election ttl, so a caller retries soon rather than backing
+// off as from replicas that are all down.
+bool ElectionUnderway(const absl::Status& status);
+inline constexpr char kElectionPayload[] = "type.baton.dev/election-underway";
+
 // Makes the channel to one address (credentials, interceptors and arguments are the
 // caller's). Called at most once per address by a LeaderFinder.
 using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(const std::string& address)>;

@@ -194,6 +194,17 @@ TEST_F(FinderTest, NoLeaderIsUnavailableListingEachAddressAndItsAnswer) {
                              HasSubstr(a_.address() + ": NOT_SERVING; "),
                              HasSubstr(b_.address() + ": unreachable ("),
                              HasSubstr(c_.address() + ": no answer within 300ms"))));
+  // A standby answered: an election is under way.
+  EXPECT_TRUE(ElectionUnderway(finder.Find().status()));
+}
+
+TEST_F(FinderTest, NoReplicaAnsweringIsNoElection) {
+  b_.Shutdown();
+  c_.Shutdown();
+  LeaderFinder finder = MakeFinder({b_.address(), c_.address()}, absl::Milliseconds(300));
+  const absl::StatusOr<std::string> found = finder.Find();
+  EXPECT_TRUE(absl::IsUnavailable(found.status()));
+  EXPECT_FALSE(ElectionUnderway(found.status()));
 }
 
 }  // namespace

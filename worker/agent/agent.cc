@@ -111,7 +111,8 @@ void Agent::SessionLoop() {
     const absl::Status status = RunSession(backoff);
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    const absl::Duration delay = backoff.Next();
+    const absl::Duration delay =
+        ElectionUnderway(status) ? options_.election_retry : backoff.Next();
     BATON_LOG(WARNING) << "connection to the coordinator ended: " << status << "; reconnecting in "
                        << delay;
     clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopping_), clock_->Now() + delay);

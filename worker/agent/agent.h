@@ -61,6 +61,10 @@ struct AgentOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // Delay between connection attempts.
   Backoff::Options backoff;
+  // Instead, while the coordinator's replicas hold an election (one answered as a standby,
+  // none leads: ElectionUnderway), this delay, so that workers re-attach within a moment of
+  // a new leader instead of after a backoff grown during the election.
+  absl::Duration election_retry = absl::Milliseconds(200);
   // A connection that brings no Registered within this is abandoned and retried.
   absl::Duration register_timeout = absl::Seconds(10);
   // HTTP/2 keepalive. The ping period matches gRPC servers' default minimum (5 min), so a

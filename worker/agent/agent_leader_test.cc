@@ -24,6 +24,7 @@ using baton::v1::WorkerMessage;
 
 // Constant, so that a timer due at Now() + kBackoff is the agent waiting to reconnect.
 constexpr absl::Duration kBackoff = absl::Seconds(7);
+constexpr absl::Duration kElectionRetry = absl::Seconds(1);
 constexpr char kCheck[] = "/grpc.health.v1.Health/Check";
 
 class AgentLeaderTest : public ::testing::Test {
@@ -41,6 +42,7 @@ class AgentLeaderTest : public ::testing::Test {
     ao.backoff.initial = kBackoff;
     ao.backoff.max = kBackoff;
     ao.backoff.jitter = 0;
+    ao.election_retry = kElectionRetry;
     agent_ = std::make_unique<Agent>(ao, supervisor_.get(), &outbox_, &clock_);
     ASSERT_TRUE(agent_->Start().ok());
   }
@@ -90,17 +92,26 @@ TEST_F(AgentLeaderTest, FollowsAStandbysHintToTheLeaderThenTheNextLeader) {
   EXPECT_TRUE(WaitUntil([&] { return a_->registrations() == 1; }));
 }
 
-TEST_F(AgentLeaderTest, WhenNoneLeadsTheAttemptFailsAndTheBackoffApplies) {
+TEST_F(AgentLeaderTest, WhileStandbysHoldAnElectionTheAgentRetriesSoonNotAfterTheBackoff) {
   a_->role().BecomeStandby(std::nullopt);
   b_->role().BecomeStandby(std::nullopt);
   StartWorker({a_->address(), b_->address()});
-  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kBackoff));  // The probes found no leader.
+  // The probes found no leader, but standbys: an election is under way.
+  ASSERT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kElectionRetry));
   EXPECT_EQ(a_->role().calls(kCheck), 1);
   EXPECT_EQ(b_->role().calls(kCheck), 1);
   b_->role().BecomeLeader();
-  clock_.Advance(kBackoff);
+  clock_.Advance(kElectionRetry);
   ASSERT_TRUE(b_->Next(WorkerMessage::kRegister).has_value());
   EXPECT_FALSE(a_->Next(WorkerMessage::kRegister, absl::ZeroDuration()).has_value());
+}
+
+TEST_F(AgentLeaderTest, WhenNoReplicaAnswersTheBackoffApplies) {
+  const std::string a = a_->address(), b = b_->address();
+  a_.reset();
+  b_.reset();
+  StartWorker({a, b});
+  EXPECT_TRUE(clock_.AwaitTimerAt(clock_.Now() + kBackoff));
 }
 
 TEST_F(AgentLeaderTest, ASingleCoordinatorIsDialedWithoutAProbe) {
