@@ -22,6 +22,12 @@ else $XDG_CONFIG_HOME/baton/config.yaml, else ~/.config/baton/config.yaml) > loc
 TLS is the default; every call carries "authorization: Bearer <token>" when there is a
 token, as the CLI sends it; plaintext (insecure) only to a loopback address.
 
+Replicas: the coordinator may be given as the addresses of its replicas (a comma-separated
+string or a list). Calls go to one of them, the first at the start. A replica that does
+not lead answers every call with UNAVAILABLE and names the leader in its trailing metadata
+(baton-leader); the client then moves to that leader if it is one of the addresses, else
+to the next address in the list, and later calls go there too.
+
 Errors: every failure raises a BatonError subclass with `.code` (the gRPC status name) and
 a one-line message: InvalidArgument (`.field`: the field path), NotFound, AlreadyExists,
 FailedPrecondition, Unauthenticated and PermissionDenied (both AuthError), Unavailable,
@@ -31,17 +37,21 @@ Retries: idempotent calls (submit, with its request_id; get, jobs, workers, vers
 the streams (watch, logs) are retried after UNAVAILABLE, up to `retries` failures in a
 row with exponential backoff; a stream that received something resets the count and
 resumes after the last sequence number it delivered, so nothing is repeated or skipped.
-cancel is never retried.
+A refusal that names a leader among the addresses is retried there at once, once per
+call (per stream: once per run without progress), without counting as a failure.
+cancel is never retried (after a refusal naming the leader, the next call goes there).
 
-A Client is thread-safe (one gRPC channel); close it (or use `with`) when done.
+A Client is thread-safe (one gRPC channel per address, made when first used); close it
+(or use `with`) when done.
 This module needs grpcio and protobuf (and PyYAML for job and config files); plain
 `import baton` (the in-script helper) needs only the standard library.
 """
 
 import datetime
+import threading
 import time
 import uuid
-from typing import Any, Iterable, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -78,6 +88,13 @@ TERMINAL_STATES = frozenset({JOB_STATE_SUCCEEDED, JOB_STATE_FAILED, JOB_STATE_CA
 # The largest reply the client accepts (kMaxGrpcMessageBytes, common/spec/message_limits.h).
 MAX_MESSAGE_BYTES = 16 << 20
 
+# Trailing metadata of a standby replica's refusal: the leader's HOST:PORT
+# (kLeaderMetadataKey, common/net/coordinator_addresses.h).
+LEADER_METADATA_KEY = "baton-leader"
+
+# ClusterService's methods; every other is JobService's.
+_CLUSTER_METHODS = frozenset({"ListWorkers", "GetVersion"})
+
 
 def is_terminal(state: int) -> bool:
     """True for SUCCEEDED, FAILED and CANCELLED."""
@@ -98,6 +115,18 @@ def _short_unavailable_reason(details: str) -> str:
     if not reason:
         return "unavailable"
     return reason if len(reason) <= 80 else reason[:77] + "..."
+
+
+def _leader_hint(error: grpc.RpcError) -> Optional[str]:
+    """The leader a standby named in a failed call's trailing metadata; None if none."""
+    try:
+        trailers = error.trailing_metadata() or ()
+    except Exception:  # not a call's error (e.g. raised before the call started)
+        return None
+    for key, value in trailers:
+        if key == LEADER_METADATA_KEY and value:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return None
 
 
 def _state_number(state: Union[int, str]) -> int:
@@ -131,11 +160,13 @@ def _timestamp(when: Union[datetime.datetime, datetime.timedelta]) -> Any:
 
 
 class Client:
-    """A connection to one Baton coordinator.
+    """A connection to one Baton coordinator (or to the replicas of one).
 
     Args:
-      coordinator: "host:port" (or any gRPC target, e.g. "unix:/path"). Default: as the
-        CLI resolves it (BATON_COORDINATOR, the context's, else localhost:7070).
+      coordinator: "host:port" ("[v6]:port", "dns:///host:port", "unix:/path"), or the
+        addresses of the coordinator's replicas: a comma-separated string or a list (the
+        client follows the leader, see the module's docstring). Default: as the CLI
+        resolves it (BATON_COORDINATOR, the context's, else localhost:7070).
       context: the config file context to use (default BATON_CONTEXT, else the file's
         current_context).
       ca: PEM file of the CA the coordinator's certificate must chain to (default: the
@@ -154,7 +185,8 @@ class Client:
     until the first call (so an unreachable coordinator shows as Unavailable there).
     """
 
-    def __init__(self, coordinator: Optional[str] = None, *, context: Optional[str] = None,
+    def __init__(self, coordinator: Union[None, str, Sequence[str]] = None, *,
+                 context: Optional[str] = None,
                  ca: Optional[str] = None, token: Optional[str] = None,
                  token_file: Optional[str] = None, insecure: bool = False,
                  timeout: Optional[float] = 10.0, retries: int = 5, backoff: float = 0.25,
@@ -165,24 +197,31 @@ class Client:
         self._retries = retries
         self._backoff = backoff
         self._max_backoff = max_backoff
-        options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                   ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
-        address = self.connection.coordinator
-        if self.connection.insecure:
-            self._channel = grpc.insecure_channel(address, options=options)
-        else:
-            credentials = grpc.ssl_channel_credentials(read_ca(self.connection.ca))
-            self._channel = grpc.secure_channel(address, credentials, options=options)
+        self._credentials = (None if self.connection.insecure
+                             else grpc.ssl_channel_credentials(read_ca(self.connection.ca)))
         self._metadata = ((("authorization", "Bearer " + self.connection.token),)
                           if self.connection.token else ())
-        self._jobs = job_service_pb2_grpc.JobServiceStub(self._channel)
-        self._cluster = job_service_pb2_grpc.ClusterServiceStub(self._channel)
+        self._addresses: List[str] = list(self.connection.coordinators)
+        self._lock = threading.Lock()
+        # Guarded by _lock: where calls go (an index into _addresses), each address's
+        # channel and stubs (made when first used), and whether close() was called.
+        self._current = 0
+        self._channels: Dict[str, grpc.Channel] = {}
+        self._stubs: Dict[str, Tuple[Any, Any]] = {}
+        self._closed = False
 
     # -- lifetime ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Closes the channel; streams in progress end with an error. Idempotent."""
-        self._channel.close()
+        """Closes the channels; streams in progress end with an error, and later calls
+        raise ValueError. Idempotent."""
+        with self._lock:
+            self._closed = True
+            channels = list(self._channels.values())
+            self._channels.clear()
+            self._stubs.clear()
+        for channel in channels:
+            channel.close()
 
     def __enter__(self) -> "Client":
         return self
@@ -225,12 +264,11 @@ class Client:
         """
         request = job_service_pb2.SubmitJobRequest(
             spec=to_job_spec(spec, overrides), request_id=request_id or uuid.uuid4().hex)
-        return self._unary(self._jobs.SubmitJob, request, retry=True).job
+        return self._unary("SubmitJob", request, retry=True).job
 
     def get(self, job_id: str) -> Job:
         """The job with its events. NotFound for an unknown id."""
-        return self._unary(self._jobs.GetJob, job_service_pb2.GetJobRequest(job_id=job_id),
-                           retry=True)
+        return self._unary("GetJob", job_service_pb2.GetJobRequest(job_id=job_id), retry=True)
 
     def jobs(self, states: Union[None, int, str, Iterable[Union[int, str]]] = None,
              limit: Optional[int] = None, *, page_size: int = 0) -> Iterator[Job]:
@@ -260,7 +298,7 @@ class Client:
             return
         sent = 0
         while True:
-            response = self._unary(self._jobs.ListJobs, request, retry=True)
+            response = self._unary("ListJobs", request, retry=True)
             for job in response.jobs:
                 yield job
                 sent += 1
@@ -277,7 +315,7 @@ class Client:
         terminal, NotFound for an unknown id, PermissionDenied for another user's job.
         Not retried (a lost reply would make the retry FailedPrecondition).
         """
-        return self._unary(self._jobs.CancelJob,
+        return self._unary("CancelJob",
                            job_service_pb2.CancelJobRequest(job_id=job_id, reason=reason))
 
     def watch(self, job_id: str, after_seq: int = 0) -> Iterator[JobUpdate]:
@@ -337,7 +375,8 @@ class Client:
             if last_seq is not None:
                 request.after_seq = last_seq
                 request.tail = 0  # the tail was already sent
-            return self._jobs.GetLogs(request, metadata=self._metadata)
+            address, get_logs = self._method("GetLogs")
+            return address, get_logs(request, metadata=self._metadata)
 
         return self._resumable(open_stream, None, lambda line: None, lambda: True)
 
@@ -345,23 +384,56 @@ class Client:
 
     def workers(self) -> List[Worker]:
         """Every worker the coordinator knows of since it started, lost ones included."""
-        return list(self._unary(self._cluster.ListWorkers,
-                                job_service_pb2.ListWorkersRequest(), retry=True).workers)
+        return list(self._unary("ListWorkers", job_service_pb2.ListWorkersRequest(),
+                                retry=True).workers)
 
     def version(self) -> GetVersionResponse:
         """The coordinator's release (`.version`, e.g. "0.15.0") and worker protocol range
         (`.protocol_version`, `.min_worker_protocol_version`). Unimplemented from a
         coordinator older than release 0.15."""
-        return self._unary(self._cluster.GetVersion, job_service_pb2.GetVersionRequest(),
-                           retry=True)
+        return self._unary("GetVersion", job_service_pb2.GetVersionRequest(), retry=True)
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _error(self, error: grpc.RpcError, what: str = "") -> BatonError:
-        """The BatonError for a failed call: gRPC's debug text left out."""
+    def _method(self, name: str) -> Tuple[str, Any]:
+        """The address calls go to now and the stub method `name` ("GetJob", ...) of its
+        channel. ValueError once the Client is closed."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("the Client is closed")
+            address = self._addresses[self._current]
+            stubs = self._stubs.get(address)
+            if stubs is None:
+                options = [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                           ("grpc.max_send_message_length", MAX_MESSAGE_BYTES)]
+                if self._credentials is None:
+                    channel = grpc.insecure_channel(address, options=options)
+                else:
+                    channel = grpc.secure_channel(address, self._credentials, options=options)
+                stubs = (job_service_pb2_grpc.JobServiceStub(channel),
+                         job_service_pb2_grpc.ClusterServiceStub(channel))
+                self._channels[address] = channel
+                self._stubs[address] = stubs
+        return address, getattr(stubs[1] if name in _CLUSTER_METHODS else stubs[0], name)
+
+    def _follow(self, address: str, error: grpc.RpcError) -> bool:
+        """After UNAVAILABLE from `address`, moves later calls to the leader the refusal
+        named, if it is one of the addresses (returns True), else to the address after
+        `address` in the list (unless another call moved them already). One address:
+        stays."""
+        hint = _leader_hint(error)
+        with self._lock:
+            if hint is not None and hint != address and hint in self._addresses:
+                self._current = self._addresses.index(hint)
+                return True
+            if self._addresses[self._current] == address:
+                self._current = (self._current + 1) % len(self._addresses)
+            return False
+
+    def _error(self, error: grpc.RpcError, address: str, what: str = "") -> BatonError:
+        """The BatonError for a failed call to `address`: gRPC's debug text left out."""
         code = error.code() if hasattr(error, "code") else grpc.StatusCode.UNKNOWN
         details = _first_line(error.details() if hasattr(error, "details") else str(error))
-        address = self.connection.coordinator
         if code == grpc.StatusCode.UNAVAILABLE:
             message = "cannot reach the coordinator at %s (%s)" % (
                 address, _short_unavailable_reason(details))
@@ -377,16 +449,28 @@ class Client:
     def _sleep_backoff(self, failures: int) -> None:
         time.sleep(min(self._backoff * (2 ** (failures - 1)), self._max_backoff))
 
-    def _unary(self, method: Any, request: Any, *, retry: bool = False) -> Any:
+    def _unary(self, name: str, request: Any, *, retry: bool = False) -> Any:
+        """Calls method `name` with `request`; with `retry`, again after UNAVAILABLE (see
+        the module's Retries)."""
         failures = 0
+        redirected = False
         while True:
+            address, method = self._method(name)
             try:
                 return method(request, timeout=self.timeout, metadata=self._metadata)
             except grpc.RpcError as e:
+                error = self._error(e, address, name)
+                if e.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise error from None
+                to_leader = self._follow(address, e)
+                if not retry:
+                    raise error from None
+                if to_leader and not redirected:
+                    redirected = True
+                    continue
                 failures += 1
-                if (not retry or e.code() != grpc.StatusCode.UNAVAILABLE
-                        or failures > self._retries):
-                    raise self._error(e, type(request).__name__[:-len("Request")]) from None
+                if failures > self._retries:
+                    raise error from None
             self._sleep_backoff(failures)
 
     def _watch(self, job_id: str, after_seq: int, deadline: Optional[float]
@@ -397,7 +481,8 @@ class Client:
             request = job_service_pb2.WatchJobRequest(
                 job_id=job_id, after_seq=after_seq if last_seq is None else last_seq)
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            return self._jobs.WatchJob(request, timeout=timeout, metadata=self._metadata)
+            address, watch_job = self._method("WatchJob")
+            return address, watch_job(request, timeout=timeout, metadata=self._metadata)
 
         def observe(update: JobUpdate) -> None:
             if update.HasField("snapshot"):
@@ -415,29 +500,35 @@ class Client:
     def _resumable(self, open_stream: Any, deadline: Optional[float], observe: Any,
                    finished: Any) -> Iterator[Any]:
         """Runs a server stream of messages with `seq` to its end, reopening it with
-        `open_stream(last seq > 0 yielded, or None; deadline)` after UNAVAILABLE, or after
-        an end without error when `finished()` is False (every message is passed to
-        `observe` first); `retries` failures in a row without a new seq end it."""
+        `open_stream(last seq > 0 yielded, or None; deadline)` (which returns the address
+        and the call) after UNAVAILABLE, or after an end without error when `finished()`
+        is False (every message is passed to `observe` first); `retries` failures in a row
+        without a new seq end it. A refusal naming a leader among the addresses reopens it
+        there at once, once per run without a new seq."""
         last_seq: Optional[int] = None
         failures = 0
+        redirected = False
         while True:
-            stream = open_stream(last_seq, deadline)
+            address, stream = open_stream(last_seq, deadline)
             try:
                 for item in stream:
                     if item.seq > 0:  # new data (a snapshot alone is no progress)
                         failures = 0
+                        redirected = False
                         last_seq = item.seq
                     observe(item)
                     yield item
                 if finished():
                     return
                 failure: BatonError = Unavailable(
-                    "the stream from %s ended before the job finished"
-                    % self.connection.coordinator)
+                    "the stream from %s ended before the job finished" % address)
             except grpc.RpcError as e:
-                failure = self._error(e)
+                failure = self._error(e, address)
                 if e.code() != grpc.StatusCode.UNAVAILABLE:
                     raise failure from None
+                if self._follow(address, e) and not redirected:
+                    redirected = True
+                    continue
             finally:
                 stream.cancel()
             failures += 1

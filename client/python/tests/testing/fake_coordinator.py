@@ -27,6 +27,10 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
       * break_watch_after(n, times): the next `times` watch streams fail with UNAVAILABLE
         after sending n messages.
       * finish(job_id, state): moves the job to a state (and the watch ends after it).
+      * become_standby(leader) / become_leader(): a coordinator replica's role. A standby
+        refuses every call (after recording it) as the real one does: UNAVAILABLE "... is a
+        standby; the leader is LEADER" with trailing metadata baton-leader: LEADER (none
+        when `leader` is None). A leader (the default) serves.
     Recorded: `metadata` (every call's (method, dict of metadata)), `requests` (method,
     request).
     """
@@ -43,6 +47,8 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
         self.metadata: List[Tuple[str, Dict[str, str]]] = []
         self.requests: List[Tuple[str, object]] = []
         self._failures: Dict[str, List[Tuple[grpc.StatusCode, str]]] = {}
+        self._standby = False
+        self._leader: Optional[str] = None  # the leader a standby names
         self._breaks: List[int] = []
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         job_service_pb2_grpc.add_JobServiceServicer_to_server(self, self._server)
@@ -81,6 +87,14 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
             self.jobs[job_id].state = state
             self._changed.notify_all()
 
+    def become_standby(self, leader: Optional[str]) -> None:
+        with self._lock:
+            self._standby, self._leader = True, leader
+
+    def become_leader(self) -> None:
+        with self._lock:
+            self._standby, self._leader = False, None
+
     def calls(self, method: str) -> List[object]:
         with self._lock:
             return [r for m, r in self.requests if m == method]
@@ -95,6 +109,14 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
             self.requests.append((method, request))
             failure = self._failures.get(method, [])
             scripted = failure.pop(0) if failure else None
+            standby, leader = self._standby, self._leader
+        if standby:
+            if leader is None:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "baton-coordinator %s is a standby; "
+                              "no leader is elected yet" % self.address)
+            context.set_trailing_metadata((("baton-leader", leader),))
+            context.abort(grpc.StatusCode.UNAVAILABLE, "baton-coordinator %s is a standby; the "
+                          "leader is %s" % (self.address, leader))
         if scripted is not None:
             context.abort(*scripted)
         if self.token is not None:
