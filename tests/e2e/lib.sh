@@ -322,3 +322,56 @@ print("final weights: max |difference| %.3g (tolerance 0.1)" % diff)
 assert diff <= 0.1, "final weights differ by %g" % diff
 PY
 }
+
+# free_port: a loopback port the OS found free (for daemons that must know their port
+# before they start, such as etcd's peer URL).
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_etcd: one etcd member (Debian's etcd-server) on loopback, data under $TMP/etcd;
+# sets ETCD_ENDPOINT (HOST:PORT) and ETCD_PID.
+start_etcd() {
+  local client peer
+  client=$(free_port)
+  peer=$(free_port)
+  ETCD_ENDPOINT=127.0.0.1:$client
+  /usr/bin/etcd --name=m0 --data-dir="$TMP/etcd" \
+    --listen-client-urls="http://$ETCD_ENDPOINT" --advertise-client-urls="http://$ETCD_ENDPOINT" \
+    --listen-peer-urls="http://127.0.0.1:$peer" --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
+    --initial-cluster="m0=http://127.0.0.1:$peer" --logger=zap --log-level=warn \
+    2>>"$TMP/etcd.log" &
+  ETCD_PID=$!
+  EXTRA_PIDS+=("$ETCD_PID")
+  wait_for 30 etcdctl_ endpoint health
+}
+
+# etcdctl_ ARGS...: etcdctl (v3 API) against ETCD_ENDPOINT.
+etcdctl_() { ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINT" "$@"; }
+
+# start_replica NAME [PORT]: a coordinator replica on etcd (--store=etcd://.../e2e), its
+# state (local history) in $TMP/NAME; sets REPLICA_PIDS[NAME] and REPLICA_PORTS[NAME].
+declare -A REPLICA_PIDS=() REPLICA_PORTS=()
+start_replica() {
+  local name=$1 port=${2:-0}
+  rm -f "$TMP/$name.port"
+  "$COORDINATOR_BIN" --store="etcd://$ETCD_ENDPOINT/e2e" --listen="127.0.0.1:$port" \
+    --port_file="$TMP/$name.port" "${COORDINATOR_TLS[@]}" --metrics_listen= \
+    --state_dir="$TMP/$name" --worker_lease=10s --stop_grace=2s --reattach_timeout=20s \
+    "${COORDINATOR_FLAGS[@]}" 2>>"$TMP/$name.log" &
+  REPLICA_PIDS[$name]=$!
+  EXTRA_PIDS+=("${REPLICA_PIDS[$name]}")
+  wait_for 30 test -s "$TMP/$name.port"
+  REPLICA_PORTS[$name]=$(cat "$TMP/$name.port")
+}
+
+# leader_address: the leader key's value (HOST:PORT of the leading replica), or nothing.
+leader_address() { etcdctl_ get --print-value-only /e2e/leader; }
+
+# leader_name: the name of the leading replica (start_replica's NAME).
+leader_name() {
+  local address name
+  address=$(leader_address)
+  for name in "${!REPLICA_PORTS[@]}"; do
+    [[ "$address" == "127.0.0.1:${REPLICA_PORTS[$name]}" ]] && echo "$name" && return 0
+  done
+  return 1
+}
