@@ -44,6 +44,13 @@ void ControlContext::Halt(const absl::Status& cause) {
   if (on_halt_) on_halt_(halted_);
 }
 
+void ControlContext::Quiesce() {
+  if (!halted_.ok()) return;
+  halted_ = absl::UnavailableError(
+      "the coordinator is shutting down; it serves nothing more (with replicas, the next "
+      "leader serves)");
+}
+
 bool ControlContext::Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg) {
   // Nothing leaves a halted coordinator: the change behind it may not be on disk.
   return halted_.ok() && workers_->Send(worker_id, msg);

@@ -114,6 +114,10 @@ class ControlContext {
   const std::map<std::string, int64_t>& refused_changes() const { return refused_changes_; }
   // Stops everything (idempotent): see the class comment.
   void Halt(const absl::Status& cause);
+  // Stops acting for a shutdown: as halted (entry points UNAVAILABLE, nothing sent or
+  // decided), without the halt handler. What the shutdown itself causes (every worker's
+  // stream closing) then changes nothing: the next coordinator re-attaches the workers.
+  void Quiesce();
 
   // --- Effects ---
   // WorkerRegistry::Send, unless halted (then false).

@@ -64,6 +64,9 @@ class Coordinator {
   }
   // OK until halted; then UNAVAILABLE with the reason.
   const absl::Status& halted() const { return ctx_.halted(); }
+  // Before a shutdown: stops acting (ControlContext::Quiesce), so that the workers' streams
+  // closing under it fail no generation.
+  void Quiesce() { ctx_.Quiesce(); }
 
   // --- JobService ---
   // See JobManager::Submit (`request_id` makes it idempotent).

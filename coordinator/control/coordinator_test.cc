@@ -518,6 +518,24 @@ TEST_F(CoordinatorTest, RegisteredGrantsTheLeaseAndHeartbeatsAreAcknowledged) {
   EXPECT_EQ(FromProto(listed[0].lease_renew_time()), clock_.Now());
 }
 
+TEST_F(CoordinatorTest, AQuiescedCoordinatorLosesNoWorkerWhenItsStreamsClose) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  ASSERT_EQ(StateOf(id), JobState::kRunning);
+  coordinator_->Quiesce();  // a shutdown begins
+  coordinator_->OnWorkerDisconnected("w1", sessions_["w1"]);
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  clock_.Advance(absl::Minutes(1));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 1);
+  EXPECT_TRUE(absl::IsUnavailable(coordinator_->SubmitJob(CommandSpec(1)).status()));
+  EXPECT_THAT(coordinator_->halted().message(), HasSubstr("shutting down"));
+}
+
 TEST_F(CoordinatorTest, WorkersWithoutLeasesGetNoneAndTheirProcessesCountAsStoppedWhenLost) {
   baton::v1::Register old = Reg("w1");
   old.set_protocol_version(2);

@@ -193,6 +193,11 @@ void CoordinatorServer::ServeMetrics() {
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   exposer_.reset();  // No scrape reaches the loop after this.
   health_port_.reset();
+  // Stop deciding before the streams close: the loop runs this before any disconnect the
+  // shutdown causes, so no worker counts as lost and no job restarts for it.
+  if (loop_ != nullptr && coordinator_ != nullptr) {
+    loop_->Post([c = coordinator_.get()] { c->Quiesce(); });
+  }
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() +
