@@ -327,25 +327,41 @@ PY
 # before they start, such as etcd's peer URL).
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start_etcd: one etcd member (Debian's etcd-server) on loopback, data under $TMP/etcd;
-# sets ETCD_ENDPOINT (HOST:PORT) and ETCD_PID.
+# start_etcd [N]: an etcd cluster of N members (default 1; Debian's etcd-server) on
+# loopback, member i's data under $TMP/etcd-i; sets ETCD_ENDPOINT (the first member's
+# HOST:PORT), ETCD_ENDPOINTS (all, comma-separated) and ETCD_PIDS[i]. stop_etcd_member I /
+# start_etcd_member I: SIGKILL member I / start it again on its data.
+declare -a ETCD_PIDS=() ETCD_CLIENT=() ETCD_PEER=()
 start_etcd() {
-  local client peer
-  client=$(free_port)
-  peer=$(free_port)
-  ETCD_ENDPOINT=127.0.0.1:$client
-  /usr/bin/etcd --name=m0 --data-dir="$TMP/etcd" \
-    --listen-client-urls="http://$ETCD_ENDPOINT" --advertise-client-urls="http://$ETCD_ENDPOINT" \
-    --listen-peer-urls="http://127.0.0.1:$peer" --initial-advertise-peer-urls="http://127.0.0.1:$peer" \
-    --initial-cluster="m0=http://127.0.0.1:$peer" --logger=zap --log-level=warn \
-    2>>"$TMP/etcd.log" &
-  ETCD_PID=$!
-  EXTRA_PIDS+=("$ETCD_PID")
+  local n=${1:-1} i cluster=""
+  for ((i = 0; i < n; i++)); do
+    ETCD_CLIENT[i]=127.0.0.1:$(free_port)
+    ETCD_PEER[i]=127.0.0.1:$(free_port)
+    cluster+="${cluster:+,}m$i=http://${ETCD_PEER[i]}"
+  done
+  ETCD_CLUSTER=$cluster
+  for ((i = 0; i < n; i++)); do start_etcd_member "$i"; done
+  ETCD_ENDPOINT=${ETCD_CLIENT[0]}
+  ETCD_ENDPOINTS=$(IFS=,; echo "${ETCD_CLIENT[*]}")
   wait_for 30 etcdctl_ endpoint health
 }
+start_etcd_member() {
+  local i=$1
+  /usr/bin/etcd --name="m$i" --data-dir="$TMP/etcd-$i" \
+    --listen-client-urls="http://${ETCD_CLIENT[i]}" --advertise-client-urls="http://${ETCD_CLIENT[i]}" \
+    --listen-peer-urls="http://${ETCD_PEER[i]}" --initial-advertise-peer-urls="http://${ETCD_PEER[i]}" \
+    --initial-cluster="$ETCD_CLUSTER" --initial-cluster-state=new --logger=zap --log-level=warn \
+    2>>"$TMP/etcd-$i.log" &
+  ETCD_PIDS[i]=$!
+  EXTRA_PIDS+=("${ETCD_PIDS[i]}")
+}
+stop_etcd_member() {
+  kill -KILL "${ETCD_PIDS[$1]}"
+  wait "${ETCD_PIDS[$1]}" 2>/dev/null || true
+}
 
-# etcdctl_ ARGS...: etcdctl (v3 API) against ETCD_ENDPOINT.
-etcdctl_() { ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINT" "$@"; }
+# etcdctl_ ARGS...: etcdctl (v3 API) against the members (ETCD_ENDPOINTS).
+etcdctl_() { ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; }
 
 # start_replica NAME [PORT]: a coordinator replica on etcd (--store=etcd://.../e2e), its
 # state (local history) in $TMP/NAME; sets REPLICA_PIDS[NAME] and REPLICA_PORTS[NAME].
@@ -353,7 +369,7 @@ declare -A REPLICA_PIDS=() REPLICA_PORTS=()
 start_replica() {
   local name=$1 port=${2:-0}
   rm -f "$TMP/$name.port"
-  "$COORDINATOR_BIN" --store="etcd://$ETCD_ENDPOINT/e2e" --listen="127.0.0.1:$port" \
+  "$COORDINATOR_BIN" --store="etcd://$ETCD_ENDPOINTS/e2e" --listen="127.0.0.1:$port" \
     --port_file="$TMP/$name.port" "${COORDINATOR_TLS[@]}" --metrics_listen= \
     --state_dir="$TMP/$name" --worker_lease=10s --stop_grace=2s --reattach_timeout=20s \
     "${COORDINATOR_FLAGS[@]}" 2>>"$TMP/$name.log" &

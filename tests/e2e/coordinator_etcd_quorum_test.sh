@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Coordinator replicas on a three-member etcd cluster, under a training job:
+# * One member lost (SIGKILL): nothing a job sees changes (same leader, same generation and
+#   processes, steps go on).
+# * Quorum lost (a second member): the leader stops leading (it cannot renew its lease:
+#   fail-stop, it exits saying so) and no standby can be elected; the ranks stop when their
+#   workers' lease runs out, as documented; nothing is decided meanwhile.
+# * Quorum back: a replica leads, the workers register again and the job resumes from its
+#   checkpoint as a new generation.
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+
+start_etcd 3
+COORDINATOR_FLAGS=(--worker_lease=6s --worker_lease_margin=1s)
+for name in a b; do start_replica "$name"; done
+export BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[a]},127.0.0.1:${REPLICA_PORTS[b]}
+has_leader() { leader_name; }
+wait_for 30 has_leader
+LEADER=$(leader_name)
+start_worker w1
+start_worker w2
+wait_for_workers 2
+
+make_data "$TMP/mnist"
+cat >"$TMP/job.yaml" <<YAML
+name: outlives-quorum
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 32, global_batch: 64, lr: 0.05, seed: 7, hidden: [256, 128], log_every: 5, threads: 1, checkpoint_every: 200, keep_checkpoints: 2}
+workers: {min: 2}
+budget: {max_steps: 1000000}
+checkpoint_dir: $TMP/ckpt
+YAML
+mkdir -p "$TMP/ckpt"
+JOB=$("$BATON" submit "$TMP/job.yaml")
+has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
+wait_for 120 has_checkpoint
+read -r GEN PID0 < <(generation_and_pid "$JOB" 0)
+read -r _ PID1 < <(generation_and_pid "$JOB" 1)
+
+# One member of three lost: invisible to the job.
+stop_etcd_member 2
+STEP=$(job_step "$JOB")
+progressed() { (($(job_step "$JOB") > STEP + 200)); }
+wait_for 60 progressed
+[[ $(leader_name) == "$LEADER" ]] || fail "the leader changed when one etcd member of three was lost"
+[[ $(job_field "$JOB" 'd["generation"]') == "$GEN" ]] || fail "losing one etcd member restarted the job"
+alive "$PID0" && alive "$PID1" || fail "a rank stopped when one etcd member was lost"
+echo "one member lost: leader $LEADER, generation $GEN, step $STEP -> $(job_step "$JOB")"
+
+# Quorum lost: the leader fails stop; no replica leads; the ranks stop at the worker lease.
+stop_etcd_member 1
+leader_gone() { ! alive "${REPLICA_PIDS[$LEADER]}"; }
+wait_for 30 leader_gone
+grep -q "lost leadership" "$TMP/$LEADER.log" || fail "the leader did not say why it stopped"
+stopped() { ! alive "$PID0" && ! alive "$PID1"; }
+wait_for 60 stopped
+grep -q "lease ran out" "$TMP/w1.log" || grep -q "lease ran out" "$TMP/w2.log" \
+  || fail "no worker stopped its ranks on its lease"
+for name in a b; do
+  [[ $name == "$LEADER" ]] && continue
+  alive "${REPLICA_PIDS[$name]}" || fail "standby $name died without quorum"
+done
+echo "quorum lost: leader $LEADER stopped, ranks stopped at the worker lease"
+
+# Quorum back (the members restart on their data); the stopped leader is restarted as its
+# supervisor would. A replica leads and the job resumes from its checkpoint.
+start_etcd_member 1
+start_etcd_member 2
+wait_for 60 etcdctl_ endpoint health
+start_replica "$LEADER" "${REPLICA_PORTS[$LEADER]}"
+wait_for 60 has_leader
+resumed() {
+  [[ $(job_field "$JOB" 'd["generation"]') -gt $GEN ]] && [[ $(job_state "$JOB") == JOB_STATE_RUNNING ]] \
+    && [[ $(job_field "$JOB" "[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0].get('resumed_step', -1)") -gt 0 ]]
+}
+wait_for 120 resumed
+echo "quorum back: $(leader_name) leads; generation $(job_field "$JOB" 'd["generation"]') resumed" \
+  "at step $(job_field "$JOB" "[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]['resumed_step']")"
+"$BATON" cancel "$JOB" >/dev/null
+echo "PASS"
