@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Store>> EtcdStore::Open(std::shared_ptr<EtcdKv> k
   auto store = absl::WrapUnique(
       new EtcdStore(std::move(kv), std::move(fence), std::move(local), std::move(options)));
   RETURN_IF_ERROR(store->CheckLayout());
+  RETURN_IF_ERROR(store->LoadSeqs());
   return store;
 }
 
@@ -103,35 +104,28 @@ std::string EtcdStore::MetaKey(const std::string& key) const {
   return absl::StrCat(options_.prefix, "meta/", key);
 }
 
-absl::StatusOr<EtcdStore::Seqs> EtcdStore::SeqsOf(const std::string& id) {
-  if (auto it = seqs_.find(id); it != seqs_.end()) return it->second;
-  Seqs seqs;
-  absl::StatusOr<EtcdKeyValue> reserved = kv_->Get(SeqKey(id));
-  if (reserved.ok()) {
-    if (!ParseReserved(reserved->value, &seqs.reserved_update, &seqs.reserved_log)) {
+absl::Status EtcdStore::LoadSeqs() {
+  const std::string prefix = absl::StrCat(options_.prefix, "seq/");
+  ASSIGN_OR_RETURN(const std::vector<EtcdKeyValue> kvs, kv_->ListAll(prefix));
+  for (const EtcdKeyValue& kv : kvs) {
+    Seqs seqs;
+    if (!ParseReserved(kv.value, &seqs.reserved_update, &seqs.reserved_log)) {
       return absl::DataLossError(
-          absl::StrCat("EtcdStore: ", SeqKey(id), " holds '", reserved->value, "', not two seqs"));
+          absl::StrCat("EtcdStore: ", kv.key, " holds '", kv.value, "', not two seqs"));
     }
-  } else if (!absl::IsNotFound(reserved.status())) {
-    return reserved.status();
+    // Every seq of the reserved blocks may have been handed out by a previous leader.
+    seqs.last_update = seqs.reserved_update;
+    seqs.last_log = seqs.reserved_log;
+    seqs_[kv.key.substr(prefix.size())] = seqs;
   }
-  ASSIGN_OR_RETURN(EtcdRange last_event, kv_->Range("", EventPrefix(id), 1, 0, /*reverse=*/true));
-  int64_t last_event_seq = 0;
-  if (!last_event.kvs.empty()) {
-    JobUpdate update;
-    if (!Parse(last_event.kvs[0].value, &update)) {
-      return absl::DataLossError(
-          absl::StrCat("EtcdStore: ", last_event.kvs[0].key, " does not parse"));
-    }
-    last_event_seq = update.seq();
-  }
-  ASSIGN_OR_RETURN(const int64_t local_updates, local_->LastUpdateSeq(id));
-  ASSIGN_OR_RETURN(const int64_t local_logs, local_->LastLogSeq(id));
-  // Every seq of the reserved blocks may have been handed out by a previous leader.
-  seqs.last_update = std::max({seqs.reserved_update, last_event_seq, local_updates});
-  seqs.last_log = std::max(seqs.reserved_log, local_logs);
-  seqs_[id] = seqs;
-  return seqs;
+  return absl::OkStatus();
+}
+
+EtcdStore::Seqs EtcdStore::SeqsOf(const std::string& id) const {
+  // A job without a reserved block has no update or line yet: the first write of one
+  // reserves a block in the same transaction.
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? Seqs{} : it->second;
 }
 
 absl::Status EtcdStore::PlanJob(const std::string& id, const WriteBatch& batch, Group* group,
@@ -144,7 +138,7 @@ absl::Status EtcdStore::PlanJob(const std::string& id, const WriteBatch& batch, 
     stored.clear_events();
     group->Add({JobKey(id), stored.SerializeAsString()});
   }
-  ASSIGN_OR_RETURN(*seqs, SeqsOf(id));
+  *seqs = SeqsOf(id);
   if (auto it = batch.updates.find(id); it != batch.updates.end()) {
     for (const JobUpdate& update : it->second) {
       if (update.seq() <= seqs->last_update) {
@@ -304,8 +298,7 @@ absl::StatusOr<std::vector<JobUpdate>> EtcdStore::ReadUpdates(const std::string&
 }
 
 absl::StatusOr<int64_t> EtcdStore::LastUpdateSeq(const std::string& job_id) {
-  ASSIGN_OR_RETURN(const Seqs seqs, SeqsOf(job_id));
-  return seqs.last_update;
+  return SeqsOf(job_id).last_update;
 }
 
 absl::StatusOr<std::vector<LogLine>> EtcdStore::ReadLogs(const std::string& job_id, int32_t rank,
@@ -314,8 +307,7 @@ absl::StatusOr<std::vector<LogLine>> EtcdStore::ReadLogs(const std::string& job_
 }
 
 absl::StatusOr<int64_t> EtcdStore::LastLogSeq(const std::string& job_id) {
-  ASSIGN_OR_RETURN(const Seqs seqs, SeqsOf(job_id));
-  return seqs.last_log;
+  return SeqsOf(job_id).last_log;
 }
 
 absl::StatusOr<int64_t> EtcdStore::NthLastLogSeq(const std::string& job_id, int32_t rank,

@@ -16,9 +16,10 @@
 // Seqs across replicas: updates and log lines are numbered per job, and points and lines
 // live only on the replica that wrote them. So that a new leader never hands out a seq that
 // a watcher already saw from the old one, seqs are reserved in blocks of `seq_block`,
-// recorded in etcd with the write that first goes past the block: a replica that opens the
-// store counts every seq up to the reserved end as used (LastUpdateSeq/LastLogSeq may then
-// exceed the newest stored seq; seqs stay strictly increasing, with a gap after a failover).
+// recorded in etcd in the transaction of the write that first goes past the block (so no
+// stored seq exceeds its block): a replica that opens the store counts every seq up to the
+// reserved end as used (LastUpdateSeq/LastLogSeq may then exceed the newest stored seq; seqs
+// stay strictly increasing, with a gap after a failover).
 //
 // etcd's limits: a Write is one etcd transaction when it fits `max_txn_ops` operations
 // and `max_request_bytes` (etcd's --max-txn-ops, --max-request-bytes; the defaults are
@@ -112,8 +113,11 @@ class EtcdStore final : public Store {
   std::string EventKey(const std::string& id, int64_t seq) const;
   std::string SeqKey(const std::string& id) const;
   std::string MetaKey(const std::string& key) const;
-  // The job's seqs, read from etcd and the local part on first use.
-  absl::StatusOr<Seqs> SeqsOf(const std::string& id);
+  // Reads every job's reserved blocks (one paged range at Open: a failover does not pay a
+  // read per job).
+  absl::Status LoadSeqs();
+  // The job's seqs (none reserved: all 0).
+  Seqs SeqsOf(const std::string& id) const;
   // The job's part of `batch` into `group` (etcd) and `local` (points, lines), with its
   // seqs after it into `seqs`.
   absl::Status PlanJob(const std::string& id, const WriteBatch& batch, Group* group,
