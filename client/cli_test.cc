@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 
@@ -348,6 +349,20 @@ TEST(RunCliTest, NoLeaderAmongTheCoordinatorsExitsFourListingEachAnswer) {
   EXPECT_THAT(err.str(), HasSubstr("baton: no coordinator leads"));
   EXPECT_THAT(err.str(),
               HasSubstr(a.address() + ": NOT_SERVING; " + b.address() + ": NOT_SERVING"));
+}
+
+// One address, a standby's: the refusal names the leader and says how to reach it.
+TEST(RunCliTest, AStandbysRefusalNamesTheLeaderAndTheFix) {
+  FakeReplica a;
+  a.role().BecomeStandby("10.0.0.1:7070");
+  CliEnvironment env;
+  env.insecure_env = "1";
+  env.home = ::testing::TempDir() + "/nohome";  // no config file
+  std::ostringstream out, err;
+  EXPECT_EQ(RunCli({"--coordinator", a.address(), "jobs"}, out, err, env), kExitUnreachable);
+  EXPECT_THAT(err.str(), HasSubstr("is a standby; the leader is 10.0.0.1:7070. Dial the leader, "
+                                   "or give every replica in --coordinator"));
+  EXPECT_THAT(err.str(), Not(HasSubstr("is baton-coordinator running")));
 }
 
 }  // namespace

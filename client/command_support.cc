@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/render/output.h"
 
@@ -36,6 +37,11 @@ int ReportError(const CommandContext& ctx, const grpc::Status& status,
   std::ostream& err = *ctx.err;
   switch (status.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      if (absl::StrContains(message, " is a standby; ")) {  // coordinator/ha/standby_server.h
+        err << "baton: " << message << ". Dial the leader, or give every replica in "
+            << "--coordinator (comma-separated) so that the CLI finds it.\n";
+        return kExitUnreachable;
+      }
       err << "baton: cannot reach the coordinator at " << ctx.coordinator << " ("
           << ShortUnavailableReason(message)
           << "); is baton-coordinator running? Set --coordinator or BATON_COORDINATOR (and "
