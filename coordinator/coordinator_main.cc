@@ -266,11 +266,6 @@ absl::StatusOr<baton::coordinator::ReplicaOptions> ReplicaOptionsFromFlags(
   }
   options.advertise = absl::GetFlag(FLAGS_advertise_address);
   options.election.ttl = absl::GetFlag(FLAGS_election_ttl);
-  options.on_leading = [](baton::coordinator::CoordinatorServer& server) {
-    if (absl::Status s = WriteMetricsPortFile(server); !s.ok()) {
-      BATON_LOG(ERROR) << s;
-    }
-  };
   return options;
 }
 
@@ -288,6 +283,10 @@ int RunReplica(baton::coordinator::ServerOptions server, baton::coordinator::Etc
   baton::coordinator::CoordinatorReplica replica(*std::move(options), baton::RealClock::Get());
   absl::Status s = replica.Start();
   if (s.ok()) s = WritePortFile(replica.port());
+  const std::string metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
+  if (s.ok() && !metrics_port_file.empty() && replica.metrics_port() != 0) {
+    s = baton::WritePortFile(metrics_port_file, replica.metrics_port());
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "baton-coordinator: %s\n", std::string(s.message()).c_str());
     return 1;

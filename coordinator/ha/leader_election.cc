@@ -60,6 +60,7 @@ absl::StatusOr<EtcdFence> LeaderElection::Campaign() {
                       << " (created at revision " << won->create_revision << ")";
       return won;
     }
+    if (!absl::IsAlreadyExists(won.status())) ++etcd_errors_;
     if (!absl::IsAlreadyExists(won.status()) && won.status().code() != last_error.code()) {
       BATON_LOG(WARNING) << "election: " << won.status() << "; retrying every "
                          << absl::FormatDuration(options_.poll);
@@ -108,6 +109,7 @@ void LeaderElection::RenewLoop(std::function<void(const absl::Status&)> on_lost)
           absl::UnavailableError(absl::StrCat("lost leadership: ", renewed.status().message())));
       return;
     } else {
+      ++etcd_errors_;
       BATON_LOG(WARNING) << "election: renewal failed: " << renewed.status();
     }
   }

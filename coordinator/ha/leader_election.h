@@ -13,6 +13,7 @@
 //
 // Thread-safe. Campaign blocks its caller; KeepLeading renews on a thread of its own.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +57,8 @@ class LeaderElection {
   // The leader's address as last read ("" if none is known). This replica's own address
   // once it leads.
   std::string leader() const;
+  // etcd calls that failed so far (campaign attempts, renewals). Thread-safe.
+  int64_t etcd_errors() const { return etcd_errors_.load(); }
 
   // After Campaign won: renews the lease every timing.renew_every on a thread of its own,
   // and runs `on_lost` once, on that thread, when leadership may be lost: etcd answered
@@ -87,6 +90,7 @@ class LeaderElection {
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;  // while leading
   // The send time of the last renewal etcd answered (or of the grant).
   absl::Time last_renewal_sent_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> etcd_errors_{0};
   std::thread renewer_;
 };
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/metrics_http.h"
 #include "common/status_macros.h"
 #include "coordinator/store/etcd_store.h"
 
@@ -87,9 +88,26 @@ absl::Status CoordinatorReplica::Start() {
       LeaderElectionOptions{options_.etcd.store.prefix + "leader", self, options_.election},
       clock_);
   election_ready_.store(election_.get());
+  RETURN_IF_ERROR(ServeStandbyMetrics());
   BATON_LOG(INFO) << "baton-coordinator " << self << ": standby on port " << port_
                   << ", campaigning on " << options_.etcd.store.prefix << "leader";
   thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorReplica::ServeStandbyMetrics() {
+  if (options_.server.metrics_listen.empty()) return absl::OkStatus();
+  standby_metrics_ = std::make_shared<StandbyMetrics>(
+      [election = election_.get()] { return election->etcd_errors(); });
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> exposer =
+      ServeMetrics(options_.server.metrics_listen, standby_metrics_);
+  if (!exposer.ok()) {
+    // As the coordinator does: training does not depend on the metrics endpoint.
+    BATON_LOG(ERROR) << exposer.status() << "; serving without a metrics endpoint";
+    return absl::OkStatus();
+  }
+  exposer_ = *std::move(exposer);
+  metrics_port_ = exposer_->GetListeningPorts().front();
   return absl::OkStatus();
 }
 
@@ -100,14 +118,14 @@ void CoordinatorReplica::Run() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
   }
+  // Renew from the start: loading the state takes time, and the lease runs meanwhile.
+  election_->KeepLeading(options_.on_lost ? options_.on_lost : ExitOnLost);
   standby_->Shutdown();
   if (absl::Status s = Lead(*fence); !s.ok()) {
     BATON_LOG(ERROR) << "won the election but cannot serve: " << s;
     election_->Resign().IgnoreError();
     (options_.on_lost ? options_.on_lost : ExitOnLost)(s);
-    return;
   }
-  election_->KeepLeading(options_.on_lost ? options_.on_lost : ExitOnLost);
 }
 
 absl::Status CoordinatorReplica::Lead(const EtcdFence& fence) {
@@ -116,6 +134,10 @@ absl::Status CoordinatorReplica::Lead(const EtcdFence& fence) {
   const std::string host = HostOfAddress(server.listen);
   server.listen =
       absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host, ":", port_);
+  // The standby's metrics endpoint goes on serving, the leader's metrics now (stopping
+  // and rebinding an endpoint takes seconds).
+  server.metrics_listen.clear();
+  server.metrics.election_errors = [election = election_.get()] { return election->etcd_errors(); };
   if (health_port_ != 0) {
     server.health_listen =
         absl::StrCat(HostOfAddress(options_.server.health_listen), ":", health_port_);
@@ -129,9 +151,12 @@ absl::Status CoordinatorReplica::Lead(const EtcdFence& fence) {
   };
   auto coordinator = std::make_unique<CoordinatorServer>(std::move(server), clock_);
   RETURN_IF_ERROR(coordinator->Start());
+  if (exposer_ != nullptr) {
+    exposer_->RegisterCollectable(coordinator->metrics());
+    exposer_->RemoveCollectable(standby_metrics_);
+  }
   absl::MutexLock lock(&mu_);
   server_ = std::move(coordinator);
-  if (options_.on_leading) options_.on_leading(*server_);
   return absl::OkStatus();
 }
 
@@ -158,6 +183,7 @@ void CoordinatorReplica::Shutdown() {
   }
   if (election_ != nullptr) election_->Stop();
   if (thread_.joinable()) thread_.join();
+  exposer_.reset();  // no scrape reaches the server after this
   std::unique_ptr<CoordinatorServer> server;
   {
     absl::MutexLock lock(&mu_);

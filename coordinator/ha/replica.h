@@ -30,6 +30,7 @@
 #include "coordinator/ha/leader_election.h"
 #include "coordinator/ha/standby_server.h"
 #include "coordinator/policy/election.h"
+#include "coordinator/server/role_metrics.h"
 #include "coordinator/server/server.h"
 
 namespace baton::coordinator {
@@ -49,8 +50,6 @@ struct ReplicaOptions {
   // Runs once, on the election's thread, when leadership may be lost. Default: log and
   // exit the process at once (std::_Exit(1)).
   std::function<void(const absl::Status&)> on_lost;
-  // Runs on the replica's thread once it leads and serves.
-  std::function<void(CoordinatorServer&)> on_leading;
 };
 
 class CoordinatorReplica {
@@ -65,6 +64,9 @@ class CoordinatorReplica {
   // The bound gRPC and health ports (after Start; the leader serves on the same ones).
   int port() const { return port_; }
   int health_port() const { return health_port_; }
+  // The bound metrics port (after Start; 0 without --metrics_listen): a standby's /metrics
+  // (baton_coordinator_leader 0), then the leader's, on the same port.
+  int metrics_port() const { return metrics_port_; }
   // Whether this replica leads (serves as the coordinator). Thread-safe.
   bool leading() const;
   // True once the leader's coordinator halted. Thread-safe.
@@ -77,6 +79,8 @@ class CoordinatorReplica {
 
  private:
   void Run();
+  // A standby's /metrics on --metrics_listen (a failure is logged, not fatal).
+  absl::Status ServeStandbyMetrics();
   // The leader's server on the standby's ports, over an EtcdStore fenced on `fence`.
   absl::Status Lead(const EtcdFence& fence);
 
@@ -87,6 +91,10 @@ class CoordinatorReplica {
   std::unique_ptr<LeaderElection> election_;  // its own client: renewals time out fast
   std::atomic<const LeaderElection*> election_ready_{nullptr};  // for the standby's threads
   std::unique_ptr<StandbyServer> standby_;
+  std::shared_ptr<StandbyMetrics> standby_metrics_;
+  // Serves standby_metrics_, then the leader's metrics; stopped first.
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int metrics_port_ = 0;
   int port_ = 0;
   int health_port_ = 0;
   mutable absl::Mutex mu_;

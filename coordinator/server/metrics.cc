@@ -18,6 +18,7 @@
 #include "common/time/proto_time.h"
 #include "coordinator/jobs/job_state.h"
 #include "coordinator/policy/failure_reason.h"
+#include "coordinator/server/role_metrics.h"
 
 namespace baton::coordinator {
 namespace {
@@ -524,6 +525,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::Collect() const {
   const bool refreshed = result->done.WaitForNotificationWithTimeout(options_.scrape_timeout);
   // After the refresh, which observes recovery phases into the registry's histograms.
   std::vector<prometheus::MetricFamily> out = registry_->Collect();
+  AppendRoleFamilies(/*leader=*/true, options_.election_errors, out);
   if (refreshed) {
     for (prometheus::MetricFamily& f : result->families) {
       if (!f.metric.empty()) out.push_back(std::move(f));

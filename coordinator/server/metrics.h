@@ -7,9 +7,9 @@
 // ratios are JobManager's (PeekWritten, GoodputRatioNow, SlowdownRatios) at each scrape,
 // and the cluster gauges are read from JobManager/Coordinator snapshots. Only the
 // histograms need a job's history: each job is followed through the events of the update
-// stream `baton watch` uses (JobManager::Watch, events only: no metric points). Both happen on the event
-// loop, the only thread that may touch the domain objects; the HTTP thread only waits for
-// the snapshot (bounded by scrape_timeout).
+// stream `baton watch` uses (JobManager::Watch, events only: no metric points). Both happen on the
+// event loop, the only thread that may touch the domain objects; the HTTP thread only waits for the
+// snapshot (bounded by scrape_timeout).
 //
 // Families (labels in braces). Training jobs are the label `job_id` (`job` belongs to
 // Prometheus's target labels):
@@ -35,11 +35,13 @@
 //                                                      (races of a closing stream, no-ops)
 //   baton_coordinator_job_state{job_id,state}          1 for the job's state, 0 for others
 //   baton_coordinator_job_restarts_total{job_id}       the job's restarts: TotalRestarts()
-//                                                      of Job.restarts (common/spec/restart_stats.h),
-//                                                      = its RESTARTING transitions
+//                                                      of Job.restarts
+//                                                      (common/spec/restart_stats.h), = its
+//                                                      RESTARTING transitions
 //   baton_coordinator_job_goodput_ratio{job_id}        coordinator/policy/goodput.h
 //   baton_rank_slowdown_ratio{job_id,rank}             coordinator/policy/slowdown.h
 //   baton_coordinator_rpc_duration_seconds{method,code}  unary RPCs, server-side latency
+//   baton_coordinator_leader, baton_coordinator_election_errors_total  the role (role_metrics.h)
 //
 // Per-job series exist for non-terminal jobs and for `terminal_retention` after a job
 // ended (so its final values are scraped); jobs that ended before this process started
@@ -61,14 +63,6 @@
 // function (coordinator/policy/goodput.h) of the same state, JobManager's, so they always
 // agree.
 
-#include <cstdint>
-#include <optional>
-#include <map>
-#include <memory>
-#include <set>
-#include <string>
-#include <vector>
-
 #include <grpcpp/support/server_interceptor.h>
 #include <prometheus/collectable.h>
 #include <prometheus/counter.h>
@@ -76,6 +70,15 @@
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -93,6 +96,9 @@ struct CoordinatorMetricsOptions {
   absl::Duration scrape_timeout = absl::Seconds(2);
   // How long a terminal job's series stay.
   absl::Duration terminal_retention = absl::Minutes(10);
+  // With replicas: the election's failed etcd calls (role_metrics.h);
+  // null: the family is left out.
+  std::function<int64_t()> election_errors;
 };
 
 class CoordinatorMetrics final : public prometheus::Collectable {

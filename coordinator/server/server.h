@@ -1,14 +1,15 @@
 #pragma once
 
+#include <grpcpp/grpcpp.h>
+
 #include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
 
-#include <grpcpp/grpcpp.h>
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/health/health_port.h"
 #include "common/security/tls.h"
 #include "common/spec/job_spec.h"
 #include "common/time/clock.h"
@@ -18,7 +19,6 @@
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/server/event_loop.h"
-#include "common/health/health_port.h"
 #include "coordinator/server/metrics.h"
 #include "coordinator/server/services.h"
 #include "coordinator/store/state_dir_lock.h"
@@ -91,6 +91,9 @@ class CoordinatorServer {
   int health_port() const { return health_port_ == nullptr ? 0 : health_port_->port(); }
   // The bound metrics port (after Start); 0 if metrics are not served.
   int metrics_port() const { return metrics_port_; }
+  // The metrics it serves (after Start), for an endpoint of the caller's (a replica keeps
+  // one endpoint from standby to leader): register it there, with metrics_listen empty.
+  std::shared_ptr<prometheus::Collectable> metrics() const { return metrics_; }
   // Closures waiting on the event loop (EventLoop::queued). Thread-safe.
   size_t event_loop_queued() const { return loop_ == nullptr ? 0 : loop_->queued(); }
   // True once the coordinator halted (see ServerOptions::on_halt). Thread-safe.
@@ -132,7 +135,7 @@ class CoordinatorServer {
   std::unique_ptr<ClusterServiceImpl> cluster_service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<grpc::Server> server_;
-  std::unique_ptr<HealthPort> health_port_;  // health_listen; null if none
+  std::unique_ptr<HealthPort> health_port_;       // health_listen; null if none
   std::unique_ptr<prometheus::Exposer> exposer_;  // Serves metrics_; stopped first.
   int port_ = 0;
   int metrics_port_ = 0;

@@ -57,6 +57,10 @@ grep -q "lease ran out" "$TMP/w1.log" || grep -q "lease ran out" "$TMP/w2.log" \
 for name in a b; do
   [[ $name == "$LEADER" ]] && continue
   alive "${REPLICA_PIDS[$name]}" || fail "standby $name died without quorum"
+  # Its metrics say it: no leader here, and the election's etcd calls failing.
+  [[ $(replica_metric "$name" baton_coordinator_leader) == 0.0 ]] || fail "$name claims to lead"
+  erring() { [[ $(replica_metric "$name" baton_coordinator_election_errors_total) != 0.0 ]]; }
+  wait_for 30 erring
 done
 echo "quorum lost: leader $LEADER stopped, ranks stopped at the worker lease"
 

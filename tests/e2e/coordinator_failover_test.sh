@@ -15,10 +15,12 @@ start_worker w1
 start_worker w2
 wait_for_workers 2
 
-# A standby answers with a redirect naming the leader.
+# A standby answers with a redirect naming the leader, and says it is no leader.
 LEADER=$(leader_name)
+[[ $(replica_metric "$LEADER" baton_coordinator_leader) == 1.0 ]] || fail "the leader's metric is not 1"
 for name in a b c; do
   [[ $name == "$LEADER" ]] && continue
+  [[ $(replica_metric "$name" baton_coordinator_leader) == 0.0 ]] || fail "standby $name's metric is not 0"
   out=$(BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[$name]} "$BATON" jobs 2>&1) && fail "standby $name answered: $out"
   grep -q "is a standby; the leader is $(leader_address)" <<<"$out" || fail "no redirect from $name: $out"
 done

@@ -368,15 +368,29 @@ etcdctl_() { ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; 
 declare -A REPLICA_PIDS=() REPLICA_PORTS=()
 start_replica() {
   local name=$1 port=${2:-0}
-  rm -f "$TMP/$name.port"
+  rm -f "$TMP/$name.port" "$TMP/$name.metrics_port"
   "$COORDINATOR_BIN" --store="etcd://$ETCD_ENDPOINTS/e2e" --listen="127.0.0.1:$port" \
-    --port_file="$TMP/$name.port" "${COORDINATOR_TLS[@]}" --metrics_listen= \
+    --port_file="$TMP/$name.port" "${COORDINATOR_TLS[@]}" --metrics_listen=127.0.0.1:0 \
+    --metrics_port_file="$TMP/$name.metrics_port" \
     --state_dir="$TMP/$name" --worker_lease=10s --stop_grace=2s --reattach_timeout=20s \
     "${COORDINATOR_FLAGS[@]}" 2>>"$TMP/$name.log" &
   REPLICA_PIDS[$name]=$!
   EXTRA_PIDS+=("${REPLICA_PIDS[$name]}")
   wait_for 30 test -s "$TMP/$name.port"
+  wait_for 30 test -s "$TMP/$name.metrics_port"
   REPLICA_PORTS[$name]=$(cat "$TMP/$name.port")
+}
+
+# replica_metric NAME METRIC: the value of the unlabelled METRIC on replica NAME's /metrics
+# (empty if it has none).
+replica_metric() {
+  "$PY" - "$(cat "$TMP/$1.metrics_port")" "$2" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10).read().decode()
+for line in text.splitlines():
+    if line.split(" ")[0] == sys.argv[2]:
+        print(float(line.split(" ")[1]))
+PY
 }
 
 # leader_address: the leader key's value (HOST:PORT of the leading replica), or nothing.
