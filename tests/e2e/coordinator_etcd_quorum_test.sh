@@ -11,10 +11,8 @@ source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd 3
 COORDINATOR_FLAGS=(--worker_lease=6s --worker_lease_margin=1s)
-for name in a b; do start_replica "$name"; done
-export BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[a]},127.0.0.1:${REPLICA_PORTS[b]}
+start_replicas a b
 has_leader() { leader_name; }
-wait_for 30 has_leader
 LEADER=$(leader_name)
 start_worker w1
 start_worker w2

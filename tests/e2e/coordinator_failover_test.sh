@@ -5,12 +5,7 @@
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd
-start_replica a
-start_replica b
-start_replica c
-export BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[a]},127.0.0.1:${REPLICA_PORTS[b]},127.0.0.1:${REPLICA_PORTS[c]}
-has_leader() { leader_name; }
-wait_for 30 has_leader
+start_replicas a b c
 start_worker w1
 start_worker w2
 wait_for_workers 2

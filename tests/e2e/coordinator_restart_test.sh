@@ -19,11 +19,7 @@ command: {argv: ["/bin/sh", "-c", "exit 3"]}
 workers: {min: 1}
 YAML
 # Runs until the test lets it finish.
-cat >"$TMP/long.yaml" <<YAML
-name: outlives-coordinator
-command: {argv: ["/bin/sh", "-c", "while [ ! -e $TMP/release ]; do sleep 0.05; done"]}
-workers: {min: 2}
-YAML
+release_job_yaml "$TMP/long.yaml" outlives-coordinator
 OK=$("$BATON" submit "$TMP/ok.yaml" --wait >/dev/null && "$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
 if "$BATON" submit "$TMP/bad.yaml" --wait >/dev/null 2>&1; then fail "failing job succeeded"; fi
 BAD=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')

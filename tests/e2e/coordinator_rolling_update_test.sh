@@ -6,19 +6,12 @@
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd
-for name in a b c; do start_replica "$name"; done
-export BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[a]},127.0.0.1:${REPLICA_PORTS[b]},127.0.0.1:${REPLICA_PORTS[c]}
-has_leader() { leader_name; }
-wait_for 30 has_leader
+start_replicas a b c
 start_worker w1
 start_worker w2
 wait_for_workers 2
 
-cat >"$TMP/long.yaml" <<YAML
-name: outlives-the-update
-command: {argv: ["/bin/sh", "-c", "while [ ! -e $TMP/release ]; do sleep 0.05; done"]}
-workers: {min: 2}
-YAML
+release_job_yaml "$TMP/long.yaml" outlives-the-update
 JOB=$("$BATON" submit "$TMP/long.yaml")
 running() { [[ $(job_state "$JOB") == JOB_STATE_RUNNING ]]; }
 wait_for 60 running

@@ -9,9 +9,7 @@ source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd
 COORDINATOR_FLAGS=(--election_ttl=2s --max_jobs_per_user=0)
-for name in a b c; do start_replica "$name"; done
-has_leader() { leader_name; }
-wait_for 30 has_leader
+start_replicas a b c
 
 PYTHONPATH=$RUNFILES/client/python/package "$PY" -B - "$TMP" "${REPLICA_PORTS[a]}" \
   "${REPLICA_PORTS[b]}" "${REPLICA_PORTS[c]}" <<'PY' >"$TMP/submits.out" 2>"$TMP/submits.log" &
@@ -63,7 +61,6 @@ touch "$TMP/kills-done"
 wait "$SUBMITTER" || fail "the submit loop failed: $(tail -5 "$TMP/submits.log")"
 
 # Every acknowledged (request id, job id) exists, once.
-export BATON_COORDINATOR=127.0.0.1:${REPLICA_PORTS[a]},127.0.0.1:${REPLICA_PORTS[b]},127.0.0.1:${REPLICA_PORTS[c]}
 PYTHONPATH=$RUNFILES/client/python/package "$PY" -B - "$TMP/submits.out" <<'PY' || fail "acknowledged submits were lost or duplicated"
 import collections, os, sys
 from baton import client as bc

@@ -381,6 +381,29 @@ start_replica() {
   REPLICA_PORTS[$name]=$(cat "$TMP/$name.port")
 }
 
+# start_replicas NAME...: start_replica for each, BATON_COORDINATOR set to all of them (the
+# CLI finds the leader), and waits until one leads.
+start_replicas() {
+  local name addresses=""
+  for name in "$@"; do
+    start_replica "$name"
+    addresses+="${addresses:+,}127.0.0.1:${REPLICA_PORTS[$name]}"
+  done
+  export BATON_COORDINATOR=$addresses
+  _has_leader() { leader_name; }
+  wait_for 30 _has_leader
+}
+
+# release_job_yaml FILE NAME: a command job of two workers whose processes run until the
+# test creates $TMP/release.
+release_job_yaml() {
+  cat >"$1" <<YAML
+name: $2
+command: {argv: ["/bin/sh", "-c", "while [ ! -e $TMP/release ]; do sleep 0.05; done"]}
+workers: {min: 2}
+YAML
+}
+
 # replica_metric NAME METRIC: the value of the unlabelled METRIC on replica NAME's /metrics
 # (empty if it has none).
 replica_metric() {

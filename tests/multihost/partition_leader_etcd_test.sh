@@ -41,11 +41,7 @@ cluster_start_worker w1 2 1
 cluster_start_worker w2 3 1
 wait_for_workers 2
 
-cat >"$TMP/long.yaml" <<YAML
-name: leader-cut-from-etcd
-command: {argv: ["/bin/sh", "-c", "while [ ! -e $TMP/release ]; do sleep 0.05; done"]}
-workers: {min: 2}
-YAML
+release_job_yaml "$TMP/long.yaml" leader-cut-from-etcd
 JOB=$("$BATON" submit "$TMP/long.yaml")
 running() { [[ $(job_state "$JOB") == JOB_STATE_RUNNING ]]; }
 wait_for 60 running
