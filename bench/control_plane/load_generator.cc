@@ -35,16 +35,21 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "baton/v1/job_service.grpc.pb.h"
+#include "bench/control_plane/failover.h"
 #include "bench/control_plane/job_watch.h"
 #include "bench/control_plane/probes.h"
 #include "bench/control_plane/sim_workers.h"
 #include "common/grpc_status.h"
+#include "common/net/coordinator_addresses.h"
 
-ABSL_FLAG(std::string, coordinator, "", "The coordinator (HOST:PORT), plaintext (--insecure).");
+ABSL_FLAG(std::string, coordinator, "",
+          "The coordinator (HOST:PORT), plaintext (--insecure). With --failover: its replicas' "
+          "addresses, comma-separated.");
 ABSL_FLAG(int, workers, 100, "Simulated workers N; the job needs all of them.");
 ABSL_FLAG(int, slots, 1, "Slots per worker, and slots_per_worker of the job.");
 ABSL_FLAG(int, workers_per_channel, 100, "Worker streams per HTTP/2 connection.");
@@ -60,10 +65,25 @@ ABSL_FLAG(std::string, end, "finish",
 ABSL_FLAG(std::string, metrics, "",
           "The coordinator's metrics endpoint (127.0.0.1:PORT): store transactions per second "
           "over the window (empty: not measured).");
+ABSL_FLAG(std::string, etcd_metrics, "",
+          "With a coordinator on etcd: etcd's client address (127.0.0.1:PORT), whose /metrics "
+          "give its writes per second over the window (with --failover: during the failover). "
+          "Empty: not measured.");
+ABSL_FLAG(int, etcd_pid, 0, "etcd's pid for its CPU over the window (0: not measured).");
 ABSL_FLAG(bool, lose_worker, false,
           "Register N + 1 workers; after the window one running worker goes silent, and the "
           "time until the coordinator restarts the job on N is measured.");
 ABSL_FLAG(std::string, id_prefix, "sim-", "Simulated worker ids are <id_prefix><index>.");
+ABSL_FLAG(bool, failover, false,
+          "Measure a failover instead (failover.h): N workers run --jobs jobs; the leading "
+          "replica is SIGKILLed; a replica serving again, every worker re-registered, every "
+          "job re-attached in its generation.");
+ABSL_FLAG(std::string, pid_files, "",
+          "With --failover: per --coordinator address, in the same order, a file holding that "
+          "replica's pid (comma-separated).");
+ABSL_FLAG(int, jobs, 1, "With --failover: jobs of --workers / --jobs workers each.");
+ABSL_FLAG(absl::Duration, settle, absl::Seconds(2),
+          "With --failover: every job RUNNING -> the kill (steady heartbeats).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(120),
           "Deadline of each phase (registration, start, RUNNING, SUCCEEDED).");
 
@@ -106,7 +126,9 @@ struct RunConfig {
   absl::Duration timeout;  // of each phase
   int coordinator_pid = 0;
   bool lose_worker = false;
-  std::string metrics;  // the coordinator's metrics endpoint; empty: not scraped
+  std::string metrics;       // the coordinator's metrics endpoint; empty: not scraped
+  std::string etcd_metrics;  // etcd's client address; empty: not scraped
+  int etcd_pid = 0;
   bool cancel = false;  // --end=cancel (else finish)
   absl::Duration steady;
   absl::Duration list_period;
@@ -130,6 +152,8 @@ std::optional<RunConfig> ConfigFromFlags() {
   }
   c.lose_worker = absl::GetFlag(FLAGS_lose_worker);
   c.metrics = absl::GetFlag(FLAGS_metrics);
+  c.etcd_metrics = absl::GetFlag(FLAGS_etcd_metrics);
+  c.etcd_pid = absl::GetFlag(FLAGS_etcd_pid);
   c.cancel = end == "cancel";
   c.steady = absl::GetFlag(FLAGS_steady);
   c.list_period = absl::GetFlag(FLAGS_list_period);
@@ -207,6 +231,8 @@ struct SteadyWindow {
   double self_first = 0, self_last = 0;  // the generator's CPU seconds
   SimCounts counts_first, counts_last;
   CommitSample commits_first, commits_last;
+  EtcdSample etcd_first, etcd_last;
+  ProcSample etcd_proc_first, etcd_proc_last;
   ListStats lists;
 };
 
@@ -214,6 +240,12 @@ struct SteadyWindow {
 absl::StatusOr<CommitSample> ScrapeCommitsIf(const std::string& metrics) {
   if (metrics.empty()) return CommitSample();
   return ScrapeCommits(metrics);
+}
+
+// etcd's write counters from `address`, or zeros when it is empty.
+absl::StatusOr<EtcdSample> ScrapeEtcdIf(const std::string& address) {
+  if (address.empty()) return EtcdSample();
+  return ScrapeEtcd(address);
 }
 
 // One run: its phases in order on one coordinator, sharing the clients, the simulated
@@ -249,7 +281,7 @@ class LoadRun {
  private:
   static SimOptions SimOptionsOf(const RunConfig& config) {
     SimOptions options;
-    options.coordinator = config.address;
+    options.coordinators = {config.address};
     options.workers = config.lose_worker ? config.workers + 1 : config.workers;  // a spare
     options.slots = absl::GetFlag(FLAGS_slots);
     options.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
@@ -343,6 +375,10 @@ bool LoadRun::MeasureSteady() {
   absl::StatusOr<CommitSample> commits_first = ScrapeCommitsIf(config_.metrics);
   if (!commits_first.ok()) return Failed("metrics", commits_first.status());
   w.commits_first = *commits_first;
+  absl::StatusOr<EtcdSample> etcd_first = ScrapeEtcdIf(config_.etcd_metrics);
+  if (!etcd_first.ok()) return Failed("etcd metrics", etcd_first.status());
+  w.etcd_first = *etcd_first;
+  w.etcd_proc_first = SampleProc(config_.etcd_pid);
   watch_.MeasureLatency(true);
   w.rss_max = w.first.rss_mib;
   while (absl::Now() < window_start + config_.steady) {
@@ -350,6 +386,7 @@ bool LoadRun::MeasureSteady() {
     w.rss_max = std::max(w.rss_max, SampleProc(pid).rss_mib);
   }
   w.last = SampleProc(pid);
+  w.etcd_proc_last = SampleProc(config_.etcd_pid);
   w.self_last = SelfCpuSeconds();
   w.counts_last = sim_.Counts();
   w.window_s = absl::ToDoubleSeconds(absl::Now() - window_start);
@@ -357,6 +394,9 @@ bool LoadRun::MeasureSteady() {
   absl::StatusOr<CommitSample> commits_last = ScrapeCommitsIf(config_.metrics);
   if (!commits_last.ok()) return Failed("metrics", commits_last.status());
   w.commits_last = *commits_last;
+  absl::StatusOr<EtcdSample> etcd_last = ScrapeEtcdIf(config_.etcd_metrics);
+  if (!etcd_last.ok()) return Failed("etcd metrics", etcd_last.status());
+  w.etcd_last = *etcd_last;
   w.lists = lister.Stop();
   return true;
 }
@@ -427,7 +467,9 @@ void LoadRun::PrintResult(const SimCounts& end, const absl::Status& ended, doubl
       "list_jobs_ms=%.2f list_workers_ms=%.2f list_errors=%d finish_to_end_s=%.3f "
       "watch_updates=%lld started_workers=%d running=1 ended=%s stops_received=%lld "
       "failed_streams=%d watchers=%d watch_latency_p50_ms=%.2f watch_latency_p99_ms=%.2f "
-      "store_commits_per_s=%.2f store_busy=%.4f detect_s=%.3f restart_s=%.3f\n",
+      "store_commits_per_s=%.2f store_busy=%.4f detect_s=%.3f restart_s=%.3f "
+      "etcd_proposals_per_s=%.2f etcd_puts_per_s=%.2f etcd_txns_per_s=%.2f "
+      "etcd_cpu_per_s=%.4f\n",
       config_.workers, absl::ToDoubleSeconds(registered_ - register_start_),
       absl::ToDoubleSeconds(at_start_.last_start_received - submit_time_),
       absl::ToDoubleSeconds(running_ - submit_time_), window_s,
@@ -444,11 +486,37 @@ void LoadRun::PrintResult(const SimCounts& end, const absl::Status& ended, doubl
       static_cast<long long>(end.stops_received), end.failed_streams, config_.watchers,
       watch_.LatencyQuantileMs(0.5), watch_.LatencyQuantileMs(0.99),
       (w.commits_last.commits - w.commits_first.commits) / window_s,
-      (w.commits_last.seconds - w.commits_first.seconds) / window_s, detect_s_, restart_s_);
+      (w.commits_last.seconds - w.commits_first.seconds) / window_s, detect_s_, restart_s_,
+      (w.etcd_last.proposals - w.etcd_first.proposals) / window_s,
+      (w.etcd_last.puts - w.etcd_first.puts) / window_s,
+      (w.etcd_last.txns - w.etcd_first.txns) / window_s,
+      (w.etcd_proc_last.cpu_s - w.etcd_proc_first.cpu_s) / window_s);
   std::fflush(stdout);
 }
 
+int RunFailoverFromFlags() {
+  FailoverConfig config;
+  absl::StatusOr<std::vector<std::string>> addresses =
+      ParseCoordinatorAddresses(absl::GetFlag(FLAGS_coordinator));
+  if (!addresses.ok()) {
+    Failed("--coordinator", addresses.status());
+    return 2;
+  }
+  config.coordinators = *std::move(addresses);
+  config.pid_files = absl::StrSplit(absl::GetFlag(FLAGS_pid_files), ',', absl::SkipEmpty());
+  config.workers = absl::GetFlag(FLAGS_workers);
+  config.jobs = absl::GetFlag(FLAGS_jobs);
+  config.slots = absl::GetFlag(FLAGS_slots);
+  config.workers_per_channel = absl::GetFlag(FLAGS_workers_per_channel);
+  config.id_prefix = absl::GetFlag(FLAGS_id_prefix);
+  config.settle = absl::GetFlag(FLAGS_settle);
+  config.timeout = absl::GetFlag(FLAGS_timeout);
+  config.etcd_metrics = absl::GetFlag(FLAGS_etcd_metrics);
+  return RunFailover(config);
+}
+
 int Run() {
+  if (absl::GetFlag(FLAGS_failover)) return RunFailoverFromFlags();
   const std::optional<RunConfig> config = ConfigFromFlags();
   if (!config.has_value()) return 2;
   LoadRun run(*config);
@@ -465,7 +533,9 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Control-plane load on a coordinator started with --insecure on loopback:\n"
-      "  load_generator --coordinator=127.0.0.1:PORT --workers=N [--coordinator_pid=PID]");
+      "  load_generator --coordinator=127.0.0.1:PORT --workers=N [--coordinator_pid=PID]\n"
+      "  load_generator --failover --coordinator=ADDR,ADDR,... --pid_files=F,F,... "
+      "--workers=N [--jobs=J]");
   absl::ParseCommandLine(argc, argv);
   return baton::bench::Run();
 }

@@ -50,7 +50,10 @@ double SelfCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
+namespace {
+
+// The body of http://<address>/metrics (plain HTTP/1.0); empty if nothing answered.
+absl::StatusOr<std::string> FetchMetrics(const std::string& address) {
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat("--metrics=", address, ": want HOST:PORT"));
@@ -76,20 +79,54 @@ absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
     }
   }
   close(fd);
+  return body;
+}
+
+// The value at the end of a sample line.
+double SampleValue(const std::string& line) { return std::stod(line.substr(line.rfind(' ') + 1)); }
+
+}  // namespace
+
+absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address) {
+  absl::StatusOr<std::string> body = FetchMetrics(address);
+  if (!body.ok()) return body.status();
   CommitSample out;
   bool found = false;
-  std::istringstream lines(body);
+  std::istringstream lines(*body);
   for (std::string line; std::getline(lines, line);) {
     if (absl::StartsWith(line, "baton_coordinator_store_commits_total{result=\"ok\"}")) {
-      out.commits = std::stod(line.substr(line.rfind(' ') + 1));
+      out.commits = SampleValue(line);
       found = true;
     } else if (absl::StartsWith(line, "baton_coordinator_store_commit_seconds_total")) {
-      out.seconds = std::stod(line.substr(line.rfind(' ') + 1));
+      out.seconds = SampleValue(line);
     }
   }
   if (!found) {
     return absl::UnavailableError(
         absl::StrCat("no baton_coordinator_store_commits_total at http://", address, "/metrics"));
+  }
+  return out;
+}
+
+absl::StatusOr<EtcdSample> ScrapeEtcd(const std::string& address) {
+  absl::StatusOr<std::string> body = FetchMetrics(address);
+  if (!body.ok()) return body.status();
+  EtcdSample out;
+  bool found = false;
+  std::istringstream lines(*body);
+  for (std::string line; std::getline(lines, line);) {
+    if (absl::StartsWith(line, "etcd_server_proposals_committed_total ")) {
+      out.proposals = SampleValue(line);
+      found = true;
+    } else if (absl::StartsWith(line, "etcd_mvcc_put_total ")) {
+      out.puts = SampleValue(line);
+    } else if (absl::StartsWith(line, "etcd_mvcc_txn_total ")) {
+      out.txns = SampleValue(line);
+    }
+  }
+  if (!found) {
+    return absl::UnavailableError(
+        absl::StrCat("no etcd_server_proposals_committed_total at http://", address, "/metrics"));
   }
   return out;
 }

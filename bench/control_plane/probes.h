@@ -34,4 +34,16 @@ struct CommitSample {
 // INTERNAL (no socket), UNAVAILABLE (no commit counter in the answer, e.g. no answer).
 absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address);
 
+// What etcd's own metrics say of its writes (counters since it started).
+struct EtcdSample {
+  double proposals = 0;  // etcd_server_proposals_committed_total: raft entries committed
+  double puts = 0;       // etcd_mvcc_put_total
+  double txns = 0;       // etcd_mvcc_txn_total
+};
+
+// Scrapes http://<address>/metrics of an etcd member (its client address, 127.0.0.1:PORT).
+// Errors as ScrapeCommits's; UNAVAILABLE if etcd_server_proposals_committed_total is
+// missing.
+absl::StatusOr<EtcdSample> ScrapeEtcd(const std::string& address);
+
 }  // namespace baton::bench

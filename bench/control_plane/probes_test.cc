@@ -31,6 +31,8 @@ TEST(ProbesTest, ScrapeNeedsAnIpv4AddressAndPort) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bad port")));
   EXPECT_THAT(ScrapeCommits("localhost:9090"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an IPv4 address")));
+  EXPECT_THAT(ScrapeEtcd("localhost:2379"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an IPv4 address")));
 }
 
 }  // namespace

@@ -23,6 +23,10 @@
 #
 # Run from the repository root on an otherwise idle machine: the generator and the
 # baseline's clients share it with what they measure.
+#
+# FAILOVER=1 bench/control_plane/run.sh [N...]: instead, the coordinator killed -9 under N
+# workers, today's restart against replicas on etcd, and the steady state on etcd against
+# SQLite; see failover.sh.
 set -euo pipefail
 
 REPEATS=${REPEATS:-3}
@@ -38,6 +42,11 @@ SIZES=("$@")
 [[ ${#SIZES[@]} -gt 0 ]] || SIZES=(100 1000 5000 10000)
 HERE=$(cd "$(dirname "$0")" && pwd)
 
+if [[ ${FAILOVER:-0} != 0 ]]; then
+  [[ $# -gt 0 ]] || SIZES=(100 1000)
+  RESULTS_NAME=failover.txt
+fi
+
 build_log=$(bazel build //coordinator:baton-coordinator //bench/control_plane:load_generator 2>&1) || {
   echo "$build_log" | tail -30 >&2
   exit 1
@@ -46,12 +55,17 @@ BIN=$(bazel info bazel-bin 2>/dev/null)
 COORDINATOR=$BIN/coordinator/baton-coordinator
 GENERATOR=$BIN/bench/control_plane/load_generator
 mkdir -p "$OUT"
-RESULTS=$OUT/results.txt
+RESULTS=$OUT/${RESULTS_NAME:-results.txt}
 : >"$RESULTS"
 TMP=$(mktemp -d -t baton-cp-bench.XXXXXX)
 COORDINATOR_PID=
+EXTRA_PIDS=()  # FAILOVER's daemons (and etcd, last), stopped in reverse order
 cleanup() {
   [[ -n $COORDINATOR_PID ]] && kill "$COORDINATOR_PID" 2>/dev/null && wait "$COORDINATOR_PID" 2>/dev/null
+  local i
+  for ((i = ${#EXTRA_PIDS[@]} - 1; i >= 0; i--)); do
+    kill "${EXTRA_PIDS[i]}" 2>/dev/null && wait "${EXTRA_PIDS[i]}" 2>/dev/null
+  done
   [[ -n ${KEEP_TMP:-} ]] || rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -71,17 +85,29 @@ await_file() {
   done
 }
 
-# baton_once N REP: one fresh coordinator and one generator run; appends the result line.
+# baton_once N REP [etcd]: one fresh coordinator and one generator run; appends the result
+# line. With etcd (FAILOVER mode): the coordinator is a lone replica on a fresh etcd member
+# (start_etcd, failover.sh), the line gets etcd's writes and CPU over the window and etcd=1.
 baton_once() {
-  local n=$1 rep=$2 dir=$TMP/$1-$2
+  local n=$1 rep=$2 store=${3:-sqlite} dir=$TMP/$1-$2-${3:-sqlite}
+  local store_flags=() etcd_flags=() tag=""
   mkdir -p "$dir"
+  if [[ $store == etcd ]]; then
+    start_etcd "$dir"
+    store_flags=(--store="etcd://$ETCD_ENDPOINT/bench?max_txn_ops=$ETCD_MAX_TXN_OPS")
+    etcd_flags=(--etcd_metrics="$ETCD_ENDPOINT" --etcd_pid="$ETCD_PID")
+    tag=" etcd=1"
+  elif [[ ${FAILOVER:-0} != 0 ]]; then
+    tag=" etcd=0"
+  fi
   "$COORDINATOR" --insecure --listen=127.0.0.1:0 --port_file="$dir/port" \
     --metrics_listen=127.0.0.1:0 --metrics_port_file="$dir/metrics_port" \
     --worker_lease="$LEASE" --worker_lease_margin="$LEASE_MARGIN" \
     --max_streams_per_user=$((WATCHERS + 1)) --max_streams=$((WATCHERS + 64)) \
-    --state_dir="$dir/state" 2>"$dir/coordinator.log" &
+    "${store_flags[@]}" --state_dir="$dir/state" 2>"$dir/coordinator.log" &
   COORDINATOR_PID=$!
-  if ! await_file "$dir/port" "$COORDINATOR_PID" || ! await_file "$dir/metrics_port" "$COORDINATOR_PID"; then
+  if ! await_file "$dir/port" "$COORDINATOR_PID" || ! await_file "$dir/metrics_port" "$COORDINATOR_PID" ||
+    { [[ $store == etcd ]] && ! await_leader bench; }; then
     echo "N=$n: the coordinator did not start" >&2
     tail -n 5 "$dir/coordinator.log" >&2
     return 1
@@ -89,18 +115,25 @@ baton_once() {
   local rc=0
   timeout 900 "$GENERATOR" --coordinator="127.0.0.1:$(cat "$dir/port")" --workers="$n" \
     --watchers="$WATCHERS" --steady="$STEADY" --metric_period="$METRIC_PERIOD" \
-    --metrics="127.0.0.1:$(cat "$dir/metrics_port")" --lose_worker \
+    --metrics="127.0.0.1:$(cat "$dir/metrics_port")" --lose_worker "${etcd_flags[@]}" \
     --coordinator_pid="$COORDINATOR_PID" --timeout=600s >"$dir/out.txt" 2>"$dir/err.txt" || rc=$?
   kill "$COORDINATOR_PID" 2>/dev/null
   wait "$COORDINATOR_PID" 2>/dev/null || true
   COORDINATOR_PID=
+  [[ $store == etcd ]] && stop_etcd
   if [[ $rc -ne 0 ]]; then
-    echo "N=$n repeat $rep: load_generator exited $rc" >&2
+    echo "N=$n repeat $rep ($store): load_generator exited $rc" >&2
     tail -n 5 "$dir/err.txt" "$dir/coordinator.log" >&2
     return 1
   fi
-  grep '^result ' "$dir/out.txt" | tee -a "$RESULTS"
+  echo "$(grep '^result ' "$dir/out.txt")$tag" | tee -a "$RESULTS"
 }
+
+if [[ ${FAILOVER:-0} != 0 ]]; then
+  source "$HERE/failover.sh"
+  failover_main
+  exit 0
+fi
 
 # tcpstore_once N: one baseline run; appends its line.
 tcpstore_once() {
