@@ -25,6 +25,8 @@ import sys
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from k8s_objects import (Manifests, args_of, container, duration_seconds,  # noqa: E402
+                         mounted_under, quantity, selects, volume_of)
 from pod_spec import image_entrypoint  # noqa: E402
 
 # Pod Security "restricted" allows these volume sources only.
@@ -33,69 +35,10 @@ RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral"
 SHM_PER_CPU_SLOT = 8 << 20   # the shared-memory communicator's segment per local rank
 SHM_PER_GPU_SLOT = 2 << 30   # NCCL's intra-node buffers (docs/DEPLOY.md)
 DIGEST_IMAGE = re.compile(r"^[^@\s]+:[^@:/\s]+@sha256:[0-9a-f]{64}$")
-UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
-         "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
-
-
-def quantity(q):
-    """Bytes of a Kubernetes quantity such as 16Gi or 512M."""
-    m = re.fullmatch(r"([0-9.]+)([A-Za-z]*)", str(q))
-    if not m or (m.group(2) and m.group(2) not in UNITS):
-        raise ValueError("bad quantity %r" % q)
-    return float(m.group(1)) * UNITS.get(m.group(2), 1)
-
-
-def duration_seconds(d):
-    total = 0.0
-    for value, unit in re.findall(r"([0-9.]+)(ms|s|m|h)", d):
-        total += float(value) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
-    return total
 
 
 def flags_of(help_text):
     return set(re.findall(r"^\s+--([a-z_]+)", help_text, re.M))
-
-
-def args_of(container):
-    out = {}
-    for arg in container.get("args", []):
-        name, _, value = arg.lstrip("-").partition("=")
-        out[name] = value
-    return out
-
-
-class Manifests:
-    def __init__(self, docs):
-        self.docs = [d for d in docs if d]
-        self.by_kind = {}
-        for d in self.docs:
-            self.by_kind.setdefault(d["kind"], {})[d["metadata"]["name"]] = d
-
-    def get(self, kind, name):
-        return self.by_kind.get(kind, {}).get(name)
-
-    def all(self, kind):
-        return list(self.by_kind.get(kind, {}).values())
-
-    def workloads(self):
-        return [d for d in self.docs if d["kind"] in ("Deployment", "StatefulSet", "DaemonSet")]
-
-
-def selects(selector, labels):
-    for k, v in selector.get("matchLabels", {}).items():
-        if labels.get(k) != v:
-            return False
-    for e in selector.get("matchExpressions", []):
-        present = e["key"] in labels
-        if e["operator"] == "In" and labels.get(e["key"]) not in e["values"]:
-            return False
-        if e["operator"] == "NotIn" and labels.get(e["key"]) in e["values"]:
-            return False
-        if e["operator"] == "Exists" and not present:
-            return False
-        if e["operator"] == "DoesNotExist" and present:
-            return False
-    return True
 
 
 def check_pod_security(m, errors):
@@ -169,24 +112,6 @@ def check_resources_probes_pdbs(m, errors):
             labels = pod["metadata"].get("labels", {})
             if not any(selects(p["spec"].get("selector", {}), labels) for p in pdbs):
                 errors.append("%s: no PodDisruptionBudget selects its pods" % name)
-
-
-def container(workload):
-    return workload["spec"]["template"]["spec"]["containers"][0]
-
-
-def volume_of(pod_spec, mount_path):
-    c = pod_spec["containers"][0]
-    for mount in c.get("volumeMounts", []):
-        if mount["mountPath"] == mount_path:
-            return next((v for v in pod_spec.get("volumes", []) if v["name"] == mount["name"]),
-                        None)
-    return None
-
-
-def mounted_under(c, path):
-    return any(path == mp or path.startswith(mp.rstrip("/") + "/")
-               for mp in (m["mountPath"] for m in c.get("volumeMounts", [])))
 
 
 def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
