@@ -19,13 +19,19 @@ cp -rL deploy/k8s deploy/grafana "$T/deploy/"
 coordinator/baton-coordinator --helpfull >"$T/coordinator.flags" 2>&1 || true
 worker/baton-worker --helpfull >"$T/worker.flags" 2>&1 || true
 
-for overlay in cpu gpu; do
+# gpu-ha: components/ha added to the GPU overlay as docs/DEPLOY.md says (not shipped).
+mkdir -p "$T/deploy/k8s/overlays/gpu-ha"
+sed 's|  # Last: it sets the images|  - ../../components/ha\n&|' deploy/k8s/overlays/gpu/kustomization.yaml \
+  >"$T/deploy/k8s/overlays/gpu-ha/kustomization.yaml"
+grep -q components/ha "$T/deploy/k8s/overlays/gpu-ha/kustomization.yaml" || fail "no gpu-ha overlay"
+for overlay in cpu gpu cpu-ha gpu-ha; do
   kubectl kustomize "$T/deploy/k8s/overlays/$overlay" >"$T/$overlay.yaml" \
     || fail "kustomize cannot render overlays/$overlay"
   NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$T/$overlay.yaml"
   /usr/bin/python3 "$CHECKS/policy_check.py" "$T/$overlay.yaml" "$T/coordinator.flags" \
     "$T/worker.flags" deploy/docker
 done
+grep -q -- "--store=etcd://" "$T/gpu-ha.yaml" || fail "gpu-ha has no coordinator replicas"
 /usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/coordinator.flags" \
   "$T/worker.flags" deploy/docker
 

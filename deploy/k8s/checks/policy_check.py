@@ -143,13 +143,21 @@ def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
     if not args.get("listen", "").endswith(":%d" % port):
         errors.append("coordinator listens on %s, its Service's port is %d"
                       % (args.get("listen"), port))
-    if wargs.get("coordinator") != "%s:%d" % (service["metadata"]["name"], port):
+    # One address: the Service. Several: the replicas of a coordinator on etcd.
+    dialled = wargs.get("coordinator", "").split(",")
+    if len(dialled) == 1 and dialled[0] != "%s:%d" % (service["metadata"]["name"], port):
         errors.append("worker dials %s, not the coordinator's Service" % wargs.get("coordinator"))
+    if len(dialled) > 1 and not args.get("store", "sqlite").startswith("etcd://"):
+        errors.append("worker dials %d coordinator addresses, but the coordinator is one "
+                      "process on SQLite: dial its Service" % len(dialled))
     if not mounted_under(coord, args.get("state_dir", "?")):
         errors.append("state_dir %s is not on a mounted volume" % args.get("state_dir"))
+    # On SQLite the state is the job history: it must outlive the pod. On etcd --state_dir
+    # holds only the replica's points and lines.
     claims = [t["metadata"]["name"] for t in coord_set["spec"].get("volumeClaimTemplates", [])]
-    if not any(mnt["name"] in claims for mnt in coord["volumeMounts"]
-               if mnt["mountPath"] == args.get("state_dir")):
+    if args.get("store", "sqlite") == "sqlite" and not any(
+            mnt["name"] in claims for mnt in coord["volumeMounts"]
+            if mnt["mountPath"] == args.get("state_dir")):
         errors.append("state_dir %s is not the StatefulSet's volume claim" % args.get("state_dir"))
     for name, c, a in [("baton-coordinator", coord, args), ("baton-worker", worker, wargs)]:
         for flag in ("tls_cert", "tls_key", "ca") + (("token_file",) if name == "baton-coordinator" else ()):
