@@ -2,12 +2,14 @@
 # Renders every overlay of deploy/k8s with kustomize (kubectl, offline) and checks the
 # result: the Kubernetes, Prometheus Operator and cert-manager schemas with unknown fields
 # rejected (schema_check.js), the deployment policy and the wiring against the real
-# binaries' flags (policy_check.py, and its own test that every rule can fail), and the
-# PrometheusRule against alerts.yml. No API server is involved: none can run here.
+# binaries' flags (policy_check.py with ha_policy.py, and its own test that every rule can
+# fail; etcd's flags against Debian's etcd), and the PrometheusRule against alerts.yml. No API
+# server is involved: none can run here.
 set -euo pipefail
 cd "${TEST_SRCDIR}/baton"
 NODE_TOOLS=/opt/baton-node-tools/node_modules
 command -v kubectl >/dev/null || { echo "FAIL: kubectl (with kustomize) is required" >&2; exit 1; }
+[[ -x /usr/bin/etcd ]] || { echo "FAIL: /usr/bin/etcd missing: run tools/install_deps.sh" >&2; exit 1; }
 [[ -d $NODE_TOOLS ]] || { echo "FAIL: $NODE_TOOLS missing: run tools/install_deps.sh" >&2; exit 1; }
 CHECKS=deploy/k8s/checks
 T=$TEST_TMPDIR
@@ -18,6 +20,7 @@ mkdir -p "$T/deploy"
 cp -rL deploy/k8s deploy/grafana "$T/deploy/"
 coordinator/baton-coordinator --helpfull >"$T/coordinator.flags" 2>&1 || true
 worker/baton-worker --helpfull >"$T/worker.flags" 2>&1 || true
+/usr/bin/etcd --help >"$T/etcd.flags" 2>&1 || true
 
 # gpu-ha: components/ha added to the GPU overlay as docs/DEPLOY.md says (not shipped).
 mkdir -p "$T/deploy/k8s/overlays/gpu-ha"
@@ -29,11 +32,22 @@ for overlay in cpu gpu cpu-ha gpu-ha; do
     || fail "kustomize cannot render overlays/$overlay"
   NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$T/$overlay.yaml"
   /usr/bin/python3 "$CHECKS/policy_check.py" "$T/$overlay.yaml" "$T/coordinator.flags" \
-    "$T/worker.flags" deploy/docker
+    "$T/worker.flags" deploy/docker "$T/etcd.flags"
 done
 grep -q -- "--store=etcd://" "$T/gpu-ha.yaml" || fail "gpu-ha has no coordinator replicas"
-/usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/coordinator.flags" \
-  "$T/worker.flags" deploy/docker
+/usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/cpu-ha.yaml" \
+  "$T/coordinator.flags" "$T/worker.flags" "$T/etcd.flags" deploy/docker
+
+# components/ha before cert-manager: its patch of the coordinator's Certificate misses, with
+# no word from kustomize; the policy must notice.
+kubectl kustomize "$T/deploy/k8s/checks/testdata/ha-before-cert-manager" >"$T/ha-wrong.yaml" \
+  || fail "kustomize cannot render testdata/ha-before-cert-manager"
+if /usr/bin/python3 "$CHECKS/policy_check.py" "$T/ha-wrong.yaml" "$T/coordinator.flags" \
+    "$T/worker.flags" deploy/docker "$T/etcd.flags" >"$T/ha-wrong.out" 2>&1; then
+  fail "policy_check.py accepted testdata/ha-before-cert-manager"
+fi
+want="certificate baton-coordinator does not name baton-coordinator-0"
+grep -qF "$want" "$T/ha-wrong.out" || { cat "$T/ha-wrong.out"; fail "no error: $want"; }
 
 # The schema check refuses what it must (unknown fields in core and CRD objects, wrong
 # types, unknown kinds).
@@ -56,6 +70,19 @@ if kubectl kustomize "$T/deploy/k8s/overlays/gpu" >/dev/null 2>"$T/guard.err"; t
   fail "the GPU overlay patched a changed base without noticing"
 fi
 grep -q "test failed" "$T/guard.err" || { cat "$T/guard.err"; fail "unexpected render error"; }
+# components/ha likewise replaces the workers' --coordinator and the coordinator's budget.
+for change in 'worker.yaml s/--coordinator=baton-coordinator:7070$/--coordinator=x:7070/' \
+    'coordinator.yaml s/^  maxUnavailable: 1$/  maxUnavailable: 2/'; do
+  file=$T/deploy/k8s/base/${change%% *}
+  cp "$file" "$T/saved.yaml"
+  sed -i "${change#* }" "$file"
+  cmp -s "$file" "$T/saved.yaml" && fail "'$change' changed nothing"
+  if kubectl kustomize "$T/deploy/k8s/overlays/cpu-ha" >/dev/null 2>"$T/guard.err"; then
+    fail "components/ha patched a changed base without noticing ($change)"
+  fi
+  grep -q "test failed" "$T/guard.err" || { cat "$T/guard.err"; fail "unexpected render error"; }
+  cp "$T/saved.yaml" "$file"
+done
 
 # The PrometheusRule carries exactly alerts.yml's rules.
 /usr/bin/python3 deploy/prometheus/make_prometheus_rule.py deploy/prometheus/alerts.yml \

@@ -1,6 +1,6 @@
 """Policy checks of a rendered Baton overlay (kubectl kustomize deploy/k8s/overlays/X).
 
-    policy_check.py RENDERED.yaml COORDINATOR_HELPFULL WORKER_HELPFULL DOCKER_DIR
+    policy_check.py RENDERED.yaml COORDINATOR_HELPFULL WORKER_HELPFULL DOCKER_DIR [ETCD_HELP]
 
 Fails (exit 1, one line per problem) when any of these does not hold:
   * Pod Security "restricted": every container runs as non-root with no privilege
@@ -16,7 +16,12 @@ Fails (exit 1, one line per problem) when any of these does not hold:
     state are on mounted volumes, probes use the plaintext health port, the worker's grace
     period covers its drain, the shared volume is ReadWriteMany and in --allowed_paths,
     /dev/shm is memory-backed and sized from the slots, GPUs match slots, the rank port
-    range matches the NetworkPolicy, monitors select the metrics ports.
+    range matches the NetworkPolicy, monitors select the metrics ports, the coordinator's
+    certificate names what workers dial.
+  * Coordinator replicas and etcd (ha_policy.py): several replicas only on etcd, probes
+    and update strategy that fit a leader-only Ready pod, etcd's members, TLS, probes,
+    volumes, budget and NetworkPolicy; etcd's flags against ETCD_HELP (`etcd --help`),
+    required when the render runs etcd.
 """
 import os
 import re
@@ -28,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from k8s_objects import (Manifests, args_of, container, duration_seconds,  # noqa: E402
                          mounted_under, quantity, selects, volume_of)
 from pod_spec import image_entrypoint  # noqa: E402
+import ha_policy  # noqa: E402
 
 # Pod Security "restricted" allows these volume sources only.
 RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
@@ -114,7 +120,7 @@ def check_resources_probes_pdbs(m, errors):
                 errors.append("%s: no PodDisruptionBudget selects its pods" % name)
 
 
-def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
+def check_wiring(m, coordinator_flags, worker_flags, docker_dir, etcd_help, errors):
     coord_set = m.get("StatefulSet", "baton-coordinator")
     worker_set = m.get("StatefulSet", "baton-worker")
     service = m.get("Service", "baton-coordinator")
@@ -143,17 +149,14 @@ def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
     if not args.get("listen", "").endswith(":%d" % port):
         errors.append("coordinator listens on %s, its Service's port is %d"
                       % (args.get("listen"), port))
-    # One address: the Service. Several: the replicas of a coordinator on etcd.
+    # One address: the Service. Several (the replicas): ha_policy.check_replicas.
     dialled = wargs.get("coordinator", "").split(",")
     if len(dialled) == 1 and dialled[0] != "%s:%d" % (service["metadata"]["name"], port):
         errors.append("worker dials %s, not the coordinator's Service" % wargs.get("coordinator"))
-    if len(dialled) > 1 and not args.get("store", "sqlite").startswith("etcd://"):
-        errors.append("worker dials %d coordinator addresses, but the coordinator is one "
-                      "process on SQLite: dial its Service" % len(dialled))
     if not mounted_under(coord, args.get("state_dir", "?")):
         errors.append("state_dir %s is not on a mounted volume" % args.get("state_dir"))
     # On SQLite the state is the job history: it must outlive the pod. On etcd --state_dir
-    # holds only the replica's points and lines.
+    # holds only the replica's points and lines (ha_policy).
     claims = [t["metadata"]["name"] for t in coord_set["spec"].get("volumeClaimTemplates", [])]
     if args.get("store", "sqlite") == "sqlite" and not any(
             mnt["name"] in claims for mnt in coord["volumeMounts"]
@@ -175,6 +178,7 @@ def check_wiring(m, coordinator_flags, worker_flags, docker_dir, errors):
                 errors.append("%s %s probes port %s, --health_listen is %s"
                               % (name, probe, p, health))
     check_worker(m, worker_set, worker, wargs, errors)
+    ha_policy.check(m, coord_set, worker_set, service, etcd_help, errors)
 
 
 def check_worker(m, worker_set, worker, wargs, errors):
@@ -291,21 +295,26 @@ def check_monitoring(m, errors):
         errors.append("no ConfigMap labelled grafana_dashboard=1")
 
 
-def check(docs, coordinator_help, worker_help, docker_dir):
+def check(docs, coordinator_help, worker_help, docker_dir, etcd_help=None):
     m = Manifests(docs)
     errors = []
     check_pod_security(m, errors)
     check_resources_probes_pdbs(m, errors)
-    check_wiring(m, flags_of(coordinator_help), flags_of(worker_help), docker_dir, errors)
+    check_wiring(m, flags_of(coordinator_help), flags_of(worker_help), docker_dir, etcd_help,
+                 errors)
     check_monitoring(m, errors)
     return errors
 
 
-def main(rendered, coordinator_help, worker_help, docker_dir):
+def main(rendered, coordinator_help, worker_help, docker_dir, etcd_help=None):
     with open(rendered) as f:
         docs = list(yaml.safe_load_all(f))
+    etcd = None
+    if etcd_help:
+        with open(etcd_help) as f:
+            etcd = f.read()
     with open(coordinator_help) as f, open(worker_help) as g:
-        errors = check(docs, f.read(), g.read(), docker_dir)
+        errors = check(docs, f.read(), g.read(), docker_dir, etcd)
     for e in errors:
         print("%s: %s" % (rendered, e))
     if errors:
@@ -314,6 +323,6 @@ def main(rendered, coordinator_help, worker_help, docker_dir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:])
