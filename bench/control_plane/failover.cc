@@ -334,7 +334,8 @@ void FailoverRun::PrintResult(const SimCounts& end, bool ended) {
       "reattach_p50_s=%.3f reattached_event_s=%.3f reregistered_workers=%zu "
       "restarted_jobs=%d reattached_jobs=%d leader_changed=%d streams_lost=%lld "
       "reconnect_attempts=%lld election_retries=%lld failed_streams=%d ended=%s "
-      "killed_at_unix=%.3f etcd_proposals_failover=%.0f etcd_txns_failover=%.0f\n",
+      "killed_at_unix=%.3f etcd_proposals_failover=%.0f etcd_puts_failover=%.0f "
+      "etcd_received_mib_failover=%.2f\n",
       config_.coordinators.size(), config_.workers, config_.jobs,
       Seconds(register_start_, registered_), Seconds(submitted_, running_),
       served ? Seconds(killed_at_, serving_at_) : -1.0, all ? after.back() : -1.0,
@@ -346,7 +347,8 @@ void FailoverRun::PrintResult(const SimCounts& end, bool ended) {
       static_cast<long long>(end.election_retries - at_kill_.election_retries), end.failed_streams,
       ended ? "SUCCEEDED" : "no", absl::ToDoubleSeconds(killed_at_ - absl::UnixEpoch()),
       etcd_reattached_.proposals - etcd_at_kill_.proposals,
-      etcd_reattached_.txns - etcd_at_kill_.txns);
+      etcd_reattached_.puts - etcd_at_kill_.puts,
+      (etcd_reattached_.received_bytes - etcd_at_kill_.received_bytes) / (1 << 20));
   std::fflush(stdout);
 }
 

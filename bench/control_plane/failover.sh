@@ -52,10 +52,38 @@ forget_pid() {
   EXTRA_PIDS=("${kept[@]}")
 }
 
-# stop_pid PID: SIGTERM, then wait for it.
+# stop_pid PID: SIGTERM, then wait for it (a child of this shell).
 stop_pid() {
   kill "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
+  forget_pid "$1"
+}
+
+# spawn PIDFILE LOG CMD...: CMD in the background, its stderr appended to LOG, its pid in
+# PIDFILE and SPAWNED once it started. A subshell reaps it, so that no "Killed" notice
+# from this shell follows the generator's SIGKILL.
+spawn() {
+  local pidfile=$1 log=$2
+  shift 2
+  rm -f "$pidfile"
+  (
+    "$@" 2>>"$log" &
+    echo $! >"$pidfile.tmp" && mv "$pidfile.tmp" "$pidfile"
+    wait $!
+  ) 2>/dev/null &
+  until [[ -s $pidfile ]]; do sleep 0.01; done
+  SPAWNED=$(cat "$pidfile")
+  EXTRA_PIDS+=("$SPAWNED")
+}
+
+# stop_daemon PID: SIGTERM, waits (10 s) until it is gone, else SIGKILL; no-op if gone.
+stop_daemon() {
+  local deadline=$((SECONDS + 10))
+  kill "$1" 2>/dev/null || true
+  while kill -0 "$1" 2>/dev/null; do
+    ((SECONDS < deadline)) || kill -9 "$1" 2>/dev/null || true
+    sleep 0.05
+  done
   forget_pid "$1"
 }
 
@@ -164,7 +192,7 @@ run_failover_generator() {
 restart_once() {
   local dir=$TMP/restart-$1-$2 sup
   mkdir -p "$dir"
-  supervise "$dir" &
+  supervise "$dir" 2>/dev/null &  # its shell's "Killed" notices
   sup=$!
   EXTRA_PIDS+=("$sup")
   await_file "$dir/port" "$sup" || { echo "restart N=$1: no coordinator" >&2 && return 1; }
@@ -182,12 +210,11 @@ failover_once() {
   mkdir -p "$dir"
   start_etcd "$dir"
   for r in 0 1 2; do
-    "$COORDINATOR" --store="etcd://$ETCD_ENDPOINT/fo?max_txn_ops=$ETCD_MAX_TXN_OPS" \
+    spawn "$dir/r$r.pid" "$dir/r$r.log" "$COORDINATOR" \
+      --store="etcd://$ETCD_ENDPOINT/fo?max_txn_ops=$ETCD_MAX_TXN_OPS" \
       --listen=127.0.0.1:0 --port_file="$dir/r$r.port" --insecure --metrics_listen= \
-      --state_dir="$dir/r$r" --election_ttl="$3" 2>>"$dir/r$r.log" &
-    pids+=($!)
-    EXTRA_PIDS+=($!)
-    echo $! >"$dir/r$r.pid"
+      --state_dir="$dir/r$r" --election_ttl="$3"
+    pids+=("$SPAWNED")
     pid_files+=("$dir/r$r.pid")
   done
   for r in 0 1 2; do
@@ -198,7 +225,7 @@ failover_once() {
   TAG=" restart=0 election_ttl_s=${3%s}" LOGS=("$dir"/r?.log)
   run_failover_generator "$dir" "$1" "$(IFS=,; echo "${addresses[*]}")" \
     "$(IFS=,; echo "${pid_files[*]}")" --etcd_metrics="$ETCD_ENDPOINT" || true
-  for r in 0 1 2; do stop_pid "${pids[r]}"; done
+  for r in 0 1 2; do stop_daemon "${pids[r]}"; done
   stop_etcd
 }
 

@@ -18,10 +18,8 @@ EXTRA_PIDS=()
 JOB_WORKERS=10
 SETTLE=500ms
 cleanup() {
-  local i
-  for ((i = ${#EXTRA_PIDS[@]} - 1; i >= 0; i--)); do
-    kill "${EXTRA_PIDS[i]}" 2>/dev/null && wait "${EXTRA_PIDS[i]}" 2>/dev/null
-  done
+  local p
+  for p in "${EXTRA_PIDS[@]}"; do stop_daemon "$p"; done
   true
 }
 trap cleanup EXIT

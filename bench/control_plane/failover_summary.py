@@ -23,7 +23,8 @@ FAILOVER = [
     ("restarted jobs (want 0)", "restarted_jobs", "%d"),
     ("jobs re-attached", "reattached_jobs", "%d"),
     ("workers' election retries (200 ms)", "election_retries", "%d"),
-    ("etcd txns, kill -> every job re-attached", "etcd_txns_failover", "%d"),
+    ("etcd proposals (writes), kill -> every job re-attached", "etcd_proposals_failover", "%d"),
+    ("etcd MiB received, kill -> every job re-attached", "etcd_received_mib_failover", "%.1f"),
     ("submit -> every job RUNNING before the kill (s)", "submit_to_running_s", "%.3f"),
 ]
 STEADY = [
@@ -33,8 +34,8 @@ STEADY = [
     ("coordinator RSS MiB", "coord_rss_mib", "%.1f"),
     ("store transactions/s (coordinator)", "store_commits_per_s", "%.2f"),
     ("etcd proposals committed/s", "etcd_proposals_per_s", "%.2f"),
-    ("etcd txns/s", "etcd_txns_per_s", "%.2f"),
     ("etcd puts/s", "etcd_puts_per_s", "%.2f"),
+    ("etcd KiB received/s", "etcd_received_kib_per_s", "%.1f"),
     ("etcd CPU s/s", "etcd_cpu_per_s", "%.4f"),
     ("watch latency p50 (ms)", "watch_latency_p50_ms", "%.1f"),
     ("last heartbeat -> next generation RUNNING (s)", "restart_s", "%.3f"),

@@ -469,7 +469,7 @@ void LoadRun::PrintResult(const SimCounts& end, const absl::Status& ended, doubl
       "failed_streams=%d watchers=%d watch_latency_p50_ms=%.2f watch_latency_p99_ms=%.2f "
       "store_commits_per_s=%.2f store_busy=%.4f detect_s=%.3f restart_s=%.3f "
       "etcd_proposals_per_s=%.2f etcd_puts_per_s=%.2f etcd_txns_per_s=%.2f "
-      "etcd_cpu_per_s=%.4f\n",
+      "etcd_received_kib_per_s=%.1f etcd_cpu_per_s=%.4f\n",
       config_.workers, absl::ToDoubleSeconds(registered_ - register_start_),
       absl::ToDoubleSeconds(at_start_.last_start_received - submit_time_),
       absl::ToDoubleSeconds(running_ - submit_time_), window_s,
@@ -490,6 +490,7 @@ void LoadRun::PrintResult(const SimCounts& end, const absl::Status& ended, doubl
       (w.etcd_last.proposals - w.etcd_first.proposals) / window_s,
       (w.etcd_last.puts - w.etcd_first.puts) / window_s,
       (w.etcd_last.txns - w.etcd_first.txns) / window_s,
+      (w.etcd_last.received_bytes - w.etcd_first.received_bytes) / 1024 / window_s,
       (w.etcd_proc_last.cpu_s - w.etcd_proc_first.cpu_s) / window_s);
   std::fflush(stdout);
 }

@@ -122,6 +122,8 @@ absl::StatusOr<EtcdSample> ScrapeEtcd(const std::string& address) {
       out.puts = SampleValue(line);
     } else if (absl::StartsWith(line, "etcd_mvcc_txn_total ")) {
       out.txns = SampleValue(line);
+    } else if (absl::StartsWith(line, "etcd_network_client_grpc_received_bytes_total ")) {
+      out.received_bytes = SampleValue(line);
     }
   }
   if (!found) {

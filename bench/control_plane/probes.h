@@ -36,9 +36,10 @@ absl::StatusOr<CommitSample> ScrapeCommits(const std::string& address);
 
 // What etcd's own metrics say of its writes (counters since it started).
 struct EtcdSample {
-  double proposals = 0;  // etcd_server_proposals_committed_total: raft entries committed
-  double puts = 0;       // etcd_mvcc_put_total
-  double txns = 0;       // etcd_mvcc_txn_total
+  double proposals = 0;       // etcd_server_proposals_committed_total: raft entries committed
+  double puts = 0;            // etcd_mvcc_put_total
+  double txns = 0;            // etcd_mvcc_txn_total (only those of more than one operation)
+  double received_bytes = 0;  // etcd_network_client_grpc_received_bytes_total
 };
 
 // Scrapes http://<address>/metrics of an etcd member (its client address, 127.0.0.1:PORT).

@@ -59,14 +59,17 @@ RESULTS=$OUT/${RESULTS_NAME:-results.txt}
 : >"$RESULTS"
 TMP=$(mktemp -d -t baton-cp-bench.XXXXXX)
 COORDINATOR_PID=
-EXTRA_PIDS=()  # FAILOVER's daemons (and etcd, last), stopped in reverse order
+EXTRA_PIDS=()  # FAILOVER's daemons and etcd (not all children of this shell)
 cleanup() {
   [[ -n $COORDINATOR_PID ]] && kill "$COORDINATOR_PID" 2>/dev/null && wait "$COORDINATOR_PID" 2>/dev/null
-  local i
-  for ((i = ${#EXTRA_PIDS[@]} - 1; i >= 0; i--)); do
-    kill "${EXTRA_PIDS[i]}" 2>/dev/null && wait "${EXTRA_PIDS[i]}" 2>/dev/null
+  local p deadline=$((SECONDS + 10))
+  for p in "${EXTRA_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${EXTRA_PIDS[@]}"; do
+    while kill -0 "$p" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+    kill -9 "$p" 2>/dev/null
   done
   [[ -n ${KEEP_TMP:-} ]] || rm -rf "$TMP"
+  true
 }
 trap cleanup EXIT
 ulimit -n "$(ulimit -Hn)"  # N streams and the baseline's 2N sockets
