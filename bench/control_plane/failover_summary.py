@@ -75,9 +75,11 @@ def row(label, runs, key, fmt):
 
 
 def kind(run):
+    jobs = int(run.get("jobs", 1))
+    where = "%d jobs of %d workers, " % (jobs, int(run["workers"]) // jobs) if jobs > 1 else ""
     if run.get("restart") == 1:
-        return "restart: one SQLite coordinator, restarted at once"
-    return "failover: 3 replicas on etcd, --election_ttl=%gs" % run.get("election_ttl_s", 0)
+        return where + "restart: one SQLite coordinator, restarted at once"
+    return where + "failover: 3 replicas on etcd, --election_ttl=%gs" % run.get("election_ttl_s", 0)
 
 
 def main():
