@@ -67,7 +67,8 @@ struct SimOptions {
 struct SimCounts {
   int registered = 0;      // Registered received
   int started = 0;         // workers that received a StartAssignment
-  int failed_streams = 0;  // streams that ended before Stop(), a silenced one's aside
+  int failed_streams = 0;  // without reconnect: streams that ended before Stop(), a silenced
+                           // one's aside
   int64_t heartbeats_sent = 0;
   int64_t heartbeat_acks = 0;
   int64_t metric_points_sent = 0;
