@@ -360,12 +360,6 @@ void RendezvousManager::Reattach(const std::string& worker_id, const baton::v1::
       continue;
     }
     reported.insert(a.job_id());
-    baton::v1::Job job = *active;
-    for (const baton::v1::RankInfo& r : a.ranks()) {
-      for (baton::v1::RankInfo& mine : *job.mutable_ranks()) {
-        if (mine.rank() == r.rank() && mine.worker_id() == worker_id) mine.set_pid(r.pid());
-      }
-    }
     JobRuntime& rt = ctx_->Runtime(a.job_id());
     std::vector<baton::v1::JobEvent> events;
     const bool all_back =
@@ -374,7 +368,20 @@ void RendezvousManager::Reattach(const std::string& worker_id, const baton::v1::
       events.push_back(
           NewEvent("Reattached", "every worker reported its processes after the restart"));
     }
-    if (!ctx_->Ok(jobs_->Update(job, std::move(events)), "reattach")) return;
+    // Staged, as at AssignmentStarted: the N re-registrations of a restart or a failover
+    // cost one transaction per burst, not one per worker (a coordinator that stops before
+    // it is written learns the pids again the same way).
+    const absl::Status staged = jobs_->Stage(
+        a.job_id(),
+        [&](baton::v1::Job& job) {
+          for (const baton::v1::RankInfo& r : a.ranks()) {
+            for (baton::v1::RankInfo& mine : *job.mutable_ranks()) {
+              if (mine.rank() == r.rank() && mine.worker_id() == worker_id) mine.set_pid(r.pid());
+            }
+          }
+        },
+        std::move(events));
+    if (!ctx_->Ok(staged, "reattach")) return;
     rt.started_workers.insert(worker_id);
     rt.awaiting_workers.erase(worker_id);
     if (all_back) rt.reattach_deadline = absl::InfiniteFuture();

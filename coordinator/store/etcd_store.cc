@@ -10,6 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/delimited_message_util.h"
 
 namespace baton::coordinator {
 namespace {
@@ -20,6 +22,10 @@ using ::baton::v1::LogLine;
 
 // What a write costs in a request besides its key and value (etcd's framing, generously).
 constexpr int64_t kWriteOverheadBytes = 32;
+// A job's events of one Write go to etcd in chunks of about this many bytes, one key each:
+// a burst (every rank of a large job exiting) is a few writes, not one per event, so it
+// stays within etcd's --max-txn-ops.
+constexpr int64_t kEventChunkBytes = 256 << 10;
 // Kept free in every request for the transaction's compare and framing.
 constexpr int64_t kRequestOverheadBytes = 4096;
 
@@ -128,6 +134,24 @@ EtcdStore::Seqs EtcdStore::SeqsOf(const std::string& id) const {
   return it == seqs_.end() ? Seqs{} : it->second;
 }
 
+void EtcdStore::AddEventChunks(const std::string& id, const std::vector<const JobUpdate*>& events,
+                               Group* group) const {
+  std::string chunk;
+  int64_t last = 0;
+  auto close = [&] {
+    if (chunk.empty()) return;
+    group->Add({EventKey(id, last), std::move(chunk)});
+    chunk.clear();
+  };
+  for (const JobUpdate* update : events) {
+    google::protobuf::io::StringOutputStream out(&chunk);
+    google::protobuf::util::SerializeDelimitedToZeroCopyStream(*update, &out);
+    last = update->seq();
+    if (static_cast<int64_t>(chunk.size()) >= kEventChunkBytes) close();
+  }
+  close();
+}
+
 absl::Status EtcdStore::PlanJob(const std::string& id, const WriteBatch& batch, Group* group,
                                 WriteBatch* local, Seqs* seqs) {
   if (id.empty()) return absl::InvalidArgumentError("Write: a job id is empty");
@@ -139,6 +163,7 @@ absl::Status EtcdStore::PlanJob(const std::string& id, const WriteBatch& batch, 
     group->Add({JobKey(id), stored.SerializeAsString()});
   }
   *seqs = SeqsOf(id);
+  std::vector<const JobUpdate*> events;
   if (auto it = batch.updates.find(id); it != batch.updates.end()) {
     for (const JobUpdate& update : it->second) {
       if (update.seq() <= seqs->last_update) {
@@ -150,10 +175,11 @@ absl::Status EtcdStore::PlanJob(const std::string& id, const WriteBatch& batch, 
       if (update.has_metric()) {
         local->updates[id].push_back(update);
       } else {
-        group->Add({EventKey(id, update.seq()), update.SerializeAsString()});
+        events.push_back(&update);
       }
     }
   }
+  AddEventChunks(id, events, group);
   if (auto it = batch.logs.find(id); it != batch.logs.end()) {
     for (const LogLine& line : it->second) {
       if (line.seq() <= seqs->last_log) {
@@ -274,16 +300,27 @@ absl::StatusOr<std::vector<JobUpdate>> EtcdStore::ReadUpdates(const std::string&
   if (limit < 0) {
     return absl::InvalidArgumentError(absl::StrCat("ReadUpdates: negative limit ", limit));
   }
-  ASSIGN_OR_RETURN(EtcdRange events,
+  // A chunk is keyed by its last seq: the chunks from after_seq + 1 on hold every event
+  // after after_seq, and `limit` chunks at least `limit` events.
+  ASSIGN_OR_RETURN(EtcdRange chunks,
                    kv_->Range(EventKey(job_id, std::max<int64_t>(after_seq, -1) + 1),
                               EventPrefix(job_id), limit));
-  std::vector<JobUpdate> out(events.kvs.size());
-  for (size_t i = 0; i < events.kvs.size(); ++i) {
-    if (!Parse(events.kvs[i].value, &out[i])) {
-      return absl::DataLossError(
-          absl::StrCat("ReadUpdates(", job_id, "): ", events.kvs[i].key, " does not parse"));
+  std::vector<JobUpdate> out;
+  for (const EtcdKeyValue& chunk : chunks.kvs) {
+    google::protobuf::io::ArrayInputStream in(chunk.value.data(),
+                                              static_cast<int>(chunk.value.size()));
+    for (;;) {
+      JobUpdate update;
+      bool clean_eof = false;
+      if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&update, &in, &clean_eof)) {
+        if (clean_eof) break;
+        return absl::DataLossError(
+            absl::StrCat("ReadUpdates(", job_id, "): ", chunk.key, " does not parse"));
+      }
+      if (update.seq() > after_seq) out.push_back(std::move(update));
     }
   }
+  if (limit > 0 && static_cast<int64_t>(out.size()) > limit) out.resize(limit);
   if (events_only) return out;
   ASSIGN_OR_RETURN(std::vector<JobUpdate> points,
                    local_->ReadUpdates(job_id, after_seq, limit, false));

@@ -5,8 +5,10 @@
 // history by volume lives on the replica.
 //
 //   in etcd, under `prefix`         jobs (the Job record), their events (every JobUpdate
-//                                   that is not a metric point), meta (the next job number,
-//                                   the layout version) and per job the reserved seq blocks
+//                                   that is not a metric point; those of one Write in a few
+//                                   chunks keyed by their last seq), meta (the next job
+//                                   number, the layout version) and per job the reserved seq
+//                                   blocks
 //   on this replica (`local`)       metric points and log lines (SQLite)
 //
 // Every write to etcd is fenced on the leader key (EtcdKv::Commit): once another replica
@@ -23,9 +25,11 @@
 //
 // etcd's limits: a Write is one etcd transaction when it fits `max_txn_ops` operations
 // and `max_request_bytes` (etcd's --max-txn-ops, --max-request-bytes; the defaults are
-// etcd's). A larger Write is committed in several fenced transactions, each holding whole
-// jobs (a job's record, events and seq block together), the meta first; a job that alone is
-// over the limits is RESOURCE_EXHAUSTED, naming etcd's flags. Compaction and the database
+// etcd's). A job costs its record, its seq block and one operation per 256 KiB chunk of
+// events, however many ranks report. A larger Write is committed in several fenced
+// transactions, each holding whole jobs (a job's record, events and seq block together),
+// the meta first; a job that alone is over the limits is RESOURCE_EXHAUSTED, naming etcd's
+// flags. Compaction and the database
 // quota are etcd's (--auto-compaction-*, --quota-backend-bytes; see docs/DEPLOY.md); what
 // the store keeps in etcd is bounded by the jobs kept (RetentionOptions::job_retention).
 //
@@ -118,6 +122,9 @@ class EtcdStore final : public Store {
   absl::Status LoadSeqs();
   // The job's seqs (none reserved: all 0).
   Seqs SeqsOf(const std::string& id) const;
+  // The job's events into `group` as chunks (a delimited JobUpdate stream each).
+  void AddEventChunks(const std::string& id, const std::vector<const baton::v1::JobUpdate*>& events,
+                      Group* group) const;
   // The job's part of `batch` into `group` (etcd) and `local` (points, lines), with its
   // seqs after it into `seqs`.
   absl::Status PlanJob(const std::string& id, const WriteBatch& batch, Group* group,

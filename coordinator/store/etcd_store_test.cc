@@ -131,10 +131,11 @@ TEST_F(EtcdStoreTest, JobsAndEventsLiveInEtcdPointsAndLinesOnTheReplica) {
   EXPECT_EQ(*store->GetMeta("next_job_number"), "3");
   EXPECT_TRUE(absl::IsNotFound(store->GetMeta("absent").status()));
 
-  // In etcd: the two jobs, the two events (not the point), one seq block, no log line.
+  // In etcd: the two jobs, the two events (not the point) in one chunk, one seq block, no
+  // log line.
   EXPECT_THAT(Keys("job/"),
               ElementsAre(options_.prefix + "job/j-000001", options_.prefix + "job/j-000002"));
-  EXPECT_EQ(Keys("event/").size(), 2u);
+  EXPECT_EQ(Keys("event/").size(), 1u);
   EXPECT_EQ(Keys("seq/").size(), 1u);
 }
 
@@ -199,13 +200,36 @@ TEST_F(EtcdStoreTest, ABatchOverEtcdsLimitsIsCommittedInWholeJobs) {
   EXPECT_EQ(static_cast<EtcdStore*>(store.get())->etcd_commits(), 5);
   EXPECT_EQ(store->LoadJobs()->size(), 5u);
 
-  WriteBatch too_big;
-  too_big.updates["j-000001"] = {Event(2, "a"), Event(3, "b"), Event(4, "c"), Event(5, "d"),
-                                 Event(6, "e")};
-  const absl::Status s = store->Write(too_big);
+}
+
+TEST_F(EtcdStoreTest, EveryRankOfALargeJobReportingAtOnceIsAFewWrites) {
+  options_.max_txn_ops = 4;  // a job's record, its seq block and two chunks at most
+  std::unique_ptr<Store> store = Lead("a");
+  ASSERT_NE(store, nullptr);
+  WriteBatch batch;
+  batch.jobs = {MakeJob("j-000001", "x")};
+  for (int seq = 1; seq <= 3000; ++seq) {
+    batch.updates["j-000001"].push_back(Event(seq, absl::StrCat("ProcessExited rank ", seq)));
+  }
+  ASSERT_OK(store->Write(batch));
+  EXPECT_EQ(static_cast<EtcdStore*>(store.get())->etcd_commits(), 1);
+  const auto all = store->ReadUpdates("j-000001", 0, 0, true);
+  ASSERT_OK(all);
+  ASSERT_EQ(all->size(), 3000u);
+  for (size_t i = 0; i < all->size(); ++i) ASSERT_EQ((*all)[i].seq(), static_cast<int64_t>(i + 1));
+  EXPECT_THAT(*store->ReadUpdates("j-000001", 1500, 2, false),
+              ElementsAre(Property(&JobUpdate::seq, 1501), Property(&JobUpdate::seq, 1502)));
+  EXPECT_THAT(*store->ReadUpdates("j-000001", 3000, 0, false), IsEmpty());
+}
+
+TEST_F(EtcdStoreTest, AJobOverEtcdsRequestLimitAloneIsResourceExhausted) {
+  options_.max_request_bytes = 32 << 10;
+  std::unique_ptr<Store> store = Lead("a");
+  ASSERT_NE(store, nullptr);
+  const absl::Status s = store->PutJob(MakeJob("j-000001", std::string(40 << 10, 'x')));
   EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
-  EXPECT_THAT(s.message(), HasSubstr("--max-txn-ops=4"));
-  EXPECT_THAT(*store->ReadUpdates("j-000001", 1, 0, false), IsEmpty());
+  EXPECT_THAT(s.message(), HasSubstr("--max-request-bytes=32768"));
+  EXPECT_THAT(*store->LoadJobs(), IsEmpty());
 }
 
 TEST_F(EtcdStoreTest, DeletingAJobRemovesEverythingItOwns) {
