@@ -31,13 +31,12 @@
 # standby polls the leader key every 100 ms).
 #
 # Environment: ELECTION_TTLS ("3s 2s"), JOB_WORKERS (workers per job; default N: one job),
-# SETTLE (2s: every job RUNNING -> the kill), ETCD_MAX_TXN_OPS (2048: etcd's --max-txn-ops
-# and the store's max_txn_ops; etcd's default, 128, halts a leader whose job of over ~126
-# ranks ends at once: see bench/README.md), STEADY_COMPARE (1).
+# SETTLE (2s: every job RUNNING -> the kill), ETCD_MAX_TXN_OPS (128, etcd's default: etcd's
+# --max-txn-ops and the store's max_txn_ops), STEADY_COMPARE (1).
 
 ELECTION_TTLS=${ELECTION_TTLS:-3s 2s}
 SETTLE=${SETTLE:-2s}
-ETCD_MAX_TXN_OPS=${ETCD_MAX_TXN_OPS:-2048}
+ETCD_MAX_TXN_OPS=${ETCD_MAX_TXN_OPS:-128}
 STEADY_COMPARE=${STEADY_COMPARE:-1}
 ETCD_PID=
 ETCD_ENDPOINT=

@@ -16,8 +16,11 @@ namespace baton::coordinator {
 struct ElectionOptions {
   // The etcd lease the leader key is bound to. Failover after a crash takes about this
   // long (plus the standby's election and the workers' reconnect): it must stay below the
-  // worker lease, or ranks stop.
-  absl::Duration ttl = absl::Seconds(3);
+  // worker lease, or ranks stop. A leader steps down when etcd has answered no renewal for
+  // ttl - safety: 2 s gives 1.5 s, enough for a slow answer but not for etcd's own leader
+  // election (about 1-2 s), which a 3 s ttl rides out (recommended with etcd members on
+  // other machines; deploy/k8s uses it).
+  absl::Duration ttl = absl::Seconds(2);
   // How often the leader renews it (several renewals per ttl ride out a lost one).
   absl::Duration renew_every = absl::Milliseconds(500);
   // Taken off the ttl for the leader's clock running slow against etcd's.

@@ -48,12 +48,15 @@ TEST(ElectionTest, OptionsOutsideTheirRangesAreRefusedNamingTheOption) {
 }
 
 TEST(ElectionTest, ALeaderStopsActingBeforeEtcdCouldHaveExpiredItsLease) {
-  const ElectionOptions o;  // ttl 3 s, safety 0.5 s
+  ElectionOptions o;
+  o.ttl = absl::Seconds(3);
+  o.safety = absl::Milliseconds(500);
   const absl::Time sent = absl::FromUnixSeconds(100);
   EXPECT_EQ(LeadUntil(sent, o), sent + absl::Milliseconds(2500));
   EXPECT_FALSE(MustStepDown(sent, sent, o));
   EXPECT_FALSE(MustStepDown(sent, sent + absl::Milliseconds(2499), o));
   EXPECT_TRUE(MustStepDown(sent, sent + absl::Milliseconds(2500), o));
+  EXPECT_EQ(LeadUntil(sent, ElectionOptions()), sent + absl::Milliseconds(1500));  // 2 s ttl
   // etcd's view: the renewal arrived no earlier than it was sent, so its lease holds until
   // at least sent + ttl, later than the leader stops.
   EXPECT_LT(LeadUntil(sent, o), sent + o.ttl);

@@ -10,7 +10,9 @@
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd 3
-COORDINATOR_FLAGS=(--worker_lease=6s --worker_lease_margin=1s)
+# A 3 s election lease rides out etcd's own leader election when members go, so that the
+# leader stays put while one member of three is lost.
+COORDINATOR_FLAGS=(--worker_lease=6s --worker_lease_margin=1s --election_ttl=3s)
 start_replicas a b
 has_leader() { leader_name; }
 LEADER=$(leader_name)
