@@ -18,10 +18,10 @@ std::string LeaderElection::leader() const {
   return leader_;
 }
 
-bool LeaderElection::WaitUntil(absl::Time deadline) {
+bool LeaderElection::WaitUntil(absl::Time deadline, const bool* stop) {
   absl::MutexLock lock(&mu_);
-  clock_->AwaitWithDeadline(&mu_, absl::Condition(&stopped_), deadline);
-  return !stopped_;
+  clock_->AwaitWithDeadline(&mu_, absl::Condition(stop), deadline);
+  return !*stop;
 }
 
 absl::StatusOr<EtcdFence> LeaderElection::TryOnce() {
@@ -52,7 +52,7 @@ absl::StatusOr<EtcdFence> LeaderElection::Campaign() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopped_) return absl::CancelledError("the election was stopped");
+      if (campaign_stopped_) return absl::CancelledError("the election was stopped");
     }
     absl::StatusOr<EtcdFence> won = TryOnce();
     if (won.ok()) {
@@ -66,7 +66,7 @@ absl::StatusOr<EtcdFence> LeaderElection::Campaign() {
                          << absl::FormatDuration(options_.poll);
     }
     last_error = absl::IsAlreadyExists(won.status()) ? absl::OkStatus() : won.status();
-    if (!WaitUntil(clock_->Now() + options_.poll)) {
+    if (!WaitUntil(clock_->Now() + options_.poll, &campaign_stopped_)) {
       return absl::CancelledError("the election was stopped");
     }
   }
@@ -89,7 +89,7 @@ void LeaderElection::RenewLoop(std::function<void(const absl::Status&)> on_lost)
     }
     const absl::Time lead_until = LeadUntil(last_sent, timing);
     // Wake for the next renewal, or when leadership runs out, whichever is first.
-    if (!WaitUntil(std::min(next, lead_until))) return;
+    if (!WaitUntil(std::min(next, lead_until), &stopped_)) return;
     const absl::Time now = clock_->Now();
     if (MustStepDown(last_sent, now, timing)) {
       on_lost(absl::UnavailableError(absl::StrCat(
@@ -115,10 +115,16 @@ void LeaderElection::RenewLoop(std::function<void(const absl::Status&)> on_lost)
   }
 }
 
+void LeaderElection::StopCampaign() {
+  absl::MutexLock lock(&mu_);
+  campaign_stopped_ = true;
+}
+
 void LeaderElection::Stop() {
   {
     absl::MutexLock lock(&mu_);
     stopped_ = true;
+    campaign_stopped_ = true;
   }
   if (renewer_.joinable()) renewer_.join();
 }

@@ -66,8 +66,10 @@ class LeaderElection {
   // send of the last answered one). Nothing is renewed after that.
   void KeepLeading(std::function<void(const absl::Status&)> on_lost);
 
-  // Stops campaigning (Campaign returns CANCELLED) and renewing. Idempotent; not from
-  // on_lost.
+  // Stops campaigning (Campaign returns CANCELLED); a leader goes on renewing, so that it
+  // keeps the key while it shuts down (then Resign). Idempotent.
+  void StopCampaign();
+  // Stops campaigning and renewing. Idempotent; not from on_lost.
   void Stop();
   // Stop(), then, if this replica leads, revokes its lease so that the key goes at once and
   // a standby leads without waiting for the ttl. The caller has stopped acting as leader
@@ -78,16 +80,17 @@ class LeaderElection {
   // One attempt at the key: the fence if won; ALREADY_EXISTS (leader() updated) if held.
   absl::StatusOr<EtcdFence> TryOnce();
   void RenewLoop(std::function<void(const absl::Status&)> on_lost);
-  // Waits until `deadline` or Resign(); returns false once resigned.
-  bool WaitUntil(absl::Time deadline);
+  // Waits until `deadline` or until `*stop` (guarded by mu_); returns false once it is set.
+  bool WaitUntil(absl::Time deadline, const bool* stop);
 
   const std::shared_ptr<EtcdKv> kv_;
   const LeaderElectionOptions options_;
   Clock* const clock_;
   mutable absl::Mutex mu_;
   std::string leader_ ABSL_GUARDED_BY(mu_);
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;  // while leading
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;           // Stop(): no campaign, no renewal
+  bool campaign_stopped_ ABSL_GUARDED_BY(mu_) = false;  // StopCampaign() or Stop()
+  int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;              // while leading
   // The send time of the last renewal etcd answered (or of the grant).
   absl::Time last_renewal_sent_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> etcd_errors_{0};

@@ -58,6 +58,7 @@ TEST_F(LeaderElectionTest, OneLeadsTheOtherWaitsNamingItAndLeadsOnceItResigns) {
   ASSERT_OK(a_fence);
   EXPECT_EQ(a.leader(), "a:7070");
   a.KeepLeading([](const absl::Status& s) { ADD_FAILURE() << "a lost leadership: " << s; });
+  a.StopCampaign();  // a shutdown begins: A keeps renewing until it resigns
 
   absl::StatusOr<EtcdFence> b_fence;
   absl::Notification b_won;
@@ -65,7 +66,8 @@ TEST_F(LeaderElectionTest, OneLeadsTheOtherWaitsNamingItAndLeadsOnceItResigns) {
     b_fence = b.Campaign();
     b_won.Notify();
   });
-  // B sees A as the leader, and stays a standby through several of A's renewals.
+  // B sees A as the leader, and stays a standby through several of A's renewals (which go
+  // on after StopCampaign).
   const absl::Time until = absl::Now() + kPatience;
   while (b.leader() != "a:7070" && absl::Now() < until) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(b.leader(), "a:7070");

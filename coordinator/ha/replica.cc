@@ -181,15 +181,17 @@ void CoordinatorReplica::Shutdown() {
     if (stopping_) return;
     stopping_ = true;
   }
-  if (election_ != nullptr) election_->Stop();
+  // A leader keeps renewing until it has stopped deciding and serving: its lease must not
+  // run out (and a standby lead) while it still acts. Then it resigns.
+  if (election_ != nullptr) election_->StopCampaign();
   if (thread_.joinable()) thread_.join();
-  exposer_.reset();  // no scrape reaches the server after this
   std::unique_ptr<CoordinatorServer> server;
   {
     absl::MutexLock lock(&mu_);
     server = std::move(server_);
   }
-  if (server != nullptr) server->Shutdown();
+  if (server != nullptr) server->Shutdown();  // quiesces first, then closes the streams
+  exposer_.reset();                           // no scrape reaches the server after this
   server.reset();
   if (standby_ != nullptr) standby_->Shutdown();
   if (election_ != nullptr) {
