@@ -143,7 +143,8 @@ std::string Phase(const google::protobuf::Timestamp& from, const google::protobu
   return absl::StrFormat("%.3fs", absl::ToDoubleSeconds(FromProto(to) - FromProto(from)));
 }
 
-// Restart counts against their budgets, then one row per failed generation with the
+// Restart counts against their budgets (the restarts since the job last made healthy
+// progress, and the job's total when more), then one row per failed generation with the
 // recovery phases the coordinator measured.
 std::string RenderRestarts(const Job& job) {
   const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(job.spec().restart_policy());
@@ -151,9 +152,13 @@ std::string RenderRestarts(const Job& job) {
   std::vector<std::pair<std::string, std::string>> counts;
   for (const FailureClassInfo& c : kFailureClasses) {
     // Drains and scale-ups use no budget.
-    counts.push_back({c.name, c.budget == nullptr
-                                  ? absl::StrCat((r.*c.used)())
-                                  : absl::StrCat((r.*c.used)(), "/", (policy.*c.budget)())});
+    if (c.budget == nullptr) {
+      counts.push_back({c.name, absl::StrCat((r.*c.used)())});
+      continue;
+    }
+    std::string count = absl::StrCat((r.*c.recent)(), "/", (policy.*c.budget)());
+    if ((r.*c.used)() != (r.*c.recent)()) absl::StrAppend(&count, ", ", (r.*c.used)(), " in all");
+    counts.push_back({c.name, std::move(count)});
   }
   std::string out = RenderFields(counts, "  ");
   if (r.failures().empty()) return out;

@@ -193,18 +193,22 @@ TEST(ViewsTest, DescribeShowsGoodputAndTotalRestartsOfAllClasses) {
   *job.mutable_start_time() = ToProto(kNow - absl::Minutes(4));
   job.mutable_result()->set_goodput(0.41666);
   job.mutable_restarts()->set_infra(2);
-  job.mutable_restarts()->set_user(1);
+  job.mutable_restarts()->set_recent_infra(2);
+  job.mutable_restarts()->set_user(7);  // healthy progress since 6 of them: 1 counts now
+  job.mutable_restarts()->set_recent_user(1);
   job.mutable_restarts()->set_stall(1);
+  job.mutable_restarts()->set_recent_stall(1);
   job.mutable_restarts()->set_planned(2);
   const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
-  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  4\n  infra:    2/10\n"
-                              "  user:     1/3\n  stall:    1/3\n  planned:  2\n"));
+  EXPECT_THAT(text, HasSubstr("\nGoodput:   41.7%\nRestarts:  10\n  infra:    2/10\n"
+                              "  user:     1/3, 7 in all\n  stall:    1/3\n  planned:  2\n"));
 }
 
 TEST(ViewsTest, DescribeShowsFailuresWithPhaseTimes) {
   baton::v1::Job job = RunningJob();
   job.mutable_spec()->mutable_restart_policy()->set_max_user_restarts(5);
   job.mutable_restarts()->set_user(1);
+  job.mutable_restarts()->set_recent_user(1);
   baton::v1::Failure* f = job.mutable_restarts()->add_failures();
   f->set_generation(1);
   f->set_next_generation(2);

@@ -36,6 +36,10 @@ constexpr double kDefaultStallFactor = 10;
 constexpr absl::Duration kDefaultStallFloor = absl::Seconds(30);
 constexpr int kMaxRestarts = 1000;
 constexpr absl::Duration kMaxBackoff = absl::Hours(1);
+constexpr int64_t kDefaultHealthySteps = 100;
+constexpr int64_t kMaxHealthySteps = 1'000'000'000;
+constexpr absl::Duration kDefaultHealthyTime = absl::Minutes(10);
+constexpr absl::Duration kMaxHealthyTime = absl::Hours(24 * 7);
 constexpr absl::Duration kMinStallFloor = absl::Seconds(1);
 
 constexpr absl::string_view kReservedEnvNames[] = {
@@ -218,6 +222,14 @@ absl::Status ValidateRestartPolicy(const RestartPolicy& p) {
                    absl::StrCat(absl::FormatDuration(stall_floor), " is too short; must be >= ",
                                 absl::FormatDuration(kMinStallFloor)));
   }
+  RETURN_IF_ERROR(
+      CheckRange("restart_policy.healthy_steps", p.healthy_steps(), 0, kMaxHealthySteps));
+  const absl::Duration healthy_time = FromProto(p.healthy_time());
+  if (healthy_time < absl::ZeroDuration() || healthy_time > kMaxHealthyTime) {
+    return Invalid("restart_policy.healthy_time",
+                   absl::StrCat(absl::FormatDuration(healthy_time), " is out of range; must be 0..",
+                                absl::FormatDuration(kMaxHealthyTime)));
+  }
   return absl::OkStatus();
 }
 
@@ -281,6 +293,8 @@ RestartPolicy RestartPolicyWithDefaults(RestartPolicy p) {
   if (!p.has_backoff_max()) *p.mutable_backoff_max() = ToProto(kDefaultBackoffMax);
   if (!p.has_stall_factor()) p.set_stall_factor(kDefaultStallFactor);
   if (!p.has_stall_floor()) *p.mutable_stall_floor() = ToProto(kDefaultStallFloor);
+  if (!p.has_healthy_steps()) p.set_healthy_steps(kDefaultHealthySteps);
+  if (!p.has_healthy_time()) *p.mutable_healthy_time() = ToProto(kDefaultHealthyTime);
   return p;
 }
 

@@ -36,8 +36,8 @@ constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
 // A fresh directory under the test's temp dir.
 std::string MakeTempDir(const std::string& name) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/job_spec_test_", getpid(),
-                                 "_", name);
+  std::string dir =
+      absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/job_spec_test_", getpid(), "_", name);
   mkdir(dir.c_str(), 0755);
   return dir;
 }
@@ -197,23 +197,24 @@ TEST(ValidateJobSpecTest, AcceptsValidJobs) {
 }
 
 TEST(ValidateJobSpecTest, Name) {
-  for (const std::string& good : std::vector<std::string>{"a", "a-1", "job-7x", std::string(63, 'z')}) {
+  for (const std::string& good :
+       std::vector<std::string>{"a", "a-1", "job-7x", std::string(63, 'z')}) {
     JobSpec spec = TrainerJob();
     spec.set_name(good);
     EXPECT_OK(ValidateAndCheckPaths(spec)) << good;
   }
-  for (const std::string& bad : std::vector<std::string>{"", "1abc", "-a", "Abc", "a_b", "a.b", std::string(64, 'z')}) {
+  for (const std::string& bad :
+       std::vector<std::string>{"", "1abc", "-a", "Abc", "a_b", "a.b", std::string(64, 'z')}) {
     JobSpec spec = TrainerJob();
     spec.set_name(bad);
-    EXPECT_THAT(ValidateAndCheckPaths(spec),
-                StatusIs(kInvalid, HasSubstr("name: ")))
-        << bad;
+    EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("name: "))) << bad;
   }
   JobSpec spec = TrainerJob();
   spec.set_name("Bad");
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "name: 'Bad' is invalid; must be 1-63 characters of "
-                                 "[a-z0-9-] starting with a lowercase letter"));
+              StatusIs(kInvalid,
+                       "name: 'Bad' is invalid; must be 1-63 characters of "
+                       "[a-z0-9-] starting with a lowercase letter"));
 }
 
 TEST(ValidateJobSpecTest, ProgramMustBeSet) {
@@ -227,13 +228,15 @@ TEST(ValidateJobSpecTest, TrainerModelAndDataset) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_model("resnet");
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "trainer.model: 'resnet' is not supported; allowed: mlp, "
-                                 "resnet18, resnet50, gpt, torchscript"));
+              StatusIs(kInvalid,
+                       "trainer.model: 'resnet' is not supported; allowed: mlp, "
+                       "resnet18, resnet50, gpt, torchscript"));
   spec = TrainerJob();
   spec.mutable_trainer()->set_dataset("cifar");
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "trainer.dataset: 'cifar' is not supported; allowed: mnist, "
-                                 "cifar10, image_folder, tokens, synthetic"));
+              StatusIs(kInvalid,
+                       "trainer.dataset: 'cifar' is not supported; allowed: mnist, "
+                       "cifar10, image_folder, tokens, synthetic"));
 }
 
 TEST(ValidateJobSpecTest, TrainerDataDir) {
@@ -271,8 +274,9 @@ TEST(ValidateJobSpecTest, OnlyCheckTrainerSpecPathsTouchesTheFileSystem) {
   JobSpec spec = TrainerJob();
   spec.mutable_trainer()->set_data_dir("/nonexistent/mnist");
   EXPECT_OK(ValidateJobSpec(spec));
-  EXPECT_THAT(CheckTrainerSpecPaths(spec.trainer()),
-              StatusIs(kInvalid, HasSubstr("trainer.data_dir: /nonexistent/mnist is not accessible")));
+  EXPECT_THAT(
+      CheckTrainerSpecPaths(spec.trainer()),
+      StatusIs(kInvalid, HasSubstr("trainer.data_dir: /nonexistent/mnist is not accessible")));
 }
 
 TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
@@ -302,7 +306,8 @@ TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
   const std::string tokens = MakeTempDir("tokens");
   t->set_data_dir(tokens);
   t->set_model("gpt");
-  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("has no readable file train.bin")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("has no readable file train.bin")));
   Touch(tokens + "/train.bin");
   EXPECT_OK(ValidateAndCheckPaths(spec));
   t->set_model("mlp");
@@ -315,8 +320,9 @@ TEST(ValidateJobSpecTest, TrainerDataDirPerDataset) {
   const std::string images = MakeTempDir("images");
   t->set_data_dir(images);
   Touch(images + "/stray.jpg");
-  EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, HasSubstr("trainer.data_dir: " + images + " has no sub-directory")));
+  EXPECT_THAT(
+      ValidateAndCheckPaths(spec),
+      StatusIs(kInvalid, HasSubstr("trainer.data_dir: " + images + " has no sub-directory")));
   mkdir((images + "/cat").c_str(), 0755);
   EXPECT_OK(ValidateAndCheckPaths(spec));
 
@@ -349,16 +355,32 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_optimizer("adamw"); }, ""},
       {[](auto& t) { t.set_weight_decay(-1); }, "trainer.weight_decay: -1 is out of range"},
       {[](auto& t) { t.set_nesterov(true); }, ""},
-      {[](auto& t) { t.set_nesterov(true); t.set_momentum(0); }, "trainer.nesterov: needs"},
-      {[](auto& t) { t.set_nesterov(true); t.set_optimizer("adamw"); }, "trainer.nesterov: "},
+      {[](auto& t) {
+         t.set_nesterov(true);
+         t.set_momentum(0);
+       },
+       "trainer.nesterov: needs"},
+      {[](auto& t) {
+         t.set_nesterov(true);
+         t.set_optimizer("adamw");
+       },
+       "trainer.nesterov: "},
       {[](auto& t) { t.set_adam_beta1(1); }, "trainer.adam_beta1: 1 is out of range"},
       {[](auto& t) { t.set_adam_beta2(-0.1); }, "trainer.adam_beta2: -0.1 is out of range"},
       {[](auto& t) { t.set_adam_eps(-1e-8); }, "trainer.adam_eps: "},
       {[](auto& t) { t.set_lr_schedule("linear"); }, "trainer.lr_schedule: 'linear'"},
-      {[](auto& t) { t.set_lr_schedule("cosine"); t.set_warmup_steps(10); }, ""},
+      {[](auto& t) {
+         t.set_lr_schedule("cosine");
+         t.set_warmup_steps(10);
+       },
+       ""},
       {[](auto& t) { t.set_warmup_steps(-1); }, "trainer.warmup_steps: -1 is out of range"},
       {[](auto& t) { t.set_lr_schedule("step"); }, "trainer.lr_step_size: 0 is invalid"},
-      {[](auto& t) { t.set_lr_schedule("step"); t.set_lr_step_size(10); }, ""},
+      {[](auto& t) {
+         t.set_lr_schedule("step");
+         t.set_lr_step_size(10);
+       },
+       ""},
       {[](auto& t) { t.set_lr_gamma(0); }, "trainer.lr_gamma: 0 is out of range"},
       {[](auto& t) { t.set_min_lr(-1); }, "trainer.min_lr: -1 is out of range"},
       {[](auto& t) { t.set_base_batch(-8); }, "trainer.base_batch: -8 is out of range"},
@@ -376,7 +398,10 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
       {[](auto& t) { t.set_task("regression"); }, "trainer.task: 'regression'"},
       {[](auto& t) { t.set_torchscript_path("/m.pt"); }, "trainer.torchscript_path: is set"},
       {[](auto& t) { t.set_model("torchscript"); }, "trainer.torchscript_path: '' is invalid"},
-      {[](auto& t) { t.set_model("torchscript"); t.set_torchscript_path("/nonexistent.pt"); },
+      {[](auto& t) {
+         t.set_model("torchscript");
+         t.set_torchscript_path("/nonexistent.pt");
+       },
        "trainer.torchscript_path: /nonexistent.pt is not a readable file"},
       {[](auto& t) { t.set_activation_checkpointing("all"); },
        "trainer.activation_checkpointing: 'all' is not supported; allowed: none, blocks"},
@@ -408,7 +433,11 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
        ""},
       {[](auto& t) { t.mutable_zero()->set_stage(1); }, ""},
       {[](auto& t) { t.mutable_zero()->set_stage(0); }, ""},
-      {[](auto& t) { t.set_model("resnet18"); t.set_activation_checkpointing("blocks"); }, ""},
+      {[](auto& t) {
+         t.set_model("resnet18");
+         t.set_activation_checkpointing("blocks");
+       },
+       ""},
       {[](auto& t) {
          t.set_model("gpt");
          t.set_dataset("synthetic");
@@ -417,7 +446,11 @@ TEST(ValidateJobSpecTest, TrainerNumericsOptimisationAndData) {
        },
        ""},
       {[](auto& t) { t.set_checkpoint_every(-5); }, "trainer.checkpoint_every: -5 is out of range"},
-      {[](auto& t) { t.set_checkpoint_every(100); t.set_keep_checkpoints(1); }, ""},
+      {[](auto& t) {
+         t.set_checkpoint_every(100);
+         t.set_keep_checkpoints(1);
+       },
+       ""},
       {[](auto& t) { t.set_keep_checkpoints(-1); }, "trainer.keep_checkpoints: -1"},
       {[](auto& t) { t.set_keep_checkpoints(1000); }, ""},
       {[](auto& t) { t.set_keep_checkpoints(5000); },
@@ -462,8 +495,7 @@ TEST(ValidateJobSpecTest, TrainerLr) {
   for (double bad : {-0.1, 0.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_lr(bad);
-    EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.lr: ")))
-        << bad;
+    EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.lr: "))) << bad;
   }
 }
 
@@ -476,8 +508,7 @@ TEST(ValidateJobSpecTest, TrainerMomentum) {
   for (double bad : {-0.1, 1.0, 1.5, std::nan("")}) {
     JobSpec spec = TrainerJob();
     spec.mutable_trainer()->set_momentum(bad);
-    EXPECT_THAT(ValidateAndCheckPaths(spec),
-                StatusIs(kInvalid, HasSubstr("trainer.momentum: ")))
+    EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.momentum: ")))
         << bad;
   }
 }
@@ -498,7 +529,8 @@ TEST(ValidateJobSpecTest, TrainerHidden) {
   EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, "trainer.hidden[1]: 0 is out of range; must be 1..65536"));
   spec.mutable_trainer()->set_hidden(1, 65537);
-  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.hidden[1]: 65537")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.hidden[1]: 65537")));
 }
 
 TEST(ValidateJobSpecTest, TrainerLogEveryAndThreads) {
@@ -523,13 +555,15 @@ TEST(ValidateJobSpecTest, Command) {
   spec.mutable_command()->clear_argv();
   EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("command.argv: is empty")));
   spec.mutable_command()->add_argv("");
-  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("command.argv[0]: is empty")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("command.argv[0]: is empty")));
 
   spec = CommandJob();
   spec.mutable_command()->set_working_dir("rel/dir");
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "command.working_dir: 'rel/dir' is relative; must be empty "
-                                 "or an absolute path"));
+              StatusIs(kInvalid,
+                       "command.working_dir: 'rel/dir' is relative; must be empty "
+                       "or an absolute path"));
   spec.mutable_command()->set_working_dir("/abs");
   EXPECT_OK(ValidateAndCheckPaths(spec));
 }
@@ -592,8 +626,9 @@ TEST(ValidateJobSpecTest, SlotsPerWorker) {
   JobSpec spec = TrainerJob();
   spec.set_slots_per_worker(0);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "slots_per_worker: 0 (zero slots) is out of range; must be "
-                                 "1..64"));
+              StatusIs(kInvalid,
+                       "slots_per_worker: 0 (zero slots) is out of range; must be "
+                       "1..64"));
   spec.set_slots_per_worker(65);
   EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("slots_per_worker: 65")));
   spec.set_slots_per_worker(64);
@@ -609,9 +644,10 @@ TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
   EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.set_slots_per_worker(5);  // 10, 15, 20 ranks: 10 does not divide 48.
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "trainer.global_batch: 48 cannot be split evenly over 10 ranks "
-                                 "(2 workers x 5 slots), a size the job may run at; use a "
-                                 "multiple of every world size in 10..20"));
+              StatusIs(kInvalid,
+                       "trainer.global_batch: 48 cannot be split evenly over 10 ranks "
+                       "(2 workers x 5 slots), a size the job may run at; use a "
+                       "multiple of every world size in 10..20"));
   spec.mutable_trainer()->set_global_batch(60);
   EXPECT_OK(ValidateAndCheckPaths(spec));
   spec.mutable_trainer()->set_accumulation_steps(2);
@@ -620,7 +656,8 @@ TEST(ValidateJobSpecTest, GlobalBatchFitsEveryWorldSize) {
                                            "trainer.global_batch")));
   spec.mutable_trainer()->set_accumulation_steps(1);
   spec.mutable_trainer()->set_global_batch(-8);
-  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("trainer.global_batch: -8")));
 }
 
 // trainer.pipeline: ranges, the rules between its fields and the model, batch, ZeRO,
@@ -738,12 +775,14 @@ TEST(ValidateJobSpecTest, Env) {
     JobSpec s = TrainerJob();
     (*s.mutable_env())[bad] = "v";
     EXPECT_THAT(ValidateJobSpec(s),
-                StatusIs(kInvalid, absl::StrCat("env.", bad, ": is not a valid variable name; "
+                StatusIs(kInvalid, absl::StrCat("env.", bad,
+                                                ": is not a valid variable name; "
                                                 "must match [A-Za-z_][A-Za-z0-9_]*")));
   }
-  for (const std::string& reserved : std::vector<std::string>{"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
-        "MASTER_PORT", "TORCHELASTIC_RUN_ID", "BATON_METRICS_FD"}) {
+  for (const std::string& reserved : std::vector<std::string>{
+           "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+           "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR", "MASTER_PORT",
+           "TORCHELASTIC_RUN_ID", "BATON_METRICS_FD"}) {
     JobSpec s = TrainerJob();
     (*s.mutable_env())[reserved] = "v";
     EXPECT_THAT(ValidateJobSpec(s),
@@ -756,8 +795,9 @@ TEST(ValidateJobSpecTest, Env) {
                                 "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "OMP_TOOL_LIBRARIES"}) {
     JobSpec s = TrainerJob();
     (*s.mutable_env())[loader] = "/tmp/evil.so";
-    EXPECT_THAT(ValidateJobSpec(s), StatusIs(kInvalid, HasSubstr(absl::StrCat(
-                                        "env.", loader, ": makes the built-in trainer load"))));
+    EXPECT_THAT(ValidateJobSpec(s),
+                StatusIs(kInvalid, HasSubstr(absl::StrCat("env.", loader,
+                                                          ": makes the built-in trainer load"))));
     // A command job runs code of its own anyway: allowed there.
     JobSpec command = TrainerJob();
     command.clear_trainer();
@@ -803,8 +843,9 @@ TEST(ValidateJobSpecTest, Budget) {
   JobSpec spec = TrainerJob();
   spec.mutable_budget()->set_max_steps(-1);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "budget.max_steps: -1 is out of range; must be >= 0 (0 = no "
-                                 "limit)"));
+              StatusIs(kInvalid,
+                       "budget.max_steps: -1 is out of range; must be >= 0 (0 = no "
+                       "limit)"));
   spec.mutable_budget()->set_max_steps(0);
   spec.mutable_budget()->set_max_epochs(-2);
   EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("budget.max_epochs: -2")));
@@ -832,6 +873,8 @@ TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
   EXPECT_EQ(p.backoff_max().seconds(), 30);
   EXPECT_EQ(p.stall_factor(), 10);
   EXPECT_EQ(p.stall_floor().seconds(), 30);
+  EXPECT_EQ(p.healthy_steps(), 100);
+  EXPECT_EQ(p.healthy_time().seconds(), 600);
 
   JobSpec zero;
   zero.mutable_restart_policy()->set_max_user_restarts(0);
@@ -848,8 +891,9 @@ TEST(ValidateJobSpecTest, RestartPolicy) {
   auto* p = spec.mutable_restart_policy();
   p->set_max_user_restarts(-1);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "restart_policy.max_user_restarts: -1 is out of range; must "
-                                 "be 0..1000"));
+              StatusIs(kInvalid,
+                       "restart_policy.max_user_restarts: -1 is out of range; must "
+                       "be 0..1000"));
   p->set_max_user_restarts(0);
   p->set_max_infra_restarts(1001);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
@@ -866,14 +910,16 @@ TEST(ValidateJobSpecTest, RestartPolicy) {
   p->mutable_backoff_initial()->set_seconds(2);
   p->mutable_backoff_initial()->set_nanos(0);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
-              StatusIs(kInvalid, "restart_policy.backoff_initial: 2s is out of range; must be "
-                                 "0..restart_policy.backoff_max (1s)"));
+              StatusIs(kInvalid,
+                       "restart_policy.backoff_initial: 2s is out of range; must be "
+                       "0..restart_policy.backoff_max (1s)"));
   p->mutable_backoff_initial()->set_seconds(0);
   p->set_stall_factor(0.5);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor: 0.5 is invalid")));
   p->set_stall_factor(std::numeric_limits<double>::infinity());
-  EXPECT_THAT(ValidateAndCheckPaths(spec), StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor")));
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.stall_factor")));
   p->set_stall_factor(2);
   p->mutable_stall_floor()->set_seconds(0);
   p->mutable_stall_floor()->set_nanos(100000000);
@@ -881,6 +927,18 @@ TEST(ValidateJobSpecTest, RestartPolicy) {
               StatusIs(kInvalid, "restart_policy.stall_floor: 100ms is too short; must be >= 1s"));
   p->mutable_stall_floor()->set_seconds(1);
   p->mutable_stall_floor()->set_nanos(0);
+  p->set_healthy_steps(-1);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "restart_policy.healthy_steps: -1 is out of range; must be "
+                       "0..1000000000"));
+  p->set_healthy_steps(0);
+  p->mutable_healthy_time()->set_seconds(8 * 24 * 3600);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "restart_policy.healthy_time: 192h is out of range; must be "
+                       "0..168h"));
+  p->mutable_healthy_time()->set_seconds(0);
   EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 

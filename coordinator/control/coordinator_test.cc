@@ -1,5 +1,4 @@
 #include "coordinator/control/coordinator.h"
-#include "coordinator/policy/profile_plan.h"
 
 #include <algorithm>
 #include <memory>
@@ -15,6 +14,7 @@
 #include "common/time/testing/fake_clock.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
+#include "coordinator/policy/profile_plan.h"
 #include "coordinator/store/store.h"
 #include "coordinator/testing/fake_channel.h"
 #include "gmock/gmock.h"
@@ -412,7 +412,7 @@ TEST_F(CoordinatorTest, SignalledRankIsAUserFailure) {
   EXPECT_THAT(done.message(), HasSubstr("killed by signal 9"));
   EXPECT_THAT(done.message(),
               HasSubstr("user-code failure in generation 1 with the restart budget spent (0 of "
-                        "0 user-code restarts used)"));
+                        "0 user-code restarts used since the job last made healthy progress)"));
   ASSERT_EQ(done.restarts().failures_size(), 1);
   EXPECT_EQ(done.restarts().failures(0).failure_class(), baton::v1::FAILURE_CLASS_USER);
   EXPECT_EQ(done.restarts().failures(0).next_generation(), 0);
@@ -762,10 +762,8 @@ TEST_P(PathRefusalTest, APathNotAllowedRefusalFailsTheJobWithoutARestart) {
   ASSERT_GT(record->events_size(), 0);
   EXPECT_EQ(record->events(record->events_size() - 1).reason(), "PathNotAllowed");
   EXPECT_EQ(record->restarts().failures_size(), 0);
-  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kStopAssignment)
-                .stop_assignment()
-                .generation(),
-            1);
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment().generation(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(CodeOrReason, PathRefusalTest,
@@ -793,10 +791,8 @@ TEST_F(CoordinatorTest, AnAssignmentFailedWorkerRanNothingSoTheRestartWaitsOnlyF
   EXPECT_EQ(StateOf(job->id()), JobState::kRestarting);
   EXPECT_TRUE(jobs_->Peek(job->id())->ranks(1).has_exit());   // w2's rank never started
   EXPECT_FALSE(jobs_->Peek(job->id())->ranks(0).has_exit());  // w1's runs until stopped
-  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kStopAssignment)
-                .stop_assignment()
-                .generation(),
-            1);
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment().generation(), 1);
   Exited("w1", job->id(), 1, 0, 0, /*signal=*/15);
   clock_.Advance(kFirstBackoff);
   coordinator_->ReconcileOnce();
@@ -854,8 +850,7 @@ TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFrees
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(next->id()), JobState::kQueued);  // the restarting job keeps them
 
-  absl::StatusOr<baton::v1::Job> zero =
-      coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 0, 0));
+  absl::StatusOr<baton::v1::Job> zero = coordinator_->SubmitJob(WithBudgets(CommandSpec(1), 0, 0));
   ASSERT_OK(zero);
   ASSERT_OK(coordinator_->CancelJob(id, ""));
   ASSERT_OK(coordinator_->CancelJob(next->id(), ""));
@@ -866,7 +861,7 @@ TEST_F(CoordinatorTest, RestartingJobKeepsItsSlotsFromTheQueueAndBudgetZeroFrees
   EXPECT_EQ(StateOf(zero->id()), JobState::kFailed);
   EXPECT_THAT(jobs_->Get(zero->id())->message(),
               HasSubstr("infrastructure failure in generation 1 with the restart budget spent "
-                        "(0 of 0 infrastructure restarts used)"));
+                        "(0 of 0 infrastructure restarts used since"));
 }
 
 TEST_F(CoordinatorTest, BudgetExhaustionFailsWithClassAndCountAndBackoffGrows) {
@@ -902,7 +897,7 @@ TEST_F(CoordinatorTest, BudgetExhaustionFailsWithClassAndCountAndBackoffGrows) {
   EXPECT_EQ(StateOf(id), JobState::kFailed);
   const baton::v1::Job job = *jobs_->Get(id);
   EXPECT_THAT(job.message(), HasSubstr("user-code failure in generation 3 with the restart "
-                                       "budget spent (2 of 2 user-code restarts used)"));
+                                       "budget spent (2 of 2 user-code restarts used since"));
   EXPECT_EQ(job.restarts().user(), 2);
   ASSERT_EQ(job.restarts().failures_size(), 3);
   EXPECT_EQ(job.restarts().failures(2).step(), 30);
@@ -926,8 +921,7 @@ TEST_F(CoordinatorTest, SameStepTwiceInARowIsACrashLoop) {
   Exited("w1", id, 2, 0, 1);
   EXPECT_EQ(StateOf(id), JobState::kFailed);
   const baton::v1::Job job = *jobs_->Get(id);
-  EXPECT_THAT(job.message(),
-              HasSubstr("crash loop: generations 1 and 2 both failed at step 5"));
+  EXPECT_THAT(job.message(), HasSubstr("crash loop: generations 1 and 2 both failed at step 5"));
   EXPECT_EQ(job.events(job.events_size() - 1).reason(), "CrashLoop");
   EXPECT_EQ(job.restarts().user(), 1);  // far from the budget of 10
   EXPECT_EQ(job.restarts().failures_size(), 2);
@@ -1113,9 +1107,9 @@ TEST_F(CoordinatorTest, RejectsUnsupportedProtocolVersion) {
 TEST_F(CoordinatorTest, RejectsAWorkerWithoutSlots) {
   for (int slots : {0, -1}) {
     baton::v1::Register reg = Reg("w1", slots);
-    EXPECT_THAT(coordinator_->OnWorkerConnected(reg, "h", std::make_shared<FakeChannel>()),
-                StatusIs(absl::StatusCode::kInvalidArgument,
-                         HasSubstr("register.resources.slots")));
+    EXPECT_THAT(
+        coordinator_->OnWorkerConnected(reg, "h", std::make_shared<FakeChannel>()),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("register.resources.slots")));
   }
   EXPECT_THAT(coordinator_->ListWorkers(), SizeIs(0));
 }
@@ -1214,8 +1208,8 @@ TEST_F(CoordinatorTest, DrainingWorkerCheckpointsThenTheJobContinuesWithoutIt) {
   }
   // w2 stays connected but gets no new work.
   for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
-    EXPECT_EQ(w.state(), w.id() == "w2" ? baton::v1::WORKER_STATE_DRAINING
-                                        : baton::v1::WORKER_STATE_READY)
+    EXPECT_EQ(w.state(),
+              w.id() == "w2" ? baton::v1::WORKER_STATE_DRAINING : baton::v1::WORKER_STATE_READY)
         << w.id();
   }
 
@@ -1332,10 +1326,8 @@ TEST_F(CoordinatorTest, WorkerJoiningARunningTrainerJobBelowMaxGrowsIt) {
   coordinator_->ReconcileOnce();
   ASSERT_EQ(StateOf(id), JobState::kRestarting);
   EXPECT_EQ(jobs_->Get(id)->events().rbegin()->reason(), "ScalingUp");
-  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint)
-                .request_checkpoint()
-                .rank(),
-            0);
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint().rank(), 0);
   Exited("w1", id, 1, 0, 75);
   StopRest(id, 1);
   ASSERT_EQ(StateOf(id), JobState::kRendezvous);
@@ -1477,7 +1469,7 @@ TEST_F(RestartTest, RunningJobReattachesWhenWorkersReportBack) {
   clock_.Advance(absl::Minutes(5));  // past the reattach timeout: nothing happens any more
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kRestarting);  // heartbeats stopped meanwhile: w1 lost
-  clock_.Advance(absl::Minutes(2));  // and no worker came back for the restart
+  clock_.Advance(absl::Minutes(2));               // and no worker came back for the restart
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kFailed);
 }

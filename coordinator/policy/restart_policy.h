@@ -24,14 +24,24 @@ struct RestartDecision {
   std::string reason;
 };
 
+// Whether the failed generation (`failure`'s, the job's current one) made healthy progress
+// before it failed: it reported a step at least policy.healthy_steps past the step it
+// resumed at (the previous failure's resumed_step; 0 for the first generation), or it
+// ran for policy.healthy_time (from the previous failure's running_time, or the job's
+// start for the first generation, to the failure's occurred_time, else fail_time).
+bool MadeHealthyProgress(const baton::v1::Job& job, const baton::v1::Failure& failure,
+                         const baton::v1::RestartPolicy& policy);
+
 // Records `failure` (of `job`'s current generation, class infra/user/stall) in
 // job->restarts() and decides, from the spec's RestartPolicy (defaults applied):
 //   - crash loop: a user failure at the same step (or both with none) as a user failure of
 //     the previous generation: fail;
-//   - budget spent: the class used all its restarts: fail;
-//   - otherwise: count the restart, set failure.backoff (the n-th restart waits
-//     min(backoff_initial x 2^(n-1), backoff_max), n counting every class) and
-//     failure.next_generation, restart.
+//   - healthy progress (MadeHealthyProgress): the recent counts start over
+//     (failure.healthy_before);
+//   - budget spent: the class used all its restarts since the last healthy progress: fail;
+//   - otherwise: count the restart (in the life and recent counts), set failure.backoff (the
+//     n-th recent restart waits min(backoff_initial x 2^(n-1), backoff_max), n counting
+//     every class) and failure.next_generation, restart.
 RestartDecision DecideRestart(baton::v1::Job* job, baton::v1::Failure failure);
 
 // Records a planned resize (class planned: no budget, no backoff) of `job`'s current

@@ -57,7 +57,7 @@ TEST(RestartPolicyTest, Table) {
        5,
        Kind::kRestart,
        absl::Milliseconds(500),
-       "restart 1 of 3 user-code restarts after 500ms"},
+       "restart 1 of 3 user-code restarts since the last healthy progress, after 500ms"},
       {"backoff doubles across classes",
        3,
        3,
@@ -118,7 +118,7 @@ TEST(RestartPolicyTest, Table) {
        Kind::kBudgetExhausted,
        absl::ZeroDuration(),
        "user-code failure in generation 2 with the restart budget spent "
-       "(1 of 1 user-code restarts used)"},
+       "(1 of 1 user-code restarts used since the job last made healthy progress)"},
       {"zero budget fails the first failure",
        0,
        3,
@@ -128,7 +128,7 @@ TEST(RestartPolicyTest, Table) {
        5,
        Kind::kBudgetExhausted,
        absl::ZeroDuration(),
-       "(0 of 0 user-code restarts used)"},
+       "(0 of 0 user-code restarts used since"},
       {"budgets are per class",
        1,
        3,
@@ -167,6 +167,76 @@ TEST(RestartPolicyTest, Table) {
       EXPECT_EQ(recorded.next_generation(), 0) << "a failure that ends the job restarts nothing";
     }
   }
+}
+
+// A long job killed again and again, training 150 steps past each resume (the default
+// healthy_steps is 100) before the next kill: it never runs out of budget, and every
+// restart waits the initial backoff.
+TEST(RestartPolicyTest, ALongJobWithProgressBetweenFailuresSurvivesThemAll) {
+  baton::v1::Job job;
+  job.mutable_spec()->mutable_restart_policy()->set_max_user_restarts(3);
+  int64_t resumed = 0;
+  for (int64_t generation = 1; generation <= 20; ++generation) {
+    SCOPED_TRACE(generation);
+    const RestartDecision d =
+        DecideRestart(&job, MakeFailure(baton::v1::FAILURE_CLASS_USER, generation, resumed + 150));
+    ASSERT_EQ(d.kind, Kind::kRestart) << d.message;
+    EXPECT_EQ(d.backoff, absl::Milliseconds(500));
+    EXPECT_TRUE(LastFailure(&job)->healthy_before());
+    EXPECT_THAT(d.message, HasSubstr("restart 1 of 3 user-code restarts since the last healthy"));
+    resumed += 150 - 20;  // the next generation resumes from a checkpoint 20 steps back
+    LastFailure(&job)->set_resumed_step(resumed);
+  }
+  EXPECT_EQ(job.restarts().user(), 20);  // the lifetime count
+  EXPECT_EQ(job.restarts().recent_user(), 1);
+}
+
+// A rank that fails soon after every start (a few steps each time, never the same step):
+// the budget runs out as before, the backoff doubling.
+TEST(RestartPolicyTest, FailuresWithoutProgressBetweenThemSpendTheBudget) {
+  baton::v1::Job job;
+  job.mutable_spec()->mutable_restart_policy()->set_max_user_restarts(3);
+  int64_t resumed = 0;
+  const absl::Duration want[] = {absl::Milliseconds(500), absl::Seconds(1), absl::Seconds(2)};
+  for (int64_t generation = 1; generation <= 3; ++generation) {
+    const RestartDecision d = DecideRestart(
+        &job, MakeFailure(baton::v1::FAILURE_CLASS_USER, generation, resumed + generation));
+    ASSERT_EQ(d.kind, Kind::kRestart) << d.message;
+    EXPECT_EQ(d.backoff, want[generation - 1]);
+    EXPECT_FALSE(LastFailure(&job)->healthy_before());
+    LastFailure(&job)->set_resumed_step(resumed);
+  }
+  const RestartDecision d =
+      DecideRestart(&job, MakeFailure(baton::v1::FAILURE_CLASS_USER, 4, resumed + 9));
+  EXPECT_EQ(d.kind, Kind::kBudgetExhausted);
+  EXPECT_THAT(d.message, HasSubstr("(3 of 3 user-code restarts used since the job last made "
+                                   "healthy progress)"));
+}
+
+// Without steps (a command job), time RUNNING counts: healthy_time, default 10 min.
+TEST(RestartPolicyTest, TimeRunningCountsAsProgressForJobsWithoutSteps) {
+  const absl::Time start = absl::FromUnixSeconds(1'000'000);
+  baton::v1::Job job;
+  *job.mutable_start_time() = ToProto(start);
+  baton::v1::RestartPolicy policy;
+  policy.set_healthy_steps(100);
+  *policy.mutable_healthy_time() = ToProto(absl::Minutes(10));
+  baton::v1::Failure f = MakeFailure(baton::v1::FAILURE_CLASS_USER, 1, std::nullopt);
+  *f.mutable_occurred_time() = ToProto(start + absl::Minutes(9));
+  EXPECT_FALSE(MadeHealthyProgress(job, f, policy));
+  *f.mutable_occurred_time() = ToProto(start + absl::Minutes(10));
+  EXPECT_TRUE(MadeHealthyProgress(job, f, policy));
+  // A later generation counts from when it was RUNNING (the previous failure's record).
+  baton::v1::Failure* previous = job.mutable_restarts()->add_failures();
+  previous->set_next_generation(2);
+  *previous->mutable_running_time() = ToProto(start + absl::Minutes(30));
+  f.set_generation(2);
+  *f.mutable_occurred_time() = ToProto(start + absl::Minutes(35));
+  EXPECT_FALSE(MadeHealthyProgress(job, f, policy));
+  // 0 turns a measure off.
+  policy.set_healthy_steps(0);
+  f.set_step(1'000'000);
+  EXPECT_FALSE(MadeHealthyProgress(job, f, policy));
 }
 
 TEST(RestartPolicyTest, PlannedRestartsUseNoBudgetAndNoBackoff) {
