@@ -518,6 +518,23 @@ TEST_F(CoordinatorTest, RegisteredGrantsTheLeaseAndHeartbeatsAreAcknowledged) {
   EXPECT_EQ(FromProto(listed[0].lease_renew_time()), clock_.Now());
 }
 
+TEST_F(CoordinatorTest, AFailureAfterHealthyProgressStartsTheBudgetOver) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = WithBudgets(CommandSpec(2), 3, 1);
+  spec.mutable_restart_policy()->set_healthy_steps(30);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  Metric("w1", id, 1, 0, 40);
+  Exited("w1", id, 1, 0, 1, /*signal=*/9);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Failure& f = jobs_->Peek(id)->restarts().failures(0);
+  EXPECT_EQ(f.step(), 40);
+  EXPECT_TRUE(f.healthy_before());
+  EXPECT_EQ(jobs_->Peek(id)->restarts().recent_user(), 1);
+}
+
 TEST_F(CoordinatorTest, AQuiescedCoordinatorLosesNoWorkerWhenItsStreamsClose) {
   for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
   absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
