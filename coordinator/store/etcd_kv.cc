@@ -38,6 +38,9 @@ absl::StatusCode CodeOf(const grpc::Status& status) {
   return static_cast<absl::StatusCode>(status.error_code());
 }
 
+// The least time one attempt at one member gets.
+constexpr absl::Duration kMinAttemptTimeout = absl::Milliseconds(100);
+
 }  // namespace
 
 EtcdKv::EtcdKv(std::shared_ptr<grpc::Channel> channel, std::string endpoint, Options options)
@@ -58,15 +61,23 @@ absl::Status EtcdKv::Call(const char* name,
                           const std::function<grpc::Status(Member&, grpc::ClientContext*)>& call,
                           absl::Time until) {
   const absl::Time deadline = std::min(until, absl::Now() + options_.call_timeout);
+  // With several members, no one member may take the whole deadline: one that hangs (a
+  // stopped process, a link that drops packets) must leave time to ask the next.
+  const absl::Duration attempt =
+      members_.size() == 1 ? options_.call_timeout
+                           : std::max(options_.call_timeout / static_cast<int64_t>(members_.size()),
+                                      kMinAttemptTimeout);
   size_t index = current_.load();
   // Each member once, and each at most once more after a full round (a member restarting).
   for (size_t tries = 0;; ++tries) {
     Member& member = members_[index % members_.size()];
     grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(deadline));
+    context.set_deadline(absl::ToChronoTime(std::min(deadline, absl::Now() + attempt)));
     const grpc::Status s = call(member, &context);
-    const bool retry = s.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                       tries + 1 < 2 * members_.size() && absl::Now() < deadline;
+    const bool unanswered =
+        s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && members_.size() > 1);
+    const bool retry = unanswered && tries + 1 < 2 * members_.size() && absl::Now() < deadline;
     if (!retry) {
       if (s.ok()) return absl::OkStatus();
       return absl::Status(CodeOf(s),

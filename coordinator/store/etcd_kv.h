@@ -12,9 +12,10 @@
 // the gRPC code otherwise.
 //
 // Several endpoints (the members of one cluster): a call that finds its member unreachable
-// (UNAVAILABLE) is retried on the next member while its deadline lasts. Retrying a write is
-// safe: a Commit is puts and deletes of fixed keys and values under a fence, so applying it
-// twice leaves the same state.
+// (UNAVAILABLE) or gets no answer within its share of the deadline (call_timeout / members,
+// at least 100 ms: a member that hangs) is retried on the next member while the deadline
+// lasts. Retrying a write is safe: a Commit is puts and deletes of fixed keys and values
+// under a fence, so applying it twice leaves the same state.
 //
 // Threading: thread-safe (gRPC stubs are; the current member is an atomic); calls block up
 // to `call_timeout`.

@@ -1,5 +1,8 @@
 #include "coordinator/store/etcd_kv.h"
 
+#include <signal.h>
+
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -153,6 +156,26 @@ TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneIsUnreachable) {
   const absl::StatusOr<EtcdFence> again = kv.CreateIfAbsent("rotate/leader", "me", 0);
   ASSERT_OK(again);
   EXPECT_EQ(again->create_revision, f->create_revision);
+}
+
+TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneHangs) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  absl::StatusOr<std::unique_ptr<EtcdMember>> hung =
+      EtcdMember::Start(absl::StrCat(tmp ? tmp : "/tmp", "/etcd-hung-member"));
+  ASSERT_OK(hung);
+  // A stopped process: connections stay open, nothing answers.
+  ASSERT_EQ(::kill((*hung)->pid(), SIGSTOP), 0);
+  EtcdKv::Options options;
+  options.call_timeout = absl::Seconds(4);
+  EtcdKv kv({{(*hung)->endpoint(),
+              grpc::CreateChannel((*hung)->endpoint(), grpc::InsecureChannelCredentials())},
+             {member().endpoint(),
+              grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
+            options);
+  const absl::StatusOr<EtcdFence> f = kv.CreateIfAbsent("hang/leader", "me", 0);
+  ::kill((*hung)->pid(), SIGCONT);
+  ASSERT_OK(f);
+  EXPECT_EQ(kv.current_endpoint(), member().endpoint());
 }
 
 TEST(EtcdKvUnreachableTest, AnEtcdThatCannotBeReachedIsUnavailableNamingIt) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Coordinator replicas on a three-member etcd cluster, under a training job:
-# * One member lost (SIGKILL): nothing a job sees changes (same leader, same generation and
+# * One member hung (SIGSTOP), then one lost (SIGKILL): nothing a job sees changes (same leader, same generation and
 #   processes, steps go on).
 # * Quorum lost (a second member): the leader stops leading (it cannot renew its lease:
 #   fail-stop, it exits saying so) and no standby can be elected; the ranks stop when their
@@ -34,6 +34,17 @@ has_checkpoint() { compgen -G "$TMP/ckpt/ckpt-*.pt" >/dev/null; }
 wait_for 120 has_checkpoint
 read -r GEN PID0 < <(generation_and_pid "$JOB" 0)
 read -r _ PID1 < <(generation_and_pid "$JOB" 1)
+
+# One member of three hangs (SIGSTOP: its connections stay open, nothing answers), the one
+# every replica asks first: invisible to the job, the leader stays.
+kill -STOP "${ETCD_PIDS[0]}"
+STEP=$(job_step "$JOB")
+hung_progress() { (($(job_step "$JOB") > STEP + 200)) && [[ $(ETCD_ENDPOINTS=${ETCD_CLIENT[1]} leader_name) == "$LEADER" ]]; }
+wait_for 60 hung_progress
+kill -CONT "${ETCD_PIDS[0]}"
+grep -q "lost leadership" "$TMP/$LEADER.log" && fail "a hung etcd member deposed the leader"
+[[ $(job_field "$JOB" 'd["generation"]') == "$GEN" ]] || fail "a hung etcd member restarted the job"
+echo "one member hung: leader $LEADER, generation $GEN, step $STEP -> $(job_step "$JOB")"
 
 # One member of three lost: invisible to the job.
 stop_etcd_member 2
