@@ -535,6 +535,32 @@ TEST_F(CoordinatorTest, AFailureAfterHealthyProgressStartsTheBudgetOver) {
   EXPECT_EQ(jobs_->Peek(id)->restarts().recent_user(), 1);
 }
 
+TEST_F(CoordinatorTest, ARankTheOomKillerKilledIsAnInfrastructureFailure) {
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  baton::v1::WorkerMessage m;
+  auto* e = m.mutable_process_exited();
+  e->set_job_id(id);
+  e->set_generation(1);
+  e->set_rank(0);
+  e->mutable_exit()->set_exit_code(-1);
+  e->mutable_exit()->set_signal(9);
+  e->mutable_exit()->set_oom_killed(true);
+  Send("w1", m);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job& job = *jobs_->Peek(id);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_INFRA);
+  EXPECT_EQ(f.reason(), "OomKilled");
+  EXPECT_EQ(f.reason_code(), baton::v1::FAILURE_REASON_OOM_KILLED);
+  EXPECT_THAT(f.cause(), HasSubstr("was killed by the kernel's OOM killer (signal 9)"));
+  EXPECT_EQ(job.restarts().user(), 0);
+  EXPECT_EQ(job.restarts().infra(), 1);
+}
+
 TEST_F(CoordinatorTest, AQuiescedCoordinatorLosesNoWorkerWhenItsStreamsClose) {
   for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
   absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));

@@ -13,6 +13,9 @@ bool ExitFailed(const baton::v1::ProcessExit& exit) {
 }
 
 std::string DescribeExit(const baton::v1::ProcessExit& exit) {
+  if (exit.oom_killed()) {
+    return absl::StrCat("was killed by the kernel's OOM killer (signal ", exit.signal(), ")");
+  }
   if (exit.signal() != 0) return absl::StrCat("was killed by signal ", exit.signal());
   return absl::StrCat("exited with code ", exit.exit_code());
 }

@@ -317,9 +317,13 @@ void RendezvousManager::OnProcessExited(const std::string& worker_id, const std:
   }
   if (!IsActive(state)) return;
   if (ExitFailed(exit)) {
-    recovery_->FailGeneration(job_id, baton::v1::FAILURE_CLASS_USER,
-                              baton::v1::FAILURE_REASON_RANK_FAILED, what, rank, worker_id,
-                              exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
+    // The kernel's OOM killer acts on the host's memory, which other jobs share: not the
+    // job's code (its budget is infra's).
+    recovery_->FailGeneration(
+        job_id, exit.oom_killed() ? baton::v1::FAILURE_CLASS_INFRA : baton::v1::FAILURE_CLASS_USER,
+        exit.oom_killed() ? baton::v1::FAILURE_REASON_OOM_KILLED
+                          : baton::v1::FAILURE_REASON_RANK_FAILED,
+        what, rank, worker_id, exit.has_time() ? FromProto(exit.time()) : absl::InfinitePast());
     Schedule();
     return;
   }

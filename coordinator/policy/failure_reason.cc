@@ -20,6 +20,7 @@ constexpr Entry kReasons[] = {
     {baton::v1::FAILURE_REASON_ASSIGNMENT_FAILED, "AssignmentFailed"},
     {baton::v1::FAILURE_REASON_DRAINING, "Draining"},
     {baton::v1::FAILURE_REASON_SCALING_UP, "ScalingUp"},
+    {baton::v1::FAILURE_REASON_OOM_KILLED, "OomKilled"},
 };
 
 }  // namespace

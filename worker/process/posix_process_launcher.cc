@@ -114,8 +114,13 @@ class ShimProcess final : public Process {
     collected_ = true;
     if (n == static_cast<ssize_t>(sizeof(rec)) && rec.kind == kExit) {
       shim_reaped_ = ReapShimWithin(shim_pid_, absl::Seconds(2), children_);
+      baton::v1::ProcessExit exit = DecodeWaitStatus(rec.value);
+      // Read before the cgroup goes: the OOM killer's SIGKILL is counted there.
+      if (exit.signal() == SIGKILL && !cgroup_.empty() && RankCgroups::OomKills(cgroup_) > 0) {
+        exit.set_oom_killed(true);
+      }
       RemoveCgroupLocked();
-      return DecodeWaitStatus(rec.value);
+      return exit;
     }
     // The shim died without reporting (someone killed it, e.g. its own rank): its child
     // lost its guardian, so kill the group ourselves (pid is very likely still the group's

@@ -103,8 +103,8 @@ absl::StatusOr<std::unique_ptr<RankCgroups>> RankCgroups::Create() {
   // The pid and a random part: workers in other PID namespaces may share the cgroup.
   std::random_device random;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    const std::string ranks = absl::StrCat(own, "/baton-ranks-", ::getpid(), "-",
-                                           absl::Hex(random(), absl::kZeroPad8));
+    const std::string ranks =
+        absl::StrCat(own, "/baton-ranks-", ::getpid(), "-", absl::Hex(random(), absl::kZeroPad8));
     if (::mkdir(ranks.c_str(), 0700) != 0) {
       return absl::UnavailableError(
           absl::StrCat("cannot create the cgroup ", ranks, ": ", ::strerror(errno)));
@@ -149,6 +149,16 @@ absl::StatusOr<std::string> RankCgroups::NewRankCgroup() {
         absl::StrCat("cannot create the rank's cgroup ", dir, ": ", ::strerror(errno)));
   }
   return dir;
+}
+
+int64_t RankCgroups::OomKills(const std::string& dir) {
+  std::ifstream in(dir + "/memory.events");
+  std::string key;
+  int64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "oom_kill") return value;
+  }
+  return 0;
 }
 
 bool RankCgroups::KillAndRemove(const std::string& dir, absl::Duration timeout) {

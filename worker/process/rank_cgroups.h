@@ -47,6 +47,11 @@ class RankCgroups {
   // is empty (cgroup.events "populated 0"), then removes it. Returns whether it is gone.
   static bool KillAndRemove(const std::string& dir, absl::Duration timeout = absl::Seconds(2));
 
+  // How many processes of the cgroup `dir` the kernel's OOM killer killed: memory.events'
+  // "oom_kill" (cgroup v2 with the memory controller); 0 when the file or the line is
+  // missing (no memory controller in the cgroup, as on a hybrid host).
+  static int64_t OomKills(const std::string& dir);
+
   // The worker's own cgroup directory (to hide from ranks) and the ranks' parent.
   const std::string& own_dir() const { return own_dir_; }
   const std::string& ranks_dir() const { return ranks_dir_; }
