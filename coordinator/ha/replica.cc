@@ -160,11 +160,6 @@ absl::Status CoordinatorReplica::Lead(const EtcdFence& fence) {
   return absl::OkStatus();
 }
 
-bool CoordinatorReplica::leading() const {
-  absl::MutexLock lock(&mu_);
-  return server_ != nullptr;
-}
-
 bool CoordinatorReplica::halted() const {
   absl::MutexLock lock(&mu_);
   return server_ != nullptr && server_->halted();

@@ -67,8 +67,6 @@ class CoordinatorReplica {
   // The bound metrics port (after Start; 0 without --metrics_listen): a standby's /metrics
   // (baton_coordinator_leader 0), then the leader's, on the same port.
   int metrics_port() const { return metrics_port_; }
-  // Whether this replica leads (serves as the coordinator). Thread-safe.
-  bool leading() const;
   // True once the leader's coordinator halted. Thread-safe.
   bool halted() const;
   // A leader re-reads its token file (CoordinatorServer::ReloadTokens); a standby reads it

@@ -134,12 +134,6 @@ absl::StatusOr<EtcdRange> EtcdKv::Range(const std::string& from, const std::stri
   return out;
 }
 
-absl::StatusOr<std::vector<EtcdKeyValue>> EtcdKv::List(const std::string& prefix, int64_t limit) {
-  absl::StatusOr<EtcdRange> range = Range("", prefix, limit);
-  if (!range.ok()) return range.status();
-  return std::move(range->kvs);
-}
-
 absl::StatusOr<std::vector<EtcdKeyValue>> EtcdKv::ListAll(const std::string& prefix, int64_t page) {
   std::vector<EtcdKeyValue> all;
   std::string from;

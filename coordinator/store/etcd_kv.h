@@ -86,8 +86,6 @@ class EtcdKv {
 
   // The key; NOT_FOUND if it does not exist.
   absl::StatusOr<EtcdKeyValue> Get(const std::string& key);
-  // The keys starting with `prefix`, in key order, at most `limit` (> 0).
-  absl::StatusOr<std::vector<EtcdKeyValue>> List(const std::string& prefix, int64_t limit);
   // The keys in [from, end of `prefix`'s range), in key order (descending with `reverse`:
   // then from the end of the range down), at most `limit` (0: all), read at `revision`
   // (0: the newest). Pages of a larger listing pass the first page's revision, so that

@@ -70,14 +70,14 @@ TEST_F(EtcdKvTest, ListsAPrefixInKeyOrderUpToTheLimit) {
   ASSERT_OK(
       kv_->Commit(f, {{"list/p/b", "2"}, {"list/p/a", "1"}, {"list/p0", "no"}, {"list/q", "no"}})
           .status());
-  const auto all_or = kv_->List("list/p/", 10);
+  const auto all_or = kv_->Range("", "list/p/", 10);
   ASSERT_OK(all_or);
-  const auto& all = *all_or;
+  const auto& all = all_or->kvs;
   EXPECT_THAT(all, ElementsAre(Field(&EtcdKeyValue::key, "list/p/a"),
                                Field(&EtcdKeyValue::key, "list/p/b")));
-  const auto first_or = kv_->List("list/p/", 1);
+  const auto first_or = kv_->Range("", "list/p/", 1);
   ASSERT_OK(first_or);
-  const auto& first = *first_or;
+  const auto& first = first_or->kvs;
   EXPECT_THAT(first, ElementsAre(Field(&EtcdKeyValue::value, "1")));
 }
 

@@ -89,7 +89,7 @@ class EtcdStore final : public Store {
   absl::StatusOr<int64_t> DiskBytes() override;
   absl::StatusOr<std::string> GetMeta(const std::string& key) override;
 
-  // etcd transactions committed so far (for the writes-per-second figure).
+  // etcd transactions this store committed so far (how its Writes were split).
   int64_t etcd_commits() const { return etcd_commits_; }
 
  private:
