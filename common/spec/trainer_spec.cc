@@ -296,6 +296,7 @@ TrainerSpec TrainerSpecWithDefaults(TrainerSpec t) {
   FillChoice(t.mutable_task(), ts::kTask);
   t.set_checkpoint_every(OrDefault(t.checkpoint_every(), ts::kCheckpointEvery));
   t.set_keep_checkpoints(OrDefault(t.keep_checkpoints(), ts::kKeepCheckpoints));
+  t.set_snapshot_every(OrDefault(t.snapshot_every(), ts::kSnapshotEvery));
   t.set_global_batch(OrDefault(t.global_batch(), ts::kGlobalBatch));
   FillChoice(t.mutable_activation_checkpointing(), ts::kActivationCheckpointing);
   baton::v1::PipelineSpec& pipeline = *t.mutable_pipeline();
@@ -352,6 +353,7 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(ValidateDataAndModel(t));
   RETURN_IF_ERROR(CheckSpec(ts::kCheckpointEvery, t.checkpoint_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
+  RETURN_IF_ERROR(CheckSpec(ts::kSnapshotEvery, t.snapshot_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));
   RETURN_IF_ERROR(CheckSpec(ts::kZeroStage, t.zero().stage()));
   RETURN_IF_ERROR(ts::CheckZeroCombination(t.zero().stage(), t.zero().offload_optimizer(),

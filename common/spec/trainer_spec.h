@@ -36,7 +36,7 @@ baton::v1::TrainerSpec TrainerSpecWithDefaults(baton::v1::TrainerSpec t);
 //   gpt_heads), vocab_size, torchscript_path, task, activation_checkpointing (also:
 //   "blocks" only for resnet18, resnet50 and gpt), then model/dataset compatibility
 //   (reported on trainer.dataset for a language model on image data, on trainer.model
-//   for a classifier on token data), checkpoint_every, keep_checkpoints, global_batch
+//   for a classifier on token data), checkpoint_every, keep_checkpoints, snapshot_every, global_batch
 //   (its range only; ValidateJobSpec checks it against the world sizes), zero.stage and
 //   zero.offload_optimizer (offload needs stage 1 or 2; stage 2 refuses grad_compression),
 //   and the pipeline fields (CheckPipeline).

@@ -118,6 +118,7 @@ absl::Span<const AnyField> TrainerSpecFields() {
       &kTask,
       &kCheckpointEvery,
       &kKeepCheckpoints,
+      &kSnapshotEvery,
       &kGlobalBatch,
       &kSampleLog,
       &kActivationCheckpointing,

@@ -44,3 +44,15 @@ MATCHER_P2(StatusIs, code, message_matcher,
       baton_ok_status_.ok()) {                                                           \
   } else                                                                                 \
     fail() << "Value of: " #expr "\n  Expected: OK\n    Actual: " << baton_ok_status_ << "\n"
+
+// Evaluates `rexpr` (an absl::StatusOr<T>) once; on error fails the test (fatally, as
+// ASSERT_OK), otherwise moves its value into `lhs` (a declaration, e.g. `const T x`, or an
+// existing variable). Use in functions returning void.
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  BATON_ASSERT_OK_AND_ASSIGN_(BATON_STATUS_MATCHERS_CAT_(baton_statusor_, __LINE__), lhs, rexpr)
+#define BATON_ASSERT_OK_AND_ASSIGN_(statusor, lhs, rexpr) \
+  auto statusor = (rexpr);                                \
+  ASSERT_OK(statusor.status());                           \
+  lhs = std::move(statusor).value()
+#define BATON_STATUS_MATCHERS_CAT_(a, b) BATON_STATUS_MATCHERS_CAT_INNER_(a, b)
+#define BATON_STATUS_MATCHERS_CAT_INNER_(a, b) a##b

@@ -108,6 +108,7 @@ BATON_TRAINER_FLAG(torchscript_path, kTorchscriptPath);
 BATON_TRAINER_FLAG(task, kTask);
 BATON_TRAINER_FLAG(checkpoint_every, kCheckpointEvery);
 BATON_TRAINER_FLAG(keep_checkpoints, kKeepCheckpoints);
+BATON_TRAINER_FLAG(snapshot_every, kSnapshotEvery);
 BATON_TRAINER_FLAG(global_batch, kGlobalBatch);
 BATON_TRAINER_FLAG(sample_log, kSampleLog);
 BATON_TRAINER_FLAG(activation_checkpointing, kActivationCheckpointing);

@@ -269,6 +269,10 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   context.job_id = env.job_id;
   context.profiler = profiler.get();
   context.lease = lease.has_value() ? &*lease : nullptr;
+  if (const char* dir = std::getenv(kEnvSnapshotDir); dir != nullptr && *dir != '\0') {
+    context.snapshot_dir = dir;
+    if (env.local_rank == 0) context.snapshot_writer = absl::StrCat("rank", env.rank);
+  }
   Trainer trainer(flags.trainer, context);
   ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
   PrintResult(result, process_start);

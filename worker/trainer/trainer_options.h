@@ -73,6 +73,9 @@ struct TrainerOptions {
   // Steps between checkpoints; 0 = only at the end.
   int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
   int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
+  // In-memory snapshots (snapshot/snapshot_store.h) into TrainerContext::snapshot_dir:
+  // 0 = every step while one costs at most 5 % of a step, N = every N steps, -1 = never.
+  int64_t snapshot_every = trainer_spec::kSnapshotEvery.default_value;
 };
 
 // Calls visit(entry, member) for each TrainerOptions member a table entry describes
@@ -119,6 +122,7 @@ void ForEachTableOption(Options& o, Visit&& visit) {
   visit(ts::kTask, o.model.task);
   visit(ts::kCheckpointEvery, o.checkpoint_every);
   visit(ts::kKeepCheckpoints, o.keep_checkpoints);
+  visit(ts::kSnapshotEvery, o.snapshot_every);
   visit(ts::kGlobalBatch, o.global_batch);
   visit(ts::kSampleLog, o.sample_log);
   visit(ts::kActivationCheckpointing, o.model.activation_checkpointing);
@@ -176,6 +180,14 @@ struct TrainerContext {
   // collective, metric line or checkpoint, since the job's next generation may already run
   // elsewhere. The second fencing layer, after the rank's shim (which SIGKILLs it).
   const LeasePage* lease = nullptr;
+  // In-memory snapshots (snapshot/snapshot_store.h; TrainerOptions::snapshot_every): the
+  // directory on a memory file system the worker keeps for the job on this host
+  // (BATON_SNAPSHOT_DIR; empty: no snapshots), and this rank's writer name there (empty:
+  // it only reads). One rank per worker writes (local rank 0): in data parallelism every
+  // rank holds the same state, so each worker of the gang holds a whole copy and the loss
+  // of any one worker or host leaves the others' copies.
+  std::string snapshot_dir;
+  std::string snapshot_writer;
 };
 
 struct TrainResult {

@@ -7,13 +7,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/spec/global_batch.h"
+#include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/private_file.h"
+#include "common/spec/global_batch.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
 #include "worker/trainer/contract/contract.h"
@@ -22,6 +26,8 @@
 #include "worker/trainer/pipeline/checkpoint_layout.h"
 #include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/session_support.h"
+#include "worker/trainer/snapshot/snapshot_choice.h"
+#include "worker/trainer/snapshot/snapshot_codec.h"
 #include "worker/trainer/step/gradient_reducer.h"
 
 namespace baton::trainer {
@@ -181,6 +187,13 @@ absl::Status TrainingSession::BuildSchedule() {
 absl::Status TrainingSession::Restore() {
   state_.tensors = named_;
   state_.optimizer = optimizer_.get();
+  snapshots_ = !context_.snapshot_dir.empty() && options_.snapshot_every != -1 && zero_ == nullptr;
+  if (!context_.snapshot_dir.empty() && zero_ != nullptr && comm_.rank() == 0) {
+    *context_.log << "in-memory snapshots are not taken with ZeRO (sharded optimizer state): "
+                     "recovery resumes from the disk checkpoints"
+                  << std::endl;
+  }
+  int64_t disk_generation = 0;
   if (!options_.checkpoint_dir.empty()) {
     // A pipeline run's checkpoints (per stage) do not restore without pipeline.
     RETURN_IF_ERROR(pipeline::CheckCheckpointLayout(options_.checkpoint_dir, /*stages=*/1));
@@ -190,19 +203,99 @@ absl::Status TrainingSession::Restore() {
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints_->RestoreLatest(state_);
     if (restored.ok()) {
       RETURN_IF_ERROR(ApplyRestored(*restored));
+      disk_generation = restored->generation;
     } else if (restored.status().code() != absl::StatusCode::kNotFound) {
       return restored.status();
     }
     // A checkpoint holds the unsharded optimizer state (whatever stage and world size saved
     // it): each rank keeps its shard's cut of it.
     if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
+  }
+  RETURN_IF_ERROR(RestoreSnapshot(disk_generation));
+  if (checkpoints_.has_value() || snapshots_) {
     RETURN_IF_ERROR(CheckRanksAgreeOnStep(comm_, step_, device_, "ranks"));
+  }
+  if (checkpoints_.has_value()) {
     // From here on older generations' writers are fenced off the directory; if a newer
     // generation has started already, this one is superseded and must not train.
     if (comm_.rank() == 0) RETURN_IF_ERROR(checkpoints_->RecordStart(step_));
   }
   result_.steps = step_;
   return absl::OkStatus();
+}
+
+// Every rank offers the newest snapshot it can read that is newer than the disk's; the
+// chosen rank reads it and broadcasts its bytes (size first: 0 when its read failed), and
+// every rank applies the same bytes.
+absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
+  if (!snapshots_) return absl::OkStatus();
+  const int64_t disk_step = step_;
+  std::optional<SnapshotRef> mine;
+  for (const SnapshotRef& ref : ListSnapshots(context_.snapshot_dir)) {
+    if (ref.generation >= disk_generation && ref.step > disk_step) {
+      mine = ref;
+      break;
+    }
+  }
+  const auto on_device = at::TensorOptions().dtype(at::kLong).device(device_);
+  at::Tensor offer = at::tensor({mine.has_value() ? mine->generation : int64_t{-1},
+                                 mine.has_value() ? mine->step : int64_t{0}},
+                                at::kLong)
+                         .to(device_);
+  at::Tensor offers = at::empty({2 * world_}, on_device);
+  RETURN_IF_ERROR(comm_.AllGather(offer, offers));
+  offers = offers.cpu();
+  std::vector<SnapshotOffer> all;
+  for (int r = 0; r < world_; ++r) {
+    all.push_back({r, offers[2 * r].item<int64_t>(), offers[2 * r + 1].item<int64_t>()});
+  }
+  const std::optional<SnapshotOffer> choice = ChooseSnapshot(all, disk_step, disk_generation);
+  if (!choice.has_value()) {
+    if (comm_.rank() == 0) {
+      *context_.log << "no in-memory snapshot newer than step " << disk_step
+                    << " on any rank: resuming from "
+                    << (result_.restored_from.empty() ? "the start" : result_.restored_from)
+                    << std::endl;
+    }
+    return absl::OkStatus();
+  }
+  std::string bytes;
+  if (comm_.rank() == choice->rank) {
+    absl::StatusOr<std::string> read = ReadSnapshot(*mine);
+    if (read.ok()) {
+      bytes = *std::move(read);
+    } else {
+      BATON_LOG(WARNING) << "cannot read the in-memory snapshot of step " << mine->step << ": "
+                         << read.status();
+    }
+  }
+  at::Tensor size = at::full({1}, static_cast<int64_t>(bytes.size()), on_device);
+  RETURN_IF_ERROR(comm_.Broadcast(size, choice->rank));
+  const int64_t n = size.cpu().item<int64_t>();
+  if (n == 0) {
+    if (comm_.rank() == 0) {
+      *context_.log << "rank " << choice->rank << " could not read its in-memory snapshot of step "
+                    << choice->step << ": resuming from "
+                    << (result_.restored_from.empty() ? "the start" : result_.restored_from)
+                    << std::endl;
+    }
+    return absl::OkStatus();
+  }
+  at::Tensor buffer = at::empty({n}, at::kByte);
+  if (comm_.rank() == choice->rank) std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
+  buffer = buffer.to(device_);
+  RETURN_IF_ERROR(comm_.Broadcast(buffer, choice->rank));
+  buffer = buffer.cpu();
+  ASSIGN_OR_RETURN(
+      const DecodedCheckpoint decoded,
+      DecodeSnapshot(absl::string_view(static_cast<const char*>(buffer.data_ptr()), n)));
+  RETURN_IF_ERROR(ApplyCheckpoint(decoded, state_, /*restore_rng=*/true));
+  RestoredCheckpoint restored;
+  restored.path = absl::StrCat("in-memory snapshot of generation ", choice->generation, " (rank ",
+                               choice->rank, "'s copy)");
+  restored.step = choice->step;
+  restored.generation = choice->generation;
+  return ApplyRestored(restored);
 }
 
 // The step, loss scale and data position of a restored checkpoint.
@@ -235,7 +328,9 @@ absl::StatusOr<TrainResult> TrainingSession::Train() {
     ASSIGN_OR_RETURN(const bool stop, StopRequested());
     if (stop) break;
     TraceStep(step_ + 1);
+    const absl::Time step_start = clock_.Now();
     RETURN_IF_ERROR(Step());
+    MaybeSnapshot(clock_.Now() - step_start);
     RETURN_IF_ERROR(CheckpointAndEmit());
     TraceWritten(context_.profiler != nullptr ? context_.profiler->AfterStep(step_)
                                               : std::optional<std::string>());
@@ -440,8 +535,7 @@ absl::Status TrainingSession::Save() {
   return written;
 }
 
-absl::Status TrainingSession::WriteCheckpoint() {
-  if (comm_.rank() != 0) return absl::OkStatus();
+void TrainingSession::FillProgress() {
   const LoaderPosition next = loader_->position();
   state_.progress.step = step_;
   state_.progress.epoch = next.epoch;
@@ -450,6 +544,64 @@ absl::Status TrainingSession::WriteCheckpoint() {
   state_.progress.world_size = world_;
   state_.progress.scaler_scale = train_step_->scaler().scale();
   state_.progress.scaler_growth_tracker = train_step_->scaler().growth_tracker();
+}
+
+// Opens the writer at the first snapshot. The interval for snapshot_every 0: the fewest
+// steps between snapshots that keep one snapshot's cost within 5 % of the steps' time.
+void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
+  if (!snapshots_ || context_.snapshot_writer.empty()) return;
+  step_time_ = step_time_ == absl::ZeroDuration() ? step_time : (step_time_ * 4 + step_time) / 5;
+  if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
+  if (last_snapshot_ < 0 && snapshot_writer_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<SnapshotWriter>> writer =
+        SnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
+    if (!writer.ok()) {
+      BATON_LOG(WARNING) << "no in-memory snapshots: " << writer.status();
+      snapshots_ = false;
+      return;
+    }
+    snapshot_writer_ = *std::move(writer);
+  }
+  if (snapshot_writer_ == nullptr) return;
+  const absl::Time start = clock_.Now();
+  FillProgress();
+  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(state_);
+  absl::Status written =
+      image.ok() ? snapshot_writer_->Write(context_.generation, *image) : image.status();
+  if (!written.ok()) {
+    BATON_LOG(WARNING) << "in-memory snapshot of step " << step_
+                       << " failed, no more are taken: " << written;
+    snapshot_writer_.reset();
+    return;
+  }
+  snapshot_cost_ = clock_.Now() - start;
+  const bool first = last_snapshot_ < 0;
+  last_snapshot_ = step_;
+  const int64_t interval = snapshot_interval_;
+  if (options_.snapshot_every > 0) {
+    snapshot_interval_ = options_.snapshot_every;
+  } else if (step_time_ > absl::ZeroDuration()) {
+    const double ratio = absl::FDivDuration(snapshot_cost_, step_time_ * 0.05);
+    snapshot_interval_ = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(ratio)), 1, 1000);
+  }
+  if (first || snapshot_interval_ != interval) {
+    *context_.log << absl::StrFormat(
+                         "in-memory snapshot: %.1f MiB in %.2f ms (step %.2f ms): every %d "
+                         "step(s)",
+                         image->size() / 1048576.0, absl::ToDoubleMilliseconds(snapshot_cost_),
+                         absl::ToDoubleMilliseconds(step_time_), snapshot_interval_)
+                  << std::endl;
+  }
+  if (context_.profiler != nullptr) {
+    TraceSpan span{"snapshot", "snapshot", start, snapshot_cost_};
+    span.int_args["step"] = step_;
+    context_.profiler->Record(std::move(span));
+  }
+}
+
+absl::Status TrainingSession::WriteCheckpoint() {
+  if (comm_.rank() != 0) return absl::OkStatus();
+  FillProgress();
   const absl::Time start = clock_.Now();
   absl::StatusOr<std::string> path = checkpoints_->Save(state_);
   if (!path.ok()) return path.status();

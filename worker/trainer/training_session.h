@@ -4,12 +4,18 @@
 // as phases the caller runs in this order, each once:
 //   Setup()    the micro-batch split, the model (seeded, moved to the device, broadcast from
 //              rank 0), the optimizer, the sampler, the LR schedule and the step engine;
-//   Restore()  with a checkpoint_dir: the newest valid checkpoint, the check that every
-//              rank restored the same step, and rank 0's record of the generation's start
-//              (which fences older generations off the directory);
+//   Restore()  with a checkpoint_dir: the newest valid checkpoint; with a snapshot_dir
+//              (collective): the newest in-memory snapshot any rank holds when it is newer
+//              (snapshot/snapshot_choice.h), sent by that rank to all; then the check that
+//              every rank restored the same step, and rank 0's record of the generation's
+//              start (which fences older generations off the directory);
 //   Train()    the loader and sample log, then one Step() per optimizer step until the
 //              budget, a stop or a checkpoint request; a checkpoint every checkpoint_every
-//              steps; a metric line (Emit) every log_every steps and at the end, with the
+//              steps; an in-memory snapshot by the writer ranks (TrainerContext::
+//              snapshot_writer) every snapshot_every steps, or with snapshot_every 0 as
+//              often as keeps its cost under 5 % of the step time (every step when it is
+//              cheaper; a failed snapshot is logged, not fatal: the disk checkpoints stay);
+//              a metric line (Emit) every log_every steps and at the end, with the
 //              evaluation on the last; then the final checkpoint and final.pt.
 // A phase that fails leaves the session unusable; its error is the run's (see
 // Trainer::Run). LibTorch errors are thrown, not returned: the caller catches them.
@@ -35,6 +41,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/session_support.h"
+#include "worker/trainer/snapshot/snapshot_store.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/step/train_step.h"
 #include "worker/trainer/trainer_options.h"
@@ -70,6 +77,10 @@ class TrainingSession {
   absl::Status BuildSchedule();
   // Restore.
   absl::Status ApplyRestored(const RestoredCheckpoint& restored);
+  // The snapshot part of Restore (collective when snapshots_). Falls back to what the disk
+  // gave (disk_generation: the restored checkpoint's, 0 for none), with a log line saying
+  // so, when no rank has a newer snapshot or the chosen one cannot be read.
+  absl::Status RestoreSnapshot(int64_t disk_generation);
   // Train.
   absl::Status OpenData();
   // Sets result_.stopped / result_.checkpointed. With zero_, rank 0's checkpoint request is
@@ -81,6 +92,10 @@ class TrainingSession {
   void LogStepSamples();
   void CountStep(const StepOutcome& outcome);
   absl::Status CheckpointAndEmit();
+  // The snapshot after a step of `step_time`, when one is due (writer ranks only).
+  void MaybeSnapshot(absl::Duration step_time);
+  // state_.progress for the state at step_ (checkpoints and snapshots).
+  void FillProgress();
   void Emit(std::optional<double> eval_accuracy);
   absl::Status Save();
   absl::Status WriteCheckpoint();  // Rank 0's part of Save.
@@ -124,6 +139,14 @@ class TrainingSession {
   std::optional<CheckpointManager> checkpoints_;  // Set with a checkpoint_dir.
   TrainingState state_;
   int64_t step_ = 0;            // Optimizer steps done (global).
+  // Snapshots: taken (and read at restore) when a snapshot_dir is given, snapshot_every is
+  // not -1 and the optimizer is not sharded (ZeRO's shards are not snapshotted yet).
+  bool snapshots_ = false;
+  std::unique_ptr<SnapshotWriter> snapshot_writer_;  // Writer ranks only; null after a failure.
+  int64_t snapshot_interval_ = 1;   // Steps between snapshots (adapted for snapshot_every 0).
+  int64_t last_snapshot_ = -1;      // Step of the last snapshot written.
+  absl::Duration step_time_;        // Moving average of the step time (snapshot_every 0).
+  absl::Duration snapshot_cost_;    // Of the last snapshot.
   LoaderPosition start_;        // Where this run's data starts.
 
   // Train.

@@ -6,10 +6,10 @@
 #include <ATen/core/List.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/detail/CUDAHooksInterface.h>
-#include <caffe2/serialize/inline_container.h>
-#include <caffe2/serialize/read_adapter_interface.h>
 #include <c10/core/GradMode.h>
 #include <c10/util/string_utils.h>
+#include <caffe2/serialize/inline_container.h>
+#include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/import_read.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/optim/adamw.h>
@@ -57,21 +57,6 @@ constexpr char kKeyRngCpu[] = "rng_cpu";
 constexpr char kKeyRngCuda[] = "rng_cuda";
 constexpr char kKeyRngExtra[] = "rng_extra";
 
-// A checkpoint file decoded and checked for internal consistency (not yet against the
-// live state).
-std::string OptimizerType(const torch::optim::Optimizer* optimizer) {
-  if (optimizer == nullptr) return "none";
-  if (dynamic_cast<const torch::optim::SGD*>(optimizer) != nullptr) return "sgd";
-  if (dynamic_cast<const torch::optim::AdamW*>(optimizer) != nullptr) return "adamw";
-  return "other";
-}
-
-int64_t OptimizerParamCount(const torch::optim::Optimizer& optimizer) {
-  int64_t n = 0;
-  for (const auto& group : optimizer.param_groups()) n += group.params().size();
-  return n;
-}
-
 // The names each optimizer keeps per parameter (torch/optim/sgd.h, adamw.h). "step" is a
 // 0-d int64 tensor; the others are shaped and typed like the parameter.
 constexpr char kMomentumBuffer[] = "momentum_buffer";
@@ -101,6 +86,73 @@ std::vector<at::Tensor> OptimizerParams(const torch::optim::Optimizer& optimizer
   return params;
 }
 
+}  // namespace
+
+// ---- the state's parts (checkpoint_codec.h) -----------------------------------------------
+
+std::string OptimizerType(const torch::optim::Optimizer* optimizer) {
+  if (optimizer == nullptr) return "none";
+  if (dynamic_cast<const torch::optim::SGD*>(optimizer) != nullptr) return "sgd";
+  if (dynamic_cast<const torch::optim::AdamW*>(optimizer) != nullptr) return "adamw";
+  return "other";
+}
+
+int64_t OptimizerParamCount(const torch::optim::Optimizer& optimizer) {
+  int64_t n = 0;
+  for (const auto& group : optimizer.param_groups()) n += group.params().size();
+  return n;
+}
+
+std::vector<std::vector<std::pair<std::string, at::Tensor>>> LiveOptimizerState(
+    const torch::optim::Optimizer& optimizer) {
+  using StateMap = std::decay_t<decltype(optimizer.state())>;
+  const std::string type = OptimizerType(&optimizer);
+  const StateMap& states = optimizer.state();
+  std::vector<std::vector<std::pair<std::string, at::Tensor>>> out;
+  for (const at::Tensor& param : OptimizerParams(optimizer)) {
+    std::vector<std::pair<std::string, at::Tensor>> entry;
+    const auto it = states.find(StateKey<StateMap>(param));
+    const auto add_defined = [&entry](const char* name, const at::Tensor& t) {
+      if (t.defined()) entry.emplace_back(name, t.detach());
+    };
+    if (it != states.end() && type == "sgd") {
+      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+      add_defined(kMomentumBuffer, s.momentum_buffer());
+    } else if (it != states.end() && type == "adamw") {
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      entry.emplace_back(kStep, at::scalar_tensor(s.step(), at::kLong));
+      add_defined(kExpAvg, s.exp_avg());
+      add_defined(kExpAvgSq, s.exp_avg_sq());
+      add_defined(kMaxExpAvgSq, s.max_exp_avg_sq());
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+// Generators: CPU always, CUDA when this LibTorch has it. (Context::defaultGenerator has
+// the same signature in LibTorch 1.13 and 2.x; the CUDA hooks' getter was renamed.)
+at::Tensor CpuRngState() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+
+std::vector<at::Tensor> CudaRngStates() {
+  std::vector<at::Tensor> states;
+  const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
+  if (!hooks.hasCUDA()) return states;
+  for (int i = 0; i < hooks.getNumGPUs(); ++i) {
+    at::Generator gen = at::globalContext().defaultGenerator(
+        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    states.push_back(gen.get_state());
+  }
+  return states;
+}
+
+namespace {
+
 at::Tensor BytesToTensor(const void* data, size_t size) {
   at::Tensor t = at::empty({static_cast<int64_t>(size)}, at::kByte);
   if (size > 0) std::memcpy(t.data_ptr(), data, size);
@@ -126,50 +178,14 @@ at::Tensor Compact(const at::Tensor& t) {
 // "optimizer_state": per parameter of `optimizer` (SGD or AdamW, param-group order), its
 // state as name -> tensor, empty while it has none (before its first step).
 c10::List<c10::Dict<std::string, at::Tensor>> ExportOptimizerState(
-    const torch::optim::Optimizer& optimizer, const std::string& type) {
-  using StateMap = std::decay_t<decltype(optimizer.state())>;
+    const torch::optim::Optimizer& optimizer) {
   c10::List<c10::Dict<std::string, at::Tensor>> out;
-  const StateMap& states = optimizer.state();
-  for (const at::Tensor& param : OptimizerParams(optimizer)) {
+  for (const auto& parameter_state : LiveOptimizerState(optimizer)) {
     c10::Dict<std::string, at::Tensor> entry;
-    const auto it = states.find(StateKey<StateMap>(param));
-    const auto insert_defined = [&entry](const char* name, const at::Tensor& t) {
-      if (t.defined()) entry.insert(name, Compact(t));
-    };
-    if (it != states.end() && type == "sgd") {
-      const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-      insert_defined(kMomentumBuffer, s.momentum_buffer());
-    } else if (it != states.end() && type == "adamw") {
-      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
-      entry.insert(kStep, at::scalar_tensor(s.step(), at::kLong));
-      insert_defined(kExpAvg, s.exp_avg());
-      insert_defined(kExpAvgSq, s.exp_avg_sq());
-      insert_defined(kMaxExpAvgSq, s.max_exp_avg_sq());
-    }
+    for (const auto& [name, tensor] : parameter_state) entry.insert(name, Compact(tensor));
     out.push_back(std::move(entry));
   }
   return out;
-}
-
-// Generators: CPU always, CUDA when this LibTorch has it. (Context::defaultGenerator has
-// the same signature in LibTorch 1.13 and 2.x; the CUDA hooks' getter was renamed.)
-at::Tensor GetCpuRngState() {
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  return gen.get_state();
-}
-
-std::vector<at::Tensor> GetCudaRngStates() {
-  std::vector<at::Tensor> states;
-  const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
-  if (!hooks.hasCUDA()) return states;
-  for (int i = 0; i < hooks.getNumGPUs(); ++i) {
-    at::Generator gen = at::globalContext().defaultGenerator(
-        c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    states.push_back(gen.get_state());
-  }
-  return states;
 }
 
 void SetRngStates(const DecodedCheckpoint& d) {
@@ -247,7 +263,8 @@ absl::StatusOr<DecodedCheckpoint> DecodeDict(const c10::IValue& root) {
   ASSIGN_OR_RETURN(c10::IValue format, Field(dict, kKeyFormat));
   if (format.isString() && format.toStringRef() == kFormatV1) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint format ", kFormatV1, " (an earlier Baton) keeps the optimizer state as a "
+        "checkpoint format ", kFormatV1,
+        " (an earlier Baton) keeps the optimizer state as a "
         "TorchScript archive, and loading one runs TorchScript's importer, so whoever can "
         "write the checkpoint directory could run code in the trainer; this trainer reads ",
         kFormat, " only. Finish the job with the Baton that wrote it, or start it again"));
@@ -315,8 +332,10 @@ absl::Status CheckOptimizerStateFits(
   const std::vector<at::Tensor> params = OptimizerParams(optimizer);
   if (saved.size() != params.size()) {
     return absl::FailedPreconditionError(absl::StrCat("checkpoint has optimizer state for ",
-                                                      saved.size(), " parameters, the job's "
-                                                      "optimizer has ", params.size()));
+                                                      saved.size(),
+                                                      " parameters, the job's "
+                                                      "optimizer has ",
+                                                      params.size()));
   }
   for (size_t i = 0; i < params.size(); ++i) {
     const auto bad = [&](absl::string_view what) {
@@ -324,9 +343,9 @@ absl::Status CheckOptimizerStateFits(
           absl::StrCat("checkpoint optimizer state of parameter ", i, ": ", what));
     };
     for (const auto& [name, t] : saved[i]) {
-      const bool like_param =
-          type == "sgd" ? name == kMomentumBuffer
-                        : name == kExpAvg || name == kExpAvgSq || name == kMaxExpAvgSq;
+      const bool like_param = type == "sgd"
+                                  ? name == kMomentumBuffer
+                                  : name == kExpAvg || name == kExpAvgSq || name == kMaxExpAvgSq;
       if (type == "adamw" && name == kStep) {
         if (t.dim() != 0 || t.scalar_type() != at::kLong || t.item<int64_t>() < 0) {
           return bad("\"step\" is not a non-negative 0-d int64 tensor");
@@ -458,11 +477,11 @@ absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state
     c10::List<c10::Dict<std::string, at::Tensor>> optimizer_state;
     int64_t optimizer_params = 0;
     if (state.optimizer != nullptr) {
-      optimizer_state = ExportOptimizerState(*state.optimizer, optimizer_type);
+      optimizer_state = ExportOptimizerState(*state.optimizer);
       optimizer_params = OptimizerParamCount(*state.optimizer);
     }
     c10::List<at::Tensor> cuda;
-    for (const at::Tensor& t : GetCudaRngStates()) cuda.push_back(t);
+    for (const at::Tensor& t : CudaRngStates()) cuda.push_back(t);
 
     c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
     dict.insert(kKeyFormat, std::string(kFormat));
@@ -477,7 +496,7 @@ absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state
     dict.insert(kKeyOptimizerType, optimizer_type);
     dict.insert(kKeyOptimizerParams, optimizer_params);
     dict.insert(kKeyOptimizerState, optimizer_state);
-    dict.insert(kKeyRngCpu, GetCpuRngState());
+    dict.insert(kKeyRngCpu, CpuRngState());
     dict.insert(kKeyRngCuda, cuda);
     dict.insert(kKeyRngExtra, BytesToTensor(p.rng_extra.data(), p.rng_extra.size()));
     bytes = torch::jit::pickle_save(c10::IValue(dict));

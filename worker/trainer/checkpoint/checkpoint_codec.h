@@ -34,9 +34,11 @@
 // encoding and applying read or set the process's default generators.
 
 #include <ATen/core/Tensor.h>
+#include <torch/optim/optimizer.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -84,6 +86,24 @@ absl::StatusOr<DecodedCheckpoint> DecodeCheckpoint(const std::vector<char>& byte
 //   INTERNAL: loading failed part-way; `state` is unspecified.
 absl::Status ApplyCheckpoint(const DecodedCheckpoint& decoded, TrainingState& state,
                              bool restore_rng);
+
+// The parts of a training state that EncodeTrainingState reads, for another encoding of the
+// same state (the in-memory snapshots, snapshot/snapshot_codec.h) that must decode to the
+// same DecodedCheckpoint.
+//
+// "sgd", "adamw", "none" (null) or "other" (which no checkpoint holds).
+std::string OptimizerType(const torch::optim::Optimizer* optimizer);
+// Parameters over the optimizer's groups.
+int64_t OptimizerParamCount(const torch::optim::Optimizer& optimizer);
+// Per parameter of `optimizer` (param-group order), its state as "optimizer_state" above
+// names it: the LIVE tensors (detached, not copied), except AdamW's "step", a new 0-d int64
+// tensor. Empty for a parameter without state and for an optimizer of type "other".
+std::vector<std::vector<std::pair<std::string, at::Tensor>>> LiveOptimizerState(
+    const torch::optim::Optimizer& optimizer);
+// The calling process's default CPU generator state; its CUDA generators' (one per device,
+// none without CUDA).
+at::Tensor CpuRngState();
+std::vector<at::Tensor> CudaRngStates();
 
 // The pickled final weights of `tensors` (`path` only names the file in errors).
 // INVALID_ARGUMENT on duplicate names; INTERNAL when serialising fails.

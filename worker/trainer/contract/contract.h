@@ -92,6 +92,10 @@ inline constexpr char kEnvHostKey[] = "BATON_HOST_KEY";
 // Where a command job saves and resumes its state (the spec's checkpoint_dir); set only when
 // the spec has one. baton-trainer takes it as --checkpoint_dir instead.
 inline constexpr char kEnvCheckpointDir[] = "BATON_CHECKPOINT_DIR";
+// A directory on a memory file system that the worker keeps for the job on this host across
+// its generations, private to the job's ranks: where in-memory snapshots of the training
+// state live (baton-trainer: snapshot/snapshot_store.h). Unset: no snapshots.
+inline constexpr char kEnvSnapshotDir[] = "BATON_SNAPSHOT_DIR";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";
