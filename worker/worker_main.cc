@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -83,6 +84,13 @@ ABSL_FLAG(bool, confine_ranks, SupervisorDefaults().confine_ranks,
           "read or write anything under --work_dir (other jobs' directories, the worker's "
           "files) but its own job's directory. Without Landlock in the kernel ranks run "
           "unconfined (logged once).");
+ABSL_FLAG(std::string, snapshot_root, "",
+          "Directory holding each job's in-memory snapshots of its training state "
+          "(<dir>/<job>, kept across the job's restarts so that a restarted gang resumes from "
+          "the newest step a survivor holds; removed 10 minutes after the job's last rank here "
+          "ended). Default: <work_dir>/snapshots. Best on a memory file system (a tmpfs; on "
+          "Kubernetes an emptyDir with medium Memory); not below /dev/shm while ranks are "
+          "confined. 'none': no snapshots.");
 ABSL_FLAG(int64_t, max_rank_log_bytes, SupervisorDefaults().max_rank_log_bytes,
           "Bytes each rank's stdout.log and stderr.log may keep on this worker's disk; then a "
           "marker line says the rest was not kept (>= 1).");
@@ -147,8 +155,7 @@ ABSL_FLAG(std::string, worker_id, "",
           "Worker identity. With TLS it must be a name of --tls_cert (default: its subject "
           "CN). With --insecure the default is read from <work_dir>/worker_id, created "
           "(random) on first start, so restarts keep the identity.");
-ABSL_FLAG(std::string, ca, "",
-          "The cluster CA (PEM) the coordinator's certificate must chain to.");
+ABSL_FLAG(std::string, ca, "", "The cluster CA (PEM) the coordinator's certificate must chain to.");
 ABSL_FLAG(std::string, tls_cert, "",
           "This worker's certificate (PEM), signed by the cluster CA; the coordinator lets "
           "it register only under the certificate's name (tools/certs.sh --worker ID).");
@@ -251,7 +258,36 @@ struct Self {
   baton::v1::Resources resources;
   HostAddress network;
   std::vector<std::string> coordinators;  // --coordinator's addresses
+  std::string snapshot_root;              // Resolved; empty: none.
 };
+
+// --snapshot_root, made 0700 and resolved: empty for 'none'. FAILED_PRECONDITION for a root
+// below /dev/shm with confined ranks: Landlock grants a confined rank the hidden root's
+// ancestors' entries as they were at its start, so the shared-memory segments its gang
+// makes later in /dev/shm would be out of its reach.
+absl::StatusOr<std::string> SnapshotRoot(const std::string& work_dir) {
+  std::string root = absl::GetFlag(FLAGS_snapshot_root);
+  if (root == "none") return std::string();
+  if (root.empty()) root = work_dir + "/snapshots";
+  if (root[0] != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--snapshot_root: \"", root, "\" is not an absolute path (or 'none')"));
+  }
+  RETURN_IF_ERROR(MakePrivateDirs(root));
+  std::error_code ec;
+  const std::string real = std::filesystem::canonical(root, ec).string();
+  if (ec)
+    return absl::FailedPreconditionError(
+        absl::StrCat("--snapshot_root ", root, ": ", ec.message()));
+  if (absl::GetFlag(FLAGS_confine_ranks) &&
+      (real == "/dev/shm" || absl::StartsWith(real, "/dev/shm/"))) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--snapshot_root ", real,
+        " is below /dev/shm: confined ranks could then not create "
+        "shared-memory segments there; use another tmpfs mount (or --confine_ranks=false)"));
+  }
+  return real;
+}
 
 absl::StatusOr<Self> DiscoverSelf() {
   Self self;
@@ -269,6 +305,7 @@ absl::StatusOr<Self> DiscoverSelf() {
     return absl::FailedPreconditionError(
         absl::StrCat("--work_dir ", absl::GetFlag(FLAGS_work_dir), ": ", ec.message()));
   }
+  ASSIGN_OR_RETURN(self.snapshot_root, SnapshotRoot(self.work_dir));
   self.worker_id = absl::GetFlag(FLAGS_worker_id);
   if (self.worker_id.empty() && !absl::GetFlag(FLAGS_insecure)) {
     ASSIGN_OR_RETURN(self.worker_id, CertificateCommonName(absl::GetFlag(FLAGS_tls_cert)));
@@ -296,6 +333,7 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
   options.trainer_path = self.trainer;
   options.allowed_paths = absl::GetFlag(FLAGS_allowed_paths);
   options.confine_ranks = absl::GetFlag(FLAGS_confine_ranks);
+  options.snapshot_root = self.snapshot_root;
   // What a rank could pose as this worker with: hidden from every confined rank.
   for (const std::string& file :
        {absl::GetFlag(FLAGS_tls_key), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_ca)}) {

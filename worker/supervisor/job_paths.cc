@@ -134,6 +134,11 @@ absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPo
     ASSIGN_OR_RETURN(std::string real, ResolvePath(secret));
     isolation.hidden.push_back(std::move(real));
   }
+  if (!policy.snapshot_root.empty()) {
+    ASSIGN_OR_RETURN(const std::string root, ResolvePath(policy.snapshot_root));
+    if (!IsUnder(root, work_dir)) isolation.hidden.push_back(root);
+    isolation.exceptions.push_back(absl::StrCat(root, "/", job_id));
+  }
   return isolation;
 }
 

@@ -32,8 +32,8 @@ class JobPathsTest : public ::testing::Test {
     root_ = real;
     policy_.work_dir = root_ + "/work";
     policy_.allowed_roots = {root_ + "/shared"};
-    for (const char* d : {"/work/jobs/j-1/ckpt", "/work/jobs/j-2/ckpt", "/shared/data",
-                          "/elsewhere"}) {
+    for (const char* d :
+         {"/work/jobs/j-1/ckpt", "/work/jobs/j-2/ckpt", "/shared/data", "/elsewhere"}) {
       std::filesystem::create_directories(root_ + d);
     }
   }
@@ -51,7 +51,8 @@ TEST_F(JobPathsTest, ResolvesExistingPartsThroughSymlinksAndTheRestLexically) {
   EXPECT_EQ(Resolved(root_ + "/shared/./data/../data/new/x"), root_ + "/shared/data/new/x");
   EXPECT_EQ(Resolved(root_ + "/shared/link/new"), root_ + "/elsewhere/new");
   EXPECT_EQ(Resolved(root_ + "/shared/new/../../elsewhere"), root_ + "/elsewhere");
-  EXPECT_THAT(ResolvePath("relative/path"), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(ResolvePath("relative/path"),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
 }
 
 TEST_F(JobPathsTest, PathsUnderTheJobsOwnDirectoryOrAnAllowedRootPass) {
@@ -66,7 +67,8 @@ TEST_F(JobPathsTest, AnotherJobsDirectoryOrTheWorkersFilesAreRefused) {
               StatusIs(absl::StatusCode::kPermissionDenied,
                        AllOf(HasSubstr("checkpoint_dir"), HasSubstr("j-2"))));
   EXPECT_THAT(Check(root_ + "/work"), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
-  EXPECT_THAT(Check(root_ + "/work/jobs"), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(Check(root_ + "/work/jobs"),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
 }
 
 TEST_F(JobPathsTest, PathsOutsideTheAllowedRootsAreRefused) {
@@ -78,8 +80,8 @@ TEST_F(JobPathsTest, PathsOutsideTheAllowedRootsAreRefused) {
 
 TEST_F(JobPathsTest, DotDotEscapesAreRefused) {
   EXPECT_THAT(Check(root_ + "/shared/../elsewhere"),
-              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("resolved: " + root_ +
-                                                                      "/elsewhere")));
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("resolved: " + root_ + "/elsewhere")));
   EXPECT_THAT(Check(root_ + "/work/jobs/j-1/../j-2/ckpt"),
               StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
   EXPECT_THAT(Check(root_ + "/work/jobs/j-1/new/../../j-2"),
@@ -90,8 +92,10 @@ TEST_F(JobPathsTest, SymlinkEscapesAreRefused) {
   ASSERT_EQ(::symlink((root_ + "/elsewhere").c_str(), (root_ + "/shared/out").c_str()), 0);
   ASSERT_EQ(::symlink((root_ + "/work/jobs/j-2").c_str(), (root_ + "/shared/j2").c_str()), 0);
   ASSERT_EQ(::symlink((root_ + "/missing").c_str(), (root_ + "/shared/dangling").c_str()), 0);
-  EXPECT_THAT(Check(root_ + "/shared/out/ckpt"), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
-  EXPECT_THAT(Check(root_ + "/shared/j2/ckpt"), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(Check(root_ + "/shared/out/ckpt"),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  EXPECT_THAT(Check(root_ + "/shared/j2/ckpt"),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
   EXPECT_THAT(Check(root_ + "/shared/dangling"),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("checkpoint_dir")));
 }
@@ -126,6 +130,23 @@ TEST_F(JobPathsTest, IsolationHidesTheWorkDirButTheJobsDirAndEverySecretFile) {
               ::testing::ElementsAre(root_ + "/work", root_ + "/pki/..data/w1.key",
                                      root_ + "/pki/w1.crt", root_ + "/pki/ca.crt"));
   EXPECT_THAT(isolation->exceptions, ::testing::ElementsAre(root_ + "/work/jobs/j-1"));
+}
+
+// A job may use its own snapshot directory only: the root is hidden (already, under the
+// work_dir; on its own, elsewhere) but for <root>/<job>.
+TEST_F(JobPathsTest, IsolationHidesOtherJobsSnapshots) {
+  std::filesystem::create_directories(root_ + "/work/snapshots/j-1");
+  policy_.snapshot_root = root_ + "/work/snapshots";
+  ASSERT_OK_AND_ASSIGN(FsIsolation under_work, IsolationFor("j-1", policy_));
+  EXPECT_THAT(under_work.hidden, ::testing::ElementsAre(root_ + "/work"));
+  EXPECT_THAT(under_work.exceptions,
+              ::testing::ElementsAre(root_ + "/work/jobs/j-1", root_ + "/work/snapshots/j-1"));
+  std::filesystem::create_directories(root_ + "/tmpfs/snap/j-1");
+  policy_.snapshot_root = root_ + "/tmpfs/snap";
+  ASSERT_OK_AND_ASSIGN(FsIsolation elsewhere, IsolationFor("j-1", policy_));
+  EXPECT_THAT(elsewhere.hidden, ::testing::ElementsAre(root_ + "/work", root_ + "/tmpfs/snap"));
+  EXPECT_THAT(elsewhere.exceptions,
+              ::testing::ElementsAre(root_ + "/work/jobs/j-1", root_ + "/tmpfs/snap/j-1"));
 }
 
 }  // namespace

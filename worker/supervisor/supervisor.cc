@@ -27,6 +27,8 @@ Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clo
       clock_(clock),
       listener_(listener),
       devices_(options_.devices),
+      snapshot_dirs_(SnapshotDirsOptions{options_.snapshot_root, options_.snapshot_keep_idle,
+                                         options_.snapshot_max_idle}),
       pump_(PumpOptions(options_), clock, PumpCallbacks()) {}
 
 OutputPumpOptions Supervisor::PumpOptions(const SupervisorOptions& options) {
@@ -417,6 +419,10 @@ absl::Status Supervisor::Forget(const std::string& job_id, int64_t generation,
   devices_.Release(a.job_id, a.generation);
   forgotten = std::move(it->second);
   assignments_.erase(it);
+  const bool job_left = std::none_of(assignments_.begin(), assignments_.end(),
+                                     [&](const auto& e) { return e.second.job_id == job_id; });
+  if (job_left) snapshot_dirs_.Idle(job_id, clock_->Now());
+  snapshot_dirs_.Collect(clock_->Now());
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include "worker/supervisor/device_table.h"
 #include "worker/supervisor/output_pump.h"
 #include "worker/supervisor/rank_lifecycle.h"
+#include "worker/supervisor/snapshot_dirs.h"
 
 namespace baton::worker {
 
@@ -78,6 +79,15 @@ struct SupervisorOptions {
   // in local-rank order; an assignment finding too few free fails ("DevicesBusy"). Empty:
   // ranks inherit the worker's CUDA_VISIBLE_DEVICES as is (no GPUs, or more slots than GPUs).
   std::vector<std::string> devices;
+  // Where each job's ranks keep in-memory snapshots (snapshot_dirs.h): <snapshot_root>/<job>,
+  // BATON_SNAPSHOT_DIR in their environment. Absolute; empty: none. Confined ranks may use
+  // their own job's only. Best on a memory file system; never below /dev/shm with
+  // confine_ranks (Landlock could then not let ranks create shared-memory segments there).
+  std::string snapshot_root;
+  // Idle snapshot directories (no assignment of their job left here) are removed after this
+  // long, and beyond this many at once.
+  absl::Duration snapshot_keep_idle = absl::Minutes(10);
+  size_t snapshot_max_idle = 4;
 };
 
 // Runs and supervises the training processes of this worker's assignments (one assignment =
@@ -277,8 +287,9 @@ class Supervisor final : public AssignmentFactSource {
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
 
+  // `snapshot_dir`: the job's (BATON_SNAPSHOT_DIR), empty for none.
   RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank,
-                        const std::vector<std::string>& devices);
+                        const std::vector<std::string>& devices, const std::string& snapshot_dir);
   // After LaunchAssignment's spawns (`launches`, in rank order, the last one possibly failed):
   // records the processes, or fails the assignment and kills them; applies a stop that came
   // meanwhile. Returns the failed spawn's status, or OK.
@@ -329,6 +340,7 @@ class Supervisor final : public AssignmentFactSource {
   mutable absl::Mutex mu_;
   std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
   DeviceTable devices_ ABSL_GUARDED_BY(mu_);
+  SnapshotDirs snapshot_dirs_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // The output thread runs (Start succeeded, the first Shutdown has not stopped it).
   bool pump_running_ ABSL_GUARDED_BY(mu_) = false;

@@ -19,6 +19,7 @@
 #include "worker/supervisor/job_paths.h"
 #include "worker/supervisor/launch_plan.h"
 #include "worker/supervisor/supervisor.h"
+#include "worker/trainer/contract/contract.h"
 
 namespace baton::worker {
 namespace {
@@ -162,6 +163,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   std::string lease_expired;  // Why it failed at once, if it did.
   std::string devices_busy;   // Or this.
   std::vector<std::string> devices;
+  std::string snapshot_dir;  // Empty: none.
   {
     absl::MutexLock lock(&mu_);
     auto it = assignments_.find(key);
@@ -184,6 +186,15 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
       devices = *std::move(taken);  // Held until the assignment is forgotten.
       a.phase = Phase::kSpawning;
       request = a.request;
+      if (snapshot_dirs_.enabled()) {
+        // Without one the ranks run on without snapshots (recovery from the disk checkpoints).
+        absl::StatusOr<std::string> dir = snapshot_dirs_.Use(job_id);
+        if (dir.ok()) {
+          snapshot_dir = *std::move(dir);
+        } else {
+          BATON_LOG(WARNING) << "job " << job_id << " gen " << generation << ": " << dir.status();
+        }
+      }
     }
   }
   if (!lease_expired.empty()) {
@@ -217,7 +228,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   std::vector<RankLaunch> launches;
   launches.reserve(request.ranks_size());
   for (const auto& r : request.ranks()) {
-    launches.push_back(LaunchRank(request, r, devices));
+    launches.push_back(LaunchRank(request, r, devices, snapshot_dir));
     if (!launches.back().status.ok()) break;
   }
 
@@ -287,7 +298,8 @@ void Supervisor::ReportSpawnFailure(const std::string& job_id, int64_t generatio
 
 Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& request,
                                               const baton::v1::RankInfo& rank,
-                                              const std::vector<std::string>& devices) {
+                                              const std::vector<std::string>& devices,
+                                              const std::string& snapshot_dir) {
   RankLaunch out;
   absl::StatusOr<RankLaunchPlan> plan = PlanRankLaunch(
       request, rank, devices, {options_.work_dir, options_.trainer_path, options_.base_env});
@@ -315,10 +327,14 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     return out;
   }
   LaunchRequest& launch = plan->request;
+  if (!snapshot_dir.empty()) {
+    launch.env.push_back(absl::StrCat(trainer::kEnvSnapshotDir, "=", snapshot_dir));
+  }
   if (options_.confine_ranks) {
     absl::StatusOr<FsIsolation> isolation =
         IsolationFor(request.job_id(),
-                     PathPolicy{options_.work_dir, options_.allowed_paths, options_.secret_files});
+                     PathPolicy{options_.work_dir, options_.allowed_paths, options_.secret_files,
+                                snapshot_dir.empty() ? std::string() : options_.snapshot_root});
     if (!isolation.ok()) {
       out.status = isolation.status();
       return out;

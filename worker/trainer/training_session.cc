@@ -412,8 +412,10 @@ absl::Status TrainingSession::Step() {
   lr_ = schedule_->LrAt(step_);
   SetLearningRate(*optimizer_, lr_);
   for (int64_t m = 0; m < accumulation_; ++m) RETURN_IF_ERROR(MicroBatch());
-  ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish());
+  // Before the gradients' exchange completes: a rank that dies once its part is sent (the
+  // step completes on the others, and a snapshot may resume right after it) has logged it.
   LogStepSamples();
+  ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish());
   phases_.LapSplit(Phase::kCommWait, outcome.comm_wait, Phase::kOptimizer);
   window_.time += phases_.Stop();
   CountStep(outcome);
@@ -459,8 +461,9 @@ absl::Status TrainingSession::MicroBatch() {
   return absl::OkStatus();
 }
 
-// "<generation> <step> <rank> <ids>" for the step just finished, flushed: a crash loses no
-// finished step.
+// "<generation> <step> <rank> <ids>" for the step whose micro-batches were just computed,
+// flushed before its gradients are exchanged: a step that completes is logged by every rank
+// (one that fails is logged too, and logged again by the generation that redoes it).
 void TrainingSession::LogStepSamples() {
   if (!sample_log_.is_open()) return;
   sample_log_ << context_.generation << " " << step_ + 1 << " " << comm_.rank() << " "
@@ -574,8 +577,9 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
     snapshot_writer_.reset();
     return;
   }
-  snapshot_cost_ = clock_.Now() - start;
+  const absl::Duration cost = clock_.Now() - start;
   const bool first = last_snapshot_ < 0;
+  snapshot_cost_ = first ? cost : (snapshot_cost_ * 4 + cost) / 5;
   last_snapshot_ = step_;
   const int64_t interval = snapshot_interval_;
   if (options_.snapshot_every > 0) {
@@ -593,7 +597,7 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
                   << std::endl;
   }
   if (context_.profiler != nullptr) {
-    TraceSpan span{"snapshot", "snapshot", start, snapshot_cost_};
+    TraceSpan span{"snapshot", "snapshot", start, cost};
     span.int_args["step"] = step_;
     context_.profiler->Record(std::move(span));
   }

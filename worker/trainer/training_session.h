@@ -146,7 +146,7 @@ class TrainingSession {
   int64_t snapshot_interval_ = 1;   // Steps between snapshots (adapted for snapshot_every 0).
   int64_t last_snapshot_ = -1;      // Step of the last snapshot written.
   absl::Duration step_time_;        // Moving average of the step time (snapshot_every 0).
-  absl::Duration snapshot_cost_;    // Of the last snapshot.
+  absl::Duration snapshot_cost_;    // Moving average of a snapshot's cost.
   LoaderPosition start_;        // Where this run's data starts.
 
   // Train.
