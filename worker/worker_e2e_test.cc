@@ -313,6 +313,40 @@ TEST_F(WorkerE2eTest, ACommandJobCannotWriteIntoAnotherJobsDirectoryOrReadItsChe
   EXPECT_EQ(ReadFileOrEmpty(work_dir_ + "/jobs/j-b/mine"), "mine\n");
 }
 
+// In-memory snapshots (BATON_SNAPSHOT_DIR, <work_dir>/snapshots/<job>): a job has its own,
+// kept by the worker, and cannot reach another job's, by its path or from its own.
+TEST_F(WorkerE2eTest, AJobCannotReadOrReplaceAnotherJobsSnapshots) {
+  if (!LandlockAvailable()) GTEST_SKIP() << "no Landlock in this kernel";
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  ASSERT_TRUE(WaitUntil([&] {
+    return coordinator_.Send(StartCommand(
+        "j-a", 1,
+        "echo secret > $BATON_SNAPSHOT_DIR/snapshot-rank0.bin && echo a-dir=$BATON_SNAPSHOT_DIR "
+        "&& echo a-ready; exec sleep 1000"));
+  }));
+  const std::string a = LinesUntil("j-a", "a-ready");
+  const std::string a_dir = work_dir_ + "/snapshots/j-a";
+  ASSERT_THAT(a, ::testing::HasSubstr("a-dir=" + a_dir));
+  ASSERT_TRUE(coordinator_.Send(StartCommand(
+      "j-b", 1,
+      absl::StrCat("A=", a_dir, "; cat $A/snapshot-rank0.bin; echo read=$?; ",
+                   "cat $BATON_SNAPSHOT_DIR/../j-a/snapshot-rank0.bin; echo relative=$?; ",
+                   "echo x > $A/snapshot-rank1.bin; echo write=$?; ls $A; echo list=$?; ",
+                   "ls $BATON_SNAPSHOT_DIR/..; echo list_root=$?; ",
+                   "echo mine > $BATON_SNAPSHOT_DIR/snapshot-rank0.bin && echo own=ok; ",
+                   "echo b-done"))));
+  const std::string b = LinesUntil("j-b", "b-done");
+  EXPECT_THAT(b, ::testing::HasSubstr("own=ok"));
+  for (const char* denied :
+       {"read=0", "relative=0", "write=0", "list=0", "list_root=0", "secret"}) {
+    EXPECT_THAT(b, ::testing::Not(::testing::HasSubstr(denied))) << b;
+  }
+  EXPECT_EQ(ReadFileOrEmpty(a_dir + "/snapshot-rank0.bin"), "secret\n");
+  EXPECT_NE(::access((a_dir + "/snapshot-rank1.bin").c_str(), F_OK), 0);
+  EXPECT_EQ(ReadFileOrEmpty(work_dir_ + "/snapshots/j-b/snapshot-rank0.bin"), "mine\n");
+}
+
 TEST_F(WorkerE2eTest, ACheckpointDirOutsideTheAllowedRootsOrEscapingThemFailsTheJob) {
   const std::string shared = MakeTestDir("allowed");
   const std::string elsewhere = MakeTestDir("elsewhere");
