@@ -19,9 +19,9 @@ wait_for_workers 3
 job_yaml() {
   cat >"$TMP/$1.yaml" <<YAML
 name: $1
-trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [128, 64], log_every: 1, threads: 1, checkpoint_every: 100000}
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: 100000, snapshot_every: 1}
 workers: {min: 2, max: 2}
-budget: {max_steps: 400}
+budget: {max_steps: 1200}
 checkpoint_dir: $TMP/$1-ckpt
 restart_policy: {backoff_initial: 0s}
 YAML
@@ -35,11 +35,17 @@ run_reference
 rank0_log() { ls "$TMP"/w?/jobs/"$1"/gen-"$2"/rank-0/stdout.log 2>/dev/null | head -1; }
 # last_step JOB GEN: the last step generation GEN's rank 0 completed (it logs every step).
 last_step() { sed -n 's/^step \([0-9]*\)\/.*/\1/p' "$(rank0_log "$1" "$2")" | tail -1; }
-# resumed_from_memory JOB GEN STEP: generation GEN restored the in-memory snapshot of STEP.
-resumed_from_memory() {
+# restored JOB GEN: generation GEN's rank 0 has logged where it resumed.
+restored() {
   local log
   log=$(rank0_log "$1" "$2")
-  [[ -n $log ]] && grep -q "^restored in-memory snapshot of generation .* at step $3 " "$log"
+  [[ -n $log ]] && grep -q "^restored in-memory snapshot of generation \|^no in-memory snapshot " "$log"
+}
+# expect_resumed_from_memory JOB GEN STEP: generation GEN restored the in-memory snapshot of STEP.
+expect_resumed_from_memory() {
+  wait_for 60 restored "$1" "$2"
+  grep -q "^restored in-memory snapshot of generation .* at step $3 " "$(rank0_log "$1" "$2")" ||
+    { cat "$(rank0_log "$1" "$2")"; fail "generation $2 did not resume at step $3 from memory"; }
 }
 generation_past() { [[ $(job_field "$1" 'd["generation"]') -gt $2 && $(job_step "$1") -gt $3 ]]; }
 
@@ -56,8 +62,7 @@ after_rank_kill() { generation_past "$JOB" "$GEN" "$KILL_AT"; }
 wait_for 120 after_rank_kill
 LAST=$(last_step "$JOB" "$GEN")
 NEXT=$((GEN + 1))
-resumed() { resumed_from_memory "$JOB" "$NEXT" "$LAST"; }
-wait_for 60 resumed || { cat "$(rank0_log "$JOB" "$NEXT")"; fail "generation $NEXT did not resume at step $LAST from memory"; }
+expect_resumed_from_memory "$JOB" "$NEXT" "$LAST"
 echo "rank 1 killed after step $KILL_AT: generation $NEXT resumed at step $LAST, no step lost"
 compgen -G "$TMP/killed-ckpt/ckpt-*.pt" >/dev/null && fail "a disk checkpoint exists; the test means to show memory alone"
 
@@ -72,7 +77,7 @@ after_worker_kill() { generation_past "$JOB" "$GEN" "$STEP"; }
 wait_for 120 after_worker_kill
 LAST=$(last_step "$JOB" "$GEN")
 NEXT=$((GEN + 1))
-wait_for 60 resumed || { cat "$(rank0_log "$JOB" "$NEXT")"; fail "generation $NEXT did not resume at step $LAST from memory"; }
+expect_resumed_from_memory "$JOB" "$NEXT" "$LAST"
 echo "worker daemon of rank 1 killed: generation $NEXT resumed at step $LAST, no step lost"
 
 wait_for 180 job_succeeded "$JOB"

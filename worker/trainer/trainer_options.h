@@ -59,8 +59,8 @@ struct TrainerOptions {
   int64_t global_batch = trainer_spec::kGlobalBatch.default_value;
   // Non-empty: this rank appends one line per optimizer step, "<generation> <step> <rank>
   // <id>,<id>,..." (the dataset indices it trained on), to "<sample_log>.<rank>", written
-  // once its micro-batches are computed, before its gradients are exchanged. A step re-run
-  // after a restore is logged again; the entry of the highest generation counts.
+  // once its gradients' exchange completed, before the update. A step re-run after a
+  // restore is logged again; the entry of the highest generation counts.
   std::string sample_log;
   // 0: load on the training thread.
   int loader_threads = static_cast<int>(trainer_spec::kLoaderThreads.default_value);

@@ -26,6 +26,7 @@
 #include "worker/trainer/pipeline/checkpoint_layout.h"
 #include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/session_support.h"
+#include "worker/trainer/snapshot/async_snapshot_writer.h"
 #include "worker/trainer/snapshot/snapshot_choice.h"
 #include "worker/trainer/snapshot/snapshot_codec.h"
 #include "worker/trainer/step/gradient_reducer.h"
@@ -412,10 +413,14 @@ absl::Status TrainingSession::Step() {
   lr_ = schedule_->LrAt(step_);
   SetLearningRate(*optimizer_, lr_);
   for (int64_t m = 0; m < accumulation_; ++m) RETURN_IF_ERROR(MicroBatch());
-  // Before the gradients' exchange completes: a rank that dies once its part is sent (the
-  // step completes on the others, and a snapshot may resume right after it) has logged it.
-  LogStepSamples();
-  ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish());
+  // Logged as soon as the gradients' exchange completed: a step that completed on the
+  // survivors (which a snapshot may resume right after) is logged by every rank but one
+  // killed within microseconds of the exchange; a step still in flight is not logged.
+  // The snapshot copy started after the last step ends before this update changes its source.
+  ASSIGN_OR_RETURN(const StepOutcome outcome, train_step_->Finish([this] {
+    LogStepSamples();
+    FenceSnapshot();
+  }));
   phases_.LapSplit(Phase::kCommWait, outcome.comm_wait, Phase::kOptimizer);
   window_.time += phases_.Stop();
   CountStep(outcome);
@@ -461,9 +466,8 @@ absl::Status TrainingSession::MicroBatch() {
   return absl::OkStatus();
 }
 
-// "<generation> <step> <rank> <ids>" for the step whose micro-batches were just computed,
-// flushed before its gradients are exchanged: a step that completes is logged by every rank
-// (one that fails is logged too, and logged again by the generation that redoes it).
+// "<generation> <step> <rank> <ids>" for the step whose gradients were just exchanged,
+// flushed: a crash loses no completed step's line.
 void TrainingSession::LogStepSamples() {
   if (!sample_log_.is_open()) return;
   sample_log_ << context_.generation << " " << step_ + 1 << " " << comm_.rank() << " "
@@ -549,15 +553,16 @@ void TrainingSession::FillProgress() {
   state_.progress.scaler_growth_tracker = train_step_->scaler().growth_tracker();
 }
 
-// Opens the writer at the first snapshot. The interval for snapshot_every 0: the fewest
-// steps between snapshots that keep one snapshot's cost within 5 % of the steps' time.
+// Opens the writer at the first snapshot. Plans the image (progress, RNG, the buffers
+// cloned: forward changes BatchNorm's) and starts its copy, which the next step's forward
+// and backward overlap; FenceSnapshot waits for it before the update.
 void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
   if (!snapshots_ || context_.snapshot_writer.empty()) return;
   step_time_ = step_time_ == absl::ZeroDuration() ? step_time : (step_time_ * 4 + step_time) / 5;
   if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
   if (last_snapshot_ < 0 && snapshot_writer_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<SnapshotWriter>> writer =
-        SnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
+    absl::StatusOr<std::unique_ptr<AsyncSnapshotWriter>> writer =
+        AsyncSnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
     if (!writer.ok()) {
       BATON_LOG(WARNING) << "no in-memory snapshots: " << writer.status();
       snapshots_ = false;
@@ -566,39 +571,67 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
     snapshot_writer_ = *std::move(writer);
   }
   if (snapshot_writer_ == nullptr) return;
+  FenceSnapshot();  // Normally done already, in the step.
+  if (snapshot_writer_ == nullptr) return;
   const absl::Time start = clock_.Now();
   FillProgress();
-  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(state_);
-  absl::Status written =
-      image.ok() ? snapshot_writer_->Write(context_.generation, *image) : image.status();
-  if (!written.ok()) {
+  TrainingState snapshot = state_;
+  for (size_t i = named_.size() - buffers_.size(); i < snapshot.tensors.size(); ++i) {
+    snapshot.tensors[i].second = snapshot.tensors[i].second.detach().clone();
+  }
+  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(snapshot);
+  if (!image.ok()) {
     BATON_LOG(WARNING) << "in-memory snapshot of step " << step_
+                       << " failed, no more are taken: " << image.status();
+    snapshot_writer_.reset();
+    return;
+  }
+  snapshot_bytes_ = image->size();
+  snapshot_writer_->Start(context_.generation, *std::move(image));
+  snapshot_blocked_ = clock_.Now() - start;
+  last_snapshot_ = step_;
+}
+
+// Waits for the snapshot copy in flight; then its cost to training (planning it and this
+// wait) feeds the interval for snapshot_every 0: the fewest steps between snapshots that
+// keep that cost within 5 % of the steps' time.
+void TrainingSession::FenceSnapshot() {
+  if (snapshot_writer_ == nullptr || !snapshot_writer_->in_flight()) return;
+  const absl::Time start = clock_.Now();
+  const absl::Status written = snapshot_writer_->Wait();
+  if (!written.ok()) {
+    BATON_LOG(WARNING) << "in-memory snapshot of step " << last_snapshot_
                        << " failed, no more are taken: " << written;
     snapshot_writer_.reset();
     return;
   }
-  const absl::Duration cost = clock_.Now() - start;
-  const bool first = last_snapshot_ < 0;
-  snapshot_cost_ = first ? cost : (snapshot_cost_ * 4 + cost) / 5;
-  last_snapshot_ = step_;
+  const absl::Duration cost = snapshot_blocked_ + (clock_.Now() - start);
+  // The first write of each slot also faults its pages in: not samples.
+  if (++snapshots_written_ > 2) {
+    snapshot_cost_ =
+        snapshot_cost_ == absl::ZeroDuration() ? cost : (snapshot_cost_ * 4 + cost) / 5;
+  }
   const int64_t interval = snapshot_interval_;
   if (options_.snapshot_every > 0) {
     snapshot_interval_ = options_.snapshot_every;
-  } else if (step_time_ > absl::ZeroDuration()) {
+  } else if (step_time_ > absl::ZeroDuration() && snapshot_cost_ > absl::ZeroDuration()) {
     const double ratio = absl::FDivDuration(snapshot_cost_, step_time_ * 0.05);
     snapshot_interval_ = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(ratio)), 1, 1000);
   }
-  if (first || snapshot_interval_ != interval) {
+  // The first, then a change at most every 1000 steps (the interval may alternate).
+  if (snapshots_written_ == 1 ||
+      (snapshot_interval_ != interval && step_ - snapshot_logged_ >= 1000)) {
+    snapshot_logged_ = step_;
     *context_.log << absl::StrFormat(
-                         "in-memory snapshot: %.1f MiB in %.2f ms (step %.2f ms): every %d "
-                         "step(s)",
-                         image->size() / 1048576.0, absl::ToDoubleMilliseconds(snapshot_cost_),
+                         "in-memory snapshot: %.1f MiB, %.2f ms of the step's time (step %.2f "
+                         "ms): every %d step(s)",
+                         snapshot_bytes_ / 1048576.0, absl::ToDoubleMilliseconds(cost),
                          absl::ToDoubleMilliseconds(step_time_), snapshot_interval_)
                   << std::endl;
   }
   if (context_.profiler != nullptr) {
-    TraceSpan span{"snapshot", "snapshot", start, cost};
-    span.int_args["step"] = step_;
+    TraceSpan span{"snapshot", "snapshot", start, clock_.Now() - start};
+    span.int_args["step"] = last_snapshot_;
     context_.profiler->Record(std::move(span));
   }
 }

@@ -41,6 +41,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/session_support.h"
+#include "worker/trainer/snapshot/async_snapshot_writer.h"
 #include "worker/trainer/snapshot/snapshot_store.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/step/train_step.h"
@@ -92,8 +93,12 @@ class TrainingSession {
   void LogStepSamples();
   void CountStep(const StepOutcome& outcome);
   absl::Status CheckpointAndEmit();
-  // The snapshot after a step of `step_time`, when one is due (writer ranks only).
+  // The snapshot after a step of `step_time`, when one is due (writer ranks only): started,
+  // its copy overlapping the next step's forward and backward.
   void MaybeSnapshot(absl::Duration step_time);
+  // Waits for the snapshot copy in flight (before anything changes the parameters or the
+  // optimizer state); a failed one is logged and ends snapshots.
+  void FenceSnapshot();
   // state_.progress for the state at step_ (checkpoints and snapshots).
   void FillProgress();
   void Emit(std::optional<double> eval_accuracy);
@@ -115,12 +120,12 @@ class TrainingSession {
   PhaseTimer phases_;  // Of the current step.
 
   // Setup.
-  int64_t batch_size_ = 0;      // Per-rank micro-batch.
+  int64_t batch_size_ = 0;  // Per-rank micro-batch.
   TrainStepOptions step_options_;
-  int64_t accumulation_ = 1;    // Micro-batches per optimizer step.
+  int64_t accumulation_ = 1;  // Micro-batches per optimizer step.
   std::unique_ptr<Model> model_;
   std::vector<at::Tensor> params_;
-  NamedTensors named_;              // Parameters, then buffers.
+  NamedTensors named_;  // Parameters, then buffers.
   std::vector<at::Tensor> buffers_;
   // Stage 0: updates the parameters. ZeRO stage 1: zero_'s reference optimizer (zero_grad,
   // the lr, and the optimizer of checkpoints; state only while saving or restoring).
@@ -129,8 +134,8 @@ class TrainingSession {
   std::optional<DistributedSampler> sampler_;
   int64_t micro_per_epoch_ = 0;
   int64_t steps_per_epoch_ = 0;
-  int64_t total_steps_ = 0;     // The step budget.
-  int64_t global_batch_ = 0;    // batch_size * accumulation * world.
+  int64_t total_steps_ = 0;   // The step budget.
+  int64_t global_batch_ = 0;  // batch_size * accumulation * world.
   std::optional<LrSchedule> schedule_;
   std::unique_ptr<TrainStep> train_step_;
 
@@ -138,27 +143,33 @@ class TrainingSession {
   TrainResult result_;
   std::optional<CheckpointManager> checkpoints_;  // Set with a checkpoint_dir.
   TrainingState state_;
-  int64_t step_ = 0;            // Optimizer steps done (global).
+  int64_t step_ = 0;  // Optimizer steps done (global).
   // Snapshots: taken (and read at restore) when a snapshot_dir is given, snapshot_every is
   // not -1 and the optimizer is not sharded (ZeRO's shards are not snapshotted yet).
   bool snapshots_ = false;
-  std::unique_ptr<SnapshotWriter> snapshot_writer_;  // Writer ranks only; null after a failure.
-  int64_t snapshot_interval_ = 1;   // Steps between snapshots (adapted for snapshot_every 0).
-  int64_t last_snapshot_ = -1;      // Step of the last snapshot written.
-  absl::Duration step_time_;        // Moving average of the step time (snapshot_every 0).
-  absl::Duration snapshot_cost_;    // Moving average of a snapshot's cost.
-  LoaderPosition start_;        // Where this run's data starts.
+  // Writer ranks only; null after a failure.
+  std::unique_ptr<AsyncSnapshotWriter> snapshot_writer_;
+  int64_t snapshot_interval_ = 1;  // Steps between snapshots (adapted for snapshot_every 0).
+  int64_t last_snapshot_ = -1;     // Step of the last snapshot started.
+  int64_t snapshots_written_ = 0;
+  int64_t snapshot_logged_ = 0;      // Step of the last snapshot log line.
+  size_t snapshot_bytes_ = 0;        // Of the last snapshot.
+  absl::Duration snapshot_blocked_;  // Planning the last snapshot (the training thread's part).
+  absl::Duration step_time_;         // Moving average of the step time (snapshot_every 0).
+  // Moving average of a snapshot's cost to training: planning it and waiting at the fence.
+  absl::Duration snapshot_cost_;
+  LoaderPosition start_;  // Where this run's data starts.
 
   // Train.
   std::unique_ptr<Loader> loader_;
   TrainingWindow window_;
   WindowPublisher publisher_;
-  double lr_ = 0;               // Of the current step.
-  int64_t epoch_ = 0;           // Of the current step.
-  int64_t last_saved_ = -1;     // Step of the last checkpoint saved.
+  double lr_ = 0;            // Of the current step.
+  int64_t epoch_ = 0;        // Of the current step.
+  int64_t last_saved_ = -1;  // Step of the last checkpoint saved.
   std::ofstream sample_log_;
-  std::string step_samples_;    // This step's sample ids, comma-separated.
-  int64_t logged_epoch_ = -1;   // Epoch of epoch_indices_.
+  std::string step_samples_;   // This step's sample ids, comma-separated.
+  int64_t logged_epoch_ = -1;  // Epoch of epoch_indices_.
   std::vector<int64_t> epoch_indices_;
 };
 

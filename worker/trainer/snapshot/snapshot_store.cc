@@ -122,7 +122,9 @@ absl::StatusOr<std::pair<int, char*>> CreateFile(const std::string& path, uint64
     errno = err;
     return Errno("cannot allocate", path);
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: the pages are mapped now, not faulted in by the first copies (a 5 MiB
+  // state costs ~5 ms of faults per slot otherwise).
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     ::close(fd);
     ::unlink(path.c_str());
@@ -158,7 +160,8 @@ absl::StatusOr<std::unique_ptr<SnapshotWriter>> SnapshotWriter::Open(const std::
   if (fd >= 0) {
     struct stat st;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-      void* p = ::mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      void* p =
+          ::mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
       uint64_t capacity = 0;
       if (p != MAP_FAILED && ValidFile(static_cast<char*>(p), st.st_size, &capacity)) {
         return std::unique_ptr<SnapshotWriter>(

@@ -89,7 +89,7 @@ absl::Status TrainStep::Backward(const at::Tensor& loss) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepOutcome> TrainStep::Finish() {
+absl::StatusOr<StepOutcome> TrainStep::Finish(const std::function<void()>& exchanged) {
   if (micro_ != options_.accumulation_steps) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Finish after ", micro_, " of ", options_.accumulation_steps, " micro-batches"));
@@ -104,6 +104,7 @@ absl::StatusOr<StepOutcome> TrainStep::Finish() {
 
   const absl::Time comm_start = clock_.Now();
   if (absl::Status s = reducer_->FinishBackward(); !s.ok()) return s;
+  if (exchanged) exchanged();
   sync();
   const absl::Time optimizer_start = clock_.Now();
   outcome.comm_wait = optimizer_start - comm_start;

@@ -27,6 +27,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -59,12 +60,12 @@ struct TrainStepOptions {
 };
 
 struct StepOutcome {
-  bool skipped = false;       // fp16 overflow: no update was applied.
-  double grad_norm = 0;       // Of the averaged, unscaled gradient, before clipping (NaN
-                              // when skipped).
-  double loss_scale = 1;      // Scale used for this step's backward.
-  absl::Duration comm_wait;   // Finishing and waiting for the all-reduces.
-  absl::Duration optimizer;   // Unscale/check, clip, optimizer step, scaler update.
+  bool skipped = false;      // fp16 overflow: no update was applied.
+  double grad_norm = 0;      // Of the averaged, unscaled gradient, before clipping (NaN
+                             // when skipped).
+  double loss_scale = 1;     // Scale used for this step's backward.
+  absl::Duration comm_wait;  // Finishing and waiting for the all-reduces.
+  absl::Duration optimizer;  // Unscale/check, clip, optimizer step, scaler update.
 };
 
 class TrainStep {
@@ -79,8 +80,7 @@ class TrainStep {
   // bad options or parameters (see GradientReducer::Create).
   static absl::StatusOr<std::unique_ptr<TrainStep>> Create(std::vector<at::Tensor> params,
                                                            torch::optim::Optimizer& optimizer,
-                                                           Communicator& comm,
-                                                           const Clock& clock,
+                                                           Communicator& comm, const Clock& clock,
                                                            const TrainStepOptions& options,
                                                            ZeroOptimizer* zero = nullptr);
 
@@ -100,11 +100,14 @@ class TrainStep {
 
   // Completes the step after accumulation_steps Backward calls (FAILED_PRECONDITION
   // otherwise). UNAVAILABLE when a collective failed; INTERNAL for LibTorch errors.
-  absl::StatusOr<StepOutcome> Finish();
+  // `exchanged`, if set, runs once the gradients' exchange completed, before the update:
+  // what must hold for every step that completed anywhere (the sample log) goes there, since
+  // a rank can die between the exchange and the end of Finish.
+  absl::StatusOr<StepOutcome> Finish(const std::function<void()>& exchanged = nullptr);
 
  private:
-  TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& optimizer,
-            Communicator& comm, const Clock& clock, const TrainStepOptions& options,
+  TrainStep(std::vector<at::Tensor> params, torch::optim::Optimizer& optimizer, Communicator& comm,
+            const Clock& clock, const TrainStepOptions& options,
             std::unique_ptr<GradientReducer> reducer, ZeroOptimizer* zero);
 
   const std::vector<at::Tensor> params_;
