@@ -12,6 +12,9 @@ Under Baton it uses the in-script helper `baton` (client/python; imported from t
 repository by path when it is not installed; with neither, or outside Baton, every call is
 a no-op or has a stand-in here):
 * it reports step, loss, epoch and samples on every step (`baton submit --wait` shows them);
+* after every step it keeps an in-memory snapshot (`baton.snapshot`), and at start it
+  resumes from the newest one any rank holds when that is newer than the disk checkpoint
+  (`baton.restore`): a rank killed mid-run costs at most the step in flight;
 * with `command: {elastic: true}` and a `checkpoint_dir` in the job spec, a drain or a
   scale-up asks rank 0 to checkpoint (SIGUSR1): it finishes the step it is in, saves model,
   optimizer and step to BATON_CHECKPOINT_DIR and exits 75; the next generation, at another
@@ -144,6 +147,16 @@ def main() -> int:
         if rank == 0:
             print(f"resumed: step={step} from {os.path.basename(found[1])} at world size "
                   f"{world}", flush=True)
+    # After a failure: the newest in-memory snapshot a surviving rank holds, when it is newer
+    # than the disk checkpoint (a collective: every rank calls it).
+    snap = baton.restore(newer_than=step) if baton is not None else None
+    if snap is not None:
+        step, saved = snap
+        net.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        epoch_losses = saved["epoch_losses"]
+        if rank == 0:
+            print(f"resumed: step={step} from memory at world size {world}", flush=True)
     model = DistributedDataParallel(net)
 
     def state():
@@ -160,6 +173,11 @@ def main() -> int:
         loss.backward()  # DDP all-reduces (averages) the gradients here.
         optimizer.step()
         step += 1
+        # Logged before the next collective, which no rank passes before every rank logged:
+        # a step that any rank snapshotted (below) is in every rank's log.
+        if log is not None:
+            log.write(f"{generation} {step} {rank} {','.join(str(i) for i in ids.tolist())}\n")
+            log.flush()
         # The epoch's loss over all ranks (a collective: every rank finished this step).
         mean_loss = loss.detach().clone()
         dist.all_reduce(mean_loss)
@@ -168,10 +186,8 @@ def main() -> int:
         acc = epoch_losses.setdefault(epoch, [0.0, 0])
         acc[0] += mean_loss
         acc[1] += 1
-        if log is not None:
-            log.write(f"{generation} {step} {rank} {','.join(str(i) for i in ids.tolist())}\n")
-            log.flush()
         if baton is not None:
+            baton.snapshot(state(), step)
             baton.report(step=step, loss=loss.item(),
                          samples=GLOBAL_BATCH * (step - last_report), epoch=epoch)
             last_report = step

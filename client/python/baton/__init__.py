@@ -14,6 +14,13 @@ processes (the same contract the built-in trainer follows, worker/trainer/contra
   generation (another world size) resumes from that checkpoint, so no step is lost.
 * ``rank_info()``: rank, world size, local rank, job id and generation from the environment
   Baton (and torchrun) set.
+* ``snapshot(state, step)`` / ``restore()``: in-memory snapshots, so that a restarted gang
+  resumes at the last step any survivor completed instead of the last checkpoint on disk.
+  ``snapshot`` keeps ``state`` (anything ``torch.save`` takes) in the directory the worker
+  keeps for the job on this host (``BATON_SNAPSHOT_DIR``; local rank 0 writes: in data
+  parallelism every rank holds the same state); ``restore`` (every rank, after
+  ``init_process_group``) returns the newest snapshot any rank holds, sent by its holder.
+  They need torch, imported when called.
 * ``lease_expired()``: whether the worker's lease (the page at ``BATON_LEASE_FD``) has run
   out. ``report()`` checks it first and, once it has, ends the process at once with
   ``FENCED_EXIT_CODE``: the worker daemon hangs or lost the coordinator, and the job's next
@@ -51,6 +58,8 @@ __all__ = [
     "on_checkpoint_request",
     "rank_info",
     "report",
+    "restore",
+    "snapshot",
 ]
 
 # The exit code of a process that saved a checkpoint because it was asked to (SIGUSR1) and
@@ -68,6 +77,7 @@ ENV_METRICS_FD = "BATON_METRICS_FD"
 ENV_JOB_ID = "BATON_JOB_ID"
 ENV_GENERATION = "BATON_GENERATION"
 ENV_CHECKPOINT_DIR = "BATON_CHECKPOINT_DIR"
+ENV_SNAPSHOT_DIR = "BATON_SNAPSHOT_DIR"
 
 Number = Union[int, float]
 
@@ -384,3 +394,74 @@ def rank_info() -> RankInfo:
         generation=_int_env(ENV_GENERATION, 0, 0),
         checkpoint_dir=os.environ.get(ENV_CHECKPOINT_DIR) or None,
     )
+
+
+# ---------------------------------------------------------------------------------------
+# In-memory snapshots (the files of worker/trainer/snapshot/snapshot_store.h: _snapshot.py).
+# ---------------------------------------------------------------------------------------
+
+_snapshot_writer = None
+
+
+def snapshot(state: Any, step: int) -> bool:
+    """Keeps ``state`` as this job's in-memory snapshot of optimizer step ``step``: call it
+    after each step (or every few). Only local rank 0 writes, into a double-buffered file in
+    ``BATON_SNAPSHOT_DIR`` (the copy being written is never the only one); the others, and
+    any process outside Baton (the variable unset), return False at once. The state is
+    serialised with ``torch.save`` on the calling thread: hold it still meanwhile."""
+    directory = os.environ.get(ENV_SNAPSHOT_DIR)
+    info = rank_info()
+    if not directory or info.local_rank != 0:
+        return False
+    import io
+
+    import torch
+
+    from baton import _snapshot
+
+    global _snapshot_writer
+    if _snapshot_writer is None:
+        _snapshot_writer = _snapshot.Writer(directory, "rank%d" % info.rank)
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    _snapshot_writer.write(info.generation, int(step), buffer.getbuffer())
+    return True
+
+
+def restore(newer_than: int = -1) -> Optional[Tuple[int, Any]]:
+    """The newest in-memory snapshot any rank of the gang holds, as ``(step, state)``, when
+    its step is above ``newer_than`` (say, the step of the disk checkpoint already loaded);
+    else None. Collective once ``torch.distributed`` is initialised: call it on every rank at
+    start, after ``init_process_group``; every rank returns the same. Newest means by
+    generation, then step (a superseded generation's late writes never win once the newer
+    one wrote a snapshot). Outside Baton it returns None."""
+    directory = os.environ.get(ENV_SNAPSHOT_DIR)
+    import io
+
+    import torch
+    import torch.distributed as dist
+
+    from baton import _snapshot
+
+    mine = None
+    for ref in (_snapshot.list_snapshots(directory) if directory else []):
+        if ref.step > newer_than:
+            mine = ref
+            break
+    offer = (mine.generation, mine.step) if mine else (-1, 0)
+    distributed = dist.is_available() and dist.is_initialized()
+    if distributed:
+        offers = [None] * dist.get_world_size()
+        dist.all_gather_object(offers, offer)
+    else:
+        offers = [offer]
+    best = max(range(len(offers)), key=lambda r: (offers[r], -r))
+    if offers[best][0] < 0:
+        return None
+    me = dist.get_rank() if distributed else 0
+    payload = [_snapshot.read(mine) if me == best else None]
+    if distributed:
+        dist.broadcast_object_list(payload, src=best)
+    if payload[0] is None:
+        return None
+    return offers[best][1], torch.load(io.BytesIO(payload[0]))

@@ -257,5 +257,75 @@ class RankInfoTest(unittest.TestCase):
         self.assertIn("WORLD_SIZE='two' is not an integer", out)
 
 
+class SnapshotTest(unittest.TestCase):
+    """The snapshot files (the format of worker/trainer/snapshot/snapshot_store.h)."""
+
+    def setUp(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp()
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.dir)
+
+    def test_two_slots_newest_first_and_a_torn_slot_is_skipped(self):
+        from baton import _snapshot
+        w = _snapshot.Writer(self.dir, "rank0")
+        for step in (1, 2, 3):
+            w.write(1, step, b"state %d" % step)
+        refs = _snapshot.list_snapshots(self.dir)
+        self.assertEqual([r.step for r in refs], [3, 2])
+        self.assertEqual(_snapshot.read(refs[0]), b"state 3")
+        # A writer killed mid-copy leaves the slot's sequence number odd.
+        with open(refs[0].path, "r+b") as f:
+            f.seek(64 + 64 * refs[0].slot)
+            f.write(struct.pack("=Q", refs[0].seq + 1))
+        self.assertEqual([r.step for r in _snapshot.list_snapshots(self.dir)], [2])
+        w.write(1, 4, b"state 4")  # Into the torn slot: step 2 stays.
+        self.assertEqual([r.step for r in _snapshot.list_snapshots(self.dir)], [4, 2])
+        # A later generation's writer keeps the file's snapshots until it writes.
+        w.close()
+        w2 = _snapshot.Writer(self.dir, "rank0")
+        w2.write(2, 5, b"x" * 100000)  # Larger: the file is replaced with larger slots.
+        refs = _snapshot.list_snapshots(self.dir)
+        self.assertEqual(refs[0].generation, 2)
+        self.assertEqual(_snapshot.read(refs[0]), b"x" * 100000)
+
+    def test_a_slot_rewritten_after_listing_is_not_returned(self):
+        from baton import _snapshot
+        w = _snapshot.Writer(self.dir, "rank0")
+        w.write(1, 1, b"a")
+        w.write(1, 2, b"b")
+        older = _snapshot.list_snapshots(self.dir)[1]
+        w.write(1, 3, b"c")
+        self.assertIsNone(_snapshot.read(older))
+
+    def test_snapshot_then_restore_in_one_process(self):
+        out = run_child("""
+            import baton, torch
+            assert baton.restore() is None
+            state = {"w": torch.arange(6.0).reshape(2, 3), "step": 7}
+            assert baton.snapshot(state, 7)
+            assert baton.snapshot(dict(state, step=8), 8)
+            step, got = baton.restore()
+            print(step, got["step"], torch.equal(got["w"], state["w"]))
+            print(baton.restore(newer_than=8))
+        """, env={"BATON_SNAPSHOT_DIR": self.dir, "BATON_GENERATION": "3", "LOCAL_RANK": "0"})
+        self.assertEqual(out.split("\n")[:2], ["8 8 True", "None"])
+
+    def test_only_local_rank_0_writes_and_outside_baton_nothing(self):
+        out = run_child("""
+            import baton
+            print(baton.snapshot({"a": 1}, 1))
+        """, env={"BATON_SNAPSHOT_DIR": self.dir, "LOCAL_RANK": "1"})
+        self.assertEqual(out.strip(), "False")
+        out = run_child("""
+            import baton
+            print(baton.snapshot({"a": 1}, 1))
+        """)
+        self.assertEqual(out.strip(), "False")
+        self.assertEqual(os.listdir(self.dir), [])
+
+
 if __name__ == "__main__":
     unittest.main()
