@@ -78,13 +78,16 @@ absl::Status EtcdKv::Call(const char* name,
         s.error_code() == grpc::StatusCode::UNAVAILABLE ||
         (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && members_.size() > 1);
     const bool retry = unanswered && tries + 1 < 2 * members_.size() && absl::Now() < deadline;
+    // A member that did not answer is not asked first next time, even when this call has no
+    // time left to ask another: a short call (a lease renewal) would otherwise start at a
+    // hung member every time, and each would run out there.
+    if (unanswered) current_.store(index + 1);
     if (!retry) {
       if (s.ok()) return absl::OkStatus();
       return absl::Status(CodeOf(s),
                           absl::StrCat("etcd ", member.name, ": ", name, ": ", s.error_message()));
     }
     index = index + 1;
-    current_.store(index);
   }
 }
 

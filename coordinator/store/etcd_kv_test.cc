@@ -178,6 +178,32 @@ TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneHangs) {
   EXPECT_EQ(kv.current_endpoint(), member().endpoint());
 }
 
+// A call whose own deadline runs out on a hung member (a lease renewal shortly before the
+// lease ends) fails, but the next call starts at another member: found when a loaded
+// machine made every renewal time out at the same stopped member and the leader resigned.
+TEST_F(EtcdKvTest, ACallThatRanOutOnAHungMemberMovesTheNextOneOn) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  absl::StatusOr<std::unique_ptr<EtcdMember>> hung =
+      EtcdMember::Start(absl::StrCat(tmp ? tmp : "/tmp", "/etcd-hung-member-2"));
+  ASSERT_OK(hung);
+  ASSERT_EQ(::kill((*hung)->pid(), SIGSTOP), 0);
+  EtcdKv::Options options;
+  options.call_timeout = absl::Seconds(4);
+  EtcdKv kv({{(*hung)->endpoint(),
+              grpc::CreateChannel((*hung)->endpoint(), grpc::InsecureChannelCredentials())},
+             {member().endpoint(),
+              grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
+            options);
+  // Less time than one attempt: it runs out at the hung member.
+  const absl::Status short_call =
+      kv.KeepAlive(12345, absl::Now() + absl::Milliseconds(200)).status();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(short_call)) << short_call;
+  EXPECT_EQ(kv.current_endpoint(), member().endpoint());
+  const absl::StatusOr<EtcdFence> f = kv.CreateIfAbsent("hang2/leader", "me", 0);
+  ::kill((*hung)->pid(), SIGCONT);
+  ASSERT_OK(f);
+}
+
 TEST(EtcdKvUnreachableTest, AnEtcdThatCannotBeReachedIsUnavailableNamingIt) {
   EtcdKv::Options options;
   options.call_timeout = absl::Seconds(2);
