@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Goodput under repeated failures, side by side: Baton (coordinator + 2 workers on loopback,
+# baton-trainer, in-memory snapshots by default, a disk checkpoint every 500 steps) and
+# torchrun (--max_restarts, c10d rendezvous, --monitor_interval=0.1, bench/goodput_baseline.py:
+# the same MLP 784-512-512-10 and data, batches indexed from one tensor, a checkpoint every
+# N steps for each N of --torchrun_intervals; the best is compared). Each trains for
+# DURATION seconds with a training process SIGKILLed at a random moment of every KILL_EVERY
+# seconds, and undisturbed for as long. Goodput = net steps at the end / the undisturbed
+# run's steps (see goodput_driver.py). The last line:
+#   goodput_baton=<g> goodput_torchrun=<g>
+#
+# Usage: bench/goodput.sh [DURATION=600] [KILL_EVERY=30]. Run on an otherwise idle machine;
+# it takes about 6 x DURATION.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${1:-600}
+KILL_EVERY=${2:-30}
+if ! build_log=$(bazel build //coordinator:baton-coordinator //worker:baton-worker \
+    //worker/trainer:baton-trainer //client:baton //tools:make_mnist 2>&1); then
+  echo "$build_log" | tail -30 >&2
+  exit 1
+fi
+BIN=$(bazel info bazel-bin 2>/dev/null)
+TMP=$(mktemp -d -t baton-goodput.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+"$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+PYTHONPATH="$PWD/bench" /usr/bin/python3 bench/goodput_driver.py \
+  --coordinator="$BIN/coordinator/baton-coordinator" --worker="$BIN/worker/baton-worker" \
+  --trainer="$BIN/worker/trainer/baton-trainer" --baton="$BIN/client/baton" \
+  --data_dir="$TMP/mnist" --bench_dir="$PWD/bench" --duration="$DURATION" \
+  --kill_every="$KILL_EVERY"

@@ -1,0 +1,186 @@
+"""Driver of bench/goodput.sh (see there): training for --duration seconds while a training
+process is SIGKILLed every --kill_every seconds (at a random moment of each period), for
+Baton and for torchrun, each also run undisturbed for the same time. Goodput = the steps the
+job stands at when the time is up (its net progress: steps redone after a restore count
+once) / the steps the same system's undisturbed run made in the same time (Baton without
+snapshots, torchrun without checkpoints)."""
+import argparse
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import recovery_driver as rd
+
+
+def start_baton(args, tmp):
+    os.makedirs(tmp)
+    env = dict(os.environ)
+    procs = []
+    port_file = os.path.join(tmp, "port")
+    procs.append(subprocess.Popen(
+        [args.coordinator, "--insecure", "--listen=127.0.0.1:0", "--port_file=" + port_file,
+         "--state_dir=" + os.path.join(tmp, "state"), "--metrics_listen=", "--stop_grace=2s"],
+        stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
+    rd.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30,
+                "coordinator")
+    env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
+    env["BATON_INSECURE"] = "1"
+    for w in ("w1", "w2"):
+        procs.append(subprocess.Popen(
+            [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
+             "--work_dir=" + os.path.join(tmp, w),
+             "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
+             "--trainer=" + args.trainer, "--metrics_listen="],
+            stderr=open(os.path.join(tmp, w + ".log"), "w")))
+
+    def baton(*a):
+        return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True,
+                              check=True).stdout
+
+    rd.wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
+    return procs, baton
+
+
+def stop(procs):
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(timeout=60)
+
+
+def kill_times(t0, args, rng):
+    """One kill at a random moment of each kill_every-second period after t0."""
+    out, start = [], t0
+    while start + args.kill_every <= t0 + args.duration:
+        out.append(start + rng.uniform(0, args.kill_every))
+        start += args.kill_every
+    return out
+
+
+def run_baton(args, baton, name, tmp, snapshot_every, rng):
+    ckpt = os.path.join(tmp, name + "-ckpt")
+    os.makedirs(ckpt)
+    job_file = os.path.join(tmp, name + ".yaml")
+    with open(job_file, "w") as f:
+        f.write(f"""name: {name}
+trainer: {{model: mlp, dataset: mnist, data_dir: {args.data_dir}, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 1, hidden: [512, 512], log_every: 10, threads: 1, checkpoint_every: {args.checkpoint_every}, snapshot_every: {snapshot_every}}}
+workers: {{min: 2}}
+budget: {{max_steps: 100000000}}
+checkpoint_dir: {ckpt}
+restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
+""")
+    job = baton("submit", job_file).strip()
+    describe = lambda: json.loads(baton("describe", job, "-o", "json"))
+    steps = lambda d: int(d.get("result", {}).get("steps", 0))
+    rd.wait_for(lambda: steps(describe()) > 0, 120, "the first step of " + name)
+    t0 = time.time()
+    kills = kill_times(t0, args, rng) if rng is not None else []
+    for at in kills:
+        time.sleep(max(0.0, at - time.time()))
+        d = describe()
+        ranks = [r for r in d.get("ranks", []) if r.get("pid")]
+        if ranks:
+            os.kill(int(rng.choice(ranks)["pid"]), signal.SIGKILL)
+    time.sleep(max(0.0, t0 + args.duration - time.time()))
+    d = describe()
+    baton("cancel", job)
+    restarts = sum(int(d.get("restarts", {}).get(k, 0)) for k in ("infra", "user", "stall"))
+    return dict(steps=steps(d), kills=len(kills), restarts=restarts)
+
+
+def run_torchrun(args, name, tmp, checkpoint_every, rng):
+    ckpt = os.path.join(tmp, name)
+    os.makedirs(ckpt)
+    events = os.path.join(tmp, name + ".jsonl")
+    cmd = ["/usr/bin/torchrun", "--nnodes=1", "--nproc_per_node=2", "--max_restarts=1000",
+           "--monitor_interval=0.1", "--rdzv_backend=c10d",
+           "--rdzv_endpoint=127.0.0.1:%d" % rd.free_port(), "--redirects", "9:1", "--tee", "9:1",
+           os.path.join(args.bench_dir, "goodput_baseline.py"), "--data_dir=" + args.data_dir,
+           "--checkpoint_dir=" + ckpt, "--events=" + events,
+           "--checkpoint_every=%d" % checkpoint_every]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    agent = subprocess.Popen(cmd, env=env, stdout=open(os.path.join(tmp, name + ".log"), "w"),
+                             stderr=subprocess.STDOUT, start_new_session=True)
+
+    def last_step():
+        if not os.path.exists(events):
+            return 0
+        lines = open(events).read().splitlines()
+        for line in reversed(lines):
+            try:
+                return json.loads(line)["step"]
+            except ValueError:
+                continue  # A line being written.
+        return 0
+
+    rd.wait_for(lambda: last_step() > 0, 120, "the first step of " + name)
+    t0 = time.time()
+    kills = kill_times(t0, args, rng) if rng is not None else []
+    for at in kills:
+        time.sleep(max(0.0, at - time.time()))
+        children = subprocess.run(["pgrep", "-P", str(agent.pid)], capture_output=True,
+                                  text=True).stdout.split()
+        if children:
+            os.kill(int(rng.choice(children)), signal.SIGKILL)
+    time.sleep(max(0.0, t0 + args.duration - time.time()))
+    steps = last_step()
+    os.killpg(agent.pid, signal.SIGTERM)
+    try:
+        agent.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(agent.pid, signal.SIGKILL)
+        agent.wait()
+    return dict(steps=steps, kills=len(kills))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    for flag in ("coordinator", "worker", "trainer", "baton", "data_dir", "bench_dir"):
+        p.add_argument("--" + flag, required=True)
+    p.add_argument("--duration", type=float, default=600)
+    p.add_argument("--kill_every", type=float, default=30)
+    p.add_argument("--checkpoint_every", type=int, default=500,
+                   help="Baton's disk checkpoints (the durable copy)")
+    p.add_argument("--torchrun_intervals", default="20,100,500",
+                   help="torchrun checkpoint intervals tried; the best is compared")
+    p.add_argument("--seed", type=int, default=int(time.time()))
+    args = p.parse_args()
+    rng = random.Random(args.seed)
+    print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), seed %d"
+          % (args.duration, args.kill_every, args.seed), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, baton = start_baton(args, os.path.join(tmp, "baton"))
+        try:
+            ideal = run_baton(args, baton, "ideal", os.path.join(tmp, "baton"), -1, None)
+            print("baton undisturbed, no snapshots: %d steps" % ideal["steps"], flush=True)
+            hit = run_baton(args, baton, "killed", os.path.join(tmp, "baton"), 0, rng)
+            print("baton, %d kills (%d restarts): %d steps" % (hit["kills"], hit["restarts"],
+                                                                hit["steps"]), flush=True)
+        finally:
+            stop(procs)
+        t_ideal = run_torchrun(args, "t-ideal", tmp, 10 ** 9, None)
+        print("torchrun undisturbed, no checkpoints: %d steps" % t_ideal["steps"], flush=True)
+        t_runs = {}
+        for c in (int(s) for s in args.torchrun_intervals.split(",")):
+            t_runs[c] = run_torchrun(args, "t-%d" % c, tmp, c, rng)
+            print("torchrun, checkpoint every %d steps, %d kills: %d steps"
+                  % (c, t_runs[c]["kills"], t_runs[c]["steps"]), flush=True)
+    g_baton = hit["steps"] / ideal["steps"]
+    best_c = max(t_runs, key=lambda c: t_runs[c]["steps"])
+    g_torch = t_runs[best_c]["steps"] / t_ideal["steps"]
+    print("goodput baton %.3f (%d / %d steps); torchrun %.3f at its best interval (%d steps: "
+          "%d / %d)" % (g_baton, hit["steps"], ideal["steps"], g_torch, best_c,
+                        t_runs[best_c]["steps"], t_ideal["steps"]))
+    print("useful steps in the same time, baton / torchrun best: %.2f"
+          % (hit["steps"] / t_runs[best_c]["steps"]))
+    print("goodput_baton=%.3f goodput_torchrun=%.3f" % (g_baton, g_torch))
+
+
+if __name__ == "__main__":
+    main()
