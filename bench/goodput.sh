@@ -29,4 +29,4 @@ PYTHONPATH="$PWD/bench" /usr/bin/python3 bench/goodput_driver.py \
   --coordinator="$BIN/coordinator/baton-coordinator" --worker="$BIN/worker/baton-worker" \
   --trainer="$BIN/worker/trainer/baton-trainer" --baton="$BIN/client/baton" \
   --data_dir="$TMP/mnist" --bench_dir="$PWD/bench" --duration="$DURATION" \
-  --kill_every="$KILL_EVERY"
+  --kill_every="$KILL_EVERY" "${@:3}"
