@@ -159,6 +159,9 @@ def main():
         try:
             ideal = run_baton(args, baton, "ideal", os.path.join(tmp, "baton"), -1, None)
             print("baton undisturbed, no snapshots: %d steps" % ideal["steps"], flush=True)
+            snap = run_baton(args, baton, "snapshots", os.path.join(tmp, "baton"), 0, None)
+            print("baton undisturbed, snapshots (default): %d steps (%.3f of the above)"
+                  % (snap["steps"], snap["steps"] / ideal["steps"]), flush=True)
             hit = run_baton(args, baton, "killed", os.path.join(tmp, "baton"), 0, rng)
             print("baton, %d kills (%d restarts): %d steps" % (hit["kills"], hit["restarts"],
                                                                 hit["steps"]), flush=True)

@@ -4,8 +4,10 @@
 # peers still reach it) or from every host ("everything": its link taken down). Its lease
 # runs out, it kills its ranks, and only then does the coordinator start the next
 # generation on the other two: no process of the old generation is alive once the job
-# moved on, and no checkpoint of the old generation is written after the new one started. After the heal the worker registers again, is READY,
-# and the job (below workers.max) scales back onto it.
+# moved on, and no checkpoint of the old generation is written after the new one started.
+# The new generation resumes from the survivors' in-memory snapshot (issue 29), at or after
+# the last step the old one reported, not from the older disk checkpoint. After the heal the
+# worker registers again, is READY, and the job (below workers.max) scales back onto it.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
 MODE=${1:?usage: partition_worker_test.sh coordinator|everything}
@@ -52,6 +54,16 @@ F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
 [[ $(job_field "$JOB" "$F['reason']") == LeaseExpired ]] \
   || fail "not a lease expiry: $(job_field "$JOB" "$F")"
 [[ $(job_field "$JOB" "'lease_expired_time' in $F") == True ]] || fail "no lease expiry recorded"
+# Resumed from memory at the last step any survivor completed, which is no earlier than the
+# last step the old generation reported (the disk checkpoints are up to 24 steps older).
+REPORTED=$(job_field "$JOB" "int($F.get('step', 0))")
+OUT=$(ls "$TMP"/w?/jobs/"$JOB"/gen-"$NEXT"/rank-0/stdout.log | head -1)
+RESUMED=$(sed -n 's/^restored .* at step \([0-9]*\) .*/\1/p' "$OUT" | tail -1)
+[[ -n $RESUMED && $RESUMED -ge $REPORTED ]] ||
+  { cat "$OUT"; fail "generation $NEXT resumed at step '$RESUMED', before the reported $REPORTED"; }
+grep -q "^restored in-memory snapshot of generation $GEN " "$OUT" || ((RESUMED % 25 == 0)) ||
+  { cat "$OUT"; fail "generation $NEXT did not resume from the survivors' snapshot"; }
+echo "generation $NEXT resumed at step $RESUMED (generation $GEN reported step $REPORTED)"
 "$BATON" describe "$JOB" | tee "$TMP/describe.out"
 grep -Eq "$GEN->$NEXT +infra +LeaseExpired" "$TMP/describe.out" || fail "describe lacks the row"
 # The partition as metrics: the coordinator lost a worker to lease expiry, the cut-off

@@ -592,9 +592,11 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
   last_snapshot_ = step_;
 }
 
-// Waits for the snapshot copy in flight; then its cost to training (planning it and this
-// wait) feeds the interval for snapshot_every 0: the fewest steps between snapshots that
-// keep that cost within 5 % of the steps' time.
+// Waits for the snapshot copy in flight; then its cost to training feeds the interval for
+// snapshot_every 0: the fewest steps between snapshots that keep that cost within 5 % of
+// the steps' time. The cost counts planning it plus the longer of this wait and the copy
+// itself: a copy that overlaps the step still takes a core the step may have needed (all
+// of them train on a busy host), which the wait alone would not show.
 void TrainingSession::FenceSnapshot() {
   if (snapshot_writer_ == nullptr || !snapshot_writer_->in_flight()) return;
   const absl::Time start = clock_.Now();
@@ -605,7 +607,8 @@ void TrainingSession::FenceSnapshot() {
     snapshot_writer_.reset();
     return;
   }
-  const absl::Duration cost = snapshot_blocked_ + (clock_.Now() - start);
+  const absl::Duration cost =
+      snapshot_blocked_ + std::max(clock_.Now() - start, snapshot_writer_->last_write_time());
   // The first write of each slot also faults its pages in: not samples.
   if (++snapshots_written_ > 2) {
     snapshot_cost_ =
@@ -623,7 +626,7 @@ void TrainingSession::FenceSnapshot() {
       (snapshot_interval_ != interval && step_ - snapshot_logged_ >= 1000)) {
     snapshot_logged_ = step_;
     *context_.log << absl::StrFormat(
-                         "in-memory snapshot: %.1f MiB, %.2f ms of the step's time (step %.2f "
+                         "in-memory snapshot: %.1f MiB, %.2f ms (step %.2f "
                          "ms): every %d step(s)",
                          snapshot_bytes_ / 1048576.0, absl::ToDoubleMilliseconds(cost),
                          absl::ToDoubleMilliseconds(step_time_), snapshot_interval_)

@@ -39,6 +39,7 @@ absl::Status AsyncSnapshotWriter::Wait() {
            ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->job_.has_value() && !w->busy_; },
       this));
   pending_ = false;
+  last_write_time_ = write_time_;
   return std::exchange(result_, absl::OkStatus());
 }
 
@@ -56,10 +57,13 @@ void AsyncSnapshotWriter::Loop() {
       job_.reset();
       busy_ = true;
     }
+    const absl::Time start = absl::Now();
     absl::Status written = writer_->Write(job->first, job->second);
+    const absl::Duration took = absl::Now() - start;
     job.reset();  // Drops the image's tensor references on this thread, before Wait returns.
     absl::MutexLock lock(&mu_);
     result_ = std::move(written);
+    write_time_ = took;
     busy_ = false;
   }
 }

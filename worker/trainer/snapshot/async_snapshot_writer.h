@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "worker/trainer/snapshot/snapshot_codec.h"
 #include "worker/trainer/snapshot/snapshot_store.h"
 
@@ -43,17 +44,21 @@ class AsyncSnapshotWriter {
   absl::Status Wait();
   // Whether a write was started and not yet waited for.
   bool in_flight() const { return pending_; }
+  // How long the last write waited for took on the writer's thread (the copy's wall time).
+  absl::Duration last_write_time() const { return last_write_time_; }
 
  private:
   explicit AsyncSnapshotWriter(std::unique_ptr<SnapshotWriter> writer);
   void Loop();
 
   std::unique_ptr<SnapshotWriter> writer_;
-  bool pending_ = false;  // The caller's view: started and not waited for.
+  bool pending_ = false;            // The caller's view: started and not waited for.
+  absl::Duration last_write_time_;  // The caller's copy, set by Wait.
   absl::Mutex mu_;
   std::optional<std::pair<int64_t, SnapshotImage>> job_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // job_ taken and not finished.
   absl::Status result_ ABSL_GUARDED_BY(mu_);
+  absl::Duration write_time_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
