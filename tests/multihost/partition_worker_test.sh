@@ -58,6 +58,9 @@ F="[f for f in d['restarts']['failures'] if int(f['generation']) == $GEN][0]"
 # last step the old generation reported (the disk checkpoints are up to 24 steps older).
 REPORTED=$(job_field "$JOB" "int($F.get('step', 0))")
 OUT=$(ls "$TMP"/w?/jobs/"$JOB"/gen-"$NEXT"/rank-0/stdout.log | head -1)
+# The snapshot decision is the restore's last line: either restored from memory, or none.
+decided() { grep -q "^restored in-memory snapshot \|^no in-memory snapshot " "$OUT"; }
+wait_for 60 decided
 RESUMED=$(sed -n 's/^restored .* at step \([0-9]*\) .*/\1/p' "$OUT" | tail -1)
 [[ -n $RESUMED && $RESUMED -ge $REPORTED ]] ||
   { cat "$OUT"; fail "generation $NEXT resumed at step '$RESUMED', before the reported $REPORTED"; }
