@@ -9,7 +9,7 @@ way torchrun's elastic guide teaches it. Rank 0 appends {"t", "step"} JSON lines
 import argparse
 import json
 import os
-import struct
+import time
 
 import numpy as np
 import torch
@@ -18,16 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-import time
-
-
-def read_idx(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">i", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "i" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+from ddp_baseline import read_idx  # This directory is on sys.path (the script's own).
 
 
 def main():

@@ -31,7 +31,35 @@ class EtcdKvTest : public EtcdSuite {
         member().endpoint(), EtcdKv::Options());
   }
 
+  // Starts a second member named `name` and stops it (SIGSTOP: connections stay open,
+  // nothing answers; TearDown resumes it), and returns a client that asks it first, then
+  // member(), with a 4 s call timeout.
+  std::unique_ptr<EtcdKv> HungFirst(const std::string& name) {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    absl::StatusOr<std::unique_ptr<EtcdMember>> hung =
+        EtcdMember::Start(absl::StrCat(tmp ? tmp : "/tmp", "/", name));
+    EXPECT_OK(hung);
+    if (!hung.ok()) return nullptr;
+    hung_ = *std::move(hung);
+    EXPECT_EQ(::kill(hung_->pid(), SIGSTOP), 0);
+    EtcdKv::Options options;
+    options.call_timeout = absl::Seconds(4);
+    return std::make_unique<EtcdKv>(
+        std::vector<EtcdEndpoint>{
+            {hung_->endpoint(),
+             grpc::CreateChannel(hung_->endpoint(), grpc::InsecureChannelCredentials())},
+            {member().endpoint(),
+             grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
+        options);
+  }
+
+  void TearDown() override {
+    if (hung_ != nullptr) ::kill(hung_->pid(), SIGCONT);
+    EtcdSuite::TearDown();
+  }
+
   std::unique_ptr<EtcdKv> kv_;
+  std::unique_ptr<EtcdMember> hung_;
 };
 
 TEST_F(EtcdKvTest, OnlyTheHolderOfTheLeaderKeyWrites) {
@@ -159,49 +187,24 @@ TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneIsUnreachable) {
 }
 
 TEST_F(EtcdKvTest, ACallGoesOnToTheNextMemberWhenOneHangs) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<EtcdMember>> hung =
-      EtcdMember::Start(absl::StrCat(tmp ? tmp : "/tmp", "/etcd-hung-member"));
-  ASSERT_OK(hung);
-  // A stopped process: connections stay open, nothing answers.
-  ASSERT_EQ(::kill((*hung)->pid(), SIGSTOP), 0);
-  EtcdKv::Options options;
-  options.call_timeout = absl::Seconds(4);
-  EtcdKv kv({{(*hung)->endpoint(),
-              grpc::CreateChannel((*hung)->endpoint(), grpc::InsecureChannelCredentials())},
-             {member().endpoint(),
-              grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
-            options);
-  const absl::StatusOr<EtcdFence> f = kv.CreateIfAbsent("hang/leader", "me", 0);
-  ::kill((*hung)->pid(), SIGCONT);
-  ASSERT_OK(f);
-  EXPECT_EQ(kv.current_endpoint(), member().endpoint());
+  std::unique_ptr<EtcdKv> kv = HungFirst("etcd-hung-member");
+  ASSERT_NE(kv, nullptr);
+  ASSERT_OK(kv->CreateIfAbsent("hang/leader", "me", 0));
+  EXPECT_EQ(kv->current_endpoint(), member().endpoint());
 }
 
 // A call whose own deadline runs out on a hung member (a lease renewal shortly before the
 // lease ends) fails, but the next call starts at another member: found when a loaded
 // machine made every renewal time out at the same stopped member and the leader resigned.
 TEST_F(EtcdKvTest, ACallThatRanOutOnAHungMemberMovesTheNextOneOn) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  absl::StatusOr<std::unique_ptr<EtcdMember>> hung =
-      EtcdMember::Start(absl::StrCat(tmp ? tmp : "/tmp", "/etcd-hung-member-2"));
-  ASSERT_OK(hung);
-  ASSERT_EQ(::kill((*hung)->pid(), SIGSTOP), 0);
-  EtcdKv::Options options;
-  options.call_timeout = absl::Seconds(4);
-  EtcdKv kv({{(*hung)->endpoint(),
-              grpc::CreateChannel((*hung)->endpoint(), grpc::InsecureChannelCredentials())},
-             {member().endpoint(),
-              grpc::CreateChannel(member().endpoint(), grpc::InsecureChannelCredentials())}},
-            options);
+  std::unique_ptr<EtcdKv> kv = HungFirst("etcd-hung-member-2");
+  ASSERT_NE(kv, nullptr);
   // Less time than one attempt: it runs out at the hung member.
   const absl::Status short_call =
-      kv.KeepAlive(12345, absl::Now() + absl::Milliseconds(200)).status();
+      kv->KeepAlive(12345, absl::Now() + absl::Milliseconds(200)).status();
   EXPECT_TRUE(absl::IsDeadlineExceeded(short_call)) << short_call;
-  EXPECT_EQ(kv.current_endpoint(), member().endpoint());
-  const absl::StatusOr<EtcdFence> f = kv.CreateIfAbsent("hang2/leader", "me", 0);
-  ::kill((*hung)->pid(), SIGCONT);
-  ASSERT_OK(f);
+  EXPECT_EQ(kv->current_endpoint(), member().endpoint());
+  ASSERT_OK(kv->CreateIfAbsent("hang2/leader", "me", 0));
 }
 
 TEST(EtcdKvUnreachableTest, AnEtcdThatCannotBeReachedIsUnavailableNamingIt) {
