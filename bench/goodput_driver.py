@@ -5,6 +5,7 @@ job stands at when the time is up (its net progress: steps redone after a restor
 once) / the steps the same system's undisturbed run made in the same time (Baton without
 snapshots, torchrun without checkpoints)."""
 import argparse
+import glob
 import json
 import os
 import random
@@ -91,7 +92,12 @@ restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
     d = describe()
     baton("cancel", job)
     restarts = sum(int(d.get("restarts", {}).get(k, 0)) for k in ("infra", "user", "stall"))
-    return dict(steps=steps(d), kills=len(kills), restarts=restarts)
+    # The trainer's own account of its snapshots (size, cost, interval), from rank 0's log.
+    lines = []
+    for path in sorted(glob.glob(os.path.join(tmp, "w?", "jobs", job, "gen-*", "rank-0",
+                                              "stdout.log"))):
+        lines += [l.strip() for l in open(path) if l.startswith("in-memory snapshot:")]
+    return dict(steps=steps(d), kills=len(kills), restarts=restarts, snapshot_log=lines[-3:])
 
 
 def run_torchrun(args, name, tmp, checkpoint_every, rng):
@@ -162,6 +168,8 @@ def main():
             snap = run_baton(args, baton, "snapshots", os.path.join(tmp, "baton"), 0, None)
             print("baton undisturbed, snapshots (default): %d steps (%.3f of the above)"
                   % (snap["steps"], snap["steps"] / ideal["steps"]), flush=True)
+            for line in snap["snapshot_log"]:
+                print("  rank 0: " + line, flush=True)
             hit = run_baton(args, baton, "killed", os.path.join(tmp, "baton"), 0, rng)
             print("baton, %d kills (%d restarts): %d steps" % (hit["kills"], hit["restarts"],
                                                                 hit["steps"]), flush=True)
