@@ -37,7 +37,9 @@ def start_baton(args, tmp):
             [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
              "--work_dir=" + os.path.join(tmp, w),
              "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
-             "--trainer=" + args.trainer, "--metrics_listen="],
+             "--trainer=" + args.trainer, "--metrics_listen="]
+            + ([] if not args.snapshot_root else
+               ["--snapshot_root=" + os.path.join(args.snapshot_root, os.path.basename(tmp), w)]),
             stderr=open(os.path.join(tmp, w + ".log"), "w")))
 
     def baton(*a):
@@ -156,6 +158,8 @@ def main():
     p.add_argument("--torchrun_intervals", default="20,100,500",
                    help="torchrun checkpoint intervals tried; the best is compared")
     p.add_argument("--seed", type=int, default=int(time.time()))
+    p.add_argument("--snapshot_root", default="",
+                   help="a directory (e.g. a tmpfs mount) for the workers' --snapshot_root")
     args = p.parse_args()
     rng = random.Random(args.seed)
     print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), seed %d"

@@ -329,9 +329,10 @@ absl::StatusOr<TrainResult> TrainingSession::Train() {
     ASSIGN_OR_RETURN(const bool stop, StopRequested());
     if (stop) break;
     TraceStep(step_ + 1);
+    const bool overlapped = snapshot_writer_ != nullptr && snapshot_writer_->in_flight();
     const absl::Time step_start = clock_.Now();
     RETURN_IF_ERROR(Step());
-    MaybeSnapshot(clock_.Now() - step_start);
+    MaybeSnapshot(clock_.Now() - step_start, overlapped);
     RETURN_IF_ERROR(CheckpointAndEmit());
     TraceWritten(context_.profiler != nullptr ? context_.profiler->AfterStep(step_)
                                               : std::optional<std::string>());
@@ -556,10 +557,31 @@ void TrainingSession::FillProgress() {
 // Opens the writer at the first snapshot. Plans the image (progress, RNG, the buffers
 // cloned: forward changes BatchNorm's) and starts its copy, which the next step's forward
 // and backward overlap; FenceSnapshot waits for it before the update.
-void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
+//
+// The interval for snapshot_every 0: the fewest steps between snapshots that keep their
+// cost within 5 % of the steps' time, where a snapshot's cost is what it does to the steps:
+// planning it plus how much longer a step that overlaps its copy takes than one that does
+// not (moving averages of both; the copy competes for cores, memory bandwidth and caches,
+// which its own duration does not show). At an interval of 1 every 100th snapshot is skipped
+// so that steps without a copy stay measured. Until both are measured, the copy's own time
+// stands in for the difference.
+void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
   if (!snapshots_ || context_.snapshot_writer.empty()) return;
-  step_time_ = step_time_ == absl::ZeroDuration() ? step_time : (step_time_ * 4 + step_time) / 5;
+  const auto average = [](absl::Duration& avg, absl::Duration sample) {
+    avg = avg == absl::ZeroDuration() ? sample : (avg * 4 + sample) / 5;
+  };
+  average(step_time_, step_time);
+  // The first write of each slot also faults its pages in: not a sample.
+  if (!overlapped) {
+    average(clean_step_time_, step_time);
+  } else if (snapshots_written_ > 2) {
+    average(copy_step_time_, step_time);
+    UpdateSnapshotInterval();
+  }
   if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
+  if (options_.snapshot_every == 0 && snapshot_interval_ == 1 && ++snapshots_due_ % 100 == 0) {
+    return;  // A step without a copy, to measure.
+  }
   if (last_snapshot_ < 0 && snapshot_writer_ == nullptr) {
     absl::StatusOr<std::unique_ptr<AsyncSnapshotWriter>> writer =
         AsyncSnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
@@ -588,15 +610,44 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time) {
   }
   snapshot_bytes_ = image->size();
   snapshot_writer_->Start(context_.generation, *std::move(image));
-  snapshot_blocked_ = clock_.Now() - start;
+  average(snapshot_plan_time_, clock_.Now() - start);
   last_snapshot_ = step_;
+  if (snapshots_written_ == 0) {
+    *context_.log << absl::StrFormat("in-memory snapshot: %.1f MiB per snapshot",
+                                     snapshot_bytes_ / 1048576.0)
+                  << std::endl;
+  }
 }
 
-// Waits for the snapshot copy in flight; then its cost to training feeds the interval for
-// snapshot_every 0: the fewest steps between snapshots that keep that cost within 5 % of
-// the steps' time. The cost counts planning it plus the longer of this wait and the copy
-// itself: a copy that overlaps the step still takes a core the step may have needed (all
-// of them train on a busy host), which the wait alone would not show.
+void TrainingSession::UpdateSnapshotInterval() {
+  if (options_.snapshot_every > 0) {
+    snapshot_interval_ = options_.snapshot_every;
+    return;
+  }
+  const absl::Duration slowdown =
+      clean_step_time_ > absl::ZeroDuration()
+          ? std::max(copy_step_time_ - clean_step_time_, absl::ZeroDuration())
+          : snapshot_copy_time_;
+  const absl::Duration cost = snapshot_plan_time_ + slowdown;
+  const absl::Duration step =
+      clean_step_time_ > absl::ZeroDuration() ? clean_step_time_ : step_time_;
+  if (step <= absl::ZeroDuration()) return;
+  const int64_t interval = snapshot_interval_;
+  snapshot_interval_ = std::clamp<int64_t>(
+      static_cast<int64_t>(std::ceil(absl::FDivDuration(cost, step * 0.05))), 1, 1000);
+  // A change at most every 1000 steps in the log (the interval may alternate).
+  if (snapshot_interval_ != interval && step_ - snapshot_logged_ >= 1000) {
+    snapshot_logged_ = step_;
+    *context_.log << absl::StrFormat(
+                         "in-memory snapshot: %.2f ms per snapshot (a step %.2f ms, %.2f ms "
+                         "with a copy in flight): every %d step(s)",
+                         absl::ToDoubleMilliseconds(cost), absl::ToDoubleMilliseconds(step),
+                         absl::ToDoubleMilliseconds(copy_step_time_), snapshot_interval_)
+                  << std::endl;
+  }
+}
+
+// Waits for the snapshot copy in flight; a failed one ends snapshots.
 void TrainingSession::FenceSnapshot() {
   if (snapshot_writer_ == nullptr || !snapshot_writer_->in_flight()) return;
   const absl::Time start = clock_.Now();
@@ -607,30 +658,8 @@ void TrainingSession::FenceSnapshot() {
     snapshot_writer_.reset();
     return;
   }
-  const absl::Duration cost =
-      snapshot_blocked_ + std::max(clock_.Now() - start, snapshot_writer_->last_write_time());
-  // The first write of each slot also faults its pages in: not samples.
   if (++snapshots_written_ > 2) {
-    snapshot_cost_ =
-        snapshot_cost_ == absl::ZeroDuration() ? cost : (snapshot_cost_ * 4 + cost) / 5;
-  }
-  const int64_t interval = snapshot_interval_;
-  if (options_.snapshot_every > 0) {
-    snapshot_interval_ = options_.snapshot_every;
-  } else if (step_time_ > absl::ZeroDuration() && snapshot_cost_ > absl::ZeroDuration()) {
-    const double ratio = absl::FDivDuration(snapshot_cost_, step_time_ * 0.05);
-    snapshot_interval_ = std::clamp<int64_t>(static_cast<int64_t>(std::ceil(ratio)), 1, 1000);
-  }
-  // The first, then a change at most every 1000 steps (the interval may alternate).
-  if (snapshots_written_ == 1 ||
-      (snapshot_interval_ != interval && step_ - snapshot_logged_ >= 1000)) {
-    snapshot_logged_ = step_;
-    *context_.log << absl::StrFormat(
-                         "in-memory snapshot: %.1f MiB, %.2f ms (step %.2f "
-                         "ms): every %d step(s)",
-                         snapshot_bytes_ / 1048576.0, absl::ToDoubleMilliseconds(cost),
-                         absl::ToDoubleMilliseconds(step_time_), snapshot_interval_)
-                  << std::endl;
+    snapshot_copy_time_ = std::max(clock_.Now() - start, snapshot_writer_->last_write_time());
   }
   if (context_.profiler != nullptr) {
     TraceSpan span{"snapshot", "snapshot", start, clock_.Now() - start};

@@ -93,9 +93,12 @@ class TrainingSession {
   void LogStepSamples();
   void CountStep(const StepOutcome& outcome);
   absl::Status CheckpointAndEmit();
-  // The snapshot after a step of `step_time`, when one is due (writer ranks only): started,
-  // its copy overlapping the next step's forward and backward.
-  void MaybeSnapshot(absl::Duration step_time);
+  // The snapshot after a step of `step_time` (`overlapped`: a snapshot copy was in flight
+  // during it), when one is due (writer ranks only): started, its copy overlapping the next
+  // step's forward and backward.
+  void MaybeSnapshot(absl::Duration step_time, bool overlapped);
+  // snapshot_interval_ from the measured costs (see MaybeSnapshot).
+  void UpdateSnapshotInterval();
   // Waits for the snapshot copy in flight (before anything changes the parameters or the
   // optimizer state); a failed one is logged and ends snapshots.
   void FenceSnapshot();
@@ -152,12 +155,16 @@ class TrainingSession {
   int64_t snapshot_interval_ = 1;  // Steps between snapshots (adapted for snapshot_every 0).
   int64_t last_snapshot_ = -1;     // Step of the last snapshot started.
   int64_t snapshots_written_ = 0;
-  int64_t snapshot_logged_ = 0;      // Step of the last snapshot log line.
-  size_t snapshot_bytes_ = 0;        // Of the last snapshot.
-  absl::Duration snapshot_blocked_;  // Planning the last snapshot (the training thread's part).
-  absl::Duration step_time_;         // Moving average of the step time (snapshot_every 0).
-  // Moving average of a snapshot's cost to training: planning it and waiting at the fence.
-  absl::Duration snapshot_cost_;
+  int64_t snapshots_due_ = 0;
+  int64_t snapshot_logged_ = 0;  // Step of the last interval log line.
+  size_t snapshot_bytes_ = 0;    // Of the last snapshot.
+  // Moving averages (snapshot_every 0): every step; steps without and with a snapshot copy
+  // in flight; planning a snapshot. And the last copy's own time.
+  absl::Duration step_time_;
+  absl::Duration clean_step_time_;
+  absl::Duration copy_step_time_;
+  absl::Duration snapshot_plan_time_;
+  absl::Duration snapshot_copy_time_;
   LoaderPosition start_;  // Where this run's data starts.
 
   // Train.
