@@ -22,7 +22,7 @@ absl::StatusOr<std::string> SnapshotDirs::Use(const std::string& job_id) {
     return absl::InternalError(absl::StrCat("snapshot directory: ", made.message()));
   }
   idle_since_.erase(job_id);
-  in_use_[job_id] = true;
+  in_use_.insert(job_id);
   return dir;
 }
 

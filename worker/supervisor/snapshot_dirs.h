@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -54,7 +55,7 @@ class SnapshotDirs {
  private:
   SnapshotDirsOptions options_;
   absl::flat_hash_map<std::string, absl::Time> idle_since_;
-  absl::flat_hash_map<std::string, bool> in_use_;
+  absl::flat_hash_set<std::string> in_use_;
   bool scanned_ = false;
 };
 

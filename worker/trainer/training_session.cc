@@ -233,7 +233,7 @@ absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
   const int64_t disk_step = step_;
   std::optional<SnapshotRef> mine;
   for (const SnapshotRef& ref : ListSnapshots(context_.snapshot_dir)) {
-    if (ref.generation >= disk_generation && ref.step > disk_step) {
+    if (NewerThanDisk(ref.generation, ref.step, disk_step, disk_generation)) {
       mine = ref;
       break;
     }

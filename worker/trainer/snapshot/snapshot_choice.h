@@ -22,6 +22,10 @@ struct SnapshotOffer {
   int64_t step = 0;
 };
 
+// Whether a snapshot of `generation` and `step` may be restored over the disk checkpoint
+// (step `disk_step` of generation `disk_generation`): newer, and not of an older generation.
+bool NewerThanDisk(int64_t generation, int64_t step, int64_t disk_step, int64_t disk_generation);
+
 // The offer to restore: the newest by (generation, step), the lowest rank among equals;
 // nullopt when no offer is newer than the disk checkpoint (step `disk_step` of generation
 // `disk_generation`; 0 and 0 when none was restored), i.e. has step > disk_step and
