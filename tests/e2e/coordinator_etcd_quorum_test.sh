@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Coordinator replicas on a three-member etcd cluster, under a training job:
-# * One member hung (SIGSTOP), then one lost (SIGKILL): nothing a job sees changes (same leader, same generation and
-#   processes, steps go on).
+# * One member hung (SIGSTOP): nothing changes (same leader, same generation and processes,
+#   steps go on).
+# * Then one lost (SIGKILL), etcd's own Raft leader (the worst one to lose: etcd answers
+#   nothing until it elects another, 1-2 s, more on a loaded host): nothing a job sees
+#   changes (same generation and processes, steps go on). The coordinators' leader may change
+#   when etcd's election outlasts its renewals (ttl - 0.5 s): a re-attach, not a restart.
 # * Quorum lost (a second member): the leader stops leading (it cannot renew its lease:
 #   fail-stop, it exits saying so) and no standby can be elected; the ranks stop when their
 #   workers' lease runs out, as documented; nothing is decided meanwhile.
@@ -45,19 +49,29 @@ kill -CONT "${ETCD_PIDS[0]}"
 grep -q "lost leadership" "$TMP/$LEADER.log" && fail "a hung etcd member deposed the leader"
 [[ $(job_field "$JOB" 'd["generation"]') == "$GEN" ]] || fail "a hung etcd member restarted the job"
 echo "one member hung: leader $LEADER, generation $GEN, step $STEP -> $(job_step "$JOB")"
+# Every member answers again (the one that hung has caught up) before the next loss.
+wait_for 60 etcdctl_ endpoint health
 
-# One member of three lost: invisible to the job.
-stop_etcd_member 2
+# One member of three lost, etcd's Raft leader: invisible to the job.
+LOST=$(etcd_raft_leader) || fail "no etcd member says which is its leader"
+stop_etcd_member "$LOST"
 STEP=$(job_step "$JOB")
 progressed() { (($(job_step "$JOB") > STEP + 200)); }
 wait_for 60 progressed
-[[ $(leader_name) == "$LEADER" ]] || fail "the leader changed when one etcd member of three was lost"
 [[ $(job_field "$JOB" 'd["generation"]') == "$GEN" ]] || fail "losing one etcd member restarted the job"
 alive "$PID0" && alive "$PID1" || fail "a rank stopped when one etcd member was lost"
-echo "one member lost: leader $LEADER, generation $GEN, step $STEP -> $(job_step "$JOB")"
+wait_for 30 has_leader
+FORMER=$LEADER
+LEADER=$(leader_name)
+# A deposed leader exited (fail-stop); its supervisor would start it again.
+alive "${REPLICA_PIDS[$FORMER]}" || start_replica "$FORMER" "${REPLICA_PORTS[$FORMER]}"
+echo "one member lost (etcd's leader, m$LOST): coordinators' leader $FORMER -> $LEADER," \
+  "generation $GEN, step $STEP -> $(job_step "$JOB")"
 
-# Quorum lost: the leader fails stop; no replica leads; the ranks stop at the worker lease.
-stop_etcd_member 1
+# Quorum lost (a second member): the leader fails stop; no replica leads; the ranks stop at
+# the worker lease.
+SECOND=$(((LOST + 1) % 3))
+stop_etcd_member "$SECOND"
 leader_gone() { ! alive "${REPLICA_PIDS[$LEADER]}"; }
 wait_for 30 leader_gone
 grep -q "lost leadership" "$TMP/$LEADER.log" || fail "the leader did not say why it stopped"
@@ -77,8 +91,8 @@ echo "quorum lost: leader $LEADER stopped, ranks stopped at the worker lease"
 
 # Quorum back (the members restart on their data); the stopped leader is restarted as its
 # supervisor would. A replica leads and the job resumes from its checkpoint.
-start_etcd_member 1
-start_etcd_member 2
+start_etcd_member "$LOST"
+start_etcd_member "$SECOND"
 wait_for 60 etcdctl_ endpoint health
 start_replica "$LEADER" "${REPLICA_PORTS[$LEADER]}"
 wait_for 60 has_leader

@@ -330,7 +330,9 @@ free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0));
 # start_etcd [N]: an etcd cluster of N members (default 1; Debian's etcd-server) on
 # loopback, member i's data under $TMP/etcd-i; sets ETCD_ENDPOINT (the first member's
 # HOST:PORT), ETCD_ENDPOINTS (all, comma-separated) and ETCD_PIDS[i]. stop_etcd_member I /
-# start_etcd_member I: SIGKILL member I / start it again on its data.
+# start_etcd_member I: SIGKILL member I / start it again on its data. Members run with
+# --pre-vote, as deploy/k8s's do: a member back from a hang or a partition does not force
+# an election (which answers nothing for 1-2 s) before it can win one.
 declare -a ETCD_PIDS=() ETCD_CLIENT=() ETCD_PEER=()
 start_etcd() {
   local n=${1:-1} i cluster=""
@@ -350,7 +352,8 @@ start_etcd_member() {
   /usr/bin/etcd --name="m$i" --data-dir="$TMP/etcd-$i" \
     --listen-client-urls="http://${ETCD_CLIENT[i]}" --advertise-client-urls="http://${ETCD_CLIENT[i]}" \
     --listen-peer-urls="http://${ETCD_PEER[i]}" --initial-advertise-peer-urls="http://${ETCD_PEER[i]}" \
-    --initial-cluster="$ETCD_CLUSTER" --initial-cluster-state=new --logger=zap --log-level=warn \
+    --initial-cluster="$ETCD_CLUSTER" --initial-cluster-state=new --pre-vote \
+    --logger=zap --log-level=warn \
     2>>"$TMP/etcd-$i.log" &
   ETCD_PIDS[i]=$!
   EXTRA_PIDS+=("${ETCD_PIDS[i]}")
@@ -362,6 +365,19 @@ stop_etcd_member() {
 
 # etcdctl_ ARGS...: etcdctl (v3 API) against the members (ETCD_ENDPOINTS).
 etcdctl_() { ETCDCTL_API=3 /usr/bin/etcdctl --endpoints="$ETCD_ENDPOINTS" "$@"; }
+
+# etcd_raft_leader: the index I (ETCD_CLIENT[I]) of the member etcd's own Raft leader is,
+# as the members answering say; fails when none answers or they name no member started here.
+etcd_raft_leader() {
+  etcdctl_ endpoint status -w json 2>/dev/null | "$PY" -c '
+import json, sys
+clients = sys.argv[1:]
+for s in json.load(sys.stdin):
+    if s["Status"]["header"]["member_id"] == s["Status"]["leader"]:
+        print(clients.index(s["Endpoint"].replace("http://", "")))
+        sys.exit(0)
+sys.exit(1)' "${ETCD_CLIENT[@]}"
+}
 
 # start_replica NAME [PORT]: a coordinator replica on etcd (--store=etcd://.../e2e), its
 # state (local history) in $TMP/NAME; sets REPLICA_PIDS[NAME] and REPLICA_PORTS[NAME].

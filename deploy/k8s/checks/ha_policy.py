@@ -26,6 +26,7 @@ Every StatefulSet running etcd:
     /health (it needs a quorum, which a restart does not bring back);
   * --data-dir a subdirectory of a volume claim of at least twice --quota-backend-bytes;
     compaction on;
+  * --pre-vote on;
   * certificates (where cert-manager issues them): etcd's names every member the coordinator
     dials, the peer certificate every peer URL (and --peer-cert-allowed-cn), the coordinator's
     --etcd_ca from the issuer of etcd's certificate, its client certificate from the CA etcd
@@ -329,6 +330,10 @@ def check_etcd(m, etcd_set, etcd_flags, worker_set, errors):
         if want is None or not quorum <= want < n:
             errors.append("PodDisruptionBudget %s wants %s of %d etcd members healthy: it must keep "
                           "a quorum (%d) and let one go" % (pdb["metadata"]["name"], want, n, quorum))
+    if args.get("pre-vote", "false") not in ("", "true"):
+        errors.append("%s: --pre-vote is off: a member back from a hang or a partition forces an "
+                      "election, during which etcd answers nothing and the coordinators' leader "
+                      "may be deposed" % name)
     check_etcd_tls(m, etcd_set, args, worker_set, errors)
     check_etcd_probes(etcd_set, c, args, errors)
     check_etcd_storage(etcd_set, c, args, errors)

@@ -381,6 +381,8 @@ class HighlyAvailableTest(PolicyCheckTest):
                          "no --quota-backend-bytes")
         self.assertFails(lambda d: set_arg(etcd(d), "auto-compaction-retention", None),
                          "no --auto-compaction-retention")
+        self.assertFails(lambda d: set_arg(etcd(d), "pre-vote", None), "--pre-vote is off")
+        self.assertFails(lambda d: set_arg(etcd(d), "pre-vote", "false"), "--pre-vote is off")
 
     def test_etcd_network(self):
         def rules(d):
