@@ -69,6 +69,8 @@ start_gang ref 1
 finish ref 1
 grep -q '^in-memory snapshot: [0-9.]* MiB per snapshot$' ref.g1.0.out ||
   { cat ref.g1.0.out >&2; fail "rank 0 did not report its snapshots"; }
+grep -q '^checkpoints are written from in-memory snapshots, off the training thread (step 50 first)$' ref.g1.0.out ||
+  { cat ref.g1.0.out >&2; fail "rank 0 did not write its checkpoints from its snapshots"; }
 ls ref-snap/h0/snapshot-rank0.bin ref-snap/h1/snapshot-rank1.bin > /dev/null ||
   fail "each host's writer should keep a snapshot file"
 

@@ -1,8 +1,9 @@
 #include "worker/trainer/trainer.h"
 
 #include <ATen/ATen.h>
-#include <torch/csrc/jit/serialization/pickle.h>
 #include <fcntl.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+#include <torch/utils.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -44,6 +45,7 @@ using ::baton::trainer::testing::RunRanksWith;
 using ::baton::trainer::testing::TickingClock;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using MetricLines = std::vector<std::map<std::string, double>>;
 
@@ -70,6 +72,12 @@ std::map<std::string, double> ParseLine(absl::string_view line) {
     values[std::string(key)] = value;
   }
   return values;
+}
+
+// The file's bytes; empty if it cannot be read.
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Reads a pickled Dict[str, Tensor] (final.pt) in file order.
@@ -143,6 +151,10 @@ class TrainerTest : public ::testing::Test {
     context.log = &log;
     context.stop = stop;
     context.generation = generation_;
+    if (!snapshot_dir_.empty()) {
+      context.snapshot_dir = snapshot_dir_;
+      context.snapshot_writer = "rank0";
+    }
     absl::StatusOr<TrainResult> result = Trainer(options, context).Run();
     ::close(fd);
     std::ifstream in(metrics_path);
@@ -154,7 +166,8 @@ class TrainerTest : public ::testing::Test {
   static std::string* data_dir_;
   TickingClock clock_{kTick};  // Train()'s clock: no test depends on the machine's speed.
   std::string log_;
-  int64_t generation_ = 0;  // TrainerContext::generation of Train().
+  int64_t generation_ = 0;    // TrainerContext::generation of Train().
+  std::string snapshot_dir_;  // Train() takes snapshots (as writer "rank0") when set.
 };
 
 // A sample log ("<prefix>.<rank>" files): step -> the ids trained on in that step over all
@@ -202,14 +215,13 @@ TEST_F(TrainerTest, SingleProcessTrainingLearns) {
   ASSERT_EQ(lines.size(), 10u);
   for (size_t i = 0; i < lines.size(); ++i) {
     EXPECT_EQ(lines[i]["step"], 10.0 * (i + 1));
-    for (const char* key :
-         {"epoch", "loss", "accuracy", "samples_per_sec", "lr", "time_step_s", "time_data_s",
-          "time_forward_s", "time_backward_s", "time_comm_wait_s", "time_optimizer_s",
-          "grad_norm"}) {
+    for (const char* key : {"epoch", "loss", "accuracy", "samples_per_sec", "lr", "time_step_s",
+                            "time_data_s", "time_forward_s", "time_backward_s", "time_comm_wait_s",
+                            "time_optimizer_s", "grad_norm"}) {
       EXPECT_EQ(lines[i].count(key), 1u) << key << " missing in line " << i;
     }
-    for (const char* key : {"loss_scale", "skipped_steps", "tokens_per_sec",
-                            "mem_allocated_bytes"}) {
+    for (const char* key :
+         {"loss_scale", "skipped_steps", "tokens_per_sec", "mem_allocated_bytes"}) {
       EXPECT_EQ(lines[i].count(key), 0u) << key << " in line " << i;
     }
     EXPECT_EQ(lines[i]["lr"], 0.05);
@@ -338,6 +350,29 @@ TEST_F(TrainerTest, ResumeFromCheckpointIsExact) {
     EXPECT_TRUE(got[i].second.equal(want[i].second)) << want[i].first;
   }
   EXPECT_EQ(second.back()["loss"], straight.back()["loss"]);
+}
+
+// With snapshots, rank 0 writes each checkpoint from the step's in-memory snapshot on a
+// thread of its own: the files are the very bytes a synchronous save writes.
+TEST_F(TrainerTest, CheckpointsWrittenFromSnapshotsAreTheSynchronousOnes) {
+  MetricLines sync_lines, async_lines;
+  const TrainerOptions sync = CheckpointingTrainer("from-training");
+  torch::manual_seed(11);  // Checkpoints hold the process's generator: the same in both runs.
+  ASSERT_OK(Train(sync, &sync_lines));
+  EXPECT_THAT(log_, Not(HasSubstr("from in-memory snapshots")));
+  snapshot_dir_ = TempDir() + "/snapshots";
+  std::filesystem::create_directories(snapshot_dir_);
+  TrainerOptions async = CheckpointingTrainer("from-snapshots");
+  async.snapshot_every = 5;  // Checkpoint steps (6, 12) are snapshotted regardless.
+  torch::manual_seed(11);
+  ASSERT_OK(Train(async, &async_lines));
+  EXPECT_THAT(log_, HasSubstr("checkpoints are written from in-memory snapshots, off the "
+                              "training thread (step 6 first)"));
+  for (const char* name : {"/ckpt-00000006.pt", "/ckpt-00000012.pt", "/final.pt"}) {
+    const std::string want = ReadFile(sync.checkpoint_dir + name);
+    ASSERT_FALSE(want.empty()) << name;
+    EXPECT_TRUE(ReadFile(async.checkpoint_dir + name) == want) << name << " differs";
+  }
 }
 
 // The generation fences the checkpoint directory (checkpoint/checkpoint_manager.h): a newer

@@ -27,6 +27,7 @@
 #include "worker/trainer/profile/profiler.h"
 #include "worker/trainer/session_support.h"
 #include "worker/trainer/snapshot/async_snapshot_writer.h"
+#include "worker/trainer/snapshot/snapshot_checkpointer.h"
 #include "worker/trainer/snapshot/snapshot_choice.h"
 #include "worker/trainer/snapshot/snapshot_codec.h"
 #include "worker/trainer/step/gradient_reducer.h"
@@ -493,8 +494,13 @@ void TrainingSession::CountStep(const StepOutcome& outcome) {
 // After a step: the periodic checkpoint, then the metric line when one is due (with the
 // evaluation after the last step).
 absl::Status TrainingSession::CheckpointAndEmit() {
-  if (checkpoints_.has_value() && checkpoints_->ShouldSave(step_)) {
-    RETURN_IF_ERROR(Save());
+  if (checkpointer_ != nullptr) RETURN_IF_ERROR(checkpointer_->Poll());
+  RETURN_IF_ERROR(std::exchange(checkpoint_status_, absl::OkStatus()));
+  if (checkpoints_.has_value() && (checkpoints_->ShouldSave(step_) || checkpoint_owed_)) {
+    // From the snapshot of this step when one is being copied for it (handed to the
+    // checkpointer by FenceSnapshot, once copied); else now, synchronously.
+    if (!snapshot_for_checkpoint_ || last_snapshot_ != step_) RETURN_IF_ERROR(Save());
+    checkpoint_owed_ = false;
     last_saved_ = step_;
   }
   const bool last = step_ == total_steps_;
@@ -578,9 +584,14 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
     average(copy_step_time_, step_time);
     UpdateSnapshotInterval();
   }
-  if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
-  if (options_.snapshot_every == 0 && snapshot_interval_ == 1 && ++snapshots_due_ % 100 == 0) {
-    return;  // A step without a copy, to measure.
+  // Rank 0 snapshots every checkpoint step: the disk checkpoint is written from it.
+  const bool for_checkpoint =
+      comm_.rank() == 0 && checkpoints_.has_value() && checkpoints_->ShouldSave(step_);
+  if (!for_checkpoint) {
+    if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
+    if (options_.snapshot_every == 0 && snapshot_interval_ == 1 && ++snapshots_due_ % 100 == 0) {
+      return;  // A step without a copy, to measure.
+    }
   }
   if (last_snapshot_ < 0 && snapshot_writer_ == nullptr) {
     absl::StatusOr<std::unique_ptr<AsyncSnapshotWriter>> writer =
@@ -609,7 +620,8 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
     return;
   }
   snapshot_bytes_ = image->size();
-  snapshot_writer_->Start(context_.generation, *std::move(image));
+  snapshot_writer_->Start(context_.generation, *std::move(image), /*keep_copy=*/for_checkpoint);
+  snapshot_for_checkpoint_ = for_checkpoint;
   average(snapshot_plan_time_, clock_.Now() - start);
   last_snapshot_ = step_;
   if (snapshots_written_ == 0) {
@@ -647,16 +659,39 @@ void TrainingSession::UpdateSnapshotInterval() {
   }
 }
 
-// Waits for the snapshot copy in flight; a failed one ends snapshots.
+// Waits for the snapshot copy in flight; a failed one ends snapshots. A snapshot taken for
+// a checkpoint goes to the checkpointer, or, if it failed, the checkpoint is owed: written
+// synchronously at the next step boundary.
 void TrainingSession::FenceSnapshot() {
   if (snapshot_writer_ == nullptr || !snapshot_writer_->in_flight()) return;
   const absl::Time start = clock_.Now();
   const absl::Status written = snapshot_writer_->Wait();
+  const bool for_checkpoint = std::exchange(snapshot_for_checkpoint_, false);
   if (!written.ok()) {
     BATON_LOG(WARNING) << "in-memory snapshot of step " << last_snapshot_
                        << " failed, no more are taken: " << written;
     snapshot_writer_.reset();
+    if (for_checkpoint) {
+      *context_.log << "the checkpoint of step " << last_snapshot_
+                    << " was to be written from its in-memory snapshot, which failed: writing "
+                       "one at the next step"
+                    << std::endl;
+      checkpoint_owed_ = true;
+    }
     return;
+  }
+  if (for_checkpoint) {
+    std::optional<std::string> bytes = snapshot_writer_->TakeCopy();
+    if (checkpointer_ == nullptr) {
+      checkpointer_ = std::make_unique<SnapshotCheckpointer>(*checkpoints_);
+      *context_.log << "checkpoints are written from in-memory snapshots, off the training "
+                       "thread (step "
+                    << last_snapshot_ << " first)" << std::endl;
+    }
+    if (bytes.has_value()) {
+      absl::Status started = checkpointer_->Start(*std::move(bytes));
+      if (checkpoint_status_.ok()) checkpoint_status_ = std::move(started);
+    }
   }
   if (++snapshots_written_ > 2) {
     snapshot_copy_time_ = std::max(clock_.Now() - start, snapshot_writer_->last_write_time());
@@ -670,6 +705,8 @@ void TrainingSession::FenceSnapshot() {
 
 absl::Status TrainingSession::WriteCheckpoint() {
   if (comm_.rank() != 0) return absl::OkStatus();
+  // One writer of the directory at a time: a checkpoint written from a snapshot first.
+  if (checkpointer_ != nullptr) RETURN_IF_ERROR(checkpointer_->Wait());
   FillProgress();
   const absl::Time start = clock_.Now();
   absl::StatusOr<std::string> path = checkpoints_->Save(state_);
@@ -686,6 +723,11 @@ absl::Status TrainingSession::WriteCheckpoint() {
 // Stopped or checkpointed: the open window's line, and for a checkpoint request the
 // checkpoint. Done: the last step's checkpoint and rank 0's final.pt.
 absl::StatusOr<TrainResult> TrainingSession::Finish() {
+  // The checkpoint written from a snapshot, if one is still being written, first.
+  FenceSnapshot();
+  if (checkpointer_ != nullptr) RETURN_IF_ERROR(checkpointer_->Wait());
+  RETURN_IF_ERROR(std::exchange(checkpoint_status_, absl::OkStatus()));
+  if (checkpoint_owed_) last_saved_ = -1;
   if (result_.stopped || result_.checkpointed) {
     if (window_.steps > 0) Emit(std::nullopt);
     if (result_.checkpointed && checkpoints_.has_value() && last_saved_ != step_) {

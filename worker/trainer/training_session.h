@@ -11,7 +11,9 @@
 //              start (which fences older generations off the directory);
 //   Train()    the loader and sample log, then one Step() per optimizer step until the
 //              budget, a stop or a checkpoint request; a checkpoint every checkpoint_every
-//              steps; an in-memory snapshot by the writer ranks (TrainerContext::
+//              steps (with snapshots, rank 0 writes it from the step's snapshot on a thread
+//              of its own: training waits for the copy into memory only); an in-memory
+//              snapshot by the writer ranks (TrainerContext::
 //              snapshot_writer) every snapshot_every steps, or with snapshot_every 0 as
 //              often as keeps its cost under 5 % of the step time (every step when it is
 //              cheaper; a failed snapshot is logged, not fatal: the disk checkpoints stay);
@@ -42,6 +44,7 @@
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/session_support.h"
 #include "worker/trainer/snapshot/async_snapshot_writer.h"
+#include "worker/trainer/snapshot/snapshot_checkpointer.h"
 #include "worker/trainer/snapshot/snapshot_store.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/step/train_step.h"
@@ -152,8 +155,14 @@ class TrainingSession {
   bool snapshots_ = false;
   // Writer ranks only; null after a failure.
   std::unique_ptr<AsyncSnapshotWriter> snapshot_writer_;
-  int64_t snapshot_interval_ = 1;  // Steps between snapshots (adapted for snapshot_every 0).
-  int64_t last_snapshot_ = -1;     // Step of the last snapshot started.
+  // Rank 0 with snapshots and a checkpoint_dir: each checkpoint step's snapshot is written
+  // to disk from its bytes on the checkpointer's thread (created with the first).
+  std::unique_ptr<SnapshotCheckpointer> checkpointer_;
+  bool snapshot_for_checkpoint_ = false;  // The snapshot in flight is for a checkpoint.
+  bool checkpoint_owed_ = false;          // Its snapshot failed: save at the next step boundary.
+  absl::Status checkpoint_status_;        // Of handing a snapshot to the checkpointer.
+  int64_t snapshot_interval_ = 1;         // Steps between snapshots (adapted for snapshot_every 0).
+  int64_t last_snapshot_ = -1;            // Step of the last snapshot started.
   int64_t snapshots_written_ = 0;
   int64_t snapshots_due_ = 0;
   int64_t snapshot_logged_ = 0;  // Step of the last interval log line.

@@ -291,7 +291,10 @@ absl::StatusOr<DecodedCheckpoint> DecodeDict(const c10::IValue& root) {
     if (!entry.key().isString() || !entry.value().isTensor()) {
       return Corrupt("\"model\" is not a dict of str -> Tensor");
     }
-    d.model.emplace(entry.key().toStringRef(), entry.value().toTensor());
+    if (!d.model.emplace(entry.key().toStringRef(), entry.value().toTensor()).second) {
+      return Corrupt("\"model\" names a tensor twice");
+    }
+    d.model_order.push_back(entry.key().toStringRef());
   }
 
   ASSIGN_OR_RETURN(c10::IValue type, Field(dict, kKeyOptimizerType));
@@ -451,62 +454,118 @@ void LoadOptimizerState(const std::vector<absl::flat_hash_map<std::string, at::T
   }
 }
 
+// A checkpoint's parts; EncodeTrainingState and EncodeDecodedCheckpoint fill them from the
+// live state or from a decoded one.
+struct CheckpointParts {
+  c10::Dict<std::string, at::Tensor> model;
+  std::string optimizer_type;
+  int64_t optimizer_params = 0;
+  c10::List<c10::Dict<std::string, at::Tensor>> optimizer_state;
+  at::Tensor rng_cpu;
+  c10::List<at::Tensor> rng_cuda;
+};
+
+// The sealed archive of `parts` with the counters of `p`. May throw c10::Error.
+absl::StatusOr<std::vector<char>> SealParts(const TrainingProgress& p, CheckpointParts parts) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert(kKeyFormat, std::string(kFormat));
+  dict.insert(kKeyStep, p.step);
+  dict.insert(kKeyEpoch, p.epoch);
+  dict.insert(kKeyBatchInEpoch, p.batch_in_epoch);
+  dict.insert(kKeySamplesSeen, p.samples_seen);
+  dict.insert(kKeyWorldSize, p.world_size);
+  dict.insert(kKeyScalerScale, p.scaler_scale);
+  dict.insert(kKeyScalerGrowthTracker, p.scaler_growth_tracker);
+  dict.insert(kKeyModel, std::move(parts.model));
+  dict.insert(kKeyOptimizerType, std::move(parts.optimizer_type));
+  dict.insert(kKeyOptimizerParams, parts.optimizer_params);
+  dict.insert(kKeyOptimizerState, std::move(parts.optimizer_state));
+  dict.insert(kKeyRngCpu, std::move(parts.rng_cpu));
+  dict.insert(kKeyRngCuda, std::move(parts.rng_cuda));
+  dict.insert(kKeyRngExtra, BytesToTensor(p.rng_extra.data(), p.rng_extra.size()));
+  std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(dict));
+  if (absl::Status s = SealArchive(bytes); !s.ok()) {
+    return absl::InternalError(absl::StrCat("sealing the checkpoint: ", s.message()));
+  }
+  return bytes;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state) {
   const TrainingProgress& p = state.progress;
   if (p.step < 0) return absl::InvalidArgumentError("negative step");
-  std::vector<char> bytes;
   try {
-    c10::Dict<std::string, at::Tensor> model;
+    CheckpointParts parts;
     for (const auto& [name, tensor] : state.tensors) {
       if (name.empty()) return absl::InvalidArgumentError("empty tensor name");
       if (!tensor.defined()) {
         return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" is undefined"));
       }
-      if (model.contains(name)) {
+      if (parts.model.contains(name)) {
         return absl::InvalidArgumentError(absl::StrCat("duplicate tensor name \"", name, "\""));
       }
-      model.insert(name, Compact(tensor));
+      parts.model.insert(name, Compact(tensor));
     }
-    const std::string optimizer_type = OptimizerType(state.optimizer);
-    if (optimizer_type == "other") {
+    parts.optimizer_type = OptimizerType(state.optimizer);
+    if (parts.optimizer_type == "other") {
       return absl::InvalidArgumentError(
           "the optimizer's state cannot be saved: checkpoints hold SGD's and AdamW's");
     }
-    c10::List<c10::Dict<std::string, at::Tensor>> optimizer_state;
-    int64_t optimizer_params = 0;
     if (state.optimizer != nullptr) {
-      optimizer_state = ExportOptimizerState(*state.optimizer);
-      optimizer_params = OptimizerParamCount(*state.optimizer);
+      parts.optimizer_state = ExportOptimizerState(*state.optimizer);
+      parts.optimizer_params = OptimizerParamCount(*state.optimizer);
     }
-    c10::List<at::Tensor> cuda;
-    for (const at::Tensor& t : CudaRngStates()) cuda.push_back(t);
-
-    c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-    dict.insert(kKeyFormat, std::string(kFormat));
-    dict.insert(kKeyStep, p.step);
-    dict.insert(kKeyEpoch, p.epoch);
-    dict.insert(kKeyBatchInEpoch, p.batch_in_epoch);
-    dict.insert(kKeySamplesSeen, p.samples_seen);
-    dict.insert(kKeyWorldSize, p.world_size);
-    dict.insert(kKeyScalerScale, p.scaler_scale);
-    dict.insert(kKeyScalerGrowthTracker, p.scaler_growth_tracker);
-    dict.insert(kKeyModel, model);
-    dict.insert(kKeyOptimizerType, optimizer_type);
-    dict.insert(kKeyOptimizerParams, optimizer_params);
-    dict.insert(kKeyOptimizerState, optimizer_state);
-    dict.insert(kKeyRngCpu, CpuRngState());
-    dict.insert(kKeyRngCuda, cuda);
-    dict.insert(kKeyRngExtra, BytesToTensor(p.rng_extra.data(), p.rng_extra.size()));
-    bytes = torch::jit::pickle_save(c10::IValue(dict));
+    parts.rng_cpu = CpuRngState();
+    for (const at::Tensor& t : CudaRngStates()) parts.rng_cuda.push_back(t);
+    return SealParts(p, std::move(parts));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("serialising the checkpoint: ", e.what()));
   }
-  if (absl::Status s = SealArchive(bytes); !s.ok()) {
-    return absl::InternalError(absl::StrCat("sealing the checkpoint: ", s.message()));
+}
+
+absl::StatusOr<std::vector<char>> EncodeDecodedCheckpoint(const DecodedCheckpoint& d) {
+  if (d.progress.step < 0) return absl::InvalidArgumentError("negative step");
+  if (d.optimizer_type != "sgd" && d.optimizer_type != "adamw" && d.optimizer_type != "none") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the optimizer's state cannot be saved: checkpoints hold SGD's and AdamW's, not \"",
+        d.optimizer_type, "\""));
   }
-  return bytes;
+  if (d.model_order.size() != d.model.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("model_order names ", d.model_order.size(),
+                                                   " tensors, the model has ", d.model.size()));
+  }
+  try {
+    CheckpointParts parts;
+    for (const std::string& name : d.model_order) {
+      auto it = d.model.find(name);
+      if (it == d.model.end() || parts.model.contains(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model_order names \"", name, "\" twice or not in the model"));
+      }
+      if (!it->second.defined()) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor \"", name, "\" is undefined"));
+      }
+      parts.model.insert(name, Compact(it->second));
+    }
+    parts.optimizer_type = d.optimizer_type;
+    parts.optimizer_params = d.optimizer_params;
+    for (const auto& state : d.optimizer_state) {
+      std::vector<std::string> names;
+      for (const auto& [name, tensor] : state) names.push_back(name);
+      std::sort(names.begin(), names.end());
+      c10::Dict<std::string, at::Tensor> entry;
+      for (const std::string& name : names) entry.insert(name, Compact(state.at(name)));
+      parts.optimizer_state.push_back(std::move(entry));
+    }
+    // Copies, as EncodeTrainingState's are: the pickler memoizes a tensor held elsewhere,
+    // and the file would differ from a synchronous save's by that.
+    parts.rng_cpu = d.rng_cpu.clone();
+    for (const at::Tensor& t : d.rng_cuda) parts.rng_cuda.push_back(t.clone());
+    return SealParts(d.progress, std::move(parts));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("serialising the checkpoint: ", e.what()));
+  }
 }
 
 absl::StatusOr<DecodedCheckpoint> ReadCheckpointFile(const std::string& path) {

@@ -53,6 +53,9 @@ namespace baton::trainer {
 struct DecodedCheckpoint {
   TrainingProgress progress;
   absl::flat_hash_map<std::string, at::Tensor> model;
+  // The names of `model` in the order the bytes held them (the model's order when Baton
+  // wrote them).
+  std::vector<std::string> model_order;
   std::string optimizer_type;
   int64_t optimizer_params = 0;
   // Per optimizer parameter: its state (see "optimizer_state" above), not yet checked
@@ -67,6 +70,14 @@ struct DecodedCheckpoint {
 // an optimizer other than SGD and AdamW;
 // INTERNAL when serialising or sealing fails.
 absl::StatusOr<std::vector<char>> EncodeTrainingState(const TrainingState& state);
+
+// The sealed file contents of a decoded checkpoint (e.g. an in-memory snapshot's,
+// snapshot/snapshot_codec.h): what EncodeTrainingState wrote for the state it was taken
+// from, its RNG states included (not the calling process's), which decodes to `decoded`
+// again. Model tensors in model_order; a parameter's optimizer state by name.
+// INVALID_ARGUMENT as EncodeTrainingState, and when model_order does not name each model
+// tensor once; INTERNAL when serialising or sealing fails.
+absl::StatusOr<std::vector<char>> EncodeDecodedCheckpoint(const DecodedCheckpoint& decoded);
 
 // Reads, verifies (the trailer) and decodes one checkpoint file. NOT_FOUND if it does not
 // exist; DATA_LOSS if it is corrupt or not a checkpoint; FAILED_PRECONDITION for format

@@ -24,10 +24,10 @@ AsyncSnapshotWriter::~AsyncSnapshotWriter() {
   thread_.join();
 }
 
-void AsyncSnapshotWriter::Start(int64_t generation, SnapshotImage image) {
+void AsyncSnapshotWriter::Start(int64_t generation, SnapshotImage image, bool keep_copy) {
   (void)Wait();
   absl::MutexLock lock(&mu_);
-  job_.emplace(generation, std::move(image));
+  job_.emplace(Job{generation, std::move(image), keep_copy});
   pending_ = true;
 }
 
@@ -40,12 +40,13 @@ absl::Status AsyncSnapshotWriter::Wait() {
       this));
   pending_ = false;
   last_write_time_ = write_time_;
+  kept_ = std::exchange(copy_, std::nullopt);
   return std::exchange(result_, absl::OkStatus());
 }
 
 void AsyncSnapshotWriter::Loop() {
   while (true) {
-    std::optional<std::pair<int64_t, SnapshotImage>> job;
+    std::optional<Job> job;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -58,10 +59,14 @@ void AsyncSnapshotWriter::Loop() {
       busy_ = true;
     }
     const absl::Time start = absl::Now();
-    absl::Status written = writer_->Write(job->first, job->second);
+    std::optional<std::string> copy;
+    if (job->keep_copy) copy.emplace();
+    absl::Status written =
+        writer_->Write(job->generation, job->image, copy.has_value() ? &*copy : nullptr);
     const absl::Duration took = absl::Now() - start;
     job.reset();  // Drops the image's tensor references on this thread, before Wait returns.
     absl::MutexLock lock(&mu_);
+    if (written.ok()) copy_ = std::move(copy);
     result_ = std::move(written);
     write_time_ = took;
     busy_ = false;

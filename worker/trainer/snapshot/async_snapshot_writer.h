@@ -37,11 +37,15 @@ class AsyncSnapshotWriter {
 
   // Starts writing `image` as generation `generation`'s snapshot. The tensors it references
   // must stay unchanged until Wait returns. Waits first for a write still in flight (its
-  // status is then lost: call Wait before).
-  void Start(int64_t generation, SnapshotImage image);
+  // status is then lost: call Wait before). With `keep_copy`, the written bytes are copied
+  // out of the slot too, for TakeCopy.
+  void Start(int64_t generation, SnapshotImage image, bool keep_copy = false);
   // Blocks until no write is in flight; returns the status of the last write started since
   // the previous Wait (OK when there was none).
   absl::Status Wait();
+  // The bytes of the last write waited for that was started with keep_copy and succeeded
+  // (once; nullopt after). Moves them out: nothing is copied twice.
+  std::optional<std::string> TakeCopy() { return std::exchange(kept_, std::nullopt); }
   // Whether a write was started and not yet waited for.
   bool in_flight() const { return pending_; }
   // How long the last write waited for took on the writer's thread (the copy's wall time).
@@ -52,12 +56,19 @@ class AsyncSnapshotWriter {
   void Loop();
 
   std::unique_ptr<SnapshotWriter> writer_;
-  bool pending_ = false;            // The caller's view: started and not waited for.
-  absl::Duration last_write_time_;  // The caller's copy, set by Wait.
+  bool pending_ = false;             // The caller's view: started and not waited for.
+  absl::Duration last_write_time_;   // The caller's copy, set by Wait.
+  std::optional<std::string> kept_;  // The caller's, set by Wait.
+  struct Job {
+    int64_t generation = 0;
+    SnapshotImage image;
+    bool keep_copy = false;
+  };
   absl::Mutex mu_;
-  std::optional<std::pair<int64_t, SnapshotImage>> job_ ABSL_GUARDED_BY(mu_);
+  std::optional<Job> job_ ABSL_GUARDED_BY(mu_);
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // job_ taken and not finished.
   absl::Status result_ ABSL_GUARDED_BY(mu_);
+  std::optional<std::string> copy_ ABSL_GUARDED_BY(mu_);
   absl::Duration write_time_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

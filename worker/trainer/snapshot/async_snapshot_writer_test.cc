@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,22 @@ TEST_F(AsyncSnapshotWriterTest, WritesInTheBackgroundAndWaitCompletesIt) {
   EXPECT_OK(writer->Wait());  // Nothing in flight.
 }
 
+// keep_copy: the bytes written, copied out of the slot, for the disk checkpoint made from
+// the snapshot; handed over once, and only for writes that asked.
+TEST_F(AsyncSnapshotWriterTest, KeepsACopyOfTheBytesWhenAsked) {
+  ASSERT_OK_AND_ASSIGN(auto writer, AsyncSnapshotWriter::Open(dir_, "rank0"));
+  writer->Start(1, Image(3, at::full({1000}, 3.0f)), /*keep_copy=*/true);
+  ASSERT_OK(writer->Wait());
+  std::optional<std::string> copy = writer->TakeCopy();
+  ASSERT_TRUE(copy.has_value());
+  ASSERT_OK_AND_ASSIGN(const std::string in_slot, ReadSnapshot(ListSnapshots(dir_)[0]));
+  EXPECT_EQ(*copy, in_slot);
+  EXPECT_FALSE(writer->TakeCopy().has_value());
+  writer->Start(1, Image(4, at::full({1000}, 4.0f)));
+  ASSERT_OK(writer->Wait());
+  EXPECT_FALSE(writer->TakeCopy().has_value());
+}
+
 // A failed write is reported by the next Wait, once.
 TEST_F(AsyncSnapshotWriterTest, AFailedWriteIsReportedByWait) {
   ASSERT_OK_AND_ASSIGN(auto writer, AsyncSnapshotWriter::Open(dir_, "rank0"));
@@ -65,6 +82,9 @@ TEST_F(AsyncSnapshotWriterTest, AFailedWriteIsReportedByWait) {
   writer->Start(1, Image(1, at::zeros({1000})));
   EXPECT_THAT(writer->Wait(), StatusIs(absl::StatusCode::kInternal, ::testing::_));
   EXPECT_OK(writer->Wait());
+  writer->Start(1, Image(2, at::zeros({1000})), /*keep_copy=*/true);
+  EXPECT_FALSE(writer->Wait().ok());
+  EXPECT_FALSE(writer->TakeCopy().has_value());  // No copy of a failed write.
 }
 
 // Destroyed with a write in flight: the write completes first.

@@ -232,6 +232,7 @@ absl::StatusOr<DecodedCheckpoint> DecodeSnapshot(absl::string_view bytes) {
           if (!d.model.emplace(line.key, std::move(line.tensor)).second) {
             return Corrupt(absl::StrCat("tensor ", line.key, " twice"));
           }
+          d.model_order.push_back(line.key);
         } else if (line.part == "opt") {
           size_t index = 0;
           if (!have_optimizer || !absl::SimpleAtoi(line.key, &index) ||

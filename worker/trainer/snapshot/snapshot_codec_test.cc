@@ -122,6 +122,22 @@ TEST_P(SnapshotCodecTest, RestoredStateTrainsOnIdentically) {
   EXPECT_TRUE(original.count.equal(restored.count));
 }
 
+// Encoded as a checkpoint file (a disk checkpoint written from a snapshot), a snapshot
+// decodes to what the checkpoint of the same state decodes to, model order kept.
+TEST_P(SnapshotCodecTest, EncodesAsTheCheckpointOfTheSameState) {
+  Model m(GetParam(), 2);
+  const TrainingState state = m.State(12);
+  ASSERT_OK_AND_ASSIGN(const SnapshotImage image, SnapshotImage::Plan(state));
+  ASSERT_OK_AND_ASSIGN(const DecodedCheckpoint from_snapshot, DecodeSnapshot(Bytes(image)));
+  EXPECT_EQ(from_snapshot.model_order, (std::vector<std::string>{"w", "b", "count"}));
+  ASSERT_OK_AND_ASSIGN(const std::vector<char> sealed, EncodeDecodedCheckpoint(from_snapshot));
+  ASSERT_OK_AND_ASSIGN(const DecodedCheckpoint reencoded, DecodeCheckpoint(sealed));
+  ASSERT_OK_AND_ASSIGN(const DecodedCheckpoint from_checkpoint,
+                       DecodeCheckpoint(*EncodeTrainingState(state)));
+  ExpectSame(reencoded, from_checkpoint);
+  EXPECT_EQ(reencoded.model_order, from_checkpoint.model_order);
+}
+
 INSTANTIATE_TEST_SUITE_P(Optimizers, SnapshotCodecTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "AdamW" : "SGD"; });
 
@@ -172,6 +188,28 @@ TEST(SnapshotCodec, TornOrDamagedBytesAreRefused) {
   EXPECT_THAT(DecodeSnapshot("BSNAP001"), StatusIs(absl::StatusCode::kDataLoss, ::testing::_));
   EXPECT_THAT(DecodeSnapshot("not a snapshot at all"),
               StatusIs(absl::StatusCode::kDataLoss, ::testing::_));
+}
+
+TEST(EncodeDecodedCheckpoint, RefusesWhatNoCheckpointHolds) {
+  Model m(false, 1);
+  ASSERT_OK_AND_ASSIGN(const SnapshotImage image, SnapshotImage::Plan(m.State(4)));
+  ASSERT_OK_AND_ASSIGN(const DecodedCheckpoint d, DecodeSnapshot(Bytes(image)));
+  DecodedCheckpoint unordered = d;
+  unordered.model_order.pop_back();
+  EXPECT_THAT(EncodeDecodedCheckpoint(unordered),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("model_order names 2")));
+  DecodedCheckpoint twice = d;
+  twice.model_order[1] = twice.model_order[0];
+  EXPECT_THAT(EncodeDecodedCheckpoint(twice),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"w\" twice")));
+  DecodedCheckpoint other = d;
+  other.optimizer_type = "other";
+  EXPECT_THAT(EncodeDecodedCheckpoint(other),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("SGD's and AdamW's")));
+  DecodedCheckpoint negative = d;
+  negative.progress.step = -1;
+  EXPECT_THAT(EncodeDecodedCheckpoint(negative),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("negative step")));
 }
 
 }  // namespace

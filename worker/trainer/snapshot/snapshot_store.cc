@@ -202,7 +202,8 @@ absl::Status SnapshotWriter::Grow(size_t bytes) {
   return absl::OkStatus();
 }
 
-absl::Status SnapshotWriter::Write(int64_t generation, const SnapshotImage& image) {
+absl::Status SnapshotWriter::Write(int64_t generation, const SnapshotImage& image,
+                                   std::string* copy) {
   if (image.size() > HeaderAt(map_)->slot_capacity) RETURN_IF_ERROR(Grow(image.size()));
   const uint64_t capacity = HeaderAt(map_)->slot_capacity;
   SlotHeader* slots[2] = {SlotAt(map_, 0), SlotAt(map_, 1)};
@@ -219,6 +220,7 @@ absl::Status SnapshotWriter::Write(int64_t generation, const SnapshotImage& imag
   s->step = image.step();
   s->bytes = image.size();
   StoreSeq(s, next);
+  if (copy != nullptr) copy->assign(SlotData(map_, capacity, slot), image.size());
   return absl::OkStatus();
 }
 

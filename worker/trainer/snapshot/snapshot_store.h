@@ -56,8 +56,10 @@ class SnapshotWriter {
   // Copies `image` into the older slot and marks it complete. A larger image than the
   // slots hold replaces the file (written aside, then renamed over it) with slots a quarter
   // larger; the older snapshot is then gone, the new one complete. INTERNAL when the file
-  // cannot be grown (e.g. /dev/shm is full: nothing older is lost).
-  absl::Status Write(int64_t generation, const SnapshotImage& image);
+  // cannot be grown (e.g. /dev/shm is full: nothing older is lost). With `copy`, also
+  // sets *copy to the snapshot's bytes, copied from the slot once complete (the source of
+  // a disk checkpoint: snapshot_checkpointer.h).
+  absl::Status Write(int64_t generation, const SnapshotImage& image, std::string* copy = nullptr);
 
   const std::string& path() const { return path_; }
   // Bytes of memory the file may use (both slots).
