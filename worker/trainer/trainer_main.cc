@@ -2,7 +2,9 @@
 //
 // The worker daemon starts it with the torchrun environment and the flags below; the
 // environment, metric lines, checkpoint and exit codes are specified in contract/contract.h.
-// This file only wires flags and environment into the trainer libraries.
+// This file only wires flags and environment into the trainer libraries. With
+// BATON_REJOIN_FD a rank whose peer was lost stays for the next generation
+// (contract/rejoin_protocol.h): the loop in Run.
 //
 // `baton-trainer --standby` is a warm standby (contract/standby_protocol.h): it waits on stdin for
 // the argv, environment and working directory of a launch and then runs as if exec'd with
@@ -40,6 +42,7 @@
 #include "worker/trainer/contract/launch_env.h"
 #include "worker/trainer/contract/lease_page.h"
 #include "worker/trainer/contract/metrics_writer.h"
+#include "worker/trainer/contract/rejoin_protocol.h"
 #include "worker/trainer/contract/standby_protocol.h"
 #include "worker/trainer/data/dataset.h"
 #include "worker/trainer/device/device.h"
@@ -225,61 +228,116 @@ void PrintResult(const TrainResult& result, absl::Time process_start) {
   }
 }
 
-// The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
-absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
-  RETURN_IF_ERROR(ParseFlags(argc, argv));
-  ASSIGN_OR_RETURN(const FlagOptions flags, OptionsFromFlags());
-  ASSIGN_OR_RETURN(const LaunchEnv env, LaunchEnvFromProcess());
-  ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
-  // The second fencing layer (the shim is the first): checked before every step.
-  ASSIGN_OR_RETURN(const std::optional<LeasePage> lease, LeasePage::FromEnvironment());
-  at::set_num_threads(static_cast<int>(flags.threads));
-  ASSIGN_OR_RETURN(const c10::Device device,
-                   ResolveDevice(absl::GetFlag(FLAGS_device), env.local_rank));
+// BATON_REJOIN_FD (rejoin_protocol.h), nullopt when unset. INVALID_ARGUMENT when malformed.
+absl::StatusOr<std::optional<int>> RejoinFd() {
+  const char* value = std::getenv(kEnvRejoinFd);
+  if (value == nullptr || *value == '\0') return std::optional<int>();
+  int fd = -1;
+  if (!absl::SimpleAtoi(value, &fd) || fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", kEnvRejoinFd, "='", value, "' is not an fd"));
+  }
+  return std::optional<int>(fd);
+}
 
-  // Data before rendezvous: a bad --data_dir fails fast instead of after the others joined.
-  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> train, OpenDataset(flags.data, Split::kTrain));
-  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> test, OpenDataset(flags.data, Split::kTest));
-  // Before the rendezvous: a request sent once this is logged covers the first steps.
-  ASSIGN_OR_RETURN(const std::unique_ptr<Profiler> profiler, StartProfiler(env));
-  // Destroyed before `profiler`: the signal handler stops seeing it first.
-  struct ForgetProfiler {
-    ~ForgetProfiler() { g_profiler.store(nullptr); }
-  } forget_profiler;
-  ASSIGN_OR_RETURN(
-      const std::unique_ptr<Communicator> comm,
-      Connect(env, device, static_cast<int>(flags.threads), flags.trainer.pipeline_stages > 1));
+// What a rank keeps across the generations it takes part in (rejoin_protocol.h).
+struct RankProcess {
+  FlagOptions flags;
+  c10::Device device = c10::kCPU;
+  MetricsWriter* metrics = nullptr;
+  const LeasePage* lease = nullptr;
+  const Dataset* train = nullptr;
+  const Dataset* test = nullptr;
+  Profiler* profiler = nullptr;
+};
+
+// One generation of this rank: the rendezvous under `env`, then the training run.
+absl::StatusOr<TrainResult> RunGeneration(const RankProcess& p, const LaunchEnv& env) {
+  ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
+                   Connect(env, p.device, static_cast<int>(p.flags.threads),
+                           p.flags.trainer.pipeline_stages > 1));
   std::cout << absl::StrFormat(
                    "baton-trainer: rank %d/%d job '%s' generation %d on %s (%s): %d train, %d "
                    "test samples",
-                   env.rank, env.world_size, env.job_id, env.generation, device.str(),
-                   comm->backend(), train->size(), test != nullptr ? test->size() : 0)
+                   env.rank, env.world_size, env.job_id, env.generation, p.device.str(),
+                   comm->backend(), p.train->size(), p.test != nullptr ? p.test->size() : 0)
             << std::endl;
-
   TrainerContext context;
-  context.train = train.get();
-  context.test = test.get();
+  context.train = p.train;
+  context.test = p.test;
   context.comm = comm.get();
-  context.metrics = &metrics;
+  context.metrics = p.metrics;
   context.clock = RealClock::Get();
   context.log = &std::cout;
   context.stop = &g_stop_requested;
   context.checkpoint_request = &g_checkpoint_requested;
   context.generation = env.generation;
   context.job_id = env.job_id;
-  context.profiler = profiler.get();
-  context.lease = lease.has_value() ? &*lease : nullptr;
+  context.profiler = p.profiler;
+  context.lease = p.lease;
   if (const char* dir = std::getenv(kEnvSnapshotDir); dir != nullptr && *dir != '\0') {
     context.snapshot_dir = dir;
     if (env.local_rank == 0) context.snapshot_writer = absl::StrCat("rank", env.rank);
   }
-  Trainer trainer(flags.trainer, context);
-  ASSIGN_OR_RETURN(const TrainResult result, trainer.Run());
-  PrintResult(result, process_start);
-  if (result.stopped) {
-    return absl::CancelledError(absl::StrCat("stopped by signal after ", result.steps, " steps"));
+  Trainer trainer(p.flags.trainer, context);
+  return trainer.Run();
+}
+
+// The exit code of a run that did not fail: kExitOk or kExitCheckpointed.
+absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
+  RETURN_IF_ERROR(ParseFlags(argc, argv));
+  RankProcess p;
+  ASSIGN_OR_RETURN(p.flags, OptionsFromFlags());
+  ASSIGN_OR_RETURN(LaunchEnv env, LaunchEnvFromProcess());
+  ASSIGN_OR_RETURN(const std::optional<int> rejoin_fd, RejoinFd());
+  ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
+  p.metrics = &metrics;
+  // The second fencing layer (the shim is the first): checked before every step.
+  ASSIGN_OR_RETURN(const std::optional<LeasePage> lease, LeasePage::FromEnvironment());
+  p.lease = lease.has_value() ? &*lease : nullptr;
+  at::set_num_threads(static_cast<int>(p.flags.threads));
+  ASSIGN_OR_RETURN(p.device, ResolveDevice(absl::GetFlag(FLAGS_device), env.local_rank));
+
+  // Data before rendezvous: a bad --data_dir fails fast instead of after the others joined.
+  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> train, OpenDataset(p.flags.data, Split::kTrain));
+  ASSIGN_OR_RETURN(const std::unique_ptr<Dataset> test, OpenDataset(p.flags.data, Split::kTest));
+  p.train = train.get();
+  p.test = test.get();
+  // Before the rendezvous: a request sent once this is logged covers the first steps.
+  ASSIGN_OR_RETURN(const std::unique_ptr<Profiler> profiler, StartProfiler(env));
+  p.profiler = profiler.get();
+  // Destroyed before `profiler`: the signal handler stops seeing it first.
+  struct ForgetProfiler {
+    ~ForgetProfiler() { g_profiler.store(nullptr); }
+  } forget_profiler;
+
+  while (true) {
+    absl::StatusOr<TrainResult> result = RunGeneration(p, env);
+    if (result.ok()) {
+      PrintResult(*result, process_start);
+      if (result->stopped) {
+        return absl::CancelledError(
+            absl::StrCat("stopped by signal after ", result->steps, " steps"));
+      }
+      return result->checkpointed ? kExitCheckpointed : kExitOk;
+    }
+    // A peer lost: with BATON_REJOIN_FD this process stays for the next generation (on CPUs:
+    // a GPU rank's communicator and device after a peer's loss are not proven reusable).
+    if (!rejoin_fd.has_value() || !RejoinableFailure(result.status()) || p.device.is_cuda() ||
+        g_stop_requested.load()) {
+      return result.status();
+    }
+    std::cout << "baton-trainer: generation " << env.generation << " lost a peer ("
+              << result.status().message().substr(0, result.status().message().find('\n'))
+              << "); waiting for the next generation on " << kEnvRejoinFd << " (this process stays)"
+              << std::endl;
+    ASSIGN_OR_RETURN(std::optional<LaunchEnv> next, ReadRejoin(*rejoin_fd, env));
+    if (!next.has_value()) return result.status();  // In no further generation.
+    env = *std::move(next);
+    ExportRejoinEnv(env);
+    std::cout << "baton-trainer: rejoining as rank " << env.rank << "/" << env.world_size
+              << " of generation " << env.generation << std::endl;
   }
-  return result.checkpointed ? kExitCheckpointed : kExitOk;
 }
 
 }  // namespace

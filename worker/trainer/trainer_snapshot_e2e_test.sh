@@ -115,7 +115,11 @@ def entries(path):
 for rank in (0, 1):
     ref, run = entries(f"ref.samples.{rank}"), entries(f"run.samples.{rank}")
     assert sorted(ref) == list(range(1, steps + 1)), rank
-    assert sorted(run) == list(range(1, steps + 1)), (rank, sorted(set(range(1, steps + 1)) - set(run)))
+    missing = set(range(1, steps + 1)) - set(run)
+    # The killed rank may miss the step it completed with rank 0 but was killed before
+    # logging (within microseconds of the exchange): the step the snapshot restore resumed
+    # after. (Steps after the disk checkpoint are trained, and logged, again.)
+    assert not missing or (rank == 1 and missing == {last}), (rank, sorted(missing))
     for step, logged in run.items():
         # The entry of the highest generation counts; it trained on the reference's samples.
         assert max(logged)[1] == ref[step][0][1], (rank, step)

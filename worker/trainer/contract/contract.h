@@ -96,6 +96,10 @@ inline constexpr char kEnvCheckpointDir[] = "BATON_CHECKPOINT_DIR";
 // its generations, private to the job's ranks: where in-memory snapshots of the training
 // state live (baton-trainer: snapshot/snapshot_store.h). Unset: no snapshots.
 inline constexpr char kEnvSnapshotDir[] = "BATON_SNAPSHOT_DIR";
+// A pipe the worker writes to (rejoin_protocol.h): a rank started with it stays alive when a
+// peer is lost and joins the next generation it is told of, in the same process. Unset:
+// such a rank exits kExitPeer, as every rank did before.
+inline constexpr char kEnvRejoinFd[] = "BATON_REJOIN_FD";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";

@@ -1,0 +1,122 @@
+#include "worker/trainer/contract/rejoin_protocol.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <array>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "common/status_macros.h"
+#include "worker/trainer/contract/contract.h"
+
+namespace baton::trainer {
+namespace {
+
+constexpr std::array<const char*, 8> kKeys = {kEnvGeneration, kEnvRank,           kEnvWorldSize,
+                                              kEnvLocalRank,  kEnvLocalWorldSize, kEnvGroupRank,
+                                              kEnvMasterAddr, kEnvMasterPort};
+
+bool IsKey(absl::string_view key) {
+  for (const char* k : kKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+// The message's bytes up to and including its empty line; "" at EOF before any byte.
+absl::StatusOr<std::string> ReadMessage(int fd) {
+  std::string bytes;
+  while (bytes.size() < 2 || bytes.compare(bytes.size() - 2, 2, "\n\n") != 0) {
+    if (bytes == "\n") return absl::InvalidArgumentError("rejoin message: empty");
+    if (bytes.size() >= kMaxRejoinMessageBytes) {
+      return absl::DataLossError(
+          absl::StrCat("rejoin message: longer than ", kMaxRejoinMessageBytes, " bytes"));
+    }
+    char c;
+    const ssize_t n = ::read(fd, &c, 1);  // One byte at a time: nothing past the message.
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat("reading ", kEnvRejoinFd, ": errno ", errno));
+    }
+    if (n == 0) {
+      if (bytes.empty()) return bytes;
+      return absl::DataLossError("rejoin message: EOF before its empty line");
+    }
+    bytes.push_back(c);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+bool RejoinableFailure(const absl::Status& status) { return absl::IsUnavailable(status); }
+
+std::string EncodeRejoin(const LaunchEnv& next) {
+  return absl::StrCat(kEnvGeneration, "=", next.generation, "\n", kEnvRank, "=", next.rank, "\n",
+                      kEnvWorldSize, "=", next.world_size, "\n", kEnvLocalRank, "=",
+                      next.local_rank, "\n", kEnvLocalWorldSize, "=", next.local_world_size, "\n",
+                      kEnvGroupRank, "=", next.group_rank, "\n", kEnvMasterAddr, "=",
+                      next.master_addr, "\n", kEnvMasterPort, "=", next.master_port, "\n\n");
+}
+
+absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& current) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadMessage(fd));
+  if (bytes.empty()) return std::optional<LaunchEnv>();
+  std::map<std::string, std::string> values;
+  for (absl::string_view line :
+       absl::StrSplit(absl::string_view(bytes).substr(0, bytes.size() - 2), '\n')) {
+    const size_t eq = line.find('=');
+    const std::string key(line.substr(0, eq));
+    if (eq == absl::string_view::npos || !IsKey(key)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rejoin message: '", line,
+          "' is not KEY=VALUE with one of BATON_GENERATION, RANK, "
+          "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT"));
+    }
+    if (!values.emplace(key, std::string(line.substr(eq + 1))).second) {
+      return absl::InvalidArgumentError(absl::StrCat("rejoin message: ", key, " twice"));
+    }
+  }
+  for (const char* key : kKeys) {
+    if (values.count(key) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("rejoin message: no ", key));
+    }
+  }
+  const std::string job_id = current.job_id;
+  const std::string metrics_fd = current.metrics_fd >= 0 ? absl::StrCat(current.metrics_fd) : "";
+  absl::StatusOr<LaunchEnv> parsed = ParseLaunchEnv([&](const char* name) -> const char* {
+    if (auto it = values.find(name); it != values.end()) return it->second.c_str();
+    if (absl::string_view(name) == kEnvJobId) return job_id.c_str();
+    if (absl::string_view(name) == kEnvMetricsFd) return metrics_fd.c_str();
+    return nullptr;
+  });
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("rejoin message: ", parsed.status().message()));
+  }
+  LaunchEnv next = *std::move(parsed);
+  if (next.generation <= current.generation) {
+    return absl::InvalidArgumentError(absl::StrCat("rejoin message: ", kEnvGeneration, "=",
+                                                   next.generation, " is not above this rank's ",
+                                                   current.generation));
+  }
+  return std::optional<LaunchEnv>(std::move(next));
+}
+
+void ExportRejoinEnv(const LaunchEnv& env) {
+  const std::string values[] = {absl::StrCat(env.generation),
+                                absl::StrCat(env.rank),
+                                absl::StrCat(env.world_size),
+                                absl::StrCat(env.local_rank),
+                                absl::StrCat(env.local_world_size),
+                                absl::StrCat(env.group_rank),
+                                env.master_addr,
+                                absl::StrCat(env.master_port)};
+  for (size_t i = 0; i < kKeys.size(); ++i) ::setenv(kKeys[i], values[i].c_str(), 1);
+}
+
+}  // namespace baton::trainer
