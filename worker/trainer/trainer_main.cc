@@ -331,7 +331,8 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
               << result.status().message().substr(0, result.status().message().find('\n'))
               << "); waiting for the next generation on " << kEnvRejoinFd << " (this process stays)"
               << std::endl;
-    ASSIGN_OR_RETURN(std::optional<LaunchEnv> next, ReadRejoin(*rejoin_fd, env));
+    AnnounceWaiting(*rejoin_fd, env.generation);
+    ASSIGN_OR_RETURN(std::optional<LaunchEnv> next, ReadRejoin(*rejoin_fd, env, &g_stop_requested));
     if (!next.has_value()) return result.status();  // In no further generation.
     env = *std::move(next);
     ExportRejoinEnv(env);

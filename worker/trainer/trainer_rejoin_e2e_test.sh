@@ -5,8 +5,9 @@
 # the test starts a replacement rank 1 and tells rank 0 its part in generation 2 (a new
 # port). The same rank 0 process joins generation 2, which resumes from the newest
 # in-memory snapshot: no completed step lost, none trained twice but the one in flight,
-# final weights bit-identical to an uninterrupted run. Then rank 1 is killed again and rank
-# 0's FIFO closed (no further generation): rank 0 exits kExitPeer (4), as without the fd.
+# final weights bit-identical to an uninterrupted run. In two more runs, once rank 0 waits:
+# its FIFO closed (no further generation) -> it exits kExitPeer (4), as without the fd;
+# SIGTERM -> it exits 143 at once, saying so.
 # Both CPU backends: gloo (the ranks as on two hosts, a snapshot directory each) and shm
 # (one host, one directory, rank 1 not a snapshot writer).
 #   args: <make_mnist> <baton-trainer> <gloo|shm>
@@ -128,6 +129,23 @@ until grep -q "waiting for the next generation" once.0.out; do
 done
 kill "${HOLDER[0]}"
 expect_exit 0 4 once
+
+# SIGTERM while it waits (the worker stopping the job): it exits 143 at once, saying so.
+PORT=$(free_port)
+start_rank term 1 0 "$PORT"
+start_rank term 1 1 "$PORT"
+reached_term() { [[ -s term.samples.0 && $(last_step term) -ge 20 ]]; }
+wait_for 120 "the fourth run's step 20" reached_term
+kill -KILL "${PID[1]}"
+wait "${PID[1]}" || true
+until grep -q "waiting for the next generation" term.0.out; do
+  kill -0 "${PID[0]}" 2>/dev/null || fail "rank 0 of the fourth run exited before waiting"
+  sleep 0.05
+done
+kill -TERM "${PID[0]}"
+expect_exit 0 143 term
+grep -q "stopped while waiting for the next generation" term.0.err ||
+  { cat term.0.out term.0.err >&2; fail "rank 0 did not say it was stopped while waiting"; }
 
 # ---- exactly once, and bit-identical ---------------------------------------------------
 "$PY" - "$STEPS" "$LAST" <<'PY' || fail "sample logs or final weights differ"

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -29,7 +30,7 @@ bool IsKey(absl::string_view key) {
 }
 
 // The message's bytes up to and including its empty line; "" at EOF before any byte.
-absl::StatusOr<std::string> ReadMessage(int fd) {
+absl::StatusOr<std::string> ReadMessage(int fd, const std::atomic<bool>* stop) {
   std::string bytes;
   while (bytes.size() < 2 || bytes.compare(bytes.size() - 2, 2, "\n\n") != 0) {
     if (bytes == "\n") return absl::InvalidArgumentError("rejoin message: empty");
@@ -39,7 +40,12 @@ absl::StatusOr<std::string> ReadMessage(int fd) {
     }
     char c;
     const ssize_t n = ::read(fd, &c, 1);  // One byte at a time: nothing past the message.
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINTR) {
+      if (stop != nullptr && stop->load()) {
+        return absl::CancelledError("stopped while waiting for the next generation");
+      }
+      continue;
+    }
     if (n < 0) {
       return absl::InternalError(absl::StrCat("reading ", kEnvRejoinFd, ": errno ", errno));
     }
@@ -64,8 +70,16 @@ std::string EncodeRejoin(const LaunchEnv& next) {
                       next.master_addr, "\n", kEnvMasterPort, "=", next.master_port, "\n\n");
 }
 
-absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& current) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadMessage(fd));
+void AnnounceWaiting(int fd, int64_t generation) {
+  const std::string line = absl::StrCat("waiting ", generation, "\n");
+  // MSG_NOSIGNAL: a worker gone must not kill the rank with SIGPIPE. ENOTSOCK (a pipe):
+  // nothing to announce to.
+  (void)::send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+}
+
+absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& current,
+                                                    const std::atomic<bool>* stop) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadMessage(fd, stop));
   if (bytes.empty()) return std::optional<LaunchEnv>();
   std::map<std::string, std::string> values;
   for (absl::string_view line :

@@ -10,6 +10,11 @@
 // its loaded libraries, data set and device context; the replacement of the lost rank is
 // the only process that starts.
 //
+// The fd may be one end of a socket pair: the rank then also writes, once it waits,
+// "waiting <generation>\n" (AnnounceWaiting), so that the worker knows the process holds
+// nothing of that generation any more (no communicator, no session) and may keep it for
+// the next. A SIGTERM while it waits ends it at once (the stop flag, ReadRejoin's `stop`).
+//
 // Wire format: one message per generation, "KEY=VALUE" lines ended by an empty line, with
 // exactly these keys, each once:
 //   BATON_GENERATION  greater than the rank's current generation
@@ -19,6 +24,8 @@
 // generation and exits with the error that ended its run.
 // Plain C++, no LibTorch; thread-compatible.
 
+#include <atomic>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -39,13 +46,18 @@ bool RejoinableFailure(const absl::Status& status);
 // The message telling a rank its part in `next` (the fields the wire format lists).
 std::string EncodeRejoin(const LaunchEnv& next);
 
+// Writes "waiting <generation>\n" to `fd`. Best effort: an fd that cannot be written (the
+// read end of a pipe) is ignored.
+void AnnounceWaiting(int fd, int64_t generation);
+
 // Blocks until a whole message was read from `fd`, then returns the launch environment of
 // the next generation: `current` with the message's fields. nullopt at EOF before the first
-// byte. DATA_LOSS for EOF inside a message or one over kMaxRejoinMessageBytes;
-// INVALID_ARGUMENT naming the key for an unknown, repeated or missing key, a malformed
-// value (as ParseLaunchEnv) or a generation not above `current`'s; INTERNAL for read errors.
-// Reads nothing past the message.
-absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& current);
+// byte. CANCELLED when a signal interrupts the read and `stop` (if given) is set. DATA_LOSS for EOF
+// inside a message or one over kMaxRejoinMessageBytes; INVALID_ARGUMENT naming the key for an
+// unknown, repeated or missing key, a malformed value (as ParseLaunchEnv) or a generation not above
+// `current`'s; INTERNAL for read errors. Reads nothing past the message.
+absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& current,
+                                                    const std::atomic<bool>* stop = nullptr);
 
 // Sets the process environment's variables of the wire format to `env`'s values, so that
 // what reads the environment later (a library, a child) sees the generation the rank is in.

@@ -1,9 +1,15 @@
 #include "worker/trainer/contract/rejoin_protocol.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -113,6 +119,80 @@ TEST(RejoinProtocol, RefusesWhatIsNotAWholeValidMessage) {
   EXPECT_THAT(Read(std::string(kMaxRejoinMessageBytes + 10, 'x')),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("longer than 4096")));
   EXPECT_THAT(Read("\n"), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty")));
+}
+
+// Over a socket pair the rank says it waits; over a pipe the announcement is dropped.
+TEST(RejoinProtocol, AnnouncesWaitingOnASocket) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  AnnounceWaiting(sv[1], 7);
+  char buf[32] = {};
+  ASSERT_EQ(::read(sv[0], buf, sizeof(buf) - 1), 10);
+  EXPECT_STREQ(buf, "waiting 7\n");
+  // The worker's message comes back the other way on the same fd.
+  const std::string message = EncodeRejoin(Next());
+  ASSERT_EQ(::write(sv[0], message.data(), message.size()), static_cast<ssize_t>(message.size()));
+  ASSERT_OK_AND_ASSIGN(std::optional<LaunchEnv> next, ReadRejoin(sv[1], Current()));
+  EXPECT_EQ(next->generation, 4);
+  ::close(sv[0]);
+  ::close(sv[1]);
+  const int fd = PipeWith("");
+  AnnounceWaiting(fd, 7);  // The read end of a pipe: ignored.
+  ::close(fd);
+}
+
+// Signals that interrupt the wait: with the stop flag set the wait ends (CANCELLED);
+// without it the read goes on and takes the message.
+class RejoinSignalTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(::pipe(fds_), 0);
+    struct sigaction action = {};
+    action.sa_handler = [](int) {};  // No SA_RESTART: a blocked read(2) returns EINTR.
+    sigemptyset(&action.sa_mask);
+    ASSERT_EQ(::sigaction(SIGUSR1, &action, nullptr), 0);
+  }
+  void TearDown() override {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  // Signals this thread every millisecond (the read may not have blocked yet when one comes)
+  // until `done`, at most 10000 times; after `then_write` of them writes the message.
+  std::thread Signaller(int then_write) {
+    const pthread_t reader = pthread_self();
+    return std::thread([this, reader, then_write] {
+      for (int i = 0; i < 10000 && !done_.load(); ++i) {
+        ::pthread_kill(reader, SIGUSR1);
+        if (i == then_write) {
+          const std::string message = EncodeRejoin(Next());
+          ASSERT_EQ(::write(fds_[1], message.data(), message.size()),
+                    static_cast<ssize_t>(message.size()));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  int fds_[2];
+  std::atomic<bool> done_{false};
+};
+
+TEST_F(RejoinSignalTest, AStopSignalEndsTheWait) {
+  std::atomic<bool> stop{true};  // As the SIGTERM handler leaves it.
+  std::thread signaller = Signaller(/*then_write=*/-1);
+  EXPECT_THAT(ReadRejoin(fds_[0], Current(), &stop),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("stopped while waiting")));
+  done_.store(true);
+  signaller.join();
+}
+
+TEST_F(RejoinSignalTest, OtherSignalsAreRiddenOut) {
+  std::atomic<bool> stop{false};
+  std::thread signaller = Signaller(/*then_write=*/20);
+  absl::StatusOr<std::optional<LaunchEnv>> next = ReadRejoin(fds_[0], Current(), &stop);
+  done_.store(true);
+  signaller.join();
+  ASSERT_OK(next.status());
+  EXPECT_EQ((*next)->generation, 4);
 }
 
 TEST(RejoinProtocol, OnlyAPeersLossIsRejoinable) {
