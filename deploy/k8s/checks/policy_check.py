@@ -15,8 +15,9 @@ Fails (exit 1, one line per problem) when any of these does not hold:
   * The wiring: flags exist in the binaries, ports and Services agree, TLS material and
     state are on mounted volumes, probes use the plaintext health port, the worker's grace
     period covers its drain, the shared volume is ReadWriteMany and in --allowed_paths,
-    /dev/shm is memory-backed and sized from the slots, GPUs match slots, the rank port
-    range matches the NetworkPolicy, monitors select the metrics ports, the coordinator's
+    /dev/shm is memory-backed and sized from the slots, --snapshot_root a memory-backed
+    emptyDir of its own (not below /dev/shm), both within the memory limit, GPUs match
+    slots, the rank port range matches the NetworkPolicy, monitors select the metrics ports, the coordinator's
     certificate names what workers dial.
   * Coordinator replicas and etcd (ha_policy.py): several replicas only on etcd, probes
     and update strategy that fit a leader-only Ready pod, etcd's members, TLS, probes,
@@ -228,7 +229,36 @@ def check_worker(m, worker_set, worker, wargs, errors):
         if quantity(limits.get("memory", "0")) <= size:
             errors.append("worker memory limit %s does not leave room beyond /dev/shm (%s)"
                           % (limits.get("memory"), shm["emptyDir"]["sizeLimit"]))
+    check_snapshot_root(pod, worker, wargs, limits, errors)
     check_network(m, worker_set, errors)
+
+
+def check_snapshot_root(pod, worker, wargs, limits, errors):
+    """--snapshot_root: a memory-backed emptyDir of its own, room for it in the limit."""
+    root = wargs.get("snapshot_root", "").rstrip("/")
+    if not root:
+        errors.append("worker has no --snapshot_root: in-memory snapshots would go under "
+                      "--work_dir, on a disk, where writeback costs training steps")
+        return
+    if "confine_ranks" in wargs and (root + "/").startswith("/dev/shm/"):
+        errors.append("worker --snapshot_root %s is below /dev/shm: the worker refuses it with "
+                      "--confine_ranks" % root)
+        return
+    volume = volume_of(pod, root)
+    if not volume or volume.get("emptyDir", {}).get("medium") != "Memory":
+        errors.append("worker --snapshot_root %s is not the mount of a memory-backed emptyDir"
+                      % root)
+        return
+    size = quantity(volume["emptyDir"].get("sizeLimit", "0"))
+    if size <= 0:
+        errors.append("worker --snapshot_root volume has no sizeLimit: snapshots could take the "
+                      "node's memory")
+    shm = volume_of(pod, "/dev/shm") or {}
+    shm_size = quantity(shm.get("emptyDir", {}).get("sizeLimit", "0"))
+    if quantity(limits.get("memory", "0")) <= size + shm_size:
+        errors.append("worker memory limit %s does not leave room beyond /dev/shm and the "
+                      "snapshots (%s)" % (limits.get("memory"),
+                                          volume["emptyDir"].get("sizeLimit")))
 
 
 def check_network(m, worker_set, errors):

@@ -157,6 +157,22 @@ class PolicyCheckTest(unittest.TestCase):
         self.assertFails(lambda d: worker(d)["resources"]["limits"].update(memory="16Gi"),
                          "does not leave room")
 
+    def test_snapshot_root(self):
+        def snapshots(d):
+            return next(v for v in pod(d, "baton-worker")["volumes"] if v["name"] == "snapshots")
+        self.assertFails(lambda d: set_arg(worker(d), "snapshot_root", None),
+                         "worker has no --snapshot_root")
+        self.assertFails(lambda d: snapshots(d)["emptyDir"].pop("medium"),
+                         "--snapshot_root /var/lib/baton-snapshots is not the mount of a "
+                         "memory-backed emptyDir")
+        self.assertFails(lambda d: set_arg(worker(d), "snapshot_root", "/var/lib/baton-worker/s"),
+                         "is not the mount of a memory-backed emptyDir")
+        self.assertFails(lambda d: set_arg(worker(d), "snapshot_root", "/dev/shm/snapshots"),
+                         "is below /dev/shm")
+        self.assertFails(lambda d: snapshots(d)["emptyDir"].pop("sizeLimit"), "has no sizeLimit")
+        self.assertFails(lambda d: snapshots(d)["emptyDir"].update(sizeLimit="470Gi"),
+                         "does not leave room beyond /dev/shm and the snapshots")
+
     def test_network_policies(self):
         self.assertFails(lambda d: d.remove(find(d, "NetworkPolicy", "baton-default-deny")),
                          "default-deny")
