@@ -5,8 +5,10 @@
 # resumes from the newest snapshot, at exactly the last step generation 1 completed (no
 # checkpoint on disk exists yet). (2) The worker daemon of rank 1 is SIGKILLed, so the copy
 # on its host is gone with it: generation 3 (on the two other workers) resumes from the
-# survivor's copy, again at the last completed step. The final weights are bit-identical to
-# an uninterrupted run.
+# survivor's copy, again at the last completed step. (3) Both workers of the job are
+# SIGKILLed at once, taking every in-memory copy: generation 4 (on two fresh workers) falls
+# back to the disk checkpoint (written from a snapshot at step 150), says so, and loses the
+# steps since it. The final weights are bit-identical to an uninterrupted run.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 make_data "$TMP/mnist"
@@ -19,7 +21,7 @@ wait_for_workers 3
 job_yaml() {
   cat >"$TMP/$1.yaml" <<YAML
 name: $1
-trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: 100000, snapshot_every: 1}
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: 150, snapshot_every: 1}
 workers: {min: 2, max: 2}
 budget: {max_steps: 1200}
 checkpoint_dir: $TMP/$1-ckpt
@@ -51,7 +53,7 @@ generation_past() { [[ $(job_field "$1" 'd["generation"]') -gt $2 && $(job_step 
 
 job_yaml killed
 JOB=$("$BATON" submit "$TMP/killed.yaml")
-KILL_AT=$((40 + RANDOM % 60))
+KILL_AT=$((40 + RANDOM % 50))
 at_step() { [[ $(job_step "$JOB") -ge $KILL_AT ]]; }
 wait_for 120 at_step
 
@@ -79,6 +81,28 @@ LAST=$(last_step "$JOB" "$GEN")
 NEXT=$((GEN + 1))
 expect_resumed_from_memory "$JOB" "$NEXT" "$LAST"
 echo "worker daemon of rank 1 killed: generation $NEXT resumed at step $LAST, no step lost"
+
+# (3) Both workers of the job die at once: no copy newer than the disk checkpoint is left.
+GEN=$NEXT
+start_worker w4
+start_worker w5
+wait_for_workers 4
+past_disk() { [[ $(job_step "$JOB") -ge 170 ]] && compgen -G "$TMP/killed-ckpt/ckpt-*.pt" >/dev/null; }
+wait_for 120 past_disk
+WORKER_A=$(worker_pid_of "$JOB" 0)
+WORKER_B=$(worker_pid_of "$JOB" 1)
+kill -KILL "$WORKER_A" "$WORKER_B"
+STEP=$(job_step "$JOB")
+after_both() { [[ $(job_field "$JOB" 'd["generation"]') -gt $GEN ]] && [[ $(job_state "$JOB") == JOB_STATE_RUNNING ]]; }
+wait_for 120 after_both
+NEXT=$(job_field "$JOB" 'd["generation"]')
+DISK=$(ls "$TMP/killed-ckpt" | sed -n 's/^ckpt-0*\([0-9][0-9]*\)-g[0-9]*\.pt$/\1/p' | sort -n | tail -1)
+wait_for 60 restored "$JOB" "$NEXT"
+grep -q "^no in-memory snapshot newer than step $DISK on any rank: resuming from .*ckpt-0*$DISK-g[0-9]*\.pt" "$(rank0_log "$JOB" "$NEXT")" ||
+  { cat "$(rank0_log "$JOB" "$NEXT")"; fail "generation $NEXT did not fall back to the disk checkpoint of step $DISK"; }
+LAST=$(last_step "$JOB" "$GEN")
+echo "both workers killed after step $STEP: generation $NEXT fell back to the disk checkpoint of step $DISK," \
+  "$((LAST - DISK)) completed steps lost (the last was $LAST)"
 
 wait_for 180 job_succeeded "$JOB"
 weights_identical reference killed
