@@ -58,7 +58,7 @@ def kill_steps(rounds, rng):
             for r in range(rounds)]
 
 
-def run_baton(args, rounds, rng, tmp):
+def run_baton(args, rounds, rng, tmp, rejoin_timeout):
     os.makedirs(tmp)
     env = dict(os.environ)
     procs = []
@@ -79,7 +79,9 @@ def run_baton(args, rounds, rng, tmp):
              "--work_dir=" + os.path.join(tmp, w),
              "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
              "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
-             "--metrics_port_file=" + metrics_port_files[-1]],
+             "--metrics_port_file=" + metrics_port_files[-1],
+             # 10s (the default): healthy ranks kept; 0s: every rank restarted.
+             "--rejoin_timeout=" + rejoin_timeout],
             stderr=open(os.path.join(tmp, w + ".log"), "w")))
 
     def standbys_ready():
@@ -104,6 +106,16 @@ def run_baton(args, rounds, rng, tmp):
                 m = re.search(r"step_ms ([0-9.]+)", open(path).read())
                 if m:
                     return float(m.group(1)) / 1000
+        return None
+
+    def step_seconds(job, gen):
+        # Median step time of generation gen's rank 0 ("step_ms 12.3" per step).
+        for w in ("w1", "w2"):
+            path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
+            if os.path.exists(path):
+                v = [float(m.group(1)) for m in re.finditer(r"step_ms ([0-9.]+)", open(path).read())]
+                if v:
+                    return statistics.median(v) / 1000
         return None
 
     def last_logged_step(job, gen):
@@ -157,7 +169,12 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
             resumed = int(f["resumed_step"])
             step_s = wait_for(lambda: first_step_seconds(job, gen + 1), 30,
                               "the first step line of generation %d" % (gen + 1))
+            pid0 = [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 0][0]
+            now = json.loads(baton("describe", job, "-o", "json"))
+            kept = [r["pid"] for r in now["ranks"] if r.get("rank", 0) == 0][0] == pid0
             results.append(dict(
+                kept=kept,
+                step_s=step_seconds(job, gen),
                 total=first - t_kill,
                 phases=dict(detect=ts(f["fail_time"]) - t_kill,
                             stop=ts(f["stopped_time"]) - ts(f["fail_time"]),
@@ -201,7 +218,10 @@ def run_torchrun(args, rounds, rng, tmp, monitor_interval):
         t_kill = kill[0]["t"]
         at = {e["event"]: e for e in reversed(nxt)}  # first of each kind
         first = [e for e in nxt if e["event"] == "step"][0]
+        steps = [e for e in ev if e["event"] == "step" and e["restart"] == r]
+        gaps = [b["t"] - a["t"] for a, b in zip(steps, steps[1:]) if b["step"] == a["step"] + 1]
         results.append(dict(
+            step_s=statistics.median(gaps),
             total=first["t"] - t_kill,
             phases=dict(detect_stop_respawn=at["start"]["t"] - t_kill,
                         import_torch=at["imported"]["t"] - at["start"]["t"],
@@ -213,14 +233,23 @@ def run_torchrun(args, rounds, rng, tmp, monitor_interval):
 
 
 def summary(name, results):
+    # Steps recomputed: completed before the kill, trained again after the restore (the steps
+    # lost). Wasted seconds: the time from the kill to the first step plus the recomputed
+    # steps at the run's median step time.
     tot = sorted(r["total"] for r in results)
-    print("%-28s kill -> first step: min %.2f  median %.2f  max %.2f s; steps lost: %s" % (
-        name, tot[0], statistics.median(tot), tot[-1], [r["lost"] for r in results]))
+    wasted = sorted(r["total"] + r["lost"] * r["step_s"] for r in results)
+    print("%-28s kill -> first step: min %.2f  median %.2f  max %.2f s; steps lost (recomputed): "
+          "%s; wasted s: min %.2f  median %.2f  max %.2f" % (
+              name, tot[0], statistics.median(tot), tot[-1], [r["lost"] for r in results],
+              wasted[0], statistics.median(wasted), wasted[-1]))
+    if "kept" in results[0]:
+        print("%-28s   rank 0 kept (same pid) in %d of %d rounds" % (
+            "", sum(r["kept"] for r in results), len(results)))
     for phase in results[0]["phases"]:
         v = [r["phases"][phase] for r in results]
         print("%-28s   %-20s median %.3f s (min %.3f, max %.3f)" % (
             "", phase, statistics.median(v), min(v), max(v)))
-    return statistics.median(tot)
+    return statistics.median(tot), statistics.median(wasted)
 
 
 def main():
@@ -234,13 +263,17 @@ def main():
     print("kills at random steps between checkpoints (every %d steps), seed %d, %d repeats"
           % (CKPT_EVERY, args.seed, args.repeats))
     with tempfile.TemporaryDirectory() as tmp:
-        baton = run_baton(args, args.repeats, rng, os.path.join(tmp, "baton"))
+        kept = run_baton(args, args.repeats, rng, os.path.join(tmp, "baton"), "10s")
+        restart = run_baton(args, args.repeats, rng, os.path.join(tmp, "baton-restart"), "0s")
         fast = run_torchrun(args, args.repeats, rng, os.path.join(tmp, "torchrun-0.1"), "0.1")
         slow = run_torchrun(args, args.repeats, rng, os.path.join(tmp, "torchrun-5"), "5")
-    b = summary("baton", baton)
-    t1 = summary("torchrun --monitor_interval=0.1", fast)
-    t5 = summary("torchrun --monitor_interval=5", slow)
-    best = min(t1, t5)
+    b, bw = summary("baton (healthy ranks kept)", kept)
+    r, rw = summary("baton (every rank restarted)", restart)
+    t1, t1w = summary("torchrun --monitor_interval=0.1", fast)
+    t5, t5w = summary("torchrun --monitor_interval=5", slow)
+    best, best_w = min(t1, t5), min(t1w, t5w)
+    print("ratio baton kept / baton restart (medians, kill -> first step): %.2f" % (b / r))
+    print("ratio baton / torchrun best (medians, wasted seconds): %.2f" % (bw / best_w))
     print("ratio baton / torchrun best (medians, kill -> first step): %.2f" % (b / best))
     print("ratio=%.2f" % (b / best))
 

@@ -11,13 +11,17 @@ namespace baton {
 // 3: leases (Heartbeat.seq, HeartbeatAck, Registered.lease), AssignmentFailed,
 //    Register.probe_port and StartAssignment.peers (peer reachability).
 // 4: ProfileRanks/ProfileTrace (`baton profile`).
-inline constexpr uint32_t kProtocolVersion = 4;
+// 5: StopAssignment.keep_waiting_ranks, ProcessExit.kept_for_rejoin (healthy ranks kept
+//    alive across a peer's failure).
+inline constexpr uint32_t kProtocolVersion = 5;
 // The first version with RequestCheckpoint.
 inline constexpr uint32_t kCheckpointRequestProtocolVersion = 2;
 // The first version whose workers hold leases and probe their peers.
 inline constexpr uint32_t kLeaseProtocolVersion = 3;
 // The first version whose workers carry out ProfileRanks.
 inline constexpr uint32_t kProfileProtocolVersion = 4;
+// The first version whose workers keep ranks waiting for the next generation.
+inline constexpr uint32_t kRejoinProtocolVersion = 5;
 inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
 
 }  // namespace baton

@@ -135,6 +135,13 @@ ABSL_FLAG(absl::Duration, heartbeat_interval, AgentDefaults().heartbeat_interval
           "Heartbeat period; the coordinator's Registered message may override it.");
 ABSL_FLAG(absl::Duration, stop_grace, SupervisorDefaults().default_stop_grace,
           "SIGTERM -> SIGKILL grace when a StopAssignment carries none, and on shutdown.");
+ABSL_FLAG(absl::Duration, rejoin_timeout, SupervisorDefaults().rejoin_timeout,
+          "Healthy ranks of the built-in trainer stay alive when a peer fails: a rank that lost "
+          "a peer waits (its BATON_REJOIN_FD), and when the coordinator stops its generation "
+          "asking to keep waiting ranks, this worker keeps it and the job's next generation "
+          "here takes it over in the same process (no restart, no reload). How long a stopped "
+          "rank may take to say it waits (it is not signalled meanwhile), and how long a kept "
+          "process waits for its next generation before it is let go. 0: never.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM (Kubernetes eviction, preemption) the worker drains: it tells the "
           "coordinator, which has each of its jobs checkpoint at the next step boundary and "
@@ -363,6 +370,7 @@ SupervisorOptions SupervisorOptionsFor(const Self& self) {
     }
   }
   options.default_stop_grace = absl::GetFlag(FLAGS_stop_grace);
+  options.rejoin_timeout = std::max(absl::ZeroDuration(), absl::GetFlag(FLAGS_rejoin_timeout));
   options.max_rank_log_bytes = std::max<int64_t>(1, absl::GetFlag(FLAGS_max_rank_log_bytes));
   options.max_rank_log_lines_per_second =
       std::max(1, absl::GetFlag(FLAGS_max_rank_log_lines_per_second));

@@ -58,20 +58,22 @@ bool ControlContext::Send(const std::string& worker_id, const baton::v1::Coordin
 
 void ControlContext::SendStop(const std::string& worker_id, const std::string& job_id,
                               int64_t generation, const std::string& reason,
-                              std::optional<absl::Duration> grace) {
+                              std::optional<absl::Duration> grace, bool keep_waiting) {
   baton::v1::CoordinatorMessage msg;
   baton::v1::StopAssignment* stop = msg.mutable_stop_assignment();
   stop->set_job_id(job_id);
   stop->set_generation(generation);
   *stop->mutable_grace() = ToProto(grace.value_or(options_.stop_grace));
   stop->set_reason(reason);
+  stop->set_keep_waiting_ranks(keep_waiting);
   Send(worker_id, msg);
 }
 
 void ControlContext::StopProcesses(const baton::v1::Job& job, const std::string& reason,
-                                   std::optional<absl::Duration> grace) {
+                                   std::optional<absl::Duration> grace, bool keep_waiting) {
   for (const std::string& w : WorkersOf(job)) {
-    SendStop(w, job.id(), job.generation(), reason, grace);  // a lost worker stops them itself
+    // A lost worker stops them itself.
+    SendStop(w, job.id(), job.generation(), reason, grace, keep_waiting);
   }
 }
 

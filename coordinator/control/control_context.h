@@ -123,12 +123,13 @@ class ControlContext {
   // WorkerRegistry::Send, unless halted (then false).
   bool Send(const std::string& worker_id, const baton::v1::CoordinatorMessage& msg);
   // StopAssignment of `generation` of `job_id` to the worker, with `grace` (default:
-  // options.stop_grace).
+  // options.stop_grace); `keep_waiting`: StopAssignment.keep_waiting_ranks.
   void SendStop(const std::string& worker_id, const std::string& job_id, int64_t generation,
-                const std::string& reason, std::optional<absl::Duration> grace = std::nullopt);
+                const std::string& reason, std::optional<absl::Duration> grace = std::nullopt,
+                bool keep_waiting = false);
   // SendStop of the job's generation to each of its workers.
   void StopProcesses(const baton::v1::Job& job, const std::string& reason,
-                     std::optional<absl::Duration> grace = std::nullopt);
+                     std::optional<absl::Duration> grace = std::nullopt, bool keep_waiting = false);
   // Fails the job (storing `record` with it if given), stops its processes everywhere and
   // forgets its runtime state. Nothing if it is unknown or already terminal.
   void Fail(const std::string& job_id, const std::string& reason, const std::string& message,

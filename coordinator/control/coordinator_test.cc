@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "common/protocol_version.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
@@ -204,11 +205,11 @@ class CoordinatorTest : public ::testing::Test {
 
   JobState StateOf(const std::string& job) { return *jobs_->State(job); }
 
-  // Submits a 2-worker job and drives it to RUNNING on w1, w2.
-  std::string RunningJob() {
+  // Submits a 2-worker job (`spec`, default CommandSpec(2)) and drives it to RUNNING on w1, w2.
+  std::string RunningJob(std::optional<baton::v1::JobSpec> spec = std::nullopt) {
     Connect(Reg("w1"));
     Connect(Reg("w2"));
-    absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+    absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(spec.value_or(CommandSpec(2)));
     EXPECT_OK(job);
     ReservedPort("w1", job->id(), 1, 29500);
     Started("w1");
@@ -694,6 +695,46 @@ TEST_F(CoordinatorTest, AFailedRankLeavesItsPeersTheStopGrace) {
   auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
   EXPECT_EQ(stop.job_id(), id);
   EXPECT_EQ(FromProto(stop.grace()), absl::Seconds(10));
+}
+
+// A snapshotting trainer job's survivors are asked to be kept when a rank fails (they
+// rejoin the next generation in the same process); a command job's are not (nor anyone's
+// after a stall: restart_policy_test). A kept survivor's report ends its part like an exit,
+// and says so.
+TEST_F(CoordinatorTest, ARankFailureKeepsTheWaitingRanksOfASnapshottingTrainerJob) {
+  baton::v1::JobSpec trainer = CommandSpec(2);
+  trainer.clear_command();
+  trainer.mutable_trainer()->set_model("mlp");
+  trainer.mutable_trainer()->set_dataset("mnist");
+  trainer.mutable_trainer()->set_data_dir("/data/mnist");
+  trainer.mutable_budget()->set_max_steps(100);
+  const std::string id = RunningJob(trainer);
+  Exited("w1", id, 1, 0, 1);
+  auto stop = Last("w2", baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+  EXPECT_TRUE(stop.keep_waiting_ranks());
+  baton::v1::WorkerMessage kept;
+  auto* e = kept.mutable_process_exited();
+  e->set_job_id(id);
+  e->set_generation(1);
+  e->set_rank(1);
+  e->mutable_exit()->set_kept_for_rejoin(true);
+  Send("w2", kept, /*flush=*/true);
+  coordinator_->ReconcileOnce();
+  const baton::v1::Job job = *jobs_->Get(id);
+  EXPECT_TRUE(job.restarts().failures(0).has_stopped_time());
+  bool said = false;
+  for (const auto& e : job.events()) {
+    said |= absl::StrContains(e.message(), "rank 1 on worker w2 was kept alive for the next");
+  }
+  EXPECT_TRUE(said);
+}
+
+TEST_F(CoordinatorTest, NoRanksAreKeptForCommandJobs) {
+  const std::string id = RunningJob();
+  Exited("w1", id, 1, 0, 1);
+  EXPECT_FALSE(Last("w2", baton::v1::CoordinatorMessage::kStopAssignment)
+                   .stop_assignment()
+                   .keep_waiting_ranks());
 }
 
 TEST_F(CoordinatorTest, ConnectedWorkerWhoseProcessesIgnoreTheStopHasItsLeaseRevoked) {

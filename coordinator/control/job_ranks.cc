@@ -13,6 +13,7 @@ bool ExitFailed(const baton::v1::ProcessExit& exit) {
 }
 
 std::string DescribeExit(const baton::v1::ProcessExit& exit) {
+  if (exit.kept_for_rejoin()) return "was kept alive for the next generation";
   if (exit.oom_killed()) {
     return absl::StrCat("was killed by the kernel's OOM killer (signal ", exit.signal(), ")");
   }

@@ -51,10 +51,13 @@ void RecoveryManager::FailGeneration(const std::string& job_id,
   }
   rt = JobRuntime();
   // The survivors of a lost worker wait on it inside a collective: no step can finish, so
-  // a grace would only delay the restart.
+  // a grace would only delay the restart. Ranks that wait for the next generation instead
+  // (the built-in trainer with snapshots) are kept by their workers where the failure left
+  // them unharmed: they rejoin it in the same process.
   ctx_->StopProcesses(
       job, d.message,
-      IsWorkerLoss(reason) ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt);
+      IsWorkerLoss(reason) ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt,
+      KeepsWaitingRanks(job.spec(), reason));
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 

@@ -134,4 +134,19 @@ void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure) {
   *stats->add_failures() = std::move(failure);
 }
 
+bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason) {
+  if (!spec.has_trainer()) return false;
+  const baton::v1::TrainerSpec& t = spec.trainer();
+  if (t.snapshot_every() == -1 || t.zero().stage() > 0 || t.pipeline().stages() > 1) return false;
+  switch (reason) {
+    case baton::v1::FAILURE_REASON_RANK_FAILED:
+    case baton::v1::FAILURE_REASON_OOM_KILLED:
+    case baton::v1::FAILURE_REASON_WORKER_LOST:
+    case baton::v1::FAILURE_REASON_LEASE_EXPIRED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace baton::coordinator

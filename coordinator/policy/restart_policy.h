@@ -48,6 +48,14 @@ RestartDecision DecideRestart(baton::v1::Job* job, baton::v1::Failure failure);
 // generation in job->restarts().
 void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure);
 
+// Whether the stop after a failure of `reason` keeps the ranks that wait for the next
+// generation (StopAssignment.keep_waiting_ranks): built-in trainer jobs that take in-memory
+// snapshots (snapshot_every not -1; not ZeRO-sharded, not pipelined: those take none and
+// restore from disk), after failures that leave the other ranks' processes unharmed: a
+// rank's exit (RankFailed, OomKilled) or a lost worker (WorkerLost, LeaseExpired). Never
+// for a stall (the ranks themselves may be hung) or anything else.
+bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason);
+
 // The job's newest Failure record; nullptr if none.
 baton::v1::Failure* LastFailure(baton::v1::Job* job);
 

@@ -50,5 +50,7 @@ command: {argv: ["/bin/true"]}
 workers: {min: 1}
 YAML
 JOB=$("$BATON" submit "$TMP/job.yaml")
-tls_etcdctl get "/tls/job/$JOB" --keys-only | grep -q "/tls/job/$JOB" || fail "job $JOB is not in etcd"
+# Read whole, then matched: grep -q stopping early could fail the pipeline (SIGPIPE).
+KEYS=$(tls_etcdctl get "/tls/job/$JOB" --keys-only)
+grep -q "/tls/job/$JOB" <<<"$KEYS" || fail "job $JOB is not in etcd (etcdctl: '$KEYS')"
 echo "PASS"

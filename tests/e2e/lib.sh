@@ -50,6 +50,12 @@ _e2e_cleanup() {
       echo "----- $f (last 40 lines)" >&2
       tail -n 40 "$f" >&2
     done
+    # What the ranks said last (why one exited).
+    for f in "$TMP"/*/jobs/*/gen-*/rank-*/stderr.log; do
+      [[ -s "$f" ]] || continue
+      echo "----- $f (last 5 lines)" >&2
+      tail -n 5 "$f" >&2
+    done
   fi
   exit $rc
 }
@@ -205,6 +211,21 @@ expect_recovered() {
   grep -Eq "$gen->$NEXT +$class " "$TMP/describe.out" || fail "describe does not show it"
 }
 
+# snapshot_job_yaml NAME STEPS CHECKPOINT_EVERY: a 2-rank trainer job on 2 workers that takes
+# an in-memory snapshot every step, logs every step, restarts without backoff and
+# checkpoints into $TMP/NAME-ckpt, in $TMP/NAME.yaml.
+snapshot_job_yaml() {
+  cat >"$TMP/$1.yaml" <<YAML
+name: $1
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: $3, snapshot_every: 1}
+workers: {min: 2, max: 2}
+budget: {max_steps: $2}
+checkpoint_dir: $TMP/$1-ckpt
+restart_policy: {backoff_initial: 0s}
+YAML
+  mkdir -p "$TMP/$1-ckpt"
+}
+
 # elastic_job_yaml NAME MIN MAX STEPS: a trainer job with a fixed global batch (96: a
 # multiple of every world size 1..3), a checkpoint every 25 steps in $TMP/NAME-ckpt (all
 # kept) and a sample log at $TMP/NAME-samples.<rank>, in $TMP/NAME.yaml.
@@ -262,7 +283,9 @@ job_step() { job_field "$1" 'int(d.get("result", {}).get("steps", 0))'; }
 # compare_runs REFERENCE RUN [no-repeats]: RUN (made by elastic_job_yaml, resized once)
 # against the uninterrupted REFERENCE:
 # * Samples: every step trained on exactly the samples of REFERENCE's step (for a step that
-#   ran more than once, after a restore, its last generation's entry counts). With
+#   ran more than once, after a restore, its last generation's entry counts; the step the
+#   last generation resumed after may lack the samples of a rank killed before it logged
+#   them, never have others). With
 #   no-repeats, no step ran in two generations (nothing was lost and redone).
 # * Weights: a world-size change changes the order of fp32 sums, and training amplifies
 #   those rounding differences chaotically (uninterrupted runs of this job at world sizes
@@ -291,7 +314,11 @@ want, _, _, _ = history(ref)
 got, repeated, last_gen, resumed = history(run)
 assert want, "no sample log from the reference run"
 assert sorted(got) == sorted(want), "steps differ: %d vs %d" % (len(got), len(want))
-bad = [s for s in want if got[s] != want[s]]
+# The step before the resume completed on the survivors, which resumed right after it; a
+# rank killed after its part of that step's exchange but before logging it leaves its
+# samples out of the log (nothing was trained twice or on other samples).
+bad = [s for s in want if got[s] != want[s] and
+       not (s == resumed - 1 and got[s] and set(got[s]) < set(want[s]))]
 assert not bad, "steps with other samples: %s" % bad[:10]
 print("sample ids identical at all %d steps; generation %d resumed at step %d"
       % (len(want), last_gen, resumed))

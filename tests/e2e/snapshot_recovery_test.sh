@@ -18,19 +18,7 @@ start_worker w2
 start_worker w3
 wait_for_workers 3
 
-job_yaml() {
-  cat >"$TMP/$1.yaml" <<YAML
-name: $1
-trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 11, hidden: [512, 512], log_every: 1, threads: 1, checkpoint_every: 150, snapshot_every: 1}
-workers: {min: 2, max: 2}
-budget: {max_steps: 1200}
-checkpoint_dir: $TMP/$1-ckpt
-restart_policy: {backoff_initial: 0s}
-YAML
-  mkdir -p "$TMP/$1-ckpt"
-}
-
-job_yaml reference
+snapshot_job_yaml reference 1200 150
 run_reference
 
 # rank0_log JOB GEN: generation GEN's rank 0 stdout, on whichever worker ran it.
@@ -51,7 +39,7 @@ expect_resumed_from_memory() {
 }
 generation_past() { [[ $(job_field "$1" 'd["generation"]') -gt $2 && $(job_step "$1") -gt $3 ]]; }
 
-job_yaml killed
+snapshot_job_yaml killed 1200 150
 JOB=$("$BATON" submit "$TMP/killed.yaml")
 KILL_AT=$((40 + RANDOM % 50))
 at_step() { [[ $(job_step "$JOB") -ge $KILL_AT ]]; }

@@ -20,7 +20,7 @@ wait_for_workers 3
 
 cat >"$TMP/job.yaml" <<YAML
 name: partitioned
-trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 32, global_batch: 96, lr: 0.05, seed: 7, hidden: [256, 128], log_every: 5, threads: 1, checkpoint_every: 25, keep_checkpoints: 1000}
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 32, global_batch: 96, lr: 0.05, seed: 7, hidden: [256, 128], log_every: 5, threads: 1, checkpoint_every: 25, keep_checkpoints: 1000, snapshot_every: 1}
 workers: {min: 2, max: 3}
 budget: {max_steps: 100000}
 checkpoint_dir: $TMP/ckpt

@@ -375,7 +375,8 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
                       << ": " << req.reason();
       std::optional<absl::Duration> grace;
       if (req.has_grace()) grace = FromProto(req.grace());
-      const absl::Status s = supervisor_->StopAssignment(req.job_id(), req.generation(), grace);
+      const absl::Status s = supervisor_->StopAssignment(req.job_id(), req.generation(), grace,
+                                                         req.keep_waiting_ranks());
       if (!s.ok()) BATON_LOG(INFO) << "StopAssignment: " << s;
       return;
     }

@@ -21,6 +21,7 @@
 #include "common/spec/job_spec.h"
 #include "worker/host/clock_poll.h"
 #include "worker/process/fs_isolation.h"
+#include "worker/trainer/contract/contract.h"
 #include "worker/trainer/contract/standby_protocol.h"
 
 namespace baton::worker {
@@ -218,8 +219,14 @@ std::unique_ptr<StandbyLauncher::Standby> StandbyLauncher::TakeStandby(
 }
 
 absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& request) {
+  // A rank with stdin on a socket is served when that socket is its rejoin channel
+  // (BATON_REJOIN_FD=0), which the standby keeps (ApplyStandbyRequest).
+  const bool stdin_served =
+      !request.pipe_stdin ||
+      std::find(request.env.begin(), request.env.end(),
+                absl::StrCat(trainer::kEnvRejoinFd, "=0")) != request.env.end();
   if (options_.standbys <= 0 || !request.builtin_trainer || request.argv.empty() ||
-      request.argv[0] != options_.trainer_path || request.pipe_stdin) {
+      request.argv[0] != options_.trainer_path || !stdin_served) {
     return inner_->Launch(request);
   }
   // The rank's confinement and the request: built once a standby is taken (a miss leaves
@@ -258,7 +265,9 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
     BATON_LOG(INFO) << "launched " << request.argv[0] << " in standby pid "
                     << standby->launched.process->pid();
     LaunchedProcess out = std::move(standby->launched);
-    out.stdin_fd.Reset();
+    // With pipe_stdin the rank keeps the standby's stdin socket (BATON_REJOIN_FD=0 in its
+    // environment: ApplyStandbyRequest): its worker end is the caller's.
+    if (!request.pipe_stdin) out.stdin_fd.Reset();
     return out;
   }
   return inner_->Launch(request);

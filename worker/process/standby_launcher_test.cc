@@ -7,10 +7,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -170,6 +170,31 @@ TEST_F(StandbyLauncherTest, TrainerLaunchIsServedByAStandbyExactlyAsRequested) {
   EXPECT_EQ(stats.hits, 1);
   EXPECT_EQ(stats.misses, 0);
   EXPECT_EQ(stats.ready, 0);
+}
+
+// A rank whose stdin is its rejoin socket (BATON_REJOIN_FD=0, pipe_stdin) is served by a
+// standby, which keeps its own stdin socket for it; the worker's end comes back. A request
+// for a stdin socket without that is not one a standby serves: cold.
+TEST_F(StandbyLauncherTest, ARankWithARejoinSocketKeepsTheStandbysStdin) {
+  StandbyLauncher launcher(Options(), &inner_, &clock_);
+  launcher.ReconcileOnce();
+  ASSERT_TRUE(WaitForStandbyPids(1));
+  LaunchRequest request = TrainerRequest(0);
+  request.pipe_stdin = true;
+  request.env.push_back("BATON_REJOIN_FD=0");
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(request);
+  ASSERT_OK(p);
+  EXPECT_TRUE(p->stdin_fd.valid());
+  Outcome o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
+  EXPECT_TRUE(absl::StartsWith(o.Value("stdin"), "socket:")) << o.Value("stdin");
+
+  LaunchRequest plain = TrainerRequest(1);
+  plain.pipe_stdin = true;
+  p = launcher.Launch(plain);
+  ASSERT_OK(p);
+  o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "cold");
 }
 
 TEST_F(StandbyLauncherTest, StandbyAndColdLaunchReportTheSame) {
@@ -542,8 +567,8 @@ TEST_F(StandbyLauncherTest, AStandbyServedRankIsConfinedLikeAColdOne) {
   StandbyLauncher launcher(options, &inner_, &clock_);
   launcher.ReconcileOnce();
   ASSERT_TRUE(WaitForStandbyPids(1));
-  LaunchRequest request = TrainerRequest(
-      0, {"--read=" + hidden + "/other/secret", "--read=" + hidden + "/mine/own"});
+  LaunchRequest request =
+      TrainerRequest(0, {"--read=" + hidden + "/other/secret", "--read=" + hidden + "/mine/own"});
   request.env.push_back("STANDBY_ECHO_THREAD=1");
   request.isolation.hidden = {hidden};
   request.isolation.exceptions = {hidden + "/mine"};
@@ -551,10 +576,10 @@ TEST_F(StandbyLauncherTest, AStandbyServedRankIsConfinedLikeAColdOne) {
   ASSERT_OK(p);
   const Outcome o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
-  EXPECT_THAT(o.Values("read"), ElementsAre(hidden + "/other/secret:Permission denied",
-                                            hidden + "/mine/own:ok"));
-  EXPECT_THAT(o.Values("thread_read"), ElementsAre(hidden + "/other/secret:Permission denied",
-                                                   hidden + "/mine/own:ok"));
+  EXPECT_THAT(o.Values("read"),
+              ElementsAre(hidden + "/other/secret:Permission denied", hidden + "/mine/own:ok"));
+  EXPECT_THAT(o.Values("thread_read"),
+              ElementsAre(hidden + "/other/secret:Permission denied", hidden + "/mine/own:ok"));
   EXPECT_EQ(launcher.stats().hits, 1);
 }
 

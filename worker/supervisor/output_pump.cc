@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/time/proto_time.h"
 #include "worker/trainer/contract/metrics_line.h"
+#include "worker/trainer/contract/rejoin_protocol.h"
 
 namespace baton::worker {
 namespace {
@@ -46,6 +47,15 @@ void OutputPump::Add(RankPipes pipes) {
   Wake();
 }
 
+void OutputPump::Rebind(const PumpedRank& from, const PumpedRank& to, UniqueFd stdout_log,
+                        UniqueFd stderr_log) {
+  {
+    absl::MutexLock lock(&mu_);
+    rebinds_.push_back(RebindRequest{from, to, std::move(stdout_log), std::move(stderr_log)});
+  }
+  Wake();
+}
+
 void OutputPump::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -68,10 +78,12 @@ void OutputPump::Loop() {
   absl::Time drain_timer_at = absl::InfiniteFuture();
   for (;;) {
     std::vector<RankPipes> added;
+    std::vector<RebindRequest> rebinds;
     {
       absl::MutexLock lock(&mu_);
       if (stop_) break;
       added.swap(incoming_);
+      rebinds.swap(rebinds_);
     }
     const size_t max_line = options_.max_line_bytes;
     for (RankPipes& p : added) {
@@ -83,7 +95,26 @@ void OutputPump::Loop() {
                                                     max_line));
       channels_.push_back(std::make_unique<Channel>(p.rank, Channel::Kind::kMetrics,
                                                     std::move(p.metrics_fd), UniqueFd(), max_line));
+      if (p.rejoin_fd.valid()) {
+        channels_.push_back(std::make_unique<Channel>(
+            p.rank, Channel::Kind::kRejoin, std::move(p.rejoin_fd), UniqueFd(), max_line));
+      }
       watches_.push_back(ExitWatch{p.rank, std::move(p.process), std::nullopt});
+    }
+    for (RebindRequest& r : rebinds) {
+      for (auto& ch : channels_) {
+        if (!(ch->rank == r.from)) continue;
+        ch->rank = r.to;
+        if (ch->kind == Channel::Kind::kStdout || ch->kind == Channel::Kind::kStderr) {
+          ch->log_file =
+              std::move(ch->kind == Channel::Kind::kStdout ? r.stdout_log : r.stderr_log);
+          ch->log_bytes = 0;
+          ch->log_capped = false;
+        }
+      }
+      for (ExitWatch& w : watches_) {
+        if (w.rank == r.from) w.rank = r.to;
+      }
     }
     absl::Time drain_deadline = absl::InfiniteFuture();
     for (const ExitWatch& w : watches_) drain_deadline = std::min(drain_deadline, w.drain_deadline);
@@ -144,8 +175,11 @@ void OutputPump::PublishDrainedExits() {
   for (size_t i = watches_.size(); i-- > 0;) {
     ExitWatch& w = watches_[i];
     if (!w.exit.has_value()) continue;
-    const bool open = std::any_of(channels_.begin(), channels_.end(),
-                                  [&](const auto& ch) { return ch->rank == w.rank; });
+    // Output still to drain; the rejoin socket carries none (and other processes, such as a
+    // standby's shim, may hold its other end).
+    const bool open = std::any_of(channels_.begin(), channels_.end(), [&](const auto& ch) {
+      return ch->rank == w.rank && ch->kind != Channel::Kind::kRejoin;
+    });
     if (open && now < w.drain_deadline) continue;
     for (size_t c = channels_.size(); c-- > 0;) {
       if (!(channels_[c]->rank == w.rank)) continue;
@@ -200,6 +234,13 @@ void OutputPump::CloseChannel(Channel& ch) {
 
 void OutputPump::EmitLine(Channel& ch, LineSplitter::Line line) {
   const absl::Time now = clock_->Now();
+  if (ch.kind == Channel::Kind::kRejoin) {
+    const std::optional<int64_t> waiting = trainer::ParseWaitingLine(line.text);
+    if (waiting.has_value() && callbacks_.on_rejoin_waiting) {
+      callbacks_.on_rejoin_waiting(ch.rank, *waiting);
+    }
+    return;
+  }
   if (ch.kind == Channel::Kind::kMetrics) {
     if (absl::StripAsciiWhitespace(line.text).empty() && !line.truncated) return;
     absl::StatusOr<baton::v1::MetricPoint> point =

@@ -57,6 +57,10 @@ struct RankPipes {
   UniqueFd metrics_fd;
   UniqueFd stdout_log;  // stdout.log; invalid: not kept.
   UniqueFd stderr_log;  // stderr.log; invalid: not kept.
+  // Read end (a dup) of the worker's side of the rank's BATON_REJOIN_FD socket
+  // (trainer/contract/rejoin_protocol.h), for its "waiting <generation>" lines; invalid:
+  // none.
+  UniqueFd rejoin_fd;
 };
 
 // What the pump hands on. Called on its thread, with none of its locks held, one at a time.
@@ -69,6 +73,9 @@ struct OutputPumpCallbacks {
   // Its process exited, and its pipes are drained: every line it wrote was handed on
   // before. Once per rank.
   std::function<void(const PumpedRank& rank, const baton::v1::ProcessExit& exit)> on_exit;
+  // The rank said on its rejoin socket that it waits for the generation after
+  // `generation` (it holds nothing of that one any more). May be empty.
+  std::function<void(const PumpedRank& rank, int64_t generation)> on_rejoin_waiting;
 };
 
 // The Supervisor's output thread: one thread owns every rank's pipes. It sleeps in poll() on
@@ -100,6 +107,12 @@ class OutputPump {
   // Hands a rank's pipes to the thread, which takes them over at once. After Stop() they
   // are kept open, unread, until the pump is destroyed, and the exit is never published.
   void Add(RankPipes pipes);
+  // The process of rank `from` takes part as `to` from now on (it rejoined the next
+  // generation in the same process): its lines, points and exit are labelled `to`, its
+  // stdout and stderr appended to these logs. Applied by the thread before its next poll:
+  // what it handed on before is labelled `from`.
+  void Rebind(const PumpedRank& from, const PumpedRank& to, UniqueFd stdout_log,
+              UniqueFd stderr_log);
 
   // Ends the thread: what is still open is closed (each stream's unfinished last line and
   // pending marker handed on first); exits not published yet never are. Idempotent.
@@ -113,7 +126,7 @@ class OutputPump {
  private:
   // One pipe of a rank, owned by the thread.
   struct Channel {
-    enum class Kind { kStdout, kStderr, kMetrics };
+    enum class Kind { kStdout, kStderr, kMetrics, kRejoin };
     Channel(PumpedRank r, Kind k, UniqueFd f, UniqueFd log, size_t max_line)
         : rank(std::move(r)),
           kind(k),
@@ -163,6 +176,13 @@ class OutputPump {
   absl::Mutex mu_;
   // Added, not taken over yet (after Stop(): never).
   std::vector<RankPipes> incoming_ ABSL_GUARDED_BY(mu_);
+  struct RebindRequest {
+    PumpedRank from;
+    PumpedRank to;
+    UniqueFd stdout_log;
+    UniqueFd stderr_log;
+  };
+  std::vector<RebindRequest> rebinds_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
   // The thread's own.

@@ -1,6 +1,7 @@
 #include "worker/supervisor/supervisor.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 
@@ -51,6 +52,9 @@ OutputPumpCallbacks Supervisor::PumpCallbacks() {
   callbacks.on_exit = [this](const PumpedRank& rank, const baton::v1::ProcessExit& exit) {
     RecordExit(rank, exit);
   };
+  callbacks.on_rejoin_waiting = [this](const PumpedRank& rank, int64_t generation) {
+    OnRejoinWaiting(rank, generation);
+  };
   return callbacks;
 }
 
@@ -76,6 +80,10 @@ void Supervisor::Shutdown(absl::Duration grace) {
     if (!shutting_down_) {
       shutting_down_ = true;
       for (auto& [key, a] : assignments_) failed |= StopRanksLocked(a, grace, "WorkerShutdown");
+      for (Parked& p : parked_) {
+        if (p.kill_at == absl::InfiniteFuture()) ReleaseLocked(p, "the worker shuts down");
+        if (grace <= absl::ZeroDuration()) (void)p.process->SignalGroup(SIGKILL);
+      }
     }
   }
   if (failed) listener_->OnReportsPending();
@@ -95,7 +103,7 @@ bool Supervisor::AllExitedLocked() const {
   for (const auto& [key, a] : assignments_) {
     if (a.launching() || !a.all_exited()) return false;
   }
-  return true;
+  return parked_.empty();
 }
 
 absl::Status Supervisor::TransitionLocked(const Assignment& a, RankEntry& r, RankState to,
@@ -124,7 +132,7 @@ int64_t Supervisor::illegal_rank_transitions() const {
 // ---------------------------------------------------------------------------------------
 
 absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t generation,
-                                        std::optional<absl::Duration> grace) {
+                                        std::optional<absl::Duration> grace, bool keep_waiting) {
   const absl::Duration g = grace.value_or(options_.default_stop_grace);
   bool found = false;
   bool failed = false;
@@ -133,7 +141,7 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
     for (auto& [key, a] : assignments_) {
       if (a.job_id != job_id || (generation != 0 && a.generation != generation)) continue;
       found = true;
-      failed |= StopRanksLocked(a, g, "StopRequested");
+      failed |= StopRanksLocked(a, g, "StopRequested", keep_waiting);
     }
   }
   if (!found) {
@@ -147,6 +155,12 @@ absl::Status Supervisor::StopAssignment(const std::string& job_id, int64_t gener
 
 int Supervisor::KillAllLocked(absl::string_view reason, bool* failed) {
   int live = 0;
+  for (Parked& p : parked_) {
+    ++live;
+    absl::Status s = p.process->SignalGroup(SIGKILL);
+    if (!s.ok()) BATON_LOG(WARNING) << s;
+    p.release_at = p.kill_at = absl::InfiniteFuture();
+  }
   for (auto& [key, a] : assignments_) {
     for (const RankEntry& r : a.ranks) {
       const RankState state = r.lifecycle.state();
@@ -249,7 +263,8 @@ absl::Status Supervisor::SignalProfile(const std::string& job_id, int64_t genera
   return (*entry)->process->SignalGroup(SIGUSR2);
 }
 
-bool Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason) {
+bool Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason,
+                                 bool keep_waiting) {
   if (a.phase == Phase::kAccepted) {
     FailLocked(a, std::string(reason),
                absl::StrCat("stopped (", reason, ") before its processes started"));
@@ -264,24 +279,112 @@ bool Supervisor::StopRanksLocked(Assignment& a, absl::Duration grace, absl::stri
     return false;
   }
   const absl::Time now = clock_->Now();
+  bool parked = false;
   for (RankEntry& r : a.ranks) {
     const RankState state = r.lifecycle.state();
     if (state != RankState::kRunning && state != RankState::kStopping) continue;
-    if (grace <= absl::ZeroDuration()) {
-      if (!TransitionLocked(a, r, RankState::kKilling, reason).ok()) continue;
-      absl::Status s = r.process->SignalGroup(SIGKILL);
-      if (!s.ok()) BATON_LOG(WARNING) << s;
-      r.kill_deadline = absl::InfiniteFuture();
-    } else if (state == RankState::kRunning) {
-      if (!TransitionLocked(a, r, RankState::kStopping, reason).ok()) continue;
-      absl::Status s = r.process->SignalGroup(SIGTERM);
-      if (!s.ok()) BATON_LOG(WARNING) << s;
-      r.kill_deadline = now + grace;
-    } else {
-      r.kill_deadline = std::min(r.kill_deadline, now + grace);
+    if (state == RankState::kRunning && keep_waiting && r.rejoin.valid() &&
+        options_.rejoin_timeout > absl::ZeroDuration()) {
+      if (r.waiting) {
+        ParkLocked(a, r);
+        parked = true;
+      } else if (r.park_deadline == absl::InfiniteFuture()) {
+        // Not signalled meanwhile: a SIGTERM would end the wait it is about to begin.
+        r.park_deadline = now + options_.rejoin_timeout;
+        r.park_grace = grace;
+        r.park_reason = std::string(reason);
+      }
+      continue;
+    }
+    r.park_deadline = absl::InfiniteFuture();
+    StopRankLocked(a, r, grace, reason);
+  }
+  return parked;
+}
+
+void Supervisor::StopRankLocked(Assignment& a, RankEntry& r, absl::Duration grace,
+                                absl::string_view reason) {
+  const RankState state = r.lifecycle.state();
+  if (grace <= absl::ZeroDuration()) {
+    if (!TransitionLocked(a, r, RankState::kKilling, reason).ok()) return;
+    absl::Status s = r.process->SignalGroup(SIGKILL);
+    if (!s.ok()) BATON_LOG(WARNING) << s;
+    r.kill_deadline = absl::InfiniteFuture();
+  } else if (state == RankState::kRunning) {
+    if (!TransitionLocked(a, r, RankState::kStopping, reason).ok()) return;
+    absl::Status s = r.process->SignalGroup(SIGTERM);
+    if (!s.ok()) BATON_LOG(WARNING) << s;
+    r.kill_deadline = clock_->Now() + grace;
+  } else {
+    r.kill_deadline = std::min(r.kill_deadline, clock_->Now() + grace);
+  }
+}
+
+void Supervisor::ParkLocked(Assignment& a, RankEntry& r) {
+  const absl::Time now = clock_->Now();
+  baton::v1::ProcessExit kept;
+  kept.set_kept_for_rejoin(true);
+  *kept.mutable_time() = ToProto(now);
+  if (!TransitionLocked(a, r, RankState::kExited, "KeptForRejoin").ok()) return;
+  *r.info.mutable_exit() = kept;
+  r.park_deadline = absl::InfiniteFuture();
+  r.kill_deadline = absl::InfiniteFuture();
+  Parked p;
+  p.was = PumpedRank{a.job_id, a.generation, r.info.rank()};
+  p.local_rank = r.info.local_rank();
+  p.process = r.process;
+  p.rejoin = std::move(r.rejoin);
+  p.release_at = now + options_.rejoin_timeout;
+  parked_.push_back(std::move(p));
+}
+
+void Supervisor::ReleaseLocked(Parked& p, absl::string_view why) {
+  BATON_LOG(INFO) << Describe(p.was.job_id, p.was.generation, p.was.rank) << " pid "
+                  << p.process->pid() << ": released (" << why << ")";
+  if (p.rejoin.valid()) ::shutdown(p.rejoin.get(), SHUT_RDWR);  // EOF: it exits.
+  p.release_at = absl::InfiniteFuture();
+  p.kill_at = clock_->Now() + options_.default_stop_grace;
+}
+
+void Supervisor::OnRejoinWaiting(const PumpedRank& pumped, int64_t generation) {
+  bool parked = false;
+  {
+    absl::MutexLock lock(&mu_);
+    const PumpedRank rank = TranslateLocked(pumped);
+    auto it = assignments_.find({rank.job_id, rank.generation});
+    if (it == assignments_.end() || rank.generation != generation) return;
+    for (RankEntry& r : it->second.ranks) {
+      if (r.info.rank() != rank.rank || r.lifecycle.state() != RankState::kRunning) continue;
+      if (r.waiting) continue;  // Said before (a rank may repeat itself: logged once).
+      BATON_LOG(INFO) << Describe(rank.job_id, rank.generation, rank.rank) << " pid "
+                      << r.info.pid() << ": waits for the next generation";
+      r.waiting = true;
+      if (r.park_deadline != absl::InfiniteFuture()) {
+        ParkLocked(it->second, r);
+        parked = true;
+      }
     }
   }
-  return false;
+  if (parked) listener_->OnReportsPending();
+  ArmDeadlineTimer();
+}
+
+PumpedRank Supervisor::TranslateLocked(PumpedRank rank) const {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& [from, to] : rebound_) {
+      if (rank == from) {
+        rank = to;
+        changed = true;
+      }
+    }
+  }
+  return rank;
+}
+
+size_t Supervisor::parked_count() const {
+  absl::MutexLock lock(&mu_);
+  return parked_.size();
 }
 
 void Supervisor::EnforceDeadlines() {
@@ -310,10 +413,24 @@ bool Supervisor::EnforceDeadlinesLocked() {
   }
   for (auto& [key, a] : assignments_) {
     for (RankEntry& r : a.ranks) {
+      if (r.lifecycle.state() == RankState::kRunning && now >= r.park_deadline) {
+        // It never said it waits: stopped as the stop asked.
+        r.park_deadline = absl::InfiniteFuture();
+        StopRankLocked(a, r, r.park_grace, r.park_reason);
+        continue;
+      }
       if (r.lifecycle.state() != RankState::kStopping || now < r.kill_deadline) continue;
       r.kill_deadline = absl::InfiniteFuture();
       if (!TransitionLocked(a, r, RankState::kKilling, "GraceExpired").ok()) continue;
       absl::Status s = r.process->SignalGroup(SIGKILL);
+      if (!s.ok()) BATON_LOG(WARNING) << s;
+    }
+  }
+  for (Parked& p : parked_) {
+    if (now >= p.release_at) ReleaseLocked(p, "no next generation came for it");
+    if (now >= p.kill_at) {
+      p.kill_at = absl::InfiniteFuture();
+      absl::Status s = p.process->SignalGroup(SIGKILL);
       if (!s.ok()) BATON_LOG(WARNING) << s;
     }
   }
@@ -323,8 +440,9 @@ bool Supervisor::EnforceDeadlinesLocked() {
 absl::Time Supervisor::NextDeadlineLocked() const {
   absl::Time next = lease_enforced_ ? absl::InfiniteFuture() : lease_expiry_;
   for (const auto& [key, a] : assignments_) {
-    for (const RankEntry& r : a.ranks) next = std::min(next, r.kill_deadline);
+    for (const RankEntry& r : a.ranks) next = std::min({next, r.kill_deadline, r.park_deadline});
   }
+  for (const Parked& p : parked_) next = std::min({next, p.release_at, p.kill_at});
   return next;
 }
 
@@ -353,13 +471,25 @@ void Supervisor::EndIdleWait() {
   idle_wait_ended_ = true;
 }
 
-void Supervisor::RecordExit(const PumpedRank& rank, const baton::v1::ProcessExit& exit) {
+void Supervisor::RecordExit(const PumpedRank& pumped, const baton::v1::ProcessExit& exit) {
   {
     absl::MutexLock lock(&mu_);
+    const PumpedRank rank = TranslateLocked(pumped);
+    rebound_.erase(std::remove_if(rebound_.begin(), rebound_.end(),
+                                  [&](const auto& e) { return TranslateLocked(e.first) == rank; }),
+                   rebound_.end());
+    // A parked process that exited (released, or died waiting): nothing to report.
+    const size_t parked = parked_.size();
+    parked_.erase(std::remove_if(parked_.begin(), parked_.end(),
+                                 [&](const Parked& p) { return p.was == rank; }),
+                  parked_.end());
+    if (parked_.size() != parked) return;
     auto it = assignments_.find({rank.job_id, rank.generation});
     if (it == assignments_.end()) return;
     for (RankEntry& r : it->second.ranks) {
       if (r.info.rank() != rank.rank) continue;
+      // Its part ended when it was kept; this is the kept process's own end.
+      if (r.info.exit().kept_for_rejoin()) return;
       const std::string reason = exit.signal() != 0
                                      ? absl::StrCat("Exited: signal ", exit.signal())
                                      : absl::StrCat("Exited: code ", exit.exit_code());

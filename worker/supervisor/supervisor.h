@@ -88,6 +88,13 @@ struct SupervisorOptions {
   // long, and beyond this many at once.
   absl::Duration snapshot_keep_idle = absl::Minutes(10);
   size_t snapshot_max_idle = 4;
+  // Healthy ranks kept across a peer's failure (trainer/contract/rejoin_protocol.h): the
+  // built-in trainer's ranks get BATON_REJOIN_FD (their stdin, a socket). A stop with
+  // keep_waiting parks a rank that waits for the next generation, or says so within this
+  // long (meanwhile it is not signalled); a parked process not taken by the job's next
+  // assignment here within this long is released (EOF on its socket: it exits; SIGKILL
+  // after default_stop_grace). Zero: no rank gets the fd, none is kept.
+  absl::Duration rejoin_timeout = absl::Seconds(10);
 };
 
 // Runs and supervises the training processes of this worker's assignments (one assignment =
@@ -176,10 +183,15 @@ class Supervisor final : public AssignmentFactSource {
   // any generation) and SIGKILL once `grace` (default: options.default_stop_grace) expired;
   // a zero or negative grace sends SIGKILL at once. A second stop can only shorten the grace.
   // An assignment not launched yet fails at once ("StopRequested"); one being spawned is
-  // stopped as soon as its spawns end.
+  // stopped as soon as its spawns end. With `keep_waiting` (and a rejoin_timeout), a rank
+  // with a rejoin socket that waits for the next generation, or says so within
+  // rejoin_timeout, is parked instead: it ends its part with an exit marked
+  // kept_for_rejoin, and the job's next assignment on this worker takes its process for the
+  // same local rank (LaunchAssignment); a rank that does not say so by then is stopped as
+  // above. A later stop without keep_waiting stops it at once.
   // Errors: NOT_FOUND if no such assignment is known.
   absl::Status StopAssignment(const std::string& job_id, int64_t generation,
-                              std::optional<absl::Duration> grace);
+                              std::optional<absl::Duration> grace, bool keep_waiting = false);
 
   // The worker's lease (lease.h) runs out at `expiry` (InfiniteFuture: no lease). When the
   // clock reaches it, a timer kills every process of every assignment at once (SIGKILL to
@@ -235,6 +247,9 @@ class Supervisor final : public AssignmentFactSource {
   absl::Status Forget(const std::string& job_id, int64_t generation,
                       int64_t start_requests) override;
 
+  // Processes parked for their job's next generation (StopAssignment's keep_waiting).
+  size_t parked_count() const;
+
   // Introspection. nullopt if the rank is unknown (never started, or forgotten).
   std::optional<RankState> GetRankState(const std::string& job_id, int64_t generation,
                                         int32_t rank) const;
@@ -246,6 +261,33 @@ class Supervisor final : public AssignmentFactSource {
     RankLifecycle lifecycle;
     std::shared_ptr<Process> process;                   // Null if it could not be spawned.
     absl::Time kill_deadline = absl::InfiniteFuture();  // STOPPING only.
+    // The worker's end of the rank's BATON_REJOIN_FD socket (built-in trainer, while
+    // RUNNING); invalid: none.
+    UniqueFd rejoin;
+    bool waiting = false;  // It said it waits for the next generation.
+    // A stop with keep_waiting came before it said so: parked if it does by this time,
+    // else stopped with park_grace (RUNNING only).
+    absl::Time park_deadline = absl::InfiniteFuture();
+    absl::Duration park_grace;
+    std::string park_reason;
+    // Launching: the parked process (as the pump called it) this rank takes instead of a
+    // new one.
+    std::optional<PumpedRank> rejoining;
+  };
+  // A rank's process kept, once its part in its generation ended, for the job's next
+  // assignment on this worker (trainer/contract/rejoin_protocol.h).
+  struct Parked {
+    PumpedRank was;  // What the pump calls it: its job, generation and rank.
+    int32_t local_rank = 0;
+    std::shared_ptr<Process> process;
+    UniqueFd rejoin;  // The worker's end of its socket.
+    // An assignment being launched takes it (LaunchAssignment): no other may, and it is not
+    // released meanwhile.
+    bool taken = false;
+    // Not taken by then: released (EOF on its socket, so it exits) ...
+    absl::Time release_at = absl::InfiniteFuture();
+    // ... and SIGKILLed at this, if still there.
+    absl::Time kill_at = absl::InfiniteFuture();
   };
   enum class Phase {
     kAccepted,  // Nothing spawned yet.
@@ -287,9 +329,12 @@ class Supervisor final : public AssignmentFactSource {
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
 
-  // `snapshot_dir`: the job's (BATON_SNAPSHOT_DIR), empty for none.
+  // `snapshot_dir`: the job's (BATON_SNAPSHOT_DIR), empty for none. `rejoin`: the socket of
+  // a parked process to take instead of spawning one (tells it its part in this generation);
+  // invalid: spawn. A process that cannot be told is not taken: one is spawned.
   RankLaunch LaunchRank(const baton::v1::StartAssignment& request, const baton::v1::RankInfo& rank,
-                        const std::vector<std::string>& devices, const std::string& snapshot_dir);
+                        const std::vector<std::string>& devices, const std::string& snapshot_dir,
+                        int rejoin = -1);
   // After LaunchAssignment's spawns (`launches`, in rank order, the last one possibly failed):
   // records the processes, or fails the assignment and kills them; applies a stop that came
   // meanwhile. Returns the failed spawn's status, or OK.
@@ -304,8 +349,33 @@ class Supervisor final : public AssignmentFactSource {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stops `a`'s processes (see StopAssignment). Returns true if that failed an assignment
   // not launched yet: the caller tells the listener once mu_ is released.
-  bool StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason)
+  bool StopRanksLocked(Assignment& a, absl::Duration grace, absl::string_view reason,
+                       bool keep_waiting = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SIGTERM (SIGKILL for a zero grace) to one running or stopping rank.
+  void StopRankLocked(Assignment& a, RankEntry& r, absl::Duration grace, absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For each rank of `a` (being launched) the parked process of the job with its local rank
+  // (and its rank, when the job keeps a file per rank outside its directory: a sample log),
+  // if any: marked taken, its socket dup'ed into (*rejoin)[i] (empty: none at all).
+  void TakeParkedLocked(Assignment& a, std::vector<UniqueFd>& rejoin)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the parked processes of `job_id` older than `generation` that no rank took:
+  // that generation's launch is over.
+  void ReleaseParkedLocked(const std::string& job_id, int64_t generation)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `r` takes the parked process it was told its part to (RankLaunch::rejoined): RUNNING
+  // with its pid and socket; the pump relabels it. UNAVAILABLE if it exited meanwhile.
+  absl::Status AdoptLocked(Assignment& a, RankEntry& r, RankLaunch launch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends a waiting rank's part (EXITED, kept_for_rejoin) and keeps its process in parked_.
+  void ParkLocked(Assignment& a, RankEntry& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EOF on a parked process's socket, SIGKILL after the default grace.
+  void ReleaseLocked(Parked& p, absl::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The output pump's: a rank said it waits for the next generation.
+  void OnRejoinWaiting(const PumpedRank& rank, int64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
+  // The rank a process the pump labels `rank` takes part as now: `rank`, or, for one that
+  // rejoined a later generation before the pump applied the Rebind, that one.
+  PumpedRank TranslateLocked(PumpedRank rank) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The checked transition of one rank: refuses, logs and counts one the lifecycle forbids
   // (FAILED_PRECONDITION naming both states), which leaves the rank unchanged.
   absl::Status TransitionLocked(const Assignment& a, RankEntry& r, RankState to,
@@ -341,6 +411,10 @@ class Supervisor final : public AssignmentFactSource {
   std::map<AssignmentKey, Assignment> assignments_ ABSL_GUARDED_BY(mu_);
   DeviceTable devices_ ABSL_GUARDED_BY(mu_);
   SnapshotDirs snapshot_dirs_ ABSL_GUARDED_BY(mu_);
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
+  // Processes that rejoined: (what the pump called them when parked, their rank now), until
+  // they exit.
+  std::vector<std::pair<PumpedRank, PumpedRank>> rebound_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // The output thread runs (Start succeeded, the first Shutdown has not stopped it).
   bool pump_running_ ABSL_GUARDED_BY(mu_) = false;

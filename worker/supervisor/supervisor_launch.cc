@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <cstring>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "worker/supervisor/launch_plan.h"
 #include "worker/supervisor/supervisor.h"
 #include "worker/trainer/contract/contract.h"
+#include "worker/trainer/contract/rejoin_protocol.h"
 
 namespace baton::worker {
 namespace {
@@ -75,6 +77,24 @@ absl::Status MakeRankFiles(const baton::v1::JobSpec& spec, int32_t rank) {
   return absl::OkStatus();
 }
 
+// Tells a parked process (its socket `fd`) its part in a generation whose fresh launch would
+// have had `env`. UNAVAILABLE when it cannot be written to (it exited).
+absl::Status TellRejoin(int fd, const std::vector<std::string>& env) {
+  ASSIGN_OR_RETURN(const std::string message, trainer::EncodeRejoinFromEnv(env));
+  size_t done = 0;
+  while (done < message.size()) {
+    const ssize_t n =
+        ::send(fd, message.data() + done, message.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write to its socket: ", std::strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // What LaunchRank produced for one rank: the process (or why there is none) and its logs.
@@ -83,6 +103,7 @@ struct Supervisor::RankLaunch {
   LaunchedProcess launched;
   UniqueFd stdout_log;
   UniqueFd stderr_log;
+  bool rejoined = false;  // A parked process was told its part instead: `launched` is empty.
 };
 
 absl::StatusOr<bool> Supervisor::AcceptAssignment(const baton::v1::StartAssignment& request) {
@@ -164,6 +185,9 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   std::string devices_busy;   // Or this.
   std::vector<std::string> devices;
   std::string snapshot_dir;  // Empty: none.
+  // Per rank of the request: the socket (a dup) of a parked process of the job with its
+  // local rank, which it takes instead of spawning one.
+  std::vector<UniqueFd> rejoin;
   {
     absl::MutexLock lock(&mu_);
     auto it = assignments_.find(key);
@@ -186,6 +210,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
       devices = *std::move(taken);  // Held until the assignment is forgotten.
       a.phase = Phase::kSpawning;
       request = a.request;
+      TakeParkedLocked(a, rejoin);
       if (snapshot_dirs_.enabled()) {
         // Without one the ranks run on without snapshots (recovery from the disk checkpoints).
         absl::StatusOr<std::string> dir = snapshot_dirs_.Use(job_id);
@@ -219,7 +244,9 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
     {
       absl::MutexLock lock(&mu_);
       FailLocked(assignments_.at(key), refusal, std::string(paths.message()));
+      ReleaseParkedLocked(job_id, generation);
     }
+    ArmDeadlineTimer();
     listener_->OnReportsPending();
     return paths;
   }
@@ -227,10 +254,12 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
   // Spawn without the lock, in rank order, until one fails.
   std::vector<RankLaunch> launches;
   launches.reserve(request.ranks_size());
-  for (const auto& r : request.ranks()) {
-    launches.push_back(LaunchRank(request, r, devices, snapshot_dir));
+  for (int i = 0; i < request.ranks_size(); ++i) {
+    launches.push_back(LaunchRank(request, request.ranks(i), devices, snapshot_dir,
+                                  rejoin.empty() ? -1 : rejoin[i].get()));
     if (!launches.back().status.ok()) break;
   }
+  rejoin.clear();
 
   absl::Status failed;
   {
@@ -256,14 +285,27 @@ absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunc
       (void)TransitionLocked(a, r, RankState::kExited, "SpawnFailed");
       continue;
     }
+    const PumpedRank now{a.job_id, a.generation, r.info.rank()};
+    if (l.rejoined) {
+      if (absl::Status s = AdoptLocked(a, r, std::move(l)); !s.ok()) {
+        failed = s;
+        (void)TransitionLocked(a, r, RankState::kExited, "RejoinFailed");
+      }
+      continue;
+    }
     r.process = l.launched.process;
     r.info.set_pid(r.process->pid());
     (void)TransitionLocked(a, r, RankState::kRunning, "Spawned");
-    pump_.Add(RankPipes{PumpedRank{a.job_id, a.generation, r.info.rank()}, r.process,
-                        std::move(l.launched.stdout_fd), std::move(l.launched.stderr_fd),
-                        std::move(l.launched.metrics_fd), std::move(l.stdout_log),
-                        std::move(l.stderr_log)});
+    UniqueFd rejoin_read;
+    if (l.launched.stdin_fd.valid()) {
+      r.rejoin = std::move(l.launched.stdin_fd);
+      rejoin_read = UniqueFd(::fcntl(r.rejoin.get(), F_DUPFD_CLOEXEC, 0));
+    }
+    pump_.Add(RankPipes{now, r.process, std::move(l.launched.stdout_fd),
+                        std::move(l.launched.stderr_fd), std::move(l.launched.metrics_fd),
+                        std::move(l.stdout_log), std::move(l.stderr_log), std::move(rejoin_read)});
   }
+  ReleaseParkedLocked(a.job_id, a.generation);
   a.phase = Phase::kLaunched;
   if (!failed.ok()) {
     // The ranks spawned cannot form the world without the failed one.
@@ -276,6 +318,64 @@ absl::Status Supervisor::FinishLaunchLocked(Assignment& a, std::vector<RankLaunc
   if (a.stop_while_spawning.has_value()) {
     (void)StopRanksLocked(a, a.stop_while_spawning->grace, a.stop_while_spawning->reason);
   }
+  return absl::OkStatus();
+}
+
+void Supervisor::TakeParkedLocked(Assignment& a, std::vector<UniqueFd>& rejoin) {
+  rejoin.clear();
+  // A confined rank can use only the files outside its job's directory that existed when it
+  // was confined (Landlock binds rules to inodes): a sample log is one file per rank, so a
+  // process that would change rank cannot open its new one.
+  const bool per_rank_files =
+      a.request.spec().has_trainer() && !a.request.spec().trainer().sample_log().empty();
+  for (int i = 0; i < a.request.ranks_size(); ++i) {
+    for (Parked& p : parked_) {
+      if (p.taken || p.was.job_id != a.job_id || p.was.generation >= a.generation ||
+          p.local_rank != a.request.ranks(i).local_rank() || !p.rejoin.valid() ||
+          p.kill_at != absl::InfiniteFuture() ||
+          (per_rank_files && p.was.rank != a.request.ranks(i).rank())) {
+        continue;
+      }
+      UniqueFd dup(::fcntl(p.rejoin.get(), F_DUPFD_CLOEXEC, 0));
+      if (!dup.valid()) break;
+      if (rejoin.empty()) rejoin.resize(a.request.ranks_size());
+      rejoin[i] = std::move(dup);
+      p.taken = true;
+      p.release_at = absl::InfiniteFuture();
+      a.ranks[i].rejoining = p.was;
+      break;
+    }
+  }
+}
+
+void Supervisor::ReleaseParkedLocked(const std::string& job_id, int64_t generation) {
+  for (Parked& p : parked_) {
+    if (p.was.job_id == job_id && p.was.generation < generation &&
+        p.kill_at == absl::InfiniteFuture()) {
+      ReleaseLocked(p, absl::StrCat("generation ", generation, " does not take it here"));
+    }
+  }
+}
+
+absl::Status Supervisor::AdoptLocked(Assignment& a, RankEntry& r, RankLaunch launch) {
+  auto it = std::find_if(parked_.begin(), parked_.end(),
+                         [&](const Parked& p) { return p.taken && p.was == *r.rejoining; });
+  if (it == parked_.end()) {
+    return absl::UnavailableError(absl::StrCat("the process of ", r.rejoining->job_id, " gen ",
+                                               r.rejoining->generation, " rank ", r.rejoining->rank,
+                                               " exited before it rejoined"));
+  }
+  const PumpedRank was = it->was;
+  r.process = it->process;
+  r.rejoin = std::move(it->rejoin);
+  parked_.erase(it);
+  r.info.set_pid(r.process->pid());
+  (void)TransitionLocked(
+      a, r, RankState::kRunning,
+      absl::StrCat("Rejoined (was gen ", was.generation, " rank ", was.rank, ")"));
+  const PumpedRank now{a.job_id, a.generation, r.info.rank()};
+  pump_.Rebind(was, now, std::move(launch.stdout_log), std::move(launch.stderr_log));
+  rebound_.emplace_back(was, now);
   return absl::OkStatus();
 }
 
@@ -299,7 +399,7 @@ void Supervisor::ReportSpawnFailure(const std::string& job_id, int64_t generatio
 Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& request,
                                               const baton::v1::RankInfo& rank,
                                               const std::vector<std::string>& devices,
-                                              const std::string& snapshot_dir) {
+                                              const std::string& snapshot_dir, int rejoin) {
   RankLaunch out;
   absl::StatusOr<RankLaunchPlan> plan = PlanRankLaunch(
       request, rank, devices, {options_.work_dir, options_.trainer_path, options_.base_env});
@@ -329,6 +429,21 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
   LaunchRequest& launch = plan->request;
   if (!snapshot_dir.empty()) {
     launch.env.push_back(absl::StrCat(trainer::kEnvSnapshotDir, "=", snapshot_dir));
+  }
+  if (launch.builtin_trainer && options_.rejoin_timeout > absl::ZeroDuration()) {
+    // Its stdin, a socket to this worker (trainer/contract/rejoin_protocol.h).
+    launch.pipe_stdin = true;
+    launch.env.push_back(absl::StrCat(trainer::kEnvRejoinFd, "=0"));
+  }
+  if (rejoin >= 0) {
+    absl::Status told = TellRejoin(rejoin, launch.env);
+    if (told.ok()) {
+      out.rejoined = true;
+      return out;
+    }
+    BATON_LOG(WARNING) << Describe(request.job_id(), request.generation(), rank.rank())
+                       << ": the parked process of local rank " << rank.local_rank()
+                       << " cannot rejoin (" << told << "); starting a new one";
   }
   if (options_.confine_ranks) {
     absl::StatusOr<FsIsolation> isolation =

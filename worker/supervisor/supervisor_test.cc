@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -415,6 +416,189 @@ TEST_F(SupervisorFakeTest, StopSendsTermThenKillAfterGrace) {
   ASSERT_EQ(reports.exited.size(), 2u);
   EXPECT_EQ(reports.exited[0].exit().signal(), SIGKILL);
   EXPECT_EQ(reports.exited[1].exit().signal(), SIGTERM);
+}
+
+// ---- Healthy ranks kept across a peer's failure (trainer/contract/rejoin_protocol.h) ----
+
+// A 2-rank assignment of the built-in trainer (generation `gen`).
+baton::v1::StartAssignment TrainerAssignment(int64_t gen, int port = 29500) {
+  baton::v1::StartAssignment a = Assignment("j-r", gen, 2, {});
+  a.mutable_spec()->mutable_trainer()->set_model("mlp");
+  a.mutable_spec()->mutable_budget()->set_max_steps(50);
+  a.set_master_port(port);
+  return a;
+}
+
+TEST_F(SupervisorFakeTest, TrainerRanksGetARejoinSocketCommandsDoNot) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  ASSERT_OK(supervisor_->StartAssignment(Assignment("j-c", 1, 1, {"python", "x.py"})));
+  const std::vector<LaunchRequest> requests = launcher_.requests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(requests[0].pipe_stdin);
+  EXPECT_EQ(EnvValue(requests[0].env, "BATON_REJOIN_FD"), "0");
+  EXPECT_FALSE(requests[2].pipe_stdin);
+  EXPECT_EQ(EnvValue(requests[2].env, "BATON_REJOIN_FD"), "<unset>");
+}
+
+// Rank 0 says it waits; a stop that keeps waiting ranks parks it (its part ends with a kept
+// exit, no signal) and stops rank 1 as usual; the next generation takes the process over:
+// no new launch for it, the same pid, its part told on its socket, its output labelled with
+// the new generation, its exit reported as the new generation's.
+TEST_F(SupervisorFakeTest, AWaitingRankIsKeptAndTheNextGenerationTakesItsProcess) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  std::shared_ptr<FakeProcess> rank0 = launcher_.process(0);
+  launcher_.process(1)->Exit(Exit(-1, SIGKILL));  // Rank 1 dies; rank 0 lost its peer.
+  WaitExited("j-r", 1, 1);
+  rank0->WriteStdin("waiting 1\n");
+  // Parked when the pump has read the line, before or after the stop.
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  WaitExited("j-r", 1, 0);
+  EXPECT_THAT(rank0->signals(), IsEmpty());
+  EXPECT_EQ(supervisor_->parked_count(), 1u);
+  const ReportLedger::PendingReports reports = reports_->GetPending();
+  ASSERT_EQ(reports.exited.size(), 2u);
+  EXPECT_TRUE(reports.exited[0].exit().kept_for_rejoin());
+  EXPECT_EQ(reports.exited[0].rank(), 0);
+  EXPECT_FALSE(reports.exited[1].exit().kept_for_rejoin());
+
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(2, 29600)));
+  ASSERT_EQ(launcher_.requests().size(), 3u);  // Rank 1 only.
+  EXPECT_EQ(EnvValue(launcher_.requests()[2].env, "RANK"), "1");
+  EXPECT_EQ(supervisor_->GetRankState("j-r", 2, 0), RankState::kRunning);
+  EXPECT_EQ(supervisor_->parked_count(), 0u);
+  const std::string told = rank0->ReadStdin(10000, absl::Milliseconds(200));
+  EXPECT_THAT(told, HasSubstr("BATON_GENERATION=2\n"));
+  EXPECT_THAT(told, HasSubstr("RANK=0\n"));
+  EXPECT_THAT(told, HasSubstr("MASTER_PORT=29600\n"));
+  EXPECT_TRUE(absl::EndsWith(told, "\n\n"));
+  rank0->WriteMetrics("{\"step\": 7}\n");
+  ASSERT_TRUE(WaitUntil([&] {
+    return absl::c_any_of(listener_.points(), [](const baton::v1::MetricPoint& p) {
+      return p.generation() == 2 && p.rank() == 0;
+    });
+  }));
+  bool same_pid = false;
+  for (const AssignmentFacts& f : supervisor_->ListFacts()) {
+    for (const baton::v1::RankInfo& r : f.ranks) {
+      same_pid |= f.generation == 2 && r.rank() == 0 && r.pid() == rank0->pid();
+    }
+  }
+  EXPECT_TRUE(same_pid);
+  rank0->Exit(Exit(0));
+  WaitExited("j-r", 2, 0);
+  bool reported = false;
+  for (const auto& e : reports_->GetPending().exited) {
+    reported |= e.generation() == 2 && e.rank() == 0 && e.exit().exit_code() == 0 &&
+                !e.exit().kept_for_rejoin();
+  }
+  EXPECT_TRUE(reported);
+  EXPECT_EQ(supervisor_->illegal_rank_transitions(), 0);
+}
+
+// Said during the window: parked then. Not said by its end: stopped as the stop asked
+// (not signalled before). A stop without keep_waiting stops at once, as before.
+TEST_F(SupervisorFakeTest, SayingItWaitsWithinTheWindowParksItSilenceGetsTheStop) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));  // Repeated: no effect.
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  launcher_.process(0)->WriteStdin("waiting 1\n");
+  WaitExited("j-r", 1, 0);
+  EXPECT_EQ(supervisor_->parked_count(), 1u);
+  EXPECT_THAT(launcher_.process(1)->signals(), IsEmpty());
+  clock_.Advance(absl::Seconds(10) - absl::Milliseconds(1));
+  EXPECT_THAT(launcher_.process(1)->signals(), IsEmpty());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGTERM));
+  EXPECT_EQ(supervisor_->GetRankState("j-r", 1, 1), RankState::kStopping);
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGTERM, SIGKILL));
+}
+
+TEST_F(SupervisorFakeTest, APlainStopEndsTheWindowAtOnce) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  launcher_.process(0)->WriteStdin("waiting 1\n");
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5)));
+  EXPECT_THAT(launcher_.process(1)->signals(), ElementsAre(SIGTERM));
+}
+
+// A parked process serves only its own job's next generation: another job's assignment
+// (the same local rank, a tenant's job that could have learnt the pid) spawns its own, and
+// a repeated "waiting" line changes nothing.
+TEST_F(SupervisorFakeTest, AParkedProcessServesOnlyItsOwnJob) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  launcher_.process(0)->WriteStdin("waiting 1\nwaiting 1\nwaiting 1\n");
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  WaitExited("j-r", 1, 0);
+  baton::v1::StartAssignment other = TrainerAssignment(2);
+  other.set_job_id("j-other");
+  ASSERT_OK(supervisor_->StartAssignment(other));
+  EXPECT_EQ(launcher_.requests().size(), 4u);  // Both of j-other's ranks are new processes.
+  EXPECT_EQ(supervisor_->parked_count(), 1u);
+  EXPECT_TRUE(launcher_.process(0)->ReadStdin(1, absl::Milliseconds(100)).empty());
+}
+
+// A process keeps its rank when the job has a file per rank outside its directory (a
+// sample log: a confined process could not open another rank's); it may change rank
+// otherwise (a world-size change).
+TEST_F(SupervisorFakeTest, AProcessChangesRankOnlyWithoutPerRankFiles) {
+  for (const bool sample_log : {true, false}) {
+    const std::string job = sample_log ? "j-log" : "j-nolog";
+    baton::v1::StartAssignment g1 = TrainerAssignment(1);
+    g1.set_job_id(job);
+    if (sample_log) {
+      g1.mutable_spec()->mutable_trainer()->set_sample_log(dir_ + "/jobs/" + job + "/samples");
+    }
+    const size_t first = launcher_.requests().size();
+    ASSERT_OK(supervisor_->StartAssignment(g1));
+    ASSERT_NE(launcher_.process(first), nullptr) << job;
+    launcher_.process(first)->WriteStdin("waiting 1\n");
+    ASSERT_OK(supervisor_->StopAssignment(job, 1, absl::Seconds(5), /*keep_waiting=*/true));
+    WaitExited(job, 1, 0);
+    // Generation 2 puts rank 1 where rank 0 was (local rank 0).
+    baton::v1::StartAssignment g2 = g1;
+    g2.set_generation(2);
+    g2.mutable_ranks(0)->set_rank(1);
+    g2.mutable_ranks(1)->set_rank(0);
+    const size_t before = launcher_.requests().size();
+    ASSERT_OK(supervisor_->StartAssignment(g2));
+    EXPECT_EQ(launcher_.requests().size(), before + (sample_log ? 2u : 1u)) << job;
+  }
+}
+
+// A next generation that fails before spawning (a path it may not use) takes nothing: the
+// parked process is let go at once, not left waiting.
+TEST_F(SupervisorFakeTest, ANextGenerationRefusedBeforeItsLaunchReleasesTheParked) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  std::shared_ptr<FakeProcess> rank0 = launcher_.process(0);
+  rank0->WriteStdin("waiting 1\n");
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  WaitExited("j-r", 1, 0);
+  baton::v1::StartAssignment g2 = TrainerAssignment(2);
+  g2.mutable_spec()->set_checkpoint_dir("/elsewhere");
+  ASSERT_OK(supervisor_->StartAssignment(g2));
+  EXPECT_EQ(reports_->GetPending().failed.size(), 1u);
+  EXPECT_TRUE(rank0->StdinAtEof());
+}
+
+// Nothing takes a parked process: let go after rejoin_timeout (EOF on its socket), SIGKILL
+// after the default grace; its end is nobody's report.
+TEST_F(SupervisorFakeTest, AParkedProcessNoGenerationTakesIsReleasedThenKilled) {
+  ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
+  std::shared_ptr<FakeProcess> rank0 = launcher_.process(0);
+  ASSERT_OK(supervisor_->StopAssignment("j-r", 1, absl::Seconds(5), /*keep_waiting=*/true));
+  rank0->WriteStdin("waiting 1\n");
+  WaitExited("j-r", 1, 0);
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_TRUE(rank0->StdinAtEof());
+  EXPECT_THAT(rank0->signals(), IsEmpty());
+  clock_.Advance(absl::Seconds(10));
+  EXPECT_THAT(rank0->signals(), ElementsAre(SIGKILL));
+  const size_t reported = reports_->GetPending().exited.size();
+  rank0->Exit(Exit(-1, SIGKILL));
+  ASSERT_TRUE(WaitUntil([&] { return supervisor_->parked_count() == 0; }));
+  EXPECT_EQ(reports_->GetPending().exited.size(), reported);
+  EXPECT_EQ(supervisor_->illegal_rank_transitions(), 0);
 }
 
 TEST_F(SupervisorFakeTest, StopWithZeroGraceKillsAtOnceAndGenerationZeroMeansAny) {

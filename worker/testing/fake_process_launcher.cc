@@ -1,7 +1,10 @@
 #include "worker/testing/fake_process_launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace baton::worker {
@@ -80,7 +83,8 @@ absl::StatusOr<LaunchedProcess> FakeProcessLauncher::Launch(const LaunchRequest&
   const size_t nth = requests_.size();
   requests_.push_back(request);
   ++waiting_;
-  mu_.Await(absl::Condition(+[](bool* blocked) { return !*blocked; }, &blocked_));
+  mu_.Await(absl::Condition(
+      +[](bool* blocked) { return !*blocked; }, &blocked_));
   --waiting_;
   if (auto it = failures_.find(nth); it != failures_.end()) return it->second;
   auto process = std::make_shared<FakeProcess>(100000 + static_cast<int>(processes_.size()));
@@ -90,7 +94,47 @@ absl::StatusOr<LaunchedProcess> FakeProcessLauncher::Launch(const LaunchRequest&
   launched.stdout_fd = process->TakeStdoutReader();
   launched.stderr_fd = process->TakeStderrReader();
   launched.metrics_fd = process->TakeMetricsReader();
+  if (request.pipe_stdin) launched.stdin_fd = process->OpenStdinSocket();
   return launched;
+}
+
+UniqueFd FakeProcess::OpenStdinSocket() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) std::abort();
+  stdin_ = UniqueFd(sv[0]);
+  return UniqueFd(sv[1]);
+}
+
+void FakeProcess::WriteStdin(const std::string& data) {
+  if (::send(stdin_.get(), data.data(), data.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(data.size())) {
+    std::abort();
+  }
+}
+
+std::string FakeProcess::ReadStdin(size_t bytes, absl::Duration timeout) {
+  std::string out;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (out.size() < bytes && absl::Now() < deadline) {
+    struct pollfd pfd = {stdin_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 10) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(stdin_.get(), buf, std::min(sizeof(buf), bytes - out.size()), 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+bool FakeProcess::StdinAtEof(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    struct pollfd pfd = {stdin_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, 10) <= 0) continue;
+    char byte;
+    return ::recv(stdin_.get(), &byte, 1, MSG_DONTWAIT) == 0;
+  }
+  return false;
 }
 
 void FakeProcessLauncher::FailNextLaunch(absl::Status status) {
@@ -115,8 +159,9 @@ void FakeProcessLauncher::ReleaseLaunches() {
 
 bool FakeProcessLauncher::AwaitBlockedLaunch(absl::Duration timeout) const {
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(
-      absl::Condition(+[](const int* waiting) { return *waiting > 0; }, &waiting_), timeout);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](const int* waiting) { return *waiting > 0; }, &waiting_),
+                              timeout);
 }
 
 std::vector<LaunchRequest> FakeProcessLauncher::requests() const {

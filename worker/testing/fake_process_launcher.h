@@ -39,6 +39,15 @@ class FakeProcess final : public Process {
   // them. Only the first call of either counts.
   void ExitLeavingPipesOpen(const baton::v1::ProcessExit& exit);
 
+  // With a stdin socket (LaunchRequest::pipe_stdin): the process writes to it / reads
+  // what the other end wrote so far (waits up to `timeout`, real time, for `bytes` of it);
+  // whether the other end was shut down (EOF: what the process would read next).
+  void WriteStdin(const std::string& data);
+  std::string ReadStdin(size_t bytes, absl::Duration timeout = absl::Seconds(10));
+  bool StdinAtEof(absl::Duration timeout = absl::Seconds(10));
+  // Makes the socket pair; returns the caller's end.
+  UniqueFd OpenStdinSocket();
+
   // The launcher hands these read ends to the caller of Launch().
   UniqueFd TakeStdoutReader() { return std::move(stdout_read_); }
   UniqueFd TakeStderrReader() { return std::move(stderr_read_); }
@@ -53,6 +62,7 @@ class FakeProcess final : public Process {
   UniqueFd stdout_write_ ABSL_GUARDED_BY(mu_);
   UniqueFd stderr_write_ ABSL_GUARDED_BY(mu_);
   UniqueFd metrics_write_ ABSL_GUARDED_BY(mu_);
+  UniqueFd stdin_;  // The process's end of its stdin socket; invalid: none.
   UniqueFd exit_read_;
   UniqueFd exit_write_ ABSL_GUARDED_BY(mu_);
   std::vector<int> signals_ ABSL_GUARDED_BY(mu_);

@@ -115,33 +115,30 @@ echo "$BACKEND: rank 1 killed once step $KILL_AT was logged; rank 0 (pid $SURVIV
 expect_exit 0 0 run
 expect_exit 1 0 run
 
+# lose_peer NAME: a fresh run NAME whose rank 1 is SIGKILLed at step 20; returns once its
+# rank 0 waits for the next generation.
+lose_peer() {
+  local port
+  port=$(free_port)
+  start_rank "$1" 1 0 "$port"
+  start_rank "$1" 1 1 "$port"
+  reached_20() { [[ -s $1.samples.0 && $(last_step "$1") -ge 20 ]]; }
+  wait_for 120 "$1's step 20" reached_20 "$1"
+  kill -KILL "${PID[1]}"
+  wait "${PID[1]}" || true
+  until grep -q "waiting for the next generation" "$1.0.out"; do
+    kill -0 "${PID[0]}" 2>/dev/null || fail "rank 0 of $1 exited before waiting"
+    sleep 0.05
+  done
+}
+
 # No further generation: EOF on the FIFO ends the survivor as before the fd existed.
-PORT=$(free_port)
-start_rank once 1 0 "$PORT"
-start_rank once 1 1 "$PORT"
-reached_once() { [[ -s once.samples.0 && $(last_step once) -ge 20 ]]; }
-wait_for 120 "the third run's step 20" reached_once
-kill -KILL "${PID[1]}"
-wait "${PID[1]}" || true
-until grep -q "waiting for the next generation" once.0.out; do
-  kill -0 "${PID[0]}" 2>/dev/null || fail "rank 0 of the third run exited before waiting"
-  sleep 0.05
-done
+lose_peer once
 kill "${HOLDER[0]}"
 expect_exit 0 4 once
 
 # SIGTERM while it waits (the worker stopping the job): it exits 143 at once, saying so.
-PORT=$(free_port)
-start_rank term 1 0 "$PORT"
-start_rank term 1 1 "$PORT"
-reached_term() { [[ -s term.samples.0 && $(last_step term) -ge 20 ]]; }
-wait_for 120 "the fourth run's step 20" reached_term
-kill -KILL "${PID[1]}"
-wait "${PID[1]}" || true
-until grep -q "waiting for the next generation" term.0.out; do
-  kill -0 "${PID[0]}" 2>/dev/null || fail "rank 0 of the fourth run exited before waiting"
-  sleep 0.05
-done
+lose_peer term
 kill -TERM "${PID[0]}"
 expect_exit 0 143 term
 grep -q "stopped while waiting for the next generation" term.0.err ||

@@ -6,12 +6,16 @@
 #include <unistd.h>
 
 #include <array>
+#include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "worker/trainer/contract/contract.h"
 
@@ -68,6 +72,29 @@ std::string EncodeRejoin(const LaunchEnv& next) {
                       next.local_rank, "\n", kEnvLocalWorldSize, "=", next.local_world_size, "\n",
                       kEnvGroupRank, "=", next.group_rank, "\n", kEnvMasterAddr, "=",
                       next.master_addr, "\n", kEnvMasterPort, "=", next.master_port, "\n\n");
+}
+
+absl::StatusOr<std::string> EncodeRejoinFromEnv(const std::vector<std::string>& env) {
+  std::map<std::string, std::string, std::less<>> values;
+  for (const std::string& entry : env) {
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) values[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  ASSIGN_OR_RETURN(const LaunchEnv parsed, ParseLaunchEnv([&](const char* name) -> const char* {
+                     auto it = values.find(absl::string_view(name));
+                     return it == values.end() ? nullptr : it->second.c_str();
+                   }));
+  return EncodeRejoin(parsed);
+}
+
+std::optional<int64_t> ParseWaitingLine(absl::string_view line) {
+  int64_t generation = 0;
+  while (absl::ConsumePrefix(&line, "L")) {
+  }
+  if (!absl::ConsumePrefix(&line, "waiting ") || !absl::SimpleAtoi(line, &generation)) {
+    return std::nullopt;
+  }
+  return generation;
 }
 
 void AnnounceWaiting(int fd, int64_t generation) {

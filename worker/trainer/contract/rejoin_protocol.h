@@ -28,9 +28,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "worker/trainer/contract/launch_env.h"
 
 namespace baton::trainer {
@@ -45,6 +47,17 @@ bool RejoinableFailure(const absl::Status& status);
 
 // The message telling a rank its part in `next` (the fields the wire format lists).
 std::string EncodeRejoin(const LaunchEnv& next);
+
+// The message for the launch environment `env` ("KEY=VALUE" entries, as the worker builds
+// for a fresh launch of the rank: its wire-format keys are taken). INVALID_ARGUMENT as
+// ParseLaunchEnv for a malformed one.
+absl::StatusOr<std::string> EncodeRejoinFromEnv(const std::vector<std::string>& env);
+
+// The generation in a "waiting <generation>" line (without its newline); nullopt for any
+// other line. Leading 'L' bytes are skipped: a rank started from a warm standby keeps the
+// standby's stdin socket, on which the standby's "loaded" byte (standby_protocol.h) may
+// come first.
+std::optional<int64_t> ParseWaitingLine(absl::string_view line);
 
 // Writes "waiting <generation>\n" to `fd`. Best effort: an fd that cannot be written (the
 // read end of a pipe) is ignored.

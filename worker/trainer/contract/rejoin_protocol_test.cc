@@ -77,6 +77,22 @@ TEST(RejoinProtocol, RoundTripsTheNextGenerationKeepingJobAndMetricsFd) {
   EXPECT_EQ(next->metrics_fd, 3);
 }
 
+// The worker's side: the message from a launch environment, and the rank's waiting line.
+TEST(RejoinProtocol, EncodesFromALaunchEnvironmentAndParsesWaitingLines) {
+  ASSERT_OK_AND_ASSIGN(
+      const std::string message,
+      EncodeRejoinFromEnv({"PATH=/bin", "RANK=0", "WORLD_SIZE=3", "LOCAL_RANK=1",
+                           "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1", "MASTER_ADDR=198.18.0.2",
+                           "MASTER_PORT=2000", "BATON_GENERATION=4", "BATON_JOB_ID=j-1"}));
+  EXPECT_EQ(message, EncodeRejoin(Next()));
+  EXPECT_THAT(EncodeRejoinFromEnv({"RANK=5", "WORLD_SIZE=2"}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("RANK=5")));
+  EXPECT_EQ(ParseWaitingLine("waiting 7"), 7);
+  EXPECT_EQ(ParseWaitingLine("Lwaiting 8"), 8);  // A standby's loaded byte first.
+  EXPECT_EQ(ParseWaitingLine("waiting x"), std::nullopt);
+  EXPECT_EQ(ParseWaitingLine("L"), std::nullopt);
+}
+
 TEST(RejoinProtocol, EofBeforeAMessageMeansNoFurtherGeneration) {
   ASSERT_OK_AND_ASSIGN(const std::optional<LaunchEnv> next, Read(""));
   EXPECT_FALSE(next.has_value());

@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <linux/landlock.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "worker/trainer/contract/contract.h"
 #include "worker/trainer/contract/lease_page.h"
 
 namespace baton::trainer {
@@ -224,9 +226,9 @@ absl::StatusOr<std::string> EncodeStandbyRequest(const StandbyRequest& request) 
   if (s.ok()) s = AppendField(request.working_dir, &payload);
   if (!s.ok()) return s;
   if (payload.size() > kMaxStandbyRequestBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("standby request: ", payload.size(), " bytes is over the limit of ",
-                     kMaxStandbyRequestBytes));
+    return absl::InvalidArgumentError(absl::StrCat("standby request: ", payload.size(),
+                                                   " bytes is over the limit of ",
+                                                   kMaxStandbyRequestBytes));
   }
   std::string out(request.confined ? kConfinedMagic : kMagic, sizeof(kMagic));
   const uint32_t size = static_cast<uint32_t>(payload.size());
@@ -278,16 +280,22 @@ absl::StatusOr<std::optional<StandbyRequest>> ReadStandbyRequest(int fd) {
 }
 
 absl::Status ApplyStandbyRequest(const StandbyRequest& request) {
-  const int dev_null = ::open("/dev/null", O_RDONLY);
-  if (dev_null < 0 || ::dup2(dev_null, 0) < 0) {
-    return absl::InternalError(absl::StrCat("cannot open /dev/null: ", ::strerror(errno)));
+  // A rank whose stdin is its rejoin socket (BATON_REJOIN_FD=0) keeps this one: the same
+  // kind of socket to the worker, which the launcher hands back for it.
+  const bool rejoin_on_stdin = std::find(request.env.begin(), request.env.end(),
+                                         absl::StrCat(kEnvRejoinFd, "=0")) != request.env.end();
+  if (!rejoin_on_stdin) {
+    const int dev_null = ::open("/dev/null", O_RDONLY);
+    if (dev_null < 0 || ::dup2(dev_null, 0) < 0) {
+      return absl::InternalError(absl::StrCat("cannot open /dev/null: ", ::strerror(errno)));
+    }
+    if (dev_null != 0) ::close(dev_null);
   }
-  if (dev_null != 0) ::close(dev_null);
   if (!request.working_dir.empty() && ::chdir(request.working_dir.c_str()) != 0) {
     const int err = errno;
     // The cold launcher's wording (posix_process_launcher.cc), so both read alike.
-    const std::string message = absl::StrCat("cannot change directory to ",
-                                             request.working_dir, ": ", ::strerror(err));
+    const std::string message =
+        absl::StrCat("cannot change directory to ", request.working_dir, ": ", ::strerror(err));
     if (err == ENOENT || err == ENOTDIR) return absl::NotFoundError(message);
     if (err == EACCES) return absl::PermissionDeniedError(message);
     return absl::InternalError(message);

@@ -70,12 +70,14 @@ absl::StatusOr<std::string> EncodeStandbyRequest(const StandbyRequest& request);
 absl::StatusOr<std::optional<StandbyRequest>> ReadStandbyRequest(int fd);
 
 // Makes this process look as if it had been exec'd with `request`: stdin reopened on
-// /dev/null, the working directory changed and the environment replaced (clearenv + putenv;
-// the strings are leaked on purpose, the environment points into them; BATON_LEASE_FD keeps
-// this process's own value, as the fd is the one it was started with). Call it before any
-// other thread may read the environment. Errors: NOT_FOUND/PERMISSION_DENIED/INTERNAL from
-// chdir with the reason, whose message is the one the cold launcher prints; INTERNAL when
-// /dev/null cannot be opened.
+// /dev/null (kept, when the request's environment has BATON_REJOIN_FD=0: the socket is the
+// rank's rejoin channel, and the launcher hands the worker's end back), the working
+// directory changed and the environment replaced (clearenv + putenv; the strings are leaked
+// on purpose, the environment points into them; BATON_LEASE_FD keeps this process's own
+// value, as the fd is the one it was started with). Call it before any other thread may
+// read the environment. Errors: NOT_FOUND/PERMISSION_DENIED/INTERNAL from chdir with the
+// reason, whose message is the one the cold launcher prints; INTERNAL when /dev/null cannot
+// be opened.
 absl::Status ApplyStandbyRequest(const StandbyRequest& request);
 
 }  // namespace baton::trainer
