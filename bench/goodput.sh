@@ -15,17 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-600}
 KILL_EVERY=${2:-30}
-if ! build_log=$(bazel build //coordinator:baton-coordinator //worker:baton-worker \
-    //worker/trainer:baton-trainer //client:baton //tools:make_mnist 2>&1); then
-  echo "$build_log" | tail -30 >&2
-  exit 1
-fi
-BIN=$(bazel info bazel-bin 2>/dev/null)
-TMP=$(mktemp -d -t baton-goodput.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-"$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-PYTHONPATH="$PWD/bench" /usr/bin/python3 bench/goodput_driver.py \
+PY=/usr/bin/python3
+source bench/lib.sh
+cluster_bench_setup
+PYTHONPATH="$PWD/bench" "$PY" bench/goodput_driver.py \
   --coordinator="$BIN/coordinator/baton-coordinator" --worker="$BIN/worker/baton-worker" \
   --trainer="$BIN/worker/trainer/baton-trainer" --baton="$BIN/client/baton" \
   --data_dir="$TMP/mnist" --bench_dir="$PWD/bench" --duration="$DURATION" \

@@ -10,9 +10,7 @@ import json
 import os
 import random
 import signal
-import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -20,41 +18,10 @@ import recovery_driver as rd
 
 
 def start_baton(args, tmp):
-    os.makedirs(tmp)
-    env = dict(os.environ)
-    procs = []
-    port_file = os.path.join(tmp, "port")
-    procs.append(subprocess.Popen(
-        [args.coordinator, "--insecure", "--listen=127.0.0.1:0", "--port_file=" + port_file,
-         "--state_dir=" + os.path.join(tmp, "state"), "--metrics_listen=", "--stop_grace=2s"],
-        stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
-    rd.wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30,
-                "coordinator")
-    env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
-    env["BATON_INSECURE"] = "1"
-    for w in ("w1", "w2"):
-        procs.append(subprocess.Popen(
-            [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
-             "--work_dir=" + os.path.join(tmp, w),
-             "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
-             "--trainer=" + args.trainer, "--metrics_listen="]
-            + ([] if not args.snapshot_root else
-               ["--snapshot_root=" + os.path.join(args.snapshot_root, os.path.basename(tmp), w)]),
-            stderr=open(os.path.join(tmp, w + ".log"), "w")))
-
-    def baton(*a):
-        return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True,
-                              check=True).stdout
-
-    rd.wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
-    return procs, baton
-
-
-def stop(procs):
-    for p in reversed(procs):
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        p.wait(timeout=60)
+    """rd.start_cluster, the workers' snapshot root under --snapshot_root if given."""
+    return rd.start_cluster(args, tmp, lambda w: ["--metrics_listen="] + (
+        [] if not args.snapshot_root else
+        ["--snapshot_root=" + os.path.join(args.snapshot_root, os.path.basename(tmp), w)]))
 
 
 def kill_times(t0, args, rng):
@@ -178,7 +145,7 @@ def main():
             print("baton, %d kills (%d restarts): %d steps" % (hit["kills"], hit["restarts"],
                                                                 hit["steps"]), flush=True)
         finally:
-            stop(procs)
+            rd.stop(procs)
         t_ideal = run_torchrun(args, "t-ideal", tmp, 10 ** 9, None)
         print("torchrun undisturbed, no checkpoints: %d steps" % t_ideal["steps"], flush=True)
         t_runs = {}

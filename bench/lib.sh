@@ -2,15 +2,30 @@
 # summarising repeats. Source it from the repository root after setting PY (a python3) and
 # WARMUP (steps left out of the rates).
 
-# build_trainer: builds baton-trainer and make_mnist (on failure prints the build's last
-# lines and exits) and sets BIN to bazel-bin.
-build_trainer() {
+# build_targets TARGET...: builds them (on failure prints the build's last lines and
+# exits) and sets BIN to bazel-bin.
+build_targets() {
   local build_log
-  if ! build_log=$(bazel build //worker/trainer:baton-trainer //tools:make_mnist 2>&1); then
+  if ! build_log=$(bazel build "$@" 2>&1); then
     echo "$build_log" | tail -30 >&2
     exit 1
   fi
   BIN=$(bazel info bazel-bin 2>/dev/null)
+}
+
+# build_trainer: build_targets of baton-trainer and make_mnist.
+build_trainer() { build_targets //worker/trainer:baton-trainer //tools:make_mnist; }
+
+# cluster_bench_setup: build_targets of the daemons, the CLI, the trainer and make_mnist;
+# TMP (a fresh directory, removed on exit) holding MNIST-format data in $TMP/mnist (12000
+# training samples); one OpenMP/BLAS thread per process.
+cluster_bench_setup() {
+  build_targets //coordinator:baton-coordinator //worker:baton-worker \
+    //worker/trainer:baton-trainer //client:baton //tools:make_mnist
+  TMP=$(mktemp -d -t baton-bench.XXXXXX)
+  trap 'rm -rf "$TMP"' EXIT
+  "$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
+  export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 }
 
 # trainer_bench_setup: build_trainer, then TRAINER (the binary), TMP (a fresh directory,

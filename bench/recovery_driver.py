@@ -58,35 +58,55 @@ def kill_steps(rounds, rng):
             for r in range(rounds)]
 
 
-def run_baton(args, rounds, rng, tmp, rejoin_timeout):
+def start_cluster(args, tmp, worker_flags=lambda w: []):
+    """A coordinator and two workers, w1 and w2, on loopback, each with its own work_dir under
+    `tmp` (made here), plus worker_flags(name). Plaintext: the measurements are training and
+    recovery, not the handshake. Returns (procs, baton): the processes (for stop) and a
+    function running the CLI against the cluster, which has both workers READY."""
     os.makedirs(tmp)
     env = dict(os.environ)
     procs = []
     port_file = os.path.join(tmp, "port")
     procs.append(subprocess.Popen(
-        # Plaintext on loopback: the measurement is recovery, not the handshake.
         [args.coordinator, "--insecure", "--listen=127.0.0.1:0", "--port_file=" + port_file,
          "--state_dir=" + os.path.join(tmp, "state"), "--metrics_listen=", "--stop_grace=2s"],
         stderr=open(os.path.join(tmp, "coordinator.log"), "w")))
     wait_for(lambda: os.path.exists(port_file) and open(port_file).read().strip(), 30, "coordinator")
     env["BATON_COORDINATOR"] = "127.0.0.1:" + open(port_file).read().strip()
     env["BATON_INSECURE"] = "1"
-    metrics_port_files = []
     for w in ("w1", "w2"):
-        metrics_port_files.append(os.path.join(tmp, w + ".metrics_port"))
         procs.append(subprocess.Popen(
             [args.worker, "--insecure", "--coordinator=" + env["BATON_COORDINATOR"],
              "--work_dir=" + os.path.join(tmp, w),
              "--allowed_paths=" + tmp + "," + os.path.abspath(args.data_dir), "--slots=1",
-             "--trainer=" + args.trainer, "--metrics_listen=127.0.0.1:0",
-             "--metrics_port_file=" + metrics_port_files[-1],
-             # 10s (the default): healthy ranks kept; 0s: every rank restarted.
-             "--rejoin_timeout=" + rejoin_timeout],
+             "--trainer=" + args.trainer] + worker_flags(w),
             stderr=open(os.path.join(tmp, w + ".log"), "w")))
+
+    def baton(*a, check=True):
+        return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True,
+                              check=check).stdout
+
+    wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
+    return procs, baton
+
+
+def stop(procs):
+    for p in reversed(procs):
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        p.wait(timeout=60)
+
+
+def run_baton(args, rounds, rng, tmp, rejoin_timeout):
+    metrics_port_file = lambda w: os.path.join(tmp, w + ".metrics_port")  # noqa: E731
+    procs, baton = start_cluster(args, tmp, lambda w: [
+        "--metrics_listen=127.0.0.1:0", "--metrics_port_file=" + metrics_port_file(w),
+        # 10s (the default): healthy ranks kept; 0s: every rank restarted.
+        "--rejoin_timeout=" + rejoin_timeout])
 
     def standbys_ready():
         # Every worker has a loaded warm standby trainer.
-        for path in metrics_port_files:
+        for path in map(metrics_port_file, ("w1", "w2")):
             if not os.path.exists(path):
                 return False
             url = "http://127.0.0.1:%s/metrics" % open(path).read().strip()
@@ -97,43 +117,27 @@ def run_baton(args, rounds, rng, tmp, rejoin_timeout):
                 return False
         return True
 
-    def first_step_seconds(job, gen):
-        # The duration of generation gen's first step, from rank 0's log ("step_ms 12.3").
-        # The rest of RUNNING -> first step is start-up and the checkpoint restore.
+    def rank0_log(job, gen):
+        # Generation gen's rank 0 stdout (on whichever worker ran it), or "".
         for w in ("w1", "w2"):
             path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
             if os.path.exists(path):
-                m = re.search(r"step_ms ([0-9.]+)", open(path).read())
-                if m:
-                    return float(m.group(1)) / 1000
-        return None
+                return open(path).read()
+        return ""
 
-    def step_seconds(job, gen):
-        # Median step time of generation gen's rank 0 ("step_ms 12.3" per step).
-        for w in ("w1", "w2"):
-            path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
-            if os.path.exists(path):
-                v = [float(m.group(1)) for m in re.finditer(r"step_ms ([0-9.]+)", open(path).read())]
-                if v:
-                    return statistics.median(v) / 1000
-        return None
+    def step_times(job, gen):
+        # Generation gen's step times in seconds, in order, from rank 0's "step_ms 12.3".
+        return [float(m.group(1)) / 1000 for m in re.finditer(r"step_ms ([0-9.]+)", rank0_log(job, gen))]
 
     def last_logged_step(job, gen):
         # The last step generation gen's rank 0 completed, from its own step log
         # ("step 1234/100000 ..." at log_every 1). Relayed metric points lag it by the
         # window batching, so they would miscount the steps redone after the restore.
-        for w in ("w1", "w2"):
-            path = os.path.join(tmp, w, "jobs", job, "gen-%d" % gen, "rank-0", "stdout.log")
-            if os.path.exists(path):
-                steps = [int(m.group(1)) for m in re.finditer(r"^step (\d+)/", open(path).read(), re.M)]
-                if steps:
-                    return max(steps)
-        sys.exit("no step line in generation %d's rank 0 log (see %s)" % (gen, tmp))
+        steps = [int(m.group(1)) for m in re.finditer(r"^step (\d+)/", rank0_log(job, gen), re.M)]
+        if not steps:
+            sys.exit("no step line in generation %d's rank 0 log (see %s)" % (gen, tmp))
+        return max(steps)
 
-    def baton(*a):
-        return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True, check=True).stdout
-
-    wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
     job_file = os.path.join(tmp, "job.yaml")
     with open(job_file, "w") as f:
         f.write(f"""name: recovery
@@ -167,14 +171,16 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
             f = wait_for(recovered, 120, "recovery of generation %d" % gen)
             first = ts(f["first_step_time"])
             resumed = int(f["resumed_step"])
-            step_s = wait_for(lambda: first_step_seconds(job, gen + 1), 30,
-                              "the first step line of generation %d" % (gen + 1))
+            # The duration of generation gen + 1's first step; the rest of RUNNING -> first
+            # step is start-up and the restore.
+            step_s = wait_for(lambda: step_times(job, gen + 1)[:1], 30,
+                              "the first step line of generation %d" % (gen + 1))[0]
             pid0 = [r["pid"] for r in d["ranks"] if r.get("rank", 0) == 0][0]
             now = json.loads(baton("describe", job, "-o", "json"))
             kept = [r["pid"] for r in now["ranks"] if r.get("rank", 0) == 0][0] == pid0
             results.append(dict(
                 kept=kept,
-                step_s=step_seconds(job, gen),
+                step_s=statistics.median(step_times(job, gen)),
                 total=first - t_kill,
                 phases=dict(detect=ts(f["fail_time"]) - t_kill,
                             stop=ts(f["stopped_time"]) - ts(f["fail_time"]),
@@ -185,11 +191,8 @@ restart_policy: {{max_user_restarts: 100, backoff_initial: 0s}}
                 # Steps completed after the restored checkpoint, trained again.
                 lost=last_logged_step(job, gen) - (resumed - 1)))
     finally:
-        subprocess.run([args.baton, "cancel", job], env=env, capture_output=True)
-        for p in reversed(procs):
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=60)
+        baton("cancel", job, check=False)
+        stop(procs)
     return results
 
 

@@ -15,17 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEATS=${1:-3}
-if ! build_log=$(bazel build //coordinator:baton-coordinator //worker:baton-worker \
-    //worker/trainer:baton-trainer //client:baton //tools:make_mnist 2>&1); then
-  echo "$build_log" | tail -30 >&2
-  exit 1
-fi
-BIN=$(bazel info bazel-bin 2>/dev/null)
-TMP=$(mktemp -d -t baton-recovery.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
-"$BIN/tools/make_mnist" --out_dir="$TMP/mnist" --train_size=12000 --test_size=100 >/dev/null
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-/usr/bin/python3 bench/recovery_driver.py --coordinator="$BIN/coordinator/baton-coordinator" \
+PY=/usr/bin/python3
+source bench/lib.sh
+cluster_bench_setup
+"$PY" bench/recovery_driver.py --coordinator="$BIN/coordinator/baton-coordinator" \
   --worker="$BIN/worker/baton-worker" --trainer="$BIN/worker/trainer/baton-trainer" \
   --baton="$BIN/client/baton" --data_dir="$TMP/mnist" --bench_dir="$PWD/bench" \
   --repeats="$REPEATS"

@@ -103,38 +103,5 @@ grep -q "^no in-memory snapshot newer than step $DISK on any rank: resuming from
   { cat run.g3.0.out >&2; fail "generation 3 did not say it fell back to the disk checkpoint of step $DISK"; }
 
 # ---- exactly once, and bit-identical ---------------------------------------------------
-"$PY" - "$STEPS" "$LAST" "$DISK" <<'PY' || fail "sample logs or final weights differ"
-import sys, torch
-steps, last, disk = (int(a) for a in sys.argv[1:])
-def entries(path):
-    out = {}
-    for line in open(path):
-        gen, step, rank, ids = line.split()
-        out.setdefault(int(step), []).append((int(gen), ids))
-    return out
-for rank in (0, 1):
-    ref, run = entries(f"ref.samples.{rank}"), entries(f"run.samples.{rank}")
-    assert sorted(ref) == list(range(1, steps + 1)), rank
-    missing = set(range(1, steps + 1)) - set(run)
-    # The killed rank may miss the step it completed with rank 0 but was killed before
-    # logging (within microseconds of the exchange): the step the snapshot restore resumed
-    # after. (Steps after the disk checkpoint are trained, and logged, again.)
-    assert not missing or (rank == 1 and missing == {last}), (rank, sorted(missing))
-    for step, logged in run.items():
-        # The entry of the highest generation counts; it trained on the reference's samples.
-        assert max(logged)[1] == ref[step][0][1], (rank, step)
-        # Generation 1 -> 2 (snapshot): no step twice but the one in flight. Generation 2 -> 3
-        # (disk): the steps after the disk checkpoint were trained again.
-        gens = [g for g, _ in logged]
-        assert len(gens) == len(set(gens)), (rank, step, logged)
-        if 1 in gens and 2 in gens:
-            assert step == last + 1, (rank, step, "trained twice across the snapshot restore")
-        if 3 in gens and len(gens) > 1:
-            assert step > disk, (rank, step, "before the disk checkpoint, yet trained again")
-a, b = torch.load("ref-ckpt/final.pt"), torch.load("run-ckpt/final.pt")
-assert a.keys() == b.keys()
-for k in a:
-    assert torch.equal(a[k], b[k]), k
-print("no step twice across the snapshot restore but the one in flight; final weights bit-identical")
-PY
+check_exactly_once "$STEPS" "$LAST" 3 "$DISK"
 echo PASS

@@ -26,6 +26,18 @@ constexpr std::array<const char*, 8> kKeys = {kEnvGeneration, kEnvRank,         
                                               kEnvLocalRank,  kEnvLocalWorldSize, kEnvGroupRank,
                                               kEnvMasterAddr, kEnvMasterPort};
 
+// `env`'s values of kKeys, in their order.
+std::array<std::string, kKeys.size()> Values(const LaunchEnv& env) {
+  return {absl::StrCat(env.generation),
+          absl::StrCat(env.rank),
+          absl::StrCat(env.world_size),
+          absl::StrCat(env.local_rank),
+          absl::StrCat(env.local_world_size),
+          absl::StrCat(env.group_rank),
+          env.master_addr,
+          absl::StrCat(env.master_port)};
+}
+
 bool IsKey(absl::string_view key) {
   for (const char* k : kKeys) {
     if (key == k) return true;
@@ -67,11 +79,10 @@ absl::StatusOr<std::string> ReadMessage(int fd, const std::atomic<bool>* stop) {
 bool RejoinableFailure(const absl::Status& status) { return absl::IsUnavailable(status); }
 
 std::string EncodeRejoin(const LaunchEnv& next) {
-  return absl::StrCat(kEnvGeneration, "=", next.generation, "\n", kEnvRank, "=", next.rank, "\n",
-                      kEnvWorldSize, "=", next.world_size, "\n", kEnvLocalRank, "=",
-                      next.local_rank, "\n", kEnvLocalWorldSize, "=", next.local_world_size, "\n",
-                      kEnvGroupRank, "=", next.group_rank, "\n", kEnvMasterAddr, "=",
-                      next.master_addr, "\n", kEnvMasterPort, "=", next.master_port, "\n\n");
+  const std::array<std::string, kKeys.size()> values = Values(next);
+  std::string out;
+  for (size_t i = 0; i < kKeys.size(); ++i) absl::StrAppend(&out, kKeys[i], "=", values[i], "\n");
+  return out + "\n";
 }
 
 absl::StatusOr<std::string> EncodeRejoinFromEnv(const std::vector<std::string>& env) {
@@ -149,14 +160,7 @@ absl::StatusOr<std::optional<LaunchEnv>> ReadRejoin(int fd, const LaunchEnv& cur
 }
 
 void ExportRejoinEnv(const LaunchEnv& env) {
-  const std::string values[] = {absl::StrCat(env.generation),
-                                absl::StrCat(env.rank),
-                                absl::StrCat(env.world_size),
-                                absl::StrCat(env.local_rank),
-                                absl::StrCat(env.local_world_size),
-                                absl::StrCat(env.group_rank),
-                                env.master_addr,
-                                absl::StrCat(env.master_port)};
+  const std::array<std::string, kKeys.size()> values = Values(env);
   for (size_t i = 0; i < kKeys.size(); ++i) ::setenv(kKeys[i], values[i].c_str(), 1);
 }
 
