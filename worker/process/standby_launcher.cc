@@ -21,7 +21,6 @@
 #include "common/spec/job_spec.h"
 #include "worker/host/clock_poll.h"
 #include "worker/process/fs_isolation.h"
-#include "worker/trainer/contract/contract.h"
 #include "worker/trainer/contract/standby_protocol.h"
 
 namespace baton::worker {
@@ -219,12 +218,9 @@ std::unique_ptr<StandbyLauncher::Standby> StandbyLauncher::TakeStandby(
 }
 
 absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& request) {
-  // A rank with stdin on a socket is served when that socket is its rejoin channel
-  // (BATON_REJOIN_FD=0), which the standby keeps (ApplyStandbyRequest).
-  const bool stdin_served =
-      !request.pipe_stdin ||
-      std::find(request.env.begin(), request.env.end(),
-                absl::StrCat(trainer::kEnvRejoinFd, "=0")) != request.env.end();
+  // A rank with stdin on a socket is served when that socket is its rejoin channel, which
+  // the standby keeps (ApplyStandbyRequest).
+  const bool stdin_served = !request.pipe_stdin || trainer::StdinIsRejoinSocket(request.env);
   if (options_.standbys <= 0 || !request.builtin_trainer || request.argv.empty() ||
       request.argv[0] != options_.trainer_path || !stdin_served) {
     return inner_->Launch(request);

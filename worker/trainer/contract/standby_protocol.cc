@@ -279,12 +279,13 @@ absl::StatusOr<std::optional<StandbyRequest>> ReadStandbyRequest(int fd) {
   return request;
 }
 
+bool StdinIsRejoinSocket(const std::vector<std::string>& env) {
+  return std::find(env.begin(), env.end(), absl::StrCat(kEnvRejoinFd, "=0")) != env.end();
+}
+
 absl::Status ApplyStandbyRequest(const StandbyRequest& request) {
-  // A rank whose stdin is its rejoin socket (BATON_REJOIN_FD=0) keeps this one: the same
-  // kind of socket to the worker, which the launcher hands back for it.
-  const bool rejoin_on_stdin = std::find(request.env.begin(), request.env.end(),
-                                         absl::StrCat(kEnvRejoinFd, "=0")) != request.env.end();
-  if (!rejoin_on_stdin) {
+  // The same kind of socket to the worker as a cold launch's pipe_stdin.
+  if (!StdinIsRejoinSocket(request.env)) {
     const int dev_null = ::open("/dev/null", O_RDONLY);
     if (dev_null < 0 || ::dup2(dev_null, 0) < 0) {
       return absl::InternalError(absl::StrCat("cannot open /dev/null: ", ::strerror(errno)));

@@ -69,6 +69,11 @@ absl::StatusOr<std::string> EncodeStandbyRequest(const StandbyRequest& request);
 // request.
 absl::StatusOr<std::optional<StandbyRequest>> ReadStandbyRequest(int fd);
 
+// Whether a launch with environment `env` keeps the standby's stdin socket rather than
+// /dev/null: its stdin is the rank's rejoin channel (BATON_REJOIN_FD=0, rejoin_protocol.h),
+// whose worker end the launcher hands back.
+bool StdinIsRejoinSocket(const std::vector<std::string>& env);
+
 // Makes this process look as if it had been exec'd with `request`: stdin reopened on
 // /dev/null (kept, when the request's environment has BATON_REJOIN_FD=0: the socket is the
 // rank's rejoin channel, and the launcher hands the worker's end back), the working
