@@ -5,7 +5,9 @@
 # the test starts a replacement rank 1 and tells rank 0 its part in generation 2 (a new
 # port). The same rank 0 process joins generation 2, which resumes from the newest
 # in-memory snapshot: no completed step lost, none trained twice but the one in flight,
-# final weights bit-identical to an uninterrupted run. In two more runs, once rank 0 waits:
+# final weights bit-identical to an uninterrupted run. Periodic snapshots are rare here
+# (every 1000 steps, and rank 0's at each checkpoint, every 50): the one resumed from is the
+# survivor's own, taken when it lost its peer, of the last step it completed. In two more runs, once rank 0 waits:
 # its FIFO closed (no further generation) -> it exits kExitPeer (4), as without the fd;
 # SIGTERM -> it exits 143 at once, saying so.
 # Both CPU backends: gloo (the ranks as on two hosts, a snapshot directory each) and shm
@@ -45,7 +47,7 @@ start_rank() {
     BATON_REJOIN_FD=4 \
     "$TRAINER" --model=mlp --dataset=mnist --data_dir=data --batch_size=32 --lr=0.05 \
     --momentum=0.9 --seed=3 --hidden=64,32 --log_every=10 --threads=1 --max_steps=$STEPS \
-    --checkpoint_dir="$name-ckpt" --checkpoint_every=50 --snapshot_every=1 \
+    --checkpoint_dir="$name-ckpt" --checkpoint_every=50 --snapshot_every=1000 \
     --sample_log="$PWD/$name.samples" --rendezvous_timeout=60s --cpu_backend="$BACKEND" \
     3> /dev/null 4< "$name.rejoin.$rank" >> "$name.$rank.out" 2>> "$name.$rank.err" &
   PID[rank]=$!
@@ -92,7 +94,8 @@ PORT=$(free_port)
 start_rank run 1 0 "$PORT"
 start_rank run 1 1 "$PORT"
 SURVIVOR=${PID[0]}
-KILL_AT=$((40 + RANDOM % 60))
+# Between checkpoint steps (a kill right after step 50 could resume from its snapshot).
+KILL_AT=$((60 + RANDOM % 25))
 wait_for 120 "step $KILL_AT" reached "$KILL_AT"
 kill -KILL "${PID[1]}"
 wait "${PID[1]}" || true
@@ -109,6 +112,8 @@ wait_for 120 "step $((LOGGED + 20))" reached $((LOGGED + 20))
 LAST=$(sed -n "s/^restored in-memory snapshot of generation 1 (rank [01]'s copy) at step \([0-9]*\) .*/\1/p" run.0.out | tail -1)
 [[ -n $LAST && $LAST -ge $((LOGGED - 1)) ]] ||
   { cat run.0.out >&2; fail "generation 2 did not resume from the snapshot of step $((LOGGED - 1)) or later"; }
+grep -q "^in-memory snapshot of step $LAST taken on losing a peer (the step in flight undone)$" run.0.out ||
+  { cat run.0.out >&2; fail "the snapshot of step $LAST is not the one rank 0 took on losing its peer"; }
 echo "$BACKEND: rank 1 killed once step $KILL_AT was logged; rank 0 (pid $SURVIVOR) stayed and resumed at step $LAST from memory (step $LOGGED was the newest logged)"
 
 # ---- the rest of the run, then a loss with no next generation ---------------------------

@@ -38,6 +38,7 @@ namespace baton::trainer {
 namespace {
 
 using ::baton::trainer::testing::CommunicatorFactory;
+using ::baton::trainer::testing::FailAt;
 using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::MakeShm;
 using ::baton::trainer::testing::RunRanks;
@@ -609,6 +610,70 @@ TEST_F(TrainerTest, ShmCollectivesOnTheWaiterTrainAsOnTheThread) {
     }
   }
   ExpectSameWeights(dirs[1] + "/final.pt", dirs[0] + "/final.pt");
+}
+
+// A peer lost mid-step, on snapshot writer ranks (training_session.h, SnapshotOnPeerLoss):
+// every rank's gradient all-reduce of step 4 fails (the test's communicator), after
+// forward already moved BatchNorm's running statistics and the data position. Each rank
+// snapshots step 3 with those undone, although its periodic snapshots are rare; the next
+// generation resumes from that snapshot and ends bit for bit as an uninterrupted run.
+TEST_F(TrainerTest, APeerLostMidStepIsSnapshottedAtTheLastCompletedStep) {
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  ASSERT_OK(train);
+  TrainerOptions options;
+  options.model.model = "resnet18";  // BatchNorm buffers.
+  options.batch_size = 2;
+  options.max_steps = 5;
+  options.log_every = 5;
+  options.checkpoint_every = 0;
+  options.snapshot_every = 1000;              // Only the first step's, periodically.
+  options.step.reducer.bucket_cap_mb = 1000;  // One gradient all-reduce per step.
+  struct Out {
+    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+    std::string log;
+  };
+  const auto run = [&](const std::string& name, int64_t generation, bool snapshots,
+                       const CommunicatorFactory& make) {
+    TrainerOptions o = options;
+    o.checkpoint_dir = TempDir() + "/" + name;
+    TickingClock clock(kTick);
+    return RunRanksWith<Out>(2, make, [&](Communicator& comm) {
+      MetricsWriter metrics;  // Disabled.
+      std::ostringstream log;
+      TrainerContext context;
+      context.train = train->get();
+      context.comm = &comm;
+      context.metrics = &metrics;
+      context.clock = &clock;
+      context.log = &log;
+      context.generation = generation;
+      if (snapshots) {  // As on two hosts: a directory and a writer each.
+        context.snapshot_dir = absl::StrCat(TempDir(), "/peer-lost-snapshots/h", comm.rank());
+        std::filesystem::create_directories(context.snapshot_dir);
+        context.snapshot_writer = absl::StrCat("rank", comm.rank());
+      }
+      Out out;
+      out.result = Trainer(o, context).Run();
+      out.log = log.str();
+      return out;
+    });
+  };
+  const CommunicatorFactory shm = MakeShm(absl::Seconds(60));
+  for (const Out& out : run("peer-lost-ref", 1, /*snapshots=*/false, shm)) ASSERT_OK(out.result);
+  // 10000 elements: a resnet18 gradient bucket, not the ranks' step agreement.
+  for (const Out& out : run("peer-lost", 1, /*snapshots=*/true, FailAt(shm, 4, 10000))) {
+    EXPECT_THAT(out.result, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer is gone")));
+    EXPECT_THAT(out.log, HasSubstr("in-memory snapshot of step 3 taken on losing a peer (the "
+                                   "step in flight undone)"));
+  }
+  const std::vector<Out> resumed = run("peer-lost", 2, /*snapshots=*/true, shm);
+  for (const Out& out : resumed) {
+    ASSERT_OK(out.result);
+    EXPECT_EQ(out.result->steps, 5);
+  }
+  EXPECT_THAT(resumed[0].log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
+                                        "copy) at step 3"));
+  ExpectSameWeights(TempDir() + "/peer-lost/final.pt", TempDir() + "/peer-lost-ref/final.pt");
 }
 
 // Two ranks (threads) with fp16 loss scaling, accumulation, clipping, small buckets and

@@ -20,6 +20,7 @@
 #include "common/spec/global_batch.h"
 #include "common/spec/trainer_spec_defaults.h"
 #include "common/status_macros.h"
+#include "worker/trainer/checkpoint/checkpoint_codec.h"
 #include "worker/trainer/contract/contract.h"
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/precision.h"
@@ -190,6 +191,7 @@ absl::Status TrainingSession::Restore() {
   state_.tensors = named_;
   state_.optimizer = optimizer_.get();
   snapshots_ = !context_.snapshot_dir.empty() && options_.snapshot_every != -1 && zero_ == nullptr;
+  if (options_.snapshot_every > 0) snapshot_interval_ = options_.snapshot_every;
   if (!context_.snapshot_dir.empty() && zero_ != nullptr && comm_.rank() == 0) {
     *context_.log << "in-memory snapshots are not taken with ZeRO (sharded optimizer state): "
                      "recovery resumes from the disk checkpoints"
@@ -332,7 +334,7 @@ absl::StatusOr<TrainResult> TrainingSession::Train() {
     TraceStep(step_ + 1);
     const bool overlapped = snapshot_writer_ != nullptr && snapshot_writer_->in_flight();
     const absl::Time step_start = clock_.Now();
-    RETURN_IF_ERROR(Step());
+    if (absl::Status stepped = Step(); !stepped.ok()) return SnapshotOnPeerLoss(stepped);
     MaybeSnapshot(clock_.Now() - step_start, overlapped);
     RETURN_IF_ERROR(CheckpointAndEmit());
     TraceWritten(context_.profiler != nullptr ? context_.profiler->AfterStep(step_)
@@ -406,6 +408,7 @@ absl::StatusOr<bool> TrainingSession::StopRequested() {
 // The phase timer charges everything in between to a phase: the epoch seek and the LR to
 // data, the window's sums to backward, the sample log to optimizer.
 absl::Status TrainingSession::Step() {
+  if (snapshots_ && !context_.snapshot_writer.empty()) RecordStepStart();
   phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
@@ -549,8 +552,7 @@ absl::Status TrainingSession::Save() {
   return written;
 }
 
-void TrainingSession::FillProgress() {
-  const LoaderPosition next = loader_->position();
+void TrainingSession::FillProgress(const LoaderPosition& next) {
   state_.progress.step = step_;
   state_.progress.epoch = next.epoch;
   state_.progress.batch_in_epoch = next.batch_in_epoch;
@@ -593,21 +595,30 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
       return;  // A step without a copy, to measure.
     }
   }
-  if (last_snapshot_ < 0 && snapshot_writer_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<AsyncSnapshotWriter>> writer =
-        AsyncSnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
-    if (!writer.ok()) {
-      BATON_LOG(WARNING) << "no in-memory snapshots: " << writer.status();
-      snapshots_ = false;
-      return;
-    }
-    snapshot_writer_ = *std::move(writer);
-  }
-  if (snapshot_writer_ == nullptr) return;
+  if (!OpenSnapshotWriter()) return;
   FenceSnapshot();  // Normally done already, in the step.
   if (snapshot_writer_ == nullptr) return;
   const absl::Time start = clock_.Now();
-  FillProgress();
+  if (!StartSnapshot(loader_->position(), for_checkpoint)) return;
+  average(snapshot_plan_time_, clock_.Now() - start);
+}
+
+bool TrainingSession::OpenSnapshotWriter() {
+  if (snapshot_writer_ != nullptr) return true;
+  if (last_snapshot_ >= 0 || !snapshots_) return false;  // Ended by a failure.
+  absl::StatusOr<std::unique_ptr<AsyncSnapshotWriter>> writer =
+      AsyncSnapshotWriter::Open(context_.snapshot_dir, context_.snapshot_writer);
+  if (!writer.ok()) {
+    BATON_LOG(WARNING) << "no in-memory snapshots: " << writer.status();
+    snapshots_ = false;
+    return false;
+  }
+  snapshot_writer_ = *std::move(writer);
+  return true;
+}
+
+bool TrainingSession::StartSnapshot(const LoaderPosition& next, bool for_checkpoint) {
+  FillProgress(next);
   TrainingState snapshot = state_;
   for (size_t i = named_.size() - buffers_.size(); i < snapshot.tensors.size(); ++i) {
     snapshot.tensors[i].second = snapshot.tensors[i].second.detach().clone();
@@ -617,18 +628,54 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
     BATON_LOG(WARNING) << "in-memory snapshot of step " << step_
                        << " failed, no more are taken: " << image.status();
     snapshot_writer_.reset();
-    return;
+    return false;
   }
   snapshot_bytes_ = image->size();
   snapshot_writer_->Start(context_.generation, *std::move(image), /*keep_copy=*/for_checkpoint);
   snapshot_for_checkpoint_ = for_checkpoint;
-  average(snapshot_plan_time_, clock_.Now() - start);
   last_snapshot_ = step_;
   if (snapshots_written_ == 0) {
     *context_.log << absl::StrFormat("in-memory snapshot: %.1f MiB per snapshot",
                                      snapshot_bytes_ / 1048576.0)
                   << std::endl;
   }
+  return true;
+}
+
+void TrainingSession::RecordStepStart() {
+  StepStart& start = step_start_;
+  start.position = loader_->position();
+  start.rng_cpu = CpuRngState();
+  start.rng_cuda = CudaRngStates();
+  c10::NoGradGuard no_grad;
+  if (start.buffers.size() != buffers_.size()) {
+    start.buffers.clear();
+    for (const at::Tensor& b : buffers_) start.buffers.push_back(b.detach().clone());
+  } else {
+    for (size_t i = 0; i < buffers_.size(); ++i) start.buffers[i].copy_(buffers_[i]);
+  }
+}
+
+absl::Status TrainingSession::SnapshotOnPeerLoss(absl::Status status) {
+  if (!absl::IsUnavailable(status) || !snapshots_ || context_.snapshot_writer.empty()) {
+    return status;
+  }
+  FenceSnapshot();  // A copy in flight (of step_ at the newest) completes first.
+  if (snapshot_writer_ != nullptr && last_snapshot_ == step_) return status;
+  if (!OpenSnapshotWriter()) return status;
+  // Undo what the step in flight did before its update.
+  SetRngStates(step_start_.rng_cpu, step_start_.rng_cuda);
+  {
+    c10::NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(step_start_.buffers[i]);
+  }
+  if (!StartSnapshot(step_start_.position, /*for_checkpoint=*/false)) return status;
+  FenceSnapshot();
+  if (snapshot_writer_ != nullptr) {
+    *context_.log << "in-memory snapshot of step " << step_
+                  << " taken on losing a peer (the step in flight undone)" << std::endl;
+  }
+  return status;
 }
 
 void TrainingSession::UpdateSnapshotInterval() {
@@ -707,7 +754,7 @@ absl::Status TrainingSession::WriteCheckpoint() {
   if (comm_.rank() != 0) return absl::OkStatus();
   // One writer of the directory at a time: a checkpoint written from a snapshot first.
   if (checkpointer_ != nullptr) RETURN_IF_ERROR(checkpointer_->Wait());
-  FillProgress();
+  FillProgress(loader_->position());
   const absl::Time start = clock_.Now();
   absl::StatusOr<std::string> path = checkpoints_->Save(state_);
   if (!path.ok()) return path.status();

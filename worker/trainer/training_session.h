@@ -100,13 +100,29 @@ class TrainingSession {
   // during it), when one is due (writer ranks only): started, its copy overlapping the next
   // step's forward and backward.
   void MaybeSnapshot(absl::Duration step_time, bool overlapped);
+  // The writer, opened at the first snapshot: false when snapshots are off or ended.
+  bool OpenSnapshotWriter();
+  // Plans the image of the state at step_ (`next`: the data position after it) and starts
+  // its copy; false when planning failed, which ends snapshots.
+  bool StartSnapshot(const LoaderPosition& next, bool for_checkpoint);
+  // step_start_ for the step about to run (snapshot writer ranks).
+  void RecordStepStart();
+  // After a step failed with `status`; returns it. When a peer was lost (UNAVAILABLE: a
+  // collective failed) on a snapshot writer rank, this process holds the state of step_:
+  // the step in flight failed before its update (its collectives all precede it: without
+  // ZeRO, which has no snapshots), so what it changed before (data position, generators,
+  // buffers) is put back from step_start_ and the state snapshotted, synchronously, unless
+  // the newest snapshot is of step_ already. The next generation restores it: a survivor
+  // loses no completed step to its peer's loss, whatever the snapshot interval.
+  absl::Status SnapshotOnPeerLoss(absl::Status status);
   // snapshot_interval_ from the measured costs (see MaybeSnapshot).
   void UpdateSnapshotInterval();
   // Waits for the snapshot copy in flight (before anything changes the parameters or the
   // optimizer state); a failed one is logged and ends snapshots.
   void FenceSnapshot();
-  // state_.progress for the state at step_ (checkpoints and snapshots).
-  void FillProgress();
+  // state_.progress for the state at step_, `next` the data position after it (checkpoints
+  // and snapshots).
+  void FillProgress(const LoaderPosition& next);
   void Emit(std::optional<double> eval_accuracy);
   absl::Status Save();
   absl::Status WriteCheckpoint();  // Rank 0's part of Save.
@@ -175,6 +191,14 @@ class TrainingSession {
   absl::Duration snapshot_plan_time_;
   absl::Duration snapshot_copy_time_;
   LoaderPosition start_;  // Where this run's data starts.
+  // What a step changes before its update, as it was when the step in flight started.
+  struct StepStart {
+    LoaderPosition position;
+    at::Tensor rng_cpu;
+    std::vector<at::Tensor> rng_cuda;
+    std::vector<at::Tensor> buffers;  // Copies of buffers_ (forward changes BatchNorm's).
+  };
+  StepStart step_start_;
 
   // Train.
   std::unique_ptr<Loader> loader_;

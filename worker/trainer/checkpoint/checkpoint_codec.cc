@@ -188,17 +188,19 @@ c10::List<c10::Dict<std::string, at::Tensor>> ExportOptimizerState(
   return out;
 }
 
-void SetRngStates(const DecodedCheckpoint& d) {
+}  // namespace
+
+void SetRngStates(const at::Tensor& cpu, const std::vector<at::Tensor>& cuda) {
   {
     at::Generator gen = at::detail::getDefaultCPUGenerator();
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(d.rng_cpu);
+    gen.set_state(cpu);
   }
   const at::CUDAHooksInterface& hooks = at::detail::getCUDAHooks();
-  if (d.rng_cuda.empty() || !hooks.hasCUDA()) return;
-  const int n = std::min<int>(hooks.getNumGPUs(), static_cast<int>(d.rng_cuda.size()));
-  if (n != static_cast<int>(d.rng_cuda.size()) || n != hooks.getNumGPUs()) {
-    BATON_LOG(WARNING) << "checkpoint holds " << d.rng_cuda.size()
+  if (cuda.empty() || !hooks.hasCUDA()) return;
+  const int n = std::min<int>(hooks.getNumGPUs(), static_cast<int>(cuda.size()));
+  if (n != static_cast<int>(cuda.size()) || n != hooks.getNumGPUs()) {
+    BATON_LOG(WARNING) << "checkpoint holds " << cuda.size()
                        << " CUDA generator states, this process sees " << hooks.getNumGPUs()
                        << " devices: restoring the first " << n;
   }
@@ -206,9 +208,11 @@ void SetRngStates(const DecodedCheckpoint& d) {
     at::Generator gen = at::globalContext().defaultGenerator(
         c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i)));
     std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(d.rng_cuda[i]);
+    gen.set_state(cuda[i]);
   }
 }
+
+namespace {
 
 // ---- decoding -------------------------------------------------------------------------
 
@@ -602,7 +606,7 @@ absl::Status ApplyCheckpoint(const DecodedCheckpoint& d, TrainingState& state, b
     if (state.optimizer != nullptr) {
       LoadOptimizerState(d.optimizer_state, *state.optimizer, OptimizerType(state.optimizer));
     }
-    if (restore_rng) SetRngStates(d);
+    if (restore_rng) SetRngStates(d.rng_cpu, d.rng_cuda);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("restoring the checkpoint: ", e.what()));
   }

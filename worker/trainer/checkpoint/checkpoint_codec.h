@@ -115,6 +115,9 @@ std::vector<std::vector<std::pair<std::string, at::Tensor>>> LiveOptimizerState(
 // none without CUDA).
 at::Tensor CpuRngState();
 std::vector<at::Tensor> CudaRngStates();
+// Sets the generators to states those returned (as a restore does): CUDA ones only where
+// this process has CUDA, the first min(devices, cuda.size()), with a warning on a mismatch.
+void SetRngStates(const at::Tensor& cpu, const std::vector<at::Tensor>& cuda);
 
 // The pickled final weights of `tensors` (`path` only names the file in errors).
 // INVALID_ARGUMENT on duplicate names; INTERNAL when serialising fails.

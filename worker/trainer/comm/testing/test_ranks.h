@@ -6,14 +6,18 @@
 // Header-only, testonly.
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <future>
 #include <memory>
 #include <ostream>
 #include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/comm/communicator.h"
@@ -62,6 +66,79 @@ inline CommunicatorFactory MakeShm(absl::Duration timeout, bool on_waiter = fals
 
 inline CommunicatorFactory MakeShmOnWaiter(absl::Duration timeout) {
   return MakeShm(timeout, /*on_waiter=*/true);
+}
+
+// A rank whose peer is lost mid-step, deterministically: behaves as `inner` until the
+// fail_at-th all-reduce (counting from 1) of at least min_elements elements (a gradient
+// bucket, not a small bookkeeping collective), from which on every collective fails at its
+// start with UNAVAILABLE, as when a peer is gone. Given to every rank of a gang with the same
+// numbers, all ranks fail at the same collective and none waits for another.
+class FailingCommunicator final : public Communicator {
+ public:
+  FailingCommunicator(std::unique_ptr<Communicator> inner, int fail_at, int64_t min_elements)
+      : inner_(std::move(inner)), fail_at_(fail_at), min_elements_(min_elements) {}
+
+  int rank() const override { return inner_->rank(); }
+  int world_size() const override { return inner_->world_size(); }
+  c10::Device device() const override { return inner_->device(); }
+  std::string backend() const override { return inner_->backend(); }
+  bool CanReduce(c10::ScalarType dtype) const override { return inner_->CanReduce(dtype); }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceSum(at::Tensor t) override {
+    if (absl::Status s = Count(t); !s.ok()) return s;
+    return inner_->StartAllReduceSum(std::move(t));
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllReduceMean(at::Tensor t) override {
+    if (absl::Status s = Count(t); !s.ok()) return s;
+    return inner_->StartAllReduceMean(std::move(t));
+  }
+  absl::Status Broadcast(at::Tensor& tensor, int root) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    return inner_->Broadcast(tensor, root);
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
+      at::Tensor input, at::Tensor output) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    return inner_->StartReduceScatterSum(std::move(input), std::move(output));
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
+                                                                    at::Tensor output) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    return inner_->StartAllGather(std::move(input), std::move(output));
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartSend(at::Tensor t, int dst) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    return inner_->StartSend(std::move(t), dst);
+  }
+  absl::StatusOr<std::unique_ptr<PendingCollective>> StartRecv(at::Tensor t, int src) override {
+    if (absl::Status s = Check(); !s.ok()) return s;
+    return inner_->StartRecv(std::move(t), src);
+  }
+
+ private:
+  absl::Status Count(const at::Tensor& t) {
+    if (t.numel() >= min_elements_ && ++large_ >= fail_at_) failed_ = true;
+    return Check();
+  }
+  absl::Status Check() const {
+    return failed_ ? absl::UnavailableError("the test's peer is gone") : absl::OkStatus();
+  }
+
+  std::unique_ptr<Communicator> inner_;
+  const int fail_at_;
+  const int64_t min_elements_;
+  int large_ = 0;
+  bool failed_ = false;
+};
+
+// `make`'s communicators, each wrapped in a FailingCommunicator(fail_at, min_elements).
+inline CommunicatorFactory FailAt(CommunicatorFactory make, int fail_at, int64_t min_elements) {
+  return [make = std::move(make), fail_at, min_elements](
+             const c10::intrusive_ptr<c10d::Store>& store, int rank,
+             int world) -> absl::StatusOr<std::unique_ptr<Communicator>> {
+    absl::StatusOr<std::unique_ptr<Communicator>> inner = make(store, rank, world);
+    if (!inner.ok()) return inner.status();
+    return std::make_unique<FailingCommunicator>(*std::move(inner), fail_at, min_elements);
+  };
 }
 
 // A backend of the communicator tests parameterised over backends.
