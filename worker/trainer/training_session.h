@@ -184,7 +184,7 @@ class TrainingSession {
   int64_t snapshot_logged_ = 0;  // Step of the last interval log line.
   size_t snapshot_bytes_ = 0;    // Of the last snapshot.
   // Moving averages (snapshot_every 0): every step; steps without and with a snapshot copy
-  // in flight; planning a snapshot. And the last copy's own time.
+  // in flight; planning a snapshot; a copy's own time.
   absl::Duration step_time_;
   absl::Duration clean_step_time_;
   absl::Duration copy_step_time_;
