@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 4, case 1: SIGKILL one training process mid-run (after a checkpoint exists). The
-# job restarts as generation 2 from the newest checkpoint at the same world size and ends
-# SUCCEEDED; `baton describe` shows the user-code failure, the generation change and the
-# recovery phases; the final weights are bit-identical to an uninterrupted run of the
-# same job.
+# job restarts as generation 2 from the newest checkpoint (in memory or on disk) at the
+# same world size and ends SUCCEEDED; `baton describe` shows the user-code failure, the
+# generation change and the recovery phases; the final weights are bit-identical to an
+# uninterrupted run of the same job.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 make_data "$TMP/mnist"
@@ -49,7 +49,8 @@ expect_recovered "$JOB" "$GEN" 2 user "^rank 1 on worker .* was killed by signal
 grep -Eq "$GEN->$NEXT +user +RankFailed +1 " "$TMP/describe.out" || fail "describe does not show the failure"
 grep -q "user: *[1-3]/3" "$TMP/describe.out" || fail "describe does not show the user budget"
 "$BATON" logs "$JOB" >"$TMP/logs.out"
-grep -q "restored .*ckpt-" "$TMP/logs.out" || fail "generation $NEXT did not restore a checkpoint"
+grep -Eq "restored (.*ckpt-|in-memory snapshot )" "$TMP/logs.out" ||
+  fail "generation $NEXT did not restore a checkpoint or an in-memory snapshot"
 
 # describe and the coordinator's /metrics agree on the restarts and the goodput.
 curl -sf "http://127.0.0.1:$(cat "$TMP/coordinator.metrics_port")/metrics" >"$TMP/metrics.txt" \

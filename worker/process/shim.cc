@@ -90,6 +90,9 @@ void SetDisposition(int signo, void (*handler)(int)) {
     if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFailed(kCgroupFailed, errno);
     ::close(fd);
   }
+  if (a.nice != 0 && ::setpriority(PRIO_PROCESS, 0, a.nice) != 0) {
+    ChildFailed(kSpawnFailed, errno);
+  }
   if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
                             ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {
     ChildFailed(kConfineFailed, errno);

@@ -1,17 +1,22 @@
 #include "worker/process/standby_launcher.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -82,12 +87,62 @@ std::optional<PreparedHandoff> PrepareHandoff(const LaunchRequest& request) {
   return PreparedHandoff{*std::move(built), *std::move(encoded)};
 }
 
+// Whether this process may lower a niceness again: an RLIMIT_NICE that allows 0, or
+// CAP_SYS_NICE (bit 23 of <linux/capability.h>) in its effective set.
+bool MayLowerNiceness() {
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_NICE, &limit) == 0 &&
+      (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= 20)) {
+    return true;
+  }
+  constexpr int kCapSysNice = 23;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    absl::string_view value = line;
+    if (!absl::ConsumePrefix(&value, "CapEff:")) continue;
+    uint64_t caps = 0;
+    return absl::SimpleHexAtoi(absl::StripAsciiWhitespace(value), &caps) &&
+           ((caps >> kCapSysNice) & 1) != 0;
+  }
+  return false;
+}
+
+// Sets every thread of `pid` to niceness 0 (on Linux a niceness is per thread). The
+// process is an idle standby: no thread starts meanwhile. PERMISSION_DENIED or UNAVAILABLE
+// (the process is gone) naming the OS error.
+absl::Status ResetNiceness(pid_t pid) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* tasks = ::opendir(dir.c_str());
+  if (tasks == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot list ", dir, ": ", ::strerror(errno)));
+  }
+  absl::Status status;
+  while (const struct dirent* entry = ::readdir(tasks)) {
+    int tid = 0;
+    if (!absl::SimpleAtoi(entry->d_name, &tid)) continue;
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 0) != 0 && errno != ESRCH) {
+      status = absl::PermissionDeniedError(
+          absl::StrCat("cannot set thread ", tid, " back to niceness 0: ", ::strerror(errno)));
+      break;
+    }
+  }
+  ::closedir(tasks);
+  return status;
+}
+
 }  // namespace
 
 StandbyLauncher::StandbyLauncher(StandbyLauncherOptions options, ProcessLauncher* inner,
                                  Clock* clock)
-    : options_(std::move(options)), inner_(inner), clock_(clock) {
+    : options_(std::move(options)),
+      inner_(inner),
+      clock_(clock),
+      standby_nice_(options_.nice > 0 && MayLowerNiceness() ? std::min(options_.nice, 19) : 0) {
   if (!options_.env.empty()) template_key_ = MatchKey(options_.env);
+  if (options_.nice > 0 && standby_nice_ == 0) {
+    BATON_LOG(INFO) << "standby trainers start at the worker's CPU priority: setting a "
+                       "standby's back after a lower one needs CAP_SYS_NICE";
+  }
 }
 
 StandbyLauncher::~StandbyLauncher() {
@@ -240,6 +295,13 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
+    if (standby_nice_ != 0) {
+      if (absl::Status s = ResetNiceness(standby->launched.process->pid()); !s.ok()) {
+        BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
+                           << s << "; killing it";
+        continue;  // Destroying it kills it.
+      }
+    }
     if (!handoff.has_value()) handoff = PrepareHandoff(request);
     if (!handoff.has_value()) {
       // Neither can be built: the standby goes back to the pool, the cold path reports why.
@@ -385,6 +447,7 @@ void StandbyLauncher::ReconcileOnce() {
   request.env = env;
   request.working_dir = options_.working_dir;
   request.pipe_stdin = true;
+  request.nice = standby_nice_;
   for (int i = 0; i < to_start; ++i) {
     absl::StatusOr<LaunchedProcess> launched = inner_->Launch(request);
     std::unique_ptr<Standby> standby;

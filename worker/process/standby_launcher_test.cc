@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -581,6 +582,45 @@ TEST_F(StandbyLauncherTest, AStandbyServedRankIsConfinedLikeAColdOne) {
   EXPECT_THAT(o.Values("thread_read"),
               ElementsAre(hidden + "/other/secret:Permission denied", hidden + "/mine/own:ok"));
   EXPECT_EQ(launcher.stats().hits, 1);
+}
+
+// A standby loads at a low CPU priority (options.nice), every thread of it: its start-up
+// takes the CPU time ranks leave idle. The rank it becomes runs at niceness 0 in every
+// thread, the one started before the handoff too, as a cold start would. Where the worker
+// could not set a niceness back (no CAP_SYS_NICE), standbys start at 0.
+TEST_F(StandbyLauncherTest, AStandbyLoadsAtALowPriorityAndItsRankRunsAtTheNormalOne) {
+  StandbyLauncherOptions options = Options();
+  options.nice = 12;
+  options.env.push_back("STANDBY_ECHO_THREAD=1");
+  StandbyLauncher launcher(options, &inner_, &clock_);
+  if (::geteuid() == 0) {
+    EXPECT_EQ(launcher.standby_nice(), 12);
+  } else {
+    EXPECT_THAT(launcher.standby_nice(), ::testing::AnyOf(0, 12));
+  }
+  launcher.ReconcileOnce();
+  ASSERT_TRUE(WaitForStandbyPids(1));
+  const pid_t pid = *StandbyPids().begin();
+  std::set<int> nice;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"))) {
+    int tid = 0;
+    ASSERT_TRUE(absl::SimpleAtoi(task.path().filename().string(), &tid));
+    errno = 0;
+    nice.insert(::getpriority(PRIO_PROCESS, static_cast<id_t>(tid)));
+    ASSERT_EQ(errno, 0);
+  }
+  EXPECT_THAT(nice, ElementsAre(launcher.standby_nice()));  // The helper thread's too.
+
+  LaunchRequest request = TrainerRequest(0);
+  request.env.push_back("STANDBY_ECHO_THREAD=1");
+  absl::StatusOr<LaunchedProcess> p = launcher.Launch(request);
+  ASSERT_OK(p);
+  EXPECT_EQ(p->process->pid(), pid);
+  const Outcome o = RunEcho(*p);
+  EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
+  EXPECT_EQ(o.Value("nice"), "0");
+  EXPECT_EQ(o.Value("thread_nice"), "0");
 }
 
 }  // namespace

@@ -90,6 +90,11 @@ LAST=$(sed -n "s/^restored .* at step \([0-9]*\) .*/\1/p" run.g2.0.out | tail -1
   { cat run.g2.0.out >&2; fail "generation 2 did not resume at step $((LOGGED - 1)) or later"; }
 grep -q "^restored in-memory snapshot of generation 1 (rank [01]'s copy) at step $LAST " run.g2.0.out ||
   [[ $((LAST % 50)) == 0 ]] || { cat run.g2.0.out >&2; fail "generation 2 did not restore the snapshot of step $LAST"; }
+# A snapshot newer than the disk's newest checkpoint is restored without reading the disk.
+if grep -q "^restored in-memory snapshot " run.g2.0.out && grep -q "^restored run-ckpt/" run.g2.0.out; then
+  cat run.g2.0.out >&2
+  fail "generation 2 read the disk checkpoint although it restored a newer snapshot"
+fi
 echo "killed once step $KILL_AT was logged; resumed at step $LAST from memory (step $LOGGED was the newest logged)"
 
 # ---- both hosts' snapshots lost: back to the disk checkpoint ---------------------------

@@ -202,25 +202,45 @@ absl::Status TrainingSession::Restore() {
                      "recovery resumes from the disk checkpoints"
                   << std::endl;
   }
-  int64_t disk_generation = 0;
+  // The newest disk checkpoint, by its name: a newer in-memory snapshot is restored without
+  // reading it (at a large model's scale, the disk read would be most of the recovery).
+  std::optional<CheckpointFile> newest_on_disk;
   if (!options_.checkpoint_dir.empty()) {
     // A pipeline run's checkpoints (per stage) do not restore without pipeline.
     RETURN_IF_ERROR(pipeline::CheckCheckpointLayout(options_.checkpoint_dir, /*stages=*/1));
     ASSIGN_OR_RETURN(CheckpointManager manager,
                      MakeCheckpointManager(options_, context_, options_.checkpoint_dir));
     checkpoints_.emplace(std::move(manager));
+    ASSIGN_OR_RETURN(newest_on_disk, checkpoints_->NewestRestorable());
+  }
+  bool from_memory = false;
+  if (snapshots_) {
+    ASSIGN_OR_RETURN(from_memory,
+                     RestoreSnapshot(newest_on_disk.has_value() ? newest_on_disk->step : 0,
+                                     newest_on_disk.has_value() ? newest_on_disk->generation : 0));
+  }
+  if (!from_memory && checkpoints_.has_value()) {
     absl::StatusOr<RestoredCheckpoint> restored = checkpoints_->RestoreLatest(state_);
     if (restored.ok()) {
       RETURN_IF_ERROR(ApplyRestored(*restored));
-      disk_generation = restored->generation;
     } else if (restored.status().code() != absl::StatusCode::kNotFound) {
       return restored.status();
     }
     // A checkpoint holds the unsharded optimizer state (whatever stage and world size saved
     // it): each rank keeps its shard's cut of it.
     if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
+    // The newest file was corrupt and an older one loaded: a snapshot may be newer than that.
+    if (snapshots_ && newest_on_disk.has_value() && step_ < newest_on_disk->step) {
+      ASSIGN_OR_RETURN(from_memory,
+                       RestoreSnapshot(step_, restored.ok() ? restored->generation : 0));
+    }
   }
-  RETURN_IF_ERROR(RestoreSnapshot(disk_generation));
+  if (snapshots_ && !from_memory && comm_.rank() == 0) {
+    *context_.log << "no in-memory snapshot newer than step " << step_
+                  << " on any rank: resuming from "
+                  << (result_.restored_from.empty() ? "the start" : result_.restored_from)
+                  << std::endl;
+  }
   if (checkpoints_.has_value() || snapshots_) {
     RETURN_IF_ERROR(CheckRanksAgreeOnStep(comm_, step_, device_, "ranks"));
   }
@@ -236,9 +256,8 @@ absl::Status TrainingSession::Restore() {
 // Every rank offers the newest snapshot it can read that is newer than the disk's; the
 // chosen rank reads it and broadcasts its bytes (size first: 0 when its read failed), and
 // every rank applies the same bytes.
-absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
-  if (!snapshots_) return absl::OkStatus();
-  const int64_t disk_step = step_;
+absl::StatusOr<bool> TrainingSession::RestoreSnapshot(int64_t disk_step,
+                                                      int64_t disk_generation) {
   std::optional<SnapshotRef> mine;
   for (const SnapshotRef& ref : ListSnapshots(context_.snapshot_dir)) {
     if (NewerThanDisk(ref.generation, ref.step, disk_step, disk_generation)) {
@@ -259,15 +278,7 @@ absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
     all.push_back({r, offers[2 * r].item<int64_t>(), offers[2 * r + 1].item<int64_t>()});
   }
   const std::optional<SnapshotOffer> choice = ChooseSnapshot(all, disk_step, disk_generation);
-  if (!choice.has_value()) {
-    if (comm_.rank() == 0) {
-      *context_.log << "no in-memory snapshot newer than step " << disk_step
-                    << " on any rank: resuming from "
-                    << (result_.restored_from.empty() ? "the start" : result_.restored_from)
-                    << std::endl;
-    }
-    return absl::OkStatus();
-  }
+  if (!choice.has_value()) return false;
   std::string bytes;
   if (comm_.rank() == choice->rank) {
     absl::StatusOr<std::string> read = ReadSnapshot(*mine);
@@ -284,11 +295,9 @@ absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
   if (n == 0) {
     if (comm_.rank() == 0) {
       *context_.log << "rank " << choice->rank << " could not read its in-memory snapshot of step "
-                    << choice->step << ": resuming from "
-                    << (result_.restored_from.empty() ? "the start" : result_.restored_from)
-                    << std::endl;
+                    << choice->step << std::endl;
     }
-    return absl::OkStatus();
+    return false;
   }
   at::Tensor buffer = at::empty({n}, at::kByte);
   if (comm_.rank() == choice->rank) std::memcpy(buffer.data_ptr(), bytes.data(), bytes.size());
@@ -304,7 +313,8 @@ absl::Status TrainingSession::RestoreSnapshot(int64_t disk_generation) {
                                choice->rank, "'s copy)");
   restored.step = choice->step;
   restored.generation = choice->generation;
-  return ApplyRestored(restored);
+  RETURN_IF_ERROR(ApplyRestored(restored));
+  return true;
 }
 
 // The step, loss scale and data position of a restored checkpoint.

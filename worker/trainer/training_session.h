@@ -4,9 +4,11 @@
 // as phases the caller runs in this order, each once:
 //   Setup()    the micro-batch split, the model (seeded, moved to the device, broadcast from
 //              rank 0), the optimizer, the sampler, the LR schedule and the step engine;
-//   Restore()  with a checkpoint_dir: the newest valid checkpoint; with a snapshot_dir
-//              (collective): the newest in-memory snapshot any rank holds when it is newer
-//              (snapshot/snapshot_choice.h), sent by that rank to all; then the check that
+//   Restore()  with a snapshot_dir (collective): the newest in-memory snapshot any rank
+//              holds when it is newer than the newest disk checkpoint's name says
+//              (snapshot/snapshot_choice.h), sent by that rank to all, the disk not read;
+//              else, with a checkpoint_dir, the newest valid checkpoint (and a snapshot
+//              newer than that one when the newest file was corrupt); then the check that
 //              every rank restored the same step, and rank 0's record of the generation's
 //              start (which fences older generations off the directory);
 //   Train()    the loader and sample log, then one Step() per optimizer step until the
@@ -18,7 +20,9 @@
 //              often as keeps its cost under 5 % of the step time (every step when it is
 //              cheaper; a failed snapshot is logged, not fatal: the disk checkpoints stay);
 //              a metric line (Emit) every log_every steps and at the end, with the
-//              evaluation on the last; then the final checkpoint and final.pt.
+//              evaluation on the last; then the final checkpoint and final.pt. A step that
+//              fails because a peer is gone leaves a snapshot of the last completed step
+//              on writer ranks (SnapshotOnPeerLoss).
 // A phase that fails leaves the session unusable; its error is the run's (see
 // Trainer::Run). LibTorch errors are thrown, not returned: the caller catches them.
 //
@@ -81,10 +85,11 @@ class TrainingSession {
   absl::Status BuildSchedule();
   // Restore.
   absl::Status ApplyRestored(const RestoredCheckpoint& restored);
-  // The snapshot part of Restore (collective when snapshots_). Falls back to what the disk
-  // gave (disk_generation: the restored checkpoint's, 0 for none), with a log line saying
-  // so, when no rank has a newer snapshot or the chosen one cannot be read.
-  absl::Status RestoreSnapshot(int64_t disk_generation);
+  // The snapshot part of Restore (collective; snapshots_ only): restores the newest
+  // snapshot any rank holds that is newer than the disk checkpoint of disk_step and
+  // disk_generation (0 and 0: none) and returns true; false when no rank has one or the
+  // chosen one cannot be read (the state is then unchanged).
+  absl::StatusOr<bool> RestoreSnapshot(int64_t disk_step, int64_t disk_generation);
   // Train.
   absl::Status OpenData();
   // Sets result_.stopped / result_.checkpointed. With zero_, rank 0's checkpoint request is

@@ -248,6 +248,14 @@ absl::Status CheckpointManager::RestoreFrom(const std::string& path, TrainingSta
   return ApplyCheckpoint(decoded, state, options.restore_rng);
 }
 
+absl::StatusOr<std::optional<CheckpointFile>> CheckpointManager::NewestRestorable() const {
+  ASSIGN_OR_RETURN(const Listing listing, ListWithRecords(options_.dir));
+  for (auto it = listing.checkpoints.rbegin(); it != listing.checkpoints.rend(); ++it) {
+    if (StaleBy(*it, listing.starts) == nullptr) return *it;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<RestoredCheckpoint> CheckpointManager::RestoreLatest(
     TrainingState& state, const RestoreOptions& options) const {
   ASSIGN_OR_RETURN(Listing listing, ListWithRecords(options_.dir));

@@ -74,6 +74,7 @@
 // Errors: no exceptions escape (LibTorch's c10::Error is converted).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -164,6 +165,11 @@ class CheckpointManager {
   //     edited it) and staleness cannot be judged; `state` is unchanged.
   absl::StatusOr<RestoredCheckpoint> RestoreLatest(TrainingState& state,
                                                    const RestoreOptions& options = {}) const;
+
+  // The newest non-stale checkpoint file, the first RestoreLatest would try (nullopt: none),
+  // from the listing alone: nothing is read or verified, so RestoreLatest may still load an
+  // older one. INTERNAL when the directory cannot be listed; DATA_LOSS as RestoreLatest.
+  absl::StatusOr<std::optional<CheckpointFile>> NewestRestorable() const;
 
   // Restores one specific checkpoint file (no fallback). DATA_LOSS if it is corrupt,
   // otherwise as RestoreLatest.

@@ -768,7 +768,14 @@ TEST(GenerationTest, AForkWrittenBeforeTheNewerStartIsIgnoredByRestoreAndPruned)
   EXPECT_EQ(std::string(record.begin(), record.end()),
             "baton-generation-start-v1\njob \ngeneration 6\nresumed_step 20\n");
 
-  // Any later restore (generation 6 crashed before its first checkpoint) skips the fork.
+  // Any later restore (generation 6 crashed before its first checkpoint) skips the fork,
+  // and so does the listing a restore from memory compares its snapshots with.
+  absl::StatusOr<std::optional<CheckpointFile>> newest = ManagerOf(dir, 7).NewestRestorable();
+  ASSERT_OK(newest);
+  ASSERT_TRUE(newest->has_value());
+  EXPECT_EQ((*newest)->path, dir + "/ckpt-00000020-g5.pt");
+  EXPECT_EQ((*newest)->step, 20);
+  EXPECT_EQ((*newest)->generation, 5);
   EXPECT_EQ(RestoreMarker(ManagerOf(dir, 7), *rig, &restored), 520);
   EXPECT_EQ(restored.path, dir + "/ckpt-00000020-g5.pt");
   ASSERT_THAT(restored.stale, SizeIs(1));
@@ -792,12 +799,17 @@ TEST(GenerationTest, OnlyStaleFilesLeaveNothingToRestore) {
   TrainingState state = StateOf(*rig);
   EXPECT_THAT(ManagerOf(dir, 7).RestoreLatest(state),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("(0 corrupt, 1 stale)")));
+  absl::StatusOr<std::optional<CheckpointFile>> newest = ManagerOf(dir, 7).NewestRestorable();
+  ASSERT_OK(newest);
+  EXPECT_FALSE(newest->has_value());
 
   // A start record someone edited: staleness cannot be judged, so nothing is restored.
   WriteRaw(dir + "/gen-00000006.start", std::vector<char>{'?', '\n'});
   EXPECT_THAT(ManagerOf(dir, 7).RestoreLatest(state),
               StatusIs(absl::StatusCode::kDataLoss,
                        HasSubstr("malformed start record " + dir + "/gen-00000006.start")));
+  EXPECT_THAT(ManagerOf(dir, 7).NewestRestorable(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("malformed start record")));
 }
 
 TEST(GenerationTest, TheSameStepOfTwoGenerationsIsTwoFilesAndRestorePicksTheNewer) {
