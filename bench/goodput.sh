@@ -6,11 +6,14 @@
 # N steps for each N of --torchrun_intervals; the best is compared). Each trains for
 # DURATION seconds with a training process SIGKILLed at a random moment of every KILL_EVERY
 # seconds, and undisturbed for as long. Goodput = net steps at the end / the undisturbed
-# run's steps (see goodput_driver.py). The last line:
+# run's steps (see goodput_driver.py), per round (--repeats=N: N rounds, each running every
+# configuration once, undisturbed next to killed), min / median / max over rounds. The last
+# line (medians):
 #   goodput_baton=<g> goodput_torchrun=<g>
 #
-# Usage: bench/goodput.sh [DURATION=600] [KILL_EVERY=30]. Run on an otherwise idle machine;
-# it takes about 6 x DURATION.
+# Usage: bench/goodput.sh [DURATION=600] [KILL_EVERY=30] [driver flags: --repeats=N,
+# --snapshot_root=<tmpfs>, --torchrun_intervals=...]. Run on an otherwise idle machine; a
+# round takes about 5 x DURATION (the first one 6 x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-600}

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import tempfile
 import time
@@ -114,6 +115,12 @@ def run_torchrun(args, name, tmp, checkpoint_every, rng):
     return dict(steps=steps, kills=len(kills))
 
 
+def spread(values):
+    """min / median / max of a list, as text."""
+    v = sorted(values)
+    return "%.3f / %.3f / %.3f" % (v[0], statistics.median(v), v[-1])
+
+
 def main():
     p = argparse.ArgumentParser()
     for flag in ("coordinator", "worker", "trainer", "baton", "data_dir", "bench_dir"):
@@ -124,44 +131,59 @@ def main():
                    help="Baton's disk checkpoints (the durable copy)")
     p.add_argument("--torchrun_intervals", default="20,100,500",
                    help="torchrun checkpoint intervals tried; the best is compared")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="rounds; each runs every configuration once, undisturbed next to "
+                        "killed, so that a round's goodput compares neighbouring runs")
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--snapshot_root", default="",
                    help="a directory (e.g. a tmpfs mount) for the workers' --snapshot_root")
     args = p.parse_args()
     rng = random.Random(args.seed)
-    print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), seed %d"
-          % (args.duration, args.kill_every, args.seed), flush=True)
+    print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), %d round(s), "
+          "seed %d" % (args.duration, args.kill_every, args.repeats, args.seed), flush=True)
+    intervals = [int(s) for s in args.torchrun_intervals.split(",")]
+    g_baton, g_torch, useful = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        procs, baton = start_baton(args, os.path.join(tmp, "baton"))
-        try:
-            ideal = run_baton(args, baton, "ideal", os.path.join(tmp, "baton"), -1, None)
-            print("baton undisturbed, no snapshots: %d steps" % ideal["steps"], flush=True)
-            snap = run_baton(args, baton, "snapshots", os.path.join(tmp, "baton"), 0, None)
-            print("baton undisturbed, snapshots (default): %d steps (%.3f of the above)"
-                  % (snap["steps"], snap["steps"] / ideal["steps"]), flush=True)
-            for line in snap["snapshot_log"]:
-                print("  rank 0: " + line, flush=True)
-            hit = run_baton(args, baton, "killed", os.path.join(tmp, "baton"), 0, rng)
-            print("baton, %d kills (%d restarts): %d steps" % (hit["kills"], hit["restarts"],
-                                                                hit["steps"]), flush=True)
-        finally:
-            rd.stop(procs)
-        t_ideal = run_torchrun(args, "t-ideal", tmp, 10 ** 9, None)
-        print("torchrun undisturbed, no checkpoints: %d steps" % t_ideal["steps"], flush=True)
-        t_runs = {}
-        for c in (int(s) for s in args.torchrun_intervals.split(",")):
-            t_runs[c] = run_torchrun(args, "t-%d" % c, tmp, c, rng)
-            print("torchrun, checkpoint every %d steps, %d kills: %d steps"
-                  % (c, t_runs[c]["kills"], t_runs[c]["steps"]), flush=True)
-    g_baton = hit["steps"] / ideal["steps"]
-    best_c = max(t_runs, key=lambda c: t_runs[c]["steps"])
-    g_torch = t_runs[best_c]["steps"] / t_ideal["steps"]
-    print("goodput baton %.3f (%d / %d steps); torchrun %.3f at its best interval (%d steps: "
-          "%d / %d)" % (g_baton, hit["steps"], ideal["steps"], g_torch, best_c,
-                        t_runs[best_c]["steps"], t_ideal["steps"]))
-    print("useful steps in the same time, baton / torchrun best: %.2f"
-          % (hit["steps"] / t_runs[best_c]["steps"]))
-    print("goodput_baton=%.3f goodput_torchrun=%.3f" % (g_baton, g_torch))
+        for r in range(args.repeats):
+            base = os.path.join(tmp, "baton-%d" % r)
+            procs, baton = start_baton(args, base)
+            try:
+                ideal = run_baton(args, baton, "ideal", base, -1, None)
+                print("round %d: baton undisturbed, no snapshots: %d steps" % (r, ideal["steps"]),
+                      flush=True)
+                if r == 0:
+                    snap = run_baton(args, baton, "snapshots", base, 0, None)
+                    print("round %d: baton undisturbed, snapshots (default): %d steps (%.3f of "
+                          "the above)" % (r, snap["steps"], snap["steps"] / ideal["steps"]),
+                          flush=True)
+                    for line in snap["snapshot_log"]:
+                        print("  rank 0: " + line, flush=True)
+                hit = run_baton(args, baton, "killed", base, 0, rng)
+                print("round %d: baton, %d kills (%d restarts): %d steps" % (
+                    r, hit["kills"], hit["restarts"], hit["steps"]), flush=True)
+            finally:
+                rd.stop(procs)
+            t_ideal = run_torchrun(args, "t-ideal-%d" % r, tmp, 10 ** 9, None)
+            print("round %d: torchrun undisturbed, no checkpoints: %d steps"
+                  % (r, t_ideal["steps"]), flush=True)
+            t_runs = {}
+            for c in intervals:
+                t_runs[c] = run_torchrun(args, "t-%d-%d" % (c, r), tmp, c, rng)
+                print("round %d: torchrun, checkpoint every %d steps, %d kills: %d steps"
+                      % (r, c, t_runs[c]["kills"], t_runs[c]["steps"]), flush=True)
+            best_c = max(t_runs, key=lambda c: t_runs[c]["steps"])
+            g_baton.append(hit["steps"] / ideal["steps"])
+            g_torch.append(t_runs[best_c]["steps"] / t_ideal["steps"])
+            useful.append(hit["steps"] / t_runs[best_c]["steps"])
+            print("round %d: goodput baton %.3f (%d / %d steps); torchrun %.3f at its best "
+                  "interval (%d steps: %d / %d)" % (r, g_baton[-1], hit["steps"], ideal["steps"],
+                                                    g_torch[-1], best_c, t_runs[best_c]["steps"],
+                                                    t_ideal["steps"]), flush=True)
+    print("goodput (min / median / max over %d round(s)): baton %s; torchrun %s"
+          % (args.repeats, spread(g_baton), spread(g_torch)))
+    print("useful steps in the same time, baton / torchrun best: %s" % spread(useful))
+    print("goodput_baton=%.3f goodput_torchrun=%.3f"
+          % (statistics.median(g_baton), statistics.median(g_torch)))
 
 
 if __name__ == "__main__":

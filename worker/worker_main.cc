@@ -113,11 +113,11 @@ ABSL_FLAG(int, standby_trainers, -1,
 ABSL_FLAG(absl::Duration, standby_refill_delay, StandbyDefaults().refill_delay,
           "A used standby is replaced this long after the last trainer launch, so its "
           "start-up does not compete with the ranks just launched.");
-ABSL_FLAG(int, standby_nice, StandbyDefaults().nice,
-          "Niceness (0..19) standby trainers start at, so that loading LibTorch takes CPU time "
-          "the ranks leave idle; the rank a standby becomes runs at the worker's priority. "
-          "Needs CAP_SYS_NICE (to set it back at handoff); without it, standbys start at the "
-          "worker's priority. 0: the worker's priority.");
+ABSL_FLAG(bool, standby_idle_priority, StandbyDefaults().idle_priority,
+          "Start standby trainers under SCHED_IDLE, so that loading LibTorch takes only CPU "
+          "time the ranks leave idle; the rank a standby becomes runs at the worker's "
+          "priority. Needs CAP_SYS_NICE (to set a standby back at handoff); without it, "
+          "standbys start at the worker's priority.");
 ABSL_FLAG(std::string, advertise_host, "",
           "Address other workers reach this one at (MASTER_ADDR when it runs rank 0). Empty: "
           "the address of --interface if set, else the source address of this host's route "
@@ -320,10 +320,6 @@ absl::StatusOr<Self> DiscoverSelf() {
         absl::StrCat("--work_dir ", absl::GetFlag(FLAGS_work_dir), ": ", ec.message()));
   }
   ASSIGN_OR_RETURN(self.snapshot_root, SnapshotRoot(self.work_dir));
-  if (const int nice = absl::GetFlag(FLAGS_standby_nice); nice < 0 || nice > 19) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--standby_nice=", nice, ": a niceness is 0..19 (0: no lower priority)"));
-  }
   if (struct statfs fs; !self.snapshot_root.empty() &&
                         ::statfs(self.snapshot_root.c_str(), &fs) == 0 &&
                         fs.f_type != TMPFS_MAGIC && fs.f_type != RAMFS_MAGIC) {
@@ -439,7 +435,7 @@ StandbyLauncherOptions StandbyOptionsFor(const Self& self, const SupervisorOptio
   env.base_env = supervisor.base_env;
   options.env = BuildRankEnv(env);
   options.refill_delay = absl::GetFlag(FLAGS_standby_refill_delay);
-  options.nice = absl::GetFlag(FLAGS_standby_nice);
+  options.idle_priority = absl::GetFlag(FLAGS_standby_idle_priority);
   return options;
 }
 

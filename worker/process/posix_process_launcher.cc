@@ -320,10 +320,6 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
   if (request.argv.empty() || request.argv[0].empty()) {
     return absl::InvalidArgumentError("empty argv");
   }
-  if (request.nice < 0 || request.nice > 19) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("nice ", request.nice, " is not a niceness a child may be given (0..19)"));
-  }
   const absl::StatusOr<std::string> exec_path = ResolveExecutable(request);
   if (!exec_path.ok()) return exec_path.status();
 
@@ -360,7 +356,7 @@ absl::StatusOr<LaunchedProcess> PosixProcessLauncher::Launch(const LaunchRequest
       fence_ != nullptr ? fence_->page() : nullptr,
       cgroup.dir.empty() ? nullptr : cgroup.procs.c_str(),
       cgroup.dir.empty() ? nullptr : cgroup.kill.c_str(),
-      request.nice,
+      request.idle_priority,
       exec_path->c_str(),
       argv.data(),
       envp.data(),

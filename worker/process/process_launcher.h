@@ -62,10 +62,11 @@ struct LaunchRequest {
   // a spec): the only kind of request a warm standby may serve (standby_launcher.h). A
   // command job is always fork/exec'd, whatever its argv[0].
   bool builtin_trainer = false;
-  // The child's niceness, set before exec (0..19; 0 leaves the worker's): a process started
-  // ahead of its use (a warm standby) loads at a low CPU priority. Lowering it again later
-  // takes CAP_SYS_NICE (or an RLIMIT_NICE of 20).
-  int nice = 0;
+  // The child runs under SCHED_IDLE (set before exec, inherited by its threads): it gets a
+  // CPU only when no other task wants one, and any task waking up preempts it at once. For
+  // a process started ahead of its use (a warm standby). Setting a thread back to
+  // SCHED_OTHER takes CAP_SYS_NICE (or an RLIMIT_NICE of 20).
+  bool idle_priority = false;
 };
 
 // A started process and the read ends of its output pipes (O_NONBLOCK, O_CLOEXEC), which the

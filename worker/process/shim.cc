@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -90,8 +91,9 @@ void SetDisposition(int signo, void (*handler)(int)) {
     if (fd < 0 || ::write(fd, "0", 1) != 1) ChildFailed(kCgroupFailed, errno);
     ::close(fd);
   }
-  if (a.nice != 0 && ::setpriority(PRIO_PROCESS, 0, a.nice) != 0) {
-    ChildFailed(kSpawnFailed, errno);
+  if (a.idle_priority) {
+    const struct sched_param param = {};
+    if (::sched_setscheduler(0, SCHED_IDLE, &param) != 0) ChildFailed(kSpawnFailed, errno);
   }
   if (a.ruleset_fd >= 0 && (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
                             ::syscall(SYS_landlock_restrict_self, kShimRulesetFd, 0) != 0)) {

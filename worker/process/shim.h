@@ -48,7 +48,7 @@ struct ShimArgs {
   // whole with the child's group. Null without cgroups.
   const char* cgroup_procs;
   const char* cgroup_kill;
-  int nice;  // The child's niceness (LaunchRequest::nice); 0 leaves it.
+  bool idle_priority;  // LaunchRequest::idle_priority: the child runs under SCHED_IDLE.
   const char* exec_path;
   char* const* argv;
   char* const* envp;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -87,9 +88,10 @@ std::optional<PreparedHandoff> PrepareHandoff(const LaunchRequest& request) {
   return PreparedHandoff{*std::move(built), *std::move(encoded)};
 }
 
-// Whether this process may lower a niceness again: an RLIMIT_NICE that allows 0, or
-// CAP_SYS_NICE (bit 23 of <linux/capability.h>) in its effective set.
-bool MayLowerNiceness() {
+// Whether this process may move a thread from SCHED_IDLE back to SCHED_OTHER at niceness
+// 0: an RLIMIT_NICE that allows 0, or CAP_SYS_NICE (bit 23 of <linux/capability.h>) in its
+// effective set.
+bool MayLeaveIdlePriority() {
   struct rlimit limit;
   if (::getrlimit(RLIMIT_NICE, &limit) == 0 &&
       (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= 20)) {
@@ -107,10 +109,10 @@ bool MayLowerNiceness() {
   return false;
 }
 
-// Sets every thread of `pid` to niceness 0 (on Linux a niceness is per thread). The
-// process is an idle standby: no thread starts meanwhile. PERMISSION_DENIED or UNAVAILABLE
-// (the process is gone) naming the OS error.
-absl::Status ResetNiceness(pid_t pid) {
+// Sets every thread of `pid` to SCHED_OTHER (on Linux a policy is per thread). The process
+// is an idle standby: no thread starts meanwhile. PERMISSION_DENIED or UNAVAILABLE (the
+// process is gone) naming the OS error.
+absl::Status LeaveIdlePriority(pid_t pid) {
   const std::string dir = absl::StrCat("/proc/", pid, "/task");
   DIR* tasks = ::opendir(dir.c_str());
   if (tasks == nullptr) {
@@ -120,9 +122,10 @@ absl::Status ResetNiceness(pid_t pid) {
   while (const struct dirent* entry = ::readdir(tasks)) {
     int tid = 0;
     if (!absl::SimpleAtoi(entry->d_name, &tid)) continue;
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 0) != 0 && errno != ESRCH) {
-      status = absl::PermissionDeniedError(
-          absl::StrCat("cannot set thread ", tid, " back to niceness 0: ", ::strerror(errno)));
+    const struct sched_param param = {};
+    if (::sched_setscheduler(tid, SCHED_OTHER, &param) != 0 && errno != ESRCH) {
+      status = absl::PermissionDeniedError(absl::StrCat(
+          "cannot set thread ", tid, " back from SCHED_IDLE: ", ::strerror(errno)));
       break;
     }
   }
@@ -137,11 +140,11 @@ StandbyLauncher::StandbyLauncher(StandbyLauncherOptions options, ProcessLauncher
     : options_(std::move(options)),
       inner_(inner),
       clock_(clock),
-      standby_nice_(options_.nice > 0 && MayLowerNiceness() ? std::min(options_.nice, 19) : 0) {
+      standbys_idle_(options_.idle_priority && MayLeaveIdlePriority()) {
   if (!options_.env.empty()) template_key_ = MatchKey(options_.env);
-  if (options_.nice > 0 && standby_nice_ == 0) {
+  if (options_.idle_priority && !standbys_idle_) {
     BATON_LOG(INFO) << "standby trainers start at the worker's CPU priority: setting a "
-                       "standby's back after a lower one needs CAP_SYS_NICE";
+                       "standby back from SCHED_IDLE at handoff needs CAP_SYS_NICE";
   }
 }
 
@@ -295,8 +298,8 @@ absl::StatusOr<LaunchedProcess> StandbyLauncher::Launch(const LaunchRequest& req
         continue;
       }
     }
-    if (standby_nice_ != 0) {
-      if (absl::Status s = ResetNiceness(standby->launched.process->pid()); !s.ok()) {
+    if (standbys_idle_) {
+      if (absl::Status s = LeaveIdlePriority(standby->launched.process->pid()); !s.ok()) {
         BATON_LOG(WARNING) << "standby trainer pid " << standby->launched.process->pid() << ": "
                            << s << "; killing it";
         continue;  // Destroying it kills it.
@@ -447,7 +450,7 @@ void StandbyLauncher::ReconcileOnce() {
   request.env = env;
   request.working_dir = options_.working_dir;
   request.pipe_stdin = true;
-  request.nice = standby_nice_;
+  request.idle_priority = standbys_idle_;
   for (int i = 0; i < to_start; ++i) {
     absl::StatusOr<LaunchedProcess> launched = inner_->Launch(request);
     std::unique_ptr<Standby> standby;

@@ -36,11 +36,11 @@ struct StandbyLauncherOptions {
   // A replacement starts this long after the last trainer launch (hit or miss), so that its
   // static initialisation (about 1 s of CPU) does not compete with the ranks just started.
   absl::Duration refill_delay = absl::Seconds(5);
-  // Standbys start at this niceness (0..19), so that their start-up takes the CPU time the
-  // ranks leave idle rather than theirs; a handoff sets every thread back to 0 (a rank runs
-  // as a cold one would). Only where this process may lower a niceness again (CAP_SYS_NICE,
-  // or an RLIMIT_NICE of 20): elsewhere standbys start at 0.
-  int nice = 10;
+  // Standbys start under SCHED_IDLE (LaunchRequest::idle_priority), so that their start-up
+  // takes only CPU time the ranks leave idle; a handoff sets every thread back to SCHED_OTHER
+  // (a rank runs as a cold one would). Only where this process may do so (CAP_SYS_NICE, or
+  // an RLIMIT_NICE of 20): elsewhere standbys start at its own priority.
+  bool idle_priority = true;
   // A standby that exits before it is used is replaced after a backoff that doubles per
   // consecutive early exit, from backoff_initial up to backoff_max; a handoff resets it.
   absl::Duration backoff_initial = absl::Seconds(1);
@@ -122,8 +122,8 @@ class StandbyLauncher final : public ProcessLauncher {
 
   StandbyStats stats() const;
 
-  // The niceness standbys start at: options.nice, or 0 where it could not be undone.
-  int standby_nice() const { return standby_nice_; }
+  // Whether standbys start under SCHED_IDLE: options.idle_priority where it can be undone.
+  bool standbys_idle() const { return standbys_idle_; }
 
  private:
   struct Standby {
@@ -176,7 +176,7 @@ class StandbyLauncher final : public ProcessLauncher {
   const StandbyLauncherOptions options_;
   ProcessLauncher* const inner_;
   Clock* const clock_;
-  const int standby_nice_;
+  const bool standbys_idle_;
 
   mutable absl::Mutex mu_;
   // Idle standbys, oldest first.

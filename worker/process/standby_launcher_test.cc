@@ -3,8 +3,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -584,33 +584,27 @@ TEST_F(StandbyLauncherTest, AStandbyServedRankIsConfinedLikeAColdOne) {
   EXPECT_EQ(launcher.stats().hits, 1);
 }
 
-// A standby loads at a low CPU priority (options.nice), every thread of it: its start-up
-// takes the CPU time ranks leave idle. The rank it becomes runs at niceness 0 in every
-// thread, the one started before the handoff too, as a cold start would. Where the worker
-// could not set a niceness back (no CAP_SYS_NICE), standbys start at 0.
-TEST_F(StandbyLauncherTest, AStandbyLoadsAtALowPriorityAndItsRankRunsAtTheNormalOne) {
+// A standby loads under SCHED_IDLE, every thread of it: its start-up takes only the CPU
+// time ranks leave idle. The rank it becomes runs under SCHED_OTHER in every thread, the
+// one started before the handoff too, as a cold start would. Where the worker could not set
+// a thread back (no CAP_SYS_NICE), standbys start under SCHED_OTHER.
+TEST_F(StandbyLauncherTest, AStandbyLoadsUnderSchedIdleAndItsRankRunsAsAColdOne) {
   StandbyLauncherOptions options = Options();
-  options.nice = 12;
   options.env.push_back("STANDBY_ECHO_THREAD=1");
   StandbyLauncher launcher(options, &inner_, &clock_);
-  if (::geteuid() == 0) {
-    EXPECT_EQ(launcher.standby_nice(), 12);
-  } else {
-    EXPECT_THAT(launcher.standby_nice(), ::testing::AnyOf(0, 12));
-  }
+  if (::geteuid() == 0) EXPECT_TRUE(launcher.standbys_idle());
   launcher.ReconcileOnce();
   ASSERT_TRUE(WaitForStandbyPids(1));
   const pid_t pid = *StandbyPids().begin();
-  std::set<int> nice;
+  std::set<int> policies;
   for (const auto& task :
        std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"))) {
     int tid = 0;
     ASSERT_TRUE(absl::SimpleAtoi(task.path().filename().string(), &tid));
-    errno = 0;
-    nice.insert(::getpriority(PRIO_PROCESS, static_cast<id_t>(tid)));
-    ASSERT_EQ(errno, 0);
+    policies.insert(::sched_getscheduler(tid));
   }
-  EXPECT_THAT(nice, ElementsAre(launcher.standby_nice()));  // The helper thread's too.
+  // The helper thread's too.
+  EXPECT_THAT(policies, ElementsAre(launcher.standbys_idle() ? SCHED_IDLE : SCHED_OTHER));
 
   LaunchRequest request = TrainerRequest(0);
   request.env.push_back("STANDBY_ECHO_THREAD=1");
@@ -619,8 +613,8 @@ TEST_F(StandbyLauncherTest, AStandbyLoadsAtALowPriorityAndItsRankRunsAtTheNormal
   EXPECT_EQ(p->process->pid(), pid);
   const Outcome o = RunEcho(*p);
   EXPECT_EQ(o.Value("mode"), "standby") << o.out << o.err;
-  EXPECT_EQ(o.Value("nice"), "0");
-  EXPECT_EQ(o.Value("thread_nice"), "0");
+  EXPECT_EQ(o.Value("sched"), absl::StrCat(SCHED_OTHER));
+  EXPECT_EQ(o.Value("thread_sched"), absl::StrCat(SCHED_OTHER));
 }
 
 }  // namespace

@@ -2,12 +2,12 @@
 // standby mode (`standby_echo --standby`, the same protocol code) and otherwise reports how
 // it was started, one "key=value" line each on stdout:
 //   mode=standby|cold, pid=, cwd=, stdin= (where fd 0 points), fds= (open fds 0..63),
-//   nice= (the main thread's niceness), argv=<each argument>, env=<each entry, in environ
-//   order>
+//   sched= (the main thread's scheduling policy, a number), argv=<each argument>,
+//   env=<each entry, in environ order>
 // then writes {"step":1} to $BATON_METRICS_FD if set. Arguments: --read=PATH reports
 // "read=PATH:ok" or "read=PATH:<error>" for opening PATH (and "thread_read=" the same from
 // a thread started before the handoff, if STANDBY_ECHO_THREAD is set, which also reports
-// its niceness as "thread_nice="); --exit=N exits N
+// its policy as "thread_sched="); --exit=N exits N
 // (default 0);
 // --wait blocks until a signal ends it.
 // In standby mode, if $STANDBY_ECHO_PID_DIR is set, it creates the file <dir>/<pid> before
@@ -15,8 +15,8 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -63,12 +63,12 @@ int main(int argc, char** argv) {
   std::promise<std::vector<std::string>> thread_paths;
   std::promise<std::vector<std::string>> thread_results;
   std::optional<std::thread> helper;
-  int helper_nice = 0;  // Read after thread_results is set.
+  int helper_sched = 0;  // Read after thread_results is set.
   if (std::getenv("STANDBY_ECHO_THREAD") != nullptr) {
-    helper.emplace([paths = thread_paths.get_future(), &thread_results, &helper_nice]() mutable {
+    helper.emplace([paths = thread_paths.get_future(), &thread_results, &helper_sched]() mutable {
       std::vector<std::string> results;
       for (const std::string& path : paths.get()) results.push_back(OpenResult(path));
-      helper_nice = ::getpriority(PRIO_PROCESS, 0);  // This thread's (Linux).
+      helper_sched = ::sched_getscheduler(0);  // This thread's (Linux).
       thread_results.set_value(results);
     });
   }
@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
     if (::fcntl(fd, F_GETFD) != -1) absl::StrAppend(&fds, fds.empty() ? "" : " ", fd);
   }
   Print(absl::StrCat("fds=", fds));
-  Print(absl::StrCat("nice=", ::getpriority(PRIO_PROCESS, 0)));
+  Print(absl::StrCat("sched=", ::sched_getscheduler(0)));
   for (const std::string& a : args) Print(absl::StrCat("argv=", a));
   for (char** e = environ; *e != nullptr; ++e) Print(absl::StrCat("env=", *e));
   if (const char* fd = std::getenv("BATON_METRICS_FD"); fd != nullptr) {
@@ -128,7 +128,7 @@ int main(int argc, char** argv) {
     for (const std::string& r : thread_results.get_future().get()) {
       Print(absl::StrCat("thread_read=", r));
     }
-    Print(absl::StrCat("thread_nice=", helper_nice));
+    Print(absl::StrCat("thread_sched=", helper_sched));
     helper->join();
   }
   int exit_code = 0;
