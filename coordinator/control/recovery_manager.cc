@@ -57,7 +57,7 @@ void RecoveryManager::FailGeneration(const std::string& job_id,
   ctx_->StopProcesses(
       job, d.message,
       IsWorkerLoss(reason) ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt,
-      KeepsWaitingRanks(job.spec(), reason));
+      KeepsWaitingRanks(job.spec(), reason, d.backoff));
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 

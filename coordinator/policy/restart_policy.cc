@@ -134,8 +134,9 @@ void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure) {
   *stats->add_failures() = std::move(failure);
 }
 
-bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason) {
-  if (!spec.has_trainer()) return false;
+bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason,
+                       absl::Duration backoff) {
+  if (!spec.has_trainer() || backoff > kKeepWaitingMaxBackoff) return false;
   const baton::v1::TrainerSpec& t = spec.trainer();
   if (t.snapshot_every() == -1 || t.zero().stage() > 0 || t.pipeline().stages() > 1) return false;
   switch (reason) {

@@ -53,8 +53,13 @@ void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure);
 // snapshots (snapshot_every not -1; not ZeRO-sharded, not pipelined: those take none and
 // restore from disk), after failures that leave the other ranks' processes unharmed: a
 // rank's exit (RankFailed, OomKilled) or a lost worker (WorkerLost, LeaseExpired). Never
-// for a stall (the ranks themselves may be hung) or anything else.
-bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason);
+// for a stall (the ranks themselves may be hung) or anything else. And only when the next
+// generation starts within kKeepWaitingMaxBackoff (`backoff`: the restart's): workers let
+// a kept process go when no generation takes it within their --rejoin_timeout (10 s by
+// default), so a longer wait (a crash loop's growing backoff) would keep them for nothing.
+inline constexpr absl::Duration kKeepWaitingMaxBackoff = absl::Seconds(5);
+bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason reason,
+                       absl::Duration backoff);
 
 // The job's newest Failure record; nullptr if none.
 baton::v1::Failure* LastFailure(baton::v1::Job* job);

@@ -252,38 +252,43 @@ TEST(RestartPolicyTest, PlannedRestartsUseNoBudgetAndNoBackoff) {
   EXPECT_EQ(d.backoff, absl::Milliseconds(500));
 }
 
-// Ranks waiting for the next generation are kept only where their process is unharmed and
-// the trainer restores from memory.
+// Ranks waiting for the next generation are kept only where their process is unharmed, the
+// trainer restores from memory and the next generation starts soon.
 TEST(KeepsWaitingRanksTest, OnlySnapshottingTrainerJobsAfterAPeersLoss) {
   baton::v1::JobSpec trainer;
   trainer.mutable_trainer()->set_model("mlp");
   for (auto reason :
        {baton::v1::FAILURE_REASON_RANK_FAILED, baton::v1::FAILURE_REASON_OOM_KILLED,
         baton::v1::FAILURE_REASON_WORKER_LOST, baton::v1::FAILURE_REASON_LEASE_EXPIRED}) {
-    EXPECT_TRUE(KeepsWaitingRanks(trainer, reason)) << reason;
+    EXPECT_TRUE(KeepsWaitingRanks(trainer, reason, absl::ZeroDuration())) << reason;
   }
   for (auto reason :
        {baton::v1::FAILURE_REASON_STALLED, baton::v1::FAILURE_REASON_DRAINING,
         baton::v1::FAILURE_REASON_SCALING_UP, baton::v1::FAILURE_REASON_ASSIGNMENT_FAILED,
         baton::v1::FAILURE_REASON_WORKER_RESTARTED, baton::v1::FAILURE_REASON_REATTACH_TIMEOUT}) {
-    EXPECT_FALSE(KeepsWaitingRanks(trainer, reason)) << reason;
+    EXPECT_FALSE(KeepsWaitingRanks(trainer, reason, absl::ZeroDuration())) << reason;
   }
   const auto rank_failed = baton::v1::FAILURE_REASON_RANK_FAILED;
+  const absl::Duration kNone = absl::ZeroDuration();
+  // Not when the next generation starts later than workers keep a process waiting.
+  EXPECT_TRUE(KeepsWaitingRanks(trainer, rank_failed, kKeepWaitingMaxBackoff));
+  EXPECT_FALSE(
+      KeepsWaitingRanks(trainer, rank_failed, kKeepWaitingMaxBackoff + absl::Milliseconds(1)));
   baton::v1::JobSpec no_snapshots = trainer;
   no_snapshots.mutable_trainer()->set_snapshot_every(-1);
-  EXPECT_FALSE(KeepsWaitingRanks(no_snapshots, rank_failed));
+  EXPECT_FALSE(KeepsWaitingRanks(no_snapshots, rank_failed, kNone));
   baton::v1::JobSpec every_10 = trainer;
   every_10.mutable_trainer()->set_snapshot_every(10);
-  EXPECT_TRUE(KeepsWaitingRanks(every_10, rank_failed));
+  EXPECT_TRUE(KeepsWaitingRanks(every_10, rank_failed, kNone));
   baton::v1::JobSpec zero = trainer;
   zero.mutable_trainer()->mutable_zero()->set_stage(1);
-  EXPECT_FALSE(KeepsWaitingRanks(zero, rank_failed));
+  EXPECT_FALSE(KeepsWaitingRanks(zero, rank_failed, kNone));
   baton::v1::JobSpec pipeline = trainer;
   pipeline.mutable_trainer()->mutable_pipeline()->set_stages(2);
-  EXPECT_FALSE(KeepsWaitingRanks(pipeline, rank_failed));
+  EXPECT_FALSE(KeepsWaitingRanks(pipeline, rank_failed, kNone));
   baton::v1::JobSpec command;
   command.mutable_command()->add_argv("python3");
-  EXPECT_FALSE(KeepsWaitingRanks(command, rank_failed));
+  EXPECT_FALSE(KeepsWaitingRanks(command, rank_failed, kNone));
 }
 
 }  // namespace

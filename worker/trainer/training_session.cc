@@ -256,8 +256,7 @@ absl::Status TrainingSession::Restore() {
 // Every rank offers the newest snapshot it can read that is newer than the disk's; the
 // chosen rank reads it and broadcasts its bytes (size first: 0 when its read failed), and
 // every rank applies the same bytes.
-absl::StatusOr<bool> TrainingSession::RestoreSnapshot(int64_t disk_step,
-                                                      int64_t disk_generation) {
+absl::StatusOr<bool> TrainingSession::RestoreSnapshot(int64_t disk_step, int64_t disk_generation) {
   std::optional<SnapshotRef> mine;
   for (const SnapshotRef& ref : ListSnapshots(context_.snapshot_dir)) {
     if (NewerThanDisk(ref.generation, ref.step, disk_step, disk_generation)) {
@@ -423,7 +422,7 @@ absl::StatusOr<bool> TrainingSession::StopRequested() {
 // The phase timer charges everything in between to a phase: the epoch seek and the LR to
 // data, the window's sums to backward, the sample log to optimizer.
 absl::Status TrainingSession::Step() {
-  if (snapshots_ && !context_.snapshot_writer.empty()) RecordStepStart();
+  if (snapshots_ && !context_.snapshot_writer.empty() && !device_.is_cuda()) RecordStepStart();
   phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
@@ -638,7 +637,8 @@ bool TrainingSession::StartSnapshot(const LoaderPosition& next, bool for_checkpo
   for (size_t i = named_.size() - buffers_.size(); i < snapshot.tensors.size(); ++i) {
     snapshot.tensors[i].second = snapshot.tensors[i].second.detach().clone();
   }
-  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(snapshot);
+  if (device_.is_cuda() && staging_ == nullptr) staging_ = std::make_unique<HostStaging>();
+  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(snapshot, staging_.get());
   if (!image.ok()) {
     BATON_LOG(WARNING) << "in-memory snapshot of step " << step_
                        << " failed, no more are taken: " << image.status();
@@ -672,7 +672,8 @@ void TrainingSession::RecordStepStart() {
 }
 
 absl::Status TrainingSession::SnapshotOnPeerLoss(absl::Status status) {
-  if (!absl::IsUnavailable(status) || !snapshots_ || context_.snapshot_writer.empty()) {
+  if (!absl::IsUnavailable(status) || !snapshots_ || context_.snapshot_writer.empty() ||
+      device_.is_cuda()) {
     return status;
   }
   FenceSnapshot();  // A copy in flight (of step_ at the newest) completes first.

@@ -44,6 +44,7 @@
 #include "worker/trainer/checkpoint/checkpoint_manager.h"
 #include "worker/trainer/data/loader/distributed_sampler.h"
 #include "worker/trainer/data/loader/loader.h"
+#include "worker/trainer/device/host_staging.h"
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/session_support.h"
@@ -113,7 +114,9 @@ class TrainingSession {
   // step_start_ for the step about to run (snapshot writer ranks).
   void RecordStepStart();
   // After a step failed with `status`; returns it. When a peer was lost (UNAVAILABLE: a
-  // collective failed) on a snapshot writer rank, this process holds the state of step_:
+  // collective failed) on a snapshot writer rank on the CPU (a GPU's stream may hold a
+  // collective that never completes, which a copy would wait for), this process holds the
+  // state of step_:
   // the step in flight failed before its update (its collectives all precede it: without
   // ZeRO, which has no snapshots), so what it changed before (data position, generators,
   // buffers) is put back from step_start_ and the state snapshotted, synchronously, unless
@@ -174,6 +177,9 @@ class TrainingSession {
   // Snapshots: taken (and read at restore) when a snapshot_dir is given, snapshot_every is
   // not -1 and the optimizer is not sharded (ZeRO's shards are not snapshotted yet).
   bool snapshots_ = false;
+  // A GPU writer rank's copies to pinned host memory (made at its first snapshot). Declared
+  // before the writer, whose copy in flight waits for them: destroyed after it.
+  std::unique_ptr<HostStaging> staging_;
   // Writer ranks only; null after a failure.
   std::unique_ptr<AsyncSnapshotWriter> snapshot_writer_;
   // Rank 0 with snapshots and a checkpoint_dir: each checkpoint step's snapshot is written

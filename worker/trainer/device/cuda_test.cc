@@ -1,6 +1,7 @@
 // Checks that need a GPU: the NCCL backend, CUDA autocast, loss scaling and a training step
-// on the device, memory counters. Every test is skipped where no CUDA device is usable
-// (Debian's CPU-only LibTorch, CI); they run on a GPU machine with a CUDA LibTorch.
+// on the device, memory counters, host staging and a snapshot of device state. Every test is
+// skipped where no CUDA device is usable (Debian's CPU-only LibTorch, CI); they run on a GPU
+// machine with a CUDA LibTorch.
 
 #include <ATen/ATen.h>
 #include <torch/cuda.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <vector>
 
@@ -18,11 +20,15 @@
 #include "common/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "worker/trainer/checkpoint/checkpoint_codec.h"
+#include "worker/trainer/checkpoint/training_state.h"
 #include "worker/trainer/comm/communicator.h"
 #include "worker/trainer/comm/nccl_communicator.h"
 #include "worker/trainer/device/device.h"
+#include "worker/trainer/device/host_staging.h"
 #include "worker/trainer/device/precision.h"
 #include "worker/trainer/models/mlp.h"
+#include "worker/trainer/snapshot/snapshot_codec.h"
 #include "worker/trainer/step/grad_scaler.h"
 #include "worker/trainer/step/train_step.h"
 
@@ -169,6 +175,51 @@ TEST_F(CudaTest, MemoryCounters) {
   EXPECT_GE(memory->peak_allocated_bytes, memory->allocated_bytes);
   EXPECT_FALSE(MemoryStats(c10::Device(c10::kCPU)).has_value());
   SynchronizeDevice(device_);
+}
+
+// Copies staged on a side stream land in pinned host memory by Wait(), after the compute
+// queued before Stage(); the next round reuses the buffers; CPU tensors pass through.
+TEST_F(CudaTest, HostStagingCopiesOnASideStream) {
+  HostStaging staging;
+  at::Tensor a = at::arange(1 << 22, at::TensorOptions().dtype(at::kFloat).device(device_));
+  a.mul_(2);  // Queued on the compute stream before Stage().
+  const at::Tensor host = staging.Stage(a);
+  EXPECT_FALSE(host.is_cuda());
+  EXPECT_TRUE(host.is_pinned());
+  staging.Wait();
+  EXPECT_TRUE(host.equal(a.cpu()));
+  a.add_(1);
+  const at::Tensor again = staging.Stage(a);
+  EXPECT_EQ(again.data_ptr(), host.data_ptr());
+  staging.Wait();
+  EXPECT_TRUE(again.equal(a.cpu()));
+  const at::Tensor cpu = at::ones({3});
+  EXPECT_TRUE(staging.Stage(cpu).is_same(cpu));
+}
+
+// A GPU rank's snapshot: parameters and SGD momentum on the device, staged at Plan and
+// written after; it decodes to the device values, bit for bit.
+TEST_F(CudaTest, ASnapshotOfDeviceStateDecodesToItsValues) {
+  at::Tensor w = at::randn({256, 128}, at::TensorOptions().device(device_)).requires_grad_();
+  torch::optim::SGD sgd({w}, torch::optim::SGDOptions(0.1).momentum(0.9));
+  w.mutable_grad() = at::ones_like(w);
+  sgd.step();
+  TrainingState state;
+  state.progress.step = 7;
+  state.tensors = {{"w", w}};
+  state.optimizer = &sgd;
+  HostStaging staging;
+  absl::StatusOr<SnapshotImage> image = SnapshotImage::Plan(state, &staging);
+  ASSERT_OK(image);
+  std::string bytes(image->size(), '\0');
+  image->WriteTo(bytes.data());
+  absl::StatusOr<DecodedCheckpoint> decoded = DecodeSnapshot(bytes);
+  ASSERT_OK(decoded);
+  EXPECT_EQ(decoded->progress.step, 7);
+  EXPECT_TRUE(decoded->model.at("w").equal(w.detach().cpu()));
+  ASSERT_EQ(decoded->optimizer_state.size(), 1u);
+  // The first step's momentum buffer is the gradient.
+  EXPECT_TRUE(decoded->optimizer_state[0].at("momentum_buffer").equal(at::ones({256, 128})));
 }
 
 }  // namespace

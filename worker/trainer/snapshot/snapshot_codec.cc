@@ -103,7 +103,8 @@ absl::StatusOr<TensorLine> ParseTensorLine(const std::vector<absl::string_view>&
 
 }  // namespace
 
-absl::StatusOr<SnapshotImage> SnapshotImage::Plan(const TrainingState& state) {
+absl::StatusOr<SnapshotImage> SnapshotImage::Plan(const TrainingState& state,
+                                                  HostStaging* staging) {
   const TrainingProgress& p = state.progress;
   if (p.step < 0) return absl::InvalidArgumentError("negative step");
   const std::string optimizer_type = OptimizerType(state.optimizer);
@@ -113,6 +114,7 @@ absl::StatusOr<SnapshotImage> SnapshotImage::Plan(const TrainingState& state) {
   }
   SnapshotImage image;
   image.step_ = p.step;
+  image.staging_ = staging;
   std::string text =
       absl::StrFormat("progress %d %d %d %d %d %a %d\n", p.step, p.epoch, p.batch_in_epoch,
                       p.samples_seen, p.world_size, p.scaler_scale, p.scaler_growth_tracker);
@@ -163,7 +165,7 @@ absl::StatusOr<SnapshotImage> SnapshotImage::Plan(const TrainingState& state) {
   }
   size_t offset = AlignUp(kPrefix + text_bound);
   for (size_t i = 0; i < parts.size(); ++i) {
-    const at::Tensor& t = parts[i].second;
+    const at::Tensor t = staging != nullptr ? staging->Stage(parts[i].second) : parts[i].second;
     const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
     absl::StrAppend(&text, lines[i], " ", offset, "\n");
     image.parts_.push_back(Part{t, offset, bytes});
@@ -178,6 +180,7 @@ absl::StatusOr<SnapshotImage> SnapshotImage::Plan(const TrainingState& state) {
 }
 
 void SnapshotImage::WriteTo(char* dst) const {
+  if (staging_ != nullptr) staging_->Wait();
   std::memcpy(dst, header_.data(), header_.size());
   for (const Part& part : parts_) {
     if (part.bytes == 0) continue;

@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "worker/trainer/checkpoint/checkpoint_codec.h"
 #include "worker/trainer/checkpoint/training_state.h"
+#include "worker/trainer/device/host_staging.h"
 
 namespace baton::trainer {
 
@@ -40,14 +41,19 @@ class SnapshotImage {
  public:
   // INVALID_ARGUMENT as EncodeTrainingState (negative step, empty, duplicate or undefined
   // tensors, an optimizer other than SGD and AdamW), and for a tensor name with whitespace.
-  static absl::StatusOr<SnapshotImage> Plan(const TrainingState& state);
+  // With `staging` (a GPU rank's; it must outlive the image's WriteTo), each device tensor's
+  // copy to pinned host memory is queued now on a side stream (host_staging.h), so that it
+  // overlaps the next step's compute; WriteTo waits for the copies first.
+  static absl::StatusOr<SnapshotImage> Plan(const TrainingState& state,
+                                            HostStaging* staging = nullptr);
 
   // Bytes WriteTo writes.
   size_t size() const { return size_; }
   int64_t step() const { return step_; }
 
-  // Writes the snapshot into dst[0, size()): the header, then every tensor's bytes (a CUDA
-  // tensor is copied to the host first, synchronously).
+  // Writes the snapshot into dst[0, size()): the header, then every tensor's bytes (staged
+  // tensors once their copies landed; a CUDA tensor planned without staging is copied to
+  // the host here, synchronously).
   void WriteTo(char* dst) const;
 
  private:
@@ -59,7 +65,8 @@ class SnapshotImage {
   SnapshotImage() = default;
 
   int64_t step_ = 0;
-  std::string header_;  // Magic, length and text, unpadded.
+  HostStaging* staging_ = nullptr;  // Waited for by WriteTo when set.
+  std::string header_;              // Magic, length and text, unpadded.
   std::vector<Part> parts_;
   size_t size_ = 0;
 };

@@ -15,9 +15,9 @@ free_port() { "$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)
 
 # check_exactly_once STEPS LAST [DISK_GEN DISK]: a two-rank run that was interrupted ("run":
 # run.samples.<rank>, run-ckpt/final.pt) against the uninterrupted one ("ref"):
-# * ref logged every step 1..STEPS, and so did run, but that rank 1 may miss LAST, the
-#   step it completed with rank 0 but was killed before logging (a restore from memory
-#   resumed right after it);
+# * ref logged every step 1..STEPS, and so did run, but that rank 1 may miss LAST (and
+#   DISK), a step it completed with rank 0 but was killed before logging (a restore from
+#   memory, or from the disk checkpoint of that very step, resumed right after it);
 # * at every step, run's entry of the highest generation trained on ref's samples; no
 #   generation logged a step twice;
 # * a step logged by several generations that restored from memory (all but DISK_GEN) is
@@ -39,7 +39,7 @@ for rank in (0, 1):
     ref, run = entries(f"ref.samples.{rank}"), entries(f"run.samples.{rank}")
     assert sorted(ref) == list(range(1, steps + 1)), rank
     missing = set(range(1, steps + 1)) - set(run)
-    assert not missing or (rank == 1 and missing == {last}), (rank, sorted(missing))
+    assert not missing or (rank == 1 and missing <= {last, disk}), (rank, sorted(missing))
     for step, logged in run.items():
         assert max(logged)[1] == ref[step][0][1], (rank, step)
         gens = [g for g, _ in logged]
