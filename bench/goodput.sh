@@ -5,10 +5,11 @@
 # the same MLP 784-512-512-10 and data, batches indexed from one tensor, a checkpoint every
 # N steps for each N of --torchrun_intervals; the best is compared). Each trains for
 # DURATION seconds with a training process SIGKILLed at a random moment of every KILL_EVERY
-# seconds, and undisturbed for as long. Goodput = net steps at the end / the undisturbed
-# run's steps (see goodput_driver.py), per round (--repeats=N: N rounds, each running every
-# configuration once, undisturbed next to killed), min / median / max over rounds. The last
-# line (medians):
+# seconds, and undisturbed for as long (training alone: no snapshots or checkpoints).
+# Goodput = net steps at the end / the undisturbed run's steps, and against the killed
+# run's own steady pace (see goodput_driver.py), per round (--repeats=N: N rounds, each
+# running every configuration once, undisturbed next to killed), min / median / max over
+# rounds. The last line (medians):
 #   goodput_baton=<g> goodput_torchrun=<g>
 #
 # Usage: bench/goodput.sh [DURATION=600] [KILL_EVERY=30] [driver flags: --repeats=N,

@@ -2,17 +2,22 @@
 process is SIGKILLed every --kill_every seconds (at a random moment of each period), for
 Baton and for torchrun, each also run undisturbed for the same time. Goodput = the steps the
 job stands at when the time is up (its net progress: steps redone after a restore count
-once) / the steps the same system's undisturbed run made in the same time (Baton without
-snapshots, torchrun without checkpoints)."""
+once) / the steps the same system's undisturbed run made in the same time (training alone:
+Baton without snapshots or checkpoints, torchrun without checkpoints). Runs on a shared
+machine drift by 10-30 % from one to the next, so each killed run is also measured against
+its own steady pace (StepSampler.steady_goodput: the median rate of its 2-second windows),
+which such drifts do not move."""
 import argparse
 import glob
 import json
 import os
 import random
+import re
 import signal
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 
 import recovery_driver as rd
@@ -25,6 +30,48 @@ def start_baton(args, tmp):
         ["--snapshot_root=" + os.path.join(args.snapshot_root, os.path.basename(tmp), w)]))
 
 
+class StepSampler:
+    """Samples step() (the job's newest step, read from files: no process is started) every
+    0.25 s on a thread of its own, from start() to stop()."""
+
+    def __init__(self, step):
+        self.step, self.samples, self._stop = step, [], threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(0.25):
+            try:
+                self.samples.append((time.time(), self.step()))
+            except (OSError, ValueError):
+                pass  # A file being rotated or written.
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+
+    def steady_goodput(self):
+        """Net steps over the sampled time / (the median rate of its 2-second windows x that
+        time): the run against its own steady pace, which slow drifts of the machine's
+        speed between runs do not move (a dip of a recovery is a minority of windows)."""
+        s = self.samples
+        if len(s) < 9:
+            return float("nan")
+        rates = [(s[i + 8][1] - s[i][1]) / (s[i + 8][0] - s[i][0]) for i in range(len(s) - 8)]
+        steady = statistics.median(rates)
+        return (s[-1][1] - s[0][1]) / (steady * (s[-1][0] - s[0][0]))
+
+
+def tail_step(path, pattern):
+    """The last match of `pattern` (group 1: a step) in the last 4 KiB of `path`; 0 if none."""
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 4096))
+        found = re.findall(pattern, f.read().decode(errors="ignore"))
+    return int(found[-1]) if found else 0
+
+
 def kill_times(t0, args, rng):
     """One kill at a random moment of each kill_every-second period after t0."""
     out, start = [], t0
@@ -34,13 +81,18 @@ def kill_times(t0, args, rng):
     return out
 
 
-def run_baton(args, baton, name, tmp, snapshot_every, rng):
+def run_baton(args, baton, name, tmp, snapshot_every, rng, checkpoint_every=None):
+    """One job of `name` for args.duration seconds (killed by `rng` unless None); disk
+    checkpoints every args.checkpoint_every steps unless `checkpoint_every` says otherwise
+    (0: none)."""
+    if checkpoint_every is None:
+        checkpoint_every = args.checkpoint_every
     ckpt = os.path.join(tmp, name + "-ckpt")
     os.makedirs(ckpt)
     job_file = os.path.join(tmp, name + ".yaml")
     with open(job_file, "w") as f:
         f.write(f"""name: {name}
-trainer: {{model: mlp, dataset: mnist, data_dir: {args.data_dir}, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 1, hidden: [512, 512], log_every: 10, threads: 1, checkpoint_every: {args.checkpoint_every}, snapshot_every: {snapshot_every}}}
+trainer: {{model: mlp, dataset: mnist, data_dir: {args.data_dir}, batch_size: 64, lr: 0.05, momentum: 0.9, seed: 1, hidden: [512, 512], log_every: 10, threads: 1, checkpoint_every: {checkpoint_every}, snapshot_every: {snapshot_every}}}
 workers: {{min: 2}}
 budget: {{max_steps: 100000000}}
 checkpoint_dir: {ckpt}
@@ -50,6 +102,14 @@ restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
     describe = lambda: json.loads(baton("describe", job, "-o", "json"))
     steps = lambda d: int(d.get("result", {}).get("steps", 0))
     rd.wait_for(lambda: steps(describe()) > 0, 120, "the first step of " + name)
+
+    def newest_step():  # Rank 0's newest logged step, in the newest generation.
+        logs = glob.glob(os.path.join(tmp, "w?", "jobs", job, "gen-*", "rank-0", "stdout.log"))
+        newest = max(logs, key=lambda p: int(re.search(r"gen-(\d+)", p).group(1)))
+        return tail_step(newest, r"(?m)^step (\d+)/")
+
+    sampler = StepSampler(newest_step)
+    sampler.start()
     t0 = time.time()
     kills = kill_times(t0, args, rng) if rng is not None else []
     for at in kills:
@@ -60,6 +120,7 @@ restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
             os.kill(int(rng.choice(ranks)["pid"]), signal.SIGKILL)
     time.sleep(max(0.0, t0 + args.duration - time.time()))
     d = describe()
+    sampler.stop()
     baton("cancel", job)
     restarts = sum(int(d.get("restarts", {}).get(k, 0)) for k in ("infra", "user", "stall"))
     # The trainer's own account of its snapshots (size, cost, interval), from rank 0's log.
@@ -67,7 +128,8 @@ restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
     for path in sorted(glob.glob(os.path.join(tmp, "w?", "jobs", job, "gen-*", "rank-0",
                                               "stdout.log"))):
         lines += [l.strip() for l in open(path) if l.startswith("in-memory snapshot:")]
-    return dict(steps=steps(d), kills=len(kills), restarts=restarts, snapshot_log=lines[-3:])
+    return dict(steps=steps(d), kills=len(kills), restarts=restarts, snapshot_log=lines[-3:],
+                steady=sampler.steady_goodput())
 
 
 def run_torchrun(args, name, tmp, checkpoint_every, rng):
@@ -96,6 +158,8 @@ def run_torchrun(args, name, tmp, checkpoint_every, rng):
         return 0
 
     rd.wait_for(lambda: last_step() > 0, 120, "the first step of " + name)
+    sampler = StepSampler(lambda: tail_step(events, r'"step": ?(\d+)'))
+    sampler.start()
     t0 = time.time()
     kills = kill_times(t0, args, rng) if rng is not None else []
     for at in kills:
@@ -106,13 +170,14 @@ def run_torchrun(args, name, tmp, checkpoint_every, rng):
             os.kill(int(rng.choice(children)), signal.SIGKILL)
     time.sleep(max(0.0, t0 + args.duration - time.time()))
     steps = last_step()
+    sampler.stop()
     os.killpg(agent.pid, signal.SIGTERM)
     try:
         agent.wait(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(agent.pid, signal.SIGKILL)
         agent.wait()
-    return dict(steps=steps, kills=len(kills))
+    return dict(steps=steps, kills=len(kills), steady=sampler.steady_goodput())
 
 
 def spread(values):
@@ -142,15 +207,16 @@ def main():
     print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), %d round(s), "
           "seed %d" % (args.duration, args.kill_every, args.repeats, args.seed), flush=True)
     intervals = [int(s) for s in args.torchrun_intervals.split(",")]
-    g_baton, g_torch, useful = [], [], []
+    g_baton, g_torch, useful, s_baton, s_torch = [], [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
             base = os.path.join(tmp, "baton-%d" % r)
             procs, baton = start_baton(args, base)
             try:
-                ideal = run_baton(args, baton, "ideal", base, -1, None)
-                print("round %d: baton undisturbed, no snapshots: %d steps" % (r, ideal["steps"]),
-                      flush=True)
+                # Training alone, as torchrun's reference: no snapshots, no checkpoints.
+                ideal = run_baton(args, baton, "ideal", base, -1, None, checkpoint_every=0)
+                print("round %d: baton undisturbed, no snapshots or checkpoints: %d steps"
+                      % (r, ideal["steps"]), flush=True)
                 if r == 0:
                     snap = run_baton(args, baton, "snapshots", base, 0, None)
                     print("round %d: baton undisturbed, snapshots (default): %d steps (%.3f of "
@@ -159,8 +225,10 @@ def main():
                     for line in snap["snapshot_log"]:
                         print("  rank 0: " + line, flush=True)
                 hit = run_baton(args, baton, "killed", base, 0, rng)
-                print("round %d: baton, %d kills (%d restarts): %d steps" % (
-                    r, hit["kills"], hit["restarts"], hit["steps"]), flush=True)
+                print("round %d: baton, %d kills (%d restarts): %d steps; against its own "
+                      "steady pace %.3f (undisturbed: %.3f)" % (
+                          r, hit["kills"], hit["restarts"], hit["steps"], hit["steady"],
+                          ideal["steady"]), flush=True)
             finally:
                 rd.stop(procs)
             t_ideal = run_torchrun(args, "t-ideal-%d" % r, tmp, 10 ** 9, None)
@@ -169,11 +237,15 @@ def main():
             t_runs = {}
             for c in intervals:
                 t_runs[c] = run_torchrun(args, "t-%d-%d" % (c, r), tmp, c, rng)
-                print("round %d: torchrun, checkpoint every %d steps, %d kills: %d steps"
-                      % (r, c, t_runs[c]["kills"], t_runs[c]["steps"]), flush=True)
+                print("round %d: torchrun, checkpoint every %d steps, %d kills: %d steps; "
+                      "against its own steady pace %.3f" % (r, c, t_runs[c]["kills"],
+                                                            t_runs[c]["steps"],
+                                                            t_runs[c]["steady"]), flush=True)
             best_c = max(t_runs, key=lambda c: t_runs[c]["steps"])
             g_baton.append(hit["steps"] / ideal["steps"])
             g_torch.append(t_runs[best_c]["steps"] / t_ideal["steps"])
+            s_baton.append(hit["steady"])
+            s_torch.append(max(t["steady"] for t in t_runs.values()))
             useful.append(hit["steps"] / t_runs[best_c]["steps"])
             print("round %d: goodput baton %.3f (%d / %d steps); torchrun %.3f at its best "
                   "interval (%d steps: %d / %d)" % (r, g_baton[-1], hit["steps"], ideal["steps"],
@@ -181,6 +253,8 @@ def main():
                                                     t_ideal["steps"]), flush=True)
     print("goodput (min / median / max over %d round(s)): baton %s; torchrun %s"
           % (args.repeats, spread(g_baton), spread(g_torch)))
+    print("goodput against the run's own steady pace (min / median / max): baton %s; "
+          "torchrun %s (its best interval)" % (spread(s_baton), spread(s_torch)))
     print("useful steps in the same time, baton / torchrun best: %s" % spread(useful))
     print("goodput_baton=%.3f goodput_torchrun=%.3f"
           % (statistics.median(g_baton), statistics.median(g_torch)))

@@ -103,12 +103,16 @@ class CoordinatorTest : public ::testing::Test {
     Send(worker, m);
   }
 
-  // Acknowledges the latest StartAssignment the worker got, with pid 1000+rank.
+  // Acknowledges the latest StartAssignment the worker got, with pid 1000+rank. Every
+  // StartAssignment names its job's creation time (the worker's snapshot directories are per
+  // job id and creation time).
   void Started(const std::string& worker, bool flush = true) {
     auto starts = channels_[worker]->Of(baton::v1::CoordinatorMessage::kStartAssignment);
     ASSERT_FALSE(starts.empty()) << worker << " got no StartAssignment";
     {
       const auto& m = starts.back();
+      EXPECT_TRUE(m.start_assignment().has_job_create_time());
+      EXPECT_GT(m.start_assignment().job_create_time().seconds(), 0);
       baton::v1::WorkerMessage out;
       auto* s = out.mutable_assignment_started();
       s->set_job_id(m.start_assignment().job_id());

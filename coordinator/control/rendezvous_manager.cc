@@ -140,6 +140,7 @@ void RendezvousManager::SendStartAssignments(const baton::v1::Job& job) {
     baton::v1::CoordinatorMessage out;
     baton::v1::StartAssignment* a = out.mutable_start_assignment();
     a->set_job_id(job.id());
+    *a->mutable_job_create_time() = job.create_time();
     a->set_generation(job.generation());
     *a->mutable_spec() = job.spec();
     a->set_world_size(job.ranks_size());

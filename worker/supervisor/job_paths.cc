@@ -137,7 +137,8 @@ absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPo
   if (!policy.snapshot_root.empty()) {
     ASSIGN_OR_RETURN(const std::string root, ResolvePath(policy.snapshot_root));
     if (!IsUnder(root, work_dir)) isolation.hidden.push_back(root);
-    isolation.exceptions.push_back(absl::StrCat(root, "/", job_id));
+    isolation.exceptions.push_back(
+        absl::StrCat(root, "/", policy.snapshot_name.empty() ? job_id : policy.snapshot_name));
   }
   return isolation;
 }

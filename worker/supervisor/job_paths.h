@@ -24,8 +24,11 @@ struct PathPolicy {
   // from confined ranks whole (IsolationFor), so a rank can neither read nor replace them.
   std::vector<std::string> secret_files;
   // Where jobs keep in-memory snapshots (SupervisorOptions::snapshot_root; absolute, may be
-  // empty): a job may use only <snapshot_root>/<job_id> (IsolationFor).
+  // empty): a job may use only <snapshot_root>/<snapshot_name> (IsolationFor).
   std::string snapshot_root;
+  // The job's directory name under snapshot_root (snapshot_dirs.h: SnapshotDirs::DirName);
+  // the job id when empty.
+  std::string snapshot_name;
 };
 
 // Resolves `path` (absolute) the way the kernel would when the job creates it: component by
@@ -59,8 +62,8 @@ absl::Status CheckJobPaths(const baton::v1::JobSpec& spec, const std::string& jo
 // The file system confinement of a rank of the job (see FsIsolation): the work_dir is
 // hidden (other jobs' directories, the worker's own files) but for the job's directory, and
 // so is each secret file (resolved: a symlink's target is what is hidden), and the
-// snapshot_root but for the job's <snapshot_root>/<job_id> (which must exist). Errors: those
-// of ResolvePath.
+// snapshot_root but for the job's <snapshot_root>/<snapshot_name> (which must exist).
+// Errors: those of ResolvePath.
 absl::StatusOr<FsIsolation> IsolationFor(const std::string& job_id, const PathPolicy& policy);
 
 }  // namespace baton::worker

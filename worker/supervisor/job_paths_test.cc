@@ -133,7 +133,7 @@ TEST_F(JobPathsTest, IsolationHidesTheWorkDirButTheJobsDirAndEverySecretFile) {
 }
 
 // A job may use its own snapshot directory only: the root is hidden (already, under the
-// work_dir; on its own, elsewhere) but for <root>/<job>.
+// work_dir; on its own, elsewhere) but for <root>/<job> (or its snapshot_name).
 TEST_F(JobPathsTest, IsolationHidesOtherJobsSnapshots) {
   std::filesystem::create_directories(root_ + "/work/snapshots/j-1");
   policy_.snapshot_root = root_ + "/work/snapshots";
@@ -147,6 +147,13 @@ TEST_F(JobPathsTest, IsolationHidesOtherJobsSnapshots) {
   EXPECT_THAT(elsewhere.hidden, ::testing::ElementsAre(root_ + "/work", root_ + "/tmpfs/snap"));
   EXPECT_THAT(elsewhere.exceptions,
               ::testing::ElementsAre(root_ + "/work/jobs/j-1", root_ + "/tmpfs/snap/j-1"));
+  // Named by id and creation time (SnapshotDirs::DirName): only that one, not <root>/<job>,
+  // which a job of another coordinator with the same id may have left.
+  policy_.snapshot_name = "j-1.1700000000000000000";
+  ASSERT_OK_AND_ASSIGN(FsIsolation named, IsolationFor("j-1", policy_));
+  EXPECT_THAT(named.exceptions,
+              ::testing::ElementsAre(root_ + "/work/jobs/j-1",
+                                     root_ + "/tmpfs/snap/j-1.1700000000000000000"));
 }
 
 }  // namespace

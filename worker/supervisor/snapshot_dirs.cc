@@ -12,23 +12,28 @@
 
 namespace baton::worker {
 
-std::string SnapshotDirs::DirOf(const std::string& job_id) const {
-  return absl::StrCat(options_.root, "/", job_id);
+std::string SnapshotDirs::DirName(const std::string& job_id, absl::Time created) {
+  if (created == absl::InfinitePast()) return job_id;
+  return absl::StrCat(job_id, ".", absl::ToUnixNanos(created));
 }
 
-absl::StatusOr<std::string> SnapshotDirs::Use(const std::string& job_id) {
-  const std::string dir = DirOf(job_id);
+std::string SnapshotDirs::DirOf(const std::string& name) const {
+  return absl::StrCat(options_.root, "/", name);
+}
+
+absl::StatusOr<std::string> SnapshotDirs::Use(const std::string& name) {
+  const std::string dir = DirOf(name);
   if (absl::Status made = MakePrivateDirs(dir); !made.ok()) {
     return absl::InternalError(absl::StrCat("snapshot directory: ", made.message()));
   }
-  idle_since_.erase(job_id);
-  in_use_.insert(job_id);
+  idle_since_.erase(name);
+  in_use_.insert(name);
   return dir;
 }
 
-void SnapshotDirs::Idle(const std::string& job_id, absl::Time now) {
-  in_use_.erase(job_id);
-  idle_since_[job_id] = now;
+void SnapshotDirs::Idle(const std::string& name, absl::Time now) {
+  in_use_.erase(name);
+  idle_since_[name] = now;
 }
 
 void SnapshotDirs::Collect(absl::Time now) {

@@ -28,6 +28,16 @@ class SnapshotDirsTest : public ::testing::Test {
   const absl::Time t0_ = absl::FromUnixSeconds(1000);
 };
 
+// A job's directory is named by its id and creation time: a job with the same id from
+// another coordinator (ids are unique within one coordinator's state) gets another one.
+TEST_F(SnapshotDirsTest, ADirectoryIsNamedByTheJobsIdAndCreationTime) {
+  EXPECT_EQ(SnapshotDirs::DirName("j-000002", absl::FromUnixNanos(1733390000123456789)),
+            "j-000002.1733390000123456789");
+  EXPECT_NE(SnapshotDirs::DirName("j-000002", absl::FromUnixSeconds(1)),
+            SnapshotDirs::DirName("j-000002", absl::FromUnixSeconds(2)));
+  EXPECT_EQ(SnapshotDirs::DirName("j-000002", absl::InfinitePast()), "j-000002");
+}
+
 TEST_F(SnapshotDirsTest, UseMakesAPrivateDirectoryKeptWhileInUse) {
   SnapshotDirs dirs({root_, absl::Minutes(10), 4});
   ASSERT_OK_AND_ASSIGN(const std::string dir, dirs.Use("j-1"));

@@ -21,6 +21,12 @@ std::string Supervisor::Describe(const std::string& job_id, int64_t generation, 
   return absl::StrCat("job ", job_id, " gen ", generation, " rank ", rank);
 }
 
+std::string Supervisor::SnapshotName(const baton::v1::StartAssignment& request) {
+  return SnapshotDirs::DirName(request.job_id(), request.has_job_create_time()
+                                                     ? FromProto(request.job_create_time())
+                                                     : absl::InfinitePast());
+}
+
 Supervisor::Supervisor(SupervisorOptions options, ProcessLauncher* launcher, Clock* clock,
                        SupervisorListener* listener)
     : options_(std::move(options)),
@@ -331,6 +337,7 @@ void Supervisor::ParkLocked(Assignment& a, RankEntry& r) {
   r.kill_deadline = absl::InfiniteFuture();
   Parked p;
   p.was = PumpedRank{a.job_id, a.generation, r.info.rank()};
+  p.job_name = SnapshotName(a.request);
   p.local_rank = r.info.local_rank();
   p.process = r.process;
   p.rejoin = std::move(r.rejoin);
@@ -551,7 +558,7 @@ absl::Status Supervisor::Forget(const std::string& job_id, int64_t generation,
   assignments_.erase(it);
   const bool job_left = std::none_of(assignments_.begin(), assignments_.end(),
                                      [&](const auto& e) { return e.second.job_id == job_id; });
-  if (job_left) snapshot_dirs_.Idle(job_id, clock_->Now());
+  if (job_left) snapshot_dirs_.Idle(SnapshotName(forgotten->request), clock_->Now());
   snapshot_dirs_.Collect(clock_->Now());
   return absl::OkStatus();
 }

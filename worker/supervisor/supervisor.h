@@ -278,6 +278,9 @@ class Supervisor final : public AssignmentFactSource {
   // assignment on this worker (trainer/contract/rejoin_protocol.h).
   struct Parked {
     PumpedRank was;  // What the pump calls it: its job, generation and rank.
+    // SnapshotName of its job: only a generation of the same job (same id and creation time,
+    // not a job of another coordinator with the same id) takes it.
+    std::string job_name;
     int32_t local_rank = 0;
     std::shared_ptr<Process> process;
     UniqueFd rejoin;  // The worker's end of its socket.
@@ -328,6 +331,8 @@ class Supervisor final : public AssignmentFactSource {
 
   // "job J gen G rank R", for logs.
   static std::string Describe(const std::string& job_id, int64_t generation, int32_t rank);
+  // The job's snapshot directory name (SnapshotDirs::DirName: its id and creation time).
+  static std::string SnapshotName(const baton::v1::StartAssignment& request);
 
   // `snapshot_dir`: the job's (BATON_SNAPSHOT_DIR), empty for none. `rejoin`: the socket of
   // a parked process to take instead of spawning one (tells it its part in this generation);

@@ -213,7 +213,7 @@ absl::Status Supervisor::LaunchAssignment(const std::string& job_id, int64_t gen
       TakeParkedLocked(a, rejoin);
       if (snapshot_dirs_.enabled()) {
         // Without one the ranks run on without snapshots (recovery from the disk checkpoints).
-        absl::StatusOr<std::string> dir = snapshot_dirs_.Use(job_id);
+        absl::StatusOr<std::string> dir = snapshot_dirs_.Use(SnapshotName(a.request));
         if (dir.ok()) {
           snapshot_dir = *std::move(dir);
         } else {
@@ -328,9 +328,10 @@ void Supervisor::TakeParkedLocked(Assignment& a, std::vector<UniqueFd>& rejoin) 
   // process that would change rank cannot open its new one.
   const bool per_rank_files =
       a.request.spec().has_trainer() && !a.request.spec().trainer().sample_log().empty();
+  const std::string job_name = SnapshotName(a.request);
   for (int i = 0; i < a.request.ranks_size(); ++i) {
     for (Parked& p : parked_) {
-      if (p.taken || p.was.job_id != a.job_id || p.was.generation >= a.generation ||
+      if (p.taken || p.job_name != job_name || p.was.generation >= a.generation ||
           p.local_rank != a.request.ranks(i).local_rank() || !p.rejoin.valid() ||
           p.kill_at != absl::InfiniteFuture() ||
           (per_rank_files && p.was.rank != a.request.ranks(i).rank())) {
@@ -449,7 +450,8 @@ Supervisor::RankLaunch Supervisor::LaunchRank(const baton::v1::StartAssignment& 
     absl::StatusOr<FsIsolation> isolation =
         IsolationFor(request.job_id(),
                      PathPolicy{options_.work_dir, options_.allowed_paths, options_.secret_files,
-                                snapshot_dir.empty() ? std::string() : options_.snapshot_root});
+                                snapshot_dir.empty() ? std::string() : options_.snapshot_root,
+                                SnapshotName(request)});
     if (!isolation.ok()) {
       out.status = isolation.status();
       return out;

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -420,9 +421,13 @@ TEST_F(SupervisorFakeTest, StopSendsTermThenKillAfterGrace) {
 
 // ---- Healthy ranks kept across a peer's failure (trainer/contract/rejoin_protocol.h) ----
 
+// When the coordinator created job j-r of TrainerAssignment.
+constexpr int64_t kJobCreated = 1700000000;
+
 // A 2-rank assignment of the built-in trainer (generation `gen`).
 baton::v1::StartAssignment TrainerAssignment(int64_t gen, int port = 29500) {
   baton::v1::StartAssignment a = Assignment("j-r", gen, 2, {});
+  *a.mutable_job_create_time() = ToProto(absl::FromUnixSeconds(kJobCreated));
   a.mutable_spec()->mutable_trainer()->set_model("mlp");
   a.mutable_spec()->mutable_budget()->set_max_steps(50);
   a.set_master_port(port);
@@ -524,6 +529,8 @@ TEST_F(SupervisorFakeTest, APlainStopEndsTheWindowAtOnce) {
 
 // A parked process serves only its own job's next generation: another job's assignment
 // (the same local rank, a tenant's job that could have learnt the pid) spawns its own, and
+// so does a job with the same id but created at another time (another coordinator's, or
+// this one's after its state was reset: ids are unique within one coordinator's state);
 // a repeated "waiting" line changes nothing.
 TEST_F(SupervisorFakeTest, AParkedProcessServesOnlyItsOwnJob) {
   ASSERT_OK(supervisor_->StartAssignment(TrainerAssignment(1)));
@@ -534,6 +541,10 @@ TEST_F(SupervisorFakeTest, AParkedProcessServesOnlyItsOwnJob) {
   other.set_job_id("j-other");
   ASSERT_OK(supervisor_->StartAssignment(other));
   EXPECT_EQ(launcher_.requests().size(), 4u);  // Both of j-other's ranks are new processes.
+  baton::v1::StartAssignment same_id = TrainerAssignment(2, 29501);
+  *same_id.mutable_job_create_time() = ToProto(absl::FromUnixSeconds(kJobCreated + 1));
+  ASSERT_OK(supervisor_->StartAssignment(same_id));
+  EXPECT_EQ(launcher_.requests().size(), 6u);  // And both of the other j-r's.
   EXPECT_EQ(supervisor_->parked_count(), 1u);
   EXPECT_TRUE(launcher_.process(0)->ReadStdin(1, absl::Milliseconds(100)).empty());
 }

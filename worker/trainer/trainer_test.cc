@@ -115,6 +115,22 @@ TrainerOptions CheckpointingTrainer(const std::string& dir) {
   return options;
 }
 
+// One rank's context in a gang of these tests, its metrics disabled; `clock` and `log` must
+// outlive the run.
+struct RankContext {
+  RankContext(const Dataset& train, Communicator& comm, TickingClock& clock, int64_t generation) {
+    context.train = &train;
+    context.comm = &comm;
+    context.metrics = &metrics;
+    context.clock = &clock;
+    context.log = &log;
+    context.generation = generation;
+  }
+  MetricsWriter metrics;  // Disabled.
+  std::ostringstream log;
+  TrainerContext context;
+};
+
 class TrainerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -445,16 +461,8 @@ TEST_F(TrainerTest, GlobalBatchResumesExactlyAtAnotherWorldSize) {
   ASSERT_OK(train);
   TickingClock clock(kTick);
   const std::vector<int64_t> steps = RunRanks<int64_t>(2, [&](Communicator& comm) {
-    MetricsWriter metrics;  // Disabled.
-    std::ostringstream log;
-    TrainerContext context;
-    context.train = train->get();
-    context.comm = &comm;
-    context.metrics = &metrics;
-    context.clock = &clock;
-    context.log = &log;
-    context.generation = 1;
-    absl::StatusOr<TrainResult> result = Trainer(resized, context).Run();
+    RankContext rank(**train, comm, clock, /*generation=*/1);
+    absl::StatusOr<TrainResult> result = Trainer(resized, rank.context).Run();
     EXPECT_OK(result);
     return result.ok() ? result->steps : -1;
   });
@@ -503,17 +511,9 @@ std::vector<absl::StatusOr<TrainResult>> RunGang(const Dataset& train,
                                                  const CommunicatorFactory& make = MakeGloo) {
   TickingClock clock(kTick);
   return RunRanksWith<absl::StatusOr<TrainResult>>(world, make, [&](Communicator& comm) {
-    MetricsWriter metrics;  // Disabled.
-    std::ostringstream log;
-    TrainerContext context;
-    context.train = &train;
-    context.comm = &comm;
-    context.metrics = &metrics;
-    context.clock = &clock;
-    context.log = &log;
-    context.generation = generation;
-    context.checkpoint_request = checkpoint_request;
-    return Trainer(options, context).Run();
+    RankContext rank(train, comm, clock, generation);
+    rank.context.checkpoint_request = checkpoint_request;
+    return Trainer(options, rank.context).Run();
   });
 }
 
@@ -638,23 +638,15 @@ TEST_F(TrainerTest, APeerLostMidStepIsSnapshottedAtTheLastCompletedStep) {
     o.checkpoint_dir = TempDir() + "/" + name;
     TickingClock clock(kTick);
     return RunRanksWith<Out>(2, make, [&](Communicator& comm) {
-      MetricsWriter metrics;  // Disabled.
-      std::ostringstream log;
-      TrainerContext context;
-      context.train = train->get();
-      context.comm = &comm;
-      context.metrics = &metrics;
-      context.clock = &clock;
-      context.log = &log;
-      context.generation = generation;
+      RankContext rank(**train, comm, clock, generation);
       if (snapshots) {  // As on two hosts: a directory and a writer each.
-        context.snapshot_dir = absl::StrCat(TempDir(), "/peer-lost-snapshots/h", comm.rank());
-        std::filesystem::create_directories(context.snapshot_dir);
-        context.snapshot_writer = absl::StrCat("rank", comm.rank());
+        rank.context.snapshot_dir = absl::StrCat(TempDir(), "/peer-lost-snapshots/h", comm.rank());
+        std::filesystem::create_directories(rank.context.snapshot_dir);
+        rank.context.snapshot_writer = absl::StrCat("rank", comm.rank());
       }
       Out out;
-      out.result = Trainer(o, context).Run();
-      out.log = log.str();
+      out.result = Trainer(o, rank.context).Run();
+      out.log = rank.log.str();
       return out;
     });
   };
@@ -698,18 +690,11 @@ TEST_F(TrainerTest, TwoRanksWithEveryStepFeatureAgree) {
   };
   TickingClock clock(kTick);
   const std::vector<Out> got = RunRanks<Out>(2, [&](Communicator& comm) {
-    MetricsWriter metrics;  // Disabled.
-    std::ostringstream log;
-    TrainerContext context;
-    context.train = train->get();
-    context.test = test->get();
-    context.comm = &comm;
-    context.metrics = &metrics;
-    context.clock = &clock;
-    context.log = &log;
+    RankContext rank(**train, comm, clock, /*generation=*/0);
+    rank.context.test = test->get();
     Out out;
-    out.result = Trainer(options, context).Run();
-    out.log = log.str();
+    out.result = Trainer(options, rank.context).Run();
+    out.log = rank.log.str();
     return out;
   });
   for (const Out& out : got) {
