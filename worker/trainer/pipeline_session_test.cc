@@ -38,6 +38,7 @@
 #include "worker/trainer/comm/testing/test_ranks.h"
 #include "worker/trainer/contract/metrics_writer.h"
 #include "worker/trainer/data/dataset.h"
+#include "worker/trainer/testing/rank_context.h"
 #include "worker/trainer/testing/ticking_clock.h"
 #include "worker/trainer/trainer.h"
 
@@ -47,6 +48,7 @@ namespace {
 using ::baton::trainer::testing::CommunicatorFactory;
 using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::MakeShm;
+using ::baton::trainer::testing::RankContext;
 using ::baton::trainer::testing::RunRanksWith;
 using ::baton::trainer::testing::TickingClock;
 using ::testing::AllOf;
@@ -161,17 +163,9 @@ class PipelineSessionTest : public ::testing::Test {
     TickingClock clock(absl::Milliseconds(1));
     std::vector<std::string> out(world);
     auto results = RunRanksWith<absl::StatusOr<TrainResult>>(world, make, [&](Communicator& comm) {
-      MetricsWriter metrics;  // Disabled.
-      std::ostringstream log;
-      TrainerContext context;
-      context.train = &train;
-      context.comm = &comm;
-      context.metrics = &metrics;
-      context.clock = &clock;
-      context.log = &log;
-      context.generation = generation;
-      absl::StatusOr<TrainResult> result = Trainer(options, context).Run();
-      out[comm.rank()] = log.str();
+      RankContext rank(train, comm, clock, generation);
+      absl::StatusOr<TrainResult> result = Trainer(options, rank.context).Run();
+      out[comm.rank()] = rank.log.str();
       return result;
     });
     if (logs != nullptr) *logs = out;

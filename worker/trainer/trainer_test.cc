@@ -32,6 +32,7 @@
 #include "worker/trainer/data/idx_dataset.h"
 #include "worker/trainer/data/synthetic_mnist.h"
 #include "worker/trainer/models/mlp.h"
+#include "worker/trainer/testing/rank_context.h"
 #include "worker/trainer/testing/ticking_clock.h"
 
 namespace baton::trainer {
@@ -41,6 +42,7 @@ using ::baton::trainer::testing::CommunicatorFactory;
 using ::baton::trainer::testing::FailAt;
 using ::baton::trainer::testing::MakeGloo;
 using ::baton::trainer::testing::MakeShm;
+using ::baton::trainer::testing::RankContext;
 using ::baton::trainer::testing::RunRanks;
 using ::baton::trainer::testing::RunRanksWith;
 using ::baton::trainer::testing::TickingClock;
@@ -114,22 +116,6 @@ TrainerOptions CheckpointingTrainer(const std::string& dir) {
   options.max_steps = 12;
   return options;
 }
-
-// One rank's context in a gang of these tests, its metrics disabled; `clock` and `log` must
-// outlive the run.
-struct RankContext {
-  RankContext(const Dataset& train, Communicator& comm, TickingClock& clock, int64_t generation) {
-    context.train = &train;
-    context.comm = &comm;
-    context.metrics = &metrics;
-    context.clock = &clock;
-    context.log = &log;
-    context.generation = generation;
-  }
-  MetricsWriter metrics;  // Disabled.
-  std::ostringstream log;
-  TrainerContext context;
-};
 
 class TrainerTest : public ::testing::Test {
  protected:
