@@ -10,11 +10,7 @@
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 MODE=${1:-}
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 elastic_job_yaml reference 2 2 600
 run_reference

@@ -6,11 +6,7 @@
 # weights bit-identical to an uninterrupted run of the same job.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 # job_yaml NAME: the same training job, checkpoints in $TMP/NAME-ckpt.
 job_yaml() {

@@ -144,6 +144,16 @@ job_succeeded() {
 # make_data DIR: a small learnable MNIST-format data set.
 make_data() { "$MAKE_MNIST" --out_dir="$1" --train_size=4000 --test_size=500 >/dev/null; }
 
+# start_two_worker_cluster: the setting most tests here start from: data in $TMP/mnist
+# (make_data), a coordinator and workers w1 and w2, both READY.
+start_two_worker_cluster() {
+  make_data "$TMP/mnist"
+  start_coordinator
+  start_worker w1
+  start_worker w2
+  wait_for_workers 2
+}
+
 # alive PID: the process exists (and is not a zombie).
 alive() {
   [[ -e /proc/$1 ]] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null

@@ -8,11 +8,7 @@
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 CHECK=$RUNFILES/worker/trainer/profile/trace_format_check.py
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 # Trains until cancelled.
 cat >"$TMP/prof.yaml" <<YAML

@@ -24,11 +24,7 @@ source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 command -v prometheus >/dev/null || fail "prometheus is required (apt-get install prometheus)"
 command -v promtool >/dev/null || fail "promtool is required (apt-get install prometheus)"
 DEPLOY=$RUNFILES/deploy
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 wait_for 30 test -s "$TMP/coordinator.metrics_port"
 wait_for 30 test -s "$TMP/w1.metrics_port"
 wait_for 30 test -s "$TMP/w2.metrics_port"

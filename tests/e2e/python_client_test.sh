@@ -9,11 +9,7 @@
 # (SIGKILL, then the same port and state).
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 cat >"$TMP/job.yaml" <<YAML
 name: python-client

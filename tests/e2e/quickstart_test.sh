@@ -4,11 +4,7 @@
 # --state -o name` and `version` see it through the real coordinator.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 "$BATON" submit "$EXAMPLES/quickstart.yaml" --set trainer.data_dir="$TMP/mnist" \
   --set checkpoint_dir="$TMP/ckpt" --set budget.max_steps=120 --wait >"$TMP/submit.out" 2>&1 \

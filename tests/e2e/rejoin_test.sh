@@ -10,11 +10,7 @@
 # rejoin again.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
-make_data "$TMP/mnist"
-start_coordinator
-start_worker w1
-start_worker w2
-wait_for_workers 2
+start_two_worker_cluster
 
 snapshot_job_yaml reference 1000 100000
 run_reference
