@@ -15,6 +15,10 @@
 # Usage: bench/goodput.sh [DURATION=600] [KILL_EVERY=30] [driver flags: --repeats=N,
 # --snapshot_root=<tmpfs>, --torchrun_intervals=...]. Run on an otherwise idle machine; a
 # round takes about 5 x DURATION (the first one 6 x).
+#
+# --overhead: no kills and no torchrun; what snapshots and the disk checkpoints written from
+# them cost undisturbed Baton, against training alone, in rotating order per round. Last
+# line: overhead_snapshots=<1 - steps ratio> overhead_snapshots_checkpoints=<...> (medians).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-600}

@@ -52,6 +52,14 @@ class StepSampler:
         self._stop.set()
         self._thread.join()
 
+    def steady_rate(self):
+        """The median rate (steps/s) of the sampled 2-second windows; nan if too few."""
+        s = self.samples
+        if len(s) < 9:
+            return float("nan")
+        return statistics.median(
+            (s[i + 8][1] - s[i][1]) / (s[i + 8][0] - s[i][0]) for i in range(len(s) - 8))
+
     def steady_goodput(self):
         """Net steps over the sampled time / (the median rate of its 2-second windows x that
         time): the run against its own steady pace, which slow drifts of the machine's
@@ -59,9 +67,7 @@ class StepSampler:
         s = self.samples
         if len(s) < 9:
             return float("nan")
-        rates = [(s[i + 8][1] - s[i][1]) / (s[i + 8][0] - s[i][0]) for i in range(len(s) - 8)]
-        steady = statistics.median(rates)
-        return (s[-1][1] - s[0][1]) / (steady * (s[-1][0] - s[0][0]))
+        return (s[-1][1] - s[0][1]) / (self.steady_rate() * (s[-1][0] - s[0][0]))
 
 
 def tail_step(path, pattern):
@@ -129,7 +135,7 @@ restart_policy: {{max_user_restarts: 1000, backoff_initial: 0s}}
                                               "stdout.log"))):
         lines += [l.strip() for l in open(path) if l.startswith("in-memory snapshot:")]
     return dict(steps=steps(d), kills=len(kills), restarts=restarts, snapshot_log=lines[-3:],
-                steady=sampler.steady_goodput())
+                steady=sampler.steady_goodput(), rate=sampler.steady_rate())
 
 
 def run_torchrun(args, name, tmp, checkpoint_every, rng):
@@ -186,6 +192,39 @@ def spread(values):
     return "%.3f / %.3f / %.3f" % (v[0], statistics.median(v), v[-1])
 
 
+def overhead(args):
+    """--overhead: what in-memory snapshots and the disk checkpoints written from them cost
+    undisturbed training, against training alone (no snapshots, no checkpoints): the three
+    ways each --duration seconds, in a rotating order, --repeats rounds on one cluster."""
+    ways = [("alone", -1, 0), ("snapshots", 0, 0), ("snapshots+checkpoints", 0, None)]
+    ratios = {name: [] for name, _, _ in ways[1:]}
+    with tempfile.TemporaryDirectory() as parent:
+        tmp = os.path.join(parent, "cluster")
+        procs, baton = start_baton(args, tmp)
+        try:
+            for r in range(args.repeats):
+                steps = {}
+                for i in range(len(ways)):
+                    name, snapshot_every, checkpoint_every = ways[(r + i) % len(ways)]
+                    run = run_baton(args, baton, "%s-%d" % (name.replace("+", "-"), r), tmp,
+                                    snapshot_every, None, checkpoint_every=checkpoint_every)
+                    steps[name] = run["steps"]
+                    print("round %d: %s: %d steps%s" % (
+                        r, name, run["steps"],
+                        "".join("\n  rank 0: " + l for l in run["snapshot_log"])), flush=True)
+                for name in ratios:
+                    ratios[name].append(steps[name] / steps["alone"])
+                print("round %d: against alone: %s" % (r, ", ".join(
+                    "%s %.3f" % (n, v[-1]) for n, v in ratios.items())), flush=True)
+        finally:
+            rd.stop(procs)
+    for name, v in ratios.items():
+        print("%s / alone, steps in the same time (min / median / max over %d round(s)): %s"
+              % (name, args.repeats, spread(v)))
+    print("overhead_snapshots=%.3f overhead_snapshots_checkpoints=%.3f" % tuple(
+        1 - statistics.median(v) for v in ratios.values()))
+
+
 def main():
     p = argparse.ArgumentParser()
     for flag in ("coordinator", "worker", "trainer", "baton", "data_dir", "bench_dir"):
@@ -202,7 +241,13 @@ def main():
     p.add_argument("--seed", type=int, default=int(time.time()))
     p.add_argument("--snapshot_root", default="",
                    help="a directory (e.g. a tmpfs mount) for the workers' --snapshot_root")
+    p.add_argument("--overhead", action="store_true",
+                   help="measure the undisturbed cost of snapshots and checkpoints instead "
+                        "(no kills, no torchrun)")
     args = p.parse_args()
+    if args.overhead:
+        overhead(args)
+        return
     rng = random.Random(args.seed)
     print("%.0f s of training, a process SIGKILLed every %.0f s (random moment), %d round(s), "
           "seed %d" % (args.duration, args.kill_every, args.repeats, args.seed), flush=True)

@@ -347,6 +347,54 @@ TEST_F(WorkerE2eTest, AJobCannotReadOrReplaceAnotherJobsSnapshots) {
   EXPECT_EQ(ReadFileOrEmpty(work_dir_ + "/snapshots/j-b/snapshot-rank0.bin"), "mine\n");
 }
 
+// A job id is unique within one coordinator's state only. A tenant whose job has the id of
+// an ended job whose snapshots this worker still keeps (submitted to another coordinator,
+// or after the state was reset) gets a directory of its own incarnation (<id>.<creation
+// ns>): it neither finds the other job's snapshots in its BATON_SNAPSHOT_DIR (where a
+// restore would load them) nor reaches them by the name it computes from that creation time.
+TEST_F(WorkerE2eTest, AJobWithAnEndedJobsIdButAnotherCreationTimeFindsNoneOfItsSnapshots) {
+  if (!LandlockAvailable()) GTEST_SKIP() << "no Landlock in this kernel";
+  StartWorker();
+  ASSERT_TRUE(coordinator_.Next(WorkerMessage::kRegister).has_value());
+  const int64_t victim_s = 1700000000;
+  CoordinatorMessage victim =
+      StartCommand("j-same", 1,
+                   "echo secret > $BATON_SNAPSHOT_DIR/snapshot-rank0.bin && "
+                   "echo dir=$BATON_SNAPSHOT_DIR && echo victim-done");
+  victim.mutable_start_assignment()->mutable_job_create_time()->set_seconds(victim_s);
+  victim.mutable_start_assignment()->mutable_job_create_time()->set_nanos(123456789);
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_.Send(victim); }));
+  const std::string victim_dir =
+      absl::StrCat(work_dir_, "/snapshots/j-same.", victim_s, "123456789");
+  ASSERT_THAT(LinesUntil("j-same", "victim-done"), ::testing::HasSubstr("dir=" + victim_dir));
+  std::optional<WorkerMessage> exited = coordinator_.Next(WorkerMessage::kProcessExited);
+  ASSERT_TRUE(exited.has_value());
+  ASSERT_EQ(exited->process_exited().exit().exit_code(), 0);
+
+  // The same id, created later. Generation 2, so that the worker takes it whether or not it
+  // has forgotten the ended assignment yet: even as the "next generation" of the id, the
+  // new creation time gets a directory of its own.
+  CoordinatorMessage tenant = StartCommand(
+      "j-same", 1,
+      absl::StrCat("echo tenant-dir=$BATON_SNAPSHOT_DIR; ",
+                   "cat $BATON_SNAPSHOT_DIR/snapshot-rank0.bin; echo own_copy=$?; ",
+                   "cat ", victim_dir, "/snapshot-rank0.bin; echo by_name=$?; ",
+                   "cat $BATON_SNAPSHOT_DIR/../j-same.", victim_s,
+                   "123456789/snapshot-rank0.bin; echo relative=$?; ",
+                   "echo x > ", victim_dir, "/snapshot-rank0.bin; echo overwrite=$?; ",
+                   "echo tenant-done"));
+  tenant.mutable_start_assignment()->set_generation(2);
+  tenant.mutable_start_assignment()->mutable_job_create_time()->set_seconds(victim_s + 60);
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_.Send(tenant); }));
+  const std::string out = LinesUntil("j-same", "tenant-done");
+  EXPECT_THAT(out, ::testing::HasSubstr(absl::StrCat("tenant-dir=", work_dir_, "/snapshots/j-same.",
+                                                     victim_s + 60, "000000000")));
+  for (const char* denied : {"own_copy=0", "by_name=0", "relative=0", "overwrite=0", "secret"}) {
+    EXPECT_THAT(out, ::testing::Not(::testing::HasSubstr(denied))) << out;
+  }
+  EXPECT_EQ(ReadFileOrEmpty(victim_dir + "/snapshot-rank0.bin"), "secret\n");
+}
+
 TEST_F(WorkerE2eTest, ACheckpointDirOutsideTheAllowedRootsOrEscapingThemFailsTheJob) {
   const std::string shared = MakeTestDir("allowed");
   const std::string elsewhere = MakeTestDir("elsewhere");

@@ -574,6 +574,129 @@ TEST_F(TrainerTest, ZeroStagesMatchStageZeroAcrossAResize) {
   ExpectSameWeights(dirs[2] + "/final.pt", dirs[0] + "/final.pt");
 }
 
+// ZeRO with in-memory snapshots (TrainingSession::MaybeSnapshotSharded): every rank exports
+// the optimizer state at the same steps and each writer snapshots the whole of it. Two
+// ranks, as on two hosts, lose a peer in step 6's gradient exchange; the last periodic
+// snapshot (step 5) is restored from memory: on 2 ranks bit for bit as an uninterrupted
+// run, and on 3 (the shards cut anew from memory) bit for bit as a run resized at step 5
+// through a disk checkpoint.
+TEST_F(TrainerTest, ZeroSnapshotsRestoreFromMemoryAtTheSameOrAnotherWorldSize) {
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  ASSERT_OK(train);
+  TrainerOptions options = MlpTrainer({32});
+  options.global_batch = 24;  // 12 per rank on 2, 8 on 3: the same samples per step.
+  options.batch_size = 12;
+  options.optimizer.name = "adamw";
+  options.optimizer.lr = 1e-3;
+  options.optimizer.weight_decay = 0.01;
+  options.step.reducer.bucket_cap_mb = 1000;  // One gradient exchange per step.
+  options.log_every = 8;
+  options.checkpoint_every = 0;
+  options.snapshot_every = 2;  // Steps 1, 3, 5, ...
+  struct Out {
+    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+    std::string log;
+  };
+  const CommunicatorFactory shm = MakeShm(absl::Seconds(60));
+  // `snapshots`: a directory per rank under it (as on separate hosts); empty: none.
+  const auto run = [&](const TrainerOptions& o, int world, int64_t generation,
+                       const std::string& snapshots, const CommunicatorFactory& make) {
+    TickingClock clock(kTick);
+    return RunRanksWith<Out>(world, make, [&](Communicator& comm) {
+      RankContext rank(**train, comm, clock, generation);
+      if (!snapshots.empty()) {
+        rank.context.snapshot_dir = absl::StrCat(snapshots, "/h", comm.rank());
+        std::filesystem::create_directories(rank.context.snapshot_dir);
+        rank.context.snapshot_writer = absl::StrCat("rank", comm.rank());
+      }
+      Out out;
+      out.result = Trainer(o, rank.context).Run();
+      out.log = rank.log.str();
+      return out;
+    });
+  };
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE(stage);
+    TrainerOptions o = options;
+    o.zero_stage = stage;
+    const std::string dir = absl::StrCat(TempDir(), "/zero-snapshots-", stage);
+    // References: 8 steps on 2 ranks; 5 on 2, then 3 on 3 through the disk.
+    o.checkpoint_dir = dir + "/straight";
+    o.max_steps = 8;
+    for (const Out& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
+    o.checkpoint_dir = dir + "/resized";
+    o.max_steps = 5;
+    for (const Out& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
+    o.max_steps = 8;
+    for (const Out& out : run(o, 3, 2, "", shm)) ASSERT_OK(out.result);
+
+    // 16000 elements: the whole gradient (25,450), not a bookkeeping collective.
+    o.checkpoint_dir = dir + "/lost";
+    for (const Out& out : run(o, 2, 1, dir + "/memory", FailAt(shm, 6, 16000))) {
+      EXPECT_THAT(out.result, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer is gone")));
+    }
+    std::filesystem::copy(dir + "/memory", dir + "/memory-copy",
+                          std::filesystem::copy_options::recursive);
+    std::vector<Out> resumed = run(o, 2, 2, dir + "/memory", shm);
+    for (const Out& out : resumed) {
+      ASSERT_OK(out.result);
+      EXPECT_EQ(out.result->steps, 8);
+    }
+    EXPECT_THAT(resumed[0].log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
+                                          "copy) at step 5"));
+    ExpectSameWeights(dir + "/lost/final.pt", dir + "/straight/final.pt");
+
+    o.checkpoint_dir = dir + "/lost-resized";
+    resumed = run(o, 3, 2, dir + "/memory-copy", shm);
+    for (const Out& out : resumed) {
+      ASSERT_OK(out.result);
+      EXPECT_EQ(out.result->steps, 8);
+    }
+    EXPECT_THAT(resumed[0].log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
+                                          "copy) at step 5"));
+    ExpectSameWeights(dir + "/lost-resized/final.pt", dir + "/resized/final.pt");
+  }
+}
+
+// Restoring a snapshot is collective: a gang with a rank that has no snapshot directory
+// (its worker runs without --snapshot_root) takes none, on any rank, rather than leaving
+// that rank out of the restore's collectives.
+TEST_F(TrainerTest, ARankWithoutASnapshotDirectoryTurnsSnapshotsOffForTheGang) {
+  absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
+  ASSERT_OK(train);
+  TrainerOptions options = MlpTrainer({32});
+  options.batch_size = 12;
+  options.max_steps = 4;
+  options.log_every = 4;
+  options.snapshot_every = 1;
+  const std::string root = TempDir() + "/half-snapshots";
+  TickingClock clock(kTick);
+  struct Out {
+    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+    std::string log;
+  };
+  const std::vector<Out> got =
+      RunRanksWith<Out>(2, MakeShm(absl::Seconds(60)), [&](Communicator& comm) {
+        RankContext rank(**train, comm, clock, /*generation=*/1);
+        if (comm.rank() == 0) {
+          rank.context.snapshot_dir = root;
+          std::filesystem::create_directories(root);
+          rank.context.snapshot_writer = "rank0";
+        }
+        Out out;
+        out.result = Trainer(options, rank.context).Run();
+        out.log = rank.log.str();
+        return out;
+      });
+  for (const Out& out : got) {
+    ASSERT_OK(out.result);
+    EXPECT_EQ(out.result->steps, 4);
+  }
+  EXPECT_THAT(got[0].log, HasSubstr("in-memory snapshots are off: not every rank has a "
+                                    "snapshot directory"));
+  EXPECT_TRUE(std::filesystem::is_empty(root));
+}
+
 // Shared-memory collectives run on the thread that waits for them (ShmOptions::
 // collectives_on_waiter) train bit for bit as on the communication thread: several buckets,
 // started during backward, all waited for at its end.

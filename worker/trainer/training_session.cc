@@ -59,6 +59,9 @@ LoaderPosition ResumePosition(const TrainingProgress& progress, int world_size,
   return position;
 }
 
+// ZeRO with snapshot_every 0: how often the ranks agree on the snapshot interval.
+constexpr int64_t kIntervalAgreementSteps = 50;
+
 // A moving average (the snapshot interval's inputs): the first sample, then 4:1.
 void Average(absl::Duration& average, absl::Duration sample) {
   average = average == absl::ZeroDuration() ? sample : (average * 4 + sample) / 5;
@@ -195,13 +198,19 @@ absl::Status TrainingSession::BuildSchedule() {
 absl::Status TrainingSession::Restore() {
   state_.tensors = named_;
   state_.optimizer = optimizer_.get();
-  snapshots_ = !context_.snapshot_dir.empty() && options_.snapshot_every != -1 && zero_ == nullptr;
-  if (options_.snapshot_every > 0) snapshot_interval_ = options_.snapshot_every;
-  if (!context_.snapshot_dir.empty() && zero_ != nullptr && comm_.rank() == 0) {
-    *context_.log << "in-memory snapshots are not taken with ZeRO (sharded optimizer state): "
-                     "recovery resumes from the disk checkpoints"
-                  << std::endl;
+  snapshots_ = !context_.snapshot_dir.empty() && options_.snapshot_every != -1;
+  if (options_.snapshot_every != -1 && world_ > 1) {
+    // Restoring a snapshot is collective (and, with ZeRO, taking one): on every rank or none.
+    ASSIGN_OR_RETURN(const bool everywhere, EveryRank(snapshots_));
+    if (snapshots_ && !everywhere && comm_.rank() == 0) {
+      *context_.log << "in-memory snapshots are off: not every rank has a snapshot directory "
+                       "(its worker has no --snapshot_root)"
+                    << std::endl;
+    }
+    snapshots_ = everywhere;
   }
+  sharded_snapshots_ = snapshots_ && zero_ != nullptr;
+  if (options_.snapshot_every > 0) snapshot_interval_ = options_.snapshot_every;
   // The newest disk checkpoint, by its name: a newer in-memory snapshot is restored without
   // reading it (at a large model's scale, the disk read would be most of the recovery).
   std::optional<CheckpointFile> newest_on_disk;
@@ -226,15 +235,15 @@ absl::Status TrainingSession::Restore() {
     } else if (restored.status().code() != absl::StatusCode::kNotFound) {
       return restored.status();
     }
-    // A checkpoint holds the unsharded optimizer state (whatever stage and world size saved
-    // it): each rank keeps its shard's cut of it.
-    if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
     // The newest file was corrupt and an older one loaded: a snapshot may be newer than that.
     if (snapshots_ && newest_on_disk.has_value() && step_ < newest_on_disk->step) {
       ASSIGN_OR_RETURN(from_memory,
                        RestoreSnapshot(step_, restored.ok() ? restored->generation : 0));
     }
   }
+  // A checkpoint or snapshot holds the unsharded optimizer state (whatever stage and world
+  // size saved it): each rank keeps its shard's cut of it.
+  if (zero_ != nullptr) RETURN_IF_ERROR(zero_->ImportState());
   if (snapshots_ && !from_memory && comm_.rank() == 0) {
     *context_.log << "no in-memory snapshot newer than step " << step_
                   << " on any rank: resuming from "
@@ -251,6 +260,13 @@ absl::Status TrainingSession::Restore() {
   }
   result_.steps = step_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> TrainingSession::EveryRank(bool mine) {
+  at::Tensor count =
+      at::full({1}, mine ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat).device(device_));
+  RETURN_IF_ERROR(comm_.AllReduceSum(count));
+  return count.cpu().item<float>() == static_cast<float>(world_);
 }
 
 // Every rank offers the newest snapshot it can read that is newer than the disk's; the
@@ -349,7 +365,7 @@ absl::StatusOr<TrainResult> TrainingSession::Train() {
     const bool overlapped = snapshot_writer_ != nullptr && snapshot_writer_->in_flight();
     const absl::Time step_start = clock_.Now();
     if (absl::Status stepped = Step(); !stepped.ok()) return SnapshotOnPeerLoss(stepped);
-    MaybeSnapshot(clock_.Now() - step_start, overlapped);
+    RETURN_IF_ERROR(MaybeSnapshot(clock_.Now() - step_start, overlapped));
     RETURN_IF_ERROR(CheckpointAndEmit());
     TraceWritten(context_.profiler != nullptr ? context_.profiler->AfterStep(step_)
                                               : std::optional<std::string>());
@@ -422,7 +438,9 @@ absl::StatusOr<bool> TrainingSession::StopRequested() {
 // The phase timer charges everything in between to a phase: the epoch seek and the LR to
 // data, the window's sums to backward, the sample log to optimizer.
 absl::Status TrainingSession::Step() {
-  if (snapshots_ && !context_.snapshot_writer.empty() && !device_.is_cuda()) RecordStepStart();
+  if (snapshots_ && !context_.snapshot_writer.empty() && !device_.is_cuda() && zero_ == nullptr) {
+    RecordStepStart();
+  }
   phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
@@ -560,7 +578,7 @@ void TrainingSession::Emit(std::optional<double> eval_accuracy) {
 absl::Status TrainingSession::Save() {
   if (!checkpoints_.has_value()) return absl::OkStatus();
   if (zero_ == nullptr) return WriteCheckpoint();
-  RETURN_IF_ERROR(zero_->ExportState());
+  RETURN_IF_ERROR(zero_->ExportState(/*keep=*/comm_.rank() == 0));
   const absl::Status written = WriteCheckpoint();
   zero_->ClearExportedState();
   return written;
@@ -580,18 +598,14 @@ void TrainingSession::FillProgress(const LoaderPosition& next) {
 // cloned: forward changes BatchNorm's) and starts its copy, which the next step's forward
 // and backward overlap; FenceSnapshot waits for it before the update.
 //
-// The interval for snapshot_every 0: the fewest steps between snapshots that keep their
-// cost within 5 % of the steps' time, where a snapshot's cost is planning it plus the
-// larger of its copy's own time and how much longer a step that overlaps the copy takes
-// than one that does not (moving averages). The copy is counted whole even when the steps
-// seem to hide it: where no core is idle (CPU training) it takes its time from the ranks,
-// and the difference in step times, within the noise of a busy host, missed most of that
-// (measured: 0.82 of the snapshot-free throughput at the interval that rule chose, 0.95 at
-// one four times longer). A snapshot taken on losing a peer (SnapshotOnPeerLoss) covers a
-// survivor's last steps whatever the interval. At an interval of 1 every 100th snapshot is
-// skipped so that steps without a copy stay measured.
-void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
-  if (!snapshots_ || context_.snapshot_writer.empty()) return;
+// The interval for snapshot_every 0: snapshot/snapshot_interval.h, from moving averages of
+// the step times with and without a copy in flight and of the snapshots' costs. A snapshot
+// taken on losing a peer (SnapshotOnPeerLoss) covers a survivor's last steps whatever the
+// interval. At an interval of 1 every 100th snapshot is skipped so that steps without a
+// copy stay measured.
+absl::Status TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
+  if (zero_ != nullptr) return MaybeSnapshotSharded(step_time, overlapped);
+  if (!snapshots_ || context_.snapshot_writer.empty()) return absl::OkStatus();
   Average(step_time_, step_time);
   // The first write of each slot also faults its pages in: not a sample.
   if (!overlapped) {
@@ -604,17 +618,60 @@ void TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
   const bool for_checkpoint =
       comm_.rank() == 0 && checkpoints_.has_value() && checkpoints_->ShouldSave(step_);
   if (!for_checkpoint) {
-    if (last_snapshot_ >= 0 && step_ - last_snapshot_ < snapshot_interval_) return;
-    if (options_.snapshot_every == 0 && snapshot_interval_ == 1 && ++snapshots_due_ % 100 == 0) {
-      return;  // A step without a copy, to measure.
-    }
+    if (!SnapshotDue(last_snapshot_)) return absl::OkStatus();
   }
-  if (!OpenSnapshotWriter()) return;
+  if (!OpenSnapshotWriter()) return absl::OkStatus();
   FenceSnapshot();  // Normally done already, in the step.
-  if (snapshot_writer_ == nullptr) return;
+  if (snapshot_writer_ == nullptr) return absl::OkStatus();
   const absl::Time start = clock_.Now();
-  if (!StartSnapshot(loader_->position(), for_checkpoint)) return;
+  if (!StartSnapshot(loader_->position(), for_checkpoint)) return absl::OkStatus();
   Average(snapshot_plan_time_, clock_.Now() - start);
+  return absl::OkStatus();
+}
+
+bool TrainingSession::SnapshotDue(int64_t last) {
+  if (last >= 0 && step_ - last < snapshot_interval_) return false;
+  // At an interval of 1, a step without a copy now and then, to measure.
+  return options_.snapshot_every != 0 || snapshot_interval_ != 1 || ++snapshots_due_ % 100 != 0;
+}
+
+// With ZeRO a snapshot needs every rank's optimizer shard: every rank exports at the same
+// steps, so that what decides them is the same on every rank, never a rank's own state:
+// sharded_snapshots_ (agreed at Restore), the step, and snapshot_interval_ (snapshot_every,
+// or with 0 the largest interval any rank proposes, agreed every kIntervalAgreementSteps
+// steps). A writer whose snapshots failed goes on exporting with the others. No snapshot
+// serves a checkpoint (Save exports for rank 0 on its own), and none is taken on a peer's
+// loss (its shard is gone with it): the budget is kSnapshotBudget.
+absl::Status TrainingSession::MaybeSnapshotSharded(absl::Duration step_time, bool overlapped) {
+  if (!sharded_snapshots_) return absl::OkStatus();
+  Average(step_time_, step_time);
+  if (!overlapped) {
+    Average(clean_step_time_, step_time);
+  } else if (snapshots_written_ > 2) {
+    Average(copy_step_time_, step_time);
+  }
+  if (options_.snapshot_every == 0 && step_ % kIntervalAgreementSteps == 0) {
+    const std::optional<int64_t> mine =
+        AutoSnapshotInterval(MeasuredSnapshotCosts(), kSnapshotBudget);
+    at::Tensor proposal = at::tensor({mine.value_or(snapshot_interval_)}, at::kLong).to(device_);
+    at::Tensor proposals = at::empty({world_}, proposal.options());
+    RETURN_IF_ERROR(comm_.AllGather(proposal, proposals));
+    SetSnapshotInterval(proposals.max().cpu().item<int64_t>(), kSnapshotBudget);
+  }
+  if (!SnapshotDue(last_sharded_snapshot_)) return absl::OkStatus();
+  last_sharded_snapshot_ = step_;
+  const absl::Time start = clock_.Now();
+  bool keep = !context_.snapshot_writer.empty() && OpenSnapshotWriter();
+  if (keep) {
+    FenceSnapshot();  // Normally done already, in the step.
+    keep = snapshot_writer_ != nullptr;
+  }
+  RETURN_IF_ERROR(zero_->ExportState(keep));
+  // The image holds the exported tensors until its copy is written.
+  if (keep) StartSnapshot(loader_->position(), /*for_checkpoint=*/false);
+  zero_->ClearExportedState();
+  Average(snapshot_plan_time_, clock_.Now() - start);
+  return absl::OkStatus();
 }
 
 bool TrainingSession::OpenSnapshotWriter() {
@@ -673,7 +730,7 @@ void TrainingSession::RecordStepStart() {
 
 absl::Status TrainingSession::SnapshotOnPeerLoss(absl::Status status) {
   if (!absl::IsUnavailable(status) || !snapshots_ || context_.snapshot_writer.empty() ||
-      device_.is_cuda()) {
+      device_.is_cuda() || zero_ != nullptr) {
     return status;
   }
   FenceSnapshot();  // A copy in flight (of step_ at the newest) completes first.
@@ -699,27 +756,30 @@ void TrainingSession::UpdateSnapshotInterval() {
     snapshot_interval_ = options_.snapshot_every;
     return;
   }
-  const absl::Duration slowdown =
-      clean_step_time_ > absl::ZeroDuration()
-          ? std::max(copy_step_time_ - clean_step_time_, absl::ZeroDuration())
-          : absl::ZeroDuration();
-  const absl::Duration cost = snapshot_plan_time_ + std::max(slowdown, snapshot_copy_time_);
-  const absl::Duration step =
-      clean_step_time_ > absl::ZeroDuration() ? clean_step_time_ : step_time_;
-  if (step <= absl::ZeroDuration()) return;
-  const int64_t interval = snapshot_interval_;
-  snapshot_interval_ = std::clamp<int64_t>(
-      static_cast<int64_t>(std::ceil(absl::FDivDuration(cost, step * 0.05))), 1, 1000);
+  // CPU ranks snapshot on a peer's loss too (SnapshotOnPeerLoss); GPU ranks do not.
+  const double budget = device_.is_cuda() ? kSnapshotBudget : kSnapshotBudgetWithLossSnapshots;
+  const std::optional<int64_t> next = AutoSnapshotInterval(MeasuredSnapshotCosts(), budget);
+  if (next.has_value()) SetSnapshotInterval(*next, budget);
+}
+
+SnapshotCosts TrainingSession::MeasuredSnapshotCosts() const {
+  return {step_time_, clean_step_time_, copy_step_time_, snapshot_plan_time_, snapshot_copy_time_};
+}
+
+void TrainingSession::SetSnapshotInterval(int64_t interval, double budget) {
+  const int64_t before = std::exchange(snapshot_interval_, interval);
   // A change at most every 1000 steps in the log (the interval may alternate).
-  if (snapshot_interval_ != interval && step_ - snapshot_logged_ >= 1000) {
-    snapshot_logged_ = step_;
-    *context_.log << absl::StrFormat(
-                         "in-memory snapshot: %.2f ms per snapshot (a step %.2f ms, %.2f ms "
-                         "with a copy in flight): every %d step(s)",
-                         absl::ToDoubleMilliseconds(cost), absl::ToDoubleMilliseconds(step),
-                         absl::ToDoubleMilliseconds(copy_step_time_), snapshot_interval_)
-                  << std::endl;
-  }
+  if (interval == before || step_ - snapshot_logged_ < 1000) return;
+  snapshot_logged_ = step_;
+  const SnapshotCosts costs = MeasuredSnapshotCosts();
+  *context_.log << absl::StrFormat(
+                       "in-memory snapshot: %.2f ms per snapshot (a step %.2f ms, %.2f ms with "
+                       "a copy in flight): every %d step(s), a budget of %.0f %% of a step",
+                       absl::ToDoubleMilliseconds(SnapshotCost(costs)),
+                       absl::ToDoubleMilliseconds(
+                           costs.clean_step > absl::ZeroDuration() ? costs.clean_step : costs.step),
+                       absl::ToDoubleMilliseconds(costs.copy_step), interval, budget * 100)
+                << std::endl;
 }
 
 // Waits for the snapshot copy in flight; a failed one ends snapshots. A snapshot taken for

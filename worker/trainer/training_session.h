@@ -4,7 +4,8 @@
 // as phases the caller runs in this order, each once:
 //   Setup()    the micro-batch split, the model (seeded, moved to the device, broadcast from
 //              rank 0), the optimizer, the sampler, the LR schedule and the step engine;
-//   Restore()  with a snapshot_dir (collective): the newest in-memory snapshot any rank
+//   Restore()  with a snapshot_dir on every rank (collective; a rank without one turns
+//              snapshots off for all): the newest in-memory snapshot any rank
 //              holds when it is newer than the newest disk checkpoint's name says
 //              (snapshot/snapshot_choice.h), sent by that rank to all, the disk not read;
 //              else, with a checkpoint_dir, the newest valid checkpoint (and a snapshot
@@ -15,9 +16,9 @@
 //              budget, a stop or a checkpoint request; a checkpoint every checkpoint_every
 //              steps (with snapshots, rank 0 writes it from the step's snapshot on a thread
 //              of its own: training waits for the copy into memory only); an in-memory
-//              snapshot by the writer ranks (TrainerContext::
-//              snapshot_writer) every snapshot_every steps, or with snapshot_every 0 as
-//              often as keeps its cost under 5 % of the step time (every step when it is
+//              snapshot by the writer ranks (TrainerContext::snapshot_writer) every
+//              snapshot_every steps, or with snapshot_every 0 as often as keeps its cost
+//              under 1 % (CPU) or 5 % (GPU) of the step time (every step when it is
 //              cheaper; a failed snapshot is logged, not fatal: the disk checkpoints stay);
 //              a metric line (Emit) every log_every steps and at the end, with the
 //              evaluation on the last; then the final checkpoint and final.pt. A step that
@@ -50,6 +51,7 @@
 #include "worker/trainer/session_support.h"
 #include "worker/trainer/snapshot/async_snapshot_writer.h"
 #include "worker/trainer/snapshot/snapshot_checkpointer.h"
+#include "worker/trainer/snapshot/snapshot_interval.h"
 #include "worker/trainer/snapshot/snapshot_store.h"
 #include "worker/trainer/step/phase_timer.h"
 #include "worker/trainer/step/train_step.h"
@@ -103,9 +105,17 @@ class TrainingSession {
   void CountStep(const StepOutcome& outcome);
   absl::Status CheckpointAndEmit();
   // The snapshot after a step of `step_time` (`overlapped`: a snapshot copy was in flight
-  // during it), when one is due (writer ranks only): started, its copy overlapping the next
-  // step's forward and backward.
-  void MaybeSnapshot(absl::Duration step_time, bool overlapped);
+  // during it), when one is due (writer ranks only; with ZeRO every rank takes part, see
+  // MaybeSnapshotSharded): started, its copy overlapping the next step's forward and
+  // backward. UNAVAILABLE when ZeRO's export fails (a peer is gone); a snapshot that fails
+  // is logged, not an error.
+  absl::Status MaybeSnapshot(absl::Duration step_time, bool overlapped);
+  absl::Status MaybeSnapshotSharded(absl::Duration step_time, bool overlapped);
+  // Whether a periodic snapshot is due at step_, the last one taken at step `last` (-1:
+  // none yet); counts the due ones for the measuring skip at an interval of 1.
+  bool SnapshotDue(int64_t last);
+  // Whether `mine` holds on every rank (collective).
+  absl::StatusOr<bool> EveryRank(bool mine);
   // The writer, opened at the first snapshot: false when snapshots are off or ended.
   bool OpenSnapshotWriter();
   // Plans the image of the state at step_ (`next`: the data position after it) and starts
@@ -115,16 +125,19 @@ class TrainingSession {
   void RecordStepStart();
   // After a step failed with `status`; returns it. When a peer was lost (UNAVAILABLE: a
   // collective failed) on a snapshot writer rank on the CPU (a GPU's stream may hold a
-  // collective that never completes, which a copy would wait for), this process holds the
-  // state of step_:
-  // the step in flight failed before its update (its collectives all precede it: without
-  // ZeRO, which has no snapshots), so what it changed before (data position, generators,
-  // buffers) is put back from step_start_ and the state snapshotted, synchronously, unless
-  // the newest snapshot is of step_ already. The next generation restores it: a survivor
-  // loses no completed step to its peer's loss, whatever the snapshot interval.
+  // collective that never completes, which a copy would wait for) without ZeRO (a lost
+  // rank's optimizer shard is gone with it), this process holds the state of step_: the
+  // step in flight failed before its update (its collectives all precede it), so what it
+  // changed before (data position, generators, buffers) is put back from step_start_ and
+  // the state snapshotted, synchronously, unless the newest snapshot is of step_ already.
+  // The next generation restores it: a survivor loses no completed step to its peer's
+  // loss, whatever the snapshot interval.
   absl::Status SnapshotOnPeerLoss(absl::Status status);
   // snapshot_interval_ from the measured costs (see MaybeSnapshot).
   void UpdateSnapshotInterval();
+  SnapshotCosts MeasuredSnapshotCosts() const;
+  // Sets snapshot_interval_, logging a change (chosen for `budget`) now and then.
+  void SetSnapshotInterval(int64_t interval, double budget);
   // Waits for the snapshot copy in flight (before anything changes the parameters or the
   // optimizer state); a failed one is logged and ends snapshots.
   void FenceSnapshot();
@@ -191,6 +204,10 @@ class TrainingSession {
   int64_t snapshot_interval_ = 1;         // Steps between snapshots (adapted for snapshot_every 0).
   int64_t last_snapshot_ = -1;            // Step of the last snapshot started.
   int64_t snapshots_written_ = 0;
+  // ZeRO: snapshots are taken by the whole gang (agreed at Restore), and the step of the
+  // last one the gang took (whether or not this rank's copy was written).
+  bool sharded_snapshots_ = false;
+  int64_t last_sharded_snapshot_ = -1;
   int64_t snapshots_due_ = 0;
   int64_t snapshot_logged_ = 0;  // Step of the last interval log line.
   size_t snapshot_bytes_ = 0;    // Of the last snapshot.

@@ -246,14 +246,13 @@ absl::Status ZeroOptimizer::Step() {
   return status;
 }
 
-absl::Status ZeroOptimizer::ExportState() {
+absl::Status ZeroOptimizer::ExportState(bool keep) {
   const auto it = inner_->state().find(StateKey(shard_));
   // Every rank stepped as often as the others: all have state, or none.
   if (it == inner_->state().end()) return absl::OkStatus();
   const bool adamw = dynamic_cast<const AdamWParamState*>(it->second.get()) != nullptr;
   const std::vector<at::Tensor> shard_state = StateTensors(*it->second);
   const int64_t step = StateStep(*it->second);
-  const bool keep = comm_.rank() == 0;
   std::vector<std::vector<at::Tensor>> per_param(params_.size());
   for (const at::Tensor& tensor : shard_state) {
     // Laid out as flat_: each parameter's state where the parameter is.

@@ -46,11 +46,12 @@
 // uses it for what is not sharded: zero_grad, the lr (SetLearningRate), and as the
 // checkpoint's optimizer (checkpoint/training_state.h). A checkpoint of stage 1 or 2 is
 // therefore a checkpoint of stage 0, whatever the world size:
-//   ExportState (collective, before rank 0 saves): every state tensor of the shards is
-//     all-gathered and rank 0 fills the reference optimizer's per-parameter state with it.
-//     Memory while saving: on every rank one flat buffer of the model's size per state
-//     tensor (one at a time), and on rank 0 the full state (what stage 0 holds always)
-//     until ClearExportedState.
+//   ExportState (collective, before rank 0 saves or the writer ranks snapshot): every state
+//     tensor of the shards is all-gathered and the keeping ranks fill the reference
+//     optimizer's per-parameter state with it. Memory while saving: on every rank one flat
+//     buffer of the model's size per state tensor (one at a time), and on the keeping ranks
+//     the full state (what stage 0 holds always) until ClearExportedState (a snapshot's
+//     image holds it until its copy is written).
 //   ImportState (local, after every rank restored the reference optimizer): each rank cuts
 //     its shard from the full per-parameter state (so any world size, and any stage), then
 //     clears the reference's state.
@@ -116,10 +117,12 @@ class ZeroOptimizer {
   // INTERNAL for LibTorch errors.
   absl::Status Step();
 
-  // Fills the reference optimizer's state on rank 0 with the full, unsharded state
-  // (collective; no-op, on every rank, before the first Step). UNAVAILABLE when a
-  // collective fails; INTERNAL for LibTorch errors.
-  absl::Status ExportState();
+  // Fills the reference optimizer's state with the full, unsharded state on the ranks that
+  // pass `keep` (collective: every rank calls it, the others only contribute their shard;
+  // no-op, on every rank, before the first Step). A checkpoint keeps it on rank 0, an
+  // in-memory snapshot on each snapshot writer. UNAVAILABLE when a collective fails;
+  // INTERNAL for LibTorch errors.
+  absl::Status ExportState(bool keep);
   // Drops what ExportState put into the reference optimizer.
   void ClearExportedState();
   // Replaces this rank's shard state with its cut of the reference optimizer's state (as

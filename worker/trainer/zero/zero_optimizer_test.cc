@@ -82,7 +82,8 @@ struct Leg {
 struct LegResult {
   std::vector<at::Tensor> weights;
   bool grads_left = false;      // Some param.grad() was defined after a step's reduction.
-  std::string optimizer_bytes;  // Rank 0's, when saved.
+  std::string optimizer_bytes;  // When saved.
+  int64_t exported_numel = 0;   // Optimizer state elements the export left on this rank.
   int64_t state_numel = 0;
   int64_t shard_numel = 0;
   int64_t total_numel = 0;
@@ -154,9 +155,11 @@ LegResult RunLeg(Communicator& comm, const Leg& leg) {
   result.state_numel = zero != nullptr ? zero->StateNumel() : OptimizerStateNumel(**reference);
   if (leg.save) {
     if (zero != nullptr) {
-      EXPECT_OK(zero->ExportState());
+      // Kept on every rank, as for snapshots (a checkpoint keeps it on rank 0 only).
+      EXPECT_OK(zero->ExportState(/*keep=*/true));
     }
-    if (comm.rank() == 0) {
+    result.exported_numel = OptimizerStateNumel(**reference);
+    {
       torch::serialize::OutputArchive archive;
       (*reference)->save(archive);
       std::ostringstream out;
@@ -265,10 +268,11 @@ TEST_P(ZeroStage1Test, StageTwoMatchesStageZero) {
   }
 }
 
-// A stage-1 (and stage-2) checkpoint taken at world 2 is a stage-0 checkpoint: restored at
-// world 3 with stage 1 or 2 (re-cut shards) or stage 0, training continues with the bits of
-// a stage-0 run saved and restored the same way (over shared memory, whose sums do not
-// depend on the stage: see StageTwoMatchesStageZero).
+// A stage-1 (and stage-2) checkpoint taken at world 2 is a stage-0 checkpoint (the export
+// kept on every rank, as for snapshots, and any rank's the same): restored at world 3 with
+// stage 1 or 2 (re-cut shards) or stage 0, training continues with the bits of a stage-0
+// run saved and restored the same way (over shared memory, whose sums do not depend on the
+// stage: see StageTwoMatchesStageZero).
 TEST_P(ZeroStage1Test, CheckpointRestoresAtAnotherWorldSize) {
   const Case c = GetParam();
   const int other = c.world == 2 ? 3 : 2;
@@ -281,6 +285,11 @@ TEST_P(ZeroStage1Test, CheckpointRestoresAtAnotherWorldSize) {
   const std::vector<LegResult> saved1 = RunWorld(c.world, first, Shm());
   ExpectSameBits(saved1[0].weights, saved0[0].weights);
   EXPECT_EQ(saved1[0].optimizer_bytes.empty(), false);
+  // Every rank that keeps the export holds the whole state, as stage 0 does.
+  for (int r = 0; r < c.world; ++r) {
+    EXPECT_EQ(saved1[r].exported_numel, saved0[r].exported_numel);
+    EXPECT_GT(saved1[r].exported_numel, saved1[r].state_numel);
+  }
   first.stage = 2;
   const std::vector<LegResult> saved2 = RunWorld(c.world, first, Shm());
   ExpectSameBits(saved2[0].weights, saved0[0].weights);
@@ -295,7 +304,8 @@ TEST_P(ZeroStage1Test, CheckpointRestoresAtAnotherWorldSize) {
   for (int stage : {0, 1, 2}) {
     SCOPED_TRACE(stage);
     second.stage = stage;
-    for (const LegResult* saved : {&saved1[0], &saved2[0]}) {
+    // Any rank's export restores the same (a snapshot comes from whichever writer has it).
+    for (const LegResult* saved : {&saved1[0], &saved2[0], &saved1[c.world - 1]}) {
       second.weights = saved->weights;
       second.optimizer_bytes = saved->optimizer_bytes;
       const std::vector<LegResult> got = RunWorld(other, second, Shm());
@@ -320,7 +330,7 @@ TEST(ZeroOptimizerTest, NoStateBeforeTheFirstStep) {
     EXPECT_OK(reference);
     auto zero = ZeroOptimizer::Create(model->parameters(), AdamW(), **reference, comm);
     EXPECT_OK(zero);
-    EXPECT_OK((*zero)->ExportState());
+    EXPECT_OK((*zero)->ExportState(/*keep=*/true));
     EXPECT_EQ(OptimizerStateNumel(**reference), 0);
     EXPECT_OK((*zero)->ImportState());
     EXPECT_EQ((*zero)->StateNumel(), 0);

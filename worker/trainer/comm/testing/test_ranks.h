@@ -69,10 +69,11 @@ inline CommunicatorFactory MakeShmOnWaiter(absl::Duration timeout) {
 }
 
 // A rank whose peer is lost mid-step, deterministically: behaves as `inner` until the
-// fail_at-th all-reduce (counting from 1) of at least min_elements elements (a gradient
-// bucket, not a small bookkeeping collective), from which on every collective fails at its
-// start with UNAVAILABLE, as when a peer is gone. Given to every rank of a gang with the same
-// numbers, all ranks fail at the same collective and none waits for another.
+// fail_at-th all-reduce or reduce-scatter (counting from 1) of at least min_elements
+// elements (a gradient bucket, not a small bookkeeping collective), from which on every
+// collective fails at its start with UNAVAILABLE, as when a peer is gone. Given to every
+// rank of a gang with the same numbers, all ranks fail at the same collective and none
+// waits for another.
 class FailingCommunicator final : public Communicator {
  public:
   FailingCommunicator(std::unique_ptr<Communicator> inner, int fail_at, int64_t min_elements)
@@ -97,7 +98,7 @@ class FailingCommunicator final : public Communicator {
   }
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartReduceScatterSum(
       at::Tensor input, at::Tensor output) override {
-    if (absl::Status s = Check(); !s.ok()) return s;
+    if (absl::Status s = Count(input); !s.ok()) return s;
     return inner_->StartReduceScatterSum(std::move(input), std::move(output));
   }
   absl::StatusOr<std::unique_ptr<PendingCollective>> StartAllGather(at::Tensor input,
