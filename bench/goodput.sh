@@ -18,7 +18,7 @@
 #
 # --overhead: no kills and no torchrun; what snapshots and the disk checkpoints written from
 # them cost undisturbed Baton, against training alone, in rotating order per round. Last
-# line: overhead_snapshots=<1 - steps ratio> overhead_snapshots_checkpoints=<...> (medians).
+# line: overhead_snapshots=<1 - steady pace ratio> overhead_snapshots_checkpoints=<...> (medians).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-600}

@@ -195,34 +195,40 @@ def spread(values):
 def overhead(args):
     """--overhead: what in-memory snapshots and the disk checkpoints written from them cost
     undisturbed training, against training alone (no snapshots, no checkpoints): the three
-    ways each --duration seconds, in a rotating order, --repeats rounds on one cluster."""
+    ways each --duration seconds, in a rotating order, --repeats rounds on one cluster.
+    Each way's steps in the time and its steady pace (the median rate of its 2-second
+    windows, which a burst of the machine's noise moves less), as ratios to training alone
+    in the same round."""
     ways = [("alone", -1, 0), ("snapshots", 0, 0), ("snapshots+checkpoints", 0, None)]
     ratios = {name: [] for name, _, _ in ways[1:]}
+    pace = {name: [] for name, _, _ in ways[1:]}
     with tempfile.TemporaryDirectory() as parent:
         tmp = os.path.join(parent, "cluster")
         procs, baton = start_baton(args, tmp)
         try:
             for r in range(args.repeats):
-                steps = {}
+                runs = {}
                 for i in range(len(ways)):
                     name, snapshot_every, checkpoint_every = ways[(r + i) % len(ways)]
                     run = run_baton(args, baton, "%s-%d" % (name.replace("+", "-"), r), tmp,
                                     snapshot_every, None, checkpoint_every=checkpoint_every)
-                    steps[name] = run["steps"]
-                    print("round %d: %s: %d steps%s" % (
-                        r, name, run["steps"],
+                    runs[name] = run
+                    print("round %d: %s: %d steps, steady pace %.1f steps/s%s" % (
+                        r, name, run["steps"], run["rate"],
                         "".join("\n  rank 0: " + l for l in run["snapshot_log"])), flush=True)
                 for name in ratios:
-                    ratios[name].append(steps[name] / steps["alone"])
-                print("round %d: against alone: %s" % (r, ", ".join(
-                    "%s %.3f" % (n, v[-1]) for n, v in ratios.items())), flush=True)
+                    ratios[name].append(runs[name]["steps"] / runs["alone"]["steps"])
+                    pace[name].append(runs[name]["rate"] / runs["alone"]["rate"])
+                print("round %d: against alone (steps, pace): %s" % (r, ", ".join(
+                    "%s %.3f %.3f" % (n, ratios[n][-1], pace[n][-1]) for n in ratios)),
+                      flush=True)
         finally:
             rd.stop(procs)
-    for name, v in ratios.items():
-        print("%s / alone, steps in the same time (min / median / max over %d round(s)): %s"
-              % (name, args.repeats, spread(v)))
-    print("overhead_snapshots=%.3f overhead_snapshots_checkpoints=%.3f" % tuple(
-        1 - statistics.median(v) for v in ratios.values()))
+    for name in ratios:
+        print("%s / alone (min / median / max over %d round(s)): steps %s; steady pace %s"
+              % (name, args.repeats, spread(ratios[name]), spread(pace[name])))
+    print("overhead_snapshots=%.3f overhead_snapshots_checkpoints=%.3f (steady pace, medians)"
+          % tuple(1 - statistics.median(pace[n]) for n in pace))
 
 
 def main():

@@ -86,7 +86,14 @@ def start_cluster(args, tmp, worker_flags=lambda w: []):
         return subprocess.run([args.baton, *a], env=env, capture_output=True, text=True,
                               check=check).stdout
 
-    wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
+    try:
+        wait_for(lambda: baton("workers").count("READY") >= 2, 30, "workers")
+    except BaseException:
+        stop(procs)  # The caller gets no procs to stop: none may outlive the failed start.
+        for name in ("coordinator", "w1", "w2"):  # Why, in the daemons' words.
+            with open(os.path.join(tmp, name + ".log")) as f:
+                sys.stderr.write("%s.log (last lines):\n%s" % (name, "".join(f.readlines()[-5:])))
+        raise
     return procs, baton
 
 

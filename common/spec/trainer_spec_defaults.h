@@ -221,11 +221,11 @@ inline constexpr IntField kKeepCheckpoints{"keep_checkpoints", 3, 1, 1000, "",
                                            "Step checkpoints to keep."};
 inline constexpr IntField kSnapshotEvery{
     "snapshot_every", 0, -1, 1000000,
-    "0 = as often as costs <= 1 % of a step (CPU) or 5 % (GPU), -1 = never",
+    "0 = as often as costs <= 1 % of a step (CPU) or 5 % (GPU, ZeRO), -1 = never",
     "Steps between in-memory snapshots of the training state in $BATON_SNAPSHOT_DIR (0 = "
-    "every step while a snapshot costs at most 1 % of a step on CPU ranks, which also "
-    "snapshot their last step when a peer is lost, or 5 % on GPU ranks; less often "
-    "otherwise; -1 = never)."};
+    "every step while a snapshot costs at most 1 % of a step on data-parallel CPU ranks, "
+    "which also snapshot their last step when a peer is lost, or 5 % on GPU ranks and "
+    "with ZeRO; less often otherwise; -1 = never)."};
 // Elastic batch. When > 0: a multiple of every world size, with accumulation_steps 1
 // (trainer_rules.h: CheckGlobalBatch).
 inline constexpr IntField kGlobalBatch{

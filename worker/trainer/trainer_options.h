@@ -75,8 +75,8 @@ struct TrainerOptions {
   int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
   int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
   // In-memory snapshots (snapshot/snapshot_store.h) into TrainerContext::snapshot_dir:
-  // 0 = every step while one costs at most 1 % of a step (CPU) or 5 % (GPU), less often
-  // otherwise; N = every N steps; -1 = never.
+  // 0 = every step while one costs at most 1 % of a step (CPU) or 5 % (GPU, ZeRO), less
+  // often otherwise; N = every N steps; -1 = never.
   int64_t snapshot_every = trainer_spec::kSnapshotEvery.default_value;
 };
 

@@ -18,7 +18,7 @@
 //              of its own: training waits for the copy into memory only); an in-memory
 //              snapshot by the writer ranks (TrainerContext::snapshot_writer) every
 //              snapshot_every steps, or with snapshot_every 0 as often as keeps its cost
-//              under 1 % (CPU) or 5 % (GPU) of the step time (every step when it is
+//              under 1 % (CPU) or 5 % (GPU, ZeRO) of the step time (every step when it is
 //              cheaper; a failed snapshot is logged, not fatal: the disk checkpoints stay);
 //              a metric line (Emit) every log_every steps and at the end, with the
 //              evaluation on the last; then the final checkpoint and final.pt. A step that
