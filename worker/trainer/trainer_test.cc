@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <set>
@@ -517,6 +518,54 @@ void ExpectSameWeights(const std::string& got_path, const std::string& want_path
   }
 }
 
+// A rank's result and log.
+struct RankRun {
+  absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
+  std::string log;
+};
+
+// Sets up a rank's context (its rank given) before it trains.
+using RankSetup = std::function<void(int rank, TrainerContext& context)>;
+
+// `world` ranks of `options` (generation `generation`) over `make`'s communicators, each
+// context set up by `setup` (if given) first.
+std::vector<RankRun> RunTrainers(const Dataset& train, const TrainerOptions& options, int world,
+                                 int64_t generation, const CommunicatorFactory& make,
+                                 const RankSetup& setup = nullptr) {
+  TickingClock clock(kTick);
+  return RunRanksWith<RankRun>(world, make, [&](Communicator& comm) {
+    RankContext rank(train, comm, clock, generation);
+    if (setup) setup(comm.rank(), rank.context);
+    RankRun out;
+    out.result = Trainer(options, rank.context).Run();
+    out.log = rank.log.str();
+    return out;
+  });
+}
+
+// As on separate hosts: each rank a snapshot directory <root>/h<rank> and its writer. An
+// empty root: no snapshots.
+RankSetup SnapshotsUnder(const std::string& root) {
+  return [root](int rank, TrainerContext& context) {
+    if (root.empty()) return;
+    context.snapshot_dir = absl::StrCat(root, "/h", rank);
+    std::filesystem::create_directories(context.snapshot_dir);
+    context.snapshot_writer = absl::StrCat("rank", rank);
+  };
+}
+
+// The ZeRO tests' training: a small MLP, AdamW with weight decay, and a global batch that
+// is the same samples per step on 2 ranks (12 each) and on 3 (8 each).
+TrainerOptions ZeroAdamW() {
+  TrainerOptions options = MlpTrainer({32});
+  options.global_batch = 24;
+  options.batch_size = 12;
+  options.optimizer.name = "adamw";
+  options.optimizer.lr = 1e-3;
+  options.optimizer.weight_decay = 0.01;
+  return options;
+}
+
 // ZeRO stages 1 and 2 end to end (AdamW with weight decay, small gradient buckets): the
 // same bits as stage 0, on two ranks straight and across a resize from two ranks to
 // three, with a checkpoint request (which a sharded stage shares with every rank: all take
@@ -525,12 +574,7 @@ void ExpectSameWeights(const std::string& got_path, const std::string& want_path
 TEST_F(TrainerTest, ZeroStagesMatchStageZeroAcrossAResize) {
   absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
   ASSERT_OK(train);
-  TrainerOptions options = MlpTrainer({32});
-  options.global_batch = 24;  // 12 per rank on 2, 8 on 3: the same samples per step.
-  options.batch_size = 12;
-  options.optimizer.name = "adamw";
-  options.optimizer.lr = 1e-3;
-  options.optimizer.weight_decay = 0.01;
+  TrainerOptions options = ZeroAdamW();
   options.step.reducer.bucket_cap_mb = 0.02;  // Several buckets: stage 2 has segments.
   options.log_every = 6;
   options.checkpoint_every = 6;
@@ -583,37 +627,15 @@ TEST_F(TrainerTest, ZeroStagesMatchStageZeroAcrossAResize) {
 TEST_F(TrainerTest, ZeroSnapshotsRestoreFromMemoryAtTheSameOrAnotherWorldSize) {
   absl::StatusOr<std::unique_ptr<Dataset>> train = Open(Split::kTrain);
   ASSERT_OK(train);
-  TrainerOptions options = MlpTrainer({32});
-  options.global_batch = 24;  // 12 per rank on 2, 8 on 3: the same samples per step.
-  options.batch_size = 12;
-  options.optimizer.name = "adamw";
-  options.optimizer.lr = 1e-3;
-  options.optimizer.weight_decay = 0.01;
+  TrainerOptions options = ZeroAdamW();
   options.step.reducer.bucket_cap_mb = 1000;  // One gradient exchange per step.
   options.log_every = 8;
   options.checkpoint_every = 0;
   options.snapshot_every = 2;  // Steps 1, 3, 5, ...
-  struct Out {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::string log;
-  };
   const CommunicatorFactory shm = MakeShm(absl::Seconds(60));
-  // `snapshots`: a directory per rank under it (as on separate hosts); empty: none.
   const auto run = [&](const TrainerOptions& o, int world, int64_t generation,
                        const std::string& snapshots, const CommunicatorFactory& make) {
-    TickingClock clock(kTick);
-    return RunRanksWith<Out>(world, make, [&](Communicator& comm) {
-      RankContext rank(**train, comm, clock, generation);
-      if (!snapshots.empty()) {
-        rank.context.snapshot_dir = absl::StrCat(snapshots, "/h", comm.rank());
-        std::filesystem::create_directories(rank.context.snapshot_dir);
-        rank.context.snapshot_writer = absl::StrCat("rank", comm.rank());
-      }
-      Out out;
-      out.result = Trainer(o, rank.context).Run();
-      out.log = rank.log.str();
-      return out;
-    });
+    return RunTrainers(**train, o, world, generation, make, SnapshotsUnder(snapshots));
   };
   for (int stage : {1, 2}) {
     SCOPED_TRACE(stage);
@@ -623,38 +645,33 @@ TEST_F(TrainerTest, ZeroSnapshotsRestoreFromMemoryAtTheSameOrAnotherWorldSize) {
     // References: 8 steps on 2 ranks; 5 on 2, then 3 on 3 through the disk.
     o.checkpoint_dir = dir + "/straight";
     o.max_steps = 8;
-    for (const Out& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
+    for (const RankRun& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
     o.checkpoint_dir = dir + "/resized";
     o.max_steps = 5;
-    for (const Out& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
+    for (const RankRun& out : run(o, 2, 1, "", shm)) ASSERT_OK(out.result);
     o.max_steps = 8;
-    for (const Out& out : run(o, 3, 2, "", shm)) ASSERT_OK(out.result);
+    for (const RankRun& out : run(o, 3, 2, "", shm)) ASSERT_OK(out.result);
 
     // 16000 elements: the whole gradient (25,450), not a bookkeeping collective.
     o.checkpoint_dir = dir + "/lost";
-    for (const Out& out : run(o, 2, 1, dir + "/memory", FailAt(shm, 6, 16000))) {
+    for (const RankRun& out : run(o, 2, 1, dir + "/memory", FailAt(shm, 6, 16000))) {
       EXPECT_THAT(out.result, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer is gone")));
     }
     std::filesystem::copy(dir + "/memory", dir + "/memory-copy",
                           std::filesystem::copy_options::recursive);
-    std::vector<Out> resumed = run(o, 2, 2, dir + "/memory", shm);
-    for (const Out& out : resumed) {
-      ASSERT_OK(out.result);
-      EXPECT_EQ(out.result->steps, 8);
-    }
-    EXPECT_THAT(resumed[0].log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
-                                          "copy) at step 5"));
-    ExpectSameWeights(dir + "/lost/final.pt", dir + "/straight/final.pt");
-
+    // Generation 2 on `world` ranks, from the snapshots under `memory`, ends as `reference`.
+    const auto resume = [&](int world, const std::string& memory, const std::string& reference) {
+      for (const RankRun& out : run(o, world, 2, memory, shm)) {
+        ASSERT_OK(out.result);
+        EXPECT_EQ(out.result->steps, 8);
+        EXPECT_THAT(out.log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
+                                       "copy) at step 5"));
+      }
+      ExpectSameWeights(o.checkpoint_dir + "/final.pt", reference + "/final.pt");
+    };
+    resume(2, dir + "/memory", dir + "/straight");
     o.checkpoint_dir = dir + "/lost-resized";
-    resumed = run(o, 3, 2, dir + "/memory-copy", shm);
-    for (const Out& out : resumed) {
-      ASSERT_OK(out.result);
-      EXPECT_EQ(out.result->steps, 8);
-    }
-    EXPECT_THAT(resumed[0].log, HasSubstr("restored in-memory snapshot of generation 1 (rank 0's "
-                                          "copy) at step 5"));
-    ExpectSameWeights(dir + "/lost-resized/final.pt", dir + "/resized/final.pt");
+    resume(3, dir + "/memory-copy", dir + "/resized");
   }
 }
 
@@ -670,25 +687,15 @@ TEST_F(TrainerTest, ARankWithoutASnapshotDirectoryTurnsSnapshotsOffForTheGang) {
   options.log_every = 4;
   options.snapshot_every = 1;
   const std::string root = TempDir() + "/half-snapshots";
-  TickingClock clock(kTick);
-  struct Out {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::string log;
-  };
-  const std::vector<Out> got =
-      RunRanksWith<Out>(2, MakeShm(absl::Seconds(60)), [&](Communicator& comm) {
-        RankContext rank(**train, comm, clock, /*generation=*/1);
-        if (comm.rank() == 0) {
-          rank.context.snapshot_dir = root;
-          std::filesystem::create_directories(root);
-          rank.context.snapshot_writer = "rank0";
-        }
-        Out out;
-        out.result = Trainer(options, rank.context).Run();
-        out.log = rank.log.str();
-        return out;
-      });
-  for (const Out& out : got) {
+  const std::vector<RankRun> got =
+      RunTrainers(**train, options, 2, /*generation=*/1, MakeShm(absl::Seconds(60)),
+                  [&](int rank, TrainerContext& context) {
+                    if (rank != 0) return;
+                    context.snapshot_dir = root;
+                    std::filesystem::create_directories(root);
+                    context.snapshot_writer = "rank0";
+                  });
+  for (const RankRun& out : got) {
     ASSERT_OK(out.result);
     EXPECT_EQ(out.result->steps, 4);
   }
@@ -737,38 +744,25 @@ TEST_F(TrainerTest, APeerLostMidStepIsSnapshottedAtTheLastCompletedStep) {
   options.checkpoint_every = 0;
   options.snapshot_every = 1000;              // Only the first step's, periodically.
   options.step.reducer.bucket_cap_mb = 1000;  // One gradient all-reduce per step.
-  struct Out {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::string log;
-  };
   const auto run = [&](const std::string& name, int64_t generation, bool snapshots,
                        const CommunicatorFactory& make) {
     TrainerOptions o = options;
     o.checkpoint_dir = TempDir() + "/" + name;
-    TickingClock clock(kTick);
-    return RunRanksWith<Out>(2, make, [&](Communicator& comm) {
-      RankContext rank(**train, comm, clock, generation);
-      if (snapshots) {  // As on two hosts: a directory and a writer each.
-        rank.context.snapshot_dir = absl::StrCat(TempDir(), "/peer-lost-snapshots/h", comm.rank());
-        std::filesystem::create_directories(rank.context.snapshot_dir);
-        rank.context.snapshot_writer = absl::StrCat("rank", comm.rank());
-      }
-      Out out;
-      out.result = Trainer(o, rank.context).Run();
-      out.log = rank.log.str();
-      return out;
-    });
+    return RunTrainers(**train, o, 2, generation, make,
+                       SnapshotsUnder(snapshots ? TempDir() + "/peer-lost-snapshots" : ""));
   };
   const CommunicatorFactory shm = MakeShm(absl::Seconds(60));
-  for (const Out& out : run("peer-lost-ref", 1, /*snapshots=*/false, shm)) ASSERT_OK(out.result);
+  for (const RankRun& out : run("peer-lost-ref", 1, /*snapshots=*/false, shm)) {
+    ASSERT_OK(out.result);
+  }
   // 10000 elements: a resnet18 gradient bucket, not the ranks' step agreement.
-  for (const Out& out : run("peer-lost", 1, /*snapshots=*/true, FailAt(shm, 4, 10000))) {
+  for (const RankRun& out : run("peer-lost", 1, /*snapshots=*/true, FailAt(shm, 4, 10000))) {
     EXPECT_THAT(out.result, StatusIs(absl::StatusCode::kUnavailable, HasSubstr("peer is gone")));
     EXPECT_THAT(out.log, HasSubstr("in-memory snapshot of step 3 taken on losing a peer (the "
                                    "step in flight undone)"));
   }
-  const std::vector<Out> resumed = run("peer-lost", 2, /*snapshots=*/true, shm);
-  for (const Out& out : resumed) {
+  const std::vector<RankRun> resumed = run("peer-lost", 2, /*snapshots=*/true, shm);
+  for (const RankRun& out : resumed) {
     ASSERT_OK(out.result);
     EXPECT_EQ(out.result->steps, 5);
   }
@@ -793,20 +787,10 @@ TEST_F(TrainerTest, TwoRanksWithEveryStepFeatureAgree) {
   options.step.max_grad_norm = 1.0;
   options.step.reducer.bucket_cap_mb = 0.05;
   options.step.reducer.compression = GradCompression::kFp16;
-  struct Out {
-    absl::StatusOr<TrainResult> result = absl::UnknownError("not run");
-    std::string log;
-  };
-  TickingClock clock(kTick);
-  const std::vector<Out> got = RunRanks<Out>(2, [&](Communicator& comm) {
-    RankContext rank(**train, comm, clock, /*generation=*/0);
-    rank.context.test = test->get();
-    Out out;
-    out.result = Trainer(options, rank.context).Run();
-    out.log = rank.log.str();
-    return out;
-  });
-  for (const Out& out : got) {
+  const std::vector<RankRun> got =
+      RunTrainers(**train, options, 2, /*generation=*/0, MakeGloo,
+                  [&](int, TrainerContext& context) { context.test = test->get(); });
+  for (const RankRun& out : got) {
     ASSERT_OK(out.result);
     EXPECT_EQ(out.result->steps, 30);
     EXPECT_LT(out.result->loss, out.result->first_loss);
