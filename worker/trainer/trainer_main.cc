@@ -120,7 +120,8 @@ void InstallSignalHandlers() {
   ::sigaction(SIGUSR1, &action, nullptr);
   action.sa_handler = OnProfileSignal;
   ::sigaction(SIGUSR2, &action, nullptr);
-  // A vanished metrics reader must surface as EPIPE, not kill the process.
+  // A vanished metrics reader, or a peer gone while Gloo writes to its socket, must surface
+  // as EPIPE, not kill the process.
   action.sa_handler = SIG_IGN;
   ::sigaction(SIGPIPE, &action, nullptr);
 }

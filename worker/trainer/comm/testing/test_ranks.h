@@ -6,6 +6,7 @@
 // Header-only, testonly.
 
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -203,11 +204,14 @@ inline std::vector<absl::StatusOr<std::unique_ptr<Communicator>>> SetUpRanks(
 
 // fn(comm) for ranks 0..world-1 concurrently, each with make(store, rank, world) and
 // owning it (so a rank may destroy its communicator early); returns the results in rank
-// order.
+// order. SIGPIPE is ignored from then on, as trainer_main does: a rank writing to a
+// destroyed peer's socket (Gloo) must get the collective's error, not kill the process
+// (exit 141).
 template <typename Result>
 std::vector<Result> RunRanksOwning(
     int world, const CommunicatorFactory& make,
     const std::function<Result(std::unique_ptr<Communicator>)>& fn) {
+  ::signal(SIGPIPE, SIG_IGN);
   const std::vector<c10::intrusive_ptr<c10d::Store>> stores = MakeRankStores(world);
   std::vector<std::future<Result>> ranks;
   for (int r = 0; r < world; ++r) {
