@@ -249,11 +249,17 @@ TEST(HierarchicalPointToPointTest, SameHostWorksOtherHostsAreRefused) {
   const std::vector<at::Tensor> got = RunRanksWith<at::Tensor>(4, make, [](Communicator& comm) {
     const int partner = comm.rank() ^ 1;  // 0-1 and 2-3 share a host.
     at::Tensor in = at::zeros({3000});
-    EXPECT_OK(comm.StartSend(at::full({3000}, static_cast<double>(comm.rank())), partner).status());
+    absl::StatusOr<std::unique_ptr<PendingCollective>> sent =
+        comm.StartSend(at::full({3000}, static_cast<double>(comm.rank())), partner);
+    EXPECT_OK(sent.status());
     EXPECT_OK(comm.Recv(in, partner));
+    if (sent.ok()) EXPECT_OK((*sent)->Wait());
     const int across = (comm.rank() + 2) % 4;
     EXPECT_THAT(comm.StartSend(in, across).status(),
                 StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("different hosts")));
+    // Every communicator (and with it each pair's channel) outlives its partner's receive.
+    at::Tensor done = at::ones({1});
+    EXPECT_OK(comm.AllReduceSum(done));
     return in;
   });
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(got[r].equal(at::full({3000}, (r ^ 1) * 1.0)));
