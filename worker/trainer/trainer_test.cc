@@ -488,22 +488,6 @@ TEST_F(TrainerTest, StopRequestEndsBeforeTheNextStep) {
   EXPECT_TRUE(lines.empty());
 }
 
-// Runs `options` on `world` ranks (threads, communicating through `make`) of generation
-// `generation`, each rank's checkpoint_request pointing at `checkpoint_request` (may be
-// null).
-std::vector<absl::StatusOr<TrainResult>> RunGang(const Dataset& train,
-                                                 const TrainerOptions& options, int world,
-                                                 int64_t generation,
-                                                 const std::atomic<bool>* checkpoint_request,
-                                                 const CommunicatorFactory& make = MakeGloo) {
-  TickingClock clock(kTick);
-  return RunRanksWith<absl::StatusOr<TrainResult>>(world, make, [&](Communicator& comm) {
-    RankContext rank(train, comm, clock, generation);
-    rank.context.checkpoint_request = checkpoint_request;
-    return Trainer(options, rank.context).Run();
-  });
-}
-
 void ExpectSameWeights(const std::string& got_path, const std::string& want_path) {
   const auto want = LoadWeights(want_path);
   const auto got = LoadWeights(got_path);
@@ -552,6 +536,23 @@ RankSetup SnapshotsUnder(const std::string& root) {
     std::filesystem::create_directories(context.snapshot_dir);
     context.snapshot_writer = absl::StrCat("rank", rank);
   };
+}
+
+// RunTrainers with each rank's checkpoint_request pointing at `checkpoint_request` (may be
+// null), the results only.
+std::vector<absl::StatusOr<TrainResult>> RunGang(const Dataset& train,
+                                                 const TrainerOptions& options, int world,
+                                                 int64_t generation,
+                                                 const std::atomic<bool>* checkpoint_request,
+                                                 const CommunicatorFactory& make = MakeGloo) {
+  std::vector<absl::StatusOr<TrainResult>> results;
+  for (RankRun& run : RunTrainers(train, options, world, generation, make,
+                                  [checkpoint_request](int, TrainerContext& context) {
+                                    context.checkpoint_request = checkpoint_request;
+                                  })) {
+    results.push_back(std::move(run.result));
+  }
+  return results;
 }
 
 // The ZeRO tests' training: a small MLP, AdamW with weight decay, and a global batch that

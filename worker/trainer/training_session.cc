@@ -201,7 +201,8 @@ absl::Status TrainingSession::Restore() {
   snapshots_ = !context_.snapshot_dir.empty() && options_.snapshot_every != -1;
   if (options_.snapshot_every != -1 && world_ > 1) {
     // Restoring a snapshot is collective (and, with ZeRO, taking one): on every rank or none.
-    ASSIGN_OR_RETURN(const bool everywhere, EveryRank(snapshots_));
+    ASSIGN_OR_RETURN(const int with_snapshots, RanksWhere(snapshots_));
+    const bool everywhere = with_snapshots == world_;
     if (snapshots_ && !everywhere && comm_.rank() == 0) {
       *context_.log << "in-memory snapshots are off: not every rank has a snapshot directory "
                        "(its worker has no --snapshot_root)"
@@ -262,11 +263,11 @@ absl::Status TrainingSession::Restore() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> TrainingSession::EveryRank(bool mine) {
+absl::StatusOr<int> TrainingSession::RanksWhere(bool mine) {
   at::Tensor count =
       at::full({1}, mine ? 1.0 : 0.0, at::TensorOptions().dtype(at::kFloat).device(device_));
   RETURN_IF_ERROR(comm_.AllReduceSum(count));
-  return count.cpu().item<float>() == static_cast<float>(world_);
+  return static_cast<int>(std::lround(count.cpu().item<float>()));
 }
 
 // Every rank offers the newest snapshot it can read that is newer than the disk's; the
@@ -425,10 +426,8 @@ absl::StatusOr<bool> TrainingSession::StopRequested() {
   bool checkpoint = context_.checkpoint_request != nullptr && context_.checkpoint_request->load() &&
                     comm_.rank() == 0;
   if (zero_ != nullptr && context_.checkpoint_request != nullptr) {
-    at::Tensor flag = at::full({1}, checkpoint ? 1.0 : 0.0,
-                               at::TensorOptions().dtype(at::kFloat).device(device_));
-    RETURN_IF_ERROR(comm_.AllReduceSum(flag));
-    checkpoint = flag.cpu().item<float>() > 0;
+    ASSIGN_OR_RETURN(const int requested, RanksWhere(checkpoint));
+    checkpoint = requested > 0;
   }
   if (checkpoint) result_.checkpointed = true;
   return checkpoint;
@@ -606,14 +605,7 @@ void TrainingSession::FillProgress(const LoaderPosition& next) {
 absl::Status TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overlapped) {
   if (zero_ != nullptr) return MaybeSnapshotSharded(step_time, overlapped);
   if (!snapshots_ || context_.snapshot_writer.empty()) return absl::OkStatus();
-  Average(step_time_, step_time);
-  // The first write of each slot also faults its pages in: not a sample.
-  if (!overlapped) {
-    Average(clean_step_time_, step_time);
-  } else if (snapshots_written_ > 2) {
-    Average(copy_step_time_, step_time);
-    UpdateSnapshotInterval();
-  }
+  if (SampleStepTime(step_time, overlapped)) UpdateSnapshotInterval();
   // Rank 0 snapshots every checkpoint step: the disk checkpoint is written from it.
   const bool for_checkpoint =
       comm_.rank() == 0 && checkpoints_.has_value() && checkpoints_->ShouldSave(step_);
@@ -627,6 +619,18 @@ absl::Status TrainingSession::MaybeSnapshot(absl::Duration step_time, bool overl
   if (!StartSnapshot(loader_->position(), for_checkpoint)) return absl::OkStatus();
   Average(snapshot_plan_time_, clock_.Now() - start);
   return absl::OkStatus();
+}
+
+bool TrainingSession::SampleStepTime(absl::Duration step_time, bool overlapped) {
+  Average(step_time_, step_time);
+  if (!overlapped) {
+    Average(clean_step_time_, step_time);
+    return false;
+  }
+  // The first write of each slot also faults its pages in: not a sample.
+  if (snapshots_written_ <= 2) return false;
+  Average(copy_step_time_, step_time);
+  return true;
 }
 
 bool TrainingSession::SnapshotDue(int64_t last) {
@@ -644,12 +648,7 @@ bool TrainingSession::SnapshotDue(int64_t last) {
 // loss (its shard is gone with it): the budget is kSnapshotBudget.
 absl::Status TrainingSession::MaybeSnapshotSharded(absl::Duration step_time, bool overlapped) {
   if (!sharded_snapshots_) return absl::OkStatus();
-  Average(step_time_, step_time);
-  if (!overlapped) {
-    Average(clean_step_time_, step_time);
-  } else if (snapshots_written_ > 2) {
-    Average(copy_step_time_, step_time);
-  }
+  SampleStepTime(step_time, overlapped);
   if (options_.snapshot_every == 0 && step_ % kIntervalAgreementSteps == 0) {
     const std::optional<int64_t> mine =
         AutoSnapshotInterval(MeasuredSnapshotCosts(), kSnapshotBudget);

@@ -114,8 +114,11 @@ class TrainingSession {
   // Whether a periodic snapshot is due at step_, the last one taken at step `last` (-1:
   // none yet); counts the due ones for the measuring skip at an interval of 1.
   bool SnapshotDue(int64_t last);
-  // Whether `mine` holds on every rank (collective).
-  absl::StatusOr<bool> EveryRank(bool mine);
+  // How many ranks pass `mine` true (collective: one all-reduce).
+  absl::StatusOr<int> RanksWhere(bool mine);
+  // Adds a step of `step_time` to the moving averages (`overlapped`: with a snapshot copy in
+  // flight); whether it was a sample of a step with a copy.
+  bool SampleStepTime(absl::Duration step_time, bool overlapped);
   // The writer, opened at the first snapshot: false when snapshots are off or ended.
   bool OpenSnapshotWriter();
   // Plans the image of the state at step_ (`next`: the data position after it) and starts
