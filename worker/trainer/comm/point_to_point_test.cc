@@ -253,7 +253,9 @@ TEST(HierarchicalPointToPointTest, SameHostWorksOtherHostsAreRefused) {
         comm.StartSend(at::full({3000}, static_cast<double>(comm.rank())), partner);
     EXPECT_OK(sent.status());
     EXPECT_OK(comm.Recv(in, partner));
-    if (sent.ok()) EXPECT_OK((*sent)->Wait());
+    if (sent.ok()) {
+      EXPECT_OK((*sent)->Wait());
+    }
     const int across = (comm.rank() + 2) % 4;
     EXPECT_THAT(comm.StartSend(in, across).status(),
                 StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("different hosts")));

@@ -225,6 +225,28 @@ ShmSegment::ShmSegment(std::unique_ptr<Mapping> mapping, int index, std::vector<
       options_(options) {
   static_assert(sizeof(Header) <= kHeaderBytes, "header must fit its page");
   static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
+  std::vector<pid_t> peers(ranks_.size(), 0);
+  for (int i = 0; i < size(); ++i) {
+    if (i != index_) peers[i] = header_->pids[i].load();
+  }
+  exits_ = std::make_unique<ProcessExitWatch>(peers, [this](int) { OnPeerExit(); });
+}
+
+void ShmSegment::Sleep(std::atomic<uint32_t>* word, uint32_t value) {
+  {
+    absl::MutexLock lock(&sleepers_mu_);
+    if (exits_->AnyExited()) return;  // The caller's WhyStuck names it.
+    sleepers_.push_back(word);
+  }
+  // A wake between the unlock and the futex call is lost: poll_interval bounds it.
+  FutexWait(word, value, options_.poll_interval);
+  absl::MutexLock lock(&sleepers_mu_);
+  sleepers_.erase(std::find(sleepers_.begin(), sleepers_.end(), word));
+}
+
+void ShmSegment::OnPeerExit() {
+  absl::MutexLock lock(&sleepers_mu_);
+  for (std::atomic<uint32_t>* word : sleepers_) FutexWakeAll(word);
 }
 
 absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::AttachPair(int peer) const {
@@ -278,6 +300,7 @@ absl::StatusOr<std::unique_ptr<ShmSegment>> ShmSegment::AttachPair(int peer) con
 }
 
 ShmSegment::~ShmSegment() {
+  exits_.reset();  // Its thread calls OnPeerExit.
   if (!unlink_name_.empty()) shm_unlink(unlink_name_.c_str());  // If the peer never mapped it.
   // Leaving: a peer waiting for this member now fails at its next check, as if this
   // process had exited.
@@ -305,7 +328,7 @@ absl::Status ShmSegment::Barrier() {
         __builtin_ia32_pause();
         continue;
       }
-      FutexWait(&header_->round, round, options_.poll_interval);
+      Sleep(&header_->round, round);
       if (header_->round.load(std::memory_order_acquire) != round) break;
       absl::Status why = WhyStuck(deadline);
       if (!why.ok()) {
@@ -327,7 +350,7 @@ absl::Status ShmSegment::WaitWhile(const std::atomic<uint32_t>* word, uint32_t v
       __builtin_ia32_pause();
       continue;
     }
-    FutexWait(const_cast<std::atomic<uint32_t>*>(word), value, options_.poll_interval);
+    Sleep(const_cast<std::atomic<uint32_t>*>(word), value);
     if (word->load(std::memory_order_acquire) != value) break;
     absl::Status why = WhyStuck(deadline);
     if (!why.ok()) {
@@ -364,7 +387,8 @@ absl::Status ShmSegment::WhyStuck(absl::Time deadline, std::optional<int> only) 
   for (int i = 0; i < size(); ++i) {
     if (only.has_value() && i != *only) continue;
     const pid_t pid = header_->pids[i].load(std::memory_order_relaxed);
-    if (i != index_ && !ProcessExists(pid)) {
+    // The watch sees an exited process that is not reaped yet; kill() does not.
+    if (i != index_ && (exits_->Exited(i) || !ProcessExists(pid))) {
       return absl::UnavailableError(
           pid == 0 ? absl::StrCat("shm collective failed: rank ", ranks_[i],
                                   " left (its communicator was destroyed)")

@@ -31,14 +31,17 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "worker/trainer/comm/host/process_exit_watch.h"
 
 namespace baton::trainer {
 
 struct ShmOptions {
   // How long one collective may wait for its peers before it fails (a hung peer).
   absl::Duration collective_timeout = absl::Minutes(5);
-  // How often a waiting rank checks that its peers are alive.
+  // How often a waiting rank checks that its peers are alive. A fallback: a peer's exit
+  // wakes the waiters at once (ProcessExitWatch), where pidfds exist.
   absl::Duration poll_interval = absl::Milliseconds(100);
   // Bytes of one rank's slot (half per parity buffer). The segment is one slot per rank of
   // the host; keep it within /dev/shm (Docker's default is 64 MiB).
@@ -129,6 +132,11 @@ class ShmSegment {
 
   // UNAVAILABLE once any member gave up.
   absl::Status PeerGaveUp() const;
+  // Sleeps on the futex `word` while it holds `value`, for at most poll_interval, or not
+  // at all once a peer was seen to exit; a peer's exit wakes it (OnPeerExit).
+  void Sleep(std::atomic<uint32_t>* word, uint32_t value);
+  // The exit watch's callback: wakes every thread of this process sleeping on the segment.
+  void OnPeerExit();
   // Why a wait for the other members cannot go on (one gave up, exited or left; this
   // member was cancelled; `deadline` passed), or OK. `only`: wait for that member alone
   // (another member's exit or give-up is then none of this wait's business).
@@ -142,6 +150,11 @@ class ShmSegment {
   uint32_t round_ = 0;  // Barrier rounds this member passed.
   std::atomic<bool> cancelled_{false};
   std::string unlink_name_;  // A pair segment's name, while its peer may not have unlinked it.
+  absl::Mutex sleepers_mu_;
+  // The futex words this process's threads sleep on now (a word once per sleeper).
+  std::vector<std::atomic<uint32_t>*> sleepers_ ABSL_GUARDED_BY(sleepers_mu_);
+  // The peers' processes (members' pids at construction); destroyed first.
+  std::unique_ptr<ProcessExitWatch> exits_;
 };
 
 }  // namespace baton::trainer
