@@ -892,6 +892,22 @@ TEST(MnistDatasetTest, DirectoryNeedsTrainFilesAndBothOrNoTestFiles) {
   absl::StatusOr<MnistSplits> train_only = LoadMnistDir(dir);
   ASSERT_OK(train_only);
   EXPECT_FALSE(train_only->test.has_value());
+  absl::StatusOr<std::optional<MnistDataset>> no_test = LoadMnistTest(dir);
+  ASSERT_OK(no_test);
+  EXPECT_FALSE(no_test->has_value());
+}
+
+// The test split alone is checked against the train images' size (read from their header).
+TEST(MnistDatasetTest, TestImagesOfAnotherSizeThanTrainAreDataLoss) {
+  const std::string dir = TempDir() + "/mismatched";
+  ASSERT_OK(WriteSyntheticMnistDir(dir, 10, 10, 1));
+  ASSERT_OK(WriteMnistImages(dir + "/t10k-images-idx3-ubyte",
+                             MnistImages{10, 14, 14, std::vector<uint8_t>(10 * 14 * 14, 1)}));
+  absl::StatusOr<MnistDataset> train = LoadMnistTrain(dir);
+  ASSERT_OK(train);
+  EXPECT_EQ(train->size(), 10);
+  EXPECT_THAT(LoadMnistTest(dir), StatusIs(absl::StatusCode::kDataLoss,
+                                           HasSubstr("test images have 196 pixels, train 784")));
 }
 
 }  // namespace

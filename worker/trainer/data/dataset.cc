@@ -131,10 +131,13 @@ class Cifar10Dataset final : public Dataset {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenMnist(const DataOptions& options, Split split) {
-  ASSIGN_OR_RETURN(MnistSplits splits, LoadMnistDir(options.data_dir));
-  if (split == Split::kTrain) return std::make_unique<MnistImageDataset>(std::move(splits.train));
-  if (!splits.test.has_value()) return std::unique_ptr<Dataset>();
-  return std::make_unique<MnistImageDataset>(std::move(*splits.test));
+  if (split == Split::kTrain) {
+    ASSIGN_OR_RETURN(MnistDataset train, LoadMnistTrain(options.data_dir));
+    return std::make_unique<MnistImageDataset>(std::move(train));
+  }
+  ASSIGN_OR_RETURN(std::optional<MnistDataset> test, LoadMnistTest(options.data_dir));
+  if (!test.has_value()) return std::unique_ptr<Dataset>();
+  return std::make_unique<MnistImageDataset>(std::move(*test));
 }
 
 absl::StatusOr<std::unique_ptr<Dataset>> OpenCifar10(const DataOptions& options, Split split) {

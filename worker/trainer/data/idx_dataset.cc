@@ -11,7 +11,7 @@
 
 namespace baton::trainer {
 
-absl::StatusOr<MnistDataset> MnistDataset::FromRaw(const MnistImages& images,
+absl::StatusOr<MnistDataset> MnistDataset::FromRaw(MnistImages images,
                                                    absl::Span<const uint8_t> labels,
                                                    absl::string_view what) {
   const int64_t count = images.count;
@@ -34,8 +34,10 @@ absl::StatusOr<MnistDataset> MnistDataset::FromRaw(const MnistImages& images,
           absl::StrFormat("%s: label %d of sample %d is not in [0, 10)", what, labels[i], i));
     }
   }
-  at::Tensor pixels = at::empty({count, dim}, at::kByte);
-  std::memcpy(pixels.data_ptr<uint8_t>(), images.pixels.data(), images.pixels.size());
+  // The tensor owns the pixels' buffer: a dataset's images are tens of MiB, not copied.
+  auto* owned = new std::vector<uint8_t>(std::move(images.pixels));
+  at::Tensor pixels = at::from_blob(
+      owned->data(), {count, dim}, [owned](void*) { delete owned; }, at::kByte);
   at::Tensor targets = at::empty({count}, at::kByte);
   std::memcpy(targets.data_ptr<uint8_t>(), labels.data(), labels.size());
   return MnistDataset(std::move(pixels), targets.to(at::kLong), images.rows, images.cols);
@@ -43,9 +45,9 @@ absl::StatusOr<MnistDataset> MnistDataset::FromRaw(const MnistImages& images,
 
 absl::StatusOr<MnistDataset> MnistDataset::Load(const std::string& images_path,
                                                 const std::string& labels_path) {
-  ASSIGN_OR_RETURN(const MnistImages images, ReadMnistImages(images_path));
+  ASSIGN_OR_RETURN(MnistImages images, ReadMnistImages(images_path));
   ASSIGN_OR_RETURN(const std::vector<uint8_t> labels, ReadMnistLabels(labels_path));
-  return FromRaw(images, labels, absl::StrCat(images_path, " + ", labels_path));
+  return FromRaw(std::move(images), labels, absl::StrCat(images_path, " + ", labels_path));
 }
 
 MnistBatch MnistDataset::GetBatch(absl::Span<const int64_t> indices) const {
@@ -58,11 +60,13 @@ MnistBatch MnistDataset::GetBatch(absl::Span<const int64_t> indices) const {
   return batch;
 }
 
-absl::StatusOr<MnistSplits> LoadMnistDir(const std::string& dir) {
+absl::StatusOr<MnistDataset> LoadMnistTrain(const std::string& dir) {
   const std::string prefix = dir + "/";
-  ASSIGN_OR_RETURN(MnistDataset train,
-                   MnistDataset::Load(prefix + kTrainImagesFile, prefix + kTrainLabelsFile));
-  MnistSplits splits{std::move(train), std::nullopt};
+  return MnistDataset::Load(prefix + kTrainImagesFile, prefix + kTrainLabelsFile);
+}
+
+absl::StatusOr<std::optional<MnistDataset>> LoadMnistTest(const std::string& dir) {
+  const std::string prefix = dir + "/";
   std::error_code ec;
   const bool has_images = std::filesystem::exists(prefix + kTestImagesFile, ec);
   const bool has_labels = std::filesystem::exists(prefix + kTestLabelsFile, ec);
@@ -70,16 +74,23 @@ absl::StatusOr<MnistSplits> LoadMnistDir(const std::string& dir) {
     return absl::FailedPreconditionError(
         absl::StrCat(dir, ": found only one of ", kTestImagesFile, " and ", kTestLabelsFile));
   }
-  if (has_images) {
-    ASSIGN_OR_RETURN(MnistDataset test,
-                     MnistDataset::Load(prefix + kTestImagesFile, prefix + kTestLabelsFile));
-    if (test.feature_dim() != splits.train.feature_dim()) {
-      return absl::DataLossError(absl::StrFormat("%s: test images have %d pixels, train %d", dir,
-                                                 test.feature_dim(), splits.train.feature_dim()));
-    }
-    splits.test = std::move(test);
+  if (!has_images) return std::optional<MnistDataset>();
+  ASSIGN_OR_RETURN(const std::vector<uint32_t> train_dims,
+                   ReadMnistImagesDims(prefix + kTrainImagesFile));
+  ASSIGN_OR_RETURN(MnistDataset test,
+                   MnistDataset::Load(prefix + kTestImagesFile, prefix + kTestLabelsFile));
+  const int64_t train_dim = int64_t{train_dims[1]} * train_dims[2];
+  if (test.feature_dim() != train_dim) {
+    return absl::DataLossError(absl::StrFormat("%s: test images have %d pixels, train %d", dir,
+                                               test.feature_dim(), train_dim));
   }
-  return splits;
+  return std::optional<MnistDataset>(std::move(test));
+}
+
+absl::StatusOr<MnistSplits> LoadMnistDir(const std::string& dir) {
+  ASSIGN_OR_RETURN(MnistDataset train, LoadMnistTrain(dir));
+  ASSIGN_OR_RETURN(std::optional<MnistDataset> test, LoadMnistTest(dir));
+  return MnistSplits{std::move(train), std::move(test)};
 }
 
 }  // namespace baton::trainer

@@ -38,9 +38,9 @@ struct MnistBatch {
 class MnistDataset {
  public:
   // Validates that counts match, the set is non-empty and labels are < 10; `what` names the
-  // source in errors. DATA_LOSS on inconsistent data.
-  static absl::StatusOr<MnistDataset> FromRaw(const MnistImages& images,
-                                              absl::Span<const uint8_t> labels,
+  // source in errors. DATA_LOSS on inconsistent data. The images' pixels become the
+  // dataset's (not copied when moved in).
+  static absl::StatusOr<MnistDataset> FromRaw(MnistImages images, absl::Span<const uint8_t> labels,
                                               absl::string_view what);
 
   // Reads an image and a label IDX file (errors as ReadMnistImages/ReadMnistLabels, then
@@ -74,5 +74,11 @@ struct MnistSplits {
 // Loads <dir>/train-* (required) and <dir>/t10k-* (optional: both or neither; one without
 // the other is FAILED_PRECONDITION). Train and test must have the same image size.
 absl::StatusOr<MnistSplits> LoadMnistDir(const std::string& dir);
+
+// One split of LoadMnistDir, with its errors, reading only that split's files (and the
+// train images' header, for the test split's size check). The train split is required;
+// the test split is nullopt where neither t10k file exists.
+absl::StatusOr<MnistDataset> LoadMnistTrain(const std::string& dir);
+absl::StatusOr<std::optional<MnistDataset>> LoadMnistTest(const std::string& dir);
 
 }  // namespace baton::trainer

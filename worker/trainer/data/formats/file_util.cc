@@ -1,12 +1,12 @@
 #include "worker/trainer/data/formats/file_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -15,20 +15,37 @@
 namespace baton::trainer {
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": is a directory, not a file"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
     return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) return absl::FailedPreconditionError(absl::StrCat(path, ": read error"));
-  return contents.str();
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(path, ": is a directory, not a file"));
+  }
+  // One read into a buffer of the file's size (a dataset is tens of MiB: no stream copies);
+  // more if it grew or has no size (a pipe).
+  std::string contents(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : 1 << 16, '\0');
+  size_t size = 0;
+  for (;;) {
+    if (size == contents.size()) contents.resize(contents.size() * 2);
+    const ssize_t n = ::read(fd, contents.data() + size, contents.size() - size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": read error: ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    size += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  contents.resize(size);
+  return contents;
 }
 
 absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes) {

@@ -1,5 +1,9 @@
 #include "worker/trainer/data/formats/idx.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -41,22 +45,32 @@ absl::StatusOr<uint64_t> NumElements(const std::vector<uint32_t>& dims, absl::st
   return n;
 }
 
+// INVALID_ARGUMENT unless an array of `dims` is what MNIST's `magic` stores.
+absl::Status CheckMagic(const std::string& path, const std::vector<uint32_t>& dims, uint32_t magic,
+                        absl::string_view kind) {
+  const uint32_t got = (uint32_t{kTypeUnsignedByte} << 8) | static_cast<uint32_t>(dims.size());
+  if (got == magic) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s: not an MNIST %s file (magic %u with %u dims, expected %u)", path, kind,
+                      got, dims.size(), magic));
+}
+
 absl::StatusOr<IdxArray> ReadIdxWithMagic(const std::string& path, uint32_t magic,
                                           absl::string_view kind) {
   ASSIGN_OR_RETURN(IdxArray array, ReadIdxFile(path));
-  const uint32_t got =
-      (uint32_t{kTypeUnsignedByte} << 8) | static_cast<uint32_t>(array.dims.size());
-  if (got != magic) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("%s: not an MNIST %s file (magic %u with %u dims, expected %u)", path, kind,
-                        got, array.dims.size(), magic));
-  }
+  RETURN_IF_ERROR(CheckMagic(path, array.dims, magic, kind));
   return array;
 }
 
-}  // namespace
+// The header at the start of `bytes` (which may go on with data): its dims, its length,
+// and the data bytes they call for. Errors as ParseIdx's for the header.
+struct IdxHeader {
+  std::vector<uint32_t> dims;
+  size_t bytes = 0;
+  uint64_t elements = 0;
+};
 
-absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view what) {
+absl::StatusOr<IdxHeader> ParseIdxHeader(absl::string_view bytes, absl::string_view what) {
   if (bytes.size() < 4) {
     return absl::DataLossError(
         absl::StrFormat("%s: truncated IDX header (%u bytes)", what, bytes.size()));
@@ -69,23 +83,36 @@ absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view wha
     return absl::InvalidArgumentError(absl::StrFormat(
         "%s: bad IDX magic 0x%08x (expected 0x000008NN: unsigned bytes, 1..4 dims)", what, magic));
   }
-  const size_t header = 4 + 4 * size_t{ndims};
-  if (bytes.size() < header) {
+  IdxHeader header;
+  header.bytes = 4 + 4 * size_t{ndims};
+  if (bytes.size() < header.bytes) {
     return absl::DataLossError(
         absl::StrFormat("%s: truncated IDX header (%u bytes, need %u for %u dims)", what,
-                        bytes.size(), header, ndims));
+                        bytes.size(), header.bytes, ndims));
   }
+  for (size_t i = 0; i < ndims; ++i) {
+    header.dims.push_back(ReadBigEndian32(bytes.data() + 4 + 4 * i));
+  }
+  ASSIGN_OR_RETURN(header.elements, NumElements(header.dims, what));
+  return header;
+}
+
+// DATA_LOSS unless the `available` bytes after the header are exactly the data it calls for.
+absl::Status CheckIdxDataSize(const IdxHeader& header, uint64_t available, absl::string_view what) {
+  if (available == header.elements) return absl::OkStatus();
+  return absl::DataLossError(absl::StrFormat(
+      "%s: %s IDX file: header says %u data bytes, file has %u", what,
+      available < header.elements ? "truncated" : "oversized", header.elements, available));
+}
+
+}  // namespace
+
+absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view what) {
+  ASSIGN_OR_RETURN(IdxHeader header, ParseIdxHeader(bytes, what));
+  RETURN_IF_ERROR(CheckIdxDataSize(header, bytes.size() - header.bytes, what));
   IdxArray array;
-  for (size_t i = 0; i < ndims; ++i)
-    array.dims.push_back(ReadBigEndian32(bytes.data() + 4 + 4 * i));
-  ASSIGN_OR_RETURN(const uint64_t n, NumElements(array.dims, what));
-  const uint64_t available = bytes.size() - header;
-  if (available != n) {
-    return absl::DataLossError(
-        absl::StrFormat("%s: %s IDX file: header says %u data bytes, file has %u", what,
-                        available < n ? "truncated" : "oversized", n, available));
-  }
-  array.data.assign(bytes.begin() + header, bytes.end());
+  array.dims = std::move(header.dims);
+  array.data.assign(bytes.begin() + header.bytes, bytes.end());
   return array;
 }
 
@@ -111,8 +138,51 @@ absl::StatusOr<std::string> SerializeIdx(const IdxArray& array) {
 }
 
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
-  return ParseIdx(contents, path);
+  // Straight into the array (a dataset's images are tens of MiB): the header first, then
+  // the data once its size matches the file's. Anything but a regular file is read whole.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd >= 0) ::close(fd);
+    ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+    return ParseIdx(contents, path);
+  }
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { ::close(fd); }
+  } close_fd{fd};
+  auto read_at = [&](char* out, size_t size, off_t offset) -> absl::StatusOr<size_t> {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(fd, out + done, size - done, offset + static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, ": read error: ", std::strerror(errno)));
+      }
+      if (n == 0) break;
+      done += static_cast<size_t>(n);
+    }
+    return done;
+  };
+  char head[4 + 4 * kMaxDims];
+  ASSIGN_OR_RETURN(const size_t head_bytes, read_at(head, sizeof(head), 0));
+  ASSIGN_OR_RETURN(IdxHeader header, ParseIdxHeader(absl::string_view(head, head_bytes), path));
+  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  RETURN_IF_ERROR(
+      CheckIdxDataSize(header, file_bytes < header.bytes ? 0 : file_bytes - header.bytes, path));
+  IdxArray array;
+  array.dims = std::move(header.dims);
+  array.data.resize(header.elements);
+  ASSIGN_OR_RETURN(const size_t got, read_at(reinterpret_cast<char*>(array.data.data()),
+                                             array.data.size(), static_cast<off_t>(header.bytes)));
+  char past_end;
+  ASSIGN_OR_RETURN(const size_t more,
+                   read_at(&past_end, 1, static_cast<off_t>(header.bytes + array.data.size())));
+  // The file changed size while being read.
+  RETURN_IF_ERROR(
+      CheckIdxDataSize(IdxHeader{{}, header.bytes, array.data.size()}, got + more, path));
+  return array;
 }
 
 absl::Status WriteIdxFile(const std::string& path, const IdxArray& array) {
@@ -134,6 +204,28 @@ absl::StatusOr<MnistImages> ReadMnistImages(const std::string& path) {
   images.cols = array.dims[2];
   images.pixels = std::move(array.data);
   return images;
+}
+
+absl::StatusOr<std::vector<uint32_t>> ReadMnistImagesDims(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
+  }
+  char head[4 + 4 * kMaxDims];
+  ssize_t n;
+  do {
+    n = ::pread(fd, head, sizeof(head), 0);
+  } while (n < 0 && errno == EINTR);
+  const int err = errno;
+  ::close(fd);
+  if (n < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": read error: ", std::strerror(err)));
+  }
+  ASSIGN_OR_RETURN(IdxHeader header, ParseIdxHeader(absl::string_view(head, n), path));
+  RETURN_IF_ERROR(CheckMagic(path, header.dims, kIdxImagesMagic, "image"));
+  return header.dims;
 }
 
 absl::StatusOr<std::vector<uint8_t>> ReadMnistLabels(const std::string& path) {

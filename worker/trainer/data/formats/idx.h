@@ -58,6 +58,10 @@ absl::Status WriteIdxFile(const std::string& path, const IdxArray& array);
 // otherwise the errors of ReadIdxFile.
 absl::StatusOr<MnistImages> ReadMnistImages(const std::string& path);
 
+// The dims [count, rows, cols] of an MNIST image file, from its header alone (the data is
+// not read or checked). Errors as ReadMnistImages for the header.
+absl::StatusOr<std::vector<uint32_t>> ReadMnistImagesDims(const std::string& path);
+
 // Reads an MNIST label file: magic 2049, 1 dim. Errors as ReadMnistImages.
 absl::StatusOr<std::vector<uint8_t>> ReadMnistLabels(const std::string& path);
 

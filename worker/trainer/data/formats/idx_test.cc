@@ -115,6 +115,33 @@ TEST(IdxTest, RejectsTruncatedFiles) {
 TEST(IdxTest, MissingFileIsNotFound) {
   EXPECT_THAT(ReadIdxFile(TempDir() + "/does-not-exist"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("does-not-exist")));
+  EXPECT_THAT(ReadMnistImagesDims(TempDir() + "/does-not-exist"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("does-not-exist")));
+  EXPECT_THAT(ReadIdxFile(TempDir()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("is a directory")));
+}
+
+// A header that claims more data than the file has is refused before anything that size is
+// allocated (2^32 - 1 images of 65535 x 65535 bytes would not fit in memory).
+TEST(IdxTest, AHugeHeaderOnASmallFileIsDataLoss) {
+  const std::string path = TempDir() + "/huge-header";
+  WriteBytes(path, std::string("\x00\x00\x08\x03\xff\xff\xff\xff\x00\x00\xff\xff\x00\x00\xff\xff"
+                               "pixels",
+                               22));
+  EXPECT_THAT(ReadMnistImages(path),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated IDX file")));
+}
+
+// The dims from the header alone; the magic is checked, the data is not read.
+TEST(IdxTest, ImagesDimsFromTheHeader) {
+  const std::string dir = TempDir() + "/dims";
+  ASSERT_OK(WriteSyntheticMnistDir(dir, 7, 3, 1));
+  absl::StatusOr<std::vector<uint32_t>> dims =
+      ReadMnistImagesDims(dir + "/train-images-idx3-ubyte");
+  ASSERT_OK(dims);
+  EXPECT_THAT(*dims, ElementsAre(7, 28, 28));
+  EXPECT_THAT(ReadMnistImagesDims(dir + "/train-labels-idx1-ubyte"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an MNIST image file")));
 }
 
 TEST(IdxTest, ParseAndSerializeGenericArrays) {
