@@ -138,7 +138,7 @@ bool KeepsWaitingRanks(const baton::v1::JobSpec& spec, baton::v1::FailureReason 
                        absl::Duration backoff) {
   if (!spec.has_trainer() || backoff > kKeepWaitingMaxBackoff) return false;
   const baton::v1::TrainerSpec& t = spec.trainer();
-  if (t.snapshot_every() == -1 || t.zero().stage() > 0 || t.pipeline().stages() > 1) return false;
+  if (t.snapshot_every() == -1 || t.pipeline().stages() > 1) return false;
   switch (reason) {
     case baton::v1::FAILURE_REASON_RANK_FAILED:
     case baton::v1::FAILURE_REASON_OOM_KILLED:

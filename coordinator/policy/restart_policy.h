@@ -50,9 +50,9 @@ void RecordPlannedRestart(baton::v1::Job* job, baton::v1::Failure failure);
 
 // Whether the stop after a failure of `reason` keeps the ranks that wait for the next
 // generation (StopAssignment.keep_waiting_ranks): built-in trainer jobs that take in-memory
-// snapshots (snapshot_every not -1; not ZeRO-sharded: its ranks exit on a peer's loss, the
-// lost shard being gone, and the gang restores the last periodic snapshot; not pipelined:
-// those take none and restore from disk), after failures that leave the other ranks' processes unharmed: a
+// snapshots (snapshot_every not -1; ZeRO-sharded too: its kept ranks restore the last
+// periodic snapshot, the lost rank's shard being gone; not pipelined: those take none and
+// restore from disk), after failures that leave the other ranks' processes unharmed: a
 // rank's exit (RankFailed, OomKilled) or a lost worker (WorkerLost, LeaseExpired). Never
 // for a stall (the ranks themselves may be hung) or anything else. And only when the next
 // generation starts within kKeepWaitingMaxBackoff (`backoff`: the restart's): workers let

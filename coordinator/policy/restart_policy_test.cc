@@ -280,8 +280,10 @@ TEST(KeepsWaitingRanksTest, OnlySnapshottingTrainerJobsAfterAPeersLoss) {
   baton::v1::JobSpec every_10 = trainer;
   every_10.mutable_trainer()->set_snapshot_every(10);
   EXPECT_TRUE(KeepsWaitingRanks(every_10, rank_failed, kNone));
-  baton::v1::JobSpec zero = trainer;
+  baton::v1::JobSpec zero = trainer;  // Restores its last periodic snapshot, resharded.
   zero.mutable_trainer()->mutable_zero()->set_stage(1);
+  EXPECT_TRUE(KeepsWaitingRanks(zero, rank_failed, kNone));
+  zero.mutable_trainer()->set_snapshot_every(-1);
   EXPECT_FALSE(KeepsWaitingRanks(zero, rank_failed, kNone));
   baton::v1::JobSpec pipeline = trainer;
   pipeline.mutable_trainer()->mutable_pipeline()->set_stages(2);
