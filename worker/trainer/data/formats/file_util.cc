@@ -11,10 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/private_file.h"
+#include "common/status_macros.h"
 
 namespace baton::trainer {
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+absl::StatusOr<ReadableFile> ReadableFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -22,30 +23,64 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
   }
   struct stat st {};
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+  const bool stat_ok = ::fstat(fd, &st) == 0;
+  if (stat_ok && S_ISDIR(st.st_mode)) {
     ::close(fd);
     return absl::FailedPreconditionError(absl::StrCat(path, ": is a directory, not a file"));
   }
+  return ReadableFile(path, fd,
+                      stat_ok && S_ISREG(st.st_mode)
+                          ? std::optional<uint64_t>(static_cast<uint64_t>(st.st_size))
+                          : std::nullopt);
+}
+
+ReadableFile::~ReadableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+ReadableFile::ReadableFile(ReadableFile&& other) noexcept
+    : path_(std::move(other.path_)), fd_(other.fd_), size_(other.size_) {
+  other.fd_ = -1;
+}
+
+absl::StatusOr<size_t> ReadableFile::ReadAt(char* out, size_t size, uint64_t offset) const {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::pread(fd_, out + done, size - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(path_, ": read error: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+absl::StatusOr<std::string> ReadableFile::ReadRest() {
   // One read into a buffer of the file's size (a dataset is tens of MiB: no stream copies);
   // more if it grew or has no size (a pipe).
-  std::string contents(S_ISREG(st.st_mode) ? static_cast<size_t>(st.st_size) + 1 : 1 << 16, '\0');
+  std::string contents(size_.has_value() ? static_cast<size_t>(*size_) + 1 : 1 << 16, '\0');
   size_t size = 0;
   for (;;) {
     if (size == contents.size()) contents.resize(contents.size() * 2);
-    const ssize_t n = ::read(fd, contents.data() + size, contents.size() - size);
+    const ssize_t n = ::read(fd_, contents.data() + size, contents.size() - size);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const int err = errno;
-      ::close(fd);
       return absl::FailedPreconditionError(
-          absl::StrCat(path, ": read error: ", std::strerror(err)));
+          absl::StrCat(path_, ": read error: ", std::strerror(errno)));
     }
     if (n == 0) break;
     size += static_cast<size_t>(n);
   }
-  ::close(fd);
   contents.resize(size);
   return contents;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  ASSIGN_OR_RETURN(ReadableFile file, ReadableFile::Open(path));
+  return file.ReadRest();
 }
 
 absl::Status WriteWholeFile(const std::string& path, absl::string_view bytes) {

@@ -1,9 +1,5 @@
 #include "worker/trainer/data/formats/idx.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -105,6 +101,13 @@ absl::Status CheckIdxDataSize(const IdxHeader& header, uint64_t available, absl:
       available < header.elements ? "truncated" : "oversized", header.elements, available));
 }
 
+// The header at the start of `file`. Errors as ParseIdxHeader's, or the read's.
+absl::StatusOr<IdxHeader> ReadIdxHeader(const ReadableFile& file, absl::string_view what) {
+  char head[4 + 4 * kMaxDims];
+  ASSIGN_OR_RETURN(const size_t n, file.ReadAt(head, sizeof(head), 0));
+  return ParseIdxHeader(absl::string_view(head, n), what);
+}
+
 }  // namespace
 
 absl::StatusOr<IdxArray> ParseIdx(absl::string_view bytes, absl::string_view what) {
@@ -140,45 +143,22 @@ absl::StatusOr<std::string> SerializeIdx(const IdxArray& array) {
 absl::StatusOr<IdxArray> ReadIdxFile(const std::string& path) {
   // Straight into the array (a dataset's images are tens of MiB): the header first, then
   // the data once its size matches the file's. Anything but a regular file is read whole.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st {};
-  if (fd < 0 || ::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    if (fd >= 0) ::close(fd);
-    ASSIGN_OR_RETURN(const std::string contents, ReadWholeFile(path));
+  ASSIGN_OR_RETURN(ReadableFile file, ReadableFile::Open(path));
+  if (!file.size().has_value()) {
+    ASSIGN_OR_RETURN(const std::string contents, file.ReadRest());
     return ParseIdx(contents, path);
   }
-  struct CloseFd {
-    int fd;
-    ~CloseFd() { ::close(fd); }
-  } close_fd{fd};
-  auto read_at = [&](char* out, size_t size, off_t offset) -> absl::StatusOr<size_t> {
-    size_t done = 0;
-    while (done < size) {
-      const ssize_t n = ::pread(fd, out + done, size - done, offset + static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(path, ": read error: ", std::strerror(errno)));
-      }
-      if (n == 0) break;
-      done += static_cast<size_t>(n);
-    }
-    return done;
-  };
-  char head[4 + 4 * kMaxDims];
-  ASSIGN_OR_RETURN(const size_t head_bytes, read_at(head, sizeof(head), 0));
-  ASSIGN_OR_RETURN(IdxHeader header, ParseIdxHeader(absl::string_view(head, head_bytes), path));
-  const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
+  ASSIGN_OR_RETURN(IdxHeader header, ReadIdxHeader(file, path));
+  const uint64_t file_bytes = *file.size();
   RETURN_IF_ERROR(
       CheckIdxDataSize(header, file_bytes < header.bytes ? 0 : file_bytes - header.bytes, path));
   IdxArray array;
   array.dims = std::move(header.dims);
   array.data.resize(header.elements);
-  ASSIGN_OR_RETURN(const size_t got, read_at(reinterpret_cast<char*>(array.data.data()),
-                                             array.data.size(), static_cast<off_t>(header.bytes)));
+  ASSIGN_OR_RETURN(const size_t got, file.ReadAt(reinterpret_cast<char*>(array.data.data()),
+                                                 array.data.size(), header.bytes));
   char past_end;
-  ASSIGN_OR_RETURN(const size_t more,
-                   read_at(&past_end, 1, static_cast<off_t>(header.bytes + array.data.size())));
+  ASSIGN_OR_RETURN(const size_t more, file.ReadAt(&past_end, 1, header.bytes + array.data.size()));
   // The file changed size while being read.
   RETURN_IF_ERROR(
       CheckIdxDataSize(IdxHeader{{}, header.bytes, array.data.size()}, got + more, path));
@@ -207,23 +187,8 @@ absl::StatusOr<MnistImages> ReadMnistImages(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<uint32_t>> ReadMnistImagesDims(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::FailedPreconditionError(absl::StrCat(path, ": cannot open: ", std::strerror(err)));
-  }
-  char head[4 + 4 * kMaxDims];
-  ssize_t n;
-  do {
-    n = ::pread(fd, head, sizeof(head), 0);
-  } while (n < 0 && errno == EINTR);
-  const int err = errno;
-  ::close(fd);
-  if (n < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": read error: ", std::strerror(err)));
-  }
-  ASSIGN_OR_RETURN(IdxHeader header, ParseIdxHeader(absl::string_view(head, n), path));
+  ASSIGN_OR_RETURN(const ReadableFile file, ReadableFile::Open(path));
+  ASSIGN_OR_RETURN(IdxHeader header, ReadIdxHeader(file, path));
   RETURN_IF_ERROR(CheckMagic(path, header.dims, kIdxImagesMagic, "image"));
   return header.dims;
 }
