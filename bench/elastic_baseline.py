@@ -7,7 +7,10 @@ Rank 0 appends JSON events to --events: "start" (first line of the script, befor
 torch), "imported", "rendezvous" (process group up), "restored" (checkpoint loaded) and one
 "step" per completed step; every event has the wall time "t", torchrun's restart count and
 the step. Rank 1 SIGKILLs itself after completing the steps listed in --kill_at (one kill
-per restart round), after appending a "kill" event.
+per restart round), after appending a "kill" event; with --freeze it SIGSTOPs itself
+instead (a hang: event "freeze"), and rank 0, blocked in the next all-reduce, appends a
+"timeout" event when the process group's --pg_timeout (seconds; torch's default 30 min)
+ends the wait.
 """
 import time
 
@@ -36,6 +39,8 @@ def main():
     p.add_argument("--events", required=True)
     p.add_argument("--kill_at", default="", help="comma-separated steps, one per restart round")
     p.add_argument("--max_steps", type=int, default=100000)
+    p.add_argument("--freeze", action="store_true", help="SIGSTOP instead of SIGKILL")
+    p.add_argument("--pg_timeout", type=float, default=1800)
     ARGS = p.parse_args()
     rank = int(os.environ["RANK"])
     if rank == 0:
@@ -51,7 +56,8 @@ def main():
     torch.set_num_threads(1)
     if rank == 0:
         event("imported", t=time.time())
-    dist.init_process_group("gloo")
+    import datetime
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=ARGS.pg_timeout))
     world = dist.get_world_size()
     if rank == 0:
         event("rendezvous", t=time.time())
@@ -82,7 +88,12 @@ def main():
             if i < skip:
                 continue
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x), y).backward()
+            try:
+                F.cross_entropy(model(x), y).backward()
+            except RuntimeError:
+                if rank == 0:
+                    event("timeout", t=time.time(), step=step)
+                raise
             opt.step()
             step += 1
             if rank == 0:
@@ -94,9 +105,9 @@ def main():
                     os.replace(path + ".tmp", path)
             if rank == 1 and step == kill_at:
                 with open(ARGS.events, "a") as f:
-                    f.write(json.dumps(dict(event="kill", t=time.time(), step=step,
-                                            restart=restart)) + "\n")
-                os.kill(os.getpid(), signal.SIGKILL)
+                    f.write(json.dumps(dict(event="freeze" if ARGS.freeze else "kill",
+                                            t=time.time(), step=step, restart=restart)) + "\n")
+                os.kill(os.getpid(), signal.SIGSTOP if ARGS.freeze else signal.SIGKILL)
             if step >= ARGS.max_steps:
                 break
 

@@ -54,7 +54,7 @@ PYEOF
 baton_split() {
   $PY - "$1" "$WARMUP" <<'PYEOF'
 import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and '"beat"' not in l]
 rows = [r for r in rows if r["step"] > int(sys.argv[2]) and "time_step_s" in r]
 keys = ["step", "data", "forward", "backward", "comm_wait", "optimizer"]
 print("  ".join("%s %.2f" % (k, 1e3 * sum(r["time_%s_s" % k] for r in rows) / len(rows))

@@ -71,7 +71,7 @@ run_baton() {
   grep -q "on cuda:0 (nccl)" "$OUT/baton-$1.txt" || echo "warning: not on the NCCL backend" >&2
   $PY - "$OUT/baton-$1.jsonl" "$WARMUP" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip() and '"beat"' not in l]
 rates = [r["tokens_per_sec"] for r in rows if r["step"] > int(sys.argv[2])]
 print(statistics.median(rates), rows[0]["loss"], rows[-1]["loss"])
 PY
@@ -85,7 +85,7 @@ run_ac() {
     --weight_decay=0 --max_steps=20 --log_every=5 --loader_threads=4 --precision=bf16 \
     --activation_checkpointing="$1" 3> "$OUT/ac-$1.jsonl" > "$OUT/ac-$1.txt" 2>&1 \
     || { tail -5 "$OUT/ac-$1.txt" >&2; echo "nan nan"; return; }
-  $PY -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]; print(max(r.get("mem_peak_bytes", float("nan")) for r in rows) / 2**20, rows[-1]["loss"])' "$OUT/ac-$1.jsonl"
+  $PY -c 'import json,sys; rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip() and "beat" not in l]; print(max(r.get("mem_peak_bytes", float("nan")) for r in rows) / 2**20, rows[-1]["loss"])' "$OUT/ac-$1.jsonl"
 }
 # run_zero NAME WORLD FLAGS...: bf16 GPT on WORLD ranks with FLAGS; prints "peak_MiB
 # last_loss" (peak: the largest mem_peak_bytes of any rank's metric lines), or "skip
@@ -118,7 +118,7 @@ import json, sys
 out, name, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
 peak, loss = 0.0, None
 for r in range(world):
-    rows = [json.loads(l) for l in open(f"{out}/zero-{name}-{r}.jsonl") if l.strip()]
+    rows = [json.loads(l) for l in open(f"{out}/zero-{name}-{r}.jsonl") if l.strip() and '"beat"' not in l]
     peak = max(peak, max(row.get("mem_peak_bytes", float("nan")) for row in rows) / 2**20)
     if r == 0:
         loss = rows[-1]["loss"]

@@ -330,6 +330,11 @@ void MetricsListener::OnMetricPoint(const std::string& job_id, baton::v1::Metric
   next_->OnMetricPoint(job_id, std::move(point));
 }
 
+void MetricsListener::OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat,
+                                  absl::Time read) {
+  next_->OnHeartbeat(job_id, std::move(beat), read);
+}
+
 void MetricsListener::OnReportsPending() { next_->OnReportsPending(); }
 
 std::vector<prometheus::MetricFamily> SupervisorMetrics::Collect() const {

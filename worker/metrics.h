@@ -172,6 +172,7 @@ class MetricsListener final : public SupervisorListener {
       : metrics_(metrics), next_(next) {}
   void OnLogLine(const std::string& job_id, baton::v1::LogLine line) override;
   void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) override;
+  void OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat, absl::Time read) override;
   void OnReportsPending() override;
 
  private:

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -32,8 +33,11 @@ constexpr int kDefaultMaxUserRestarts = 3;
 constexpr int kDefaultMaxStallRestarts = 3;
 constexpr absl::Duration kDefaultBackoffInitial = absl::Milliseconds(500);
 constexpr absl::Duration kDefaultBackoffMax = absl::Seconds(30);
-constexpr double kDefaultStallFactor = 10;
-constexpr absl::Duration kDefaultStallFloor = absl::Seconds(30);
+constexpr double kDefaultStallFactor = 3;
+constexpr absl::Duration kDefaultStallFloor = absl::Seconds(2);
+constexpr absl::Duration kDefaultStallUnlearned = absl::Minutes(10);
+constexpr absl::Duration kDefaultReportStallFloor = absl::Seconds(30);
+constexpr absl::Duration kMaxStallTimeout = absl::Hours(24 * 7);
 constexpr int kMaxRestarts = 1000;
 constexpr absl::Duration kMaxBackoff = absl::Hours(1);
 constexpr int64_t kDefaultHealthySteps = 100;
@@ -222,6 +226,32 @@ absl::Status ValidateRestartPolicy(const RestartPolicy& p) {
                    absl::StrCat(absl::FormatDuration(stall_floor), " is too short; must be >= ",
                                 absl::FormatDuration(kMinStallFloor)));
   }
+  const auto check_timeout = [](const std::string& field, const absl::Duration d,
+                                bool zero_allowed) -> absl::Status {
+    if ((zero_allowed && d == absl::ZeroDuration()) ||
+        (d >= absl::Seconds(1) && d <= kMaxStallTimeout)) {
+      return absl::OkStatus();
+    }
+    return Invalid(field, absl::StrCat(absl::FormatDuration(d), " is out of range; must be ",
+                                       zero_allowed ? "0 (off) or " : "", "1s..",
+                                       absl::FormatDuration(kMaxStallTimeout)));
+  };
+  const baton::v1::PhaseTimeouts& phases = p.phase_timeouts();
+  for (const auto& [name, d] :
+       {std::pair<const char*, const google::protobuf::Duration*>{"startup", &phases.startup()},
+        {"step", &phases.step()},
+        {"eval", &phases.eval()},
+        {"checkpoint", &phases.checkpoint()},
+        {"epoch", &phases.epoch()}}) {
+    RETURN_IF_ERROR(check_timeout(absl::StrCat("restart_policy.phase_timeouts.", name),
+                                  FromProto(*d), /*zero_allowed=*/true));
+  }
+  RETURN_IF_ERROR(check_timeout("restart_policy.stall_unlearned", FromProto(p.stall_unlearned()),
+                                /*zero_allowed=*/false));
+  RETURN_IF_ERROR(check_timeout("restart_policy.report_stall_floor",
+                                FromProto(p.report_stall_floor()), /*zero_allowed=*/false));
+  RETURN_IF_ERROR(check_timeout("restart_policy.output_silence", FromProto(p.output_silence()),
+                                /*zero_allowed=*/true));
   RETURN_IF_ERROR(
       CheckRange("restart_policy.healthy_steps", p.healthy_steps(), 0, kMaxHealthySteps));
   const absl::Duration healthy_time = FromProto(p.healthy_time());
@@ -293,6 +323,10 @@ RestartPolicy RestartPolicyWithDefaults(RestartPolicy p) {
   if (!p.has_backoff_max()) *p.mutable_backoff_max() = ToProto(kDefaultBackoffMax);
   if (!p.has_stall_factor()) p.set_stall_factor(kDefaultStallFactor);
   if (!p.has_stall_floor()) *p.mutable_stall_floor() = ToProto(kDefaultStallFloor);
+  if (!p.has_stall_unlearned()) *p.mutable_stall_unlearned() = ToProto(kDefaultStallUnlearned);
+  if (!p.has_report_stall_floor()) {
+    *p.mutable_report_stall_floor() = ToProto(kDefaultReportStallFloor);
+  }
   if (!p.has_healthy_steps()) p.set_healthy_steps(kDefaultHealthySteps);
   if (!p.has_healthy_time()) *p.mutable_healthy_time() = ToProto(kDefaultHealthyTime);
   return p;

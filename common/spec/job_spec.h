@@ -41,7 +41,9 @@ bool CheckpointsOnRequest(const baton::v1::JobSpec& spec);
 
 // Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
 //   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
-//   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 10, stall_floor 30 s.
+//   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 3, stall_floor 2 s,
+//   stall_unlearned 10 min, report_stall_floor 30 s (phase_timeouts and output_silence
+//   stay unset: learned, off).
 // WithDefaults applies it to spec.restart_policy; the coordinator also applies it to
 // records stored before the policy existed. Never fails.
 baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy policy);
@@ -62,7 +64,9 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 //   the trainer table), then the trainer's budget rule;
 //   restart_policy.max_infra_restarts, .max_user_restarts, .max_stall_restarts (0..1000),
 //     .backoff_max (0..1 h), .backoff_initial (0..backoff_max), .stall_factor (>= 1),
-//     .stall_floor (>= 1 s).
+//     .stall_floor (>= 1 s), .phase_timeouts.{startup,step,eval,checkpoint,epoch} (0 or
+//     1 s..7 d), .stall_unlearned, .report_stall_floor (1 s..7 d), .output_silence (0 or
+//     1 s..7 d).
 // Thread-safe.
 absl::Status ValidateJobSpec(const baton::v1::JobSpec& spec);
 

@@ -871,8 +871,12 @@ TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
   EXPECT_EQ(p.max_stall_restarts(), 3);
   EXPECT_EQ(p.backoff_initial().nanos(), 500000000);
   EXPECT_EQ(p.backoff_max().seconds(), 30);
-  EXPECT_EQ(p.stall_factor(), 10);
-  EXPECT_EQ(p.stall_floor().seconds(), 30);
+  EXPECT_EQ(p.stall_factor(), 3);
+  EXPECT_EQ(p.stall_floor().seconds(), 2);
+  EXPECT_EQ(p.stall_unlearned().seconds(), 600);
+  EXPECT_EQ(p.report_stall_floor().seconds(), 30);
+  EXPECT_FALSE(p.has_output_silence());
+  EXPECT_FALSE(p.has_phase_timeouts());
   EXPECT_EQ(p.healthy_steps(), 100);
   EXPECT_EQ(p.healthy_time().seconds(), 600);
 
@@ -927,6 +931,27 @@ TEST(ValidateJobSpecTest, RestartPolicy) {
               StatusIs(kInvalid, "restart_policy.stall_floor: 100ms is too short; must be >= 1s"));
   p->mutable_stall_floor()->set_seconds(1);
   p->mutable_stall_floor()->set_nanos(0);
+  p->mutable_phase_timeouts()->mutable_eval()->set_nanos(500000000);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "restart_policy.phase_timeouts.eval: 500ms is out of range; "
+                       "must be 0 (off) or 1s..168h"));
+  p->mutable_phase_timeouts()->mutable_eval()->set_nanos(0);  // 0: learned
+  p->mutable_phase_timeouts()->mutable_checkpoint()->set_seconds(3600);
+  p->mutable_stall_unlearned()->set_seconds(0);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "restart_policy.stall_unlearned: 0 is out of range; must be "
+                       "1s..168h"));
+  p->mutable_stall_unlearned()->set_seconds(60);
+  p->mutable_report_stall_floor()->set_seconds(-1);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.report_stall_floor: -1s is out of")));
+  p->mutable_report_stall_floor()->set_seconds(10);
+  p->mutable_output_silence()->set_seconds(8 * 24 * 3600);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("restart_policy.output_silence: 192h is out of")));
+  p->mutable_output_silence()->set_seconds(600);
   p->set_healthy_steps(-1);
   EXPECT_THAT(ValidateAndCheckPaths(spec),
               StatusIs(kInvalid,

@@ -295,6 +295,7 @@ TrainerSpec TrainerSpecWithDefaults(TrainerSpec t) {
   t.set_vocab_size(OrDefault(t.vocab_size(), ts::kVocabSize));
   FillChoice(t.mutable_task(), ts::kTask);
   t.set_checkpoint_every(OrDefault(t.checkpoint_every(), ts::kCheckpointEvery));
+  t.set_eval_every(OrDefault(t.eval_every(), ts::kEvalEvery));
   t.set_keep_checkpoints(OrDefault(t.keep_checkpoints(), ts::kKeepCheckpoints));
   t.set_snapshot_every(OrDefault(t.snapshot_every(), ts::kSnapshotEvery));
   t.set_global_batch(OrDefault(t.global_batch(), ts::kGlobalBatch));
@@ -352,6 +353,7 @@ absl::Status ValidateTrainerSpec(const TrainerSpec& t) {
   RETURN_IF_ERROR(ValidateNumericsAndOptimisation(t));
   RETURN_IF_ERROR(ValidateDataAndModel(t));
   RETURN_IF_ERROR(CheckSpec(ts::kCheckpointEvery, t.checkpoint_every()));
+  RETURN_IF_ERROR(CheckSpec(ts::kEvalEvery, t.eval_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kKeepCheckpoints, t.keep_checkpoints()));
   RETURN_IF_ERROR(CheckSpec(ts::kSnapshotEvery, t.snapshot_every()));
   RETURN_IF_ERROR(CheckSpec(ts::kGlobalBatch, t.global_batch()));

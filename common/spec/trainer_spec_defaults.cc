@@ -119,6 +119,7 @@ absl::Span<const AnyField> TrainerSpecFields() {
       &kCheckpointEvery,
       &kKeepCheckpoints,
       &kSnapshotEvery,
+      &kEvalEvery,
       &kGlobalBatch,
       &kSampleLog,
       &kActivationCheckpointing,

@@ -217,6 +217,9 @@ inline constexpr ChoiceField kTask{"task", "classification", kTasks, false,
 inline constexpr IntField kCheckpointEvery{"checkpoint_every", 0, 0, kInt64Max,
                                            "0 = only at the end",
                                            "Steps between checkpoints (0 = only at the end)."};
+inline constexpr IntField kEvalEvery{"eval_every", 0, 0, kInt64Max, "0 = only after the last step",
+                                     "Steps between evaluations on the test split (0 = only "
+                                     "after the last step)."};
 inline constexpr IntField kKeepCheckpoints{"keep_checkpoints", 3, 1, 1000, "",
                                            "Step checkpoints to keep."};
 inline constexpr IntField kSnapshotEvery{

@@ -63,13 +63,21 @@ struct JobRuntime {
   absl::Time reattach_deadline = absl::InfiniteFuture();
   // Highest MetricPoint.step this generation reported (any rank); unset before the first.
   std::optional<int64_t> last_step;
-  // Stall detection, for generations that report steps.
+  // Hang detection; its learned references outlive the generation (ResetForNextGeneration).
   StallDetector stall;
   // RecoveryManager's: a RESTARTING job whose rank 0 was asked to checkpoint has the
   // generation's processes stopped when any rank exited or at this time. InfiniteFuture:
   // stop already sent.
   absl::Time checkpoint_deadline = absl::InfiniteFuture();
 };
+
+// Forgets `rt`'s generation for the job's next one (starting at `start`), keeping only
+// what the job's history taught: the hang detector's learned references.
+inline void ResetForNextGeneration(JobRuntime& rt, absl::Time start) {
+  StallDetector stall = rt.stall.ForNextGeneration(start);
+  rt = JobRuntime();
+  rt.stall = std::move(stall);
+}
 
 // Durable, then act: a manager commits a change through JobManager and checks it with
 // Ok() before sending what the change causes. If the store failed, the context halts: it

@@ -51,7 +51,14 @@ void Coordinator::OnLogs(const std::string& worker_id, const baton::v1::LogsRepo
         absl::StrCat("log lines of job ", l.job_id(), " rank ", refused->rank(), " generation ",
                      refused->generation(), ", which does not run on this worker"));
   }
-  if (!lines.empty()) ctx_.Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
+  if (lines.empty()) return;
+  // Output is progress for jobs that opt into output-silence stall detection.
+  if (absl::StatusOr<JobState> state = jobs_->State(l.job_id()); state.ok() && IsActive(*state)) {
+    StallDetector& stall = ctx_.Runtime(l.job_id()).stall;
+    const absl::Time now = clock_->Now();
+    for (const baton::v1::LogLine& line : lines) stall.NoteOutput(line.rank(), now);
+  }
+  ctx_.Ok(jobs_->AddLogs(l.job_id(), std::move(lines)), "add logs");
 }
 
 void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m) {
@@ -87,6 +94,22 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
       BATON_LOG(INFO) << "metrics from worker " << worker_id << ": " << rejected_count
                       << " point(s) rejected: " << rejected;
     }
+  }
+  // Heartbeats feed hang detection only: never stored, never a step of the job's history.
+  std::vector<baton::v1::RankBeat> beats;
+  for (const baton::v1::RankBeat& b : m.beats()) {
+    absl::Status s = CheckGeneration(job, b.generation());
+    if (s.ok() && !mine.contains(b.rank())) {
+      s = absl::PermissionDeniedError(absl::StrCat("rank ", b.rank(), " of generation ",
+                                                   b.generation(), " does not run on worker ",
+                                                   worker_id));
+      ctx_.RefuseReport(worker_id, "metrics",
+                        absl::StrCat("heartbeats of job ", m.job_id(), ": ", s.message()));
+    }
+    if (s.ok()) beats.push_back(b);
+  }
+  if (!beats.empty() && !IsTerminal(*state)) {
+    ctx_.Runtime(m.job_id()).stall.NoteBeats(beats, clock_->Now());
   }
   if (!points.empty() && !IsTerminal(*state)) {
     int64_t first = points.front().step();

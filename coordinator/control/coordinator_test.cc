@@ -1016,10 +1016,11 @@ TEST_F(CoordinatorTest, SameStepTwiceInARowIsACrashLoop) {
 }
 
 TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirst) {
+  // A command job that reports steps (baton.report()) but sends no heartbeat.
   Connect(Reg("w1"));
   Connect(Reg("w2"));
   baton::v1::JobSpec spec = CommandSpec(2);
-  spec.mutable_restart_policy()->mutable_stall_floor()->set_seconds(2);
+  spec.mutable_restart_policy()->mutable_report_stall_floor()->set_seconds(2);
   absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
   ASSERT_OK(submitted);
   const std::string id = submitted->id();
@@ -1035,14 +1036,14 @@ TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirs
   // No metrics yet: never a stall, however long it takes.
   tick(absl::Seconds(4));
   EXPECT_EQ(StateOf(id), JobState::kRunning);
-  // 10 steps per 100 ms: median 10 ms/step, so the 2 s floor is the timeout.
+  // A report every 100 ms: the timeout is 2 s + 3 x 100 ms after the last progress.
   for (int i = 1; i <= 3; ++i) {
     Metric("w1", id, 1, 0, 10 * i);
     Metric("w2", id, 1, 1, 10 * i);
     tick(absl::Milliseconds(100));
   }
   Metric("w1", id, 1, 0, 40);  // rank 1 stops at step 30 first, then rank 0 at 40
-  tick(absl::Milliseconds(1999));
+  tick(absl::Milliseconds(2299));
   EXPECT_EQ(StateOf(id), JobState::kRunning);
   tick(absl::Milliseconds(1));
   EXPECT_EQ(StateOf(id), JobState::kRestarting);
@@ -1052,9 +1053,83 @@ TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirs
   EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_STALL);
   EXPECT_EQ(f.rank(), 1);
   EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.hang_phase(), "report");
+  EXPECT_EQ(f.hang_evidence(), "no-report");
   EXPECT_THAT(f.cause(), HasSubstr("rank 1 on worker w2 stopped first at step 30"));
-  EXPECT_THAT(f.cause(), HasSubstr("max(10 x median step time 10ms, 2s)"));
+  EXPECT_THAT(f.cause(), HasSubstr("timeout 2.3s = 2s + 3 x 100ms"));
   EXPECT_EQ(job.events(job.events_size() - 1).reason(), "Stalled");
+}
+
+// The built-in trainer's heartbeats (MetricsReport.beats): rank 1 freezes (SIGSTOP), rank 0
+// waits for it in a collective and goes on beating. The frozen rank is the one named, as
+// soon as it was silent for stall_floor (2 s by default); heartbeats never enter the job's
+// metric history.
+TEST_F(CoordinatorTest, AFrozenRankIsNamedFromItsSilentHeartbeat) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  CompleteRendezvous(id, 1, 29500);
+  baton::v1::WorkerMessage hb;
+  hb.mutable_heartbeat();
+  int64_t seq = 0;
+  // One beat of `rank` on `worker`: at `step`, waiting in collective `coll` or not.
+  auto beat = [&](const std::string& worker, int rank, int64_t step, int64_t coll, bool waiting) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    baton::v1::RankBeat* b = m.mutable_metrics()->add_beats();
+    b->set_generation(1);
+    b->set_rank(rank);
+    b->set_seq(++seq);
+    b->set_step(step);
+    b->set_phase("step");
+    b->set_collectives(coll);
+    b->set_waiting(waiting);
+    (*b->mutable_references())["step"] = ToProto(absl::Milliseconds(10));
+    Send(worker, m);
+  };
+  int64_t step = 0;
+  for (int i = 0; i < 20; ++i) {  // two seconds of 10 ms steps, beats every 100 ms
+    step += 10;
+    beat("w1", 0, step, 4 * step, false);
+    beat("w2", 1, step, 4 * step, false);
+    clock_.Advance(absl::Milliseconds(100));
+    Send("w1", hb);
+    Send("w2", hb);
+    coordinator_->ReconcileOnce();
+  }
+  // Rank 1 freezes; rank 0 waits in the next collective. Both workers stay connected.
+  for (int i = 1; i <= 18; ++i) {  // rank 1's last beat was 100 ms before
+    beat("w1", 0, step, 4 * step + 1, true);
+    clock_.Advance(absl::Milliseconds(100));
+    Send("w1", hb);
+    Send("w2", hb);
+    coordinator_->ReconcileOnce();
+  }
+  EXPECT_EQ(StateOf(id), JobState::kRunning);  // 1.9 s of silence
+  clock_.Advance(absl::Milliseconds(100));
+  Send("w1", hb);
+  Send("w2", hb);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Job job = *jobs_->Get(id);
+  const baton::v1::Failure& f = job.restarts().failures(0);
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_STALL);
+  EXPECT_EQ(f.rank(), 1);
+  EXPECT_EQ(f.worker_id(), "w2");
+  EXPECT_EQ(f.hang_evidence(), "silent");
+  EXPECT_EQ(f.hang_phase(), "step");
+  EXPECT_THAT(f.cause(), HasSubstr("rank 1 on worker w2 sent no heartbeat for 2s"));
+  EXPECT_THAT(f.cause(), HasSubstr("rank 0 waits for it in collective #"));
+  EXPECT_EQ(FromProto(f.fail_time()) - FromProto(f.occurred_time()), absl::Seconds(2));
+  // Beats are not metric points: no step reached the job's result.
+  EXPECT_EQ(job.result().steps(), 0);
+  // A frozen process cannot act on SIGTERM and the others wait for it: no grace.
+  for (const std::string w : {"w1", "w2"}) {
+    auto stop = Last(w, baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
+    EXPECT_EQ(FromProto(stop.grace()), absl::ZeroDuration()) << w;
+  }
 }
 
 // What a holder of some worker's certificate (w3, running nothing of the job) could send

@@ -36,10 +36,16 @@ void RecoveryManager::FailGeneration(const std::string& job_id,
       reason_name.empty() ? std::string(FailureReasonName(reason)) : reason_name;
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
+  FailWith(job_id, NewFailure(*jobs_->Peek(job_id), ctx_->Runtime(job_id), failure_class, reason,
+                              name, cause, rank, worker_id, occurred));
+}
+
+void RecoveryManager::FailWith(const std::string& job_id, baton::v1::Failure failure) {
+  const std::string name = failure.reason();
+  const baton::v1::FailureReason reason = failure.reason_code();
   baton::v1::Job job = *jobs_->Peek(job_id);
   JobRuntime& rt = ctx_->Runtime(job_id);
-  const RestartDecision d = DecideRestart(
-      &job, NewFailure(job, rt, failure_class, reason, name, cause, rank, worker_id, occurred));
+  const RestartDecision d = DecideRestart(&job, std::move(failure));
   if (d.kind != RestartDecision::Kind::kRestart) {
     ctx_->Fail(job_id, d.reason, d.message, &job);
     return;
@@ -49,15 +55,16 @@ void RecoveryManager::FailGeneration(const std::string& job_id,
                 "restart")) {
     return;
   }
-  rt = JobRuntime();
+  ResetForNextGeneration(rt, clock_->Now());
   // The survivors of a lost worker wait on it inside a collective: no step can finish, so
-  // a grace would only delay the restart. Ranks that wait for the next generation instead
-  // (the built-in trainer with snapshots) are kept by their workers where the failure left
-  // them unharmed: they rejoin it in the same process.
-  ctx_->StopProcesses(
-      job, d.message,
-      IsWorkerLoss(reason) ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt,
-      KeepsWaitingRanks(job.spec(), reason, d.backoff));
+  // a grace would only delay the restart; so do a hung generation's ranks (a frozen
+  // process cannot act on SIGTERM, the others wait for it). Ranks that wait for the next
+  // generation instead (the built-in trainer with snapshots) are kept by their workers where
+  // the failure left them unharmed: they rejoin it in the same process.
+  const bool no_grace = IsWorkerLoss(reason) || reason == baton::v1::FAILURE_REASON_STALLED;
+  ctx_->StopProcesses(job, d.message,
+                      no_grace ? std::optional<absl::Duration>(absl::ZeroDuration()) : std::nullopt,
+                      KeepsWaitingRanks(job.spec(), reason, d.backoff));
   MaybeRestart(job_id);  // with zero backoff and no live process, right away
 }
 
@@ -89,7 +96,7 @@ void RecoveryManager::Resize(const std::string& job_id, baton::v1::FailureReason
   if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, name, message, &job), "resize")) {
     return;
   }
-  rt = JobRuntime();
+  ResetForNextGeneration(rt, clock_->Now());
   if (ask) {
     baton::v1::CoordinatorMessage msg;
     baton::v1::RequestCheckpoint* req = msg.mutable_request_checkpoint();
@@ -164,10 +171,20 @@ void RecoveryManager::HandleWorkerLost(const std::string& worker_id,
 
 void RecoveryManager::CheckStall(const std::string& job_id, absl::Time now) {
   JobRuntime& rt = ctx_->Runtime(job_id);
-  if (std::optional<StallDetector::Stall> stall = rt.stall.Check(*jobs_->Peek(job_id), now)) {
-    FailGeneration(job_id, baton::v1::FAILURE_CLASS_STALL, baton::v1::FAILURE_REASON_STALLED,
-                   stall->cause, stall->rank, stall->worker_id, stall->since);
-  }
+  rt.stall.StartIfUnset(now);  // a job this coordinator recovered: judged from now
+  StallDetector::Workers workers;
+  workers.last_heard = [this](const std::string& w) { return workers_->LastHeartbeat(w); };
+  workers.heartbeat_interval = ctx_->options().heartbeat_interval;
+  const baton::v1::Job& job = *jobs_->Peek(job_id);
+  std::optional<StallDetector::Stall> stall = rt.stall.Check(job, now, workers);
+  if (!stall.has_value()) return;
+  baton::v1::Failure f =
+      NewFailure(job, rt, baton::v1::FAILURE_CLASS_STALL, baton::v1::FAILURE_REASON_STALLED,
+                 std::string(FailureReasonName(baton::v1::FAILURE_REASON_STALLED)), stall->cause,
+                 stall->rank, stall->worker_id, stall->since);
+  f.set_hang_phase(stall->phase);
+  f.set_hang_evidence(stall->evidence);
+  FailWith(job_id, std::move(f));
 }
 
 baton::v1::Failure RecoveryManager::NewFailure(

@@ -100,6 +100,8 @@ class RecoveryManager {
   bool NoteFirstStep(const std::string& job_id, int64_t step, absl::Time at);
 
  private:
+  // FailGeneration's decision and its effects for a failure already built (NewFailure).
+  void FailWith(const std::string& job_id, baton::v1::Failure failure);
   // A Failure record of the job's current generation: class, reason (code, and name:
   // `reason_name` or FailureReasonName), cause, rank and worker as given, the generation's highest
   // reported step, fail_time now, occurred_time `occurred` (not after now; unset if InfinitePast).

@@ -95,7 +95,7 @@ void RendezvousManager::StartRendezvous(baton::v1::Job job,
     return;
   }
   JobRuntime& rt = ctx_->Runtime(job_id);
-  rt = JobRuntime();
+  ResetForNextGeneration(rt, clock_->Now());
   rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
   rt.gang_workers = WorkersOf(job).size();
   baton::v1::CoordinatorMessage msg;

@@ -479,6 +479,13 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
       MakeFamily("baton_rank_slowdown_ratio",
                  "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
                  MetricType::Gauge);
+  prometheus::MetricFamily hangs = MakeFamily(
+      "baton_coordinator_job_hangs_total",
+      "Hangs of a job (stall failures: coordinator/policy/stall_detector.h), by the culprit the "
+      "coordinator named (rank, worker), the phase it was stuck in and the evidence (silent: "
+      "its heartbeat stopped; stuck: in its phase past the learned timeout; no-report; "
+      "output-silence).",
+      MetricType::Counter);
   const std::vector<baton::v1::JobState> states = AllStates();
   // The job's state, restarts, goodput and slowdown are JobManager's (the record as
   // written, and what it folds from the metric points); the tracker only says which jobs
@@ -493,6 +500,20 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
     restarts.metric.push_back(MakeSample({{"job_id", id}},
                                          static_cast<double>(TotalRestarts(job->restarts())),
                                          MetricType::Counter));
+    std::map<std::vector<std::string>, int> by_culprit;  // rank, worker, phase, evidence
+    for (const baton::v1::Failure& f : job->restarts().failures()) {
+      if (f.failure_class() != baton::v1::FAILURE_CLASS_STALL) continue;
+      ++by_culprit[{f.has_rank() ? absl::StrCat(f.rank()) : "", f.worker_id(), f.hang_phase(),
+                    f.hang_evidence()}];
+    }
+    for (const auto& [labels, count] : by_culprit) {
+      hangs.metric.push_back(MakeSample({{"job_id", id},
+                                         {"rank", labels[0]},
+                                         {"worker", labels[1]},
+                                         {"phase", labels[2]},
+                                         {"evidence", labels[3]}},
+                                        count, MetricType::Counter));
+    }
     if (const std::optional<double> ratio = jobs_->GoodputRatioNow(id)) {
       goodput.metric.push_back(MakeSample({{"job_id", id}}, *ratio, MetricType::Gauge));
     }
@@ -505,6 +526,7 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
   }
   out.push_back(std::move(state));
   out.push_back(std::move(restarts));
+  out.push_back(std::move(hangs));
   out.push_back(std::move(goodput));
   out.push_back(std::move(slowdown));
 }

@@ -212,6 +212,27 @@ TEST_F(CoordinatorMetricsTest, FollowsAJobThroughItsStatesRestartsAndGoodput) {
   EXPECT_EQ(Value(scrape, "baton_rank_slowdown_ratio", {{"job_id", id}, {"rank", "0"}}),
             std::nullopt);
 
+  // A hang names its culprit: rank, worker, phase and evidence.
+  {
+    baton::v1::Job job = *jobs_->Peek(id);
+    baton::v1::Failure* f = job.mutable_restarts()->add_failures();
+    f->set_generation(job.generation());
+    f->set_failure_class(baton::v1::FAILURE_CLASS_STALL);
+    f->set_rank(1);
+    f->set_worker_id("w2");
+    f->set_hang_phase("step");
+    f->set_hang_evidence("silent");
+    ASSERT_OK(jobs_->Update(job));
+  }
+  scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_job_hangs_total",
+                    {{"job_id", id},
+                     {"rank", "1"},
+                     {"worker", "w2"},
+                     {"phase", "step"},
+                     {"evidence", "silent"}}),
+              Optional(1.0));
+
   Move(id, JobState::kSucceeded, "Completed");
   clock_.Advance(absl::Minutes(9));
   scrape = metrics_->Collect();

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/time/proto_time.h"
+
 namespace baton::worker {
 namespace {
 
@@ -41,6 +43,20 @@ void Outbox::OnLogLine(const std::string& job_id, baton::v1::LogLine line) {
   logs_[job_id].push_back(std::move(line));
 }
 
+void Outbox::OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat, absl::Time read) {
+  absl::MutexLock lock(&mu_);
+  std::map<int32_t, PendingBeat>& job_beats = beats_[job_id];
+  auto it = job_beats.find(beat.rank());
+  if (it == job_beats.end()) {
+    if (!AdmitLocked(kEntryOverhead + beat.ByteSizeLong())) {
+      if (job_beats.empty()) beats_.erase(job_id);
+      return;  // dropped with the backlog; the next beat says the same, newer
+    }
+    it = job_beats.emplace(beat.rank(), PendingBeat()).first;
+  }
+  it->second = PendingBeat{std::move(beat), read};
+}
+
 void Outbox::OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) {
   absl::MutexLock lock(&mu_);
   if (!AdmitLocked(EntryBytes(point))) {
@@ -67,6 +83,7 @@ void Outbox::PushReply(baton::v1::WorkerMessage reply) {
 void Outbox::ClearBatchLocked() {
   logs_.clear();
   metrics_.clear();
+  beats_.clear();
   batch_entries_ = 0;
   batch_bytes_ = 0;
   batch_start_ = absl::InfiniteFuture();
@@ -167,6 +184,16 @@ std::vector<baton::v1::WorkerMessage> Outbox::TakeBatches(bool force) {
       report->set_job_id(id);
       return report->mutable_points();
     });
+  }
+  const absl::Time now = clock_->Now();
+  for (auto& [job_id, job_beats] : beats_) {
+    baton::v1::MetricsReport* report = out.emplace_back().mutable_metrics();
+    report->set_job_id(job_id);
+    for (auto& [rank, pending] : job_beats) {
+      baton::v1::RankBeat* beat = report->add_beats();
+      *beat = std::move(pending.beat);
+      *beat->mutable_age() = ToProto(std::max(now - pending.read, absl::ZeroDuration()));
+    }
   }
   ClearBatchLocked();
   return out;

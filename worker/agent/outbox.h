@@ -28,9 +28,12 @@ struct OutboxOptions {
 
 // What the agent's writer sends besides the level-triggered reports (report_ledger.h):
 // replies to coordinator requests (PortReserved) and batched LogsReport / MetricsReport
-// messages. While disconnected, replies, log lines and metric points are dropped and counted
-// (they are in the rank's log files); exits are never held here (the Supervisor keeps them
-// as facts until the ReportLedger has them reported).
+// messages. A heartbeat (OnHeartbeat) is not a metric point: only the newest of each
+// rank waits in the batch (MetricsReport.beats, with its age when sent), so a rank's
+// beats cost one entry per batch however often it beats. While disconnected, replies, log
+// lines and metric points are dropped and counted (the lines are in the rank's log files),
+// heartbeats dropped (the next says the same, newer); exits are never held here (the
+// Supervisor keeps them as facts until the ReportLedger has them reported).
 //
 // Threading: thread-safe, one mutex. Producers are the supervisor's output thread (as its
 // SupervisorListener) and the agent's reader thread (replies); the single consumer is the
@@ -50,6 +53,7 @@ class Outbox final : public SupervisorListener {
   // SupervisorListener.
   void OnLogLine(const std::string& job_id, baton::v1::LogLine line) override;
   void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) override;
+  void OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat, absl::Time read) override;
   void OnReportsPending() override;
 
   // Queues a reply, sent before anything else.
@@ -96,6 +100,12 @@ class Outbox final : public SupervisorListener {
   std::vector<baton::v1::WorkerMessage> replies_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<baton::v1::LogLine>> logs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<baton::v1::MetricPoint>> metrics_ ABSL_GUARDED_BY(mu_);
+  // Heartbeats: the newest of each rank (by job, then rank) and when it was read.
+  struct PendingBeat {
+    baton::v1::RankBeat beat;
+    absl::Time read;
+  };
+  std::map<std::string, std::map<int32_t, PendingBeat>> beats_ ABSL_GUARDED_BY(mu_);
   size_t batch_entries_ ABSL_GUARDED_BY(mu_) = 0;
   size_t batch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time batch_start_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // Oldest entry.

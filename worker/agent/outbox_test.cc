@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "common/time/clock.h"
+#include "common/time/proto_time.h"
 #include "common/time/testing/fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -22,6 +23,17 @@ baton::v1::MetricPoint Point(int64_t step) {
   p.set_step(step);
   (*p.mutable_values())["loss"] = 1.0;
   return p;
+}
+
+// Heartbeat `seq` of `rank`.
+baton::v1::RankBeat Beat(int32_t rank, int64_t seq) {
+  baton::v1::RankBeat b;
+  b.set_rank(rank);
+  b.set_generation(2);
+  b.set_seq(seq);
+  b.set_step(seq * 10);
+  b.set_phase("step");
+  return b;
 }
 
 class OutboxTest : public ::testing::Test {
@@ -64,6 +76,38 @@ TEST_F(OutboxTest, FullBatchIsDueAtOnceAndSplitPerJobAndSize) {
   EXPECT_EQ(out[0].logs().job_id(), "j1");
   EXPECT_EQ(out[0].logs().lines_size(), 2);
   EXPECT_EQ(out[1].logs().job_id(), "j2");
+}
+
+TEST_F(OutboxTest, OnlyTheNewestBeatOfARankIsSentWithItsAge) {
+  for (int64_t seq = 1; seq <= 50; ++seq) {
+    outbox_.OnHeartbeat("j", Beat(0, seq), clock_.Now());
+    outbox_.OnHeartbeat("j", Beat(1, seq), clock_.Now());
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  // 100 beats of two ranks: two entries, so the batch is neither full nor dropping.
+  EXPECT_TRUE(outbox_.TakeBatches(false).empty());
+  EXPECT_EQ(outbox_.TakeDropped().metric_points, 0);
+  outbox_.OnMetricPoint("j", Point(7));  // a metric line still travels as a point
+  clock_.Advance(absl::Milliseconds(200));
+  const std::vector<baton::v1::WorkerMessage> out = outbox_.TakeBatches(false);
+  std::vector<baton::v1::RankBeat> beats;
+  int points = 0;
+  for (const baton::v1::WorkerMessage& m : out) {
+    ASSERT_TRUE(m.has_metrics());
+    EXPECT_EQ(m.metrics().job_id(), "j");
+    points += m.metrics().points_size();
+    beats.insert(beats.end(), m.metrics().beats().begin(), m.metrics().beats().end());
+  }
+  EXPECT_EQ(points, 1);
+  ASSERT_EQ(beats.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(beats[r].rank(), r);
+    EXPECT_EQ(beats[r].generation(), 2);
+    EXPECT_EQ(beats[r].seq(), 50);
+    EXPECT_EQ(beats[r].phase(), "step");
+    EXPECT_EQ(FromProto(beats[r].age()), absl::Milliseconds(201));  // read 1 + 200 ms ago
+  }
+  EXPECT_TRUE(outbox_.TakeBatches(true).empty());  // sent once
 }
 
 TEST_F(OutboxTest, ForceFlushesAndLargeBatchesAreChunked) {

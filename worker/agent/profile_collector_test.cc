@@ -30,6 +30,7 @@ class NullListener final : public SupervisorListener {
  public:
   void OnLogLine(const std::string&, baton::v1::LogLine) override {}
   void OnMetricPoint(const std::string&, baton::v1::MetricPoint) override {}
+  void OnHeartbeat(const std::string&, baton::v1::RankBeat, absl::Time) override {}
   void OnReportsPending() override {}
 };
 

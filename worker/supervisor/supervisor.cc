@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/time/proto_time.h"
 #include "worker/supervisor/job_paths.h"
+#include "worker/trainer/contract/metrics_line.h"
 
 namespace baton::worker {
 namespace {
@@ -53,6 +55,10 @@ OutputPumpCallbacks Supervisor::PumpCallbacks() {
     listener_->OnLogLine(job_id, std::move(line));
   };
   callbacks.on_metric_point = [this](const std::string& job_id, baton::v1::MetricPoint point) {
+    if (std::optional<baton::v1::RankBeat> beat = HeartbeatFromPoint(point)) {
+      listener_->OnHeartbeat(job_id, *std::move(beat), FromProto(point.time()));
+      return;
+    }
     listener_->OnMetricPoint(job_id, std::move(point));
   };
   callbacks.on_exit = [this](const PumpedRank& rank, const baton::v1::ProcessExit& exit) {

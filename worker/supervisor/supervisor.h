@@ -36,6 +36,9 @@ class SupervisorListener {
   virtual ~SupervisorListener() = default;
   virtual void OnLogLine(const std::string& job_id, baton::v1::LogLine line) = 0;
   virtual void OnMetricPoint(const std::string& job_id, baton::v1::MetricPoint point) = 0;
+  // A rank's heartbeat line (contract.h), which is not a metric point, read at `read`.
+  virtual void OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat,
+                           absl::Time read) = 0;
   // ListFacts() may have something new: an assignment started or failed, a rank exited,
   // or a start was asked for again.
   virtual void OnReportsPending() = 0;

@@ -43,9 +43,17 @@ class RecordingListener final : public SupervisorListener {
     absl::MutexLock lock(&mu_);
     points_.push_back(std::move(point));
   }
+  void OnHeartbeat(const std::string& job_id, baton::v1::RankBeat beat, absl::Time) override {
+    absl::MutexLock lock(&mu_);
+    beats_.push_back(std::move(beat));
+  }
   void OnReportsPending() override {
     absl::MutexLock lock(&mu_);
     events_.push_back("reports");
+  }
+  std::vector<baton::v1::RankBeat> beats() const {
+    absl::MutexLock lock(&mu_);
+    return beats_;
   }
   std::vector<baton::v1::LogLine> lines() const {
     absl::MutexLock lock(&mu_);
@@ -77,6 +85,7 @@ class RecordingListener final : public SupervisorListener {
   mutable absl::Mutex mu_;
   std::vector<baton::v1::LogLine> lines_ ABSL_GUARDED_BY(mu_);
   std::vector<baton::v1::MetricPoint> points_ ABSL_GUARDED_BY(mu_);
+  std::vector<baton::v1::RankBeat> beats_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> events_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -776,6 +785,9 @@ TEST_F(SupervisorFakeTest, RelaysLinesAndMetricsAndPublishesExitAfterThem) {
   p->WriteMetrics(std::string(100, 'x') + "\n");  // Longer than max_line_bytes (64).
   p->WriteMetrics(R"({"step":8,"loss":0.2})"
                   "\n");
+  // A heartbeat line is not a metric point.
+  p->WriteMetrics(R"({"beat":4,"step":8,"phase":1,"phase_s":0.5,"coll":9,"waiting":0})"
+                  "\n");
   p->WriteStderr("warn\n");
   p->WriteStdout("hello\nlast words");  // Unterminated: emitted at EOF.
   p->Exit(Exit(3));
@@ -789,6 +801,12 @@ TEST_F(SupervisorFakeTest, RelaysLinesAndMetricsAndPublishesExitAfterThem) {
   EXPECT_EQ(points[0].generation(), 3);
   EXPECT_TRUE(points[0].has_time());
   EXPECT_EQ(points[1].step(), 8);
+  const std::vector<baton::v1::RankBeat> beats = listener_.beats();
+  ASSERT_EQ(beats.size(), 1u);
+  EXPECT_EQ(beats[0].seq(), 4);
+  EXPECT_EQ(beats[0].generation(), 3);
+  EXPECT_EQ(beats[0].phase(), "step");
+  EXPECT_EQ(beats[0].collectives(), 9);
 
   const std::vector<std::string> events = listener_.events();
   ASSERT_FALSE(events.empty());

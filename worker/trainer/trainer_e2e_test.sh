@@ -47,7 +47,11 @@ params = 784 * 64 + 64 + 64 * 32 + 32 + 32 * 10 + 10
 evals = []
 for rank in (0, 1):
     lines = open(f"metrics.{rank}.jsonl").read().splitlines()
-    points = [json.loads(l) for l in lines]
+    # Heartbeat lines (contract.h) are checked below; the metric lines are the rest.
+    beats = [json.loads(l) for l in lines if '"beat"' in l]
+    points = [json.loads(l) for l in lines if '"beat"' not in l]
+    assert beats and [b["beat"] for b in beats] == list(range(1, len(beats) + 1)), beats
+    assert all({"step", "phase", "phase_s", "coll", "waiting"} <= set(b) for b in beats), beats
     assert [p["step"] for p in points] == [20, 40, 60], points
     for p in points:
         assert required <= set(p), p
@@ -96,7 +100,7 @@ grep -q '^baton-trainer: rank 0/2 .* on cpu (gloo)' resume.0.txt || fail "--cpu_
 "$PY" - <<'PY' || fail "resumed metrics check failed"
 import json
 for rank in (0, 1):
-    points = [json.loads(l) for l in open(f"resume.{rank}.jsonl")]
+    points = [json.loads(l) for l in open(f"resume.{rank}.jsonl") if '"beat"' not in l]
     assert [p["step"] for p in points] == [80], points
 PY
 ls ckpt/ckpt-*.pt | wc -l | grep -qx 2 || { ls ckpt >&2; fail "keep_checkpoints=2 not honoured"; }
@@ -111,7 +115,7 @@ BATON_METRICS_FD=3 timeout 120 "$TRAINER" --model=mlp --dataset=synthetic --synt
   3> mixed.jsonl > mixed.txt 2>&1 || { cat mixed.txt >&2; fail "mixed-precision run failed"; }
 "$PY" - <<'PY' || { cat mixed.txt >&2; fail "mixed-precision metrics check failed"; }
 import json
-points = [json.loads(l) for l in open("mixed.jsonl")]
+points = [json.loads(l) for l in open("mixed.jsonl") if '"beat"' not in l]
 assert [p["step"] for p in points] == [6, 12], points
 assert points[0]["lr"] > points[1]["lr"] > 0, points  # cosine decay after warmup
 assert all(p["grad_norm"] > 0 for p in points), points
@@ -121,7 +125,7 @@ BATON_METRICS_FD=3 timeout 120 "$TRAINER" --model=mlp --dataset=synthetic --synt
   --precision=fp16 --device=cpu 3> fp16.jsonl > fp16.txt 2>&1 || { cat fp16.txt >&2; fail "fp16 run failed"; }
 "$PY" - <<'PY' || { cat fp16.txt >&2; fail "fp16 metrics check failed"; }
 import json
-points = [json.loads(l) for l in open("fp16.jsonl")]
+points = [json.loads(l) for l in open("fp16.jsonl") if '"beat"' not in l]
 assert all(p["loss_scale"] == 65536 and p["skipped_steps"] == 0 for p in points), points
 PY
 
@@ -162,8 +166,10 @@ expect_exit 4 "rendezvous at 127.0.0.1:$DEAD_PORT failed" -- \
 BATON_METRICS_FD=3 "$TRAINER" --data_dir=data --max_steps=1000000 --log_every=1 \
   3> sigterm.jsonl > sigterm.out 2>&1 &
 pid=$!
-for _ in $(seq 600); do [[ -s sigterm.jsonl ]] && break; sleep 0.1; done  # Poll, 60 s deadline.
-[[ -s sigterm.jsonl ]] || fail "no metric line before SIGTERM"
+# A metric line, not just a heartbeat: the run is training.
+has_metric_line() { grep -q '"loss"' "$1" 2>/dev/null; }
+for _ in $(seq 600); do has_metric_line sigterm.jsonl && break; sleep 0.1; done  # Poll, 60 s deadline.
+has_metric_line sigterm.jsonl || fail "no metric line before SIGTERM"
 kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
@@ -184,8 +190,8 @@ for rank in 0 1; do
       3> "usr1.$rank.jsonl" > "usr1.$rank.txt" 2> "usr1-err.$rank.txt" &
   pids+=($!)
 done
-for _ in $(seq 600); do [[ -s usr1.0.jsonl ]] && break; sleep 0.1; done  # Poll, 60 s deadline.
-[[ -s usr1.0.jsonl ]] || fail "no metric line before SIGUSR1"
+for _ in $(seq 600); do has_metric_line usr1.0.jsonl && break; sleep 0.1; done  # Poll, 60 s deadline.
+has_metric_line usr1.0.jsonl || fail "no metric line before SIGUSR1"
 # The trainers are the children of `timeout`, which must not get the signal itself.
 kill -USR1 "$(pgrep -P "${pids[1]}")"  # Ignored by rank 1.
 kill -USR1 "$(pgrep -P "${pids[0]}")"
@@ -195,7 +201,7 @@ rc1=0; wait "${pids[1]}" || rc1=$?
 [[ $rc1 -eq 4 ]] || { cat usr1.1.txt usr1-err.1.txt >&2; fail "rank 1 exited $rc1 after rank 0 left, want 4"; }
 saved=$(sed -n 's/^checkpointed: steps=\([0-9]*\) .*/\1/p' usr1.0.txt)
 [[ -n $saved ]] || { cat usr1.0.txt >&2; fail "no checkpointed summary"; }
-last_logged=$(tail -n 1 usr1.0.jsonl | "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["step"]))')
+last_logged=$(grep -v '"beat"' usr1.0.jsonl | tail -n 1 | "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["step"]))')
 [[ $last_logged -eq $saved ]] || fail "rank 0 logged step $last_logged but checkpointed $saved"
 [[ -s usr1/ckpt-$(printf %08d "$saved")-g1.pt ]] || { ls usr1 >&2; fail "no checkpoint of step $saved"; }
 PORT=$(free_port)
@@ -268,8 +274,8 @@ grep -q '^baton-trainer: rank 1/2 .* on cpu (shm)' standby.1.txt || fail "standb
 import json
 keys = ("step", "epoch", "loss", "accuracy", "lr", "grad_norm", "comm_bytes", "eval_accuracy")
 for rank in (0, 1):
-    cold = [json.loads(l) for l in open(f"metrics.{rank}.jsonl")]
-    warm = [json.loads(l) for l in open(f"standby.{rank}.jsonl")]
+    cold = [json.loads(l) for l in open(f"metrics.{rank}.jsonl") if '"beat"' not in l]
+    warm = [json.loads(l) for l in open(f"standby.{rank}.jsonl") if '"beat"' not in l]
     assert [[p.get(k) for k in keys] for p in warm] == [[p.get(k) for k in keys] for p in cold], (warm, cold)
 print("standby gang trained like the cold one; losses:", [p["loss"] for p in warm])
 PY

@@ -107,6 +107,7 @@ BATON_TRAINER_FLAG(vocab_size, kVocabSize);
 BATON_TRAINER_FLAG(torchscript_path, kTorchscriptPath);
 BATON_TRAINER_FLAG(task, kTask);
 BATON_TRAINER_FLAG(checkpoint_every, kCheckpointEvery);
+BATON_TRAINER_FLAG(eval_every, kEvalEvery);
 BATON_TRAINER_FLAG(keep_checkpoints, kKeepCheckpoints);
 BATON_TRAINER_FLAG(snapshot_every, kSnapshotEvery);
 BATON_TRAINER_FLAG(global_batch, kGlobalBatch);

@@ -48,6 +48,9 @@
 #include "worker/trainer/device/device.h"
 #include "worker/trainer/device/host_allocator.h"
 #include "worker/trainer/profile/profiler.h"
+#include "worker/trainer/progress/heartbeat.h"
+#include "worker/trainer/progress/progress_tracker.h"
+#include "worker/trainer/progress/tracked_communicator.h"
 #include "worker/trainer/trainer.h"
 #include "worker/trainer/trainer_flags.h"
 
@@ -65,6 +68,10 @@ ABSL_FLAG(std::string, cpu_backend, "auto",
           "shared memory turns out unusable, gloo). Hosts: see BATON_HOST_KEY.");
 ABSL_FLAG(absl::Duration, collective_timeout, absl::Minutes(5),
           "How long one all-reduce may take before the run fails.");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Milliseconds(100),
+          "How often the rank writes a heartbeat line on BATON_METRICS_FD (its phase of "
+          "training, step and collectives, from a thread of its own: the coordinator's hang "
+          "detection); 0 = none.");
 ABSL_FLAG(std::string, shm_comm_thread, "auto",
           "Shared-memory collectives (--cpu_backend shm or hierarchical): run them on a "
           "communication thread per rank, overlapping backward (on), or on the training "
@@ -250,6 +257,8 @@ struct RankProcess {
   const Dataset* train = nullptr;
   const Dataset* test = nullptr;
   Profiler* profiler = nullptr;
+  ProgressTracker* progress = nullptr;
+  absl::Duration fault_epoch_delay = absl::ZeroDuration();
 };
 
 // One generation of this rank: the rendezvous under `env`, then the training run.
@@ -263,10 +272,13 @@ absl::StatusOr<TrainResult> RunGeneration(const RankProcess& p, const LaunchEnv&
                    env.rank, env.world_size, env.job_id, env.generation, p.device.str(),
                    comm->backend(), p.train->size(), p.test != nullptr ? p.test->size() : 0)
             << std::endl;
+  TrackedCommunicator tracked(comm.get(), p.progress);
   TrainerContext context;
   context.train = p.train;
   context.test = p.test;
-  context.comm = comm.get();
+  context.comm = &tracked;
+  context.progress = p.progress;
+  context.fault_epoch_delay = p.fault_epoch_delay;
   context.metrics = p.metrics;
   context.clock = RealClock::Get();
   context.log = &std::cout;
@@ -293,6 +305,18 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
   ASSIGN_OR_RETURN(const std::optional<int> rejoin_fd, RejoinFd());
   ASSIGN_OR_RETURN(MetricsWriter metrics, MetricsWriter::ForFd(env.metrics_fd));
   p.metrics = &metrics;
+  if (const char* delay = std::getenv(kEnvFaultEpochDelay); delay != nullptr && *delay != '\0') {
+    if (!absl::ParseDuration(delay, &p.fault_epoch_delay) ||
+        p.fault_epoch_delay < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat("environment variable ", kEnvFaultEpochDelay,
+                                                     "='", delay, "' is not a duration"));
+    }
+  }
+  // From the start: a rank stuck in its startup (data, rendezvous, restore) says so too.
+  ProgressTracker progress(RealClock::Get());
+  p.progress = &progress;
+  const Heartbeat heartbeat(&progress, RealClock::Get(), env.metrics_fd,
+                            absl::GetFlag(FLAGS_heartbeat_interval));
   // The second fencing layer (the shim is the first): checked before every step.
   ASSIGN_OR_RETURN(const std::optional<LeasePage> lease, LeasePage::FromEnvironment());
   p.lease = lease.has_value() ? &*lease : nullptr;
@@ -332,10 +356,12 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
               << result.status().message().substr(0, result.status().message().find('\n'))
               << "); waiting for the next generation on " << kEnvRejoinFd << " (this process stays)"
               << std::endl;
+    progress.Park();  // no heartbeats of a generation this process has left
     AnnounceWaiting(*rejoin_fd, env.generation);
     ASSIGN_OR_RETURN(std::optional<LaunchEnv> next, ReadRejoin(*rejoin_fd, env, &g_stop_requested));
     if (!next.has_value()) return result.status();  // In no further generation.
     env = *std::move(next);
+    progress.Begin(TrainingPhase::kStartup);
     ExportRejoinEnv(env);
     std::cout << "baton-trainer: rejoining as rank " << env.rank << "/" << env.world_size
               << " of generation " << env.generation << std::endl;

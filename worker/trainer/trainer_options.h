@@ -24,6 +24,7 @@
 #include "worker/trainer/models/model.h"
 #include "worker/trainer/optim/lr_schedule.h"
 #include "worker/trainer/optim/optimizer.h"
+#include "worker/trainer/progress/progress_tracker.h"
 #include "worker/trainer/step/train_step.h"
 
 namespace baton::trainer {
@@ -73,6 +74,7 @@ struct TrainerOptions {
   std::string checkpoint_dir;  // Checkpoints and final.pt; empty = none.
   // Steps between checkpoints; 0 = only at the end.
   int64_t checkpoint_every = trainer_spec::kCheckpointEvery.default_value;
+  int64_t eval_every = trainer_spec::kEvalEvery.default_value;  // 0: after the last step only
   int keep_checkpoints = static_cast<int>(trainer_spec::kKeepCheckpoints.default_value);
   // In-memory snapshots (snapshot/snapshot_store.h) into TrainerContext::snapshot_dir:
   // 0 = every step while one costs at most 1 % of a step (CPU) or 5 % (GPU, ZeRO), less
@@ -125,6 +127,7 @@ void ForEachTableOption(Options& o, Visit&& visit) {
   visit(ts::kCheckpointEvery, o.checkpoint_every);
   visit(ts::kKeepCheckpoints, o.keep_checkpoints);
   visit(ts::kSnapshotEvery, o.snapshot_every);
+  visit(ts::kEvalEvery, o.eval_every);
   visit(ts::kGlobalBatch, o.global_batch);
   visit(ts::kSampleLog, o.sample_log);
   visit(ts::kActivationCheckpointing, o.model.activation_checkpointing);
@@ -190,6 +193,13 @@ struct TrainerContext {
   // of any one worker or host leaves the others' copies.
   std::string snapshot_dir;
   std::string snapshot_writer;
+  // Optional: told the phase of training and each completed step, for the heartbeat
+  // (progress/heartbeat.h). The caller makes `comm` report its collectives to it
+  // (progress/tracked_communicator.h).
+  ProgressTracker* progress = nullptr;
+  // Fault injection for tests (contract.h, kEnvFaultEpochDelay): every data epoch boundary
+  // takes this much longer, as a slow storage listing would make it. Zero in production.
+  absl::Duration fault_epoch_delay = absl::ZeroDuration();
 };
 
 struct TrainResult {

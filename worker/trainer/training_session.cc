@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/private_file.h"
 #include "common/spec/global_batch.h"
@@ -440,10 +441,13 @@ absl::Status TrainingSession::Step() {
   if (snapshots_ && !context_.snapshot_writer.empty() && !device_.is_cuda() && zero_ == nullptr) {
     RecordStepStart();
   }
+  Mark(TrainingPhase::kStep);
   phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {
+    BeginEpoch();
     RETURN_IF_ERROR(loader_->Seek({loader_->position().epoch + 1, 0}));
+    Mark(TrainingPhase::kStep);
   }
   epoch_ = loader_->position().epoch;
   lr_ = schedule_->LrAt(step_);
@@ -468,8 +472,10 @@ absl::Status TrainingSession::MicroBatch() {
   std::optional<Batch> batch;
   LoaderPosition at;
   for (int attempt = 0; attempt < 2 && !batch.has_value(); ++attempt) {
+    if (attempt > 0) BeginEpoch();
     at = loader_->position();
     ASSIGN_OR_RETURN(batch, loader_->Next());  // nullopt once at an epoch's end.
+    if (attempt > 0) Mark(TrainingPhase::kStep);
   }
   if (!batch.has_value()) return absl::InternalError("the loader returned no batch");
   if (sample_log_.is_open()) {
@@ -523,6 +529,16 @@ void TrainingSession::CountStep(const StepOutcome& outcome) {
   }
   result_.steps = step_;
   result_.epoch = epoch_;
+  if (context_.progress != nullptr) context_.progress->StepDone(step_);
+}
+
+void TrainingSession::Mark(TrainingPhase phase) {
+  if (context_.progress != nullptr) context_.progress->Begin(phase);
+}
+
+void TrainingSession::BeginEpoch() {
+  Mark(TrainingPhase::kEpoch);
+  if (context_.fault_epoch_delay > absl::ZeroDuration()) absl::SleepFor(context_.fault_epoch_delay);
 }
 
 // After a step: the periodic checkpoint, then the metric line when one is due (with the
@@ -533,14 +549,20 @@ absl::Status TrainingSession::CheckpointAndEmit() {
   if (checkpoints_.has_value() && (checkpoints_->ShouldSave(step_) || checkpoint_owed_)) {
     // From the snapshot of this step when one is being copied for it (handed to the
     // checkpointer by FenceSnapshot, once copied); else now, synchronously.
-    if (!snapshot_for_checkpoint_ || last_snapshot_ != step_) RETURN_IF_ERROR(Save());
+    if (!snapshot_for_checkpoint_ || last_snapshot_ != step_) {
+      Mark(TrainingPhase::kCheckpoint);
+      RETURN_IF_ERROR(Save());
+    }
     checkpoint_owed_ = false;
     last_saved_ = step_;
   }
   const bool last = step_ == total_steps_;
-  if (step_ % options_.log_every != 0 && !last) return absl::OkStatus();
+  const bool evaluate = context_.test != nullptr &&
+                        (last || (options_.eval_every > 0 && step_ % options_.eval_every == 0));
+  if (step_ % options_.log_every != 0 && !last && !evaluate) return absl::OkStatus();
   std::optional<double> eval_accuracy;
-  if (last && context_.test != nullptr) {
+  if (evaluate) {
+    Mark(TrainingPhase::kEval);
     const absl::Time eval_start = clock_.Now();
     // Running statistics (BatchNorm) come from each rank's own batches: evaluate with
     // rank 0's everywhere, the ones final.pt holds.
@@ -846,6 +868,7 @@ absl::Status TrainingSession::WriteCheckpoint() {
 // Stopped or checkpointed: the open window's line, and for a checkpoint request the
 // checkpoint. Done: the last step's checkpoint and rank 0's final.pt.
 absl::StatusOr<TrainResult> TrainingSession::Finish() {
+  Mark(TrainingPhase::kCheckpoint);
   // The checkpoint written from a snapshot, if one is still being written, first.
   FenceSnapshot();
   if (checkpointer_ != nullptr) RETURN_IF_ERROR(checkpointer_->Wait());

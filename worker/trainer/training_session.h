@@ -148,6 +148,10 @@ class TrainingSession {
   // and snapshots).
   void FillProgress(const LoaderPosition& next);
   void Emit(std::optional<double> eval_accuracy);
+  // Tells the progress tracker (when there is one) that `phase` begins.
+  void Mark(TrainingPhase phase);
+  // A data epoch boundary begins (and takes TrainerContext::fault_epoch_delay longer).
+  void BeginEpoch();
   absl::Status Save();
   absl::Status WriteCheckpoint();  // Rank 0's part of Save.
   void TraceStep(int64_t step);

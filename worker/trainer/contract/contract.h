@@ -45,7 +45,8 @@
 //   {"step":N,"epoch":E,"loss":L,"accuracy":A,"samples_per_sec":S,"lr":LR,
 //    "time_step_s":T,"time_data_s":..,"time_forward_s":..,"time_backward_s":..,
 //    "time_comm_wait_s":..,"time_optimizer_s":..,"grad_norm":G}
-// written every --log_every optimizer steps and after the last step. step counts completed
+// written every --log_every optimizer steps, after the last step and at each evaluation
+// (--eval_every). step counts completed
 // optimizer steps from 1 (global: it continues after a restore); epoch is the 0-based
 // epoch the step belongs to; loss/accuracy average this rank's training micro-batches
 // since the previous line (accuracy: the fraction of samples, or of target tokens for a
@@ -63,13 +64,14 @@
 // synchronisation so the split is the device's.
 // grad_norm: mean L2 norm of the averaged (unscaled, pre-clipping) gradient over the
 // window's applied steps. comm_bytes: gradient bytes this rank all-reduces per optimizer
-// step (as sent: 16-bit when compressed; 0 for one process). Conditional keys: "tokens_per_sec" (language models:
-// target tokens per second, global); "loss_scale" and "skipped_steps" (precision fp16:
-// the scale after the window's last step, steps skipped for inf/NaN in the window);
+// step (as sent: 16-bit when compressed; 0 for one process). Conditional keys: "tokens_per_sec"
+// (language models: target tokens per second, global); "loss_scale" and "skipped_steps" (precision
+// fp16: the scale after the window's last step, steps skipped for inf/NaN in the window);
 // "mem_allocated_bytes", "mem_reserved_bytes", "mem_peak_bytes" (CUDA: the caching
 // allocator's current and, since the previous line, peak allocation); "eval_accuracy" on
-// the line of the last step when the dataset has a test split (every rank reports the
-// same value). Non-finite values (a diverged loss) are left out of the line.
+// the line of the last step and every --eval_every steps when the dataset has a test split
+// (every rank reports the same value). Non-finite values (a diverged loss) are left out of
+// the line.
 //
 // Exit codes: see kExit* below.
 
@@ -100,6 +102,10 @@ inline constexpr char kEnvSnapshotDir[] = "BATON_SNAPSHOT_DIR";
 // peer is lost and joins the next generation it is told of, in the same process. Unset:
 // such a rank exits kExitPeer, as every rank did before.
 inline constexpr char kEnvRejoinFd[] = "BATON_REJOIN_FD";
+// Fault injection for tests only: a duration (e.g. "3s") every data epoch boundary of
+// baton-trainer then takes longer, as a slow storage listing would make it. Not a BATON_
+// name, so a job's `env` can set it (it slows that job alone).
+inline constexpr char kEnvFaultEpochDelay[] = "TRAINER_FAULT_EPOCH_DELAY";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";
@@ -123,6 +129,55 @@ inline constexpr char kMetricMemAllocated[] = "mem_allocated_bytes";
 inline constexpr char kMetricMemReserved[] = "mem_reserved_bytes";
 inline constexpr char kMetricMemPeak[] = "mem_peak_bytes";
 inline constexpr char kMetricCommBytes[] = "comm_bytes";
+
+// Heartbeat lines (progress/heartbeat.h): besides its metric lines, baton-trainer writes
+// one line every --heartbeat_interval (100 ms; 0 = none) from a thread of its own, e.g.
+//   {"beat":B,"step":N,"phase":P,"phase_s":T,"coll":C,"waiting":0,"ref_step_s":R,...}
+// beat numbers the heartbeats from 1 (per process); step counts completed optimizer steps;
+// phase is a TrainingPhase code and phase_s the seconds since it began; coll counts the
+// collectives the process started; waiting is 1 while it is blocked waiting for one, with
+// wait_s the seconds since; ref_<phase name>_s is the longest of the phase's last 32
+// completed durations (left out for a phase not completed yet). The worker relays the
+// newest heartbeat of each rank to the coordinator (RankBeat), never as a metric point.
+inline constexpr char kHeartbeatSeq[] = "beat";
+inline constexpr char kHeartbeatPhase[] = "phase";
+inline constexpr char kHeartbeatInPhase[] = "phase_s";
+inline constexpr char kHeartbeatCollectives[] = "coll";
+inline constexpr char kHeartbeatWaiting[] = "waiting";
+inline constexpr char kHeartbeatWaited[] = "wait_s";
+inline constexpr char kHeartbeatReferencePrefix[] = "ref_";
+inline constexpr char kHeartbeatReferenceSuffix[] = "_s";
+
+// The phases of a rank's run whose durations differ by orders of magnitude, so the
+// coordinator gives each a timeout of its own. Values are the heartbeat's phase codes.
+enum class TrainingPhase {
+  // From the start of the process (or of its rejoin) through its generation's first step:
+  // data loading, rendezvous, restore, the first step's allocations.
+  kStartup = 0,
+  kStep = 1,        // an optimizer step after the first
+  kEval = 2,        // an evaluation pass over the test split
+  kCheckpoint = 3,  // a checkpoint save (every rank taking part, with ZeRO)
+  kEpoch = 4,       // a data epoch boundary: the loader moving to the next epoch
+};
+inline constexpr int kTrainingPhases = 5;
+
+// The wire name of a phase: "startup", "step", "eval", "checkpoint", "epoch" (RankBeat,
+// RestartPolicy.phase_timeouts, the heartbeat's ref_<name>_s keys).
+inline const char* TrainingPhaseName(TrainingPhase phase) {
+  switch (phase) {
+    case TrainingPhase::kStartup:
+      return "startup";
+    case TrainingPhase::kStep:
+      return "step";
+    case TrainingPhase::kEval:
+      return "eval";
+    case TrainingPhase::kCheckpoint:
+      return "checkpoint";
+    case TrainingPhase::kEpoch:
+      return "epoch";
+  }
+  return "unknown";
+}
 
 // With --pipeline_stages=S > 1 (worker/trainer/pipeline_session.h) everything below is per
 // stage, in <checkpoint_dir>/pipeline-<S>-stage-<s>/ (written by the stage's first replica,

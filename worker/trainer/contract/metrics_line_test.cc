@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "common/testing/status_matchers.h"
+#include "common/time/proto_time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/trainer/contract/metrics_writer.h"
@@ -69,6 +70,46 @@ TEST(ParseMetricsLineTest, BadStep) {
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step")))
         << line;
   }
+}
+
+TEST(HeartbeatFromPointTest, ALineTheTrainerWrote) {
+  // The line as baton-trainer's heartbeat formats it (progress/heartbeat.h).
+  absl::StatusOr<baton::v1::MetricPoint> p = ParseMetricsLine(
+      R"({"beat":7,"step":4,"phase":3,"phase_s":0.5,"coll":12,"waiting":1,"wait_s":0.25,)"
+      R"("ref_step_s":0.01,"ref_checkpoint_s":2})");
+  ASSERT_OK(p);
+  p->set_generation(3);
+  p->set_rank(1);
+  const std::optional<baton::v1::RankBeat> beat = HeartbeatFromPoint(*p);
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ(beat->generation(), 3);
+  EXPECT_EQ(beat->rank(), 1);
+  EXPECT_EQ(beat->seq(), 7);
+  EXPECT_EQ(beat->step(), 4);
+  EXPECT_EQ(beat->phase(), "checkpoint");
+  EXPECT_EQ(FromProto(beat->in_phase()), absl::Milliseconds(500));
+  EXPECT_EQ(beat->collectives(), 12);
+  EXPECT_TRUE(beat->waiting());
+  EXPECT_EQ(FromProto(beat->waited()), absl::Milliseconds(250));
+  EXPECT_EQ(beat->references_size(), 2);
+  EXPECT_EQ(FromProto(beat->references().at("step")), absl::Milliseconds(10));
+  EXPECT_EQ(FromProto(beat->references().at("checkpoint")), absl::Seconds(2));
+}
+
+TEST(HeartbeatFromPointTest, MetricLinesAreNotHeartbeatsAndOddValuesAreTamed) {
+  absl::StatusOr<baton::v1::MetricPoint> metric = ParseMetricsLine(R"({"step":4,"loss":1})");
+  ASSERT_OK(metric);
+  EXPECT_FALSE(HeartbeatFromPoint(*metric).has_value());
+  absl::StatusOr<baton::v1::MetricPoint> odd =
+      ParseMetricsLine(R"({"beat":1,"phase":99,"phase_s":-5,"coll":-1,"ref_step_s":-1})");
+  ASSERT_OK(odd);
+  const std::optional<baton::v1::RankBeat> beat = HeartbeatFromPoint(*odd);
+  ASSERT_TRUE(beat.has_value());
+  EXPECT_EQ(beat->phase(), "unknown");
+  EXPECT_EQ(FromProto(beat->in_phase()), absl::ZeroDuration());
+  EXPECT_EQ(beat->collectives(), 0);
+  EXPECT_FALSE(beat->waiting());
+  EXPECT_TRUE(beat->references().empty());
 }
 
 }  // namespace
