@@ -41,7 +41,7 @@ bool CheckpointsOnRequest(const baton::v1::JobSpec& spec);
 
 // Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
 //   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
-//   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 3, stall_floor 2 s,
+//   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 3, stall_floor 1.5 s,
 //   stall_unlearned 10 min, report_stall_floor 30 s (phase_timeouts and output_silence
 //   stay unset: learned, off).
 // WithDefaults applies it to spec.restart_policy; the coordinator also applies it to

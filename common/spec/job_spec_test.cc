@@ -872,7 +872,8 @@ TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
   EXPECT_EQ(p.backoff_initial().nanos(), 500000000);
   EXPECT_EQ(p.backoff_max().seconds(), 30);
   EXPECT_EQ(p.stall_factor(), 3);
-  EXPECT_EQ(p.stall_floor().seconds(), 2);
+  EXPECT_EQ(p.stall_floor().seconds(), 1);
+  EXPECT_EQ(p.stall_floor().nanos(), 500000000);
   EXPECT_EQ(p.stall_unlearned().seconds(), 600);
   EXPECT_EQ(p.report_stall_floor().seconds(), 30);
   EXPECT_FALSE(p.has_output_silence());

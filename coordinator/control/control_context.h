@@ -33,6 +33,9 @@ struct CoordinatorOptions {
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // A job stuck in RENDEZVOUS (port reservation or process start) this long fails.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // A straggler left out of a job's next generation (policy/straggler_replacement.h) is
+  // not taken back into that job for this long, unless it needs it for workers.min.
+  absl::Duration straggler_cooldown = absl::Minutes(10);
   // After a coordinator restart, how long RUNNING jobs wait for their workers to
   // reconnect and report their processes before they fail.
   absl::Duration reattach_timeout = absl::Seconds(30);
@@ -65,6 +68,8 @@ struct JobRuntime {
   std::optional<int64_t> last_step;
   // Hang detection; its learned references outlive the generation (ResetForNextGeneration).
   StallDetector stall;
+  // Workers left out of the job as stragglers, until when (outlives the generation).
+  std::map<std::string, absl::Time> benched;
   // RecoveryManager's: a RESTARTING job whose rank 0 was asked to checkpoint has the
   // generation's processes stopped when any rank exited or at this time. InfiniteFuture:
   // stop already sent.
@@ -72,11 +77,14 @@ struct JobRuntime {
 };
 
 // Forgets `rt`'s generation for the job's next one (starting at `start`), keeping only
-// what the job's history taught: the hang detector's learned references.
+// what the job's history taught: the hang detector's learned references and the workers
+// left out as stragglers.
 inline void ResetForNextGeneration(JobRuntime& rt, absl::Time start) {
   StallDetector stall = rt.stall.ForNextGeneration(start);
+  std::map<std::string, absl::Time> benched = std::move(rt.benched);
   rt = JobRuntime();
   rt.stall = std::move(stall);
+  rt.benched = std::move(benched);
 }
 
 // Durable, then act: a manager commits a change through JobManager and checks it with

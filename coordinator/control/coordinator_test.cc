@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -1062,12 +1063,14 @@ TEST_F(CoordinatorTest, StalledJobFailsItsGenerationNamingTheRankThatStoppedFirs
 
 // The built-in trainer's heartbeats (MetricsReport.beats): rank 1 freezes (SIGSTOP), rank 0
 // waits for it in a collective and goes on beating. The frozen rank is the one named, as
-// soon as it was silent for stall_floor (2 s by default); heartbeats never enter the job's
+// soon as it was silent for stall_floor (2 s here); heartbeats never enter the job's
 // metric history.
 TEST_F(CoordinatorTest, AFrozenRankIsNamedFromItsSilentHeartbeat) {
   Connect(Reg("w1"));
   Connect(Reg("w2"));
-  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(2));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_restart_policy()->mutable_stall_floor()->set_seconds(2);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
   ASSERT_OK(submitted);
   const std::string id = submitted->id();
   CompleteRendezvous(id, 1, 29500);
@@ -1130,6 +1133,78 @@ TEST_F(CoordinatorTest, AFrozenRankIsNamedFromItsSilentHeartbeat) {
     auto stop = Last(w, baton::v1::CoordinatorMessage::kStopAssignment).stop_assignment();
     EXPECT_EQ(FromProto(stop.grace()), absl::ZeroDuration()) << w;
   }
+}
+
+// A worker whose rank stays slow is left out of the job's next generation when a spare
+// exists, with the evidence in a StragglerReplaced event; without a spare it stays.
+TEST_F(CoordinatorTest, AStragglerIsReplacedAtTheNextRestartWhenASpareExists) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_command()->set_elastic(true);
+  spec.set_checkpoint_dir("/ckpt");
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  // Three workers: all three join. Rank 2 on w3 stays at 3x the others' step time.
+  CompleteRendezvous(id, 1, 29500);
+  ASSERT_EQ(jobs_->Peek(id)->ranks_size(), 3);
+  auto point = [&](const std::string& worker, int rank, int64_t step, double step_s) {
+    baton::v1::WorkerMessage m;
+    m.mutable_metrics()->set_job_id(id);
+    auto* p = m.mutable_metrics()->add_points();
+    p->set_generation(1);
+    p->set_rank(rank);
+    p->set_step(step);
+    (*p->mutable_values())["time_step_s"] = step_s;
+    Send(worker, m);
+  };
+  for (int i = 1; i <= 4; ++i) {
+    point("w1", 0, 10 * i, 0.1);
+    point("w2", 1, 10 * i, 0.1);
+    point("w3", 2, 10 * i, 0.3);
+  }
+  // No spare yet: w3 stays, however slow. Rank 0 fails; the gang restarts on all three.
+  Exited("w1", id, 1, 0, 1);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->ranks_size(), 3);
+  CompleteRendezvous(id, 2, 29501);
+  // A spare arrives; w3's rank straggles again in generation 2, and a rank fails.
+  Connect(Reg("w4"));
+  for (int i = 5; i <= 8; ++i) {
+    for (const auto& [worker, rank, step_s] : std::vector<std::tuple<std::string, int, double>>{
+             {"w1", 0, 0.1}, {"w2", 1, 0.1}, {"w3", 2, 0.3}}) {
+      baton::v1::WorkerMessage pm;
+      pm.mutable_metrics()->set_job_id(id);
+      auto* p = pm.mutable_metrics()->add_points();
+      p->set_generation(2);
+      p->set_rank(rank);
+      p->set_step(10 * i);
+      (*p->mutable_values())["time_step_s"] = step_s;
+      Send(worker, pm);
+    }
+  }
+  Exited("w2", id, 2, 1, 1);
+  StopRest(id, 2);
+  clock_.Advance(absl::Seconds(2));
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  std::set<std::string> gang;
+  for (const auto& r : jobs_->Peek(id)->ranks()) gang.insert(r.worker_id());
+  EXPECT_THAT(gang, ::testing::ElementsAre("w1", "w2", "w4"));
+  const baton::v1::Job job = *jobs_->Get(id);
+  bool replaced = false;
+  for (const auto& e : job.events()) {
+    if (e.reason() != "StragglerReplaced") continue;
+    replaced = true;
+    EXPECT_THAT(e.message(), HasSubstr("worker w3 left out of generation 3 as a straggler (rank 2 "
+                                       "at 3.00x the median step time of the job's ranks"));
+    EXPECT_THAT(e.message(), HasSubstr("not taken back into this job for 10m"));
+  }
+  EXPECT_TRUE(replaced);
 }
 
 // What a holder of some worker's certificate (w3, running nothing of the job) could send

@@ -1,6 +1,8 @@
 #include "coordinator/control/recovery_manager.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,7 @@
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scale_up.h"
 #include "coordinator/policy/scheduler.h"
+#include "coordinator/policy/straggler_replacement.h"
 
 namespace baton::coordinator {
 
@@ -137,7 +140,7 @@ void RecoveryManager::MaybeScaleUp() {
     facts.training = rt.last_step.has_value() && rt.awaiting_workers.empty();
     facts.current_ready = std::all_of(facts.current.begin(), facts.current.end(),
                                       [&](const std::string& w) { return workers_->IsReady(w); });
-    facts.free = ctx_->FreeCapacity(id);
+    facts.free = WithoutBenched(ctx_->FreeCapacity(id), rt.benched, clock_->Now());
     const std::vector<std::string> joining = DecideScaleUp(facts);
     if (joining.empty()) continue;
     const size_t grown = facts.current.size() + joining.size();
@@ -279,8 +282,33 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
   pending.min_workers = spec.workers().min();
   pending.max_workers = MaxWorkers(spec);
   pending.slots_per_worker = SlotsPerWorker(spec);
-  const std::vector<WorkerCapacity> capacity = ctx_->FreeCapacity(job.id());
-  const std::vector<std::string> gang = PlaceRestart(WorkersOf(job), pending, capacity);
+  // Workers left out as stragglers stay out for their cool-down, and a worker that
+  // straggles now is left out when a spare can take its place; both only while the job
+  // still gets workers.min without them.
+  std::map<std::string, absl::Time>& benched = ctx_->Runtime(job.id()).benched;
+  const std::vector<WorkerCapacity> all = ctx_->FreeCapacity(job.id());
+  std::vector<WorkerCapacity> capacity = WithoutBenched(all, benched, now);
+  std::vector<SlowWorker> slow;
+  for (const auto& [rank, ratio] : jobs_->Stragglers(job.id())) {
+    for (const baton::v1::RankInfo& r : job.ranks()) {
+      if (r.rank() == rank) slow.push_back({r.worker_id(), rank, ratio});
+    }
+  }
+  std::set<std::string> benched_now;
+  for (const auto& [w, until] : benched) {
+    if (now < until) benched_now.insert(w);
+  }
+  const std::vector<StragglerReplacement> replaced =
+      StragglersToReplace(slow, WorkersOf(job), capacity, benched_now, pending.slots_per_worker,
+                          jobs_->options().straggler_threshold, jobs_->options().slowdown_window);
+  for (const StragglerReplacement& r : replaced) {
+    capacity.erase(
+        std::remove_if(capacity.begin(), capacity.end(),
+                       [&](const WorkerCapacity& w) { return w.worker_id == r.worker_id; }),
+        capacity.end());
+  }
+  std::vector<std::string> gang = PlaceRestart(WorkersOf(job), pending, capacity);
+  if (gang.empty()) gang = PlaceRestart(WorkersOf(job), pending, all);
   switch (DecideNextGeneration({now, restart_at, options_.rendezvous_timeout, !gang.empty()})) {
     case NextGeneration::kWait:
       return;  // for workers
@@ -297,6 +325,17 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
     }
     case NextGeneration::kRendezvous:
       break;
+  }
+  for (const StragglerReplacement& r : replaced) {
+    if (std::find(gang.begin(), gang.end(), r.worker_id) != gang.end()) continue;
+    benched[r.worker_id] = now + options_.straggler_cooldown;
+    const std::string message = absl::StrCat(
+        "worker ", r.worker_id, " left out of generation ", job.generation() + 1,
+        " as a straggler (", r.evidence, "), a spare taking its place; not taken back into ",
+        "this job for ", absl::FormatDuration(options_.straggler_cooldown),
+        " unless it is needed for workers.min");
+    BATON_LOG(INFO) << "job " << job.id() << ": " << message;
+    if (!ctx_->Ok(jobs_->RecordEvent(job.id(), "StragglerReplaced", message), "straggler")) return;
   }
   // Stored by the rendezvous' transition.
   *LastFailure(&job)->mutable_rendezvous_time() = ToProto(now);

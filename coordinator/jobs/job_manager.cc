@@ -395,6 +395,11 @@ std::map<int32_t, double> JobManager::SlowdownRatios(const std::string& job_id) 
   return it == jobs_.end() ? std::map<int32_t, double>() : it->second.stragglers.Ratios();
 }
 
+std::map<int32_t, double> JobManager::Stragglers(const std::string& job_id) const {
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? std::map<int32_t, double>() : it->second.stragglers.Persistent();
+}
+
 absl::Status JobManager::FollowLogs(const std::string& job_id, const LogQuery& query,
                                     std::shared_ptr<LogSink> sink) {
   ASSIGN_OR_RETURN(Record * r, Find(job_id));

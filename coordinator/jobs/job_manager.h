@@ -214,6 +214,10 @@ class JobManager {
   // Its ranks' slowdown ratios in the newest generation (policy/slowdown.h, over the same
   // window as straggler detection); empty for unknown ids.
   std::map<int32_t, double> SlowdownRatios(const std::string& job_id) const;
+  // Its ranks that straggle now in the newest generation (StragglerDetector::Persistent),
+  // with their slowdown ratios; empty for unknown ids.
+  std::map<int32_t, double> Stragglers(const std::string& job_id) const;
+  const JobManagerOptions& options() const { return options_; }
   // Streams the log lines `query` selects (JobStreams::Follow); with `query.follow`, live
   // lines until the job is terminal. NOT_FOUND for unknown jobs.
   absl::Status FollowLogs(const std::string& job_id, const LogQuery& query,

@@ -19,13 +19,18 @@ Slowdown::Slowdown(int window) : window_(std::max(1, window)) {}
 bool Slowdown::Add(const baton::v1::MetricPoint& point) {
   const auto step_time = point.values().find("time_step_s");
   if (step_time == point.values().end()) return false;
+  // In synchronous data parallelism every rank's step takes as long as the slowest's (the
+  // others wait for it in the all-reduce): the rank's own work is the step without that wait.
+  const auto wait = point.values().find("time_comm_wait_s");
+  const double own = wait == point.values().end() ? step_time->second
+                                                  : std::max(0.0, step_time->second - wait->second);
   if (point.generation() != generation_) {
     if (point.generation() < generation_) return false;
     generation_ = point.generation();
     step_times_.clear();
   }
   std::deque<double>& times = step_times_[point.rank()];
-  times.push_back(step_time->second);
+  times.push_back(own);
   while (static_cast<int>(times.size()) > window_) times.pop_front();
   return true;
 }
@@ -67,6 +72,16 @@ std::optional<StragglerDetector::Straggler> StragglerDetector::Add(
   }
   if (++above < window_ || !reported_.insert(point.rank()).second) return std::nullopt;
   return Straggler{slowdown_.generation(), point.rank(), it->second};
+}
+
+std::map<int32_t, double> StragglerDetector::Persistent() const {
+  const std::map<int32_t, double> ratios = slowdown_.Ratios();
+  std::map<int32_t, double> out;
+  for (const auto& [rank, above] : above_) {
+    auto it = ratios.find(rank);
+    if (above >= window_ && it != ratios.end() && it->second > threshold_) out[rank] = it->second;
+  }
+  return out;
 }
 
 }  // namespace baton::coordinator

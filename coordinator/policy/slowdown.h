@@ -5,9 +5,12 @@
 // (baton_rank_slowdown_ratio) and the JobManager records a "Straggler" job event.
 //
 // Slowdown ratio of rank r = r's recent step time / the median over the job's ranks of
-// their recent step times, where a rank's recent step time is the mean time_step_s of its
-// last `window` metric points of the job's newest generation. Defined with at least two
-// ranks reporting and a positive median.
+// their recent step times, where a rank's recent step time is the mean of its own work per
+// step over its last `window` metric points of the job's newest generation: time_step_s
+// less time_comm_wait_s when the point has it (in synchronous data parallelism every rank's
+// step lasts as long as the slowest's, the others waiting for it in the all-reduce; the
+// built-in trainer reports both), else time_step_s. Defined with at least two ranks
+// reporting and a positive median.
 //
 // Straggler: a rank whose slowdown ratio, evaluated at each of its metric points, was
 // above `threshold` at `window` consecutive points of its own in one generation. Reported
@@ -72,6 +75,9 @@ class StragglerDetector {
   std::optional<Straggler> Add(const baton::v1::MetricPoint& point);
   // Each rank's slowdown ratio in the newest generation (Slowdown::Ratios).
   std::map<int32_t, double> Ratios() const { return slowdown_.Ratios(); }
+  // The ranks of the newest generation that straggle now: above the threshold at each of
+  // their last `window` points (a rank that recovered is not among them), with their ratio.
+  std::map<int32_t, double> Persistent() const;
 
  private:
   int window_;

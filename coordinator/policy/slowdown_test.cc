@@ -64,6 +64,35 @@ std::vector<StragglerDetector::Straggler> Feed(StragglerDetector& d, int64_t gen
   return out;
 }
 
+TEST(SlowdownTest, TheWaitForTheSlowestIsNotARanksOwnWork) {
+  // Synchronous data parallelism: every step takes 0.3 s on every rank, but ranks 0 and 1
+  // spend 0.2 s of it waiting for rank 2 in the all-reduce.
+  Slowdown s(1);
+  for (int rank = 0; rank < 3; ++rank) {
+    baton::v1::MetricPoint p = Point(1, rank, 0.3);
+    (*p.mutable_values())["time_comm_wait_s"] = rank == 2 ? 0.0 : 0.2;
+    ASSERT_TRUE(s.Add(p));
+  }
+  const std::map<int32_t, double> ratios = s.Ratios();
+  EXPECT_DOUBLE_EQ(ratios.at(0), 1.0);
+  EXPECT_DOUBLE_EQ(ratios.at(2), 3.0);
+}
+
+TEST(StragglerDetectorTest, PersistentOnlyWhileStillAboveTheThreshold) {
+  StragglerDetector d(2, 1.3);
+  for (int i = 0; i < 2; ++i) {
+    d.Add(Point(1, 0, 0.1));
+    d.Add(Point(1, 1, 0.1));
+    d.Add(Point(1, 2, 0.3));
+  }
+  EXPECT_EQ(d.Persistent().size(), 1u);
+  EXPECT_DOUBLE_EQ(d.Persistent().at(2), 3.0);
+  d.Add(Point(1, 2, 0.1));  // recovering: its window's mean is still 2x
+  EXPECT_EQ(d.Persistent().size(), 1u);
+  d.Add(Point(1, 2, 0.1));  // recovered: no longer a straggler now
+  EXPECT_TRUE(d.Persistent().empty());
+}
+
 TEST(StragglerDetectorTest, ReportsARankAboveTheThresholdForTheWholeWindowOnce) {
   StragglerDetector d(/*window=*/3, /*threshold=*/1.3);
   // Rank 2 is 1.5x the median: reported at its third point, then never again.

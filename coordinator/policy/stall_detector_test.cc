@@ -21,6 +21,7 @@ const absl::Time kT0 = absl::FromUnixSeconds(1'000'000);
 // for everything but what a test sets.
 baton::v1::Job Job(int ranks, std::vector<int> exited = {}) {
   baton::v1::Job job;
+  *job.mutable_spec()->mutable_restart_policy()->mutable_stall_floor() = ToProto(absl::Seconds(2));
   for (int r = 0; r < ranks; ++r) {
     baton::v1::RankInfo* info = job.add_ranks();
     info->set_rank(r);
@@ -314,7 +315,9 @@ TEST(StallDetectorTest, ReferencesCarryIntoTheNextGeneration) {
                    Beat({1, 1, 10, "step", {}, 0, false, {}, {{"eval", absl::Seconds(6)}}})},
                   kT0);
   const StallDetector second = first.ForNextGeneration(kT0 + absl::Minutes(1));
-  const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults({});
+  baton::v1::RestartPolicy explicit_floor;
+  *explicit_floor.mutable_stall_floor() = ToProto(absl::Seconds(2));
+  const baton::v1::RestartPolicy policy = RestartPolicyWithDefaults(explicit_floor);
   EXPECT_EQ(second.Reference("eval"), absl::Seconds(8));
   EXPECT_EQ(second.PhaseTimeout(policy, "eval"), absl::Seconds(26));
   // Its own ranks' references replace the earlier ones once they report them.

@@ -477,7 +477,8 @@ void CoordinatorMetrics::SnapshotTrackedJobs(std::vector<prometheus::MetricFamil
       MetricType::Gauge);
   prometheus::MetricFamily slowdown =
       MakeFamily("baton_rank_slowdown_ratio",
-                 "A rank's recent step time / the median of its job's ranks (RUNNING jobs).",
+                 "A rank's recent own work per step (its step time less its wait in collectives) / "
+                 "the median of its job's ranks (RUNNING jobs).",
                  MetricType::Gauge);
   prometheus::MetricFamily hangs = MakeFamily(
       "baton_coordinator_job_hangs_total",

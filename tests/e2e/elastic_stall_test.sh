@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SIGSTOP one training process. Its heartbeat stops while the other rank's goes on,
-# waiting for it in a collective; after stall_floor (2 s by default) without a heartbeat or
+# waiting for it in a collective; after stall_floor (1.5 s by default) without a heartbeat or
 # progress the coordinator declares the generation hung (class stall) naming the stopped
 # rank, not the one waiting for it (in the Failure record, `baton describe` and the
 # event), stops it (the stopped process is SIGKILLed after the grace) and the job recovers
