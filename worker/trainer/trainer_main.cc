@@ -30,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -259,6 +260,8 @@ struct RankProcess {
   Profiler* profiler = nullptr;
   ProgressTracker* progress = nullptr;
   absl::Duration fault_epoch_delay = absl::ZeroDuration();
+  int fault_hang_rank = 0;
+  int64_t fault_hang_step = 0;
 };
 
 // One generation of this rank: the rendezvous under `env`, then the training run.
@@ -279,6 +282,8 @@ absl::StatusOr<TrainResult> RunGeneration(const RankProcess& p, const LaunchEnv&
   context.comm = &tracked;
   context.progress = p.progress;
   context.fault_epoch_delay = p.fault_epoch_delay;
+  context.fault_hang_rank = p.fault_hang_rank;
+  context.fault_hang_step = p.fault_hang_step;
   context.metrics = p.metrics;
   context.clock = RealClock::Get();
   context.log = &std::cout;
@@ -310,6 +315,14 @@ absl::StatusOr<int> Run(int argc, char** argv, absl::Time process_start) {
         p.fault_epoch_delay < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(absl::StrCat("environment variable ", kEnvFaultEpochDelay,
                                                      "='", delay, "' is not a duration"));
+    }
+  }
+  if (const char* hang = std::getenv(kEnvFaultHang); hang != nullptr && *hang != '\0') {
+    const std::vector<std::string> parts = absl::StrSplit(hang, ':');
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &p.fault_hang_rank) ||
+        !absl::SimpleAtoi(parts[1], &p.fault_hang_step) || p.fault_hang_step < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable ", kEnvFaultHang, "='", hang, "' is not RANK:STEP"));
     }
   }
   // From the start: a rank stuck in its startup (data, rendezvous, restore) says so too.

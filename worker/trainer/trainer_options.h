@@ -200,6 +200,10 @@ struct TrainerContext {
   // Fault injection for tests (contract.h, kEnvFaultEpochDelay): every data epoch boundary
   // takes this much longer, as a slow storage listing would make it. Zero in production.
   absl::Duration fault_epoch_delay = absl::ZeroDuration();
+  // Fault injection for tests (kEnvFaultHang): the training thread of rank fault_hang_rank
+  // blocks for good before optimizer step fault_hang_step (0: never).
+  int fault_hang_rank = 0;
+  int64_t fault_hang_step = 0;
 };
 
 struct TrainResult {

@@ -442,6 +442,11 @@ absl::Status TrainingSession::Step() {
     RecordStepStart();
   }
   Mark(TrainingPhase::kStep);
+  if (context_.fault_hang_step == step_ + 1 && context_.fault_hang_rank == comm_.rank()) {
+    BATON_LOG(WARNING) << "fault injection: the training thread blocks before step " << step_ + 1
+                       << " (" << kEnvFaultHang << ")";
+    while (true) absl::SleepFor(absl::Hours(1));
+  }
   phases_.Start();
   // An epoch's leftover micro-batches (fewer than one step's worth) are not used.
   if (loader_->position().batch_in_epoch + accumulation_ > micro_per_epoch_) {

@@ -106,6 +106,10 @@ inline constexpr char kEnvRejoinFd[] = "BATON_REJOIN_FD";
 // baton-trainer then takes longer, as a slow storage listing would make it. Not a BATON_
 // name, so a job's `env` can set it (it slows that job alone).
 inline constexpr char kEnvFaultEpochDelay[] = "TRAINER_FAULT_EPOCH_DELAY";
+// Fault injection for tests only: "RANK:STEP" makes rank RANK's training thread block for
+// good before optimizer step STEP, as a deadlock or a hung device would, while its
+// heartbeat goes on.
+inline constexpr char kEnvFaultHang[] = "TRAINER_FAULT_HANG";
 
 // Metric keys.
 inline constexpr char kMetricStep[] = "step";
