@@ -77,8 +77,10 @@ PY
 
 # ---- 2. A rank killed mid-run: every other rank exits 4 -----------------------------------
 start_gang kill hierarchical --max_steps=1000000 --log_every=1 --collective_timeout=30s
-for _ in $(seq 600); do [[ -s kill.3.jsonl ]] && break; sleep 0.1; done  # Poll, 60 s deadline.
-[[ -s kill.3.jsonl ]] || fail "no metric line from rank 3"
+# A metric line, not just a heartbeat (written from the start): the gang is training.
+has_metric_line() { grep -q '"loss"' "$1" 2>/dev/null; }
+for _ in $(seq 600); do has_metric_line kill.3.jsonl && break; sleep 0.1; done  # Poll, 60 s deadline.
+has_metric_line kill.3.jsonl || fail "no metric line from rank 3"
 # The trainers are the children of `timeout`.
 kill -KILL "$(pgrep -P "${PIDS[3]}")"
 wait_gang kill 4 4 4 137
