@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "coordinator/control/coordinator.h"
 
@@ -25,6 +26,18 @@ absl::flat_hash_set<int32_t> RanksOn(const baton::v1::Job& job, const std::strin
     if (r.worker_id() == worker_id) ranks.insert(r.rank());
   }
   return ranks;
+}
+
+// OK if `rank` of `generation` is one of `mine` (RanksOn the reporting worker) in the job's
+// current generation; else CheckGeneration's error, or PERMISSION_DENIED: a worker speaks
+// for its own ranks only (another's metrics or heartbeats would steer hang detection,
+// goodput and the job's result).
+absl::Status CheckReportedRank(const baton::v1::Job& job, const absl::flat_hash_set<int32_t>& mine,
+                               const std::string& worker_id, int64_t generation, int32_t rank) {
+  RETURN_IF_ERROR(CheckGeneration(job, generation));
+  if (mine.contains(rank)) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat("rank ", rank, " of generation ", generation,
+                                                  " does not run on worker ", worker_id));
 }
 
 }  // namespace
@@ -70,14 +83,7 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   absl::Status rejected;
   int rejected_count = 0;
   for (const baton::v1::MetricPoint& p : m.points()) {
-    absl::Status s = CheckGeneration(job, p.generation());
-    // A worker speaks for its own ranks only: another's metrics would steer stall
-    // detection, goodput and the job's result.
-    if (s.ok() && !mine.contains(p.rank())) {
-      s = absl::PermissionDeniedError(absl::StrCat("rank ", p.rank(), " of generation ",
-                                                   p.generation(), " does not run on worker ",
-                                                   worker_id));
-    }
+    const absl::Status s = CheckReportedRank(job, mine, worker_id, p.generation(), p.rank());
     if (s.ok()) {
       points.push_back(p);
     } else {
@@ -98,15 +104,13 @@ void Coordinator::OnMetrics(const std::string& worker_id, const baton::v1::Metri
   // Heartbeats feed hang detection only: never stored, never a step of the job's history.
   std::vector<baton::v1::RankBeat> beats;
   for (const baton::v1::RankBeat& b : m.beats()) {
-    absl::Status s = CheckGeneration(job, b.generation());
-    if (s.ok() && !mine.contains(b.rank())) {
-      s = absl::PermissionDeniedError(absl::StrCat("rank ", b.rank(), " of generation ",
-                                                   b.generation(), " does not run on worker ",
-                                                   worker_id));
+    const absl::Status s = CheckReportedRank(job, mine, worker_id, b.generation(), b.rank());
+    if (s.ok()) {
+      beats.push_back(b);
+    } else if (absl::IsPermissionDenied(s)) {
       ctx_.RefuseReport(worker_id, "metrics",
                         absl::StrCat("heartbeats of job ", m.job_id(), ": ", s.message()));
     }
-    if (s.ok()) beats.push_back(b);
   }
   if (!beats.empty() && !IsTerminal(*state)) {
     ctx_.Runtime(m.job_id()).stall.NoteBeats(beats, clock_->Now());

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -294,12 +293,8 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
       if (r.rank() == rank) slow.push_back({r.worker_id(), rank, ratio});
     }
   }
-  std::set<std::string> benched_now;
-  for (const auto& [w, until] : benched) {
-    if (now < until) benched_now.insert(w);
-  }
   const std::vector<StragglerReplacement> replaced =
-      StragglersToReplace(slow, WorkersOf(job), capacity, benched_now, pending.slots_per_worker,
+      StragglersToReplace(slow, WorkersOf(job), capacity, pending.slots_per_worker,
                           jobs_->options().straggler_threshold, jobs_->options().slowdown_window);
   for (const StragglerReplacement& r : replaced) {
     capacity.erase(

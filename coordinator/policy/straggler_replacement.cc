@@ -1,6 +1,7 @@
 #include "coordinator/policy/straggler_replacement.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_format.h"
 
@@ -9,14 +10,12 @@ namespace baton::coordinator {
 std::vector<StragglerReplacement> StragglersToReplace(const std::vector<SlowWorker>& slow,
                                                       const std::vector<std::string>& previous,
                                                       const std::vector<WorkerCapacity>& workers,
-                                                      const std::set<std::string>& benched,
                                                       int slots_per_worker, double threshold,
                                                       int window) {
   const std::set<std::string> in_gang(previous.begin(), previous.end());
   int spares = 0;
   for (const WorkerCapacity& w : workers) {
-    if (!in_gang.count(w.worker_id) && !benched.count(w.worker_id) &&
-        w.free_slots >= slots_per_worker) {
+    if (!in_gang.count(w.worker_id) && w.free_slots >= slots_per_worker) {
       ++spares;
     }
   }

@@ -7,7 +7,6 @@
 // workers.min (hysteresis: a worker that is slow now and then does not flap in and out).
 
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -29,13 +28,12 @@ struct StragglerReplacement {
 
 // The slow workers of `previous` (the failed generation's gang) to leave out of the next
 // generation: slowest first, each only while a spare is left for it. A spare is a worker of
-// `workers` (READY, with its free slots) outside `previous`, with `slots_per_worker` free
-// slots and not in `benched`. `threshold` and `window` are the straggler rule's, for the
-// evidence.
+// `workers` (READY, with its free slots, benched ones already left out: WithoutBenched)
+// outside `previous`, with `slots_per_worker` free slots. `threshold` and `window` are the
+// straggler rule's, for the evidence.
 std::vector<StragglerReplacement> StragglersToReplace(const std::vector<SlowWorker>& slow,
                                                       const std::vector<std::string>& previous,
                                                       const std::vector<WorkerCapacity>& workers,
-                                                      const std::set<std::string>& benched,
                                                       int slots_per_worker, double threshold,
                                                       int window);
 
