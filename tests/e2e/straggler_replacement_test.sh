@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A straggling worker is replaced at the job's next restart when a healthy spare exists,
-# with real processes: of three workers, w2 runs its ranks at nice 10 on a core that a busy
+# with real processes: of three workers, w2 runs its ranks at nice 19 on a core that a busy
 # loop keeps occupied, so its rank's own work per step is several times the others'. A
 # two-worker job lands on w1 and w2 (w3 stays a spare); once the coordinator has found rank
 # 1 straggling (the Straggler event), rank 0 is SIGKILLed: the next generation runs on w1
@@ -11,10 +11,10 @@ source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 make_data "$TMP/mnist"
 start_coordinator
 start_worker w1
-# w2: every rank on core 1 at nice 10, with a busy loop there at nice 0.
+# w2: every rank on core 1 at nice 19, with a busy loop there at nice 0.
 cat >"$TMP/slow_trainer.sh" <<SH
 #!/bin/sh
-exec nice -n 10 taskset -c 1 "$TRAINER_BIN" "\$@"
+exec nice -n 19 taskset -c 1 "$TRAINER_BIN" "\$@"
 SH
 chmod +x "$TMP/slow_trainer.sh"
 taskset -c 1 bash -c 'while :; do :; done' &
