@@ -13,7 +13,8 @@ namespace baton {
 // 4: ProfileRanks/ProfileTrace (`baton profile`).
 // 5: StopAssignment.keep_waiting_ranks, ProcessExit.kept_for_rejoin (healthy ranks kept
 //    alive across a peer's failure).
-inline constexpr uint32_t kProtocolVersion = 5;
+// 6: RunPreflight/PreflightResult (pre-flight checks of a gang's hosts and links).
+inline constexpr uint32_t kProtocolVersion = 6;
 // The first version with RequestCheckpoint.
 inline constexpr uint32_t kCheckpointRequestProtocolVersion = 2;
 // The first version whose workers hold leases and probe their peers.
@@ -22,6 +23,8 @@ inline constexpr uint32_t kLeaseProtocolVersion = 3;
 inline constexpr uint32_t kProfileProtocolVersion = 4;
 // The first version whose workers keep ranks waiting for the next generation.
 inline constexpr uint32_t kRejoinProtocolVersion = 5;
+// The first version whose workers carry out RunPreflight.
+inline constexpr uint32_t kPreflightProtocolVersion = 6;
 inline constexpr uint32_t kMinWorkerProtocolVersion = 1;
 
 }  // namespace baton

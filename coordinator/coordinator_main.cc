@@ -152,6 +152,9 @@ ABSL_FLAG(absl::Duration, checkpoint_timeout, Defaults().coordinator.checkpoint_
           "A planned resize (a worker drains or joins) asks rank 0 to checkpoint at its next "
           "step boundary first; after this long without its exit the generation is stopped "
           "anyway (losing the steps since its last checkpoint).");
+ABSL_FLAG(absl::Duration, unhealthy_recheck_after, Defaults().coordinator.unhealthy_recheck_after,
+          "A worker a job's pre-flight check found slow or failing gets no new gangs for this "
+          "long; then the next gang it joins checks it again (`baton workers` shows the mark).");
 
 namespace {
 
@@ -213,6 +216,7 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   options.coordinator.reattach_timeout = absl::GetFlag(FLAGS_reattach_timeout);
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
+  options.coordinator.unhealthy_recheck_after = absl::GetFlag(FLAGS_unhealthy_recheck_after);
   options.retention.history_max_age = absl::GetFlag(FLAGS_history_retention);
   options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
   options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);

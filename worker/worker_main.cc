@@ -421,6 +421,8 @@ AgentOptions AgentOptionsFor(const Self& self) {
   options.resources = self.resources;
   options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
   options.peer_probe_timeout = absl::GetFlag(FLAGS_peer_probe_timeout);
+  options.preflight.registered_gpus = self.resources.gpus_size();
+  options.preflight.detect_gpus = [] { return DetectGpus(ResourceProbe()); };
   return options;
 }
 

@@ -230,11 +230,19 @@ std::string RenderJobsTable(const baton::v1::ListJobsResponse& raw, absl::Time n
   return table.Render();
 }
 
+// "ok", or why the worker is left out of new gangs and when it is checked again.
+std::string WorkerHealth(const baton::v1::Worker& w, absl::Time now) {
+  if (w.unhealthy_reason().empty()) return "ok";
+  return absl::StrCat("unhealthy, re-checked in ",
+                      HumanDuration(FromProto(w.unhealthy_until()) - now), ": ",
+                      w.unhealthy_reason());
+}
+
 std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& raw, absl::Time now,
                                TableStyle style) {
   const baton::v1::ListWorkersResponse workers = Neutralised(raw);
   std::vector<std::string> headers = {"ID",    "HOST",           "SLOTS", "USED",
-                                      "STATE", "LAST-HEARTBEAT", "JOBS"};
+                                      "STATE", "LAST-HEARTBEAT", "JOBS",  "HEALTH"};
   if (style.wide) {
     headers.push_back("HOSTNAME");
     headers.push_back("LEASE");
@@ -249,7 +257,8 @@ std::string RenderWorkersTable(const baton::v1::ListWorkersResponse& raw, absl::
                                     absl::StrCat(w.used_slots()),
                                     WorkerStateName(w.state()),
                                     heartbeat == "-" ? heartbeat : heartbeat + " ago",
-                                    w.job_ids().empty() ? "-" : absl::StrJoin(w.job_ids(), ",")};
+                                    w.job_ids().empty() ? "-" : absl::StrJoin(w.job_ids(), ","),
+                                    WorkerHealth(w, now)};
     if (style.wide) {
       row.push_back(OrDash(w.hostname()));
       row.push_back(w.has_lease() ? HumanDuration(FromProto(w.lease())) : "-");

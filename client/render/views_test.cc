@@ -141,10 +141,17 @@ TEST(ViewsTest, WorkersTable) {
   auto* lost = workers.add_workers();
   lost->set_id("w-b");
   lost->set_state(baton::v1::WORKER_STATE_LOST);
+  auto* slow = workers.add_workers();
+  slow->set_id("w-c");
+  slow->set_state(baton::v1::WORKER_STATE_READY);
+  slow->set_unhealthy_reason("pre-flight of job j-3: slow");
+  *slow->mutable_unhealthy_until() = ToProto(kNow + absl::Minutes(9));
   EXPECT_EQ(RenderWorkersTable(workers, kNow),
-            "ID    HOST       SLOTS   USED   STATE   LAST-HEARTBEAT   JOBS\n"
-            "w-a   10.0.0.5   8       2      READY   2s ago           j-1,j-2\n"
-            "w-b   -          0       0      LOST    -                -\n");
+            "ID    HOST       SLOTS   USED   STATE   LAST-HEARTBEAT   JOBS      HEALTH\n"
+            "w-a   10.0.0.5   8       2      READY   2s ago           j-1,j-2   ok\n"
+            "w-b   -          0       0      LOST    -                -         ok\n"
+            "w-c   -          0       0      READY   -                -         unhealthy, "
+            "re-checked in 9m00s: pre-flight of job j-3: slow\n");
 }
 
 TEST(ViewsTest, Describe) {

@@ -45,6 +45,10 @@ constexpr int64_t kMaxHealthySteps = 1'000'000'000;
 constexpr absl::Duration kDefaultHealthyTime = absl::Minutes(10);
 constexpr absl::Duration kMaxHealthyTime = absl::Hours(24 * 7);
 constexpr absl::Duration kMinStallFloor = absl::Seconds(1);
+constexpr absl::Duration kDefaultLinkWindow = absl::Milliseconds(200);
+constexpr absl::Duration kMinLinkWindow = absl::Milliseconds(50);
+constexpr absl::Duration kMaxLinkWindow = absl::Seconds(10);
+constexpr double kDefaultMinBandwidthFraction = 0.5;
 
 constexpr absl::string_view kReservedEnvNames[] = {
     "RANK",       "WORLD_SIZE",       "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
@@ -263,6 +267,23 @@ absl::Status ValidateRestartPolicy(const RestartPolicy& p) {
   return absl::OkStatus();
 }
 
+// preflight.link_window, preflight.min_bandwidth_fraction.
+absl::Status ValidatePreflight(const baton::v1::Preflight& p) {
+  const absl::Duration window = FromProto(p.link_window());
+  if (window < kMinLinkWindow || window > kMaxLinkWindow) {
+    return Invalid("preflight.link_window",
+                   absl::StrCat(absl::FormatDuration(window), " is out of range; must be ",
+                                absl::FormatDuration(kMinLinkWindow), "..",
+                                absl::FormatDuration(kMaxLinkWindow)));
+  }
+  const double f = p.min_bandwidth_fraction();
+  if (!(f >= 0 && f <= 1)) {
+    return Invalid("preflight.min_bandwidth_fraction",
+                   absl::StrCat(f, " is out of range; must be 0 (never slow)..1"));
+  }
+  return absl::OkStatus();
+}
+
 // workers.min, workers.max, slots_per_worker.
 absl::Status ValidateWorkers(const JobSpec& spec) {
   const int min = spec.workers().min();
@@ -332,6 +353,12 @@ RestartPolicy RestartPolicyWithDefaults(RestartPolicy p) {
   return p;
 }
 
+baton::v1::Preflight PreflightWithDefaults(baton::v1::Preflight p) {
+  if (!p.has_link_window()) *p.mutable_link_window() = ToProto(kDefaultLinkWindow);
+  if (!p.has_min_bandwidth_fraction()) p.set_min_bandwidth_fraction(kDefaultMinBandwidthFraction);
+  return p;
+}
+
 bool IsReservedEnvName(const std::string& name) {
   for (absl::string_view reserved : kReservedEnvNames) {
     if (name == reserved) return true;
@@ -346,6 +373,7 @@ JobSpec WithDefaults(JobSpec spec) {
   if (!spec.has_slots_per_worker()) spec.set_slots_per_worker(kDefaultSlotsPerWorker);
   if (!spec.workers().has_max()) spec.mutable_workers()->set_max(spec.workers().min());
   *spec.mutable_restart_policy() = RestartPolicyWithDefaults(spec.restart_policy());
+  *spec.mutable_preflight() = PreflightWithDefaults(spec.preflight());
   if (spec.has_trainer()) *spec.mutable_trainer() = TrainerSpecWithDefaults(spec.trainer());
   return spec;
 }
@@ -404,7 +432,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
   }
 
   RETURN_IF_ERROR(ValidateBudget(spec));
-  return ValidateRestartPolicy(spec.restart_policy());
+  RETURN_IF_ERROR(ValidateRestartPolicy(spec.restart_policy()));
+  return ValidatePreflight(spec.preflight());
 }
 
 }  // namespace baton

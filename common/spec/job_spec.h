@@ -25,6 +25,7 @@ inline constexpr int kMaxRanks = 65536;
 //   trainer (only when the program is the trainer): TrainerSpecWithDefaults
 //     (common/spec/trainer_spec.h: every field's default from common/spec/trainer_spec_defaults.h).
 //   restart_policy: see RestartPolicyWithDefaults.
+//   preflight: see PreflightWithDefaults.
 // Everything else is copied unchanged. Never fails.
 baton::v1::JobSpec WithDefaults(baton::v1::JobSpec spec);
 
@@ -48,6 +49,11 @@ bool CheckpointsOnRequest(const baton::v1::JobSpec& spec);
 // records stored before the policy existed. Never fails.
 baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy policy);
 
+// Defaults of a Preflight (each only when absent): link_window 200 ms,
+// min_bandwidth_fraction 0.5. The coordinator also applies it to records stored before
+// the field existed. Never fails.
+baton::v1::Preflight PreflightWithDefaults(baton::v1::Preflight preflight);
+
 // Checks a spec that already went through WithDefaults. Returns OK or INVALID_ARGUMENT
 // whose message is "<field path>: <what is wrong>; <what is allowed>", e.g.
 //   "workers.max: 1 is less than workers.min (2); must be >= min".
@@ -66,7 +72,8 @@ baton::v1::RestartPolicy RestartPolicyWithDefaults(baton::v1::RestartPolicy poli
 //     .backoff_max (0..1 h), .backoff_initial (0..backoff_max), .stall_factor (>= 1),
 //     .stall_floor (>= 1 s), .phase_timeouts.{startup,step,eval,checkpoint,epoch} (0 or
 //     1 s..7 d), .stall_unlearned, .report_stall_floor (1 s..7 d), .output_silence (0 or
-//     1 s..7 d).
+//     1 s..7 d);
+//   preflight.link_window (50 ms..10 s), .min_bandwidth_fraction (0..1).
 // Thread-safe.
 absl::Status ValidateJobSpec(const baton::v1::JobSpec& spec);
 

@@ -890,6 +890,41 @@ TEST(WithDefaultsTest, FillsRestartPolicyButKeepsExplicitZeros) {
   EXPECT_EQ(zero.restart_policy().max_infra_restarts(), 10);
 }
 
+TEST(WithDefaultsTest, PreflightDefaultsAndExplicitValues) {
+  const baton::v1::Preflight d = WithDefaults(JobSpec()).preflight();
+  EXPECT_FALSE(d.skip());
+  EXPECT_EQ(d.link_window().nanos(), 200000000);
+  EXPECT_EQ(d.min_bandwidth_fraction(), 0.5);
+  JobSpec given;
+  given.mutable_preflight()->set_min_bandwidth_fraction(0);  // never slow: kept
+  given.mutable_preflight()->mutable_link_window()->set_seconds(1);
+  const baton::v1::Preflight g = WithDefaults(given).preflight();
+  EXPECT_EQ(g.min_bandwidth_fraction(), 0);
+  EXPECT_EQ(g.link_window().seconds(), 1);
+}
+
+TEST(ValidateJobSpecTest, Preflight) {
+  JobSpec spec = CommandJob();
+  EXPECT_OK(ValidateAndCheckPaths(spec));
+  auto* p = spec.mutable_preflight();
+  p->mutable_link_window()->set_nanos(10000000);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, "preflight.link_window: 10ms is out of range; must be 50ms..10s"));
+  p->mutable_link_window()->set_nanos(0);
+  p->mutable_link_window()->set_seconds(2);
+  p->set_min_bandwidth_fraction(1.5);
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "preflight.min_bandwidth_fraction: 1.5 is out of range; must be 0 "
+                       "(never slow)..1"));
+  p->set_min_bandwidth_fraction(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("preflight.min_bandwidth_fraction: nan")));
+  p->set_min_bandwidth_fraction(0.25);
+  p->set_skip(true);
+  EXPECT_OK(ValidateAndCheckPaths(spec));
+}
+
 TEST(ValidateJobSpecTest, RestartPolicy) {
   JobSpec spec = CommandJob();
   EXPECT_OK(ValidateAndCheckPaths(spec));

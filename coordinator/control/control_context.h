@@ -50,6 +50,23 @@ struct CoordinatorOptions {
   // copied whole, so a flush per report would cost O(ranks) each. What waits is written
   // by the next OnIdle after the interval or by ReconcileOnce.
   absl::Duration group_commit_interval = absl::Milliseconds(10);
+  // Pre-flight (policy/preflight.h): how long a worker's connect to a peer may take, and
+  // a worker's answer is awaited for the link window + that + preflight_answer_grace; one
+  // that did not answer by then has failed.
+  absl::Duration preflight_connect_timeout = absl::Seconds(2);
+  absl::Duration preflight_answer_grace = absl::Seconds(3);
+  // A host a pre-flight found slow or failing is left out of new gangs this long; then
+  // the next gang it joins checks it again.
+  absl::Duration unhealthy_recheck_after = absl::Minutes(10);
+};
+
+// A pre-flight check in progress (RendezvousManager): the generation waits for it before
+// its ReservePort.
+struct PendingPreflight {
+  std::vector<std::string> participants;                      // ring order
+  std::map<std::string, baton::v1::PreflightResult> results;  // by worker
+  absl::Time started;
+  absl::Time deadline;  // for the answers
 };
 
 // Per-job state that lives only while the coordinator runs (rebuilt after a restart:
@@ -74,17 +91,24 @@ struct JobRuntime {
   // generation's processes stopped when any rank exited or at this time. InfiniteFuture:
   // stop already sent.
   absl::Time checkpoint_deadline = absl::InfiniteFuture();
+  // RendezvousManager's: this generation's pre-flight, while it runs.
+  std::optional<PendingPreflight> preflight;
+  // Workers that passed a pre-flight of this job (outlives the generation): a generation
+  // whose workers all did starts without one.
+  std::set<std::string> preflight_passed;
 };
 
 // Forgets `rt`'s generation for the job's next one (starting at `start`), keeping only
-// what the job's history taught: the hang detector's learned references and the workers
-// left out as stragglers.
+// what the job's history taught: the hang detector's learned references, the workers
+// left out as stragglers and those that passed a pre-flight.
 inline void ResetForNextGeneration(JobRuntime& rt, absl::Time start) {
   StallDetector stall = rt.stall.ForNextGeneration(start);
   std::map<std::string, absl::Time> benched = std::move(rt.benched);
+  std::set<std::string> passed = std::move(rt.preflight_passed);
   rt = JobRuntime();
   rt.stall = std::move(stall);
   rt.benched = std::move(benched);
+  rt.preflight_passed = std::move(passed);
 }
 
 // Durable, then act: a manager commits a change through JobManager and checks it with
@@ -160,7 +184,8 @@ class ControlContext {
               const char* what) const;
   // Slots in use per worker by RENDEZVOUS/RUNNING/RESTARTING jobs, except `except_job`'s.
   std::map<std::string, int> UsedSlots(const std::string& except_job = "") const;
-  // READY workers with their free slots (UsedSlots(except_job) subtracted).
+  // READY workers with their free slots (UsedSlots(except_job) subtracted), but those
+  // marked unhealthy (WorkerRegistry::MarkUnhealthy).
   std::vector<WorkerCapacity> FreeCapacity(const std::string& except_job = "") const;
 
   // --- Refused reports ---

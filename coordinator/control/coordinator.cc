@@ -162,6 +162,9 @@ void Coordinator::OnWorkerMessage(const std::string& worker_id, uint64_t session
     case baton::v1::WorkerMessage::kProfileTrace:
       profiles_.OnProfileTrace(worker_id, msg.profile_trace());
       break;
+    case baton::v1::WorkerMessage::kPreflightResult:
+      rendezvous_.OnPreflightResult(worker_id, msg.preflight_result());
+      break;
     case baton::v1::WorkerMessage::kRegister:
       BATON_LOG(WARNING) << "worker " << worker_id << " sent Register twice; ignored";
       break;

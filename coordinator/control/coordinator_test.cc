@@ -25,6 +25,9 @@
 namespace baton::coordinator {
 namespace {
 
+using ::testing::AllOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
@@ -2093,6 +2096,207 @@ TEST_F(CoordinatorTest, ProfileExpiresOrFailsNamingTheMissingRanks) {
   ASSERT_TRUE(lost.has_value());
   EXPECT_THAT(lost->status(), StatusIs(absl::StatusCode::kUnavailable, HasSubstr("rank 1")));
   EXPECT_EQ(coordinator_->profiles_in_flight(), 0u);
+}
+
+// ---- Pre-flight (policy/preflight.h) ------------------------------------------------
+
+// A worker that can take part in pre-flight checks (protocol >= 6, a probe port).
+baton::v1::Register Checkable(baton::v1::Register reg) {
+  reg.set_probe_port(7000 + std::stoi(reg.worker_id().substr(1)));
+  return reg;
+}
+
+class PreflightTest : public CoordinatorTest {
+ protected:
+  // Answers the latest RunPreflight `worker` got: shared memory `shm_ok`, and each link it
+  // was asked to measure at `rate(to)` bytes/s over 200 ms.
+  void Answer(const std::string& worker, const std::function<double(const std::string&)>& rate,
+              bool shm_ok = true) {
+    const baton::v1::RunPreflight req =
+        Last(worker, baton::v1::CoordinatorMessage::kRunPreflight).run_preflight();
+    ASSERT_FALSE(req.job_id().empty()) << worker << " got no RunPreflight";
+    baton::v1::WorkerMessage m;
+    baton::v1::PreflightResult* r = m.mutable_preflight_result();
+    r->set_job_id(req.job_id());
+    r->set_generation(req.generation());
+    baton::v1::HostCheck* shm = r->add_checks();
+    shm->set_name("shm");
+    shm->set_ok(shm_ok);
+    if (!shm_ok) shm->set_detail("cannot reserve 32 MiB in /dev/shm: No space left on device");
+    for (const baton::v1::Peer& p : req.send_to()) {
+      baton::v1::LinkMeasurement* l = r->add_links();
+      l->set_peer_worker_id(p.worker_id());
+      l->set_bytes(static_cast<int64_t>(rate(p.worker_id()) * 0.2));
+      *l->mutable_duration() = ToProto(absl::Milliseconds(200));
+    }
+    Send(worker, m);
+  }
+
+  std::vector<std::string> Gang(const std::string& id) {
+    std::set<std::string> gang;
+    for (const auto& r : jobs_->Peek(id)->ranks()) gang.insert(r.worker_id());
+    return {gang.begin(), gang.end()};
+  }
+
+  std::vector<std::string> EventReasons(const std::string& id) {
+    std::vector<std::string> out;
+    const baton::v1::Job job = *jobs_->Get(id);
+    for (const auto& e : job.events()) out.push_back(e.reason());
+    return out;
+  }
+
+  const baton::v1::Worker* FindWorker(const std::vector<baton::v1::Worker>& all,
+                                      const std::string& id) {
+    for (const auto& w : all) {
+      if (w.id() == id) return &w;
+    }
+    return nullptr;
+  }
+};
+
+TEST_F(PreflightTest, ASlowHostIsLeftOutMarkedAndRecheckedLater) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Checkable(Reg(w)));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(4);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  // The check comes before the port: a ring of the four, each sending to its next two.
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(0));
+  const baton::v1::RunPreflight req =
+      Last("w1", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight();
+  EXPECT_EQ(req.generation(), 1);
+  ASSERT_THAT(req.send_to(), SizeIs(2));
+  EXPECT_EQ(req.send_to(0).worker_id(), "w2");
+  EXPECT_EQ(req.send_to(0).host(), "10.0.0.2");
+  EXPECT_EQ(req.send_to(0).probe_port(), 7002);
+  EXPECT_EQ(req.send_to(1).worker_id(), "w3");
+  EXPECT_EQ(FromProto(req.link_window()), absl::Milliseconds(200));
+  // w3's link is throttled (both ways): 2 MB/s against 1 GB/s.
+  const auto rate_from = [](const std::string& from) {
+    return [from](const std::string& to) { return from == "w3" || to == "w3" ? 2e6 : 1e9; };
+  };
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, rate_from(w));
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);  // w4 has yet to answer
+  Answer("w4", rate_from("w4"));
+  // Left out: the job goes back to the queue and starts again on the other three, which
+  // passed: no second check.
+  EXPECT_EQ(StateOf(id), JobState::kQueued);
+  const std::vector<baton::v1::Worker> workers = coordinator_->ListWorkers();
+  const baton::v1::Worker* w3 = FindWorker(workers, "w3");
+  ASSERT_NE(w3, nullptr);
+  EXPECT_THAT(w3->unhealthy_reason(),
+              AllOf(HasSubstr("pre-flight of job " + id), HasSubstr("slow: sends at best 2 MB/s"),
+                    HasSubstr("of the gang's median 1 GB/s")));
+  EXPECT_EQ(FromProto(w3->unhealthy_until()), clock_.Now() + absl::Minutes(10));
+  EXPECT_TRUE(FindWorker(workers, "w1")->unhealthy_reason().empty());
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w4"));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  CompleteRendezvous(id, 2, 29500);
+  const std::vector<std::string> reasons = EventReasons(id);
+  EXPECT_THAT(reasons, Contains("Preflight"));
+  EXPECT_THAT(reasons, Contains("PreflightExcluded"));
+  const baton::v1::Job with_events = *jobs_->Get(id);
+  for (const auto& e : with_events.events()) {
+    if (e.reason() == "Preflight") {
+      EXPECT_THAT(e.message(), AllOf(HasSubstr("4 host(s) checked"),
+                                     HasSubstr("median bandwidth 1 GB/s"), HasSubstr("w3 slow")));
+    }
+    if (e.reason() == "PreflightExcluded") {
+      EXPECT_THAT(e.message(), HasSubstr("left out w3 (slow"));
+    }
+  }
+  // Once its mark lapses w3 is schedulable again, and the next gang it joins checks it.
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_TRUE(FindWorker(coordinator_->ListWorkers(), "w3")->unhealthy_reason().empty());
+  absl::StatusOr<baton::v1::Job> second = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(second);
+  EXPECT_EQ(StateOf(second->id()), JobState::kRendezvous);
+  EXPECT_THAT(Gang(second->id()), ElementsAre("w3"));
+  EXPECT_EQ(Last("w3", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight().job_id(),
+            second->id());
+}
+
+TEST_F(PreflightTest, AHostTheJobNeedsForItsMinIsKeptWithAWarning) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Checkable(Reg(w)));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  Answer("w1", [](auto&) { return 1e9; });
+  Answer("w2", [](auto&) { return 1e9; });
+  Answer(
+      "w3", [](auto&) { return 1e9; }, /*shm_ok=*/false);
+  // min 3 of 3: nobody can be left out; the generation goes on to its port.
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+  EXPECT_THAT(EventReasons(id), Contains("PreflightWarning"));
+  EXPECT_THAT(FindWorker(coordinator_->ListWorkers(), "w3")->unhealthy_reason(),
+              HasSubstr("shm: cannot reserve 32 MiB in /dev/shm"));
+}
+
+TEST_F(PreflightTest, AWorkerThatDoesNotAnswerFailsAtTheDeadline) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Checkable(Reg(w)));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(3);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  Answer("w1", [](auto&) { return 1e9; });
+  Answer("w2", [](auto&) { return 1e9; });
+  // w3 hangs: the answers' deadline is the window (200 ms) + connect (2 s) + grace (3 s).
+  clock_.Advance(absl::Milliseconds(5199));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_->ReconcileOnce();  // ends the check: w3 left out, the job requeued...
+  coordinator_->ReconcileOnce();  // ...and placed again on w1 and w2
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w2"));
+  EXPECT_THAT(FindWorker(coordinator_->ListWorkers(), "w3")->unhealthy_reason(),
+              HasSubstr("no pre-flight answer within 5.2s"));
+  // Its late answer changes nothing.
+  baton::v1::WorkerMessage late;
+  late.mutable_preflight_result()->set_job_id(id);
+  late.mutable_preflight_result()->set_generation(1);
+  Send("w3", late);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+}
+
+TEST_F(PreflightTest, SkippedByTheSpecAndNotRepeatedOnCheckedWorkers) {
+  Connect(Checkable(Reg("w1")));
+  Connect(Checkable(Reg("w2")));
+  baton::v1::Register old = Reg("w3");
+  old.set_protocol_version(5);  // takes no part
+  old.set_probe_port(7003);
+  Connect(old);
+  baton::v1::JobSpec skip = CommandSpec(1);
+  skip.mutable_preflight()->set_skip(true);
+  absl::StatusOr<baton::v1::Job> skipped = coordinator_->SubmitJob(skip);
+  ASSERT_OK(skipped);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(0));
+  // A job on w2 and the old w3: only w2 is checked (alone: its host, no links).
+  absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
+  ASSERT_OK(job);
+  EXPECT_THAT(Gang(job->id()), ElementsAre("w2", "w3"));
+  EXPECT_THAT(channels_["w3"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(0));
+  EXPECT_THAT(Last("w2", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight().send_to(),
+              SizeIs(0));
+  Answer("w2", [](auto&) { return 0.0; });
+  CompleteRendezvous(job->id(), 1, 29500);
+  // A restart on the same workers starts without a check.
+  Exited("w2", job->id(), 1, 0, 1);
+  StopRest(job->id(), 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(job->id()), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(job->id())->generation(), 2);
+  EXPECT_THAT(channels_["w2"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  CompleteRendezvous(job->id(), 2, 29501);
 }
 
 }  // namespace

@@ -8,10 +8,12 @@
 #include "absl/strings/str_join.h"
 #include "common/assignment_failure.h"
 #include "common/logging.h"
+#include "common/protocol_version.h"
 #include "common/spec/job_spec.h"
 #include "common/status_macros.h"
 #include "common/time/proto_time.h"
 #include "coordinator/control/job_ranks.h"
+#include "coordinator/policy/preflight.h"
 #include "coordinator/policy/rank_assignment.h"
 #include "coordinator/policy/restart_policy.h"
 #include "coordinator/policy/scheduler.h"
@@ -98,15 +100,132 @@ void RendezvousManager::StartRendezvous(baton::v1::Job job,
   ResetForNextGeneration(rt, clock_->Now());
   rt.rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
   rt.gang_workers = WorkersOf(job).size();
+  if (StartPreflight(job)) return;
+  SendReservePort(job);
+}
+
+void RendezvousManager::SendReservePort(const baton::v1::Job& job) {
+  const std::string& worker = job.ranks(0).worker_id();
   baton::v1::CoordinatorMessage msg;
-  msg.mutable_reserve_port()->set_job_id(job_id);
+  msg.mutable_reserve_port()->set_job_id(job.id());
   msg.mutable_reserve_port()->set_generation(job.generation());
-  if (!ctx_->Send(worker_ids.front(), msg)) {
+  if (!ctx_->Send(worker, msg)) {
     recovery_->FailGeneration(
-        job_id, baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_WORKER_LOST,
-        absl::StrCat("worker ", worker_ids.front(), " went away before rendezvous"), std::nullopt,
-        worker_ids.front());
+        job.id(), baton::v1::FAILURE_CLASS_INFRA, baton::v1::FAILURE_REASON_WORKER_LOST,
+        absl::StrCat("worker ", worker, " went away before rendezvous"), std::nullopt, worker);
   }
+}
+
+bool RendezvousManager::StartPreflight(const baton::v1::Job& job) {
+  const baton::v1::Preflight spec = PreflightWithDefaults(job.spec().preflight());
+  if (spec.skip()) return false;
+  JobRuntime& rt = ctx_->Runtime(job.id());
+  std::vector<std::string> participants;
+  bool unchecked = false;
+  for (const std::string& w : WorkersOf(job)) {
+    if (workers_->ProtocolVersion(w) < kPreflightProtocolVersion || workers_->ProbePort(w) == 0) {
+      continue;  // cannot take part: judged by its job's own start
+    }
+    participants.push_back(w);
+    unchecked |= rt.preflight_passed.count(w) == 0;
+  }
+  if (!unchecked) return false;
+  const std::vector<std::vector<int>> plan = PreflightSendTo(static_cast<int>(participants.size()));
+  const absl::Duration window = FromProto(spec.link_window());
+  for (size_t i = 0; i < participants.size(); ++i) {
+    baton::v1::CoordinatorMessage out;
+    baton::v1::RunPreflight* req = out.mutable_run_preflight();
+    req->set_job_id(job.id());
+    req->set_generation(job.generation());
+    *req->mutable_link_window() = ToProto(window);
+    *req->mutable_connect_timeout() = ToProto(options_.preflight_connect_timeout);
+    for (int j : plan[i]) {
+      baton::v1::Peer* p = req->add_send_to();
+      p->set_worker_id(participants[j]);
+      p->set_host(workers_->Host(participants[j]));
+      p->set_probe_port(workers_->ProbePort(participants[j]));
+    }
+    // A worker gone meanwhile does not answer: it fails at the deadline.
+    ctx_->Send(participants[i], out);
+  }
+  PendingPreflight pending;
+  pending.participants = std::move(participants);
+  pending.started = clock_->Now();
+  pending.deadline = pending.started + window + options_.preflight_connect_timeout +
+                     options_.preflight_answer_grace;
+  rt.preflight = std::move(pending);
+  return true;
+}
+
+void RendezvousManager::OnPreflightResult(const std::string& worker_id,
+                                          const baton::v1::PreflightResult& msg) {
+  if (ctx_->Fenced(worker_id, msg.job_id(), msg.generation(), "PreflightResult")) return;
+  JobRuntime& rt = ctx_->Runtime(msg.job_id());
+  if (!rt.preflight.has_value()) return;  // ended at its deadline: too late
+  PendingPreflight& p = *rt.preflight;
+  if (std::find(p.participants.begin(), p.participants.end(), worker_id) == p.participants.end()) {
+    ctx_->RefuseReport(worker_id, "preflight_result",
+                       absl::StrCat("a pre-flight answer for job ", msg.job_id(), " generation ",
+                                    msg.generation(), ", which did not ask this worker"));
+    return;
+  }
+  p.results.emplace(worker_id, msg);  // the first answer counts
+  if (p.results.size() == p.participants.size()) FinishPreflight(msg.job_id());
+}
+
+void RendezvousManager::FinishPreflight(const std::string& job_id) {
+  JobRuntime& rt = ctx_->Runtime(job_id);
+  const PendingPreflight p = std::move(*rt.preflight);
+  rt.preflight.reset();
+  const baton::v1::Job job = *jobs_->Peek(job_id);
+  const baton::v1::Preflight spec = PreflightWithDefaults(job.spec().preflight());
+  const absl::Time now = clock_->Now();
+  const PreflightVerdict verdict =
+      JudgePreflight(p.participants, p.results, spec.min_bandwidth_fraction(), now - p.started);
+  std::vector<std::string> bad;
+  for (const HostVerdict& h : verdict.hosts) {
+    if (h.kind == HostVerdict::Kind::kOk) {
+      rt.preflight_passed.insert(h.worker_id);
+      continue;
+    }
+    bad.push_back(h.worker_id);
+    rt.preflight_passed.erase(h.worker_id);
+    workers_->MarkUnhealthy(h.worker_id, absl::StrCat("pre-flight of job ", job_id, ": ", h.reason),
+                            now + options_.unhealthy_recheck_after);
+  }
+  const std::vector<std::string> gang = WorkersOf(job);
+  const std::vector<const HostVerdict*> leave =
+      HostsToLeaveOut(verdict, static_cast<int>(gang.size()), job.spec().workers().min());
+  std::vector<baton::v1::JobEvent> events = {
+      NewEvent("Preflight", PreflightSummary(verdict, now - p.started))};
+  if (leave.size() < bad.size()) {
+    std::vector<std::string> kept;
+    for (const std::string& w : bad) {
+      if (std::none_of(leave.begin(), leave.end(),
+                       [&](const HostVerdict* h) { return h->worker_id == w; })) {
+        kept.push_back(w);
+      }
+    }
+    events.push_back(NewEvent(
+        "PreflightWarning",
+        absl::StrCat("kept ", absl::StrJoin(kept, ", "), " despite the pre-flight: the job needs ",
+                     "workers.min = ", job.spec().workers().min(), " of its ", gang.size())));
+  }
+  if (leave.empty()) {
+    if (!ctx_->Ok(jobs_->Update(job, std::move(events)), "preflight passed")) return;
+    SendReservePort(job);
+    return;
+  }
+  std::vector<std::string> left;
+  for (const HostVerdict* h : leave)
+    left.push_back(absl::StrCat(h->worker_id, " (", h->reason, ")"));
+  if (!ctx_->Ok(jobs_->Update(job, std::move(events)), "preflight failed")) return;
+  // Requeued: Schedule places it again on healthy workers (the hosts left out are marked),
+  // checking any it has not checked yet.
+  ctx_->Ok(jobs_->Transition(job_id, JobState::kQueued, "PreflightExcluded",
+                             absl::StrCat("left out ", absl::StrJoin(left, "; "),
+                                          "; requeued on the other workers")),
+           "preflight requeue");
 }
 
 void RendezvousManager::OnPortReserved(const std::string& worker_id,
@@ -440,6 +559,10 @@ void RendezvousManager::ForgetStoppedRanks(const std::string& worker_id,
 
 bool RendezvousManager::CheckTimeouts(const std::string& job_id, JobState state, absl::Time now) {
   JobRuntime& rt = ctx_->Runtime(job_id);
+  if (state == JobState::kRendezvous && rt.preflight.has_value() && now >= rt.preflight->deadline) {
+    FinishPreflight(job_id);
+    return true;
+  }
   if (state == JobState::kRendezvous && now >= rt.rendezvous_deadline) {
     ctx_->Fail(job_id, "RendezvousTimeout",
                absl::StrCat("rendezvous did not complete within ",

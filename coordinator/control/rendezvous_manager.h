@@ -2,7 +2,10 @@
 
 // Gang scheduling and the rendezvous of each generation, up to its end: picks workers for
 // queued jobs (policy/scheduler.h) and ranks (policy/rank_assignment.h), and runs a
-// generation g through RENDEZVOUS: ask rank 0's worker for a free port (ReservePort), then
+// generation g through RENDEZVOUS: a pre-flight check of its hosts when the job has not
+// checked one of them yet (RunPreflight to each, policy/preflight.h: hosts found slow or
+// failing are marked unhealthy, and left out by requeueing the job when workers.min
+// allows), then ask rank 0's worker for a free port (ReservePort), then
 // send every worker its StartAssignment with MASTER_ADDR/PORT; RUNNING once every worker
 // reported AssignmentStarted; SUCCEEDED when every rank exited 0. A rank's failure, a
 // worker that cannot start its ranks, or one that comes back without them go to the
@@ -52,6 +55,8 @@ class RendezvousManager {
   // longer runs count as ended.
   void Reattach(const std::string& worker_id, const baton::v1::Register& reg);
   void OnPortReserved(const std::string& worker_id, const baton::v1::PortReserved& msg);
+  // A worker's answer to RunPreflight: recorded; the last awaited one ends the check.
+  void OnPreflightResult(const std::string& worker_id, const baton::v1::PreflightResult& msg);
   void OnAssignmentStarted(const std::string& worker_id, const baton::v1::AssignmentStarted& msg);
   // A worker could not carry out a ReservePort or a StartAssignment, or it stopped one
   // before its processes started: an active generation fails (class infra); a restarting
@@ -61,8 +66,9 @@ class RendezvousManager {
   void OnAssignmentFailed(const std::string& worker_id, const baton::v1::AssignmentFailed& msg);
   void OnProcessExited(const std::string& worker_id, const std::string& job_id, int64_t generation,
                        int32_t rank, const baton::v1::ProcessExit& exit);
-  // Each reconcile, for an active job: a RENDEZVOUS past its deadline fails the job
-  // ("RendezvousTimeout"); a RUNNING one whose workers did not report back within
+  // Each reconcile, for an active job: a pre-flight past its answers' deadline ends
+  // without the missing answers (those hosts failed); a RENDEZVOUS past its deadline fails
+  // the job ("RendezvousTimeout"); a RUNNING one whose workers did not report back within
   // reattach_timeout of a coordinator restart fails its generation ("ReattachTimeout").
   // True if it acted.
   bool CheckTimeouts(const std::string& job_id, JobState state, absl::Time now);
@@ -80,6 +86,15 @@ class RendezvousManager {
   void ForgetStoppedRanks(const std::string& worker_id, const std::set<std::string>& listed);
   // Sends every worker of the job (port reserved) its StartAssignment.
   void SendStartAssignments(const baton::v1::Job& job);
+  // Asks rank 0's worker of the RENDEZVOUS generation for MASTER_PORT.
+  void SendReservePort(const baton::v1::Job& job);
+  // Starts the generation's pre-flight when the job has not checked one of its workers
+  // that can take part (protocol >= 6, a probe port) and does not skip it; false if none
+  // is needed.
+  bool StartPreflight(const baton::v1::Job& job);
+  // Judges the answers (the missing ones failed), marks bad hosts unhealthy, and either
+  // requeues the job without the hosts it can leave out or goes on to ReservePort.
+  void FinishPreflight(const std::string& job_id);
 
   ControlContext* const ctx_;
   RecoveryManager* const recovery_;

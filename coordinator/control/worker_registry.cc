@@ -188,10 +188,28 @@ std::vector<std::string> WorkerRegistry::ReadyWorkers() const {
   return ids;
 }
 
+void WorkerRegistry::MarkUnhealthy(const std::string& worker_id, const std::string& reason,
+                                   absl::Time until) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  it->second.unhealthy_until = until;
+  it->second.unhealthy_reason = reason;
+}
+
+bool WorkerRegistry::IsUnhealthy(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && clock_->Now() < it->second.unhealthy_until;
+}
+
 std::vector<baton::v1::Worker> WorkerRegistry::List() const {
   std::vector<baton::v1::Worker> out;
+  const absl::Time now = clock_->Now();
   for (const auto& [id, e] : workers_) {
     out.push_back(e.info);
+    if (now < e.unhealthy_until) {
+      out.back().set_unhealthy_reason(e.unhealthy_reason);
+      *out.back().mutable_unhealthy_until() = ToProto(e.unhealthy_until);
+    }
     if (e.leased) {
       *out.back().mutable_lease_renew_time() = ToProto(e.last_heartbeat);
       *out.back().mutable_lease() = ToProto(lease_.lease);

@@ -104,6 +104,14 @@ class WorkerRegistry {
   int Slots(const std::string& worker_id) const;
   // Ids of READY workers, sorted.
   std::vector<std::string> ReadyWorkers() const;
+
+  // Health (pre-flight checks, policy/preflight.h): a worker marked unhealthy is left out
+  // of new gangs until `until` (FreeCapacity), and shown with `reason` in List(); after
+  // that it is schedulable again and the next gang it joins checks it. A later mark
+  // replaces an earlier one. Unknown workers are ignored.
+  void MarkUnhealthy(const std::string& worker_id, const std::string& reason, absl::Time until);
+  // Whether the worker is marked unhealthy at the clock's now.
+  bool IsUnhealthy(const std::string& worker_id) const;
   // All workers as the API shows them (used_slots/job_ids left for the caller to fill).
   std::vector<baton::v1::Worker> List() const;
   // Events the worker lifecycle refused (a Drain of a worker that is not READY, a Lose of
@@ -125,6 +133,8 @@ class WorkerRegistry {
     int probe_port = 0;
     absl::Time revoked_until = absl::InfinitePast();
     std::string revoked_why;
+    absl::Time unhealthy_until = absl::InfinitePast();
+    std::string unhealthy_reason;
   };
 
   // Moves `e` by `event` (worker_state.h) and mirrors the state into e.info; false (`e`

@@ -390,6 +390,12 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
       "Workers lost, by cause: lease_expired (silent for the lease: a network partition or a "
       "dead host), stream_closed, lease_revoked (its processes did not stop when asked).",
       MetricType::Counter);
+  prometheus::MetricFamily unhealthy = MakeFamily(
+      "baton_coordinator_worker_unhealthy",
+      "1 while a connected worker is left out of new gangs because a pre-flight check found "
+      "it slow or failing (`baton workers` shows why; it is checked again once the mark "
+      "lapses), else 0.",
+      MetricType::Gauge);
   double ready = 0, draining = 0, lost = 0;
   double lease_expired = 0, stream_closed = 0, lease_revoked = 0;
   for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
@@ -399,6 +405,8 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
     if (w.state() == baton::v1::WORKER_STATE_READY ||
         w.state() == baton::v1::WORKER_STATE_DRAINING) {
       ++(w.state() == baton::v1::WORKER_STATE_READY ? ready : draining);
+      unhealthy.metric.push_back(MakeSample(
+          {{"worker_id", w.id()}}, w.unhealthy_reason().empty() ? 0 : 1, MetricType::Gauge));
       if (w.has_last_heartbeat_time()) {
         heartbeat.metric.push_back(MakeSample(
             {{"worker_id", w.id()}},
@@ -427,6 +435,7 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
   out.push_back(std::move(heartbeat));
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
+  out.push_back(std::move(unhealthy));
 }
 
 void CoordinatorMetrics::SnapshotRefusals(std::vector<prometheus::MetricFamily>& out) const {

@@ -24,6 +24,9 @@
 //   baton_coordinator_workers{state}                   workers READY / LOST
 //   baton_coordinator_worker_heartbeat_age_seconds{worker_id}  now - last heartbeat (READY)
 //   baton_coordinator_worker_lease_remaining_seconds{worker_id}  lease renewal + lease - now
+//   baton_coordinator_worker_unhealthy{worker_id}      1 while a pre-flight check's mark
+//                                                      keeps a connected worker out of new
+//                                                      gangs, else 0
 //   baton_coordinator_worker_losses_total{cause}       lease_expired (partitions, dead hosts),
 //                                                      stream_closed, lease_revoked
 //   baton_coordinator_worker_reports_refused_total{kind}  worker reports about assignments

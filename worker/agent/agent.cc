@@ -70,6 +70,7 @@ Agent::~Agent() { Stop(); }
 
 absl::Status Agent::Start() {
   starter_.Start();
+  checker_.Start();
   session_thread_ = std::thread([this] { SessionLoop(); });
   writer_thread_ = std::thread([this] { WriterLoop(); });
   return absl::OkStatus();
@@ -81,6 +82,7 @@ void Agent::Stop() {
     stopping_ = true;
   }
   starter_.Stop();  // Launches still queued see stopping_ and fail.
+  checker_.Stop();
   outbox_->Wake();
   {
     // The writer's final flush ends with a half-close; the coordinator then reads what is
@@ -357,6 +359,28 @@ void Agent::ReservePort(const baton::v1::ReservePort& req) {
   outbox_->PushReply(std::move(reply));
 }
 
+void Agent::Preflight(const baton::v1::RunPreflight& req) {
+  BATON_LOG(INFO) << "RunPreflight job " << req.job_id() << " gen " << req.generation() << ": "
+                  << req.send_to_size() << " link(s)";
+  const bool posted = checker_.Post([this, req] {
+    baton::v1::WorkerMessage reply;
+    *reply.mutable_preflight_result() = RunPreflight(req, options_.preflight, clock_);
+    outbox_->PushReply(std::move(reply));
+  });
+  if (posted) return;
+  // Answered at once, so that the coordinator need not wait for its timeout.
+  baton::v1::WorkerMessage reply;
+  baton::v1::PreflightResult* r = reply.mutable_preflight_result();
+  r->set_job_id(req.job_id());
+  r->set_generation(req.generation());
+  for (const baton::v1::Peer& p : req.send_to()) {
+    baton::v1::LinkMeasurement* l = r->add_links();
+    l->set_peer_worker_id(p.worker_id());
+    l->set_error("not measured: the worker is stopping, or too many pre-flight checks wait");
+  }
+  outbox_->PushReply(std::move(reply));
+}
+
 void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
   switch (message.msg_case()) {
     case baton::v1::CoordinatorMessage::kReservePort:
@@ -398,6 +422,9 @@ void Agent::Handle(const baton::v1::CoordinatorMessage& message) {
       profiles_.Start(req);  // Answers every rank, now or from its polls.
       return;
     }
+    case baton::v1::CoordinatorMessage::kRunPreflight:
+      Preflight(message.run_preflight());
+      return;
     case baton::v1::CoordinatorMessage::kRegistered:
       BATON_LOG(WARNING) << "ignoring a second Registered";
       return;

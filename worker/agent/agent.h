@@ -23,6 +23,7 @@
 #include "worker/agent/profile_collector.h"
 #include "worker/agent/report_ledger.h"
 #include "worker/agent/serial_executor.h"
+#include "worker/host/preflight.h"
 #include "worker/host/reserve_port.h"
 #include "worker/metrics.h"
 #include "worker/supervisor/supervisor.h"
@@ -78,6 +79,8 @@ struct AgentOptions {
   absl::Duration stop_flush_timeout = absl::Seconds(2);
   // `baton profile` (ProfileRanks): polls and bounds of the ProfileCollector.
   ProfileCollectorOptions profile;
+  // RunPreflight: this host's checks (shared memory, GPUs) and its connect timeout.
+  PreflightHost preflight;
 };
 
 // The worker side of WorkerService.Connect: keeps one bidirectional stream to the coordinator,
@@ -117,6 +120,9 @@ struct AgentOptions {
 // stream and handles each command without blocking: ReservePort, StopAssignment,
 // RequestCheckpoint, ProfileRanks (the ProfileCollector writes the request files and
 // signals the ranks; its polls answer with ProfileTrace replies) and HeartbeatAck inline,
+// RunPreflight by posting it to the checker (a SerialExecutor: the links measured and the
+// host checked, about a link window, then a PreflightResult reply; one at a time, at most
+// kMaxQueuedPreflights waiting, more answered at once with every link unmeasured),
 // and StartAssignment by accepting it into the
 // Supervisor (nothing spawned) and posting its launch to the starter. The starter thread
 // (a SerialExecutor) launches accepted assignments one at a time, in arrival order: the
@@ -132,6 +138,8 @@ struct AgentOptions {
 // waits for one in progress (at most leader_probe_timeout per address).
 class Agent {
  public:
+  static constexpr size_t kMaxQueuedPreflights = 16;
+
   // `supervisor`, `outbox`, `clock` and `metrics` (optional) must outlive the Agent. The
   // Outbox must receive the Supervisor's listener calls (directly or through a
   // MetricsListener). `metrics` learns of every assignment started.
@@ -178,6 +186,8 @@ class Agent {
   void Handle(const baton::v1::CoordinatorMessage& message);
   // ReservePort: PortReserved, or AssignmentFailed "PortUnavailable".
   void ReservePort(const baton::v1::ReservePort& req);
+  // RunPreflight: posts it to the checker, whose PreflightResult goes out as a reply.
+  void Preflight(const baton::v1::RunPreflight& req);
 
   void WriterLoop();
   // Writes everything that is due; false if the stream broke.
@@ -230,6 +240,7 @@ class Agent {
   std::thread session_thread_;
   std::thread writer_thread_;
   SerialExecutor starter_;
+  SerialExecutor checker_{kMaxQueuedPreflights};
 };
 
 }  // namespace baton::worker

@@ -94,6 +94,8 @@ class AgentTest : public ::testing::Test {
     ao.resources.set_cpu_cores(4);
     ao.peer_probe_timeout = peer_probe_timeout_;
     ao.reserve_port = reserve_port_;
+    ao.preflight.shm_dir = MakeTestDir("shm");
+    ao.preflight.shm_bytes = 1 << 20;
     ao.backoff.initial = kBackoff;
     ao.backoff.max = kBackoff;
     ao.backoff.jitter = 0;
@@ -178,6 +180,34 @@ TEST_F(AgentTest, AnswersReservePort) {
   EXPECT_EQ(reply->port_reserved().job_id(), "j-port");
   EXPECT_EQ(reply->port_reserved().generation(), 3);
   EXPECT_GT(reply->port_reserved().port(), 0);
+}
+
+TEST_F(AgentTest, AnswersRunPreflightWithItsLinksAndHostChecks) {
+  StartWorker(coordinator_->address());
+  ASSERT_TRUE(coordinator_->Next(WorkerMessage::kRegister).has_value());
+  absl::StatusOr<int> closed = ReserveTcpPort();  // nothing listens there
+  ASSERT_TRUE(closed.ok());
+  CoordinatorMessage m;
+  baton::v1::RunPreflight* req = m.mutable_run_preflight();
+  req->set_job_id("j-pre");
+  req->set_generation(2);
+  baton::v1::Peer* peer = req->add_send_to();
+  peer->set_worker_id("w-gone");
+  peer->set_host("127.0.0.1");
+  peer->set_probe_port(*closed);
+  *req->mutable_link_window() = ToProto(absl::Milliseconds(100));
+  ASSERT_TRUE(WaitUntil([&] { return coordinator_->Send(m); }));
+  std::optional<WorkerMessage> reply = coordinator_->Next(WorkerMessage::kPreflightResult);
+  ASSERT_TRUE(reply.has_value());
+  const baton::v1::PreflightResult& r = reply->preflight_result();
+  EXPECT_EQ(r.job_id(), "j-pre");
+  EXPECT_EQ(r.generation(), 2);
+  ASSERT_EQ(r.links_size(), 1);
+  EXPECT_EQ(r.links(0).peer_worker_id(), "w-gone");
+  EXPECT_THAT(r.links(0).error(), ::testing::HasSubstr("refused"));
+  ASSERT_EQ(r.checks_size(), 1);  // no GPUs registered: shared memory only
+  EXPECT_EQ(r.checks(0).name(), "shm");
+  EXPECT_TRUE(r.checks(0).ok()) << r.checks(0).detail();
 }
 
 TEST_F(AgentTest, RunsAnAssignmentAndRelaysStartMetricsLogsAndExit) {

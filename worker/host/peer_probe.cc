@@ -5,12 +5,16 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "worker/host/clock_poll.h"
 
 namespace baton::worker {
@@ -47,26 +51,73 @@ absl::StatusOr<std::unique_ptr<ProbeListener>> ProbeListener::Start(int port) {
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
   const int bound = ntohs(v6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
                              : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-  return std::unique_ptr<ProbeListener>(new ProbeListener(std::move(fd), bound));
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  return std::unique_ptr<ProbeListener>(new ProbeListener(std::move(fd), std::move(wake), bound));
 }
 
-ProbeListener::ProbeListener(UniqueFd fd, int port)
-    : fd_(std::move(fd)), port_(port), thread_([this] { Loop(); }) {}
+ProbeListener::ProbeListener(UniqueFd fd, UniqueFd wake, int port)
+    : fd_(std::move(fd)), wake_(std::move(wake)), port_(port), thread_([this] { Loop(); }) {}
 
 ProbeListener::~ProbeListener() {
-  ::shutdown(fd_.get(), SHUT_RDWR);  // Wakes accept() with an error.
+  const uint64_t one = 1;
+  (void)!::write(wake_.get(), &one, sizeof(one));
   thread_.join();
 }
 
 void ProbeListener::Loop() {
+  struct Conn {
+    UniqueFd fd;
+    absl::Time last_data;
+  };
+  std::vector<Conn> conns;
+  std::vector<char> buffer(256 << 10);
   for (;;) {
-    const int conn = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (conn >= 0) {
-      ::close(conn);
-      continue;
+    std::vector<struct pollfd> fds = {{wake_.get(), POLLIN, 0}, {fd_.get(), POLLIN, 0}};
+    for (const Conn& c : conns) fds.push_back({c.fd.get(), POLLIN, 0});
+    // Wakes at least every second to close idle connections.
+    if (::poll(fds.data(), fds.size(), conns.empty() ? -1 : 1000) < 0) {
+      if (errno == EINTR) continue;
+      BATON_LOG(ERROR) << "probe listener: poll: " << std::strerror(errno);
+      return;
     }
-    if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
-    return;  // Shut down.
+    if (fds[0].revents != 0) return;  // Destroyed.
+    const absl::Time now = absl::Now();
+    std::vector<Conn> open;
+    open.reserve(conns.size() + 1);
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Conn& c = conns[i];
+      bool keep = now - c.last_data < kIdleLimit;
+      if (fds[i + 2].revents != 0) {
+        // Reads what is there (a bounded number of times, so one fast sender cannot starve
+        // the others); 0: the peer closed its side (a probe, or a measurement's end).
+        for (int reads = 0; reads < 16; ++reads) {
+          const ssize_t n = ::recv(c.fd.get(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+          if (n > 0) {
+            c.last_data = now;
+            continue;
+          }
+          if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+          keep = false;  // EOF, or the connection broke (a measurement's reset).
+          break;
+        }
+      }
+      if (keep) open.push_back(std::move(c));
+    }
+    conns = std::move(open);
+    if (fds[1].revents != 0) {
+      const int conn = ::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (conn >= 0) {
+        UniqueFd accepted(conn);
+        if (static_cast<int>(conns.size()) < kMaxConnections) {
+          conns.push_back(Conn{std::move(accepted), now});
+        }  // else closed here: the bound holds.
+      } else if (errno != EINTR && errno != EAGAIN && errno != ECONNABORTED && errno != EMFILE &&
+                 errno != ENFILE) {
+        BATON_LOG(ERROR) << "probe listener: accept: " << std::strerror(errno);
+        return;
+      }
+    }
   }
 }
 

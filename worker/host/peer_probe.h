@@ -20,22 +20,31 @@
 
 namespace baton::worker {
 
-// Accepts TCP connections on a port and closes them at once: what peers probe.
-// Thread-safe; one background thread.
+// What peers probe and measure: accepts TCP connections on a port, reads and discards
+// whatever arrives, and closes each connection once its peer closed its side (a reachability
+// probe at once; a pre-flight link measurement, worker/host/link_test.h, at its end).
+// Bounded: at most kMaxConnections at once (more are closed on accept), each closed after
+// kIdleLimit without data (real time: a resource bound, not a domain timeout). Reads only
+// into one fixed buffer: a stranger who connects can cost this host bandwidth, nothing
+// else (docs/SECURITY.md). Thread-safe; one background thread.
 class ProbeListener {
  public:
+  static constexpr int kMaxConnections = 64;
+  static constexpr absl::Duration kIdleLimit = absl::Seconds(30);
+
   // Listens on all interfaces at `port` (0: the kernel picks). INTERNAL naming the errno
   // if it cannot bind.
   static absl::StatusOr<std::unique_ptr<ProbeListener>> Start(int port);
-  ~ProbeListener();  // Stops accepting and joins the thread.
+  ~ProbeListener();  // Stops accepting, closes every connection and joins the thread.
 
   int port() const { return port_; }
 
  private:
-  ProbeListener(UniqueFd fd, int port);
+  ProbeListener(UniqueFd fd, UniqueFd wake, int port);
   void Loop();
 
   UniqueFd fd_;
+  UniqueFd wake_;  // an eventfd: the destructor writes it to end Loop()
   const int port_;
   std::thread thread_;
 };

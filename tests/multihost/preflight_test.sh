@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 30: a host whose link is slow is found by the job's pre-flight check and left out;
+# the job trains on the others. Four workers on hosts 1-4; host 3's link (worker w3) is
+# throttled to 2 MB/s with an nftables rate limit (packets over the rate dropped, both
+# ways, for everything but its traffic with the coordinator's host, so that w3 stays
+# connected: the throttle is on the path between the workers, as on a degraded data-plane
+# link). A job of 2-4 workers is placed on all four; its pre-flight finds w3 slow, marks it
+# unhealthy (`baton workers`, the coordinator's metric) and requeues the job, which then
+# runs and succeeds on w1, w2, w4 with no second check (they passed).
+source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
+source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
+
+cluster_create 5
+make_data "$TMP/mnist"
+cluster_start_coordinator
+for i in 1 2 3 4; do cluster_start_worker "w$i" "$i" 1; done
+wait_for_workers 4
+
+on 3 nft -f - <<NFT
+table inet throttle {
+  chain input { type filter hook input priority 0; ip saddr != ${HOST_ADDR[0]} limit rate over 2 mbytes/second drop; }
+  chain output { type filter hook output priority 0; ip daddr != ${HOST_ADDR[0]} limit rate over 2 mbytes/second drop; }
+}
+NFT
+
+cat >"$TMP/job.yaml" <<YAML
+name: preflight
+trainer: {model: mlp, dataset: mnist, data_dir: $TMP/mnist, batch_size: 16, lr: 0.05, seed: 7, hidden: [64], log_every: 5, threads: 1}
+workers: {min: 2, max: 4}
+budget: {max_steps: 30}
+checkpoint_dir: $TMP/ckpt
+YAML
+"$BATON" submit "$TMP/job.yaml" --wait >"$TMP/submit.out" 2>&1 \
+  || { cat "$TMP/submit.out"; fail "the job did not succeed"; }
+JOB=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
+"$BATON" describe "$JOB" | tee "$TMP/describe.out"
+
+gang=$(job_field "$JOB" '",".join(sorted(set(r["worker_id"] for r in d["ranks"])))')
+[[ $gang == w1,w2,w4 ]] || fail "the job ran on $gang, expected w1,w2,w4 (w3 left out)"
+grep -q "PreflightExcluded.*left out w3 (slow: sends at best" "$TMP/describe.out" \
+  || fail "no PreflightExcluded event naming w3 as slow"
+grep -q "Preflight .*4 host(s) checked in .*median bandwidth" "$TMP/describe.out" \
+  || fail "no Preflight event with the gang's median"
+# Checked once: the second placement's workers had all passed.
+checks=$(job_field "$JOB" 'sum(1 for e in d["events"] if e["reason"] == "Preflight")')
+[[ $checks == 1 ]] || fail "$checks pre-flight checks, expected 1"
+
+"$BATON" workers | tee "$TMP/workers.out"
+grep -E "^w3 .*unhealthy, re-checked in .*pre-flight of job $JOB: slow" "$TMP/workers.out" \
+  || fail "baton workers does not show w3 unhealthy with the reason"
+grep -E "^w1 .* ok$" "$TMP/workers.out" || fail "w1 is not shown healthy"
+scrape 0 "$TMP/coordinator.metrics_port" >"$TMP/metrics.out"
+grep -q '^baton_coordinator_worker_unhealthy{worker_id="w3"} 1' "$TMP/metrics.out" \
+  || fail "no baton_coordinator_worker_unhealthy for w3"
+grep -q '^baton_coordinator_worker_unhealthy{worker_id="w1"} 0' "$TMP/metrics.out" \
+  || fail "w1 not reported healthy"
+echo "PASS"
