@@ -268,6 +268,8 @@ absl::Status ApplyFlag(const FlagSpec& flag, const std::string& value, const Com
     }
   } else if (name == "follow") {
     inv.logs.follow = true;
+  } else if (name == "reason") {
+    inv.cordon.reason = value;
   }
   return absl::OkStatus();
 }
@@ -328,6 +330,9 @@ absl::StatusOr<Invocation> CompleteInvocation(const CommandSpec* command,
   if (command->name == "submit") inv.submit.file = positionals[0];
   if (command->name == "logs") inv.logs.job_id = positionals[0];
   if (command->name == "profile") inv.profile.job_id = positionals[0];
+  if (command->name == "cordon" || command->name == "uncordon") {
+    inv.cordon.worker_id = positionals[0];
+  }
   if (command->name == "describe" || command->name == "cancel") inv.job_id = positionals[0];
   if (command->name == "wait") inv.wait.job_id = positionals[0];
   if (command->name == "completion") {
@@ -520,6 +525,8 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (inv.command == "cancel") return Cancel(ctx, inv.job_id);
   if (inv.command == "workers") return ListWorkers(ctx);
   if (inv.command == "profile") return Profile(ctx, inv.profile);
+  if (inv.command == "cordon") return Cordon(ctx, inv.cordon, /*cordon=*/true);
+  if (inv.command == "uncordon") return Cordon(ctx, inv.cordon, /*cordon=*/false);
   if (inv.command == "wait") return Wait(ctx, inv.wait);
   if (inv.command == "version") return Version(ctx);
   err << "baton: unknown command '" << inv.command << "'\n";

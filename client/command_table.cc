@@ -111,9 +111,29 @@ const std::vector<CommandSpec>& Commands() {
        0,
        "List the cluster's workers",
        "Columns: ID, HOST, SLOTS, USED (slots in use), STATE (READY or LOST),\n"
-       "LAST-HEARTBEAT, JOBS (jobs with processes on the worker).",
+       "LAST-HEARTBEAT, JOBS (jobs with processes on the worker), HEALTH (ok; cordoned, with\n"
+       "the reason; or unhealthy: a job's pre-flight check found the host slow or failing,\n"
+       "with what it measured and when it is checked again).",
        {},
        {"baton workers", "baton --coordinator 10.0.0.1:7070 workers"}},
+      {"cordon",
+       "WORKER",
+       1,
+       "Keep a worker out of new jobs",
+       "The worker gets no new gangs until 'baton uncordon'; jobs already on it run on (to\n"
+       "move them off, drain the worker: SIGTERM, or 'kubectl drain' its node). The cordon is\n"
+       "durable (it survives a coordinator restart) and shows in 'baton workers' (HEALTH) with\n"
+       "its reason, who set it and when. Admins only.",
+       {{"reason", "", "TEXT", "Why (shown in 'baton workers'; at most 256 bytes)."}},
+       {"baton cordon w-7 --reason 'NIC errors, ticket 4711'"}},
+      {"uncordon",
+       "WORKER",
+       1,
+       "Let a cordoned worker take new jobs again",
+       "Lifts 'baton cordon': waiting jobs may start on the worker at once. A worker that is\n"
+       "not cordoned is left as it is. Admins only.",
+       {},
+       {"baton uncordon w-7"}},
       {"profile",
        "JOB",
        1,

@@ -218,6 +218,37 @@ int Cancel(const CommandContext& ctx, const std::string& job_id) {
   return kExitOk;
 }
 
+int Cordon(const CommandContext& ctx, const CordonArgs& args, bool cordon) {
+  baton::v1::Worker worker;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  grpc::Status status;
+  if (cordon) {
+    baton::v1::CordonWorkerRequest request;
+    request.set_worker_id(args.worker_id);
+    request.set_reason(args.reason);
+    status = ctx.cluster->CordonWorker(&call, request, &worker);
+  } else {
+    baton::v1::UncordonWorkerRequest request;
+    request.set_worker_id(args.worker_id);
+    status = ctx.cluster->UncordonWorker(&call, request, &worker);
+  }
+  if (!status.ok()) {
+    return ReportError(
+        ctx, status,
+        {absl::StrCat("cannot ", cordon ? "cordon" : "uncordon", " worker ", args.worker_id), "",
+         ""});
+  }
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, worker);
+  if (ctx.format == OutputFormat::kName) {
+    *ctx.out << worker.id() << "\n";
+    return kExitOk;
+  }
+  *ctx.out << "worker " << worker.id() << (worker.has_cordon() ? " cordoned" : " uncordoned")
+           << "\n";
+  return kExitOk;
+}
+
 int Profile(const CommandContext& ctx, const ProfileArgs& args) {
   baton::v1::ProfileJobRequest request;
   request.set_job_id(args.job_id);

@@ -122,6 +122,11 @@ struct WaitArgs {
   absl::Duration timeout = absl::ZeroDuration();
 };
 
+struct CordonArgs {
+  std::string worker_id;
+  std::string reason;
+};
+
 struct ProfileArgs {
   std::string job_id;
   int64_t steps = 5;  // 1..1000
@@ -173,6 +178,9 @@ int Version(const CommandContext& ctx);
 // "generation", "ranks", "file"}). The call's deadline is args.timeout (else the
 // coordinator's longest, 1 h: it answers by its own default) + ctx.rpc_timeout.
 int Profile(const CommandContext& ctx, const ProfileArgs& args);
+// `baton cordon` (cordon = true) and `baton uncordon`: the worker as the coordinator
+// returns it.
+int Cordon(const CommandContext& ctx, const CordonArgs& args, bool cordon);
 
 // The one-line explanation for an UNAVAILABLE status: the last ": "-separated part of the
 // gRPC message ("Connection refused"), or "unavailable" when it is empty. Exposed for tests.

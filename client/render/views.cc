@@ -232,6 +232,12 @@ std::string RenderJobsTable(const baton::v1::ListJobsResponse& raw, absl::Time n
 
 // "ok", or why the worker is left out of new gangs and when it is checked again.
 std::string WorkerHealth(const baton::v1::Worker& w, absl::Time now) {
+  if (w.has_cordon()) {
+    const baton::v1::WorkerCordon& c = w.cordon();
+    return absl::StrCat("cordoned by ", c.by().empty() ? "-" : c.by(), " ",
+                        FormatAge(c.time(), now), " ago",
+                        c.reason().empty() ? "" : absl::StrCat(": ", c.reason()));
+  }
   if (w.unhealthy_reason().empty()) return "ok";
   return absl::StrCat("unhealthy, re-checked in ",
                       HumanDuration(FromProto(w.unhealthy_until()) - now), ": ",

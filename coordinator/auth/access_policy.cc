@@ -40,6 +40,12 @@ absl::Status AccessPolicy::CanSubmit(const Principal& who,
   return absl::OkStatus();
 }
 
+absl::Status AccessPolicy::CanManageWorkers(const Principal& who) const {
+  if (who.role == Role::kAdmin) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(Who(who), " may not cordon or uncordon workers: that needs role admin"));
+}
+
 absl::Status AccessPolicy::CanCancel(const Principal& who, const baton::v1::Job& job) const {
   if (who.role == Role::kAdmin) return absl::OkStatus();
   if (who.role == Role::kSubmitter && job.owner() == who.user) return absl::OkStatus();

@@ -25,6 +25,8 @@ class AccessPolicy {
   absl::Status CanRead(const Principal& who) const;
   absl::Status CanSubmit(const Principal& who, const baton::v1::JobSpec& spec) const;
   // Submitters cancel their own jobs, admins any.
+  // Cordon and uncordon workers: admins only.
+  absl::Status CanManageWorkers(const Principal& who) const;
   absl::Status CanCancel(const Principal& who, const baton::v1::Job& job) const;
   // Whether `who` sees the values of `job`'s env variables: its owner and admins.
   bool CanSeeEnv(const Principal& who, const baton::v1::Job& job) const;

@@ -110,6 +110,12 @@ TEST(AccessPolicyTest, RolesAndOwnership) {
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("of user 'alice'")));
   EXPECT_THAT(policy.CanCancel(viewer, job), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
   EXPECT_OK(policy.CanCancel(root, job));
+  EXPECT_OK(policy.CanManageWorkers(root));
+  for (const Principal& who : {viewer, alice}) {
+    EXPECT_THAT(policy.CanManageWorkers(who),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         HasSubstr("may not cordon or uncordon workers: that needs role admin")));
+  }
 
   for (const Principal& who : {viewer, bob}) {
     baton::v1::Job seen = job;

@@ -124,7 +124,8 @@ std::vector<WorkerCapacity> ControlContext::FreeCapacity(const std::string& exce
   const std::map<std::string, int> used = UsedSlots(except_job);
   std::vector<WorkerCapacity> capacity;
   for (const std::string& w : workers_->ReadyWorkers()) {
-    if (workers_->IsUnhealthy(w)) continue;  // left out of new gangs until re-checked
+    // Left out of new gangs: until re-checked, or until an operator uncordons it.
+    if (workers_->IsUnhealthy(w) || workers_->IsCordoned(w)) continue;
     auto u = used.find(w);
     capacity.push_back({w, workers_->Slots(w) - (u == used.end() ? 0 : u->second)});
   }

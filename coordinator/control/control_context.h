@@ -185,7 +185,7 @@ class ControlContext {
   // Slots in use per worker by RENDEZVOUS/RUNNING/RESTARTING jobs, except `except_job`'s.
   std::map<std::string, int> UsedSlots(const std::string& except_job = "") const;
   // READY workers with their free slots (UsedSlots(except_job) subtracted), but those
-  // marked unhealthy (WorkerRegistry::MarkUnhealthy).
+  // marked unhealthy (WorkerRegistry::MarkUnhealthy) or cordoned.
   std::vector<WorkerCapacity> FreeCapacity(const std::string& except_job = "") const;
 
   // --- Refused reports ---

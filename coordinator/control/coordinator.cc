@@ -31,7 +31,95 @@ Coordinator::Coordinator(JobManager* jobs, WorkerRegistry* workers, const Clock*
   });
 }
 
-absl::Status Coordinator::Recover() { return rendezvous_.Recover(); }
+namespace {
+
+// The store's meta key of the cordons (a serialised WorkerCordons).
+constexpr char kCordonsKey[] = "worker_cordons";
+constexpr int kMaxCordons = 10000;
+constexpr size_t kMaxCordonReason = 256;
+
+}  // namespace
+
+absl::Status Coordinator::Recover() {
+  absl::StatusOr<std::string> stored = jobs_->ReadMeta(kCordonsKey);
+  if (stored.ok()) {
+    baton::v1::WorkerCordons cordons;
+    if (!cordons.ParseFromString(*stored)) {
+      return absl::DataLossError("the stored worker cordons do not parse");
+    }
+    for (const baton::v1::WorkerCordon& c : cordons.cordons()) workers_->SetCordon(c);
+  } else if (!absl::IsNotFound(stored.status())) {
+    return stored.status();
+  }
+  return rendezvous_.Recover();
+}
+
+absl::StatusOr<baton::v1::Worker> Coordinator::CordonWorker(const std::string& worker_id,
+                                                            const std::string& reason,
+                                                            const std::string& by) {
+  RETURN_IF_ERROR(ctx_.halted());
+  if (!workers_->Known(worker_id) && !workers_->IsCordoned(worker_id)) {
+    return absl::NotFoundError(
+        absl::StrCat("worker '", worker_id, "' is unknown: `baton workers` lists the workers"));
+  }
+  if (reason.size() > kMaxCordonReason) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reason: ", reason.size(), " bytes is too long; at most ", kMaxCordonReason));
+  }
+  if (!workers_->IsCordoned(worker_id) &&
+      static_cast<int>(workers_->cordons().size()) >= kMaxCordons) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kMaxCordons, " workers are cordoned already; uncordon some first"));
+  }
+  baton::v1::WorkerCordon cordon;
+  cordon.set_worker_id(worker_id);
+  cordon.set_reason(reason);
+  cordon.set_by(by);
+  *cordon.mutable_time() = ToProto(clock_->Now());
+  std::map<std::string, baton::v1::WorkerCordon> next = workers_->cordons();
+  next[worker_id] = cordon;
+  RETURN_IF_ERROR(SaveCordons(next));
+  workers_->SetCordon(cordon);
+  BATON_LOG(INFO) << "worker " << worker_id << " cordoned by " << by << ": " << reason;
+  return ShownWorker(worker_id);
+}
+
+absl::StatusOr<baton::v1::Worker> Coordinator::UncordonWorker(const std::string& worker_id) {
+  RETURN_IF_ERROR(ctx_.halted());
+  if (!workers_->Known(worker_id) && !workers_->IsCordoned(worker_id)) {
+    return absl::NotFoundError(
+        absl::StrCat("worker '", worker_id, "' is unknown: `baton workers` lists the workers"));
+  }
+  if (workers_->IsCordoned(worker_id)) {
+    std::map<std::string, baton::v1::WorkerCordon> next = workers_->cordons();
+    next.erase(worker_id);
+    RETURN_IF_ERROR(SaveCordons(next));
+    workers_->ClearCordon(worker_id);
+    BATON_LOG(INFO) << "worker " << worker_id << " uncordoned";
+    rendezvous_.Schedule();  // its slots may start waiting jobs
+  }
+  return ShownWorker(worker_id);
+}
+
+absl::Status Coordinator::SaveCordons(const std::map<std::string, baton::v1::WorkerCordon>& all) {
+  baton::v1::WorkerCordons cordons;
+  for (const auto& [id, c] : all) *cordons.add_cordons() = c;
+  const absl::Status s = jobs_->WriteMeta(kCordonsKey, cordons.SerializeAsString());
+  if (!s.ok() && !jobs_->store_error().ok()) ctx_.Halt(jobs_->store_error());
+  return s;
+}
+
+baton::v1::Worker Coordinator::ShownWorker(const std::string& worker_id) const {
+  for (baton::v1::Worker& w : ListWorkers()) {
+    if (w.id() == worker_id) return w;
+  }
+  baton::v1::Worker unseen;  // cordoned, not connected since this coordinator started
+  unseen.set_id(worker_id);
+  if (auto c = workers_->cordons().find(worker_id); c != workers_->cordons().end()) {
+    *unseen.mutable_cordon() = c->second;
+  }
+  return unseen;
+}
 
 absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
                                                       const std::string& request_id,

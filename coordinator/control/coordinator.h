@@ -77,6 +77,12 @@ class Coordinator {
   absl::StatusOr<baton::v1::Job> CancelJob(const std::string& job_id, const std::string& reason);
   // Workers with used_slots and job_ids filled in.
   std::vector<baton::v1::Worker> ListWorkers() const;
+  // ClusterService.CordonWorker/UncordonWorker (its contract): the set of cordons is
+  // written to the store before it applies; the worker as ListWorkers shows it (a cordoned
+  // worker not seen since this coordinator started: only its id and cordon).
+  absl::StatusOr<baton::v1::Worker> CordonWorker(const std::string& worker_id,
+                                                 const std::string& reason, const std::string& by);
+  absl::StatusOr<baton::v1::Worker> UncordonWorker(const std::string& worker_id);
   // `baton profile` (JobService.ProfileJob): ProfileManager::ProfileJob's contract.
   absl::Status ProfileJob(const baton::v1::ProfileJobRequest& request, ProfileTable::Done done) {
     return profiles_.ProfileJob(request, std::move(done));
@@ -133,6 +139,11 @@ class Coordinator {
   }
 
  private:
+  // Writes the whole set of cordons to the store (halting if the store failed).
+  absl::Status SaveCordons(const std::map<std::string, baton::v1::WorkerCordon>& all);
+  // The worker as ListWorkers shows it, or its id and cordon if it is not connected since
+  // this coordinator started.
+  baton::v1::Worker ShownWorker(const std::string& worker_id) const;
   void OnMetrics(const std::string& worker_id, const baton::v1::MetricsReport& m);
   // Adds the report's lines of the job's current generation whose rank runs on the worker;
   // others are refused (RefuseReport), older generations' dropped.

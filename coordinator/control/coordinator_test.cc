@@ -2299,5 +2299,50 @@ TEST_F(PreflightTest, SkippedByTheSpecAndNotRepeatedOnCheckedWorkers) {
   CompleteRendezvous(job->id(), 2, 29501);
 }
 
+TEST_F(RestartTest, ACordonKeepsAWorkerOutOfNewGangsAndSurvivesARestart) {
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  EXPECT_THAT(coordinator_->CordonWorker("w9", "typo", "ops"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("worker 'w9' is unknown")));
+  EXPECT_THAT(coordinator_->CordonWorker("w1", std::string(300, 'x'), "ops"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reason: 300 bytes")));
+  absl::StatusOr<baton::v1::Worker> cordoned =
+      coordinator_->CordonWorker("w1", "NIC errors, ticket 42", "ops");
+  ASSERT_OK(cordoned);
+  EXPECT_EQ(cordoned->cordon().reason(), "NIC errors, ticket 42");
+  EXPECT_EQ(cordoned->cordon().by(), "ops");
+  EXPECT_EQ(FromProto(cordoned->cordon().time()), clock_.Now());
+  // A one-worker job lands on w2; a second waits although w1 is free.
+  absl::StatusOr<baton::v1::Job> first = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(first);
+  EXPECT_THAT(jobs_->Peek(first->id())->ranks(0).worker_id(), "w2");
+  absl::StatusOr<baton::v1::Job> second = coordinator_->SubmitJob(CommandSpec(1));
+  ASSERT_OK(second);
+  EXPECT_EQ(StateOf(second->id()), JobState::kQueued);
+  // The coordinator restarts: the cordon is read back and applies when w1 reconnects (the
+  // first job, requeued by the restart, goes back to w2).
+  Open(path_);
+  Connect(Reg("w1"));
+  Connect(Reg("w2"));
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(jobs_->Peek(first->id())->ranks(0).worker_id(), "w2");
+  EXPECT_EQ(StateOf(second->id()), JobState::kQueued);
+  std::vector<baton::v1::Worker> workers = coordinator_->ListWorkers();
+  ASSERT_THAT(workers, SizeIs(2));
+  EXPECT_EQ(workers[0].id(), "w1");
+  EXPECT_EQ(workers[0].cordon().reason(), "NIC errors, ticket 42");
+  EXPECT_FALSE(workers[1].has_cordon());
+  // Uncordoned: durable too, and the waiting job starts on w1 at once.
+  absl::StatusOr<baton::v1::Worker> back = coordinator_->UncordonWorker("w1");
+  ASSERT_OK(back);
+  EXPECT_FALSE(back->has_cordon());
+  EXPECT_EQ(StateOf(second->id()), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(second->id())->ranks(0).worker_id(), "w1");
+  EXPECT_OK(coordinator_->UncordonWorker("w1"));  // idempotent
+  Open(path_);
+  Connect(Reg("w1"));
+  EXPECT_FALSE(coordinator_->ListWorkers()[0].has_cordon());
+}
+
 }  // namespace
 }  // namespace baton::coordinator

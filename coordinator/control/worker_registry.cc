@@ -201,6 +201,12 @@ bool WorkerRegistry::IsUnhealthy(const std::string& worker_id) const {
   return it != workers_.end() && clock_->Now() < it->second.unhealthy_until;
 }
 
+void WorkerRegistry::SetCordon(const baton::v1::WorkerCordon& cordon) {
+  cordons_[cordon.worker_id()] = cordon;
+}
+
+void WorkerRegistry::ClearCordon(const std::string& worker_id) { cordons_.erase(worker_id); }
+
 std::vector<baton::v1::Worker> WorkerRegistry::List() const {
   std::vector<baton::v1::Worker> out;
   const absl::Time now = clock_->Now();
@@ -210,6 +216,7 @@ std::vector<baton::v1::Worker> WorkerRegistry::List() const {
       out.back().set_unhealthy_reason(e.unhealthy_reason);
       *out.back().mutable_unhealthy_until() = ToProto(e.unhealthy_until);
     }
+    if (auto c = cordons_.find(id); c != cordons_.end()) *out.back().mutable_cordon() = c->second;
     if (e.leased) {
       *out.back().mutable_lease_renew_time() = ToProto(e.last_heartbeat);
       *out.back().mutable_lease() = ToProto(lease_.lease);

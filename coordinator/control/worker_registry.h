@@ -112,6 +112,17 @@ class WorkerRegistry {
   void MarkUnhealthy(const std::string& worker_id, const std::string& reason, absl::Time until);
   // Whether the worker is marked unhealthy at the clock's now.
   bool IsUnhealthy(const std::string& worker_id) const;
+
+  // Cordons (ClusterService.CordonWorker): a cordoned worker gets no new gangs
+  // (FreeCapacity) and shows its cordon in List(). Kept for any worker id, seen or not (a
+  // cordon outlives the coordinator and applies when the worker connects). The caller
+  // makes them durable first.
+  void SetCordon(const baton::v1::WorkerCordon& cordon);
+  void ClearCordon(const std::string& worker_id);
+  bool IsCordoned(const std::string& worker_id) const { return cordons_.count(worker_id) > 0; }
+  const std::map<std::string, baton::v1::WorkerCordon>& cordons() const { return cordons_; }
+  // Whether this coordinator has heard from the worker since it started.
+  bool Known(const std::string& worker_id) const { return workers_.count(worker_id) > 0; }
   // All workers as the API shows them (used_slots/job_ids left for the caller to fill).
   std::vector<baton::v1::Worker> List() const;
   // Events the worker lifecycle refused (a Drain of a worker that is not READY, a Lose of
@@ -149,6 +160,7 @@ class WorkerRegistry {
   std::map<std::string, Entry> workers_;
   uint64_t next_session_ = 1;
   std::map<std::string, int64_t> refused_events_;  // by event name
+  std::map<std::string, baton::v1::WorkerCordon> cordons_;  // by worker id
 };
 
 }  // namespace baton::coordinator

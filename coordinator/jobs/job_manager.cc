@@ -418,6 +418,16 @@ absl::StatusOr<const JobManager::Record*> JobManager::Find(const std::string& jo
   return &it->second;
 }
 
+absl::StatusOr<std::string> JobManager::ReadMeta(const std::string& key) const {
+  return store_->GetMeta(key);
+}
+
+absl::Status JobManager::WriteMeta(const std::string& key, const std::string& value) {
+  WriteBatch batch;
+  batch.meta[key] = value;
+  return Write(batch);
+}
+
 absl::Status JobManager::Prune(int max_jobs) {
   const RetentionOptions& opt = options_.retention;
   const absl::Time now = clock_->Now();

@@ -172,6 +172,11 @@ class JobManager {
   // rebuilt from the points kept. Each prune is its own transaction; a failure latches
   // like any write.
   absl::Status Prune(int max_jobs);
+  // Small durable values beside the jobs (Store's meta; the coordinator's own keys, never
+  // the store's schema version): ReadMeta is NOT_FOUND for a missing key; WriteMeta is
+  // durable on return, and a failure latches like any write.
+  absl::StatusOr<std::string> ReadMeta(const std::string& key) const;
+  absl::Status WriteMeta(const std::string& key, const std::string& value);
   // Bytes the state occupies on disk (Store::DiskBytes).
   absl::StatusOr<int64_t> StateBytes() const { return store_->DiskBytes(); }
 

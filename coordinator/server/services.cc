@@ -478,6 +478,30 @@ grpc::ServerUnaryReactor* ClusterServiceImpl::ListWorkers(
   });
 }
 
+grpc::ServerUnaryReactor* ClusterServiceImpl::CordonWorker(
+    grpc::CallbackServerContext* ctx, const baton::v1::CordonWorkerRequest* req,
+    baton::v1::Worker* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (absl::Status s = checks_.policy->CanManageWorkers(*caller); !s.ok()) return Refuse(ctx, s);
+  return OnLoop(loop_, ctx, [this, req, resp, by = caller->user]() -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, coordinator_->CordonWorker(req->worker_id(), req->reason(), by));
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::UncordonWorker(
+    grpc::CallbackServerContext* ctx, const baton::v1::UncordonWorkerRequest* req,
+    baton::v1::Worker* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (absl::Status s = checks_.policy->CanManageWorkers(*caller); !s.ok()) return Refuse(ctx, s);
+  return OnLoop(loop_, ctx, [this, req, resp]() -> absl::Status {
+    ASSIGN_OR_RETURN(*resp, coordinator_->UncordonWorker(req->worker_id()));
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* ClusterServiceImpl::GetVersion(grpc::CallbackServerContext* ctx,
                                                          const baton::v1::GetVersionRequest*,
                                                          baton::v1::GetVersionResponse* resp) {

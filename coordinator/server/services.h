@@ -81,6 +81,13 @@ class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackServi
   grpc::ServerUnaryReactor* GetVersion(grpc::CallbackServerContext* ctx,
                                        const baton::v1::GetVersionRequest* req,
                                        baton::v1::GetVersionResponse* resp) override;
+  // Admins only (AccessPolicy::CanManageWorkers); the cordon records who asked.
+  grpc::ServerUnaryReactor* CordonWorker(grpc::CallbackServerContext* ctx,
+                                         const baton::v1::CordonWorkerRequest* req,
+                                         baton::v1::Worker* resp) override;
+  grpc::ServerUnaryReactor* UncordonWorker(grpc::CallbackServerContext* ctx,
+                                           const baton::v1::UncordonWorkerRequest* req,
+                                           baton::v1::Worker* resp) override;
 
  private:
   EventLoop* const loop_;
