@@ -2266,6 +2266,36 @@ TEST_F(PreflightTest, AWorkerThatDoesNotAnswerFailsAtTheDeadline) {
   EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
 }
 
+TEST_F(PreflightTest, AWorkerJoiningARunningJobIsCheckedWithTheGang) {
+  for (const std::string w : {"w1", "w2"}) Connect(Checkable(Reg(w)));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(TrainerJob(2, 3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  Answer("w1", [](auto&) { return 1e9; });
+  Answer("w2", [](auto&) { return 1e9; });
+  CompleteRendezvous(id, 1, 29500);
+  // w3 joins: the scale-up's generation checks all three before its port.
+  Connect(Checkable(Reg("w3")));
+  Metric("w1", id, 1, 0, 20);
+  Metric("w2", id, 1, 1, 20);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  Exited("w1", id, 1, 0, 75);
+  StopRest(id, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+  const baton::v1::RunPreflight req =
+      Last("w3", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight();
+  EXPECT_EQ(req.generation(), 2);
+  ASSERT_THAT(req.send_to(), SizeIs(2));
+  EXPECT_EQ(req.send_to(0).worker_id(), "w1");
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, [](auto&) { return 1e9; });
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(2));
+  CompleteRendezvous(id, 2, 29501);
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w3"));
+}
+
 TEST_F(PreflightTest, SkippedByTheSpecAndNotRepeatedOnCheckedWorkers) {
   Connect(Checkable(Reg("w1")));
   Connect(Checkable(Reg("w2")));

@@ -93,7 +93,7 @@ MAX_MESSAGE_BYTES = 16 << 20
 LEADER_METADATA_KEY = "baton-leader"
 
 # ClusterService's methods; every other is JobService's.
-_CLUSTER_METHODS = frozenset({"ListWorkers", "GetVersion"})
+_CLUSTER_METHODS = frozenset({"ListWorkers", "GetVersion", "CordonWorker", "UncordonWorker"})
 
 
 def is_terminal(state: int) -> bool:
@@ -386,6 +386,21 @@ class Client:
         """Every worker the coordinator knows of since it started, lost ones included."""
         return list(self._unary("ListWorkers", job_service_pb2.ListWorkersRequest(),
                                 retry=True).workers)
+
+    def cordon(self, worker_id: str, reason: str = "") -> Worker:
+        """Keeps the worker out of new jobs until `uncordon` (admins only; its running jobs
+        go on). Durable across coordinator restarts; cordoning again replaces the reason.
+        Returns the worker, its `.cordon` set. NotFound for an unknown worker. Idempotent,
+        so retried after UNAVAILABLE."""
+        return self._unary("CordonWorker",
+                           job_service_pb2.CordonWorkerRequest(worker_id=worker_id,
+                                                               reason=reason), retry=True)
+
+    def uncordon(self, worker_id: str) -> Worker:
+        """Lifts a cordon (admins only); a worker not cordoned is returned unchanged."""
+        return self._unary("UncordonWorker",
+                           job_service_pb2.UncordonWorkerRequest(worker_id=worker_id),
+                           retry=True)
 
     def version(self) -> GetVersionResponse:
         """The coordinator's release (`.version`, e.g. "0.15.0") and worker protocol range

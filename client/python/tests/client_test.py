@@ -428,6 +428,14 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(bc.Unimplemented):
             self.client.version()
 
+    def test_cordon_and_uncordon(self):
+        self.fake.workers = [job_pb2.Worker(id="w1", state=job_pb2.WORKER_STATE_READY)]
+        self.assertEqual(self.client.cordon("w1", "NIC errors").cordon.reason, "NIC errors")
+        self.assertEqual(self.fake.calls("CordonWorker")[-1].reason, "NIC errors")
+        self.assertFalse(self.client.uncordon("w1").HasField("cordon"))
+        with self.assertRaises(bc.NotFound):
+            self.client.cordon("w9")
+
     def test_context_manager_closes(self):
         with bc.Client(self.fake.address, insecure=True) as client:
             self.assertEqual(client.version().protocol_version, 4)

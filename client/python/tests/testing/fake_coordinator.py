@@ -246,6 +246,25 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
         with self._lock:
             return job_service_pb2.ListWorkersResponse(workers=self.workers)
 
+    def CordonWorker(self, request, context):
+        self._enter("CordonWorker", request, context)
+        with self._lock:
+            for w in self.workers:
+                if w.id == request.worker_id:
+                    w.cordon.worker_id = w.id
+                    w.cordon.reason = request.reason
+                    return w
+        context.abort(grpc.StatusCode.NOT_FOUND, "worker '%s' is unknown" % request.worker_id)
+
+    def UncordonWorker(self, request, context):
+        self._enter("UncordonWorker", request, context)
+        with self._lock:
+            for w in self.workers:
+                if w.id == request.worker_id:
+                    w.ClearField("cordon")
+                    return w
+        context.abort(grpc.StatusCode.NOT_FOUND, "worker '%s' is unknown" % request.worker_id)
+
     def GetVersion(self, request, context):
         self._enter("GetVersion", request, context)
         return job_service_pb2.GetVersionResponse(version="0.15.0", protocol_version=4,
