@@ -8,7 +8,9 @@
 # unhealthy (`baton workers`, the coordinator's metric) and requeues the job, which then
 # runs and succeeds on w1, w2, w4 with no second check (they passed). Then an operator
 # cordons w1 (`baton cordon`): the cordon survives a restart of the coordinator's host, and
-# the next job runs on w2 and w4 only, until `baton uncordon`.
+# the next job runs on w2 and w4 only, until `baton uncordon`. Last, w4's /dev/shm is
+# filled (its own tmpfs, as on a separate machine): the next job's check fails w4's shared
+# memory and the job runs on w1 and w2.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 source "${TEST_SRCDIR}/baton/tests/multihost/cluster.sh"
 
@@ -76,4 +78,17 @@ gang=$(job_field "$JOB2" '",".join(sorted(set(r["worker_id"] for r in d["ranks"]
 [[ $gang == w2,w4 ]] || fail "the second job ran on $gang, expected w2,w4"
 "$BATON" uncordon w1 | grep -qx "worker w1 uncordoned" || fail "baton uncordon did not confirm"
 "$BATON" workers | grep -E "^w1 .* ok$" || fail "w1 is not healthy after uncordon"
+
+on 4 sh -c 'fallocate -l "$(($(df --output=avail -B1 /dev/shm | tail -1) - (8 << 20)))" /dev/shm/fill' \
+  || fail "cannot fill host 4's /dev/shm"
+sed -i "s/name: after-cordon/name: shm-full/" "$TMP/job.yaml"
+"$BATON" submit "$TMP/job.yaml" --wait >"$TMP/submit3.out" 2>&1 \
+  || { cat "$TMP/submit3.out"; fail "the third job did not succeed"; }
+JOB3=$("$BATON" jobs -o json | json_get 'd["jobs"][0]["id"]')
+"$BATON" describe "$JOB3" >"$TMP/describe3.out"
+gang=$(job_field "$JOB3" '",".join(sorted(set(r["worker_id"] for r in d["ranks"])))')
+[[ $gang == w1,w2 ]] || fail "the third job ran on $gang, expected w1,w2"
+grep -q "left out w4 (shm: cannot reserve 32 MiB in /dev/shm" "$TMP/describe3.out" \
+  || { cat "$TMP/describe3.out"; fail "w4's full /dev/shm was not named"; }
+on 4 rm -f /dev/shm/fill
 echo "PASS"
