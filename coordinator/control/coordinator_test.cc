@@ -2296,6 +2296,62 @@ TEST_F(PreflightTest, AWorkerJoiningARunningJobIsCheckedWithTheGang) {
   EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w3"));
 }
 
+TEST_F(PreflightTest, HostsTheJobMustKeepStayWhileThoseItCanSpareAreLeftOut) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Checkable(Reg(w)));
+  baton::v1::JobSpec spec = CommandSpec(3);
+  spec.mutable_workers()->set_max(4);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  // w3 slow, w4's /dev/shm full: one of them can go (min 3 of 4), the failed one first.
+  const auto rate_from = [](const std::string& from) {
+    return [from](const std::string& to) { return from == "w3" || to == "w3" ? 2e6 : 1e9; };
+  };
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, rate_from(w));
+  Answer("w4", rate_from("w4"), /*shm_ok=*/false);
+  // Both are marked, yet the job restarts at once on w1-w3 (w3 kept, not checked again).
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w3"));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kReservePort).reserve_port().generation(), 2);
+  const std::vector<std::string> reasons = EventReasons(id);
+  EXPECT_THAT(reasons, Contains("PreflightWarning"));
+  EXPECT_THAT(reasons, Contains("PreflightExcluded"));
+  const std::vector<baton::v1::Worker> workers = coordinator_->ListWorkers();
+  EXPECT_THAT(FindWorker(workers, "w3")->unhealthy_reason(), HasSubstr("slow"));
+  EXPECT_THAT(FindWorker(workers, "w4")->unhealthy_reason(), HasSubstr("shm: cannot reserve"));
+  CompleteRendezvous(id, 2, 29500);
+}
+
+TEST_F(PreflightTest, AWorkerLostDuringTheCheckFailsTheGenerationAndLateAnswersChangeNothing) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Checkable(Reg(w)));
+  baton::v1::JobSpec spec = CommandSpec(2);
+  spec.mutable_workers()->set_max(2);
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(spec);
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w2"));
+  coordinator_->OnWorkerDisconnected("w2", sessions_["w2"]);
+  coordinator_->FlushStaged();
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  Answer("w1", [](auto&) { return 1e9; });  // too late: no port is asked for
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(0));
+  // No StartAssignment was sent: no rank ran anywhere, so the restart waits for nobody's
+  // exit nor for w2's lease, only for the backoff. It places generation 2 on w1 and w3 and
+  // checks both (w1 never passed: its check did not end).
+  EXPECT_TRUE(jobs_->Peek(id)->ranks(0).has_exit());
+  EXPECT_TRUE(jobs_->Peek(id)->ranks(1).has_exit());
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
+  EXPECT_THAT(Gang(id), ElementsAre("w1", "w3"));
+  Answer("w1", [](auto&) { return 1e9; });
+  Answer("w3", [](auto&) { return 1e9; });
+  CompleteRendezvous(id, 2, 29500);
+}
+
 TEST_F(PreflightTest, SkippedByTheSpecAndNotRepeatedOnCheckedWorkers) {
   Connect(Checkable(Reg("w1")));
   Connect(Checkable(Reg("w2")));

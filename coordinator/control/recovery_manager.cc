@@ -53,6 +53,16 @@ void RecoveryManager::FailWith(const std::string& job_id, baton::v1::Failure fai
     return;
   }
   BATON_LOG(WARNING) << "job " << job_id << ": " << d.message;
+  if (job.state() == baton::v1::JOB_STATE_RENDEZVOUS && job.master_port() == 0) {
+    // No StartAssignment was sent yet (the pre-flight check or the port's reservation was
+    // under way): no rank of the generation runs anywhere, so none is waited for, not even
+    // a lost worker's.
+    for (baton::v1::RankInfo& r : *job.mutable_ranks()) {
+      if (r.has_exit()) continue;
+      r.mutable_exit()->set_exit_code(-1);  // never started
+      *r.mutable_exit()->mutable_time() = ToProto(clock_->Now());
+    }
+  }
   if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kRestarting, name, d.message, &job),
                 "restart")) {
     return;

@@ -161,7 +161,11 @@ void RendezvousManager::OnPreflightResult(const std::string& worker_id,
                                           const baton::v1::PreflightResult& msg) {
   if (ctx_->Fenced(worker_id, msg.job_id(), msg.generation(), "PreflightResult")) return;
   JobRuntime& rt = ctx_->Runtime(msg.job_id());
-  if (!rt.preflight.has_value()) return;  // ended at its deadline: too late
+  // Ended at its deadline (too late), or the generation failed or was cancelled meanwhile.
+  if (!rt.preflight.has_value() ||
+      jobs_->Peek(msg.job_id())->state() != baton::v1::JOB_STATE_RENDEZVOUS) {
+    return;
+  }
   PendingPreflight& p = *rt.preflight;
   if (std::find(p.participants.begin(), p.participants.end(), worker_id) == p.participants.end()) {
     ctx_->RefuseReport(worker_id, "preflight_result",
@@ -198,14 +202,15 @@ void RendezvousManager::FinishPreflight(const std::string& job_id) {
       HostsToLeaveOut(verdict, static_cast<int>(gang.size()), job.spec().workers().min());
   std::vector<baton::v1::JobEvent> events = {
       NewEvent("Preflight", PreflightSummary(verdict, now - p.started))};
-  if (leave.size() < bad.size()) {
-    std::vector<std::string> kept;
-    for (const std::string& w : bad) {
-      if (std::none_of(leave.begin(), leave.end(),
-                       [&](const HostVerdict* h) { return h->worker_id == w; })) {
-        kept.push_back(w);
-      }
+  std::vector<std::string> kept;
+  for (const std::string& w : bad) {
+    if (std::none_of(leave.begin(), leave.end(),
+                     [&](const HostVerdict* h) { return h->worker_id == w; })) {
+      kept.push_back(w);
+      rt.preflight_passed.insert(w);  // accepted for this job: not checked again for it
     }
+  }
+  if (!kept.empty()) {
     events.push_back(NewEvent(
         "PreflightWarning",
         absl::StrCat("kept ", absl::StrJoin(kept, ", "), " despite the pre-flight: the job needs ",
@@ -217,15 +222,27 @@ void RendezvousManager::FinishPreflight(const std::string& job_id) {
     return;
   }
   std::vector<std::string> left;
-  for (const HostVerdict* h : leave)
+  std::set<std::string> left_ids;
+  for (const HostVerdict* h : leave) {
     left.push_back(absl::StrCat(h->worker_id, " (", h->reason, ")"));
+    left_ids.insert(h->worker_id);
+  }
   if (!ctx_->Ok(jobs_->Update(job, std::move(events)), "preflight failed")) return;
-  // Requeued: Schedule places it again on healthy workers (the hosts left out are marked),
-  // checking any it has not checked yet.
-  ctx_->Ok(jobs_->Transition(job_id, JobState::kQueued, "PreflightExcluded",
-                             absl::StrCat("left out ", absl::StrJoin(left, "; "),
-                                          "; requeued on the other workers")),
-           "preflight requeue");
+  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kQueued, "PreflightExcluded",
+                                  absl::StrCat("left out ", absl::StrJoin(left, "; "),
+                                               kept.empty() ? "; requeued on the other workers"
+                                                            : "; restarting on the others")),
+                "preflight requeue")) {
+    return;
+  }
+  if (kept.empty()) return;  // Schedule places it on healthy workers, spares included.
+  // Hosts it must keep are marked too, so Schedule would not give them back: the next
+  // generation runs on the rest of this gang.
+  std::vector<std::string> rest;
+  for (const std::string& w : gang) {
+    if (left_ids.count(w) == 0) rest.push_back(w);
+  }
+  StartRendezvous(*jobs_->Peek(job_id), rest, "PreflightExcluded");
 }
 
 void RendezvousManager::OnPortReserved(const std::string& worker_id,

@@ -4,8 +4,9 @@
 // queued jobs (policy/scheduler.h) and ranks (policy/rank_assignment.h), and runs a
 // generation g through RENDEZVOUS: a pre-flight check of its hosts when the job has not
 // checked one of them yet (RunPreflight to each, policy/preflight.h: hosts found slow or
-// failing are marked unhealthy, and left out by requeueing the job when workers.min
-// allows), then ask rank 0's worker for a free port (ReservePort), then
+// failing are marked unhealthy and, as many as workers.min allows, left out: the job is
+// requeued, or, when it must keep some bad hosts, restarted at once on the rest of its
+// gang), then ask rank 0's worker for a free port (ReservePort), then
 // send every worker its StartAssignment with MASTER_ADDR/PORT; RUNNING once every worker
 // reported AssignmentStarted; SUCCEEDED when every rank exited 0. A rank's failure, a
 // worker that cannot start its ranks, or one that comes back without them go to the
@@ -92,8 +93,11 @@ class RendezvousManager {
   // that can take part (protocol >= 6, a probe port) and does not skip it; false if none
   // is needed.
   bool StartPreflight(const baton::v1::Job& job);
-  // Judges the answers (the missing ones failed), marks bad hosts unhealthy, and either
-  // requeues the job without the hosts it can leave out or goes on to ReservePort.
+  // Judges the answers (the missing ones failed) and marks bad hosts unhealthy. None to
+  // leave out: ReservePort. Else the job goes back to QUEUED without them (Schedule places
+  // it on healthy workers, spares included); if it must keep some bad hosts (workers.min),
+  // which Schedule would not give back since they are marked, its next generation starts
+  // at once on the rest of its gang (the kept hosts accepted for it, not checked again).
   void FinishPreflight(const std::string& job_id);
 
   ControlContext* const ctx_;
