@@ -58,6 +58,7 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
   for (int i = 0; i < n; ++i) index[participants[i]] = i;
   // Per host: the best link and the errors each way, over the links of the answers.
   std::vector<double> best_in(n, -1);
+  std::vector<absl::Duration> latencies;
   std::vector<std::vector<std::string>> errors_out(n), errors_in(n);
   std::vector<int> links_in(n, 0);
   for (const auto& [from, r] : results) {
@@ -68,6 +69,7 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
       if (t == index.end()) continue;
       ++links_in[t->second];
       best_in[t->second] = std::max(best_in[t->second], Bandwidth(l));
+      if (l.error().empty()) latencies.push_back(FromProto(l.connect_latency()));
       if (!l.error().empty()) {
         errors_out[f->second].push_back(absl::StrCat("to ", l.peer_worker_id(), ": ", l.error()));
         errors_in[t->second].push_back(absl::StrCat("from ", from, ": ", l.error()));
@@ -108,6 +110,10 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
           absl::StrCat("none of its peers reached it (", absl::StrJoin(errors_in[i], "; "), ")");
     }
     verdict.hosts.push_back(std::move(h));
+  }
+  if (!latencies.empty()) {
+    std::nth_element(latencies.begin(), latencies.begin() + latencies.size() / 2, latencies.end());
+    verdict.median_latency = latencies[latencies.size() / 2];
   }
   std::vector<double> scores;
   for (const HostVerdict& h : verdict.hosts) {
@@ -156,6 +162,11 @@ std::string PreflightSummary(const PreflightVerdict& verdict, absl::Duration too
                                  absl::FormatDuration(absl::Trunc(took, absl::Milliseconds(1))));
   if (verdict.bandwidth_judged) {
     absl::StrAppend(&out, ", median bandwidth ", FormatRate(verdict.median_bps));
+  }
+  if (verdict.median_latency != absl::InfiniteDuration()) {
+    absl::StrAppend(
+        &out, ", median connect latency ",
+        absl::FormatDuration(absl::Trunc(verdict.median_latency, absl::Microseconds(1))));
   }
   std::vector<std::string> bad;
   for (const HostVerdict& h : verdict.hosts) {

@@ -44,6 +44,8 @@ struct PreflightVerdict {
   std::vector<HostVerdict> hosts;  // in participant order
   bool bandwidth_judged = false;   // three or more hosts with a bandwidth
   double median_bps = 0;           // of the hosts' bandwidths, when judged
+  // Of the links' TCP connect times (one round trip each); InfiniteDuration without any.
+  absl::Duration median_latency = absl::InfiniteDuration();
 };
 
 // Judges the answers (`results` by worker id; a participant without one did not answer

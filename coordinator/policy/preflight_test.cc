@@ -36,6 +36,7 @@ std::map<std::string, baton::v1::PreflightResult> Answers(
       }
       l->set_bytes(static_cast<int64_t>(bps));
       *l->mutable_duration() = ToProto(absl::Seconds(1));
+      *l->mutable_connect_latency() = ToProto(absl::Microseconds(80 + 10 * j));
     }
   }
   return out;
@@ -70,8 +71,10 @@ TEST(JudgePreflightTest, EvenLinksAllPass) {
   EXPECT_THAT(Kinds(v), ::testing::Each(Kind::kOk));
   EXPECT_TRUE(v.bandwidth_judged);
   EXPECT_DOUBLE_EQ(v.median_bps, kFast);
+  EXPECT_EQ(v.median_latency, absl::Microseconds(100));
   EXPECT_THAT(PreflightSummary(v, absl::Milliseconds(230)),
-              HasSubstr("5 host(s) checked in 230ms, median bandwidth 1 GB/s: all passed"));
+              HasSubstr("5 host(s) checked in 230ms, median bandwidth 1 GB/s, median connect "
+                        "latency 100us: all passed"));
 }
 
 // Each way of throttling one host's link names that host and none of its neighbours.
