@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -43,13 +44,16 @@ class Capacity {
       unheld_count_[k].assign(top + 1, 0);
     }
     held_.assign(workers_.size(), 0);
+    auto index = std::make_shared<std::unordered_map<std::string, size_t>>();
+    index->reserve(workers_.size());
     for (size_t i = 0; i < workers_.size(); ++i) {
       AdmissionWorker& w = workers_[i];
       w.free_slots = std::max(w.free_slots, 0);
-      index_[w.id] = i;
+      (*index)[w.id] = i;
       ++free_count_[w.gpus][w.free_slots];
       ++unheld_count_[w.gpus][w.free_slots];
     }
+    index_ = std::move(index);
   }
 
   // Workers that could host one member of `job` now (reservations respected, or not).
@@ -89,12 +93,11 @@ class Capacity {
     const size_t n =
         all ? capable.size()
             : std::min(capable.size(), static_cast<size_t>(std::max(job.min_workers, 0)));
-    std::partial_sort(capable.begin(), capable.begin() + n, capable.end(),
-                      [&](size_t a, size_t b) {
-                        return workers_[a].free_slots != workers_[b].free_slots
-                                   ? workers_[a].free_slots > workers_[b].free_slots
-                                   : a < b;
-                      });
+    std::partial_sort(capable.begin(), capable.begin() + n, capable.end(), [&](size_t a, size_t b) {
+      return workers_[a].free_slots != workers_[b].free_slots
+                 ? workers_[a].free_slots > workers_[b].free_slots
+                 : a < b;
+    });
     for (size_t k = 0; k < n; ++k) {
       const size_t i = capable[k];
       const int hold = std::min(workers_[i].free_slots, job.slots_per_worker);
@@ -104,8 +107,8 @@ class Capacity {
 
   // Gives `slots` back on `worker` (a release being simulated); unknown workers ignored.
   void Release(const std::string& worker, int slots) {
-    auto it = index_.find(worker);
-    if (it == index_.end()) return;
+    auto it = index_->find(worker);
+    if (it == index_->end()) return;
     SetFree(it->second, workers_[it->second].free_slots + slots, held_[it->second]);
   }
 
@@ -126,7 +129,8 @@ class Capacity {
 
   std::vector<AdmissionWorker> workers_;  // by id
   std::vector<int> held_;
-  std::map<std::string, size_t> index_;
+  // Worker id -> position; never changes, shared by copies (trial passes).
+  std::shared_ptr<const std::unordered_map<std::string, size_t>> index_;
   std::vector<int> free_count_[2];    // [gpus][free slots] -> workers
   std::vector<int> unheld_count_[2];  // the same with the holds given back
 };
@@ -134,6 +138,7 @@ class Capacity {
 struct QueueState {
   const QueueConfig* config = nullptr;
   Quantity used;
+  const std::map<std::string, Quantity>* users = nullptr;  // decayed usage; may be null
 };
 
 struct CohortState {
@@ -146,6 +151,8 @@ class Pass {
   explicit Pass(const AdmissionSnapshot& s) : snapshot_(s), capacity_(s.workers) {
     for (const QueueConfig& q : s.queues) {
       queues_[q.name].config = &q;
+      auto users = s.user_usage.find(q.name);
+      if (users != s.user_usage.end()) queues_[q.name].users = &users->second;
       if (!q.cohort.empty()) cohorts_[q.cohort].nominal += q.nominal;
     }
     for (const AdmissionJob& j : s.jobs) {
@@ -163,7 +170,8 @@ class Pass {
 
   AdmissionPlan Run() {
     Order();
-    std::map<std::string, int> next_position;
+    std::unordered_map<std::string, int> next_position;
+    plan_.pending.reserve(pending_.size());
     int preemption_tries = 0;
     for (const AdmissionJob* job : pending_) {
       auto q = queues_.find(job->queue);
@@ -257,10 +265,9 @@ class Pass {
       auto q = queues_.find(j->queue);
       if (q != queues_.end()) {
         queue_share = DominantShare(q->second.used, q->second.config->nominal);
-        auto users = snapshot_.user_usage.find(j->queue);
-        if (users != snapshot_.user_usage.end()) {
-          auto u = users->second.find(j->user);
-          if (u != users->second.end()) {
+        if (q->second.users != nullptr) {
+          auto u = q->second.users->find(j->user);
+          if (u != q->second.users->end()) {
             user_share = DominantShare(u->second, q->second.config->nominal);
           }
         }
@@ -315,9 +322,8 @@ class Pass {
   }
 
   void Wait(const AdmissionJob& job, const PendingReason& why,
-            std::map<std::string, int>& next_position) {
-    plan_.pending[job.id] = why;
-    plan_.position[job.id] = ++next_position[job.queue];
+            std::unordered_map<std::string, int>& next_position) {
+    plan_.pending.push_back({job.id, why, ++next_position[job.queue]});
   }
 
   // Whether `victim` may be shrunk or preempted for `job`, and why.
@@ -431,7 +437,7 @@ class Pass {
 
   const AdmissionSnapshot& snapshot_;
   Capacity capacity_;
-  std::map<std::string, QueueState> queues_;
+  std::unordered_map<std::string, QueueState> queues_;
   std::map<std::string, CohortState> cohorts_;
   std::vector<const AdmissionJob*> pending_;
   std::vector<const AdmissionJob*> running_;
@@ -446,21 +452,27 @@ class Pass {
 
 AdmissionPlan PlanAdmission(const AdmissionSnapshot& snapshot) { return Pass(snapshot).Run(); }
 
+const Waiting* FindWaiting(const AdmissionPlan& plan, const std::string& job_id) {
+  for (const Waiting& w : plan.pending) {
+    if (w.job_id == job_id) return &w;
+  }
+  return nullptr;
+}
+
 std::string DescribePending(const AdmissionJob& job, const PendingReason& why) {
-  const std::string needs = absl::StrCat("needs ", Amount(why.need), " (", job.min_workers,
-                                         " worker", job.min_workers == 1 ? "" : "s", " x ",
-                                         job.slots_per_worker, ")");
+  const std::string needs =
+      absl::StrCat("needs ", Amount(why.need), " (", job.min_workers, " worker",
+                   job.min_workers == 1 ? "" : "s", " x ", job.slots_per_worker, ")");
   switch (why.kind) {
     case PendingReason::Kind::kUnknownQueue:
       return absl::StrCat("queue '", job.queue, "' is not configured (see `baton queues`)");
     case PendingReason::Kind::kQuota: {
-      std::string out = absl::StrCat(needs, "; queue ", job.queue, " at ",
-                                     Amount(why.queue_used), " of its quota of ",
-                                     Amount(why.queue_nominal));
+      std::string out = absl::StrCat(needs, "; queue ", job.queue, " at ", Amount(why.queue_used),
+                                     " of its quota of ", Amount(why.queue_nominal));
       if (why.cohort.empty()) return absl::StrCat(out, "; it borrows from no cohort");
       if ((why.queue_used + why.need).FitsIn(why.queue_nominal)) {
-        return absl::StrCat(out, "; the rest of its quota is lent out in cohort ", why.cohort,
-                            " (", Amount(why.cohort_spare),
+        return absl::StrCat(out, "; the rest of its quota is lent out in cohort ", why.cohort, " (",
+                            Amount(why.cohort_spare),
                             " spare): it is reclaimed from preemptible borrowers");
       }
       if (!why.lender_waiting.empty()) {
@@ -486,9 +498,8 @@ std::string DescribePending(const AdmissionJob& job, const PendingReason& why) {
 
 Quantity DecayUsage(const Quantity& previous, const Quantity& running, absl::Duration elapsed,
                     absl::Duration half_life) {
-  const double factor = half_life > absl::ZeroDuration()
-                            ? std::exp2(-absl::FDivDuration(elapsed, half_life))
-                            : 0.0;
+  const double factor =
+      half_life > absl::ZeroDuration() ? std::exp2(-absl::FDivDuration(elapsed, half_life)) : 0.0;
   const double seconds = absl::ToDoubleSeconds(elapsed);
   return {static_cast<int64_t>(std::llround(previous.slots * factor + running.slots * seconds)),
           static_cast<int64_t>(std::llround(previous.gpus * factor + running.gpus * seconds))};

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -130,14 +131,14 @@ struct PendingReason {
     kPreempting,    // room is being made for it (shrinks/preemptions under way)
   };
   Kind kind = Kind::kCapacity;
-  Quantity need;             // what its workers.min needs
-  Quantity queue_used;       // its queue's usage
+  Quantity need;        // what its workers.min needs
+  Quantity queue_used;  // its queue's usage
   Quantity queue_nominal;
-  std::string cohort;        // "" if none
-  Quantity cohort_spare;     // what the cohort's other queues leave unused
-  int fitting_workers = 0;   // workers that have room for one of its members now
+  std::string cohort;          // "" if none
+  Quantity cohort_spare;       // what the cohort's other queues leave unused
+  int fitting_workers = 0;     // workers that have room for one of its members now
   std::string lender_waiting;  // kQuota: a queue of the cohort waits for its own quota
-  std::string reserved_for;  // kReserved: the job holding the reservation
+  std::string reserved_for;    // kReserved: the job holding the reservation
 };
 
 // "needs 4 slots; queue team-a at 8/8 slots of its quota; borrowing unavailable in cohort
@@ -147,12 +148,12 @@ std::string DescribePending(const AdmissionJob& job, const PendingReason& why);
 struct Admission {
   std::string job_id;
   std::vector<std::string> worker_ids;  // sorted
-  bool borrowing = false;  // its queue goes beyond its nominal quota with it
+  bool borrowing = false;               // its queue goes beyond its nominal quota with it
 };
 
 struct Shrink {
   std::string job_id;
-  int to_workers = 0;  // >= its min_workers
+  int to_workers = 0;                // >= its min_workers
   std::vector<std::string> leaving;  // the workers it gives up
   std::string for_job;
 };
@@ -163,14 +164,22 @@ struct Preemption {
   std::string why;  // "reclaim" (its queue borrowed the quota) or "priority"
 };
 
+struct Waiting {
+  std::string job_id;
+  PendingReason why;
+  int position = 0;  // in its queue, 1 = next
+};
+
 struct AdmissionPlan {
   std::vector<Admission> admit;
   std::vector<Shrink> shrink;
   std::vector<Preemption> preempt;
-  // Every job still pending: why, and its position in its queue (1 = next).
-  std::map<std::string, PendingReason> pending;
-  std::map<std::string, int> position;
+  // Every job still pending, in the pass's order.
+  std::vector<Waiting> pending;
 };
+
+// The entry of `job_id` in plan.pending; nullptr if it is not pending. O(pending).
+const Waiting* FindWaiting(const AdmissionPlan& plan, const std::string& job_id);
 
 // One scheduling pass. Jobs of unknown queues wait (kUnknownQueue). Deterministic: the
 // same snapshot gives the same plan. Thread-compatible, no I/O.

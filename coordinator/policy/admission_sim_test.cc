@@ -22,7 +22,7 @@ using Phase = AdmissionJob::Phase;
 constexpr int kWorkers = 100;
 constexpr int kSlotsPerWorker = 4;
 constexpr int kJobs = 1000;
-constexpr int64_t kTick = 10;                 // seconds
+constexpr int64_t kTick = 10;                  // seconds
 constexpr int64_t kArrivalWindow = 24 * 3600;  // jobs arrive over a day
 // The bound on any job's wait, from its arrival to its (first) start: the arrival window
 // plus twice D, D being the time the whole cluster needs to run every job back to back
@@ -155,7 +155,8 @@ Outcome Simulate(uint32_t seed) {
     }
     for (auto& [queue, users] : running_by_user) {
       for (auto& [user, q] : users) {
-        usage[queue][user] = DecayUsage(usage[queue][user], q, absl::Seconds(kTick), absl::Hours(1));
+        usage[queue][user] =
+            DecayUsage(usage[queue][user], q, absl::Seconds(kTick), absl::Hours(1));
       }
     }
     snap.user_usage = usage;
@@ -214,26 +215,27 @@ Outcome Simulate(uint32_t seed) {
   out.end = t;
   std::vector<int64_t> waits;
   for (const SimJob& s : jobs) {
-    EXPECT_GE(s.finished, 0) << s.job.id << " never finished (queue " << s.job.queue
-                             << ", needs " << s.job.min_workers << " x " << s.job.slots_per_worker
-                             << ")";
+    EXPECT_GE(s.finished, 0) << s.job.id << " never finished (queue " << s.job.queue << ", needs "
+                             << s.job.min_workers << " x " << s.job.slots_per_worker << ")";
     if (s.started >= 0) waits.push_back(s.started - s.arrival);
   }
   std::sort(waits.begin(), waits.end());
   out.max_wait = waits.empty() ? 0 : waits.back();
   out.median_wait = waits.empty() ? 0 : waits[waits.size() / 2];
-  out.utilisation = up_slot_seconds > 0 ? static_cast<double>(busy_slot_seconds) / up_slot_seconds : 0;
+  out.utilisation =
+      up_slot_seconds > 0 ? static_cast<double>(busy_slot_seconds) / up_slot_seconds : 0;
   return out;
 }
 
 TEST(AdmissionSimulationTest, QuotasHoldEveryJobFinishesAndTheSameSeedGivesTheSameOutcome) {
   const Outcome a = Simulate(42);
   EXPECT_LE(a.max_wait, a.wait_bound);
-  printf("1000 jobs, 100 workers x 4 slots: all done at %.1f h simulated; utilisation %.1f%%; "
-         "wait median %.1f min, max %.1f h (bound %.1f h); %d shrinks, %d preemptions, %d "
-         "worker failures; at most %d preemptions of one job\n",
-         a.end / 3600.0, 100 * a.utilisation, a.median_wait / 60.0, a.max_wait / 3600.0,
-         a.wait_bound / 3600.0, a.shrinks, a.preemptions, a.failures, a.most_preempted);
+  printf(
+      "1000 jobs, 100 workers x 4 slots: all done at %.1f h simulated; utilisation %.1f%%; "
+      "wait median %.1f min, max %.1f h (bound %.1f h); %d shrinks, %d preemptions, %d "
+      "worker failures; at most %d preemptions of one job\n",
+      a.end / 3600.0, 100 * a.utilisation, a.median_wait / 60.0, a.max_wait / 3600.0,
+      a.wait_bound / 3600.0, a.shrinks, a.preemptions, a.failures, a.most_preempted);
   const Outcome b = Simulate(42);
   EXPECT_EQ(a.starts, b.starts);
   EXPECT_EQ(a.end, b.end);

@@ -57,6 +57,18 @@ void Occupy(AdmissionSnapshot& s) {
   }
 }
 
+const PendingReason& Why(const AdmissionPlan& p, const std::string& id) {
+  static const PendingReason kNone;
+  const Waiting* w = FindWaiting(p, id);
+  EXPECT_NE(w, nullptr) << id << " is not pending";
+  return w != nullptr ? w->why : kNone;
+}
+
+int Position(const AdmissionPlan& p, const std::string& id) {
+  const Waiting* w = FindWaiting(p, id);
+  return w != nullptr ? w->position : -1;
+}
+
 std::vector<std::string> Admitted(const AdmissionPlan& p) {
   std::vector<std::string> out;
   for (const Admission& a : p.admit) out.push_back(a.job_id);
@@ -70,12 +82,12 @@ TEST(AdmissionTest, QuotaCapsAQueueWithoutACohort) {
   s.jobs = {Pending("a1", "team-a", 3, 0, 0, 1), Pending("a2", "team-a", 2, 0, 0, 2)};
   const AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(Admitted(p), ElementsAre("a1"));
-  ASSERT_EQ(p.pending.count("a2"), 1u);
-  EXPECT_EQ(p.pending.at("a2").kind, Kind::kQuota);
-  EXPECT_EQ(DescribePending(s.jobs[1], p.pending.at("a2")),
+  ASSERT_NE(FindWaiting(p, "a2"), nullptr);
+  EXPECT_EQ(Why(p, "a2").kind, Kind::kQuota);
+  EXPECT_EQ(DescribePending(s.jobs[1], Why(p, "a2")),
             "needs 2 slots (2 workers x 1); queue team-a at 3 slots of its quota of 4 slots; it "
             "borrows from no cohort");
-  EXPECT_EQ(p.position.at("a2"), 1);
+  EXPECT_EQ(Position(p, "a2"), 1);
 }
 
 TEST(AdmissionTest, AQueueBorrowsIdleQuotaInItsCohortAndSaysWhenItCannot) {
@@ -86,8 +98,8 @@ TEST(AdmissionTest, AQueueBorrowsIdleQuotaInItsCohortAndSaysWhenItCannot) {
   const AdmissionPlan p = PlanAdmission(s);
   ASSERT_THAT(Admitted(p), ElementsAre("a1"));
   EXPECT_TRUE(p.admit[0].borrowing);
-  EXPECT_EQ(p.pending.at("a2").kind, Kind::kQuota);
-  EXPECT_EQ(DescribePending(s.jobs[1], p.pending.at("a2")),
+  EXPECT_EQ(Why(p, "a2").kind, Kind::kQuota);
+  EXPECT_EQ(DescribePending(s.jobs[1], Why(p, "a2")),
             "needs 3 slots (3 workers x 1); queue team-a at 6 slots of its quota of 4 slots; "
             "borrowing unavailable in cohort research (2 slots spare)");
 }
@@ -104,8 +116,8 @@ TEST(AdmissionTest, HigherPriorityFirstThenTheLessUsedQueueThenTheLighterUser) {
   const AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(Admitted(p), ElementsAre("high", "light-user"));
   // The rest wait in fair-share order within their queue.
-  EXPECT_EQ(p.position.at("low"), 1);
-  EXPECT_EQ(p.position.at("heavy-user"), 2);
+  EXPECT_EQ(Position(p, "low"), 1);
+  EXPECT_EQ(Position(p, "heavy-user"), 2);
 }
 
 TEST(AdmissionTest, AnElasticJobTakesUpToItsMaxWithinQuotaAndCapacity) {
@@ -138,9 +150,9 @@ TEST(AdmissionTest, BackfillUsesOnlyWhatTheWaitingGangCannot) {
   const AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(Admitted(p), ElementsAre("small"));
   EXPECT_THAT(p.admit[0].worker_ids, ElementsAre("w03"));
-  EXPECT_EQ(p.pending.at("gang").kind, Kind::kCapacity);
-  EXPECT_EQ(p.pending.at("medium").kind, Kind::kReserved);
-  EXPECT_EQ(DescribePending(medium, p.pending.at("medium")),
+  EXPECT_EQ(Why(p, "gang").kind, Kind::kCapacity);
+  EXPECT_EQ(Why(p, "medium").kind, Kind::kReserved);
+  EXPECT_EQ(DescribePending(medium, Why(p, "medium")),
             "needs 3 slots (1 worker x 3); the free workers are held for job gang, which waits "
             "ahead of it");
   EXPECT_THAT(p.shrink, IsEmpty());
@@ -165,7 +177,7 @@ TEST(AdmissionTest, AHigherPriorityJobShrinksAnElasticJobBeforePreemptingAnythin
   EXPECT_EQ(p.shrink[0].to_workers, 3);
   EXPECT_THAT(p.shrink[0].leaving, ElementsAre("w06", "w05", "w04"));
   EXPECT_THAT(p.preempt, IsEmpty());
-  EXPECT_EQ(p.pending.at("urgent").kind, Kind::kPreempting);
+  EXPECT_EQ(Why(p, "urgent").kind, Kind::kPreempting);
 }
 
 TEST(AdmissionTest, AReclaimPreemptsTheLowestPriorityBorrowerNeverANonPreemptibleOne) {
@@ -175,8 +187,7 @@ TEST(AdmissionTest, AReclaimPreemptsTheLowestPriorityBorrowerNeverANonPreemptibl
   AdmissionJob keep = Running("b-keep", "b", {"w01", "w02", "w03"}, 0, 1);
   keep.preemptible = false;
   s.jobs = {keep, Running("b-high", "b", {"w04", "w05"}, 5, 2),
-            Running("b-low", "b", {"w06", "w07", "w08"}, 1, 3),
-            Pending("a-job", "a", 3, 0, 0, 4)};
+            Running("b-low", "b", {"w06", "w07", "w08"}, 1, 3), Pending("a-job", "a", 3, 0, 0, 4)};
   Occupy(s);
   const AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(Admitted(p), IsEmpty());
@@ -196,7 +207,7 @@ TEST(AdmissionTest, NothingIsPreemptedInVainNorWhileAReleaseIsUnderWay) {
   // Preempting "low" frees 2 of the 4 workers "mid" needs; "other" outranks it.
   AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(p.preempt, IsEmpty());
-  EXPECT_EQ(p.pending.at("mid").kind, Kind::kCapacity);
+  EXPECT_EQ(Why(p, "mid").kind, Kind::kCapacity);
   // With 2 workers needed, "low" goes; while it is releasing nothing more is planned.
   s.jobs[2].min_workers = s.jobs[2].max_workers = 2;
   p = PlanAdmission(s);
@@ -206,7 +217,7 @@ TEST(AdmissionTest, NothingIsPreemptedInVainNorWhileAReleaseIsUnderWay) {
   s.jobs[0].phase = Phase::kReleasing;
   p = PlanAdmission(s);
   EXPECT_THAT(p.preempt, IsEmpty());
-  EXPECT_EQ(p.pending.at("mid").kind, Kind::kPreempting);
+  EXPECT_EQ(Why(p, "mid").kind, Kind::kPreempting);
 }
 
 TEST(AdmissionTest, NobodyBorrowsWhileAQueueWaitsForItsOwnQuota) {
@@ -220,13 +231,13 @@ TEST(AdmissionTest, NobodyBorrowsWhileAQueueWaitsForItsOwnQuota) {
   Occupy(s);
   const AdmissionPlan p = PlanAdmission(s);
   EXPECT_THAT(Admitted(p), IsEmpty());  // the free workers are not lent out again
-  EXPECT_EQ(p.pending.at("a-big").kind, Kind::kQuota);
-  EXPECT_THAT(DescribePending(s.jobs[1], p.pending.at("a-big")),
+  EXPECT_EQ(Why(p, "a-big").kind, Kind::kQuota);
+  EXPECT_THAT(DescribePending(s.jobs[1], Why(p, "a-big")),
               HasSubstr("queue a at 0 slots of its quota of 4 slots; the rest of its quota is "
                         "lent out in cohort c (2 slots spare): it is reclaimed from preemptible "
                         "borrowers"));
-  EXPECT_EQ(p.pending.at("b-more").kind, Kind::kQuota);
-  EXPECT_THAT(DescribePending(s.jobs[2], p.pending.at("b-more")),
+  EXPECT_EQ(Why(p, "b-more").kind, Kind::kQuota);
+  EXPECT_THAT(DescribePending(s.jobs[2], Why(p, "b-more")),
               HasSubstr("borrowing paused in cohort c: queue a waits for its own quota"));
 }
 
@@ -269,8 +280,8 @@ TEST(AdmissionTest, GpuJobsGoOnlyOnGpuWorkersAndCountAgainstTheGpuQuota) {
   const AdmissionPlan p = PlanAdmission(s);
   ASSERT_THAT(Admitted(p), ElementsAre("train", "cpu"));
   EXPECT_THAT(p.admit[0].worker_ids, ElementsAre("g1", "g2"));
-  EXPECT_EQ(p.pending.at("more").kind, Kind::kQuota);
-  EXPECT_THAT(DescribePending(more, p.pending.at("more")),
+  EXPECT_EQ(Why(p, "more").kind, Kind::kQuota);
+  EXPECT_THAT(DescribePending(more, Why(p, "more")),
               HasSubstr("queue a at 2 slots, 2 GPUs of its quota of 16 slots, 2 GPUs"));
 }
 
@@ -279,13 +290,12 @@ TEST(AdmissionTest, UnknownQueuesWaitAndSaySo) {
   s.workers = Workers(1, 1);
   s.jobs = {Pending("j", "gone", 1)};
   const AdmissionPlan p = PlanAdmission(s);
-  EXPECT_EQ(DescribePending(s.jobs[0], p.pending.at("j")),
+  EXPECT_EQ(DescribePending(s.jobs[0], Why(p, "j")),
             "queue 'gone' is not configured (see `baton queues`)");
 }
 
 TEST(DecayUsageTest, HalvesPerHalfLifeAndAddsWhatRan) {
-  EXPECT_EQ(DecayUsage({1000, 100}, {0, 0}, absl::Hours(1), absl::Hours(1)),
-            (Quantity{500, 50}));
+  EXPECT_EQ(DecayUsage({1000, 100}, {0, 0}, absl::Hours(1), absl::Hours(1)), (Quantity{500, 50}));
   EXPECT_EQ(DecayUsage({0, 0}, {4, 1}, absl::Seconds(10), absl::Hours(1)), (Quantity{40, 10}));
   EXPECT_EQ(DecayUsage({1000, 0}, {2, 0}, absl::Hours(2), absl::Hours(1)),
             (Quantity{250 + 14400, 0}));
