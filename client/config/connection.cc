@@ -1,18 +1,18 @@
 #include "client/config/connection.h"
 
+#include <yaml-cpp/yaml.h>
+
 #include <fstream>
 #include <sstream>
 #include <utility>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "client/yaml/bounded_yaml.h"
 #include "common/net/coordinator_addresses.h"
 #include "common/security/tls.h"
+#include "common/yaml/bounded_yaml.h"
 
 namespace baton::cli {
 namespace {

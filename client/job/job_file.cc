@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,14 +11,12 @@
 #include <string>
 #include <vector>
 
-#include <yaml-cpp/yaml.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/job/yaml_proto.h"
-#include "client/yaml/bounded_yaml.h"
 #include "common/status_macros.h"
+#include "common/yaml/bounded_yaml.h"
 
 namespace baton::cli {
 namespace {

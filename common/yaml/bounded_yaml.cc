@@ -1,10 +1,10 @@
-#include "client/yaml/bounded_yaml.h"
-
-#include <sstream>
+#include "common/yaml/bounded_yaml.h"
 
 #include <yaml-cpp/eventhandler.h>
 
-namespace baton::cli {
+#include <sstream>
+
+namespace baton {
 namespace {
 
 // Counts a document's parse events and throws a ParserException at the first one past
@@ -62,4 +62,4 @@ YAML::Node LoadBounded(const std::string& text) {
   return docs.empty() ? YAML::Node() : docs.front();
 }
 
-}  // namespace baton::cli
+}  // namespace baton
