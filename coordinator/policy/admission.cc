@@ -300,21 +300,19 @@ class Pass {
   // quota is lent out gets it back by reclaiming, not by overdrawing the cohort). May be
   // below min_workers.
   int WorkersWithinQuota(const AdmissionJob& job, const QueueState& q) const {
-    const Quantity per = job.PerWorker();
-    Quantity room = q.config->nominal - q.used;
-    if (!q.config->cohort.empty()) {
-      const CohortState& c = cohorts_.at(q.config->cohort);
-      room = c.nominal - c.used;
-    }
-    int64_t n = job.max_workers;
-    if (per.slots > 0) n = std::min<int64_t>(n, std::max<int64_t>(room.slots, 0) / per.slots);
-    if (per.gpus > 0) n = std::min<int64_t>(n, std::max<int64_t>(room.gpus, 0) / per.gpus);
-    return static_cast<int>(n);
+    if (q.config->cohort.empty()) return WorkersIn(job, q.config->nominal - q.used);
+    const CohortState& c = cohorts_.at(q.config->cohort);
+    return WorkersIn(job, c.nominal - c.used);
   }
 
+  // Most workers of `job` its queue's own quota can take now.
   int WorkersWithinOwnQuota(const AdmissionJob& job, const QueueState& q) const {
+    return WorkersIn(job, q.config->nominal - q.used);
+  }
+
+  // Most workers of `job` (up to max_workers) that `room` holds.
+  static int WorkersIn(const AdmissionJob& job, const Quantity& room) {
     const Quantity per = job.PerWorker();
-    const Quantity room = q.config->nominal - q.used;
     int64_t n = job.max_workers;
     if (per.slots > 0) n = std::min<int64_t>(n, std::max<int64_t>(room.slots, 0) / per.slots);
     if (per.gpus > 0) n = std::min<int64_t>(n, std::max<int64_t>(room.gpus, 0) / per.gpus);
