@@ -2,6 +2,8 @@
 # Coordinator replicas on etcd: the leader is killed (SIGKILL) mid-training; a standby
 # leads, the workers follow it and re-attach, the job goes on in the same generation with
 # the same processes and succeeds. Clients and workers are given every replica's address.
+# An operator's cordon (`baton cordon`), set on the old leader, is in etcd: the new leader
+# shows it and lifts it.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 start_etcd
@@ -38,6 +40,7 @@ wait_for 120 past
 BEFORE=$(generation_and_pid "$JOB" 0; generation_and_pid "$JOB" 1)
 STEP_BEFORE=$(job_step "$JOB")
 
+"$BATON" cordon w2 --reason "fan noise" | grep -qx "worker w2 cordoned" || fail "cordon refused"
 kill -KILL "${REPLICA_PIDS[$LEADER]}"
 wait "${REPLICA_PIDS[$LEADER]}" 2>/dev/null || true
 new_leader() { local n; n=$(leader_name) && [[ $n != "$LEADER" ]]; }
@@ -52,6 +55,9 @@ AFTER=$(generation_and_pid "$JOB" 0; generation_and_pid "$JOB" 1)
 # Training went on, reporting to the new leader, and the job finished all its steps.
 advanced() { (($(job_step "$JOB") > STEP_BEFORE)); }
 wait_for 60 advanced
+"$BATON" workers | grep -E "^w2 .*cordoned by e2e .*: fan noise$" \
+  || fail "the new leader does not show the cordon: $("$BATON" workers)"
+"$BATON" uncordon w2 | grep -qx "worker w2 uncordoned" || fail "uncordon refused"
 wait_for 300 job_succeeded "$JOB"
 [[ $(job_step "$JOB") == "$STEPS" ]] || fail "the job ended at step $(job_step "$JOB"), not $STEPS"
 [[ $(job_field "$JOB" 'd["generation"]') == "${BEFORE%% *}" ]] || fail "the generation changed"
