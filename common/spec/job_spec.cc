@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -267,6 +268,26 @@ absl::Status ValidateRestartPolicy(const RestartPolicy& p) {
   return absl::OkStatus();
 }
 
+// queue (a queue's name or empty), priority (a class name, an integer, or empty). Whether
+// the queue and the class exist is the coordinator's to say (its queue file).
+absl::Status ValidateSharing(const JobSpec& spec) {
+  if (!spec.queue().empty() && !IsValidJobName(spec.queue())) {
+    return Invalid("queue", absl::StrCat("'", spec.queue(),
+                                         "' is invalid; a queue name: 1-63 characters of "
+                                         "[a-z0-9-] starting with a lowercase letter"));
+  }
+  const std::string& p = spec.priority();
+  int value = 0;
+  if (!p.empty() && !IsValidJobName(p) &&
+      !(absl::SimpleAtoi(p, &value) && value >= -1000000000 && value <= 1000000000)) {
+    return Invalid("priority",
+                   absl::StrCat("'", p,
+                                "' is invalid; a priority class name (the cluster's queue file) "
+                                "or an integer in -1000000000..1000000000"));
+  }
+  return absl::OkStatus();
+}
+
 // preflight.link_window, preflight.min_bandwidth_fraction.
 absl::Status ValidatePreflight(const baton::v1::Preflight& p) {
   const absl::Duration window = FromProto(p.link_window());
@@ -433,7 +454,8 @@ absl::Status ValidateJobSpec(const JobSpec& spec) {
 
   RETURN_IF_ERROR(ValidateBudget(spec));
   RETURN_IF_ERROR(ValidateRestartPolicy(spec.restart_policy()));
-  return ValidatePreflight(spec.preflight());
+  RETURN_IF_ERROR(ValidatePreflight(spec.preflight()));
+  return ValidateSharing(spec);
 }
 
 }  // namespace baton

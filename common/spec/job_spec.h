@@ -73,7 +73,8 @@ baton::v1::Preflight PreflightWithDefaults(baton::v1::Preflight preflight);
 //     .stall_floor (>= 1 s), .phase_timeouts.{startup,step,eval,checkpoint,epoch} (0 or
 //     1 s..7 d), .stall_unlearned, .report_stall_floor (1 s..7 d), .output_silence (0 or
 //     1 s..7 d);
-//   preflight.link_window (50 ms..10 s), .min_bandwidth_fraction (0..1).
+//   preflight.link_window (50 ms..10 s), .min_bandwidth_fraction (0..1);
+//   queue (a name or empty), priority (a class name, an integer, or empty).
 // Thread-safe.
 absl::Status ValidateJobSpec(const baton::v1::JobSpec& spec);
 

@@ -925,6 +925,25 @@ TEST(ValidateJobSpecTest, Preflight) {
   EXPECT_OK(ValidateAndCheckPaths(spec));
 }
 
+TEST(ValidateJobSpecTest, QueueAndPriority) {
+  JobSpec spec = CommandJob();
+  spec.set_queue("team-a");
+  spec.set_priority("high");
+  EXPECT_OK(ValidateAndCheckPaths(spec));
+  spec.set_priority("-25");
+  EXPECT_OK(ValidateAndCheckPaths(spec));
+  spec.set_priority("2000000000");
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid,
+                       "priority: '2000000000' is invalid; a priority class name (the "
+                       "cluster's queue file) or an integer in "
+                       "-1000000000..1000000000"));
+  spec.set_priority("");
+  spec.set_queue("Team A");
+  EXPECT_THAT(ValidateAndCheckPaths(spec),
+              StatusIs(kInvalid, HasSubstr("queue: 'Team A' is invalid; a queue name")));
+}
+
 TEST(ValidateJobSpecTest, RestartPolicy) {
   JobSpec spec = CommandJob();
   EXPECT_OK(ValidateAndCheckPaths(spec));

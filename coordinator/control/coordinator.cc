@@ -125,6 +125,12 @@ absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
                                                       const std::string& request_id,
                                                       const std::string& owner) {
   RETURN_IF_ERROR(ctx_.halted());
+  if (!spec.queue().empty() || !spec.priority().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        spec.queue().empty() ? "priority" : "queue",
+        ": this coordinator has no queues; it starts jobs first come, first served (leave "
+        "queue and priority unset)"));
+  }
   absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id, owner);
   if (!job.ok()) {
     if (!jobs_->store_error().ok()) ctx_.Halt(jobs_->store_error());

@@ -235,6 +235,18 @@ class CoordinatorTest : public ::testing::Test {
   std::map<std::string, uint64_t> sessions_;
 };
 
+TEST_F(CoordinatorTest, AQueueOrPriorityIsRefusedWithoutQueues) {
+  baton::v1::JobSpec spec = CommandSpec(1);
+  spec.set_queue("team-a");
+  EXPECT_THAT(coordinator_->SubmitJob(spec),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("queue: this coordinator has no queues")));
+  spec.clear_queue();
+  spec.set_priority("high");
+  EXPECT_THAT(coordinator_->SubmitJob(spec),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("priority: ")));
+}
+
 TEST_F(CoordinatorTest, GangWaitsForMinWorkersThenRendezvousAndRuns) {
   absl::StatusOr<baton::v1::Job> job = coordinator_->SubmitJob(CommandSpec(2));
   ASSERT_OK(job);
