@@ -64,9 +64,11 @@ struct CoordinatorOptions {
 // its ReservePort.
 struct PendingPreflight {
   std::vector<std::string> participants;                      // ring order
-  std::map<std::string, baton::v1::PreflightResult> results;  // by worker
-  absl::Time started;
-  absl::Time deadline;  // for the answers
+  int round = 1;  // 2: confirming hosts round 1 found slow
+  std::map<std::string, baton::v1::PreflightResult> results;  // this round's, by worker
+  std::map<std::string, baton::v1::PreflightResult> earlier;  // round 1's, in round 2
+  absl::Time started;                                         // of round 1
+  absl::Time deadline;                                        // for this round's answers
 };
 
 // Per-job state that lives only while the coordinator runs (rebuilt after a restart:

@@ -2131,6 +2131,7 @@ class PreflightTest : public CoordinatorTest {
     baton::v1::PreflightResult* r = m.mutable_preflight_result();
     r->set_job_id(req.job_id());
     r->set_generation(req.generation());
+    r->set_round(req.round());
     baton::v1::HostCheck* shm = r->add_checks();
     shm->set_name("shm");
     shm->set_ok(shm_ok);
@@ -2192,8 +2193,12 @@ TEST_F(PreflightTest, ASlowHostIsLeftOutMarkedAndRecheckedLater) {
   for (const std::string w : {"w1", "w2", "w3"}) Answer(w, rate_from(w));
   EXPECT_EQ(StateOf(id), JobState::kRendezvous);  // w4 has yet to answer
   Answer("w4", rate_from("w4"));
+  // Slow in the first round: a second round, at once, must confirm it.
+  EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight().round(), 2);
+  EXPECT_EQ(StateOf(id), JobState::kRendezvous);
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Answer(w, rate_from(w));
   // Left out: the job goes back to the queue and starts again on the other three, which
-  // passed: no second check.
+  // passed: no further check.
   EXPECT_EQ(StateOf(id), JobState::kQueued);
   const std::vector<baton::v1::Worker> workers = coordinator_->ListWorkers();
   const baton::v1::Worker* w3 = FindWorker(workers, "w3");
@@ -2207,7 +2212,7 @@ TEST_F(PreflightTest, ASlowHostIsLeftOutMarkedAndRecheckedLater) {
   ASSERT_EQ(StateOf(id), JobState::kRendezvous);
   EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
   EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w4"));
-  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(2));
   CompleteRendezvous(id, 2, 29500);
   const std::vector<std::string> reasons = EventReasons(id);
   EXPECT_THAT(reasons, Contains("Preflight"));
@@ -2231,6 +2236,56 @@ TEST_F(PreflightTest, ASlowHostIsLeftOutMarkedAndRecheckedLater) {
   EXPECT_THAT(Gang(second->id()), ElementsAre("w3"));
   EXPECT_EQ(Last("w3", baton::v1::CoordinatorMessage::kRunPreflight).run_preflight().job_id(),
             second->id());
+}
+
+TEST_F(PreflightTest, AHostSlowForAMomentIsNotMarkedWhenTheSecondRoundDoesNotConfirmIt) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Checkable(Reg(w)));
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(3));
+  ASSERT_OK(submitted);
+  const std::string id = submitted->id();
+  // Round 1: w2 starved of CPU for the window, its links at a fifth of the others'.
+  const auto slow_w2 = [](const std::string& from) {
+    return [from](const std::string& to) { return from == "w2" || to == "w2" ? 2e8 : 1e9; };
+  };
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, slow_w2(w));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(0));
+  // Round 2: all fast. Nobody is marked; the generation goes on to its port.
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, [](auto&) { return 1e9; });
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    EXPECT_TRUE(w.unhealthy_reason().empty()) << w.id();
+  }
+  // A late first-round answer changes nothing.
+  baton::v1::WorkerMessage late;
+  late.mutable_preflight_result()->set_job_id(id);
+  late.mutable_preflight_result()->set_generation(1);
+  late.mutable_preflight_result()->set_round(1);
+  Send("w2", late);
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+}
+
+TEST_F(PreflightTest, WorkersOnOneMachineAreNotJudgedOnBandwidth) {
+  for (const std::string w : {"w1", "w2", "w3"}) {
+    auto ch = std::make_shared<FakeChannel>();
+    absl::StatusOr<uint64_t> session =
+        coordinator_->OnWorkerConnected(Checkable(Reg(w)), "127.0.0.1", ch);
+    ASSERT_OK(session);
+    channels_[w] = ch;
+    sessions_[w] = *session;
+  }
+  coordinator_->FlushStaged();
+  absl::StatusOr<baton::v1::Job> submitted = coordinator_->SubmitJob(CommandSpec(3));
+  ASSERT_OK(submitted);
+  const auto slow_w2 = [](const std::string& from) {
+    return [from](const std::string& to) { return from == "w2" || to == "w2" ? 1e6 : 1e9; };
+  };
+  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, slow_w2(w));
+  // One machine's loopback measures its CPUs: no second round, nobody marked.
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kReservePort), SizeIs(1));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  for (const baton::v1::Worker& w : coordinator_->ListWorkers()) {
+    EXPECT_TRUE(w.unhealthy_reason().empty()) << w.id();
+  }
 }
 
 TEST_F(PreflightTest, AHostTheJobNeedsForItsMinIsKeptWithAWarning) {
@@ -2319,13 +2374,15 @@ TEST_F(PreflightTest, HostsTheJobMustKeepStayWhileThoseItCanSpareAreLeftOut) {
   const auto rate_from = [](const std::string& from) {
     return [from](const std::string& to) { return from == "w3" || to == "w3" ? 2e6 : 1e9; };
   };
-  for (const std::string w : {"w1", "w2", "w3"}) Answer(w, rate_from(w));
-  Answer("w4", rate_from("w4"), /*shm_ok=*/false);
+  for (int round = 1; round <= 2; ++round) {  // w3 is slow in both
+    for (const std::string w : {"w1", "w2", "w3"}) Answer(w, rate_from(w));
+    Answer("w4", rate_from("w4"), /*shm_ok=*/false);
+  }
   // Both are marked, yet the job restarts at once on w1-w3 (w3 kept, not checked again).
   ASSERT_EQ(StateOf(id), JobState::kRendezvous);
   EXPECT_EQ(jobs_->Peek(id)->generation(), 2);
   EXPECT_THAT(Gang(id), ElementsAre("w1", "w2", "w3"));
-  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(1));
+  EXPECT_THAT(channels_["w1"]->Of(baton::v1::CoordinatorMessage::kRunPreflight), SizeIs(2));
   EXPECT_EQ(Last("w1", baton::v1::CoordinatorMessage::kReservePort).reserve_port().generation(), 2);
   const std::vector<std::string> reasons = EventReasons(id);
   EXPECT_THAT(reasons, Contains("PreflightWarning"));

@@ -130,6 +130,17 @@ bool RendezvousManager::StartPreflight(const baton::v1::Job& job) {
     unchecked |= rt.preflight_passed.count(w) == 0;
   }
   if (!unchecked) return false;
+  PendingPreflight pending;
+  pending.participants = std::move(participants);
+  pending.started = clock_->Now();
+  SendPreflightRound(job, pending);
+  rt.preflight = std::move(pending);
+  return true;
+}
+
+void RendezvousManager::SendPreflightRound(const baton::v1::Job& job, PendingPreflight& p) {
+  const baton::v1::Preflight spec = PreflightWithDefaults(job.spec().preflight());
+  const std::vector<std::string>& participants = p.participants;
   const std::vector<std::vector<int>> plan = PreflightSendTo(static_cast<int>(participants.size()));
   const absl::Duration window = FromProto(spec.link_window());
   for (size_t i = 0; i < participants.size(); ++i) {
@@ -139,6 +150,7 @@ bool RendezvousManager::StartPreflight(const baton::v1::Job& job) {
     req->set_generation(job.generation());
     *req->mutable_link_window() = ToProto(window);
     *req->mutable_connect_timeout() = ToProto(options_.preflight_connect_timeout);
+    req->set_round(p.round);
     for (int j : plan[i]) {
       baton::v1::Peer* p = req->add_send_to();
       p->set_worker_id(participants[j]);
@@ -148,13 +160,8 @@ bool RendezvousManager::StartPreflight(const baton::v1::Job& job) {
     // A worker gone meanwhile does not answer: it fails at the deadline.
     ctx_->Send(participants[i], out);
   }
-  PendingPreflight pending;
-  pending.participants = std::move(participants);
-  pending.started = clock_->Now();
-  pending.deadline = pending.started + window + options_.preflight_connect_timeout +
-                     options_.preflight_answer_grace;
-  rt.preflight = std::move(pending);
-  return true;
+  p.deadline =
+      clock_->Now() + window + options_.preflight_connect_timeout + options_.preflight_answer_grace;
 }
 
 void RendezvousManager::OnPreflightResult(const std::string& worker_id,
@@ -167,6 +174,7 @@ void RendezvousManager::OnPreflightResult(const std::string& worker_id,
     return;
   }
   PendingPreflight& p = *rt.preflight;
+  if (msg.round() != p.round) return;  // a late answer of the first round
   if (std::find(p.participants.begin(), p.participants.end(), worker_id) == p.participants.end()) {
     ctx_->RefuseReport(worker_id, "preflight_result",
                        absl::StrCat("a pre-flight answer for job ", msg.job_id(), " generation ",
@@ -179,13 +187,39 @@ void RendezvousManager::OnPreflightResult(const std::string& worker_id,
 
 void RendezvousManager::FinishPreflight(const std::string& job_id) {
   JobRuntime& rt = ctx_->Runtime(job_id);
-  const PendingPreflight p = std::move(*rt.preflight);
+  PendingPreflight p = std::move(*rt.preflight);
   rt.preflight.reset();
   const baton::v1::Job job = *jobs_->Peek(job_id);
   const baton::v1::Preflight spec = PreflightWithDefaults(job.spec().preflight());
   const absl::Time now = clock_->Now();
+  // Both rounds' answers together: a link counts by the better of its measurements.
+  std::map<std::string, baton::v1::PreflightResult> answers = p.earlier;
+  for (const auto& [worker, r] : p.results) {
+    baton::v1::PreflightResult& merged = answers[worker];
+    if (merged.job_id().empty()) {
+      merged = r;
+      continue;
+    }
+    for (const baton::v1::LinkMeasurement& l : r.links()) *merged.add_links() = l;
+    merged.clear_checks();  // the newest checks of the host
+    for (const baton::v1::HostCheck& c : r.checks()) *merged.add_checks() = c;
+  }
+  // Workers that share a machine have no network between them to judge.
+  std::set<std::string> machines;
+  for (const std::string& w : p.participants) machines.insert(workers_->Host(w));
   const PreflightVerdict verdict =
-      JudgePreflight(p.participants, p.results, spec.min_bandwidth_fraction(), now - p.started);
+      JudgePreflight(p.participants, answers, spec.min_bandwidth_fraction(), now - p.started,
+                     /*judge_bandwidth=*/machines.size() >= 3);
+  if (p.round == 1 &&
+      std::any_of(verdict.hosts.begin(), verdict.hosts.end(),
+                  [](const HostVerdict& h) { return h.kind == HostVerdict::Kind::kSlow; })) {
+    p.round = 2;
+    p.earlier = std::move(p.results);
+    p.results.clear();
+    SendPreflightRound(job, p);
+    rt.preflight = std::move(p);
+    return;
+  }
   std::vector<std::string> bad;
   for (const HostVerdict& h : verdict.hosts) {
     if (h.kind == HostVerdict::Kind::kOk) {

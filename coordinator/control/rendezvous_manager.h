@@ -93,7 +93,12 @@ class RendezvousManager {
   // that can take part (protocol >= 6, a probe port) and does not skip it; false if none
   // is needed.
   bool StartPreflight(const baton::v1::Job& job);
-  // Judges the answers (the missing ones failed) and marks bad hosts unhealthy. None to
+  // Sends this round's RunPreflight to every participant and sets its deadline.
+  void SendPreflightRound(const baton::v1::Job& job, PendingPreflight& p);
+  // Judges the answers (the missing ones failed). A host found slow in the first round is
+  // only slow if a second round (at once, every link again) confirms it: each link counts
+  // by the better of its two measurements, so a moment of contention does not mark a
+  // host. Then marks bad hosts unhealthy. None to
   // leave out: ReservePort. Else the job goes back to QUEUED without them (Schedule places
   // it on healthy workers, spares included); if it must keep some bad hosts (workers.min),
   // which Schedule would not give back since they are marked, its next generation starts

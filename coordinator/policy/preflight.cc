@@ -51,7 +51,7 @@ std::string FormatRate(double bps) {
 
 PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
                                 const std::map<std::string, baton::v1::PreflightResult>& results,
-                                double min_fraction, absl::Duration waited) {
+                                double min_fraction, absl::Duration waited, bool judge_bandwidth) {
   PreflightVerdict verdict;
   const int n = static_cast<int>(participants.size());
   std::map<std::string, int> index;
@@ -119,7 +119,7 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
   for (const HostVerdict& h : verdict.hosts) {
     if (h.kind == HostVerdict::Kind::kOk && Score(h) >= 0) scores.push_back(Score(h));
   }
-  if (n < 3 || scores.size() < 3) return verdict;
+  if (!judge_bandwidth || n < 3 || scores.size() < 3) return verdict;
   verdict.bandwidth_judged = true;
   verdict.median_bps = Median(scores);
   if (min_fraction <= 0) return verdict;

@@ -49,10 +49,14 @@ struct PreflightVerdict {
 };
 
 // Judges the answers (`results` by worker id; a participant without one did not answer
-// within `waited`). `min_fraction` in [0, 1]; 0 never calls a host slow.
+// within `waited`). `min_fraction` in [0, 1]; 0 never calls a host slow. Without
+// `judge_bandwidth` no host is slow: the caller's workers share fewer than three machines,
+// so there is no network between most of them to measure (their links are the machine's
+// loopback, whose speed is that of its CPUs at the moment).
 PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
                                 const std::map<std::string, baton::v1::PreflightResult>& results,
-                                double min_fraction, absl::Duration waited);
+                                double min_fraction, absl::Duration waited,
+                                bool judge_bandwidth = true);
 
 // The hosts to leave out of a gang of `gang_size` workers whose job needs `min_workers`:
 // failed ones first, then slow ones, slowest first, each only while the gang keeps

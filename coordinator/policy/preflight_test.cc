@@ -137,6 +137,16 @@ TEST(JudgePreflightTest, SilentFailedCheckAndUnreachableHostsFail) {
                         "refused; from w3: "));
 }
 
+TEST(JudgePreflightTest, WorkersOfOneMachineJudgeNoBandwidth) {
+  const auto slow_w3 = [](const std::string& from, const std::string& to) {
+    return from == "w3" || to == "w3" ? 1e6 : kFast;
+  };
+  const PreflightVerdict v = JudgePreflight(kGang, Answers(kGang, slow_w3), 0.5, absl::Seconds(5),
+                                            /*judge_bandwidth=*/false);
+  EXPECT_FALSE(v.bandwidth_judged);
+  EXPECT_THAT(Kinds(v), ::testing::Each(Kind::kOk));
+}
+
 TEST(JudgePreflightTest, TwoHostsJudgeNoBandwidth) {
   const std::vector<std::string> two = {"w1", "w2"};
   const PreflightVerdict v = JudgePreflight(

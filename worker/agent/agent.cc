@@ -373,6 +373,7 @@ void Agent::Preflight(const baton::v1::RunPreflight& req) {
   baton::v1::PreflightResult* r = reply.mutable_preflight_result();
   r->set_job_id(req.job_id());
   r->set_generation(req.generation());
+  r->set_round(req.round());
   for (const baton::v1::Peer& p : req.send_to()) {
     baton::v1::LinkMeasurement* l = r->add_links();
     l->set_peer_worker_id(p.worker_id());

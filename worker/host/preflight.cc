@@ -14,6 +14,7 @@ baton::v1::PreflightResult RunPreflight(const baton::v1::RunPreflight& req,
   baton::v1::PreflightResult result;
   result.set_job_id(req.job_id());
   result.set_generation(req.generation());
+  result.set_round(req.round());
   LinkTestOptions link;
   link.window = FromProto(req.link_window());
   link.connect_timeout =
