@@ -5,16 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/link_bandwidth.h"
 #include "common/time/proto_time.h"
 
 namespace baton::coordinator {
 namespace {
-
-double Bandwidth(const baton::v1::LinkMeasurement& link) {
-  const double seconds = absl::ToDoubleSeconds(FromProto(link.duration()));
-  if (!link.error().empty() || seconds <= 0) return 0;
-  return static_cast<double>(link.bytes()) / seconds;
-}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -68,7 +63,7 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
       auto t = index.find(l.peer_worker_id());
       if (t == index.end()) continue;
       ++links_in[t->second];
-      best_in[t->second] = std::max(best_in[t->second], Bandwidth(l));
+      best_in[t->second] = std::max(best_in[t->second], LinkBandwidth(l));
       if (l.error().empty()) latencies.push_back(FromProto(l.connect_latency()));
       if (!l.error().empty()) {
         errors_out[f->second].push_back(absl::StrCat("to ", l.peer_worker_id(), ": ", l.error()));
@@ -93,7 +88,7 @@ PreflightVerdict JudgePreflight(const std::vector<std::string>& participants,
     if (r->second.links_size() > 0) {
       h.send_bps = 0;
       for (const baton::v1::LinkMeasurement& l : r->second.links()) {
-        h.send_bps = std::max(h.send_bps, Bandwidth(l));
+        h.send_bps = std::max(h.send_bps, LinkBandwidth(l));
       }
     }
     if (links_in[i] > 0) h.recv_bps = best_in[i];

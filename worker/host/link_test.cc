@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <linux/tcp.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/time/proto_time.h"
 #include "worker/host/clock_poll.h"
+#include "worker/host/peer_probe.h"
 #include "worker/process/unique_fd.h"
 
 namespace baton::worker {
@@ -54,25 +54,11 @@ baton::v1::LinkMeasurement MeasureLink(const baton::v1::Peer& peer, const LinkTe
     return out;
   };
   if (peer.probe_port() <= 0) return fail("the peer has no probe port");
-  struct addrinfo hints = {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  struct addrinfo* found = nullptr;
-  const std::string port = absl::StrCat(peer.probe_port());
-  if (const int rc = ::getaddrinfo(peer.host().c_str(), port.c_str(), &hints, &found); rc != 0) {
-    return fail(absl::StrCat("cannot resolve: ", ::gai_strerror(rc)));
-  }
-  UniqueFd fd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) {
-    ::freeaddrinfo(found);
-    return fail(absl::StrCat("socket: ", std::strerror(errno)));
-  }
-  const absl::Time begin = clock->Now();
-  const int rc = ::connect(fd.get(), found->ai_addr, found->ai_addrlen);
-  const int connect_errno = errno;
-  ::freeaddrinfo(found);
-  if (rc != 0 && connect_errno != EINPROGRESS) return fail(std::strerror(connect_errno));
-  if (rc != 0) {
+  ProbeConnect connect = StartProbeConnect(peer, clock);
+  if (!connect.error.empty()) return fail(connect.error);
+  UniqueFd fd = std::move(connect.fd);
+  const absl::Time begin = connect.started;
+  if (!connect.connected) {
     std::vector<struct pollfd> fds = {{fd.get(), POLLOUT, 0}};
     absl::StatusOr<int> n = PollUntil(clock, begin + options.connect_timeout, fds);
     if (!n.ok()) return fail(std::string(n.status().message()));
@@ -131,12 +117,6 @@ baton::v1::LinkMeasurement MeasureLink(const baton::v1::Peer& peer, const LinkTe
   *out.mutable_duration() = ToProto(end - start);
   Abort(fd);
   return out;
-}
-
-double LinkBandwidth(const baton::v1::LinkMeasurement& link) {
-  const double seconds = absl::ToDoubleSeconds(FromProto(link.duration()));
-  if (!link.error().empty() || seconds <= 0) return 0;
-  return static_cast<double>(link.bytes()) / seconds;
 }
 
 }  // namespace baton::worker

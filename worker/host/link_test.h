@@ -31,7 +31,4 @@ struct LinkTestOptions {
 baton::v1::LinkMeasurement MeasureLink(const baton::v1::Peer& peer, const LinkTestOptions& options,
                                        Clock* clock);
 
-// Bytes per second of a measurement: bytes / duration; 0 for an error or no time.
-double LinkBandwidth(const baton::v1::LinkMeasurement& link);
-
 }  // namespace baton::worker

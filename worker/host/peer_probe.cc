@@ -134,32 +134,33 @@ std::string Where(const baton::v1::Peer& p) {
   return absl::StrCat("worker ", p.worker_id(), " at ", p.host(), ":", p.probe_port());
 }
 
-// Starts a non-blocking connect; sets error/done when it fails or completes at once.
-void Begin(Attempt& a) {
+}  // namespace
+
+ProbeConnect StartProbeConnect(const baton::v1::Peer& peer, Clock* clock) {
+  ProbeConnect c;
   struct addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   struct addrinfo* found = nullptr;
-  const std::string port = absl::StrCat(a.peer->probe_port());
-  if (const int rc = ::getaddrinfo(a.peer->host().c_str(), port.c_str(), &hints, &found);
-      rc != 0) {
-    a.error = absl::StrCat("cannot resolve ", a.peer->host(), ": ", ::gai_strerror(rc));
-    a.done = true;
-    return;
+  const std::string port = absl::StrCat(peer.probe_port());
+  if (const int rc = ::getaddrinfo(peer.host().c_str(), port.c_str(), &hints, &found); rc != 0) {
+    c.error = absl::StrCat("cannot resolve ", peer.host(), ": ", ::gai_strerror(rc));
+    return c;
   }
-  a.fd = UniqueFd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!a.fd.valid()) {
-    a.error = absl::StrCat("socket: ", std::strerror(errno));
-  } else if (::connect(a.fd.get(), found->ai_addr, found->ai_addrlen) == 0) {
-    a.done = true;
-  } else if (errno != EINPROGRESS) {
-    a.error = std::strerror(errno);
+  c.fd = UniqueFd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!c.fd.valid()) {
+    c.error = absl::StrCat("socket: ", std::strerror(errno));
+  } else {
+    c.started = clock->Now();
+    if (::connect(c.fd.get(), found->ai_addr, found->ai_addrlen) == 0) {
+      c.connected = true;
+    } else if (errno != EINPROGRESS) {
+      c.error = std::strerror(errno);
+    }
   }
-  if (!a.error.empty()) a.done = true;
   ::freeaddrinfo(found);
+  return c;
 }
-
-}  // namespace
 
 absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duration timeout,
                         Clock* clock) {
@@ -167,8 +168,9 @@ absl::Status ProbePeers(const std::vector<baton::v1::Peer>& peers, absl::Duratio
   attempts.reserve(peers.size());
   for (const baton::v1::Peer& p : peers) {
     if (p.probe_port() <= 0) continue;
-    attempts.push_back(Attempt{&p, UniqueFd(), "", false});
-    Begin(attempts.back());
+    ProbeConnect c = StartProbeConnect(p, clock);
+    const bool done = c.connected || !c.error.empty();
+    attempts.push_back(Attempt{&p, std::move(c.fd), std::move(c.error), done});
   }
   const absl::Time deadline = clock->Now() + timeout;
   for (;;) {

@@ -49,6 +49,16 @@ class ProbeListener {
   std::thread thread_;
 };
 
+// A TCP connect to a peer's host:probe_port, started without blocking (what ProbePeers
+// and a pre-flight's MeasureLink both begin with).
+struct ProbeConnect {
+  UniqueFd fd;             // the non-blocking socket; invalid on error
+  bool connected = false;  // completed at once (else wait for POLLOUT, then SO_ERROR)
+  std::string error;       // non-empty: failed at once ("cannot resolve <host>: ...", errno)
+  absl::Time started;      // on `clock`, just before connect(2): a round trip's start
+};
+ProbeConnect StartProbeConnect(const baton::v1::Peer& peer, Clock* clock);
+
 // Connects to every peer's host:probe_port at once and waits up to `timeout`, measured by
 // `clock`, for all of them. OK if every connection opened; else UNAVAILABLE naming each peer
 // that failed, its address and why (refused, no answer within the timeout, no route, name not

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/link_bandwidth.h"
 #include "common/testing/status_matchers.h"
 #include "common/time/clock.h"
 #include "common/time/proto_time.h"
