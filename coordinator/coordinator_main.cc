@@ -60,6 +60,13 @@ ABSL_FLAG(std::string, token_file, "",
           "The users' bearer tokens as '<sha256 hex of token> <user> <role>' lines (roles: "
           "viewer, submitter, admin; tools/certs.sh makes it). Required with TLS. Re-read on "
           "SIGHUP.");
+ABSL_FLAG(std::string, queue_file, "",
+          "Share the cluster through queues: a YAML file of queues (quotas in slots and GPUs, "
+          "cohorts that lend idle quota, who may submit), priority classes and the default "
+          "queue (docs/ARCHITECTURE.md, 'Sharing a cluster'). Jobs are then admitted by "
+          "priority and fair share, with backfill, and preempted (after a checkpoint) or "
+          "shrunk to make room. Empty: first come, first served. Re-read on SIGHUP; a file "
+          "with an error keeps the previous queues.");
 ABSL_FLAG(std::string, command_job_roles, DefaultCommandRoles(),
           "Roles that may submit `command` jobs (any program on the workers) and trainer jobs "
           "with trainer.torchscript_path (a TorchScript module is code), e.g. 'admin'. "
@@ -171,6 +178,7 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
         "--ca (the cluster CA that signs worker certificates) is required with TLS");
   }
   options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.queue_file = absl::GetFlag(FLAGS_queue_file);
   options.access.command_roles.clear();
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_command_job_roles), ',', absl::SkipEmpty())) {
@@ -300,6 +308,9 @@ int RunReplica(baton::coordinator::ServerOptions server, baton::coordinator::Etc
     if (absl::Status reload = replica.ReloadTokens(); !reload.ok()) {
       BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous tokens stay in force";
     }
+    if (absl::Status reload = replica.ReloadQueues(); !reload.ok()) {
+      BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous queues stay in force";
+    }
   }
   const bool halted = replica.halted();
   if (!halted) BATON_LOG(INFO) << "signal " << sig << ": shutting down";
@@ -320,7 +331,7 @@ int main(int argc, char** argv) {
       "Serves baton.v1.JobService and ClusterService (for the `baton` CLI: bearer tokens), "
       "WorkerService (for baton-worker daemons: client certificates from --ca), "
       "grpc.health.v1 (open to all) and server reflection. tools/certs.sh makes the CA, "
-      "certificates and tokens. SIGHUP re-reads --token_file.");
+      "certificates and tokens. SIGHUP re-reads --token_file and --queue_file.");
   absl::ParseCommandLine(argc, argv);
 
   // Block the stop signals in every thread; main waits for them below.
@@ -368,6 +379,9 @@ int main(int argc, char** argv) {
       BATON_LOG(INFO) << "SIGHUP: re-read the token file";
     } else {
       BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous tokens stay in force";
+    }
+    if (absl::Status reload = server.ReloadQueues(); !reload.ok()) {
+      BATON_LOG(ERROR) << "SIGHUP: " << reload << "; the previous queues stay in force";
     }
   }
   const bool halted = server.halted();

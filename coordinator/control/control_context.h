@@ -58,6 +58,9 @@ struct CoordinatorOptions {
   // A host a pre-flight found slow or failing is left out of new gangs this long; then
   // the next gang it joins checks it again.
   absl::Duration unhealthy_recheck_after = absl::Minutes(10);
+  // Sharing a cluster (a queue file): the half-life of a user's recorded usage, by which
+  // fair share orders the users of a queue (policy/admission.h, DecayUsage).
+  absl::Duration fair_share_half_life = absl::Hours(24);
 };
 
 // A pre-flight check in progress (RendezvousManager): the generation waits for it before

@@ -22,6 +22,11 @@ Coordinator::Coordinator(JobManager* jobs, WorkerRegistry* workers, const Clock*
                 }),
       rendezvous_(&ctx_, &recovery_),
       profiles_(&ctx_),
+      sharing_(&ctx_, &recovery_,
+               [this](baton::v1::Job job, const std::vector<std::string>& worker_ids,
+                      const std::string& reason) {
+                 rendezvous_.StartRendezvous(std::move(job), worker_ids, reason);
+               }),
       jobs_(jobs),
       workers_(workers),
       clock_(clock) {
@@ -125,20 +130,31 @@ absl::StatusOr<baton::v1::Job> Coordinator::SubmitJob(baton::v1::JobSpec spec,
                                                       const std::string& request_id,
                                                       const std::string& owner) {
   RETURN_IF_ERROR(ctx_.halted());
-  if (!spec.queue().empty() || !spec.priority().empty()) {
+  baton::v1::JobQueueing queueing;
+  if (sharing_.enabled()) {
+    ASSIGN_OR_RETURN(queueing, sharing_.Resolve(spec, owner));
+  } else if (!spec.queue().empty() || !spec.priority().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         spec.queue().empty() ? "priority" : "queue",
         ": this coordinator has no queues; it starts jobs first come, first served (leave "
-        "queue and priority unset)"));
+        "queue and priority unset, or start it with --queue_file)"));
   }
-  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id, owner);
+  absl::StatusOr<baton::v1::Job> job = jobs_->Submit(std::move(spec), request_id, owner, queueing);
   if (!job.ok()) {
     if (!jobs_->store_error().ok()) ctx_.Halt(jobs_->store_error());
     return job.status();  // e.g. INVALID_ARGUMENT: the caller's to fix, not ours to log
   }
   rendezvous_.Schedule();
   // Return the state after scheduling (it may already be in RENDEZVOUS).
-  return jobs_->GetWithoutEvents(job->id());
+  absl::StatusOr<baton::v1::Job> now = jobs_->GetWithoutEvents(job->id());
+  if (now.ok()) sharing_.Describe(&*now);
+  return now;
+}
+
+void Coordinator::SetQueues(QueueSet set) {
+  sharing_.SetQueues(std::move(set));
+  rendezvous_.SetScheduler([this] { sharing_.Schedule(); });
+  rendezvous_.Schedule();
 }
 
 absl::StatusOr<baton::v1::Job> Coordinator::CancelJob(const std::string& job_id,

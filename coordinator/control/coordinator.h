@@ -21,6 +21,7 @@
 #include "coordinator/control/profile_table.h"
 #include "coordinator/control/recovery_manager.h"
 #include "coordinator/control/rendezvous_manager.h"
+#include "coordinator/control/sharing_manager.h"
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 
@@ -73,6 +74,17 @@ class Coordinator {
   absl::StatusOr<baton::v1::Job> SubmitJob(baton::v1::JobSpec spec,
                                            const std::string& request_id = "",
                                            const std::string& owner = "");
+  // --- Sharing a cluster (SharingManager) ---
+  // Installs the queue file's set (at start and on each reload): from then on jobs are
+  // admitted through the queues (SubmitJob resolves their queue and priority; without a
+  // set it refuses specs that name either).
+  void SetQueues(QueueSet set);
+  bool HasQueues() const { return sharing_.enabled(); }
+  // ClusterService.ListQueues.
+  baton::v1::ListQueuesResponse ListQueues() const { return sharing_.ListQueues(); }
+  // Fills in Job.queueing's view (position, why it waits, ...) from the latest pass.
+  void DescribeQueueing(baton::v1::Job* job) const { sharing_.Describe(job); }
+
   // FAILED_PRECONDITION if the job is already terminal; NOT_FOUND if unknown.
   absl::StatusOr<baton::v1::Job> CancelJob(const std::string& job_id, const std::string& reason);
   // Workers with used_slots and job_ids filled in.
@@ -153,6 +165,7 @@ class Coordinator {
   RecoveryManager recovery_;
   RendezvousManager rendezvous_;
   ProfileManager profiles_;
+  SharingManager sharing_;
   // Shorthands for ctx_'s.
   JobManager* const jobs_;
   WorkerRegistry* const workers_;

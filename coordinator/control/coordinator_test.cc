@@ -17,6 +17,7 @@
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/policy/profile_plan.h"
+#include "coordinator/queues/queue_file.h"
 #include "coordinator/store/store.h"
 #include "coordinator/testing/fake_channel.h"
 #include "gmock/gmock.h"
@@ -212,6 +213,13 @@ class CoordinatorTest : public ::testing::Test {
   }
 
   JobState StateOf(const std::string& job) { return *jobs_->State(job); }
+
+  // The job's workers in its current generation, sorted.
+  std::vector<std::string> WorkersOfJob(const std::string& id) {
+    std::set<std::string> gang;
+    for (const auto& r : jobs_->Peek(id)->ranks()) gang.insert(r.worker_id());
+    return {gang.begin(), gang.end()};
+  }
 
   // Submits a 2-worker job (`spec`, default CommandSpec(2)) and drives it to RUNNING on w1, w2.
   std::string RunningJob(std::optional<baton::v1::JobSpec> spec = std::nullopt) {
@@ -2497,6 +2505,249 @@ TEST_F(RestartTest, ACordonKeepsAWorkerOutOfNewGangsAndSurvivesARestart) {
   Open(path_);
   Connect(Reg("w1"));
   EXPECT_FALSE(coordinator_->ListWorkers()[0].has_cordon());
+}
+
+// --- Sharing a cluster (SharingManager) ---
+
+// Queues a and b lend each other within cohort c (2 slots each); solo (1 slot) is alone
+// and only bob's.
+constexpr char kQueueFile[] = R"(default_queue: a
+priority_classes:
+  - {name: low, value: 0}
+  - {name: high, value: 100}
+queues:
+  - {name: a, cohort: c, quota: {slots: 2}, users: ["*"]}
+  - {name: b, cohort: c, quota: {slots: 2}, users: ["*"]}
+  - {name: solo, quota: {slots: 1}, users: [bob]}
+)";
+
+QueueSet ParsedQueues(const std::string& text) {
+  absl::StatusOr<QueueSet> set = ParseQueueFile(text, "queues.yaml");
+  EXPECT_OK(set);
+  return set.ok() ? *set : QueueSet();
+}
+
+baton::v1::JobSpec InQueue(baton::v1::JobSpec spec, const std::string& queue,
+                           const std::string& priority = "") {
+  spec.set_queue(queue);
+  spec.set_priority(priority);
+  return spec;
+}
+
+class SharingTest : public CoordinatorTest {
+ protected:
+  void SetUp() override {
+    CoordinatorTest::SetUp();
+    coordinator_->SetQueues(ParsedQueues(kQueueFile));
+  }
+
+  baton::v1::Job Described(const std::string& id) {
+    baton::v1::Job job = *jobs_->Get(id);
+    coordinator_->DescribeQueueing(&job);
+    return job;
+  }
+
+  const baton::v1::QueueStatus& Queue(const baton::v1::ListQueuesResponse& all,
+                                      const std::string& name) {
+    for (const baton::v1::QueueStatus& q : all.queues()) {
+      if (q.name() == name) return q;
+    }
+    ADD_FAILURE() << "no queue " << name;
+    return all.queues(0);
+  }
+};
+
+TEST_F(SharingTest, SubmitResolvesTheQueueAndPriorityOrSaysWhichFieldIsWrong) {
+  absl::StatusOr<baton::v1::Job> job =
+      coordinator_->SubmitJob(InQueue(CommandSpec(1), "b", "high"), "", "alice");
+  ASSERT_OK(job);
+  EXPECT_EQ(job->queueing().queue(), "b");
+  EXPECT_EQ(job->queueing().priority(), 100);
+  EXPECT_EQ(jobs_->Get(job->id())->queueing().priority(), 100);  // stored with the job
+  EXPECT_THAT(jobs_->Get(job->id())->events(0).message(), HasSubstr("in b at priority 100"));
+  absl::StatusOr<baton::v1::Job> by_default = coordinator_->SubmitJob(CommandSpec(1), "", "alice");
+  ASSERT_OK(by_default);
+  EXPECT_EQ(by_default->queueing().queue(), "a");
+  EXPECT_EQ(by_default->queueing().priority(), 0);
+  EXPECT_EQ(coordinator_->SubmitJob(InQueue(CommandSpec(1), "a", "-7"))->queueing().priority(), -7);
+
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "nope"), "", "alice"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("queue: ")));
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "alice"),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("queue: ")));
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "a", "urgent"), "", "alice"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority: ")));
+  EXPECT_OK(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "bob"));
+}
+
+TEST_F(SharingTest, AQueueNeverGoesBeyondItsQuotaAndTheWaitingJobSaysWhy) {
+  for (const std::string w : {"w1", "w2", "w3"}) Connect(Reg(w));
+  const std::string first =
+      coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "bob")->id();
+  const std::string second =
+      coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "bob")->id();
+  EXPECT_EQ(StateOf(first), JobState::kRendezvous);
+  EXPECT_EQ(StateOf(second), JobState::kQueued);  // two workers are idle
+  const baton::v1::Job waiting = Described(second);
+  EXPECT_EQ(waiting.queueing().position(), 1);
+  EXPECT_THAT(waiting.queueing().pending_reason(),
+              AllOf(HasSubstr("needs 1 slot (1 worker x 1)"),
+                    HasSubstr("queue solo at 1/1 slots of its quota")));
+  const baton::v1::ListQueuesResponse queues = coordinator_->ListQueues();
+  EXPECT_TRUE(queues.configured());
+  EXPECT_EQ(queues.default_queue(), "a");
+  ASSERT_THAT(queues.priority_classes(), SizeIs(2));
+  EXPECT_EQ(queues.priority_classes(0).name(), "high");
+  const baton::v1::QueueStatus& solo = Queue(queues, "solo");
+  EXPECT_EQ(solo.used().slots(), 1);
+  EXPECT_EQ(solo.nominal().slots(), 1);
+  EXPECT_EQ(solo.pending_jobs(), 1);
+  EXPECT_EQ(solo.admitted_jobs(), 1);
+  EXPECT_THAT(solo.users(), ElementsAre("bob"));
+
+  // The first ends: the second starts.
+  CompleteRendezvous(first, 1, 29500);
+  Exited(jobs_->Peek(first)->ranks(0).worker_id(), first, 1, 0, 0);
+  EXPECT_EQ(StateOf(first), JobState::kSucceeded);
+  EXPECT_EQ(StateOf(second), JobState::kRendezvous);
+  EXPECT_EQ(Described(second).queueing().position(), 0);
+}
+
+TEST_F(SharingTest, AHigherPriorityJobShrinksAnElasticJobToItsMinInsteadOfWaiting) {
+  coordinator_->SetQueues(ParsedQueues(R"(queues:
+  - {name: a, quota: {slots: 4}, users: ["*"]}
+)"));
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
+  const std::string elastic = coordinator_->SubmitJob(InQueue(TrainerJob(2, 4), "a", "0"))->id();
+  CompleteRendezvous(elastic, 1, 29500);
+  ASSERT_EQ(jobs_->Peek(elastic)->ranks_size(), 4);
+  for (int rank = 0; rank < 4; ++rank) Metric("w" + std::to_string(rank + 1), elastic, 1, rank, 10);
+
+  const std::string urgent = coordinator_->SubmitJob(InQueue(CommandSpec(2), "a", "5"))->id();
+  EXPECT_EQ(StateOf(urgent), JobState::kQueued);
+  EXPECT_EQ(StateOf(elastic), JobState::kRestarting);
+  const baton::v1::Job shrinking = *jobs_->Get(elastic);
+  EXPECT_EQ(shrinking.events().rbegin()->reason(), "Shrinking");
+  const baton::v1::Failure& f = *shrinking.restarts().failures().rbegin();
+  EXPECT_EQ(f.failure_class(), baton::v1::FAILURE_CLASS_PLANNED);
+  EXPECT_THAT(f.released_workers(), ElementsAre("w4", "w3"));
+  EXPECT_EQ(f.max_next_workers(), 2);
+  EXPECT_THAT(f.cause(), HasSubstr("to job " + urgent + ": shrinking from 4 to 2 workers"));
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint().rank(), 0);
+  baton::v1::Job waiting = Described(urgent);
+  EXPECT_THAT(waiting.queueing().making_room(),
+              ElementsAre(elastic + " (shrinks from 4 to 2 workers)"));
+  EXPECT_THAT(waiting.queueing().pending_reason(), HasSubstr("room is being made"));
+
+  // Rank 0 checkpointed: the elastic job continues on w1, w2; the urgent job takes w3, w4.
+  Exited("w1", elastic, 1, 0, 75);
+  StopRest(elastic, 1);
+  ASSERT_EQ(StateOf(elastic), JobState::kRendezvous);
+  ASSERT_EQ(StateOf(urgent), JobState::kRendezvous);
+  EXPECT_THAT(WorkersOfJob(elastic), ElementsAre("w1", "w2"));
+  EXPECT_THAT(WorkersOfJob(urgent), ElementsAre("w3", "w4"));
+  const baton::v1::Job shrunk = *jobs_->Get(elastic);
+  EXPECT_EQ(shrunk.restarts().planned(), 1);
+  EXPECT_EQ(shrunk.restarts().infra() + shrunk.restarts().user() + shrunk.restarts().stall(), 0);
+  EXPECT_EQ(Queue(coordinator_->ListQueues(), "a").shrinks(), 1);
+
+  // Once the urgent job ended, nothing waits: the elastic job grows back within the quota.
+  CompleteRendezvous(elastic, 2, 29501);
+  Metric("w1", elastic, 2, 0, 11);
+  CompleteRendezvous(urgent, 1, 29502);
+  Exited("w3", urgent, 1, 0, 0);
+  Exited("w4", urgent, 1, 1, 0);
+  ASSERT_EQ(StateOf(urgent), JobState::kSucceeded);
+  EXPECT_EQ(StateOf(elastic), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(elastic)->events().rbegin()->reason(), "ScalingUp");
+}
+
+TEST_F(SharingTest, AReclaimPreemptsTheBorrowerWhichWaitsAndResumesFromItsCheckpoint) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
+  // b borrows a's idle quota: 4 workers where its own is 2.
+  const std::string borrower = coordinator_->SubmitJob(InQueue(TrainerJob(4, 4), "b"))->id();
+  CompleteRendezvous(borrower, 1, 29500);
+  for (int rank = 0; rank < 4; ++rank) Metric("w" + std::to_string(rank + 1), borrower, 1, rank, 7);
+  EXPECT_TRUE(Described(borrower).queueing().borrowing());
+  const baton::v1::QueueStatus b = Queue(coordinator_->ListQueues(), "b");
+  EXPECT_EQ(b.used().slots(), 4);
+  EXPECT_EQ(b.borrowed().slots(), 2);
+
+  // a wants its own quota back.
+  const std::string owner = coordinator_->SubmitJob(InQueue(CommandSpec(2), "a"))->id();
+  EXPECT_EQ(StateOf(owner), JobState::kQueued);
+  ASSERT_EQ(StateOf(borrower), JobState::kRestarting);
+  EXPECT_EQ(jobs_->Get(borrower)->events().rbegin()->reason(), "Preempted");
+  EXPECT_THAT(Described(owner).queueing().making_room(),
+              ElementsAre(borrower + " (preempted: reclaim)"));
+  EXPECT_EQ(
+      Last("w1", baton::v1::CoordinatorMessage::kRequestCheckpoint).request_checkpoint().rank(), 0);
+
+  // Rank 0 checkpointed and exited; once every rank stopped the borrower is back in its
+  // queue, and the owner's job runs.
+  Exited("w1", borrower, 1, 0, 75);
+  StopRest(borrower, 1);
+  EXPECT_EQ(StateOf(borrower), JobState::kQueued);
+  EXPECT_EQ(StateOf(owner), JobState::kRendezvous);
+  const baton::v1::Job preempted = Described(borrower);
+  EXPECT_EQ(preempted.events().rbegin()->reason(), "Requeued");
+  EXPECT_THAT(preempted.events().rbegin()->message(),
+              AllOf(HasSubstr("after step 7"), HasSubstr("resumes from its checkpoint")));
+  EXPECT_EQ(preempted.queueing().preemptions(), 1);
+  EXPECT_EQ(preempted.restarts().planned(), 1);
+  EXPECT_EQ(
+      preempted.restarts().infra() + preempted.restarts().user() + preempted.restarts().stall(),
+      0);  // not a failure: no budget spent
+  EXPECT_EQ(preempted.queueing().position(), 1);
+  EXPECT_FALSE(preempted.queueing().pending_reason().empty());
+  EXPECT_EQ(Queue(coordinator_->ListQueues(), "b").preemptions(), 1);
+
+  // The owner's job ends: the borrower is admitted again, its restart record continuing.
+  CompleteRendezvous(owner, 1, 29501);
+  Exited(jobs_->Peek(owner)->ranks(0).worker_id(), owner, 1, 0, 0);
+  Exited(jobs_->Peek(owner)->ranks(1).worker_id(), owner, 1, 1, 0);
+  ASSERT_EQ(StateOf(borrower), JobState::kRendezvous);
+  const baton::v1::Job back = *jobs_->Get(borrower);
+  EXPECT_EQ(back.generation(), 2);
+  const baton::v1::Failure& f = *back.restarts().failures().rbegin();
+  EXPECT_EQ(f.reason(), "Preempted");
+  EXPECT_EQ(f.next_generation(), 2);
+  EXPECT_TRUE(f.has_rendezvous_time());
+}
+
+TEST_F(SharingTest, ANonPreemptibleBorrowerIsNeverPreempted) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = InQueue(TrainerJob(4, 4), "b");
+  spec.set_preemptible(false);
+  const std::string borrower = coordinator_->SubmitJob(spec)->id();
+  CompleteRendezvous(borrower, 1, 29500);
+  const std::string owner = coordinator_->SubmitJob(InQueue(CommandSpec(2), "a"))->id();
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(borrower), JobState::kRunning);
+  EXPECT_EQ(StateOf(owner), JobState::kQueued);
+}
+
+TEST_F(SharingTest, ARunningJobGrowsOnlyWithinItsQueuesQuota) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
+  coordinator_->SetQueues(ParsedQueues(R"(queues:
+  - {name: a, quota: {slots: 2}, users: ["*"]}
+)"));
+  const std::string id = coordinator_->SubmitJob(InQueue(TrainerJob(1, 4), "a"))->id();
+  CompleteRendezvous(id, 1, 29500);
+  EXPECT_THAT(WorkersOfJob(id), ElementsAre("w1", "w2"));  // the quota, not workers.max
+  Metric("w1", id, 1, 0, 3);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);  // two idle workers, no room in the quota
+
+  // A reload that raises the quota lets it grow by what the quota allows.
+  coordinator_->SetQueues(ParsedQueues(R"(queues:
+  - {name: a, quota: {slots: 3}, users: ["*"]}
+)"));
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  const baton::v1::Failure f = *jobs_->Peek(id)->restarts().failures().rbegin();
+  EXPECT_EQ(f.reason(), "ScalingUp");
+  EXPECT_EQ(f.max_next_workers(), 3);
 }
 
 }  // namespace

@@ -81,7 +81,8 @@ void RecoveryManager::FailWith(const std::string& job_id, baton::v1::Failure fai
 }
 
 void RecoveryManager::Resize(const std::string& job_id, baton::v1::FailureReason reason,
-                             const std::string& cause, const std::string& worker_id) {
+                             const std::string& cause, const std::string& worker_id,
+                             const std::vector<std::string>& released, int max_next_workers) {
   const std::string name(FailureReasonName(reason));
   absl::StatusOr<JobState> state = jobs_->State(job_id);
   if (!state.ok() || !IsActive(*state)) return;
@@ -89,8 +90,14 @@ void RecoveryManager::Resize(const std::string& job_id, baton::v1::FailureReason
   const int64_t generation = job.generation();
   JobRuntime& rt = ctx_->Runtime(job_id);
   const absl::Time now = clock_->Now();
-  RecordPlannedRestart(&job, NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, name,
-                                        cause, std::nullopt, worker_id, now));
+  baton::v1::Failure failure = NewFailure(job, rt, baton::v1::FAILURE_CLASS_PLANNED, reason, name,
+                                          cause, std::nullopt, worker_id, now);
+  for (const std::string& w : released) failure.add_released_workers(w);
+  failure.set_max_next_workers(max_next_workers);
+  if (reason == baton::v1::FAILURE_REASON_PREEMPTED) {
+    job.mutable_queueing()->set_preemptions(job.queueing().preemptions() + 1);
+  }
+  RecordPlannedRestart(&job, std::move(failure));
 
   // Rank 0 saves the state at a step boundary first, if it can be asked to.
   const baton::v1::RankInfo* rank0 = nullptr;
@@ -132,7 +139,7 @@ void RecoveryManager::MoveJobsOff(const std::string& worker_id, const std::strin
   }
 }
 
-void RecoveryManager::MaybeScaleUp() {
+void RecoveryManager::MaybeScaleUp(const ScaleUpAllowance& allowance) {
   for (const std::string& id : jobs_->JobsIn({JobState::kRunning})) {
     const baton::v1::Job& job = *jobs_->Peek(id);
     const baton::v1::JobSpec& spec = job.spec();
@@ -150,14 +157,20 @@ void RecoveryManager::MaybeScaleUp() {
     facts.current_ready = std::all_of(facts.current.begin(), facts.current.end(),
                                       [&](const std::string& w) { return workers_->IsReady(w); });
     facts.free = WithoutBenched(ctx_->FreeCapacity(id), rt.benched, clock_->Now());
-    const std::vector<std::string> joining = DecideScaleUp(facts);
+    std::vector<std::string> joining = DecideScaleUp(facts);
+    int cap = 0;  // the next generation's workers at most (0: workers.max)
+    if (allowance) {
+      const int allowed = allowance(job, static_cast<int>(joining.size()));
+      if (allowed < static_cast<int>(joining.size())) joining.resize(std::max(allowed, 0));
+      cap = static_cast<int>(facts.current.size() + joining.size());
+    }
     if (joining.empty()) continue;
     const size_t grown = facts.current.size() + joining.size();
     Resize(
         id, baton::v1::FAILURE_REASON_SCALING_UP,
         absl::StrCat("worker", joining.size() > 1 ? "s " : " ", absl::StrJoin(joining, ", "),
                      " can join: growing from ", facts.current.size(), " to ", grown, " workers"),
-        joining.front());
+        joining.front(), {}, cap);
   }
 }
 
@@ -237,6 +250,10 @@ void RecoveryManager::MaybeRestart(const std::string& job_id) {
   const bool all_stopped = GenerationStopped(job, &lease_expired);
   if (!AwaitCheckpoint(job, all_stopped)) return;
   if (!f->has_stopped_time() && !NoteStopped(&job, f, lease_expired)) return;
+  if (f->reason_code() == baton::v1::FAILURE_REASON_PREEMPTED) {
+    Requeue(job_id);
+    return;
+  }
   const absl::Time restart_at =
       std::max(FromProto(f->fail_time()) + FromProto(f->backoff()), FromProto(f->stopped_time()));
   if (clock_->Now() < restart_at) return;  // DecideNextGeneration's first rule, before placing
@@ -294,8 +311,25 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
   // Workers left out as stragglers stay out for their cool-down, and a worker that
   // straggles now is left out when a spare can take its place; both only while the job
   // still gets workers.min without them.
+  // A shrink's released workers are another job's now; a shrink, a capped scale-up or a
+  // coordinator with queues (growing is admission's call) caps the gang.
+  const baton::v1::Failure& last = *LastFailure(&job);
+  if (last.max_next_workers() > 0) {
+    pending.max_workers = std::min(pending.max_workers, last.max_next_workers());
+  } else if (hold_gang_size_) {
+    pending.max_workers =
+        std::min(pending.max_workers,
+                 std::max(pending.min_workers, static_cast<int>(WorkersOf(job).size())));
+  }
   std::map<std::string, absl::Time>& benched = ctx_->Runtime(job.id()).benched;
-  const std::vector<WorkerCapacity> all = ctx_->FreeCapacity(job.id());
+  std::vector<WorkerCapacity> all = ctx_->FreeCapacity(job.id());
+  all.erase(std::remove_if(all.begin(), all.end(),
+                           [&](const WorkerCapacity& w) {
+                             return std::find(last.released_workers().begin(),
+                                              last.released_workers().end(),
+                                              w.worker_id) != last.released_workers().end();
+                           }),
+            all.end());
   std::vector<WorkerCapacity> capacity = WithoutBenched(all, benched, now);
   std::vector<SlowWorker> slow;
   for (const auto& [rank, ratio] : jobs_->Stragglers(job.id())) {
@@ -345,6 +379,21 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
   // Stored by the rendezvous' transition.
   *LastFailure(&job)->mutable_rendezvous_time() = ToProto(now);
   start_rendezvous_(std::move(job), gang, "Restarted");
+}
+
+void RecoveryManager::Requeue(const std::string& job_id) {
+  const baton::v1::Job& job = *jobs_->Peek(job_id);
+  const baton::v1::Failure& f = *job.restarts().failures().rbegin();
+  const std::string message =
+      absl::StrCat("generation ", job.generation(), " stopped",
+                   f.has_step() ? absl::StrCat(" after step ", f.step()) : std::string(),
+                   " (preempted: ", f.cause(), "); waits in queue ", job.queueing().queue(),
+                   " and resumes from its checkpoint when admitted again");
+  BATON_LOG(INFO) << "job " << job_id << ": " << message;
+  if (!ctx_->Ok(jobs_->Transition(job_id, JobState::kQueued, "Requeued", message), "requeue")) {
+    return;
+  }
+  ResetForNextGeneration(ctx_->Runtime(job_id), clock_->Now());
 }
 
 bool RecoveryManager::AwaitCheckpoint(const baton::v1::Job& job, bool all_stopped) {

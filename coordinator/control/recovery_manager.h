@@ -65,15 +65,25 @@ class RecoveryManager {
                       absl::Time occurred = absl::InfinitePast(),
                       const std::string& reason_name = "");
   // A planned resize of an active job (class PLANNED): records it, goes RESTARTING and asks
-  // rank 0 for a checkpoint or stops the processes. `reason`: FAILURE_REASON_DRAINING or
-  // _SCALING_UP.
+  // rank 0 for a checkpoint or stops the processes. `reason`: FAILURE_REASON_DRAINING,
+  // _SCALING_UP, _SHRINKING (the next generation leaves out `released`, and takes at most
+  // `max_next_workers` workers when > 0) or _PREEMPTED (once the processes stopped the job
+  // goes back to QUEUED: Requeue; Job.queueing.preemptions counts it).
   void Resize(const std::string& job_id, baton::v1::FailureReason reason, const std::string& cause,
-              const std::string& worker_id);
+              const std::string& worker_id, const std::vector<std::string>& released = {},
+              int max_next_workers = 0);
   // Resizes the active jobs that have live ranks on a draining worker.
   void MoveJobsOff(const std::string& worker_id, const std::string& why);
+  // How many of `joining` workers a RUNNING job may take (a coordinator with queues: what
+  // its queue's quota allows, 0 while jobs wait).
+  using ScaleUpAllowance = std::function<int(const baton::v1::Job& job, int joining)>;
   // Resizes RUNNING jobs that checkpoint on request (trainer, elastic command) below
-  // workers.max that free READY workers could join.
-  void MaybeScaleUp();
+  // workers.max that free READY workers could join (as many as `allowance` allows, when
+  // given; the next generation is then capped at that size).
+  void MaybeScaleUp(const ScaleUpAllowance& allowance = nullptr);
+  // A coordinator with queues: a restart's next generation takes at most as many workers
+  // as the failed one had (growing is admission's decision, through MaybeScaleUp).
+  void HoldGangSizeOnRestart(bool hold) { hold_gang_size_ = hold; }
   // For a RESTARTING job: notes when its old processes stopped, and once they did and the
   // backoff elapsed, starts the next generation's rendezvous (or fails the job when too
   // few workers came within rendezvous_timeout). Nothing for a job in another state.
@@ -119,6 +129,9 @@ class RecoveryManager {
   // revokes the leases DecideStop names meanwhile. False while they have not stopped or if
   // the store failed.
   bool NoteStopped(baton::v1::Job* job, baton::v1::Failure* f, absl::Time lease_expired);
+  // A preempted job whose processes stopped goes back to QUEUED ("Requeued"); admission
+  // starts it again, and its restart record carries on into that generation.
+  void Requeue(const std::string& job_id);
   // Places the next generation (PlaceRestart) once `restart_at` passed: starts its
   // rendezvous, waits for workers, or fails the job (DecideNextGeneration).
   void PlaceNextGeneration(baton::v1::Job job, absl::Time restart_at);
@@ -153,6 +166,7 @@ class RecoveryManager {
   const Clock* const clock_;
   const CoordinatorOptions& options_;
   const StartRendezvousFn start_rendezvous_;
+  bool hold_gang_size_ = false;
 };
 
 }  // namespace baton::coordinator

@@ -48,6 +48,10 @@ absl::Status RendezvousManager::Recover() {
 }
 
 void RendezvousManager::Schedule() {
+  if (scheduler_) {
+    scheduler_();
+    return;
+  }
   std::vector<PendingJob> queue;
   for (const std::string& id : jobs_->JobsIn({JobState::kQueued})) {
     const baton::v1::JobSpec& spec = jobs_->Peek(id)->spec();
@@ -76,6 +80,9 @@ void RendezvousManager::StartRendezvous(baton::v1::Job job,
   baton::v1::Failure* restart = LastFailure(&job);
   if (restart != nullptr && restart->next_generation() != 0 && !restart->has_running_time()) {
     restart->set_next_generation(job.generation());
+    // A preempted job admitted again: its wait in the queue ends here.
+    if (!restart->has_rendezvous_time())
+      *restart->mutable_rendezvous_time() = ToProto(clock_->Now());
   }
   job.clear_ranks();
   job.clear_master_addr();
@@ -484,6 +491,8 @@ void RendezvousManager::OnProcessExited(const std::string& worker_id, const std:
   if (state == JobState::kRestarting) {
     if (!recovery_->ReattributeFailure(job_id, rank, worker_id, exit, what)) return;
     recovery_->MaybeRestart(job_id);  // an expected exit of the failed generation
+    // Requeued (preempted) or restarted on fewer workers: what it left may start jobs.
+    if (*jobs_->State(job_id) != JobState::kRestarting) Schedule();
     return;
   }
   if (!IsActive(state)) return;

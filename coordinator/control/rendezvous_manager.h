@@ -21,6 +21,7 @@
 // Threading: not thread-safe; the coordinator's event loop is its only caller.
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -43,8 +44,12 @@ class RendezvousManager {
   // ones wait up to reattach_timeout for their workers to report back (Reattach).
   absl::Status Recover();
   // Starts the rendezvous of the queued jobs that fit the free capacity, then lets the
-  // RecoveryManager grow running jobs with what the queue left (MaybeScaleUp).
+  // RecoveryManager grow running jobs with what the queue left (MaybeScaleUp); first come,
+  // first served (policy/scheduler.h) unless a scheduler was set.
   void Schedule();
+  // Replaces first come, first served: Schedule calls `scheduler` (a coordinator with
+  // queues: SharingManager::Schedule).
+  void SetScheduler(std::function<void()> scheduler) { scheduler_ = std::move(scheduler); }
   // Starts the next generation of `job` (its current record, possibly changed by the
   // caller; stored with the transition). `reason` is the event's reason ("Scheduled",
   // "Restarted").
@@ -111,6 +116,7 @@ class RendezvousManager {
   WorkerRegistry* const workers_;
   const Clock* const clock_;
   const CoordinatorOptions& options_;
+  std::function<void()> scheduler_;
 };
 
 }  // namespace baton::coordinator

@@ -180,6 +180,11 @@ int WorkerRegistry::Slots(const std::string& worker_id) const {
   return IsReady(worker_id) ? workers_.at(worker_id).info.resources().slots() : 0;
 }
 
+bool WorkerRegistry::HasGpus(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it != workers_.end() && it->second.info.resources().gpus_size() > 0;
+}
+
 std::vector<std::string> WorkerRegistry::ReadyWorkers() const {
   std::vector<std::string> ids;
   for (const auto& [id, e] : workers_) {

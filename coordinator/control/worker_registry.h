@@ -102,6 +102,8 @@ class WorkerRegistry {
   int ProbePort(const std::string& worker_id) const;
   // Slots of a READY worker (0 if not READY).
   int Slots(const std::string& worker_id) const;
+  // Whether its slots are GPUs (it registered GPUs); false for unknown workers.
+  bool HasGpus(const std::string& worker_id) const;
   // Ids of READY workers, sorted.
   std::vector<std::string> ReadyWorkers() const;
 

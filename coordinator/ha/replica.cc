@@ -170,6 +170,11 @@ absl::Status CoordinatorReplica::ReloadTokens() {
   return server_ == nullptr ? absl::OkStatus() : server_->ReloadTokens();
 }
 
+absl::Status CoordinatorReplica::ReloadQueues() {
+  absl::MutexLock lock(&mu_);
+  return server_ == nullptr ? absl::OkStatus() : server_->ReloadQueues();
+}
+
 void CoordinatorReplica::Shutdown() {
   {
     absl::MutexLock lock(&mu_);

@@ -72,6 +72,8 @@ class CoordinatorReplica {
   // A leader re-reads its token file (CoordinatorServer::ReloadTokens); a standby reads it
   // when it comes to lead, so there is nothing to do (OK).
   absl::Status ReloadTokens();
+  // Likewise for the queue file (CoordinatorServer::ReloadQueues).
+  absl::Status ReloadQueues();
   // Stops campaigning; a leader stops serving, then resigns. Idempotent.
   void Shutdown();
 

@@ -62,7 +62,8 @@ absl::Status JobManager::Load() {
 
 absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
                                                   const std::string& request_id,
-                                                  const std::string& owner) {
+                                                  const std::string& owner,
+                                                  const baton::v1::JobQueueing& queueing) {
   RETURN_IF_ERROR(CheckMessageLimits(spec));
   spec = WithDefaults(std::move(spec));
   RETURN_IF_ERROR(ValidateJobSpec(spec));
@@ -102,10 +103,15 @@ absl::StatusOr<baton::v1::Job> JobManager::Submit(baton::v1::JobSpec spec,
   job.set_message("waiting for workers");
   job.set_request_id(request_id);
   job.set_owner(owner);
+  if (!queueing.queue().empty()) *job.mutable_queueing() = queueing;
   baton::v1::JobEvent event;
   event.set_to_state(JobStateToProto(JobState::kQueued));
   event.set_reason("Submitted");
-  event.set_message(absl::StrCat("job '", job.spec().name(), "' queued"));
+  event.set_message(absl::StrCat(
+      "job '", job.spec().name(), "' queued",
+      queueing.queue().empty()
+          ? std::string()
+          : absl::StrCat(" in ", queueing.queue(), " at priority ", queueing.priority())));
   std::vector<baton::v1::JobUpdate> updates = {EventUpdate(1, std::move(event), job)};
 
   WriteBatch batch;

@@ -97,9 +97,11 @@ class JobManager {
   // the submitting user, recorded in Job.owner. RESOURCE_EXHAUSTED, naming the limit and its
   // flag, when `owner` already has max_active_jobs_per_owner jobs that have not ended (a
   // retry of a submit that created its job is still answered with that job).
-  absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec,
-                                        const std::string& request_id = "",
-                                        const std::string& owner = "");
+  // `queueing`: on a coordinator with queues, the job's resolved queue and priority
+  // (stored as Job.queueing; nothing when its queue is empty).
+  absl::StatusOr<baton::v1::Job> Submit(baton::v1::JobSpec spec, const std::string& request_id = "",
+                                        const std::string& owner = "",
+                                        const baton::v1::JobQueueing& queueing = {});
 
   // The job with its events and an up-to-date result. NOT_FOUND for unknown ids.
   absl::StatusOr<baton::v1::Job> Get(const std::string& job_id) const;

@@ -28,7 +28,7 @@ absl::Status CheckTransition(JobState from, JobState to) {
               to == JobState::kCancelled || to == JobState::kRestarting;
       break;
     case JobState::kRestarting:
-      legal = to == JobState::kRendezvous || to == JobState::kFailed ||
+      legal = to == JobState::kRendezvous || to == JobState::kQueued || to == JobState::kFailed ||
               to == JobState::kCancelled;
       break;
     case JobState::kSucceeded:

@@ -12,7 +12,8 @@ namespace baton::coordinator {
 //   kRendezvous -> kRunning | kQueued (a chosen worker vanished) | kFailed | kCancelled |
 //                  kRestarting (a process or worker of the new generation failed)
 //   kRunning    -> kSucceeded | kFailed | kCancelled | kRestarting
-//   kRestarting -> kRendezvous | kFailed | kCancelled
+//   kRestarting -> kRendezvous | kQueued (preempted: back in its queue once it stopped) |
+//                  kFailed | kCancelled
 //
 // kSucceeded, kFailed and kCancelled are terminal. Kept separate from the proto enum so
 // the wire format can evolve independently; convert with JobStateToProto/JobStateFromProto.

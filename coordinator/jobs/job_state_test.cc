@@ -21,10 +21,10 @@ const std::vector<std::pair<JobState, JobState>> kLegal = {
     {JobState::kQueued, JobState::kRendezvous},     {JobState::kQueued, JobState::kCancelled},
     {JobState::kRendezvous, JobState::kRunning},    {JobState::kRendezvous, JobState::kQueued},
     {JobState::kRendezvous, JobState::kFailed},     {JobState::kRendezvous, JobState::kCancelled},
-    {JobState::kRendezvous, JobState::kRestarting},
-    {JobState::kRunning, JobState::kSucceeded},     {JobState::kRunning, JobState::kFailed},
-    {JobState::kRunning, JobState::kCancelled},     {JobState::kRunning, JobState::kRestarting},
-    {JobState::kRestarting, JobState::kRendezvous}, {JobState::kRestarting, JobState::kFailed},
+    {JobState::kRendezvous, JobState::kRestarting}, {JobState::kRunning, JobState::kSucceeded},
+    {JobState::kRunning, JobState::kFailed},        {JobState::kRunning, JobState::kCancelled},
+    {JobState::kRunning, JobState::kRestarting},    {JobState::kRestarting, JobState::kRendezvous},
+    {JobState::kRestarting, JobState::kFailed},     {JobState::kRestarting, JobState::kQueued},
     {JobState::kRestarting, JobState::kCancelled},
 };
 

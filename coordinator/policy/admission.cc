@@ -26,8 +26,16 @@ double DominantShare(const Quantity& used, const Quantity& nominal) {
 }
 
 std::string Amount(const Quantity& q) {
-  return q.gpus > 0 ? absl::StrCat(q.slots, " slots, ", q.gpus, " GPUs")
-                    : absl::StrCat(q.slots, " slots");
+  const std::string slots = absl::StrCat(q.slots, q.slots == 1 ? " slot" : " slots");
+  return q.gpus > 0 ? absl::StrCat(slots, ", ", q.gpus, q.gpus == 1 ? " GPU" : " GPUs") : slots;
+}
+
+// "3/4 slots" or "3/4 slots, 1/2 GPUs": `used` of `nominal`.
+std::string UsedOf(const Quantity& used, const Quantity& nominal) {
+  const std::string slots = absl::StrCat(used.slots, "/", nominal.slots, " slots");
+  return used.gpus > 0 || nominal.gpus > 0
+             ? absl::StrCat(slots, ", ", used.gpus, "/", nominal.gpus, " GPUs")
+             : slots;
 }
 
 // Free room per worker, with a count of workers per free level (per kind: GPU or not) so
@@ -465,8 +473,8 @@ std::string DescribePending(const AdmissionJob& job, const PendingReason& why) {
     case PendingReason::Kind::kUnknownQueue:
       return absl::StrCat("queue '", job.queue, "' is not configured (see `baton queues`)");
     case PendingReason::Kind::kQuota: {
-      std::string out = absl::StrCat(needs, "; queue ", job.queue, " at ", Amount(why.queue_used),
-                                     " of its quota of ", Amount(why.queue_nominal));
+      std::string out = absl::StrCat(needs, "; queue ", job.queue, " at ",
+                                     UsedOf(why.queue_used, why.queue_nominal), " of its quota");
       if (why.cohort.empty()) return absl::StrCat(out, "; it borrows from no cohort");
       if ((why.queue_used + why.need).FitsIn(why.queue_nominal)) {
         return absl::StrCat(out, "; the rest of its quota is lent out in cohort ", why.cohort, " (",

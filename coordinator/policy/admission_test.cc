@@ -85,7 +85,7 @@ TEST(AdmissionTest, QuotaCapsAQueueWithoutACohort) {
   ASSERT_NE(FindWaiting(p, "a2"), nullptr);
   EXPECT_EQ(Why(p, "a2").kind, Kind::kQuota);
   EXPECT_EQ(DescribePending(s.jobs[1], Why(p, "a2")),
-            "needs 2 slots (2 workers x 1); queue team-a at 3 slots of its quota of 4 slots; it "
+            "needs 2 slots (2 workers x 1); queue team-a at 3/4 slots of its quota; it "
             "borrows from no cohort");
   EXPECT_EQ(Position(p, "a2"), 1);
 }
@@ -100,7 +100,7 @@ TEST(AdmissionTest, AQueueBorrowsIdleQuotaInItsCohortAndSaysWhenItCannot) {
   EXPECT_TRUE(p.admit[0].borrowing);
   EXPECT_EQ(Why(p, "a2").kind, Kind::kQuota);
   EXPECT_EQ(DescribePending(s.jobs[1], Why(p, "a2")),
-            "needs 3 slots (3 workers x 1); queue team-a at 6 slots of its quota of 4 slots; "
+            "needs 3 slots (3 workers x 1); queue team-a at 6/4 slots of its quota; "
             "borrowing unavailable in cohort research (2 slots spare)");
 }
 
@@ -233,7 +233,7 @@ TEST(AdmissionTest, NobodyBorrowsWhileAQueueWaitsForItsOwnQuota) {
   EXPECT_THAT(Admitted(p), IsEmpty());  // the free workers are not lent out again
   EXPECT_EQ(Why(p, "a-big").kind, Kind::kQuota);
   EXPECT_THAT(DescribePending(s.jobs[1], Why(p, "a-big")),
-              HasSubstr("queue a at 0 slots of its quota of 4 slots; the rest of its quota is "
+              HasSubstr("queue a at 0/4 slots of its quota; the rest of its quota is "
                         "lent out in cohort c (2 slots spare): it is reclaimed from preemptible "
                         "borrowers"));
   EXPECT_EQ(Why(p, "b-more").kind, Kind::kQuota);
@@ -282,7 +282,7 @@ TEST(AdmissionTest, GpuJobsGoOnlyOnGpuWorkersAndCountAgainstTheGpuQuota) {
   EXPECT_THAT(p.admit[0].worker_ids, ElementsAre("g1", "g2"));
   EXPECT_EQ(Why(p, "more").kind, Kind::kQuota);
   EXPECT_THAT(DescribePending(more, Why(p, "more")),
-              HasSubstr("queue a at 2 slots, 2 GPUs of its quota of 16 slots, 2 GPUs"));
+              HasSubstr("queue a at 2/16 slots, 2/2 GPUs of its quota"));
 }
 
 TEST(AdmissionTest, UnknownQueuesWaitAndSaySo) {

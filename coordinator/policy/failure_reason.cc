@@ -21,6 +21,8 @@ constexpr Entry kReasons[] = {
     {baton::v1::FAILURE_REASON_DRAINING, "Draining"},
     {baton::v1::FAILURE_REASON_SCALING_UP, "ScalingUp"},
     {baton::v1::FAILURE_REASON_OOM_KILLED, "OomKilled"},
+    {baton::v1::FAILURE_REASON_PREEMPTED, "Preempted"},
+    {baton::v1::FAILURE_REASON_SHRINKING, "Shrinking"},
 };
 
 }  // namespace

@@ -1,14 +1,14 @@
 #include "coordinator/server/server.h"
 
+#include <grpcpp/health_check_service_interface.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
-
-#include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -16,6 +16,7 @@
 #include "common/spec/message_limits.h"
 #include "common/status_macros.h"
 #include "coordinator/auth/reflection_gate.h"
+#include "coordinator/queues/queue_file.h"
 
 namespace baton::coordinator {
 namespace {
@@ -29,7 +30,16 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(absl::ZeroDuration()); }
 
 absl::Status CoordinatorServer::Start() {
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, PrepareSecurity());
+  std::optional<QueueSet> queues;
+  if (!options_.queue_file.empty()) {
+    ASSIGN_OR_RETURN(queues, ReadQueueFile(options_.queue_file));
+  }
   RETURN_IF_ERROR(OpenState());
+  if (queues.has_value()) {
+    BATON_LOG(INFO) << "queues from " << options_.queue_file << ": " << queues->queues.size()
+                    << " queue(s)";
+    coordinator_->SetQueues(*std::move(queues));  // before any thread runs
+  }
   loop_ = std::make_unique<EventLoop>();
   metrics_ = std::make_shared<CoordinatorMetrics>(options_.metrics, loop_.get(), jobs_.get(),
                                                   coordinator_.get(), clock_);
@@ -78,6 +88,17 @@ absl::Status CoordinatorServer::ReloadTokens() {
       ended > 0) {
     BATON_LOG(INFO) << "ended " << ended << " open stream(s) of revoked tokens";
   }
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorServer::ReloadQueues() {
+  if (options_.queue_file.empty()) return absl::OkStatus();
+  if (loop_ == nullptr) return absl::FailedPreconditionError("not started");
+  ASSIGN_OR_RETURN(QueueSet queues, ReadQueueFile(options_.queue_file));
+  BATON_LOG(INFO) << "re-read the queue file " << options_.queue_file << ": "
+                  << queues.queues.size() << " queue(s)";
+  loop_->Post(
+      [c = coordinator_.get(), q = std::move(queues)]() mutable { c->SetQueues(std::move(q)); });
   return absl::OkStatus();
 }
 

@@ -39,6 +39,10 @@ struct ServerOptions {
   // The users' tokens (Authenticator). Required with TLS; without TLS and without a token
   // file every caller is an anonymous admin.
   std::string token_file;
+  // The queue file (coordinator/queues/queue_file.h): with one, jobs are admitted through
+  // queues with quotas, priorities, fair share and preemption; without, first come, first
+  // served. Read at Start (an error fails the start) and by ReloadQueues.
+  std::string queue_file;
   AccessOptions access;
   // Bounds on the users' open WatchJob/GetLogs streams (per user, in total).
   UserStreamLimits streams;
@@ -102,6 +106,10 @@ class CoordinatorServer {
   // re-read, every open stream of a token the file no longer holds ends at once
   // (UNAUTHENTICATED).
   absl::Status ReloadTokens();
+  // Re-reads the queue file (SIGHUP): once it parses and validates, the new set applies
+  // from the next scheduling pass; on error the previous set stays in force. OK without a
+  // queue file. Thread-safe.
+  absl::Status ReloadQueues();
   // Stops accepting calls, cancels open streams after `grace`, stops the loop.
   void Shutdown(absl::Duration grace = absl::Seconds(1));
 

@@ -368,6 +368,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::GetJob(grpc::CallbackServerContext* ct
     absl::StatusOr<baton::v1::Job> job = jobs_->Get(req->job_id());
     if (!job.ok()) return job.status();
     *resp = std::move(*job);
+    coordinator_->DescribeQueueing(resp);
     checks_.policy->Redact(caller, resp);
     return absl::OkStatus();
   });
@@ -390,6 +391,7 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(grpc::CallbackServerContext* 
     // A page is bounded by bytes too (kMaxListPageBytes), always holding one job.
     int64_t bytes = 0;
     for (baton::v1::Job& job : jobs) {
+      coordinator_->DescribeQueueing(&job);
       checks_.policy->Redact(caller, &job);
       const int64_t size = static_cast<int64_t>(job.ByteSizeLong());
       if (resp->jobs_size() > 0 && bytes + size > kMaxListPageBytes) {
@@ -519,6 +521,18 @@ grpc::ServerBidiReactor<baton::v1::WorkerMessage, baton::v1::CoordinatorMessage>
 WorkerServiceImpl::Connect(grpc::CallbackServerContext* ctx) {
   return new WorkerStream(loop_, coordinator_, HostFromPeer(ctx->peer()),
                           CertificateNames(*ctx->auth_context()), require_certificate_);
+}
+
+grpc::ServerUnaryReactor* ClusterServiceImpl::ListQueues(grpc::CallbackServerContext* ctx,
+                                                         const baton::v1::ListQueuesRequest*,
+                                                         baton::v1::ListQueuesResponse* resp) {
+  absl::StatusOr<Principal> caller = Caller(checks_, ctx);
+  if (!caller.ok()) return Refuse(ctx, caller.status());
+  if (absl::Status s = checks_.policy->CanRead(*caller); !s.ok()) return Refuse(ctx, s);
+  return OnLoop(loop_, ctx, [this, resp]() -> absl::Status {
+    *resp = coordinator_->ListQueues();
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace baton::coordinator

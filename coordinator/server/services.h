@@ -88,6 +88,9 @@ class ClusterServiceImpl final : public baton::v1::ClusterService::CallbackServi
   grpc::ServerUnaryReactor* UncordonWorker(grpc::CallbackServerContext* ctx,
                                            const baton::v1::UncordonWorkerRequest* req,
                                            baton::v1::Worker* resp) override;
+  grpc::ServerUnaryReactor* ListQueues(grpc::CallbackServerContext* ctx,
+                                       const baton::v1::ListQueuesRequest* req,
+                                       baton::v1::ListQueuesResponse* resp) override;
 
  private:
   EventLoop* const loop_;

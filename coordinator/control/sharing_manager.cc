@@ -1,0 +1,349 @@
+#include "coordinator/control/sharing_manager.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "common/spec/job_spec.h"
+#include "coordinator/control/job_ranks.h"
+#include "coordinator/policy/restart_policy.h"
+
+namespace baton::coordinator {
+namespace {
+
+// Usage is kept in milli-slot-seconds and advanced at most once a second, so that the
+// decay of a pass run every few milliseconds is not lost to rounding.
+constexpr int64_t kUsageScale = 1000;
+constexpr absl::Duration kUsageStep = absl::Seconds(1);
+
+// The states of a job that holds workers.
+const std::vector<JobState> kAdmitted = {JobState::kRendezvous, JobState::kRunning,
+                                         JobState::kRestarting};
+
+bool IsRelease(const baton::v1::Job& job) {
+  const auto& failures = job.restarts().failures();
+  if (failures.empty()) return false;
+  const baton::v1::Failure& f = *failures.rbegin();
+  return f.generation() == job.generation() &&
+         (f.reason_code() == baton::v1::FAILURE_REASON_PREEMPTED ||
+          f.reason_code() == baton::v1::FAILURE_REASON_SHRINKING);
+}
+
+}  // namespace
+
+SharingManager::SharingManager(ControlContext* ctx, RecoveryManager* recovery,
+                               RecoveryManager::StartRendezvousFn start_rendezvous)
+    : ctx_(ctx), recovery_(recovery), start_rendezvous_(std::move(start_rendezvous)) {}
+
+void SharingManager::SetQueues(QueueSet set) {
+  set_ = std::move(set);
+  enabled_ = true;
+  recovery_->HoldGangSizeOnRestart(true);
+}
+
+absl::StatusOr<baton::v1::JobQueueing> SharingManager::Resolve(const baton::v1::JobSpec& spec,
+                                                               const std::string& owner) const {
+  baton::v1::JobQueueing q;
+  absl::StatusOr<std::string> queue = QueueFor(set_, spec.queue(), owner);
+  if (!queue.ok()) {
+    return absl::Status(queue.status().code(), absl::StrCat("queue: ", queue.status().message()));
+  }
+  absl::StatusOr<int> priority = ResolvePriority(set_, spec.priority());
+  if (!priority.ok()) {
+    return absl::Status(priority.status().code(),
+                        absl::StrCat("priority: ", priority.status().message()));
+  }
+  q.set_queue(*queue);
+  q.set_priority(*priority);
+  return q;
+}
+
+std::string SharingManager::QueueOf(const baton::v1::Job& job) const {
+  return job.queueing().queue().empty() ? set_.default_queue : job.queueing().queue();
+}
+
+bool SharingManager::IsGpuJob(const baton::v1::Job& job) const {
+  const std::vector<std::string> workers = WorkersOf(job);
+  return !workers.empty() && std::all_of(workers.begin(), workers.end(), [&](const auto& w) {
+    return ctx_->workers()->HasGpus(w);
+  });
+}
+
+Quantity SharingManager::Held(const baton::v1::Job& job) const {
+  const int64_t slots = SlotsPerWorker(job.spec()) * static_cast<int64_t>(WorkersOf(job).size());
+  return {slots, IsGpuJob(job) ? slots : 0};
+}
+
+AdmissionSnapshot SharingManager::Snapshot() {
+  AdmissionSnapshot snap;
+  snap.queues = set_.queues;
+  bool all_gpus = false;
+  for (const WorkerCapacity& w : ctx_->FreeCapacity()) {
+    AdmissionWorker a;
+    a.id = w.worker_id;
+    a.free_slots = w.free_slots;
+    a.total_slots = ctx_->workers()->Slots(w.worker_id);
+    a.gpus = ctx_->workers()->HasGpus(w.worker_id);
+    all_gpus = (snap.workers.empty() || all_gpus) && a.gpus;
+    snap.workers.push_back(std::move(a));
+  }
+  all_gpus_ = all_gpus;
+  JobManager* jobs = ctx_->jobs();
+  int64_t seq = 0;
+  for (const std::string& id : jobs->JobsIn(
+           {JobState::kQueued, JobState::kRendezvous, JobState::kRunning, JobState::kRestarting})) {
+    const baton::v1::Job& job = *jobs->Peek(id);
+    const baton::v1::JobSpec& spec = job.spec();
+    AdmissionJob a;
+    a.id = id;
+    a.queue = QueueOf(job);
+    a.user = job.owner();
+    a.priority = job.queueing().priority();
+    a.seq = seq++;
+    a.slots_per_worker = SlotsPerWorker(spec);
+    a.min_workers = spec.workers().min();
+    a.max_workers = MaxWorkers(spec);
+    a.preemptible = !spec.has_preemptible() || spec.preemptible();
+    a.elastic = CheckpointsOnRequest(spec) && a.min_workers < a.max_workers;
+    const JobState state = *jobs->State(id);
+    if (state == JobState::kQueued) {
+      a.phase = AdmissionJob::Phase::kPending;
+      a.gpu = all_gpus;
+      a.nominated = nominated_.count(id) > 0;
+    } else {
+      a.workers = WorkersOf(job);
+      a.gpu = IsGpuJob(job);
+      a.phase = AdmissionJob::Phase::kRunning;
+      if (state == JobState::kRestarting) {
+        if (IsRelease(job)) {
+          a.phase = AdmissionJob::Phase::kReleasing;
+        } else {
+          // Recovering from a failure: it holds its workers, and cannot be resized now.
+          a.preemptible = false;
+          a.elastic = false;
+        }
+      }
+    }
+    snap.jobs.push_back(std::move(a));
+  }
+  DecayUsageTo(ctx_->clock()->Now(), snap.jobs);
+  snap.user_usage = usage_;
+  return snap;
+}
+
+std::map<std::string, Quantity> SharingManager::UsedByQueue() const {
+  std::map<std::string, Quantity> used;
+  JobManager* jobs = ctx_->jobs();
+  for (const std::string& id : jobs->JobsIn(kAdmitted)) {
+    const baton::v1::Job& job = *jobs->Peek(id);
+    used[QueueOf(job)] += Held(job);
+  }
+  return used;
+}
+
+void SharingManager::DecayUsageTo(absl::Time now, const std::vector<AdmissionJob>& jobs) {
+  if (usage_time_ == absl::InfinitePast()) usage_time_ = now;
+  const absl::Duration elapsed = now - usage_time_;
+  if (elapsed < kUsageStep) return;
+  usage_time_ = now;
+  std::map<std::string, std::map<std::string, Quantity>> running;
+  for (const AdmissionJob& j : jobs) {
+    if (j.phase == AdmissionJob::Phase::kPending) continue;
+    running[j.queue][j.user] +=
+        j.PerWorker() * (static_cast<int64_t>(j.workers.size()) * kUsageScale);
+  }
+  for (const auto& [queue, users] : running) {
+    for (const auto& [user, held] : users) usage_[queue][user];  // so that it is visited
+  }
+  const absl::Duration half_life = ctx_->options().fair_share_half_life;
+  for (auto q = usage_.begin(); q != usage_.end();) {
+    auto& users = q->second;
+    for (auto u = users.begin(); u != users.end();) {
+      Quantity held;
+      if (auto r = running.find(q->first); r != running.end()) {
+        if (auto h = r->second.find(u->first); h != r->second.end()) held = h->second;
+      }
+      u->second = DecayUsage(u->second, held, elapsed, half_life);
+      u = u->second == Quantity{} ? users.erase(u) : std::next(u);
+    }
+    q = users.empty() ? usage_.erase(q) : std::next(q);
+  }
+}
+
+void SharingManager::Schedule() {
+  if (!ctx_->halted().ok()) return;
+  const AdmissionSnapshot snap = Snapshot();
+  const AdmissionPlan plan = PlanAdmission(snap);
+
+  std::map<std::string, const AdmissionJob*> by_id;
+  std::set<std::string> queued;
+  for (const AdmissionJob& j : snap.jobs) {
+    by_id[j.id] = &j;
+    if (j.phase == AdmissionJob::Phase::kPending) queued.insert(j.id);
+  }
+  // Nominations and the room made end with the job's wait.
+  for (auto it = nominated_.begin(); it != nominated_.end();) {
+    it = queued.count(*it) > 0 ? std::next(it) : nominated_.erase(it);
+  }
+  for (auto it = making_room_.begin(); it != making_room_.end();) {
+    it = queued.count(it->first) > 0 ? std::next(it) : making_room_.erase(it);
+  }
+  shown_.clear();
+  for (const Waiting& w : plan.pending) {
+    shown_[w.job_id] = {w.position, DescribePending(*by_id.at(w.job_id), w.why)};
+  }
+
+  for (const Shrink& s : plan.shrink) CarryOut(s);
+  for (const Preemption& p : plan.preempt) CarryOut(p);
+  for (const Admission& a : plan.admit) CarryOut(a);
+  queue_used_ = UsedByQueue();
+  if (!plan.pending.empty()) return;  // nothing grows while a job waits
+  std::map<std::string, Quantity> granted, cohort_granted;
+  recovery_->MaybeScaleUp([&](const baton::v1::Job& job, int joining) {
+    return GrowthAllowed(job, joining, granted, cohort_granted);
+  });
+}
+
+void SharingManager::CarryOut(const Shrink& s) {
+  const baton::v1::Job* job = ctx_->jobs()->Peek(s.job_id);
+  if (job == nullptr || s.leaving.empty()) return;
+  const size_t from = WorkersOf(*job).size();
+  ++shrinks_[QueueOf(*job)];
+  nominated_.insert(s.for_job);
+  making_room_[s.for_job].push_back(
+      absl::StrCat(s.job_id, " (shrinks from ", from, " to ", s.to_workers, " workers)"));
+  recovery_->Resize(s.job_id, baton::v1::FAILURE_REASON_SHRINKING,
+                    absl::StrCat("gives up worker", s.leaving.size() > 1 ? "s " : " ",
+                                 absl::StrJoin(s.leaving, ", "), " to job ", s.for_job,
+                                 ": shrinking from ", from, " to ", s.to_workers, " workers"),
+                    s.leaving.front(), s.leaving, s.to_workers);
+}
+
+void SharingManager::CarryOut(const Preemption& p) {
+  const baton::v1::Job* victim = ctx_->jobs()->Peek(p.job_id);
+  const baton::v1::Job* for_job = ctx_->jobs()->Peek(p.for_job);
+  if (victim == nullptr || for_job == nullptr) return;
+  const std::string victim_queue = QueueOf(*victim), for_queue = QueueOf(*for_job);
+  ++preemptions_[victim_queue];
+  nominated_.insert(p.for_job);
+  making_room_[p.for_job].push_back(absl::StrCat(p.job_id, " (preempted: ", p.why, ")"));
+  const std::string cause =
+      p.why == "reclaim" ? absl::StrCat("queue ", for_queue, " reclaims its quota, lent to queue ",
+                                        victim_queue, ", for job ", p.for_job)
+                         : absl::StrCat("job ", p.for_job, " of priority ",
+                                        for_job->queueing().priority(), " outranks it (priority ",
+                                        victim->queueing().priority(), ") in queue ", for_queue);
+  recovery_->Resize(p.job_id, baton::v1::FAILURE_REASON_PREEMPTED, cause, "");
+}
+
+void SharingManager::CarryOut(const Admission& a) {
+  const baton::v1::Job* job = ctx_->jobs()->Peek(a.job_id);
+  if (job == nullptr) return;
+  nominated_.erase(a.job_id);
+  making_room_.erase(a.job_id);
+  shown_.erase(a.job_id);
+  start_rendezvous_(*job, a.worker_ids, "Scheduled");
+}
+
+int SharingManager::GrowthAllowed(const baton::v1::Job& job, int joining,
+                                  std::map<std::string, Quantity>& granted,
+                                  std::map<std::string, Quantity>& cohort_granted) const {
+  const std::string queue = QueueOf(job);
+  const QueueConfig* config = nullptr;
+  Quantity cohort_nominal, cohort_used;
+  for (const QueueConfig& q : set_.queues) {
+    if (q.name == queue) config = &q;
+  }
+  if (config == nullptr) return 0;
+  for (const QueueConfig& q : set_.queues) {
+    if (config->cohort.empty() || q.cohort != config->cohort) continue;
+    cohort_nominal += q.nominal;
+    if (auto u = queue_used_.find(q.name); u != queue_used_.end()) cohort_used += u->second;
+  }
+  auto used = queue_used_.find(queue);
+  const Quantity own_used =
+      (used == queue_used_.end() ? Quantity{} : used->second) + granted[queue];
+  const Quantity room = config->cohort.empty()
+                            ? config->nominal - own_used
+                            : cohort_nominal - cohort_used - cohort_granted[config->cohort];
+  const int64_t per = SlotsPerWorker(job.spec());
+  const bool gpu = IsGpuJob(job);
+  int64_t n = std::min<int64_t>(joining, std::max<int64_t>(room.slots, 0) / per);
+  if (gpu) n = std::min<int64_t>(n, std::max<int64_t>(room.gpus, 0) / per);
+  const Quantity add{per * n, gpu ? per * n : 0};
+  granted[queue] += add;
+  if (!config->cohort.empty()) cohort_granted[config->cohort] += add;
+  return static_cast<int>(n);
+}
+
+void SharingManager::Describe(baton::v1::Job* job) const {
+  if (!enabled_) return;
+  const std::string queue = QueueOf(*job);
+  if (queue.empty()) return;
+  baton::v1::JobQueueing* q = job->mutable_queueing();
+  q->set_queue(queue);
+  if (auto s = shown_.find(job->id()); s != shown_.end()) {
+    q->set_position(s->second.position);
+    q->set_pending_reason(s->second.reason);
+  }
+  if (auto m = making_room_.find(job->id()); m != making_room_.end()) {
+    for (const std::string& r : m->second) q->add_making_room(r);
+  }
+  const bool admitted = job->state() == baton::v1::JOB_STATE_RENDEZVOUS ||
+                        job->state() == baton::v1::JOB_STATE_RUNNING ||
+                        job->state() == baton::v1::JOB_STATE_RESTARTING;
+  if (!admitted) return;
+  for (const QueueConfig& c : set_.queues) {
+    if (c.name != queue) continue;
+    auto used = queue_used_.find(queue);
+    q->set_borrowing(used != queue_used_.end() && !used->second.FitsIn(c.nominal));
+  }
+}
+
+baton::v1::ListQueuesResponse SharingManager::ListQueues() const {
+  baton::v1::ListQueuesResponse resp;
+  resp.set_configured(enabled_);
+  if (!enabled_) return resp;
+  resp.set_default_queue(set_.default_queue);
+  std::vector<std::pair<std::string, int>> classes(set_.priority_classes.begin(),
+                                                   set_.priority_classes.end());
+  std::sort(classes.begin(), classes.end(),
+            [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (const auto& [name, value] : classes) {
+    baton::v1::PriorityClass* c = resp.add_priority_classes();
+    c->set_name(name);
+    c->set_value(value);
+  }
+  std::map<std::string, int> pending, admitted;
+  JobManager* jobs = ctx_->jobs();
+  for (const std::string& id : jobs->JobsIn({JobState::kQueued}))
+    ++pending[QueueOf(*jobs->Peek(id))];
+  for (const std::string& id : jobs->JobsIn(kAdmitted)) ++admitted[QueueOf(*jobs->Peek(id))];
+  std::map<std::string, Quantity> used = UsedByQueue();
+  const auto set = [](baton::v1::QueueQuantity* to, const Quantity& q) {
+    to->set_slots(q.slots);
+    to->set_gpus(q.gpus);
+  };
+  for (const QueueConfig& c : set_.queues) {
+    baton::v1::QueueStatus* s = resp.add_queues();
+    s->set_name(c.name);
+    s->set_cohort(c.cohort);
+    set(s->mutable_nominal(), c.nominal);
+    const Quantity u = used[c.name];
+    set(s->mutable_used(), u);
+    set(s->mutable_borrowed(), {std::max<int64_t>(u.slots - c.nominal.slots, 0),
+                                std::max<int64_t>(u.gpus - c.nominal.gpus, 0)});
+    s->set_pending_jobs(pending[c.name]);
+    s->set_admitted_jobs(admitted[c.name]);
+    if (auto p = preemptions_.find(c.name); p != preemptions_.end()) s->set_preemptions(p->second);
+    if (auto p = shrinks_.find(c.name); p != shrinks_.end()) s->set_shrinks(p->second);
+    if (auto u = set_.users.find(c.name); u != set_.users.end()) {
+      for (const std::string& user : u->second) s->add_users(user);
+    }
+  }
+  return resp;
+}
+
+}  // namespace baton::coordinator

@@ -1,0 +1,114 @@
+#pragma once
+
+// Sharing a cluster (docs/ARCHITECTURE.md, "Sharing a cluster"): on a coordinator started
+// with a queue file (coordinator/queues/queue_file.h), every scheduling pass goes through
+// PlanAdmission (policy/admission.h) over a snapshot of the queues, the jobs (queued,
+// admitted, releasing) and the schedulable workers, and this class carries the plan out:
+//   - admissions start the job's rendezvous on the planned workers;
+//   - shrinks are planned resizes (RecoveryManager::Resize, FAILURE_REASON_SHRINKING):
+//     rank 0 checkpoints at a step boundary, the next generation runs on the workers kept
+//     (Failure.released_workers, max_next_workers);
+//   - preemptions are planned resizes too (FAILURE_REASON_PREEMPTED): rank 0 checkpoints,
+//     the processes stop, the job goes back to QUEUED ("Requeued") and, admitted again,
+//     resumes from that checkpoint. Class planned: no restart budget, no backoff.
+// The job room was made for is "nominated": it goes first in later passes until it starts,
+// so what was freed for it is not taken by another job. Running jobs grow (scale-up) only
+// when nothing waits, and only within their queue's quota (or the cohort's spare); a
+// restart never takes more workers than its failed generation had.
+//
+// Durable: a job's queue and priority (Job.queueing, resolved at submit) and its
+// preemptions; a preemption or shrink is a Failure record committed before it acts. Coordinator
+// memory (rebuilt by the next passes after a restart): the latest plan (positions and
+// reasons), the nominations, the users' decayed usage (fair share starts even) and the
+// per-queue preemption counters.
+//
+// Threading: not thread-safe; the coordinator's event loop is its only caller.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "baton/v1/job.pb.h"
+#include "baton/v1/job_service.pb.h"
+#include "coordinator/control/control_context.h"
+#include "coordinator/control/recovery_manager.h"
+#include "coordinator/policy/admission.h"
+#include "coordinator/queues/queue_file.h"
+
+namespace baton::coordinator {
+
+class SharingManager {
+ public:
+  // `ctx` and `recovery` must outlive this object.
+  SharingManager(ControlContext* ctx, RecoveryManager* recovery,
+                 RecoveryManager::StartRendezvousFn start_rendezvous);
+
+  // Whether queues are configured (SetQueues was called): then Schedule replaces first
+  // come, first served.
+  bool enabled() const { return enabled_; }
+  // Installs a queue file's set, at start and on each reload. Jobs keep the queue they were
+  // submitted to: those of a queue the new set lacks wait (their reason says so) or, if
+  // admitted, run on outside every quota.
+  void SetQueues(QueueSet set);
+  const QueueSet& queues() const { return set_; }
+
+  // At submit: the queue (JobSpec.queue, or the default) and priority the job of `owner`
+  // gets. QueueFor's and ResolvePriority's errors, naming the field.
+  absl::StatusOr<baton::v1::JobQueueing> Resolve(const baton::v1::JobSpec& spec,
+                                                 const std::string& owner) const;
+
+  // One pass: plans over a snapshot and carries the plan out (see the file comment).
+  void Schedule();
+
+  // Fills in `job`'s queueing view (position, why it waits, what makes room for it,
+  // borrowing) from the latest pass. Nothing for a job without a queue.
+  void Describe(baton::v1::Job* job) const;
+  // ClusterService.ListQueues: every queue of the set with its usage now.
+  baton::v1::ListQueuesResponse ListQueues() const;
+
+ private:
+  struct Shown {
+    int position = 0;
+    std::string reason;
+  };
+  // The queue a job waits in: its recorded one, or the file's default for a job
+  // submitted before the coordinator had queues.
+  std::string QueueOf(const baton::v1::Job& job) const;
+  AdmissionSnapshot Snapshot();
+  // Advances every user's decayed usage to now by what its jobs held since the last pass.
+  void DecayUsageTo(absl::Time now, const std::vector<AdmissionJob>& jobs);
+  // Carries out one shrink / preemption / admission of `plan`.
+  void CarryOut(const Shrink& s);
+  void CarryOut(const Preemption& p);
+  void CarryOut(const Admission& a);
+  // How many of `joining` workers the running `job` may grow by (MaybeScaleUp): what its
+  // queue's quota (or its cohort's) leaves, less what this pass already granted.
+  int GrowthAllowed(const baton::v1::Job& job, int joining,
+                    std::map<std::string, Quantity>& granted,
+                    std::map<std::string, Quantity>& cohort_granted) const;
+  // What the admitted jobs of each queue hold now.
+  std::map<std::string, Quantity> UsedByQueue() const;
+  // What an admitted job holds: per worker x its workers.
+  Quantity Held(const baton::v1::Job& job) const;
+  bool IsGpuJob(const baton::v1::Job& job) const;
+
+  ControlContext* const ctx_;
+  RecoveryManager* const recovery_;
+  const RecoveryManager::StartRendezvousFn start_rendezvous_;
+  bool enabled_ = false;
+  QueueSet set_;
+  std::map<std::string, Shown> shown_;  // by job id: QUEUED jobs of the latest pass
+  std::set<std::string> nominated_;
+  std::map<std::string, std::vector<std::string>> making_room_;   // by job id room is for
+  std::map<std::string, std::map<std::string, Quantity>> usage_;  // queue -> user
+  absl::Time usage_time_ = absl::InfinitePast();
+  std::map<std::string, int64_t> preemptions_, shrinks_;  // by queue
+  bool all_gpus_ = false;  // every schedulable worker of the latest pass has GPUs
+  std::map<std::string, Quantity> queue_used_;  // UsedByQueue() after the latest pass
+};
+
+}  // namespace baton::coordinator
