@@ -1,6 +1,7 @@
 #include "coordinator/server/metrics.h"
 
 #include <algorithm>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <set>
@@ -31,8 +32,9 @@ prometheus::Histogram::BucketBoundaries PhaseBuckets() {
 }
 
 // The reasons of planned resizes' RESTARTING transitions (RecoveryManager::Resize).
-constexpr baton::v1::FailureReason kPlannedResizeReasons[] = {baton::v1::FAILURE_REASON_DRAINING,
-                                                              baton::v1::FAILURE_REASON_SCALING_UP};
+constexpr baton::v1::FailureReason kPlannedResizeReasons[] = {
+    baton::v1::FAILURE_REASON_DRAINING, baton::v1::FAILURE_REASON_SCALING_UP,
+    baton::v1::FAILURE_REASON_SHRINKING, baton::v1::FAILURE_REASON_PREEMPTED};
 
 // A counter family with one series per `label` value: every value in `always` (0 until
 // counted), then any other value `counts` holds.
@@ -160,7 +162,7 @@ CoordinatorMetrics::CoordinatorMetrics(CoordinatorMetricsOptions options, EventL
       restarts_(prometheus::BuildCounter()
                     .Name("baton_coordinator_restarts_total")
                     .Help("Job restarts (RESTARTING transitions), by the event's reason; planned "
-                          "resizes have reason Draining or ScalingUp.")
+                          "resizes have reason Draining, ScalingUp, Shrinking or Preempted.")
                     .Register(*registry_)),
       rpc_(prometheus::BuildHistogram()
                .Name("baton_coordinator_rpc_duration_seconds")
@@ -321,6 +323,7 @@ std::vector<prometheus::MetricFamily> CoordinatorMetrics::SnapshotOnLoop() const
   SnapshotJobCounts(out);
   SnapshotWorkers(out);
   SnapshotRefusals(out);
+  SnapshotQueues(out);
   SnapshotTrackedJobs(out);
   return out;
 }
@@ -436,6 +439,56 @@ void CoordinatorMetrics::SnapshotWorkers(std::vector<prometheus::MetricFamily>& 
   out.push_back(std::move(lease));
   out.push_back(std::move(losses));
   out.push_back(std::move(unhealthy));
+}
+
+void CoordinatorMetrics::SnapshotQueues(std::vector<prometheus::MetricFamily>& out) const {
+  using prometheus::MetricType;
+  const baton::v1::ListQueuesResponse queues = coordinator_->ListQueues();
+  if (!queues.configured()) return;
+  struct Family {
+    prometheus::MetricFamily family;
+    std::function<double(const baton::v1::QueueStatus&)> value;
+  };
+  std::vector<Family> families;
+  const auto gauge = [&](const char* name, const char* help,
+                         std::function<double(const baton::v1::QueueStatus&)> value,
+                         MetricType type = MetricType::Gauge) {
+    families.push_back({MakeFamily(name, help, type), std::move(value)});
+  };
+  gauge("baton_coordinator_queue_pending_jobs", "Jobs waiting (QUEUED) in the queue.",
+        [](const auto& q) { return q.pending_jobs(); });
+  gauge("baton_coordinator_queue_admitted_jobs",
+        "Jobs of the queue holding workers (RENDEZVOUS, RUNNING, RESTARTING).",
+        [](const auto& q) { return q.admitted_jobs(); });
+  gauge("baton_coordinator_queue_nominal_slots", "The queue's nominal quota in slots.",
+        [](const auto& q) { return q.nominal().slots(); });
+  gauge("baton_coordinator_queue_used_slots", "Slots the queue's admitted jobs hold.",
+        [](const auto& q) { return q.used().slots(); });
+  gauge("baton_coordinator_queue_borrowed_slots",
+        "Slots the queue holds beyond its nominal quota, borrowed within its cohort "
+        "(reclaimable by preemption).",
+        [](const auto& q) { return q.borrowed().slots(); });
+  gauge("baton_coordinator_queue_nominal_gpus", "The queue's nominal quota in GPUs.",
+        [](const auto& q) { return q.nominal().gpus(); });
+  gauge("baton_coordinator_queue_used_gpus", "GPUs the queue's admitted jobs hold.",
+        [](const auto& q) { return q.used().gpus(); });
+  gauge(
+      "baton_coordinator_queue_preemptions_total",
+      "Jobs of the queue preempted (checkpointed, stopped and requeued) to make room for "
+      "another job, since the coordinator started.",
+      [](const auto& q) { return q.preemptions(); }, MetricType::Counter);
+  gauge(
+      "baton_coordinator_queue_shrinks_total",
+      "Elastic jobs of the queue shrunk toward workers.min to make room for another job, "
+      "since the coordinator started.",
+      [](const auto& q) { return q.shrinks(); }, MetricType::Counter);
+  for (Family& f : families) {
+    const MetricType type = f.family.type;
+    for (const baton::v1::QueueStatus& q : queues.queues()) {
+      f.family.metric.push_back(MakeSample({{"queue", q.name()}}, f.value(q), type));
+    }
+    out.push_back(std::move(f.family));
+  }
 }
 
 void CoordinatorMetrics::SnapshotRefusals(std::vector<prometheus::MetricFamily>& out) const {

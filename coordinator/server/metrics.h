@@ -43,6 +43,9 @@
 //                                                      RESTARTING transitions
 //   baton_coordinator_job_goodput_ratio{job_id}        coordinator/policy/goodput.h
 //   baton_rank_slowdown_ratio{job_id,rank}             coordinator/policy/slowdown.h
+//   baton_coordinator_queue_{pending,admitted}_jobs{queue}  a coordinator with queues
+//   baton_coordinator_queue_{nominal,used,borrowed}_slots{queue}, _{nominal,used}_gpus{queue}
+//   baton_coordinator_queue_{preemptions,shrinks}_total{queue}  since the process started
 //   baton_coordinator_rpc_duration_seconds{method,code}  unary RPCs, server-side latency
 //   baton_coordinator_leader, baton_coordinator_election_errors_total  the role (role_metrics.h)
 //
@@ -132,6 +135,9 @@ class CoordinatorMetrics final : public prometheus::Collectable {
   void SnapshotWorkers(std::vector<prometheus::MetricFamily>& out) const;
   // Refused worker reports, refused changes and refused worker lifecycle events.
   void SnapshotRefusals(std::vector<prometheus::MetricFamily>& out) const;
+  // Per queue of a coordinator with queues (none without): pending and admitted jobs,
+  // quota, usage and borrowing in slots and GPUs, preemptions and shrinks.
+  void SnapshotQueues(std::vector<prometheus::MetricFamily>& out) const;
   void SnapshotTrackedJobs(std::vector<prometheus::MetricFamily>& out) const;
 
  private:

@@ -14,6 +14,7 @@
 #include "common/time/proto_time.h"
 #include "common/time/testing/fake_clock.h"
 #include "coordinator/control/worker_registry.h"
+#include "coordinator/queues/queue_file.h"
 #include "coordinator/store/store.h"
 
 namespace baton::coordinator {
@@ -337,6 +338,46 @@ TEST_F(CoordinatorMetricsTest, CountsRefusedWorkerEventsAndNoRefusedChanges) {
               Optional(0.0));
   // Nothing was refused by the coordinator's own rules.
   EXPECT_THAT(Value(scrape, "baton_coordinator_changes_refused_total", {}), Optional(0.0));
+}
+
+TEST_F(CoordinatorMetricsTest, PerQueueSeriesOnACoordinatorWithQueues) {
+  auto scrape = metrics_->Collect();
+  EXPECT_EQ(Value(scrape, "baton_coordinator_queue_pending_jobs", {{"queue", "a"}}),
+            std::nullopt);  // no queues, no series
+  absl::StatusOr<QueueSet> queues = ParseQueueFile(
+      "queues:\n  - {name: a, cohort: c, quota: {slots: 1}, users: [\"*\"]}\n"
+      "  - {name: b, cohort: c, quota: {slots: 1}, users: [\"*\"]}\n",
+      "queues.yaml");
+  ASSERT_OK(queues);
+  coordinator_->SetQueues(*queues);
+  baton::v1::Register reg;
+  reg.set_protocol_version(kProtocolVersion);
+  reg.mutable_resources()->set_slots(1);
+  for (const std::string id : {"w1", "w2"}) {
+    reg.set_worker_id(id);
+    ASSERT_OK(coordinator_->OnWorkerConnected(reg, "10.0.0.1", std::make_shared<NullChannel>()));
+  }
+  baton::v1::JobSpec spec;
+  spec.set_name("q");
+  spec.mutable_command()->add_argv("/bin/true");
+  spec.mutable_workers()->set_min(1);
+  spec.set_queue("a");
+  for (int i = 0; i < 3; ++i) ASSERT_OK(coordinator_->SubmitJob(spec));  // 2 run: a borrows b's
+  scrape = metrics_->Collect();
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_pending_jobs", {{"queue", "a"}}),
+              Optional(1.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_admitted_jobs", {{"queue", "a"}}),
+              Optional(2.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_used_slots", {{"queue", "a"}}), Optional(2.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_nominal_slots", {{"queue", "a"}}),
+              Optional(1.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_borrowed_slots", {{"queue", "a"}}),
+              Optional(1.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_used_slots", {{"queue", "b"}}), Optional(0.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_queue_preemptions_total", {{"queue", "a"}}),
+              Optional(0.0));
+  EXPECT_THAT(Value(scrape, "baton_coordinator_restarts_total", {{"cause", "Preempted"}}),
+              Optional(0.0));  // exists from the start
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ RUN apt-get update -q \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
       tini ca-certificates \
       libabsl20220623 libc-ares2 libgrpc++1.51 libgrpc29 libprotobuf32 libre2-9 libssl3 \
-      libsqlite3-0 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 \
+      libsqlite3-0 libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libyaml-cpp0.7 \
  && rm -rf /var/lib/apt/lists/* \
  && install -d -o 65532 -g 65532 /var/lib/baton
 COPY --from=build /out/baton-coordinator /usr/local/bin/

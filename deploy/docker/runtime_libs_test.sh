@@ -37,11 +37,11 @@ elif ! grep -q "needs package libsqlite3-0" <<<"$out"; then
   fail "a Dockerfile without libsqlite3-0 failed for another reason: $out"
 fi
 unneeded="$TEST_TMPDIR/unneeded.Dockerfile"
-sed 's/ libsqlite3-0 / libsqlite3-0 libyaml-cpp0.7 /' deploy/docker/coordinator.Dockerfile \
+sed 's/ libsqlite3-0 / libsqlite3-0 libopenblas0-pthread /' deploy/docker/coordinator.Dockerfile \
   >"$unneeded"
 if out=$(check --dockerfile="$unneeded" --binary="$COORDINATOR"); then
-  fail "a Dockerfile installing libyaml-cpp0.7 for the coordinator passed"
-elif ! grep -q "installs libyaml-cpp0.7, which no program needs" <<<"$out"; then
+  fail "a Dockerfile installing libopenblas0-pthread for the coordinator passed"
+elif ! grep -q "installs libopenblas0-pthread, which no program needs" <<<"$out"; then
   fail "the unneeded-package copy failed for another reason: $out"
 fi
 ((failures == 0))

@@ -19,11 +19,19 @@
 #   - every alert rule is loaded and evaluates with health "ok", every metric an alert
 #     reads exists in Prometheus (so no rule watches a misspelt or missing series), and no
 #     alert fires during a healthy run.
+# The coordinator runs with a queue file (one queue, everyone's default) so that the
+# dashboard's queue panels have series.
 source "${TEST_SRCDIR}/baton/tests/e2e/lib.sh"
 
 command -v prometheus >/dev/null || fail "prometheus is required (apt-get install prometheus)"
 command -v promtool >/dev/null || fail "promtool is required (apt-get install prometheus)"
 DEPLOY=$RUNFILES/deploy
+cat >"$TMP/queues.yaml" <<EOF
+default_queue: everyone
+queues:
+  - {name: everyone, quota: {slots: 2}, users: ["*"]}
+EOF
+COORDINATOR_FLAGS=(--queue_file="$TMP/queues.yaml")
 start_two_worker_cluster
 wait_for 30 test -s "$TMP/coordinator.metrics_port"
 wait_for 30 test -s "$TMP/w1.metrics_port"
