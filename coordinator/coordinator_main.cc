@@ -23,6 +23,7 @@
 #include "coordinator/ha/etcd_target.h"
 #include "coordinator/ha/replica.h"
 #include "coordinator/policy/election.h"
+#include "coordinator/queues/queue_file.h"
 #include "coordinator/server/server.h"
 
 namespace {
@@ -159,6 +160,13 @@ ABSL_FLAG(absl::Duration, checkpoint_timeout, Defaults().coordinator.checkpoint_
           "A planned resize (a worker drains or joins) asks rank 0 to checkpoint at its next "
           "step boundary first; after this long without its exit the generation is stopped "
           "anyway (losing the steps since its last checkpoint).");
+ABSL_FLAG(std::string, check_queue_file, "",
+          "Only check this queue file (as --queue_file would read it), print what it "
+          "defines or the error (file:line:col, field, what is allowed), and exit 0 or 1. "
+          "Check an edited file before a rollout or a SIGHUP.");
+ABSL_FLAG(absl::Duration, fair_share_half_life, Defaults().coordinator.fair_share_half_life,
+          "With --queue_file: the half-life of a user's recorded usage (slot-seconds), by which "
+          "fair share orders the waiting jobs of one queue's users.");
 ABSL_FLAG(absl::Duration, unhealthy_recheck_after, Defaults().coordinator.unhealthy_recheck_after,
           "A worker a job's pre-flight check found slow or failing gets no new gangs for this "
           "long; then the next gang it joins checks it again (`baton workers` shows the mark).");
@@ -225,6 +233,7 @@ absl::StatusOr<baton::coordinator::ServerOptions> OptionsFromFlags() {
   options.coordinator.stop_grace = absl::GetFlag(FLAGS_stop_grace);
   options.coordinator.checkpoint_timeout = absl::GetFlag(FLAGS_checkpoint_timeout);
   options.coordinator.unhealthy_recheck_after = absl::GetFlag(FLAGS_unhealthy_recheck_after);
+  options.coordinator.fair_share_half_life = absl::GetFlag(FLAGS_fair_share_half_life);
   options.retention.history_max_age = absl::GetFlag(FLAGS_history_retention);
   options.retention.max_points_per_job = absl::GetFlag(FLAGS_max_points_per_job);
   options.retention.max_log_bytes_per_job = absl::GetFlag(FLAGS_max_log_bytes_per_job);
@@ -318,6 +327,23 @@ int RunReplica(baton::coordinator::ServerOptions server, baton::coordinator::Etc
   return halted ? 1 : 0;
 }
 
+// --check_queue_file: 0 if `path` is a valid queue file (printing its queues), else 1.
+int CheckQueueFile(const std::string& path) {
+  absl::StatusOr<baton::coordinator::QueueSet> set = baton::coordinator::ReadQueueFile(path);
+  if (!set.ok()) {
+    std::fprintf(stderr, "baton-coordinator: %s\n", std::string(set.status().message()).c_str());
+    return 1;
+  }
+  std::printf("%s: %zu queue(s), %zu priority class(es), default queue '%s'\n", path.c_str(),
+              set->queues.size(), set->priority_classes.size(), set->default_queue.c_str());
+  for (const baton::coordinator::QueueConfig& q : set->queues) {
+    std::printf("  %s: cohort '%s', quota %lld slots, %lld GPUs\n", q.name.c_str(),
+                q.cohort.c_str(), static_cast<long long>(q.nominal.slots),
+                static_cast<long long>(q.nominal.gpus));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -333,6 +359,9 @@ int main(int argc, char** argv) {
       "grpc.health.v1 (open to all) and server reflection. tools/certs.sh makes the CA, "
       "certificates and tokens. SIGHUP re-reads --token_file and --queue_file.");
   absl::ParseCommandLine(argc, argv);
+  if (const std::string path = absl::GetFlag(FLAGS_check_queue_file); !path.empty()) {
+    return CheckQueueFile(path);
+  }
 
   // Block the stop signals in every thread; main waits for them below.
   sigset_t stop_signals;

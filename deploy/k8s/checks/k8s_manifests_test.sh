@@ -27,7 +27,12 @@ mkdir -p "$T/deploy/k8s/overlays/gpu-ha"
 sed 's|  # Last: it sets the images|  - ../../components/ha\n&|' deploy/k8s/overlays/gpu/kustomization.yaml \
   >"$T/deploy/k8s/overlays/gpu-ha/kustomization.yaml"
 grep -q components/ha "$T/deploy/k8s/overlays/gpu-ha/kustomization.yaml" || fail "no gpu-ha overlay"
-for overlay in cpu gpu cpu-ha gpu-ha; do
+# gpu-queues: components/queues added to the GPU overlay as its kustomization says.
+mkdir -p "$T/deploy/k8s/overlays/gpu-queues"
+sed 's|  # Last: it sets the images|  - ../../components/queues\n&|' deploy/k8s/overlays/gpu/kustomization.yaml \
+  >"$T/deploy/k8s/overlays/gpu-queues/kustomization.yaml"
+grep -q components/queues "$T/deploy/k8s/overlays/gpu-queues/kustomization.yaml" || fail "no gpu-queues overlay"
+for overlay in cpu gpu cpu-ha gpu-ha gpu-queues; do
   kubectl kustomize "$T/deploy/k8s/overlays/$overlay" >"$T/$overlay.yaml" \
     || fail "kustomize cannot render overlays/$overlay"
   NODE_PATH=$NODE_TOOLS node "$CHECKS/schema_check.js" "$T/$overlay.yaml"
@@ -35,6 +40,16 @@ for overlay in cpu gpu cpu-ha gpu-ha; do
     "$T/worker.flags" deploy/docker "$T/etcd.flags"
 done
 grep -q -- "--store=etcd://" "$T/gpu-ha.yaml" || fail "gpu-ha has no coordinator replicas"
+grep -q -- "--queue_file=" "$T/gpu-queues.yaml" || fail "gpu-queues has no queue file"
+# The example queue file is one the coordinator accepts; a broken one it refuses.
+coordinator/baton-coordinator --check_queue_file=deploy/k8s/components/queues/queues.yaml \
+  >"$T/queues.out" 2>&1 || { cat "$T/queues.out"; fail "the example queue file was refused"; }
+grep -q "2 queue(s)" "$T/queues.out" || { cat "$T/queues.out"; fail "the example file: $(cat "$T/queues.out")"; }
+sed 's/slots: 16,/slots: -1,/' deploy/k8s/components/queues/queues.yaml >"$T/bad-queues.yaml"
+if coordinator/baton-coordinator --check_queue_file="$T/bad-queues.yaml" >"$T/bad-queues.out" 2>&1; then
+  fail "--check_queue_file accepted a negative quota"
+fi
+grep -q "bad-queues.yaml:[0-9]*:[0-9]*: " "$T/bad-queues.out" || { cat "$T/bad-queues.out"; fail "no file:line:col in the error"; }
 /usr/bin/python3 "$CHECKS/policy_check_test.py" "$T/gpu.yaml" "$T/cpu-ha.yaml" \
   "$T/coordinator.flags" "$T/worker.flags" "$T/etcd.flags" deploy/docker
 

@@ -171,6 +171,9 @@ def check_wiring(m, coordinator_flags, worker_flags, docker_dir, etcd_help, erro
                 errors.append("%s: --%s=%s is not on a mounted volume" % (name, flag, a[flag]))
         if "insecure" in a:
             errors.append("%s: --insecure in a cluster manifest" % name)
+    if "queue_file" in args and not mounted_under(coord, args["queue_file"]):
+        errors.append("baton-coordinator: --queue_file=%s is not on a mounted volume"
+                      % args["queue_file"])
     for name, c, a in [("coordinator", coord, args), ("worker", worker, wargs)]:
         health = a.get("health_listen", "")
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):

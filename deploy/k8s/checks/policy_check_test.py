@@ -125,6 +125,9 @@ class PolicyCheckTest(unittest.TestCase):
         self.assertFails(lambda d: set_arg(pod(d, "baton-coordinator")["containers"][0],
                                            "state_dir", "/nowhere"),
                          "state_dir /nowhere is not on a mounted volume")
+        self.assertFails(lambda d: set_arg(pod(d, "baton-coordinator")["containers"][0],
+                                           "queue_file", "/etc/queues.yaml"),
+                         "--queue_file=/etc/queues.yaml is not on a mounted volume")
 
     def test_sqlite_state_on_the_claim(self):
         self.assertFails(lambda d: set_arg(pod(d, "baton-coordinator")["containers"][0],
