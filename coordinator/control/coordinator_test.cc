@@ -2740,6 +2740,17 @@ TEST_F(SharingTest, ARunningJobGrowsOnlyWithinItsQueuesQuota) {
   coordinator_->ReconcileOnce();
   EXPECT_EQ(StateOf(id), JobState::kRunning);  // two idle workers, no room in the quota
 
+  // A failure's restart takes no more workers than the failed generation had.
+  Exited("w2", id, 1, 1, 1);
+  ASSERT_EQ(StateOf(id), JobState::kRestarting);
+  StopRest(id, 1);
+  clock_.Advance(kFirstBackoff);
+  coordinator_->ReconcileOnce();
+  ASSERT_EQ(StateOf(id), JobState::kRendezvous);
+  EXPECT_THAT(WorkersOfJob(id), SizeIs(2));
+  CompleteRendezvous(id, 2, 29501);
+  Metric("w1", id, 2, 0, 4);
+
   // A reload that raises the quota lets it grow by what the quota allows.
   coordinator_->SetQueues(ParsedQueues(R"(queues:
   - {name: a, quota: {slots: 3}, users: ["*"]}

@@ -308,9 +308,6 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
   pending.min_workers = spec.workers().min();
   pending.max_workers = MaxWorkers(spec);
   pending.slots_per_worker = SlotsPerWorker(spec);
-  // Workers left out as stragglers stay out for their cool-down, and a worker that
-  // straggles now is left out when a spare can take its place; both only while the job
-  // still gets workers.min without them.
   // A shrink's released workers are another job's now; a shrink, a capped scale-up or a
   // coordinator with queues (growing is admission's call) caps the gang.
   const baton::v1::Failure& last = *LastFailure(&job);
@@ -330,6 +327,9 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
                                               w.worker_id) != last.released_workers().end();
                            }),
             all.end());
+  // Workers left out as stragglers stay out for their cool-down, and a worker that
+  // straggles now is left out when a spare can take its place; both only while the job
+  // still gets workers.min without them.
   std::vector<WorkerCapacity> capacity = WithoutBenched(all, benched, now);
   std::vector<SlowWorker> slow;
   for (const auto& [rank, ratio] : jobs_->Stragglers(job.id())) {

@@ -81,8 +81,9 @@ void RendezvousManager::StartRendezvous(baton::v1::Job job,
   if (restart != nullptr && restart->next_generation() != 0 && !restart->has_running_time()) {
     restart->set_next_generation(job.generation());
     // A preempted job admitted again: its wait in the queue ends here.
-    if (!restart->has_rendezvous_time())
+    if (!restart->has_rendezvous_time()) {
       *restart->mutable_rendezvous_time() = ToProto(clock_->Now());
+    }
   }
   job.clear_ranks();
   job.clear_master_addr();
