@@ -524,6 +524,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   if (inv.command == "logs") return Logs(ctx, inv.logs);
   if (inv.command == "cancel") return Cancel(ctx, inv.job_id);
   if (inv.command == "workers") return ListWorkers(ctx);
+  if (inv.command == "queues") return ListQueues(ctx);
   if (inv.command == "profile") return Profile(ctx, inv.profile);
   if (inv.command == "cordon") return Cordon(ctx, inv.cordon, /*cordon=*/true);
   if (inv.command == "uncordon") return Cordon(ctx, inv.cordon, /*cordon=*/false);

@@ -31,8 +31,8 @@ enum class ColorMode { kAuto, kAlways, kNever };
 
 // A parsed command line.
 struct Invocation {
-  // "submit", "jobs", "describe", "logs", "cancel", "workers", "cordon", "uncordon",
-  // "profile", "wait", "version", "completion" or "help".
+  // "submit", "jobs", "describe", "logs", "cancel", "workers", "queues", "cordon",
+  // "uncordon", "profile", "wait", "version", "completion" or "help".
   std::string command;
   // For "help": the command to explain ("" for the overview).
   std::string help_topic;

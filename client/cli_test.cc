@@ -185,6 +185,25 @@ TEST(ParseCommandLineTest, NewFlags) {
   EXPECT_EQ(inv->shell, "zsh");
 }
 
+TEST(ParseCommandLineTest, Queues) {
+  absl::StatusOr<Invocation> inv = ParseCommandLine({"queues", "-o", "wide"});
+  ASSERT_OK(inv);
+  EXPECT_EQ(inv->command, "queues");
+  EXPECT_EQ(inv->format, OutputFormat::kWide);
+  for (const char* format : {"table", "json", "yaml", "name"}) {
+    EXPECT_OK(ParseCommandLine({"queues", "-o", format}));
+  }
+  EXPECT_THAT(ParseCommandLine({"queues", "team-a"}),
+              StatusIs(kInvalid, "'baton queues' takes no arguments, got 'team-a'"));
+  EXPECT_THAT(ParseCommandLine({"queues", "--state", "queued"}),
+              StatusIs(kInvalid, "unknown flag --state for 'baton queues'"));
+  EXPECT_THAT(HelpText("queues"),
+              ::testing::AllOf(HasSubstr("Usage: baton queues\n"), HasSubstr("--queue_file"),
+                               HasSubstr("BORROWED"), HasSubstr("priority classes"),
+                               HasSubstr("first come, first")));
+  EXPECT_THAT(HelpText(), HasSubstr("  queues      List the cluster's queues"));
+}
+
 // The `baton ...` invocations in one shell line of a help text's examples, as argument
 // vectors: quotes removed, `$(...)` and `<(...)` opened up, split at && || | ; and with
 // leading VAR=value assignments dropped.
@@ -315,11 +334,12 @@ TEST(RunCliTest, UsageErrorExitsTwoWithHint) {
 TEST(RunCliTest, HelpExplainsEveryCommandAndFlag) {
   std::ostringstream out, err;
   EXPECT_EQ(RunCli({"--help"}, out, err, {}), kExitOk);
-  for (const char* name : {"submit", "jobs", "describe", "logs", "cancel", "workers",
+  for (const char* name : {"submit", "jobs", "describe", "logs", "cancel", "workers", "queues",
                            "--coordinator", "--output", "BATON_COORDINATOR"}) {
     EXPECT_THAT(out.str(), HasSubstr(name));
   }
-  for (const char* command : {"submit", "jobs", "describe", "logs", "cancel", "workers"}) {
+  for (const char* command :
+       {"submit", "jobs", "describe", "logs", "cancel", "workers", "queues"}) {
     std::ostringstream cmd_out;
     EXPECT_EQ(RunCli({"help", command}, cmd_out, err, {}), kExitOk);
     EXPECT_THAT(cmd_out.str(), HasSubstr(std::string("Usage: baton ") + command));

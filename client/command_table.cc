@@ -66,7 +66,9 @@ const std::vector<CommandSpec>& Commands() {
        "List jobs, newest first",
        "Columns: ID, NAME, STATE, WORKERS (workers in use / requested range), GEN\n"
        "(rendezvous generation), STEP (rank 0's latest step / budget.max_steps), AGE;\n"
-       "-o wide adds OWNER, WORLD (ranks), MASTER (rendezvous address), LOSS and SAMPLES/S.",
+       "-o wide adds OWNER, WORLD (ranks), MASTER (rendezvous address), LOSS and SAMPLES/S.\n"
+       "On a shared cluster (see 'baton queues') QUEUE, PRIO (priority) and POS (a waiting\n"
+       "job's place in its queue, 1 = next) follow STATE.",
        {{"state", "", "STATES",
          "Only jobs in these states, comma-separated or repeated: queued, rendezvous, "
          "running, restarting, succeeded, failed, cancelled (any case)."},
@@ -78,7 +80,9 @@ const std::vector<CommandSpec>& Commands() {
        1,
        "Show one job in detail",
        "Prints the job's spec summary, state and message, generation, rendezvous master\n"
-       "address, ranks (RANK WORKER LOCAL PID EXIT), result and every event.",
+       "address, ranks (RANK WORKER LOCAL PID EXIT), result and every event. On a shared\n"
+       "cluster also its queue and priority and, while it waits, its position in the queue,\n"
+       "why it waits and which jobs shrink or are preempted to make room for it.",
        {},
        {"baton describe j-000007", "baton describe j-000007 -o json",
         "baton describe j-000007 -o yaml"}},
@@ -116,6 +120,23 @@ const std::vector<CommandSpec>& Commands() {
        "with what it measured and when it is checked again).",
        {},
        {"baton workers", "baton --coordinator 10.0.0.1:7070 workers"}},
+      {"queues",
+       "",
+       0,
+       "List the cluster's queues with their quotas and usage",
+       "On a shared cluster (a coordinator started with --queue_file), one row per queue:\n"
+       "NAME, COHORT (queues that lend each other idle quota), QUOTA (its nominal quota),\n"
+       "USED (what its admitted jobs hold), BORROWED (the part of USED beyond QUOTA, lent by\n"
+       "its cohort and taken back when a lender needs it), PENDING and ADMITTED (its jobs\n"
+       "waiting and running), PREEMPTED (its jobs preempted since the coordinator started).\n"
+       "Quantities are slots, and GPUs where a queue has them. -o wide adds SHRUNK (its\n"
+       "elastic jobs shrunk to make room) and USERS (who may submit to it). Then the default\n"
+       "queue (for a job file without 'queue:') and the priority classes, highest first (a\n"
+       "job file's 'priority:' is a class name or an integer). Why a job waits: 'baton\n"
+       "describe JOB'. A coordinator without a queue file starts jobs first come, first\n"
+       "served, and says so.",
+       {},
+       {"baton queues", "baton queues -o wide", "baton queues -o json"}},
       {"cordon",
        "WORKER",
        1,

@@ -331,6 +331,29 @@ int ListWorkers(const CommandContext& ctx) {
   return kExitOk;
 }
 
+int ListQueues(const CommandContext& ctx) {
+  baton::v1::ListQueuesRequest request;
+  baton::v1::ListQueuesResponse response;
+  grpc::ClientContext call;
+  SetDeadline(&call, ctx.rpc_timeout);
+  const grpc::Status status = ctx.cluster->ListQueues(&call, request, &response);
+  // A coordinator older than 0.19 has no ListQueues, and no queues either.
+  if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    *ctx.err << "baton: cannot list queues: the coordinator at " << ctx.coordinator
+             << " is older than release 0.19 and has no queues (it starts jobs first come, "
+                "first served)\n";
+    return kExitFailure;
+  }
+  if (!status.ok()) return ReportError(ctx, status, {"cannot list queues", "", ""});
+  if (IsDocumentFormat(ctx.format)) return PrintDocument(ctx, response);
+  if (ctx.format == OutputFormat::kName) {
+    for (const auto& q : response.queues()) *ctx.out << q.name() << "\n";
+    return kExitOk;
+  }
+  *ctx.out << RenderQueues(response, StyleOf(ctx));
+  return kExitOk;
+}
+
 namespace {
 
 bool ConditionMet(WaitCondition condition, baton::v1::JobState state) {

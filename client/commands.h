@@ -161,6 +161,11 @@ int Logs(const CommandContext& ctx, const LogsArgs& args);
 int Cancel(const CommandContext& ctx, const std::string& job_id);
 // Table of workers (JSON: ListWorkersResponse).
 int ListWorkers(const CommandContext& ctx);
+// Table of the queues of a shared cluster with the default queue and the priority classes
+// (JSON: ListQueuesResponse; name: the queues' names). A coordinator without a queue file
+// is said so in one line (exit 0; JSON: `configured` false). One older than release 0.19
+// (no ListQueues: UNIMPLEMENTED) is reported as such, exit 1.
+int ListQueues(const CommandContext& ctx);
 // Watches a job (WatchJob, resumed like submit --wait) until `args.condition` holds, the
 // job ends without meeting it, or `args.timeout` (measured on ctx.clock) runs out. Prints
 // the final state line "j-000007 SUCCEEDED" (with ": message" when there is one; JSON/YAML:

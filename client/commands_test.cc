@@ -372,6 +372,99 @@ TEST_F(CommandsTest, CancelAndWorkers) {
   EXPECT_THAT(out_.str(), HasSubstr("w-a   10.0.0.5   4       0      READY   -"));
 }
 
+baton::v1::ListQueuesResponse TwoQueues() {
+  baton::v1::ListQueuesResponse queues;
+  queues.set_configured(true);
+  queues.set_default_queue("team-a");
+  for (const std::string name : {"team-a", "team-b"}) {
+    baton::v1::QueueStatus* q = queues.add_queues();
+    q->set_name(name);
+    q->set_cohort("research");
+    q->mutable_nominal()->set_slots(4);
+  }
+  queues.mutable_queues(0)->mutable_used()->set_slots(6);
+  queues.mutable_queues(0)->mutable_borrowed()->set_slots(2);
+  queues.mutable_queues(0)->set_admitted_jobs(2);
+  queues.mutable_queues(1)->set_pending_jobs(1);
+  baton::v1::PriorityClass* high = queues.add_priority_classes();
+  high->set_name("high");
+  high->set_value(1000);
+  return queues;
+}
+
+TEST_F(CommandsTest, QueuesTableAndFormats) {
+  fake_.SetQueues(TwoQueues());
+  EXPECT_EQ(ListQueues(ctx_), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(),
+            "NAME     COHORT     QUOTA     USED      BORROWED   PENDING   ADMITTED   PREEMPTED\n"
+            "team-a   research   4 slots   6 slots   2 slots    0         2          0\n"
+            "team-b   research   4 slots   0 slots   -          1         0          0\n"
+            "\n"
+            "Default queue:     team-a\n"
+            "Priority classes:  high (1000)\n");
+  EXPECT_EQ(err_.str(), "");
+
+  out_.str("");
+  ctx_.format = OutputFormat::kName;
+  EXPECT_EQ(ListQueues(ctx_), kExitOk);
+  EXPECT_EQ(out_.str(), "team-a\nteam-b\n");
+
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(ListQueues(ctx_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"configured\": true"));
+  EXPECT_THAT(out_.str(), HasSubstr("\"borrowed\": {\n    \"slots\": \"2\""));
+}
+
+TEST_F(CommandsTest, QueuesOnACoordinatorWithoutQueues) {
+  EXPECT_EQ(ListQueues(ctx_), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "this coordinator has no queues: it starts jobs first come, first served (start it "
+            "with --queue_file)\n");
+  EXPECT_EQ(err_.str(), "");
+  // Scripts get the document, `configured` false.
+  out_.str("");
+  ctx_.format = OutputFormat::kJson;
+  EXPECT_EQ(ListQueues(ctx_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("\"configured\": false"));
+}
+
+TEST_F(CommandsTest, QueuesOnACoordinatorOlderThanQueues) {
+  fake_.SetQueues({}, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+  EXPECT_EQ(ListQueues(ctx_), kExitFailure);
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_EQ(err_.str(),
+            absl::StrCat("baton: cannot list queues: the coordinator at ", ctx_.coordinator,
+                         " is older than release 0.19 and has no queues (it starts "
+                         "jobs first come, first served)\n"));
+
+  err_.str("");
+  fake_.SetQueues({}, grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "user eve may not read"));
+  EXPECT_EQ(ListQueues(ctx_), kExitFailure);
+  EXPECT_EQ(err_.str(), "baton: not allowed: user eve may not read\n");
+}
+
+TEST_F(CommandsTest, JobsAndDescribeShowTheQueue) {
+  Job queued = FinalJob(baton::v1::JOB_STATE_QUEUED, "");
+  queued.clear_result();
+  queued.mutable_queueing()->set_queue("team-a");
+  queued.mutable_queueing()->set_priority(100);
+  queued.mutable_queueing()->set_position(3);
+  queued.mutable_queueing()->set_pending_reason("needs 2 slots (2 workers x 1)");
+  fake_.AddJob(queued);
+  EXPECT_EQ(ListJobs(ctx_), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), StartsWith("ID         NAME   STATE    QUEUE    PRIO   POS   WORKERS"));
+  EXPECT_THAT(out_.str(), HasSubstr("j-000001   -      QUEUED   team-a   100    3     0/0"));
+
+  out_.str("");
+  EXPECT_EQ(Describe(ctx_, "j-000001"), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("\nQueue:     team-a\n"
+                                    "Priority:  100\n"
+                                    "Position:  3 in queue\n"
+                                    "Waiting:   needs 2 slots (2 workers x 1)\n"
+                                    "\nSpec:\n"));
+}
+
 TEST_F(CommandsTest, LogsPrefixRanksAndFollowResumes) {
   std::vector<baton::v1::LogLine> lines;
   for (int i = 1; i <= 3; ++i) {

@@ -48,10 +48,13 @@ has() {  # has "DESCRIPTION" WORD ACTUAL
 }
 
 out=$(complete_line baton "")
-for cmd in submit jobs describe logs cancel workers profile wait version completion help; do
+for cmd in submit jobs describe logs cancel workers queues profile wait version completion help; do
   has "baton <TAB>" "$cmd" "$out"
 done
 expect "baton w<TAB>" "$(printf 'wait\nworkers')" "$(complete_line baton w)"
+expect "baton q<TAB>" "queues" "$(complete_line baton q)"
+expect "baton queues -o <TAB>" "$(printf 'json\nname\ntable\nwide\nyaml')" \
+  "$(complete_line baton queues -o "")"
 
 out=$(complete_line baton jobs --)
 for flag in --state --limit --output --color --coordinator --help; do

@@ -8,20 +8,22 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cli.h"
-#include "client/completion.h"
 #include "client/commands.h"
+#include "client/completion.h"
 #include "client/testing/fake_coordinator.h"
 #include "common/time/proto_time.h"
 #include "common/time/testing/fake_clock.h"
@@ -201,6 +203,147 @@ TEST_F(GoldenTest, Describe) {
   ExpectGolden("describe_name", Run(OutputFormat::kName, describe));
 }
 
+// A shared cluster: j-000002 runs on borrowed quota of queue team-a, j-000004 waits first
+// in team-a with j-000002 shrinking for it, j-000005 waits second in team-b; j-000001 and
+// j-000003 ran before the coordinator had queues.
+TEST_F(GoldenTest, JobsInQueues) {
+  Job running = MakeJob("j-000002", "resnet", baton::v1::JOB_STATE_RUNNING, absl::Minutes(12));
+  running.set_generation(1);
+  running.add_ranks()->set_worker_id("w-a");
+  running.mutable_result()->set_steps(420);
+  running.mutable_queueing()->set_queue("team-a");
+  running.mutable_queueing()->set_borrowing(true);
+  fake_.AddJob(running);
+  Job first = MakeJob("j-000004", "sweep-7", baton::v1::JOB_STATE_QUEUED, absl::Seconds(40));
+  first.mutable_spec()->set_priority("high");
+  first.mutable_queueing()->set_queue("team-a");
+  first.mutable_queueing()->set_priority(1000);
+  first.mutable_queueing()->set_position(1);
+  first.mutable_queueing()->add_making_room("j-000002 (shrinks from 4 to 2 workers)");
+  fake_.AddJob(first);
+  Job second = MakeJob("j-000005", "bert", baton::v1::JOB_STATE_QUEUED, absl::Seconds(10));
+  second.mutable_queueing()->set_queue("team-b");
+  second.mutable_queueing()->set_priority(-5);
+  second.mutable_queueing()->set_position(2);
+  fake_.AddJob(second);
+  auto jobs = [&] { return ListJobs(ctx_); };
+  ExpectGolden("jobs_queues_table", Run(OutputFormat::kTable, jobs));
+  ExpectGolden("jobs_queues_wide", Run(OutputFormat::kWide, jobs));
+}
+
+// A job preempted once (Preempted, Requeued) that waits first in its queue while another
+// shrinks and a borrower is preempted to make room for it.
+TEST_F(GoldenTest, DescribeQueued) {
+  Job job = MakeJob("j-000006", "bert-large", baton::v1::JOB_STATE_QUEUED, absl::Minutes(20));
+  job.set_generation(1);
+  job.set_message("Requeued: preempted to make room for j-000009 (reclaim)");
+  job.mutable_spec()->set_slots_per_worker(2);
+  job.mutable_spec()->set_queue("team-a");
+  job.mutable_spec()->set_priority("high");
+  job.mutable_spec()->set_preemptible(false);
+  *job.mutable_start_time() = ToProto(kT0 - absl::Minutes(19));
+  baton::v1::JobQueueing* q = job.mutable_queueing();
+  q->set_queue("team-a");
+  q->set_priority(1000);
+  q->set_preemptions(1);
+  q->set_position(1);
+  q->set_pending_reason(
+      "needs 4 slots (2 workers x 2); queue team-a at 8/8 slots of its quota; borrowing "
+      "unavailable in cohort research (0 slots spare)");
+  q->add_making_room("j-000004 (shrinks from 4 to 2 workers)");
+  q->add_making_room("j-000007 (preempted: reclaim)");
+  job.mutable_restarts()->set_planned(1);
+  baton::v1::Failure* f = job.mutable_restarts()->add_failures();
+  f->set_generation(1);
+  f->set_failure_class(baton::v1::FAILURE_CLASS_PLANNED);
+  f->set_reason("Preempted");
+  f->set_step(300);
+  f->set_cause("to make room for j-000009 (reclaim)");
+  *f->mutable_fail_time() = ToProto(kT0 - absl::Minutes(2));
+  *f->mutable_stopped_time() = ToProto(kT0 - absl::Minutes(2) + absl::Seconds(3));
+  const struct {
+    absl::Duration ago;
+    baton::v1::JobState from, to;
+    const char* reason;
+    const char* message;
+  } events[] = {
+      {absl::Minutes(20), baton::v1::JOB_STATE_UNSPECIFIED, baton::v1::JOB_STATE_QUEUED,
+       "Submitted", "queue team-a, priority 1000"},
+      {absl::Minutes(19), baton::v1::JOB_STATE_QUEUED, baton::v1::JOB_STATE_RENDEZVOUS, "Admitted",
+       "2 workers"},
+      {absl::Minutes(2), baton::v1::JOB_STATE_RUNNING, baton::v1::JOB_STATE_RESTARTING, "Preempted",
+       "to make room for j-000009 (reclaim)"},
+      {absl::Minutes(2) - absl::Seconds(3), baton::v1::JOB_STATE_RESTARTING,
+       baton::v1::JOB_STATE_QUEUED, "Requeued", "resumes from its checkpoint when admitted"},
+  };
+  for (const auto& e : events) {
+    baton::v1::JobEvent* event = job.add_events();
+    *event->mutable_time() = ToProto(kT0 - e.ago);
+    event->set_generation(1);
+    event->set_from_state(e.from);
+    event->set_to_state(e.to);
+    event->set_reason(e.reason);
+    event->set_message(e.message);
+  }
+  fake_.AddJob(job);
+  ExpectGolden("describe_queued_table",
+               Run(OutputFormat::kTable, [&] { return Describe(ctx_, "j-000006"); }));
+}
+
+TEST_F(GoldenTest, Queues) {
+  baton::v1::ListQueuesResponse queues;
+  queues.set_configured(true);
+  queues.set_default_queue("team-a");
+  auto add_queue = [&](const std::string& name, const std::string& cohort, int64_t nominal,
+                       int64_t nominal_gpus, int64_t used, int64_t used_gpus) {
+    baton::v1::QueueStatus* q = queues.add_queues();
+    q->set_name(name);
+    q->set_cohort(cohort);
+    q->mutable_nominal()->set_slots(nominal);
+    q->mutable_nominal()->set_gpus(nominal_gpus);
+    q->mutable_used()->set_slots(used);
+    q->mutable_used()->set_gpus(used_gpus);
+    q->mutable_borrowed()->set_slots(std::max<int64_t>(used - nominal, 0));
+    q->mutable_borrowed()->set_gpus(std::max<int64_t>(used_gpus - nominal_gpus, 0));
+    return q;
+  };
+  baton::v1::QueueStatus* a = add_queue("team-a", "research", 8, 0, 10, 0);
+  a->set_pending_jobs(2);
+  a->set_admitted_jobs(3);
+  a->set_preemptions(1);
+  a->set_shrinks(2);
+  a->add_users("alice");
+  a->add_users("bob");
+  baton::v1::QueueStatus* b = add_queue("team-b", "research", 8, 0, 1, 0);
+  b->set_pending_jobs(1);
+  b->set_admitted_jobs(1);
+  b->add_users("*");
+  baton::v1::QueueStatus* gpu = add_queue("vision", "", 16, 8, 8, 4);
+  gpu->set_admitted_jobs(1);
+  gpu->add_users("carol");
+  for (const auto& [name, value] :
+       std::vector<std::pair<std::string, int>>{{"high", 1000}, {"normal", 100}, {"low", 0}}) {
+    baton::v1::PriorityClass* c = queues.add_priority_classes();
+    c->set_name(name);
+    c->set_value(value);
+  }
+  fake_.SetQueues(queues);
+  auto list = [&] { return ListQueues(ctx_); };
+  ExpectGolden("queues_table", Run(OutputFormat::kTable, list));
+  ExpectGolden("queues_wide", Run(OutputFormat::kWide, list));
+  ExpectGolden("queues_json", Run(OutputFormat::kJson, list));
+  ExpectGolden("queues_yaml", Run(OutputFormat::kYaml, list));
+  ExpectGolden("queues_name", Run(OutputFormat::kName, list));
+
+  fake_.SetQueues({});
+  ExpectGolden("queues_not_configured", Run(OutputFormat::kTable, list));
+  fake_.SetQueues({}, grpc::Status(grpc::StatusCode::UNIMPLEMENTED, ""));
+  // The address varies from run to run.
+  std::string old = Run(OutputFormat::kTable, list);
+  old.replace(old.find(ctx_.coordinator), ctx_.coordinator.size(), "HOST:PORT");
+  ExpectGolden("queues_unimplemented", old);
+}
+
 TEST_F(GoldenTest, Workers) {
   auto workers = [&] { return ListWorkers(ctx_); };
   ExpectGolden("workers_wide", Run(OutputFormat::kWide, workers));
@@ -260,6 +403,7 @@ TEST_F(GoldenTest, Help) {
   ExpectGolden("help", HelpText());
   ExpectGolden("help_jobs", HelpText("jobs"));
   ExpectGolden("help_wait", HelpText("wait"));
+  ExpectGolden("help_queues", HelpText("queues"));
 }
 
 }  // namespace

@@ -164,6 +164,24 @@ TEST(ParseJobYamlTest, OptionalPresence) {
   EXPECT_OK(ValidateJobSpec(WithDefaults(*spec)));
 }
 
+// A shared cluster's fields: a priority is a class name or an integer (both strings in
+// the spec), and preemptible has presence (unset: the default, true).
+TEST(ParseJobYamlTest, QueuePriorityAndPreemptible) {
+  absl::StatusOr<JobSpec> spec =
+      Parse("workers: {min: 1}\nqueue: team-a\npriority: 100\npreemptible: false\n");
+  ASSERT_OK(spec);
+  EXPECT_EQ(spec->queue(), "team-a");
+  EXPECT_EQ(spec->priority(), "100");
+  ASSERT_TRUE(spec->has_preemptible());
+  EXPECT_FALSE(spec->preemptible());
+  spec = Parse("workers: {min: 1}\n", {"priority=high", "queue=team-b"});
+  ASSERT_OK(spec);
+  EXPECT_EQ(spec->priority(), "high");
+  EXPECT_EQ(spec->queue(), "team-b");
+  EXPECT_FALSE(spec->has_preemptible());
+  EXPECT_THAT(Parse("preemptible: no\n"), StatusIs(kInvalid, HasSubstr("preemptible")));
+}
+
 TEST(ParseJobYamlTest, ResolvesRelativePathsAgainstBaseDir) {
   absl::StatusOr<JobSpec> spec =
       Parse("trainer: {data_dir: ../data/./mnist}\ncheckpoint_dir: ckpt\n");

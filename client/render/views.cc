@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "client/render/output.h"
 #include "common/spec/job_spec.h"
 #include "common/spec/restart_stats.h"
@@ -119,13 +121,17 @@ M Neutralised(M message) {
   return message;
 }
 
+// "key:<pad>value" lines aligned on the widest key. A value with '\n' (only ones composed
+// here: job data is neutralised first) continues on the next lines under its first line.
 std::string RenderFields(const std::vector<std::pair<std::string, std::string>>& fields,
                          const std::string& indent) {
   size_t width = 0;
   for (const auto& f : fields) width = std::max(width, f.first.size() + 1);
+  const std::string continuation = indent + std::string(width + 2, ' ');
   std::string out;
   for (const auto& [key, value] : fields) {
-    absl::StrAppend(&out, indent, absl::StrFormat("%-*s  ", width, key + ":"), value, "\n");
+    absl::StrAppend(&out, indent, absl::StrFormat("%-*s  ", width, key + ":"),
+                    absl::StrReplaceAll(value, {{"\n", "\n" + continuation}}), "\n");
   }
   return out;
 }
@@ -190,12 +196,65 @@ std::string RenderRestarts(const Job& job) {
   return out;
 }
 
+// Whether the job waits in a queue of a shared cluster (a coordinator with a queue file).
+bool HasQueue(const Job& job) { return !job.queueing().queue().empty(); }
+
+// The job's resolved priority, with the class it was submitted with: "1000 (high)", "5".
+std::string PriorityOf(const Job& job) {
+  const std::string value = absl::StrCat(job.queueing().priority());
+  const std::string& requested = job.spec().priority();
+  int as_number;
+  if (requested.empty() || absl::SimpleAtoi(requested, &as_number)) return value;
+  return absl::StrCat(value, " (", requested, ")");
+}
+
+// `baton describe`'s lines on the job's place in a shared cluster (Job.queueing): its
+// queue and priority; while QUEUED its position, why it waits and the jobs that give up
+// workers for it; once admitted whether it runs on borrowed quota. "" without a queue.
+std::string RenderQueueing(const Job& job) {
+  if (!HasQueue(job)) return "";
+  const baton::v1::JobQueueing& q = job.queueing();
+  std::vector<std::pair<std::string, std::string>> fields = {{"Queue", q.queue()},
+                                                             {"Priority", PriorityOf(job)}};
+  if (job.spec().has_preemptible() && !job.spec().preemptible()) {
+    fields.emplace_back("Preemptible", "no");
+  }
+  if (q.preemptions() > 0) fields.emplace_back("Preemptions", absl::StrCat(q.preemptions()));
+  if (job.state() == baton::v1::JOB_STATE_QUEUED) {
+    if (q.position() > 0) {
+      fields.emplace_back(
+          "Position", absl::StrCat(q.position(), " in queue", q.position() == 1 ? " (next)" : ""));
+    }
+    if (!q.pending_reason().empty()) fields.emplace_back("Waiting", q.pending_reason());
+    if (!q.making_room().empty()) {
+      fields.emplace_back("Making room", absl::StrJoin(q.making_room(), "\n"));
+    }
+  } else if (q.borrowing()) {
+    fields.emplace_back("Borrowing", "yes (reclaimable)");
+  }
+  return RenderFields(fields, "");
+}
+
+// "1 slot", "8 slots, 2 GPUs" (GPUs only when there are some).
+std::string QuantityCell(const baton::v1::QueueQuantity& q) {
+  std::string s = absl::StrCat(q.slots(), q.slots() == 1 ? " slot" : " slots");
+  if (q.gpus() > 0) absl::StrAppend(&s, ", ", q.gpus(), q.gpus() == 1 ? " GPU" : " GPUs");
+  return s;
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const baton::v1::ListJobsResponse& raw, absl::Time now,
                             TableStyle style) {
   const baton::v1::ListJobsResponse jobs = Neutralised(raw);
-  std::vector<std::string> headers = {"ID", "NAME", "STATE", "WORKERS", "GEN", "STEP", "AGE"};
+  // QUEUE, PRIO and POS only on a shared cluster: the table is unchanged elsewhere.
+  const bool queues =
+      std::any_of(jobs.jobs().begin(), jobs.jobs().end(), [](const Job& j) { return HasQueue(j); });
+  std::vector<std::string> headers = {"ID", "NAME", "STATE"};
+  if (queues) {
+    for (const char* h : {"QUEUE", "PRIO", "POS"}) headers.push_back(h);
+  }
+  for (const char* h : {"WORKERS", "GEN", "STEP", "AGE"}) headers.push_back(h);
   if (style.wide) {
     for (const char* h : {"OWNER", "WORLD", "MASTER", "LOSS", "SAMPLES/S"}) headers.push_back(h);
   }
@@ -204,13 +263,17 @@ std::string RenderJobsTable(const baton::v1::ListJobsResponse& raw, absl::Time n
   for (const Job& job : jobs.jobs()) {
     std::set<std::string> workers;
     for (const auto& rank : job.ranks()) workers.insert(rank.worker_id());
-    std::vector<std::string> row = {job.id(),
-                                    OrDash(job.spec().name()),
-                                    JobStateName(job.state()),
-                                    absl::StrCat(workers.size(), "/", WorkerRange(job.spec())),
-                                    absl::StrCat(job.generation()),
-                                    StepCell(job),
-                                    FormatAge(job.create_time(), now)};
+    std::vector<std::string> row = {job.id(), OrDash(job.spec().name()), JobStateName(job.state())};
+    if (queues) {
+      const baton::v1::JobQueueing& q = job.queueing();
+      row.push_back(OrDash(q.queue()));
+      row.push_back(HasQueue(job) ? absl::StrCat(q.priority()) : "-");
+      row.push_back(q.position() > 0 ? absl::StrCat(q.position()) : "-");
+    }
+    row.push_back(absl::StrCat(workers.size(), "/", WorkerRange(job.spec())));
+    row.push_back(absl::StrCat(job.generation()));
+    row.push_back(StepCell(job));
+    row.push_back(FormatAge(job.create_time(), now));
     if (style.wide) {
       const auto& metrics = job.result().final_metrics();
       auto metric = [&](const std::string& key) {
@@ -295,6 +358,7 @@ std::string RenderJobDescription(const Job& raw, absl::Time now, absl::TimeZone 
       {"Ended", when(job.end_time())},
   };
   std::string out = RenderFields(head, "");
+  if (HasQueue(job)) absl::StrAppend(&out, "\n", RenderQueueing(job));
 
   const int slots = spec.has_slots_per_worker() ? spec.slots_per_worker() : 1;
   std::vector<std::pair<std::string, std::string>> spec_fields = {
@@ -350,6 +414,53 @@ std::string RenderJobDescription(const Job& raw, absl::Time now, absl::TimeZone 
     absl::StrAppend(&out, events.Render("  "));
   }
   return out;
+}
+
+std::string RenderQueues(const baton::v1::ListQueuesResponse& raw, TableStyle style) {
+  if (!raw.configured()) {
+    return "this coordinator has no queues: it starts jobs first come, first served (start it "
+           "with --queue_file)\n";
+  }
+  const baton::v1::ListQueuesResponse queues = Neutralised(raw);
+  std::vector<std::string> headers = {"NAME",     "COHORT",  "QUOTA",    "USED",
+                                      "BORROWED", "PENDING", "ADMITTED", "PREEMPTED"};
+  if (style.wide) {
+    headers.push_back("SHRUNK");
+    headers.push_back("USERS");
+  }
+  Table table(std::move(headers));
+  for (const baton::v1::QueueStatus& q : queues.queues()) {
+    const bool borrows = q.borrowed().slots() > 0 || q.borrowed().gpus() > 0;
+    std::vector<std::string> row = {q.name(),
+                                    OrDash(q.cohort()),
+                                    QuantityCell(q.nominal()),
+                                    QuantityCell(q.used()),
+                                    borrows ? QuantityCell(q.borrowed()) : "-",
+                                    absl::StrCat(q.pending_jobs()),
+                                    absl::StrCat(q.admitted_jobs()),
+                                    absl::StrCat(q.preemptions())};
+    if (style.wide) {
+      row.push_back(absl::StrCat(q.shrinks()));
+      std::vector<std::string> users(q.users().begin(), q.users().end());
+      for (std::string& u : users) {
+        if (u == "*") u = "everyone";
+      }
+      row.push_back(users.empty() ? "-" : absl::StrJoin(users, ","));
+    }
+    table.AddRow(std::move(row));
+  }
+  std::vector<std::string> classes;
+  for (const baton::v1::PriorityClass& c : queues.priority_classes()) {
+    classes.push_back(absl::StrCat(c.name(), " (", c.value(), ")"));
+  }
+  return absl::StrCat(
+      table.Render(), "\n",
+      RenderFields(
+          {{"Default queue", queues.default_queue().empty() ? "none (a job must name its queue)"
+                                                            : queues.default_queue()},
+           {"Priority classes", classes.empty() ? "none (a job's priority is an integer)"
+                                                : absl::StrJoin(classes, ", ")}},
+          ""));
 }
 
 std::string RenderResult(const Job& raw) {

@@ -90,6 +90,120 @@ TEST(ViewsTest, JobsTable) {
             "j-000008   cmd         QUEUED    0/1       0     -           3s\n");
 }
 
+TEST(ViewsTest, JobsTableShowsQueuesOnlyWhenAJobHasOne) {
+  baton::v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = RunningJob();
+  const std::string without = RenderJobsTable(jobs, kNow);
+  EXPECT_THAT(without, ::testing::Not(HasSubstr("QUEUE")));
+  auto* queued = jobs.add_jobs();
+  queued->set_id("j-000008");
+  queued->mutable_spec()->mutable_workers()->set_min(1);
+  queued->set_state(baton::v1::JOB_STATE_QUEUED);
+  queued->mutable_queueing()->set_queue("team-a");
+  queued->mutable_queueing()->set_priority(-3);
+  queued->mutable_queueing()->set_position(12);
+  *queued->mutable_create_time() = ToProto(kNow - absl::Seconds(3));
+  EXPECT_EQ(
+      RenderJobsTable(jobs, kNow),
+      "ID         NAME        STATE     QUEUE    PRIO   POS   WORKERS   GEN   STEP        AGE\n"
+      "j-000007   mnist-mlp   RUNNING   -        -      -     2/2-4     2     1200/5000   5m\n"
+      "j-000008   -           QUEUED    team-a   -3     12    0/1       0     -           3s\n");
+  // The state column is still the coloured one.
+  EXPECT_THAT(RenderJobsTable(jobs, kNow, {false, true}),
+              HasSubstr("\x1b[34mQUEUED\x1b[0m    team-a"));
+}
+
+TEST(ViewsTest, DescribeShowsTheQueueOfAnAdmittedJob) {
+  baton::v1::Job job = RunningJob();
+  const std::string without = RenderJobDescription(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(without, ::testing::Not(HasSubstr("Queue:")));
+  job.mutable_spec()->set_priority("7");
+  job.mutable_spec()->set_preemptible(false);
+  job.mutable_queueing()->set_queue("team-a");
+  job.mutable_queueing()->set_priority(7);
+  job.mutable_queueing()->set_preemptions(2);
+  job.mutable_queueing()->set_borrowing(true);
+  // Left over from when it waited: not shown once admitted.
+  job.mutable_queueing()->set_pending_reason("stale");
+  job.mutable_queueing()->add_making_room("stale");
+  const std::string text = RenderJobDescription(job, kNow, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("Ended:       -\n"
+                              "\n"
+                              "Queue:        team-a\n"
+                              "Priority:     7\n"
+                              "Preemptible:  no\n"
+                              "Preemptions:  2\n"
+                              "Borrowing:    yes (reclaimable)\n"
+                              "\n"
+                              "Spec:\n"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("stale")));
+  // The rest is as without a queue.
+  EXPECT_EQ(text.substr(text.find("\nSpec:\n")), without.substr(without.find("\nSpec:\n")));
+}
+
+TEST(ViewsTest, DescribeShowsWhyAQueuedJobWaits) {
+  baton::v1::Job job = RunningJob();
+  job.set_state(baton::v1::JOB_STATE_QUEUED);
+  job.mutable_spec()->set_priority("high");
+  job.mutable_queueing()->set_queue("team-b");
+  job.mutable_queueing()->set_priority(1000);
+  job.mutable_queueing()->set_position(1);
+  job.mutable_queueing()->set_borrowing(true);  // not while it waits
+  job.mutable_queueing()->set_pending_reason("needs 4 slots (2 workers x 2)");
+  job.mutable_queueing()->add_making_room("j-000004 (shrinks from 4 to 2 workers)");
+  job.mutable_queueing()->add_making_room("j-000007 (preempted: reclaim)");
+  EXPECT_THAT(RenderJobDescription(job, kNow, absl::UTCTimeZone()),
+              HasSubstr("\nQueue:        team-b\n"
+                        "Priority:     1000 (high)\n"
+                        "Position:     1 in queue (next)\n"
+                        "Waiting:      needs 4 slots (2 workers x 2)\n"
+                        "Making room:  j-000004 (shrinks from 4 to 2 workers)\n"
+                        "              j-000007 (preempted: reclaim)\n"
+                        "\nSpec:\n"));
+}
+
+TEST(ViewsTest, QueuesTable) {
+  baton::v1::ListQueuesResponse queues;
+  EXPECT_EQ(RenderQueues(queues),
+            "this coordinator has no queues: it starts jobs first come, first served (start it "
+            "with --queue_file)\n");
+  queues.set_configured(true);
+  auto* a = queues.add_queues();
+  a->set_name("a");
+  a->mutable_nominal()->set_slots(1);
+  a->mutable_used()->set_slots(1);
+  a->add_users("*");
+  auto* gpu = queues.add_queues();
+  gpu->set_name("gpu");
+  gpu->set_cohort("c");
+  gpu->mutable_nominal()->set_slots(4);
+  gpu->mutable_nominal()->set_gpus(1);
+  gpu->mutable_used()->set_slots(6);
+  gpu->mutable_used()->set_gpus(2);
+  gpu->mutable_borrowed()->set_slots(2);
+  gpu->mutable_borrowed()->set_gpus(1);
+  gpu->set_preemptions(3);
+  gpu->set_shrinks(4);
+  gpu->add_users("alice");
+  gpu->add_users("bob");
+  EXPECT_EQ(RenderQueues(queues),
+            "NAME   COHORT   QUOTA            USED              BORROWED         PENDING   "
+            "ADMITTED   PREEMPTED\n"
+            "a      -        1 slot           1 slot            -                0         "
+            "0          0\n"
+            "gpu    c        4 slots, 1 GPU   6 slots, 2 GPUs   2 slots, 1 GPU   0         "
+            "0          3\n"
+            "\n"
+            "Default queue:     none (a job must name its queue)\n"
+            "Priority classes:  none (a job's priority is an integer)\n");
+  EXPECT_THAT(RenderQueues(queues, {/*wide=*/true, /*color=*/false}),
+              HasSubstr("PREEMPTED   SHRUNK   USERS\n"));
+  EXPECT_THAT(RenderQueues(queues, {/*wide=*/true, /*color=*/false}),
+              HasSubstr("0           0        everyone\n"));
+  EXPECT_THAT(RenderQueues(queues, {/*wide=*/true, /*color=*/false}),
+              HasSubstr("3           4        alice,bob\n"));
+}
+
 // Job data comes from other users and their ranks: what a hostile one puts in a name, a
 // command line, a message, an event or a metric name must not reach the terminal as
 // control characters, in any human view.
@@ -113,8 +227,22 @@ TEST(ViewsTest, EveryViewNeutralisesControlCharactersInJobData) {
   baton::v1::ListWorkersResponse workers;
   workers.add_workers()->set_id(evil);
   workers.mutable_workers(0)->add_job_ids(evil);
+  job.set_state(baton::v1::JOB_STATE_QUEUED);
+  job.mutable_spec()->set_priority(evil);
+  job.mutable_queueing()->set_queue(evil);
+  job.mutable_queueing()->set_pending_reason(evil);
+  job.mutable_queueing()->add_making_room(evil);
+  *jobs.add_jobs() = job;
+  baton::v1::ListQueuesResponse queues;
+  queues.set_configured(true);
+  queues.set_default_queue(evil);
+  queues.add_queues()->set_name(evil);
+  queues.mutable_queues(0)->set_cohort(evil);
+  queues.mutable_queues(0)->add_users(evil);
+  queues.add_priority_classes()->set_name(evil);
   for (const std::string& out :
        {RenderJobsTable(jobs, kNow, {/*wide=*/true, /*color=*/false}),
+        RenderQueues(queues, {/*wide=*/true, /*color=*/false}),
         RenderJobDescription(job, kNow, absl::UTCTimeZone()), RenderResult(job),
         RenderEventLine(*e, absl::UTCTimeZone()),
         RenderWorkersTable(workers, kNow, {/*wide=*/true, /*color=*/false})}) {

@@ -3,8 +3,8 @@
 // FakeCoordinator: a scripted JobService + ClusterService for the CLI's tests, served
 // in-process on 127.0.0.1:0 (FakeCoordinatorServer). It honours the filters the CLI
 // sends (ListJobs states/limit, GetLogs after_seq/tail/since) on the jobs and log lines
-// a test gives it, and answers GetVersion with what the test set. Thread-safe (gRPC's
-// sync server threads).
+// a test gives it, and answers GetVersion and ListQueues with what the test set (by
+// default: no queue file). Thread-safe (gRPC's sync server threads).
 
 #include <grpcpp/grpcpp.h>
 
@@ -185,6 +185,21 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     version_status_ = std::move(status);
   }
 
+  grpc::Status ListQueues(grpc::ServerContext*, const baton::v1::ListQueuesRequest*,
+                          baton::v1::ListQueuesResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    if (!queues_status_.ok()) return queues_status_;
+    *response = queues_;
+    return grpc::Status::OK;
+  }
+  // What ListQueues answers: `queues` when `status` is OK, else `status` (e.g.
+  // UNIMPLEMENTED, as a coordinator older than 0.19).
+  void SetQueues(baton::v1::ListQueuesResponse queues, grpc::Status status = grpc::Status::OK) {
+    absl::MutexLock lock(&mu_);
+    queues_ = std::move(queues);
+    queues_status_ = std::move(status);
+  }
+
   void AddJob(const baton::v1::Job& job) {
     absl::MutexLock lock(&mu_);
     jobs_[job.id()] = job;
@@ -249,6 +264,8 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
   std::vector<baton::v1::ListJobsRequest> list_requests_ ABSL_GUARDED_BY(mu_);
   baton::v1::GetVersionResponse version_ ABSL_GUARDED_BY(mu_);
   grpc::Status version_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
+  baton::v1::ListQueuesResponse queues_ ABSL_GUARDED_BY(mu_);
+  grpc::Status queues_status_ ABSL_GUARDED_BY(mu_) = grpc::Status::OK;
   std::vector<baton::v1::LogLine> logs_ ABSL_GUARDED_BY(mu_);
   int logs_breaks_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<baton::v1::GetLogsRequest> logs_requests_ ABSL_GUARDED_BY(mu_);

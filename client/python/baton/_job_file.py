@@ -8,7 +8,9 @@ descriptor, so new proto fields need no code here:
     int32/int64/uint32/uint64    integer (in YAML: a plain, unquoted decimal scalar)
     double/float                 number; in YAML also .inf, -.inf, .nan
     bool                         true / false
-    string                       any scalar, taken verbatim (in YAML `name: 123` is "123")
+    string                       any scalar, taken verbatim (in YAML `name: 123` is "123");
+                                 in a dict a str, or an int as its decimal text (so that
+                                 {"priority": 100} reads as `priority: 100` does)
     enum                         the value's name, e.g. STREAM_STDOUT (or its number)
     google.protobuf.Duration     "90s", "1h30m", "250ms" (Go/absl style), or a timedelta
     google.protobuf.Timestamp    RFC 3339, e.g. "2024-05-01T12:00:00Z", or an aware datetime
@@ -248,6 +250,8 @@ def _scalar(field: FD, value: Any, path: str, src: _Source) -> Any:
         raise src.error(value, path, "expected true or false, got %s" % _describe(value))
     if t == FD.TYPE_STRING:
         if isinstance(value, str):
+            return str(value)
+        if isinstance(value, int) and not isinstance(value, bool):  # as YAML's `key: 100`
             return str(value)
         raise src.error(value, path, "expected a string, got %s" % _describe(value))
     if t == FD.TYPE_BYTES:

@@ -11,8 +11,8 @@
 
 Results are the generated protobuf messages of package baton.v1 (proto/baton/v1/
 job.proto and job_service.proto document every field): Job, JobUpdate, LogLine, Worker,
-GetVersionResponse. Enum values are module constants here too (JOB_STATE_RUNNING,
-WORKER_STATE_READY, ...);
+ListQueuesResponse, GetVersionResponse. Enum values are module constants here too
+(JOB_STATE_RUNNING, WORKER_STATE_READY, ...);
 `JobState.Name(job.state)` gives a state's name.
 
 Connection: the coordinator address, TLS CA and bearer token resolve as in the CLI
@@ -33,10 +33,11 @@ a one-line message: InvalidArgument (`.field`: the field path), NotFound, Alread
 FailedPrecondition, Unauthenticated and PermissionDenied (both AuthError), Unavailable,
 DeadlineExceeded, ResourceExhausted, Unimplemented.
 
-Retries: idempotent calls (submit, with its request_id; get, jobs, workers, version) and
-the streams (watch, logs) are retried after UNAVAILABLE, up to `retries` failures in a
-row with exponential backoff; a stream that received something resets the count and
-resumes after the last sequence number it delivered, so nothing is repeated or skipped.
+Retries: idempotent calls (submit, with its request_id; get, jobs, workers, queues,
+version) and the streams (watch, logs) are retried after UNAVAILABLE, up to `retries`
+failures in a row with exponential backoff; a stream that received something resets the
+count and resumes after the last sequence number it delivered, so nothing is repeated or
+skipped.
 A refusal that names a leader among the addresses is retried there at once, once per
 call (per stream: once per run without progress), without counting as a failure.
 cancel is never retried (after a refusal naming the leader, the next call goes there).
@@ -67,13 +68,15 @@ from baton.v1.job_pb2 import (
     JOB_STATE_RESTARTING, JOB_STATE_RUNNING, JOB_STATE_SUCCEEDED, JOB_STATE_UNSPECIFIED,
     WORKER_STATE_DRAINING, WORKER_STATE_LOST, WORKER_STATE_READY, WORKER_STATE_UNSPECIFIED,
     Job, JobEvent, JobSpec, JobState, LogLine, MetricPoint, Worker, WorkerState)
-from baton.v1.job_service_pb2 import GetVersionResponse, JobUpdate
+from baton.v1.job_service_pb2 import (GetVersionResponse, JobUpdate, ListQueuesResponse,
+                                      QueueStatus)
 
 __all__ = [
     "AlreadyExists", "AuthError", "BatonError", "Client", "Connection", "DeadlineExceeded",
     "FailedPrecondition", "GetVersionResponse", "InvalidArgument", "Job", "JobEvent",
-    "JobSpec", "JobState", "JobUpdate", "LogLine", "MetricPoint", "NotFound",
-    "PermissionDenied", "ResourceExhausted", "TERMINAL_STATES", "Unauthenticated",
+    "JobSpec", "JobState", "JobUpdate", "ListQueuesResponse", "LogLine", "MetricPoint",
+    "NotFound", "PermissionDenied", "QueueStatus", "ResourceExhausted", "TERMINAL_STATES",
+    "Unauthenticated",
     "Unavailable", "Unimplemented", "Worker", "WorkerState", "is_terminal", "load_job_file",
     "resolve_connection", "to_job_spec",
     "JOB_STATE_CANCELLED", "JOB_STATE_FAILED", "JOB_STATE_QUEUED", "JOB_STATE_RENDEZVOUS",
@@ -93,7 +96,8 @@ MAX_MESSAGE_BYTES = 16 << 20
 LEADER_METADATA_KEY = "baton-leader"
 
 # ClusterService's methods; every other is JobService's.
-_CLUSTER_METHODS = frozenset({"ListWorkers", "GetVersion", "CordonWorker", "UncordonWorker"})
+_CLUSTER_METHODS = frozenset({"ListWorkers", "GetVersion", "CordonWorker", "UncordonWorker",
+                              "ListQueues"})
 
 
 def is_terminal(state: int) -> bool:
@@ -241,9 +245,10 @@ class Client:
         Args:
           spec: one of
             * a dict in the job YAML's structure (proto field names: {"name": "mnist",
-              "trainer": {"model": "mlp", ...}, "workers": {"min": 2}, ...}); relative
-              paths (trainer.data_dir, checkpoint_dir, command.working_dir) are made
-              absolute against the current directory;
+              "trainer": {"model": "mlp", ...}, "workers": {"min": 2}, ...}; on a shared
+              cluster also "queue", "priority" (a class name or an integer) and
+              "preemptible"); relative paths (trainer.data_dir, checkpoint_dir,
+              command.working_dir) are made absolute against the current directory;
             * a path (str or os.PathLike) to a job YAML file, read as `baton submit FILE`
               does: relative paths against the file's directory;
             * a baton.v1.JobSpec message, sent as it is.
@@ -401,6 +406,21 @@ class Client:
         return self._unary("UncordonWorker",
                            job_service_pb2.UncordonWorkerRequest(worker_id=worker_id),
                            retry=True)
+
+    def queues(self) -> ListQueuesResponse:
+        """The queues of a shared cluster (a coordinator started with a queue file), as
+        `baton queues` shows them: `.configured` (False, with no queues, on a coordinator
+        that starts jobs first come, first served), `.queues` (QueueStatus in the file's
+        order: `.name`, `.cohort`, `.nominal`, `.used` and `.borrowed` as slots and gpus,
+        `.pending_jobs`, `.admitted_jobs`, `.preemptions`, `.shrinks`, `.users`),
+        `.default_queue` and `.priority_classes` (`.name`, `.value`; highest first).
+        Why a job waits is in its own record: get(job_id).queueing. Unimplemented from a
+        coordinator older than release 0.19."""
+        try:
+            return self._unary("ListQueues", job_service_pb2.ListQueuesRequest(), retry=True)
+        except Unimplemented:
+            raise Unimplemented("the coordinator is older than release 0.19 and has no queues "
+                                "(it starts jobs first come, first served)") from None
 
     def version(self) -> GetVersionResponse:
         """The coordinator's release (`.version`, e.g. "0.15.0") and worker protocol range

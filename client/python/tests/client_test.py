@@ -189,6 +189,32 @@ class JobSpecTest(unittest.TestCase):
             bc.load_job_file(path, overrides={"workers.min": 3, "trainer.x": 1})
         self.assertIn("trainer.x: unknown field", str(e.exception))
 
+    def test_queue_priority_and_preemptible(self):
+        spec = bc.to_job_spec(dict(MNIST, queue="team-a", priority="high", preemptible=False))
+        self.assertEqual((spec.queue, spec.priority), ("team-a", "high"))
+        self.assertTrue(spec.HasField("preemptible"))
+        self.assertFalse(spec.preemptible)
+        # A priority is a class name or an integer, in a dict as in a job file.
+        self.assertEqual(bc.to_job_spec(dict(MNIST, priority=100)).priority, "100")
+        self.assertEqual(bc.to_job_spec(MNIST, overrides={"priority": -5}).priority, "-5")
+        self.assertFalse(bc.to_job_spec(MNIST).HasField("preemptible"))
+        path = write(os.path.join(self.dir, "shared.yaml"), """\
+            name: m
+            workers: {min: 1}
+            queue: team-b
+            priority: 100
+            preemptible: true
+            """)
+        spec = bc.load_job_file(path, overrides=["priority=low"])
+        self.assertEqual((spec.queue, spec.priority, spec.preemptible), ("team-b", "low", True))
+        self.assertEqual(bc.load_job_file(path).priority, "100")
+        with self.assertRaises(bc.InvalidArgument) as e:
+            bc.to_job_spec(dict(MNIST, preemptible="no"))
+        self.assertEqual(e.exception.field, "preemptible")
+        with self.assertRaises(bc.InvalidArgument) as e:
+            bc.to_job_spec(dict(MNIST, priority=True))
+        self.assertEqual(e.exception.field, "priority")
+
     def test_quoted_numbers_and_repeated_keys(self):
         path = write(os.path.join(self.dir, "q.yaml"), "workers: {min: '2'}\n")
         with self.assertRaises(bc.InvalidArgument):
@@ -427,6 +453,48 @@ class ClientTest(unittest.TestCase):
         self.fake.fail("GetVersion", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
         with self.assertRaises(bc.Unimplemented):
             self.client.version()
+
+    def test_submit_to_a_queue(self):
+        job = self.client.submit(dict(MNIST, queue="team-a", priority=1000, preemptible=False))
+        sent = self.fake.calls("SubmitJob")[-1].spec
+        self.assertEqual((sent.queue, sent.priority), ("team-a", "1000"))
+        self.assertTrue(sent.HasField("preemptible") and not sent.preemptible)
+        self.assertEqual(job.spec.queue, "team-a")
+
+    def test_queues(self):
+        queues = self.client.queues()  # no queue file
+        self.assertFalse(queues.configured)
+        self.assertEqual(list(queues.queues), [])
+        self.fake.queues = job_service_pb2.ListQueuesResponse(
+            configured=True, default_queue="team-a",
+            queues=[job_service_pb2.QueueStatus(
+                name="team-a", cohort="research",
+                nominal=job_service_pb2.QueueQuantity(slots=8, gpus=2),
+                used=job_service_pb2.QueueQuantity(slots=10),
+                borrowed=job_service_pb2.QueueQuantity(slots=2),
+                pending_jobs=1, admitted_jobs=3, preemptions=1, users=["*"])],
+            priority_classes=[job_service_pb2.PriorityClass(name="high", value=1000)])
+        queues = self.client.queues()
+        self.assertIsInstance(queues, bc.ListQueuesResponse)
+        self.assertTrue(queues.configured)
+        self.assertEqual(queues.default_queue, "team-a")
+        team_a = queues.queues[0]
+        self.assertIsInstance(team_a, bc.QueueStatus)
+        self.assertEqual((team_a.name, team_a.nominal.slots, team_a.nominal.gpus,
+                          team_a.borrowed.slots, team_a.pending_jobs),
+                         ("team-a", 8, 2, 2, 1))
+        self.assertEqual([(c.name, c.value) for c in queues.priority_classes], [("high", 1000)])
+        # Read-only and idempotent: retried like workers().
+        self.fake.fail("ListQueues", grpc.StatusCode.UNAVAILABLE, "Socket closed")
+        self.assertTrue(self.client.queues().configured)
+        self.fake.fail("ListQueues", grpc.StatusCode.UNIMPLEMENTED, "Method not found!")
+        with self.assertRaises(bc.Unimplemented) as e:
+            self.client.queues()
+        self.assertEqual(e.exception.code, "UNIMPLEMENTED")
+        self.assertIn("older than release 0.19 and has no queues", str(e.exception))
+        self.fake.fail("ListQueues", grpc.StatusCode.PERMISSION_DENIED, "user eve may not read")
+        with self.assertRaises(bc.PermissionDenied):
+            self.client.queues()
 
     def test_cordon_and_uncordon(self):
         self.fake.workers = [job_pb2.Worker(id="w1", state=job_pb2.WORKER_STATE_READY)]

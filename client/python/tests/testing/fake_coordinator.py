@@ -27,6 +27,7 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
       * break_watch_after(n, times): the next `times` watch streams fail with UNAVAILABLE
         after sending n messages.
       * finish(job_id, state): moves the job to a state (and the watch ends after it).
+      * queues: the ListQueuesResponse ListQueues answers (default: no queue file).
       * become_standby(leader) / become_leader(): a coordinator replica's role. A standby
         refuses every call (after recording it) as the real one does: UNAVAILABLE "... is a
         standby; the leader is LEADER" with trailing metadata baton-leader: LEADER (none
@@ -44,6 +45,7 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
         self.updates: Dict[str, List[job_service_pb2.JobUpdate]] = {}
         self.logs: Dict[str, List[job_pb2.LogLine]] = {}
         self.workers: List[job_pb2.Worker] = []
+        self.queues = job_service_pb2.ListQueuesResponse()
         self.metadata: List[Tuple[str, Dict[str, str]]] = []
         self.requests: List[Tuple[str, object]] = []
         self._failures: Dict[str, List[Tuple[grpc.StatusCode, str]]] = {}
@@ -264,6 +266,11 @@ class FakeCoordinator(job_service_pb2_grpc.JobServiceServicer,
                     w.ClearField("cordon")
                     return w
         context.abort(grpc.StatusCode.NOT_FOUND, "worker '%s' is unknown" % request.worker_id)
+
+    def ListQueues(self, request, context):
+        self._enter("ListQueues", request, context)
+        with self._lock:
+            return self.queues
 
     def GetVersion(self, request, context):
         self._enter("GetVersion", request, context)
