@@ -2693,7 +2693,7 @@ TEST_F(SharingTest, AReclaimPreemptsTheBorrowerWhichWaitsAndResumesFromItsCheckp
   const baton::v1::Job preempted = Described(borrower);
   EXPECT_EQ(preempted.events().rbegin()->reason(), "Requeued");
   EXPECT_THAT(preempted.events().rbegin()->message(),
-              AllOf(HasSubstr("after step 7"), HasSubstr("resumes from its checkpoint")));
+              AllOf(HasSubstr("stopped at step 7"), HasSubstr("resumes from its checkpoint")));
   EXPECT_EQ(preempted.queueing().preemptions(), 1);
   EXPECT_EQ(preempted.restarts().planned(), 1);
   EXPECT_EQ(

@@ -384,9 +384,11 @@ void RecoveryManager::PlaceNextGeneration(baton::v1::Job job, absl::Time restart
 void RecoveryManager::Requeue(const std::string& job_id) {
   const baton::v1::Job& job = *jobs_->Peek(job_id);
   const baton::v1::Failure& f = *job.restarts().failures().rbegin();
+  // Rank 0's latest report: the step it checkpointed at, when it was asked to.
+  const int64_t step = std::max<int64_t>(job.result().steps(), f.has_step() ? f.step() : 0);
   const std::string message =
       absl::StrCat("generation ", job.generation(), " stopped",
-                   f.has_step() ? absl::StrCat(" after step ", f.step()) : std::string(),
+                   step > 0 ? absl::StrCat(" at step ", step) : std::string(),
                    " (preempted: ", f.cause(), "); waits in queue ", job.queueing().queue(),
                    " and resumes from its checkpoint when admitted again");
   BATON_LOG(INFO) << "job " << job_id << ": " << message;
