@@ -2574,7 +2574,8 @@ TEST_F(SharingTest, SubmitResolvesTheQueueAndPriorityOrSaysWhichFieldIsWrong) {
   EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "nope"), "", "alice"),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("queue: ")));
   EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "alice"),
-              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("queue: ")));
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       "queue: user 'alice' may not submit to queue solo"));
   EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "a", "urgent"), "", "alice"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority: ")));
   EXPECT_OK(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "bob"));
@@ -2759,6 +2760,30 @@ TEST_F(SharingTest, ARunningJobGrowsOnlyWithinItsQueuesQuota) {
   const baton::v1::Failure f = *jobs_->Peek(id)->restarts().failures().rbegin();
   EXPECT_EQ(f.reason(), "ScalingUp");
   EXPECT_EQ(f.max_next_workers(), 3);
+}
+
+TEST_F(SharingTest, AmongEqualPrioritiesTheUserWhoUsedLessGoesFirst) {
+  coordinator_->SetQueues(ParsedQueues(R"(default_queue: a
+queues:
+  - {name: a, quota: {slots: 1}, users: ["*"]}
+)"));
+  Connect(Reg("w1"));
+  const std::string first = coordinator_->SubmitJob(CommandSpec(1), "", "alice")->id();
+  CompleteRendezvous(first, 1, 29500);
+  // alice holds the queue's slot for an hour (her usage decays, by half a day later).
+  for (int i = 1; i <= 720; ++i) {  // heartbeating within its lease
+    clock_.Advance(absl::Seconds(5));
+    Heartbeat("w1", i);
+    coordinator_->ReconcileOnce();
+  }
+  ASSERT_EQ(StateOf(first), JobState::kRunning);
+  const std::string alices = coordinator_->SubmitJob(CommandSpec(1), "", "alice")->id();
+  const std::string bobs = coordinator_->SubmitJob(CommandSpec(1), "", "bob")->id();
+  EXPECT_EQ(Described(bobs).queueing().position(), 1);  // submitted later, used less
+  EXPECT_EQ(Described(alices).queueing().position(), 2);
+  Exited("w1", first, 1, 0, 0);
+  EXPECT_EQ(StateOf(bobs), JobState::kRendezvous);
+  EXPECT_EQ(StateOf(alices), JobState::kQueued);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/spec/job_spec.h"
+#include "common/status_macros.h"
 #include "coordinator/control/job_ranks.h"
 #include "coordinator/policy/restart_policy.h"
 
@@ -46,17 +47,11 @@ void SharingManager::SetQueues(QueueSet set) {
 absl::StatusOr<baton::v1::JobQueueing> SharingManager::Resolve(const baton::v1::JobSpec& spec,
                                                                const std::string& owner) const {
   baton::v1::JobQueueing q;
-  absl::StatusOr<std::string> queue = QueueFor(set_, spec.queue(), owner);
-  if (!queue.ok()) {
-    return absl::Status(queue.status().code(), absl::StrCat("queue: ", queue.status().message()));
-  }
-  absl::StatusOr<int> priority = ResolvePriority(set_, spec.priority());
-  if (!priority.ok()) {
-    return absl::Status(priority.status().code(),
-                        absl::StrCat("priority: ", priority.status().message()));
-  }
-  q.set_queue(*queue);
-  q.set_priority(*priority);
+  // Their errors name the field ("queue: ...", "priority: ...").
+  ASSIGN_OR_RETURN(const std::string queue, QueueFor(set_, spec.queue(), owner));
+  ASSIGN_OR_RETURN(const int priority, ResolvePriority(set_, spec.priority()));
+  q.set_queue(queue);
+  q.set_priority(priority);
   return q;
 }
 

@@ -230,7 +230,7 @@ absl::StatusOr<std::string> QueueFor(const QueueSet& set, const std::string& req
     if (u == "*" || u == user) return queue;
   }
   return absl::PermissionDeniedError(
-      absl::StrCat("user '", user, "' may not submit to queue ", queue));
+      absl::StrCat("queue: user '", user, "' may not submit to queue ", queue));
 }
 
 absl::StatusOr<int> ResolvePriority(const QueueSet& set, const std::string& priority) {

@@ -54,12 +54,13 @@ absl::StatusOr<QueueSet> ReadQueueFile(const std::string& path);
 
 // The queue a job submitted with `requested` ("" for the default) by `user` waits in:
 // NOT_FOUND naming the queues when it is not one, INVALID_ARGUMENT when empty and there is
-// no default, PERMISSION_DENIED when the user may not submit to it.
+// no default, PERMISSION_DENIED when the user may not submit to it; messages begin with
+// "queue: ", as the submit's answer names the field.
 absl::StatusOr<std::string> QueueFor(const QueueSet& set, const std::string& requested,
                                      const std::string& user);
 
 // A priority as a job gives it: a class name of the file, or an integer in [-1e9, 1e9];
-// "" is 0. INVALID_ARGUMENT naming the classes otherwise.
+// "" is 0. INVALID_ARGUMENT naming the classes otherwise ("priority: ...").
 absl::StatusOr<int> ResolvePriority(const QueueSet& set, const std::string& priority);
 
 }  // namespace baton::coordinator

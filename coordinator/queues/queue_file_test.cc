@@ -86,7 +86,7 @@ TEST(QueueFileTest, QueueForChecksTheQueueAndTheUser) {
   EXPECT_EQ(*QueueFor(set, "team-b", "mallory"), "team-b");
   EXPECT_THAT(QueueFor(set, "team-a", "mallory"),
               StatusIs(absl::StatusCode::kPermissionDenied,
-                       "user 'mallory' may not submit to queue team-a"));
+                       "queue: user 'mallory' may not submit to queue team-a"));
   EXPECT_THAT(QueueFor(set, "team-z", "alice"),
               StatusIs(absl::StatusCode::kNotFound,
                        "queue: 'team-z' is not a queue; the queues are team-a, team-b"));
