@@ -337,11 +337,11 @@ int ListQueues(const CommandContext& ctx) {
   grpc::ClientContext call;
   SetDeadline(&call, ctx.rpc_timeout);
   const grpc::Status status = ctx.cluster->ListQueues(&call, request, &response);
-  // A coordinator older than 0.19 has no ListQueues, and no queues either.
+  // A coordinator that predates queues has no ListQueues, and no queues either.
   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     *ctx.err << "baton: cannot list queues: the coordinator at " << ctx.coordinator
-             << " is older than release 0.19 and has no queues (it starts jobs first come, "
-                "first served)\n";
+             << " predates queues (it has no ListQueues): it starts jobs first come, "
+                "first served\n";
     return kExitFailure;
   }
   if (!status.ok()) return ReportError(ctx, status, {"cannot list queues", "", ""});

@@ -163,7 +163,7 @@ int Cancel(const CommandContext& ctx, const std::string& job_id);
 int ListWorkers(const CommandContext& ctx);
 // Table of the queues of a shared cluster with the default queue and the priority classes
 // (JSON: ListQueuesResponse; name: the queues' names). A coordinator without a queue file
-// is said so in one line (exit 0; JSON: `configured` false). One older than release 0.19
+// is said so in one line (exit 0; JSON: `configured` false). One that predates queues
 // (no ListQueues: UNIMPLEMENTED) is reported as such, exit 1.
 int ListQueues(const CommandContext& ctx);
 // Watches a job (WatchJob, resumed like submit --wait) until `args.condition` holds, the

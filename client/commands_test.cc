@@ -435,8 +435,8 @@ TEST_F(CommandsTest, QueuesOnACoordinatorOlderThanQueues) {
   EXPECT_EQ(out_.str(), "");
   EXPECT_EQ(err_.str(),
             absl::StrCat("baton: cannot list queues: the coordinator at ", ctx_.coordinator,
-                         " is older than release 0.19 and has no queues (it starts "
-                         "jobs first come, first served)\n"));
+                         " predates queues (it has no ListQueues): it starts jobs "
+                         "first come, first served\n"));
 
   err_.str("");
   fake_.SetQueues({}, grpc::Status(grpc::StatusCode::PERMISSION_DENIED, "user eve may not read"));

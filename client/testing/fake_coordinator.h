@@ -193,7 +193,7 @@ class FakeCoordinator final : public baton::v1::JobService::Service,
     return grpc::Status::OK;
   }
   // What ListQueues answers: `queues` when `status` is OK, else `status` (e.g.
-  // UNIMPLEMENTED, as a coordinator older than 0.19).
+  // UNIMPLEMENTED, as a coordinator that predates queues).
   void SetQueues(baton::v1::ListQueuesResponse queues, grpc::Status status = grpc::Status::OK) {
     absl::MutexLock lock(&mu_);
     queues_ = std::move(queues);

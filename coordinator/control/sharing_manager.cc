@@ -5,11 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/logging.h"
 #include "common/spec/job_spec.h"
 #include "common/status_macros.h"
 #include "coordinator/control/job_ranks.h"
-#include "coordinator/policy/restart_policy.h"
 
 namespace baton::coordinator {
 namespace {
@@ -20,8 +18,9 @@ constexpr int64_t kUsageScale = 1000;
 constexpr absl::Duration kUsageStep = absl::Seconds(1);
 
 // The states of a job that holds workers.
-const std::vector<JobState> kAdmitted = {JobState::kRendezvous, JobState::kRunning,
-                                         JobState::kRestarting};
+std::vector<JobState> AdmittedStates() {
+  return {JobState::kRendezvous, JobState::kRunning, JobState::kRestarting};
+}
 
 bool IsRelease(const baton::v1::Job& job) {
   const auto& failures = job.restarts().failures();
@@ -84,7 +83,6 @@ AdmissionSnapshot SharingManager::Snapshot() {
     all_gpus = (snap.workers.empty() || all_gpus) && a.gpus;
     snap.workers.push_back(std::move(a));
   }
-  all_gpus_ = all_gpus;
   JobManager* jobs = ctx_->jobs();
   int64_t seq = 0;
   for (const std::string& id : jobs->JobsIn(
@@ -131,7 +129,7 @@ AdmissionSnapshot SharingManager::Snapshot() {
 std::map<std::string, Quantity> SharingManager::UsedByQueue() const {
   std::map<std::string, Quantity> used;
   JobManager* jobs = ctx_->jobs();
-  for (const std::string& id : jobs->JobsIn(kAdmitted)) {
+  for (const std::string& id : jobs->JobsIn(AdmittedStates())) {
     const baton::v1::Job& job = *jobs->Peek(id);
     used[QueueOf(job)] += Held(job);
   }
@@ -185,9 +183,11 @@ void SharingManager::Schedule() {
   for (auto it = making_room_.begin(); it != making_room_.end();) {
     it = queued.count(it->first) > 0 ? std::next(it) : making_room_.erase(it);
   }
+  // Kept as the pass left them; Describe words the reason of the few jobs it is asked for.
   shown_.clear();
   for (const Waiting& w : plan.pending) {
-    shown_[w.job_id] = {w.position, DescribePending(*by_id.at(w.job_id), w.why)};
+    AdmissionJob job = *by_id.at(w.job_id);  // pending: no workers to copy
+    shown_.emplace(w.job_id, Shown{std::move(job), w});
   }
 
   for (const Shrink& s : plan.shrink) CarryOut(s);
@@ -280,8 +280,8 @@ void SharingManager::Describe(baton::v1::Job* job) const {
   baton::v1::JobQueueing* q = job->mutable_queueing();
   q->set_queue(queue);
   if (auto s = shown_.find(job->id()); s != shown_.end()) {
-    q->set_position(s->second.position);
-    q->set_pending_reason(s->second.reason);
+    q->set_position(s->second.waiting.position);
+    q->set_pending_reason(DescribePending(s->second.job, s->second.waiting.why));
   }
   if (auto m = making_room_.find(job->id()); m != making_room_.end()) {
     for (const std::string& r : m->second) q->add_making_room(r);
@@ -315,7 +315,7 @@ baton::v1::ListQueuesResponse SharingManager::ListQueues() const {
   JobManager* jobs = ctx_->jobs();
   for (const std::string& id : jobs->JobsIn({JobState::kQueued}))
     ++pending[QueueOf(*jobs->Peek(id))];
-  for (const std::string& id : jobs->JobsIn(kAdmitted)) ++admitted[QueueOf(*jobs->Peek(id))];
+  for (const std::string& id : jobs->JobsIn(AdmittedStates())) ++admitted[QueueOf(*jobs->Peek(id))];
   std::map<std::string, Quantity> used = UsedByQueue();
   const auto set = [](baton::v1::QueueQuantity* to, const Quantity& q) {
     to->set_slots(q.slots);

@@ -71,9 +71,10 @@ class SharingManager {
   baton::v1::ListQueuesResponse ListQueues() const;
 
  private:
+  // A job the latest pass left waiting, and why.
   struct Shown {
-    int position = 0;
-    std::string reason;
+    AdmissionJob job;
+    Waiting waiting;
   };
   // The queue a job waits in: its recorded one, or the file's default for a job
   // submitted before the coordinator had queues.
@@ -107,7 +108,6 @@ class SharingManager {
   std::map<std::string, std::map<std::string, Quantity>> usage_;  // queue -> user
   absl::Time usage_time_ = absl::InfinitePast();
   std::map<std::string, int64_t> preemptions_, shrinks_;  // by queue
-  bool all_gpus_ = false;  // every schedulable worker of the latest pass has GPUs
   std::map<std::string, Quantity> queue_used_;  // UsedByQueue() after the latest pass
 };
 

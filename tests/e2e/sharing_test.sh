@@ -87,7 +87,9 @@ released=$(job_field "$ELASTIC" "$F['released_workers'][0]")
 job_field "$URGENT" '[r["worker_id"] for r in d["ranks"]]' | grep -q "'$released'" \
   || fail "the urgent job did not run on the released worker $released"
 wait_for 180 job_succeeded "$ELASTIC"
-"$BATON" logs "$ELASTIC" | grep -q "checkpointed: steps=" \
+# (To a file first: grep -q stops reading at the first match, and the pipe would fail.)
+"$BATON" logs "$ELASTIC" >"$TMP/elastic.logs"
+grep -q "checkpointed: steps=" "$TMP/elastic.logs" \
   || fail "the shrinking job's rank 0 did not checkpoint on request"
 [[ $(job_field "$ELASTIC" 'd["restarts"].get("infra", 0) + d["restarts"].get("user", 0)') == 0 ]] \
   || fail "a shrink spent a restart budget"
@@ -118,7 +120,8 @@ job_field "$BORROWER" "$F['cause']" | grep -q "queue research reclaims its quota
   || fail "preemption cause: $(job_field "$BORROWER" "$F['cause']")"
 [[ $(job_field "$BORROWER" 'd["restarts"].get("infra", 0) + d["restarts"].get("user", 0)') == 0 ]] \
   || fail "a preemption spent a restart budget"
-"$BATON" logs "$BORROWER" | grep -q "checkpointed: steps=" \
+"$BATON" logs "$BORROWER" >"$TMP/borrower.logs"
+grep -q "checkpointed: steps=" "$TMP/borrower.logs" \
   || fail "the preempted job's rank 0 did not checkpoint on request"
 compare_runs reference borrower no-repeats
 weights_identical reference borrower

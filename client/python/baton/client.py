@@ -415,12 +415,12 @@ class Client:
         `.pending_jobs`, `.admitted_jobs`, `.preemptions`, `.shrinks`, `.users`),
         `.default_queue` and `.priority_classes` (`.name`, `.value`; highest first).
         Why a job waits is in its own record: get(job_id).queueing. Unimplemented from a
-        coordinator older than release 0.19."""
+        coordinator that predates queues."""
         try:
             return self._unary("ListQueues", job_service_pb2.ListQueuesRequest(), retry=True)
         except Unimplemented:
-            raise Unimplemented("the coordinator is older than release 0.19 and has no queues "
-                                "(it starts jobs first come, first served)") from None
+            raise Unimplemented("the coordinator predates queues (it has no ListQueues): it "
+                                "starts jobs first come, first served") from None
 
     def version(self) -> GetVersionResponse:
         """The coordinator's release (`.version`, e.g. "0.15.0") and worker protocol range

@@ -491,7 +491,7 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(bc.Unimplemented) as e:
             self.client.queues()
         self.assertEqual(e.exception.code, "UNIMPLEMENTED")
-        self.assertIn("older than release 0.19 and has no queues", str(e.exception))
+        self.assertIn("predates queues (it has no ListQueues)", str(e.exception))
         self.fake.fail("ListQueues", grpc.StatusCode.PERMISSION_DENIED, "user eve may not read")
         with self.assertRaises(bc.PermissionDenied):
             self.client.queues()
