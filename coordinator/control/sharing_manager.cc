@@ -1,6 +1,7 @@
 #include "coordinator/control/sharing_manager.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -58,11 +59,14 @@ std::string SharingManager::QueueOf(const baton::v1::Job& job) const {
   return job.queueing().queue().empty() ? set_.default_queue : job.queueing().queue();
 }
 
-bool SharingManager::IsGpuJob(const baton::v1::Job& job) const {
-  const std::vector<std::string> workers = WorkersOf(job);
+bool SharingManager::AllHaveGpus(const std::vector<std::string>& workers) const {
   return !workers.empty() && std::all_of(workers.begin(), workers.end(), [&](const auto& w) {
     return ctx_->workers()->HasGpus(w);
   });
+}
+
+bool SharingManager::IsGpuJob(const baton::v1::Job& job) const {
+  return AllHaveGpus(WorkersOf(job));
 }
 
 Quantity SharingManager::Held(const baton::v1::Job& job) const {
@@ -107,7 +111,7 @@ AdmissionSnapshot SharingManager::Snapshot() {
       a.nominated = nominated_.count(id) > 0;
     } else {
       a.workers = WorkersOf(job);
-      a.gpu = IsGpuJob(job);
+      a.gpu = AllHaveGpus(a.workers);
       a.phase = AdmissionJob::Phase::kRunning;
       if (state == JobState::kRestarting) {
         if (IsRelease(job)) {
@@ -167,34 +171,40 @@ void SharingManager::DecayUsageTo(absl::Time now, const std::vector<AdmissionJob
 
 void SharingManager::Schedule() {
   if (!ctx_->halted().ok()) return;
-  const AdmissionSnapshot snap = Snapshot();
-  const AdmissionPlan plan = PlanAdmission(snap);
+  AdmissionSnapshot snap = Snapshot();
+  AdmissionPlan plan = PlanAdmission(snap);
 
-  std::map<std::string, const AdmissionJob*> by_id;
-  std::set<std::string> queued;
-  for (const AdmissionJob& j : snap.jobs) {
-    by_id[j.id] = &j;
-    if (j.phase == AdmissionJob::Phase::kPending) queued.insert(j.id);
-  }
   // Nominations and the room made end with the job's wait.
+  const auto waiting = [&](const std::string& id) {
+    absl::StatusOr<JobState> state = ctx_->jobs()->State(id);
+    return state.ok() && *state == JobState::kQueued;
+  };
   for (auto it = nominated_.begin(); it != nominated_.end();) {
-    it = queued.count(*it) > 0 ? std::next(it) : nominated_.erase(it);
+    it = waiting(*it) ? std::next(it) : nominated_.erase(it);
   }
   for (auto it = making_room_.begin(); it != making_room_.end();) {
-    it = queued.count(it->first) > 0 ? std::next(it) : making_room_.erase(it);
+    it = waiting(it->first) ? std::next(it) : making_room_.erase(it);
   }
-  // Kept as the pass left them; Describe words the reason of the few jobs it is asked for.
-  shown_.clear();
-  for (const Waiting& w : plan.pending) {
-    AdmissionJob job = *by_id.at(w.job_id);  // pending: no workers to copy
-    shown_.emplace(w.job_id, Shown{std::move(job), w});
-  }
-
   for (const Shrink& s : plan.shrink) CarryOut(s);
   for (const Preemption& p : plan.preempt) CarryOut(p);
   for (const Admission& a : plan.admit) CarryOut(a);
-  queue_used_ = UsedByQueue();
-  if (!plan.pending.empty()) return;  // nothing grows while a job waits
+
+  queue_used_.clear();
+  for (const AdmissionJob& j : snap.jobs) {
+    if (j.phase == AdmissionJob::Phase::kPending) continue;
+    queue_used_[j.queue] += j.PerWorker() * static_cast<int64_t>(j.workers.size());
+  }
+  for (const Admission& a : plan.admit) {
+    if (const baton::v1::Job* job = ctx_->jobs()->Peek(a.job_id); job != nullptr) {
+      queue_used_[QueueOf(*job)] += Held(*job);
+    }
+  }
+  // Kept as the pass left them: Describe finds and words the reasons it is asked for.
+  const bool nothing_waits = plan.pending.empty();
+  last_jobs_ = std::move(snap.jobs);
+  last_waiting_ = std::move(plan.pending);
+  waiting_index_.clear();
+  if (!nothing_waits) return;  // nothing grows while a job waits
   std::map<std::string, Quantity> granted, cohort_granted;
   recovery_->MaybeScaleUp([&](const baton::v1::Job& job, int joining) {
     return GrowthAllowed(job, joining, granted, cohort_granted);
@@ -238,7 +248,6 @@ void SharingManager::CarryOut(const Admission& a) {
   if (job == nullptr) return;
   nominated_.erase(a.job_id);
   making_room_.erase(a.job_id);
-  shown_.erase(a.job_id);
   start_rendezvous_(*job, a.worker_ids, "Scheduled");
 }
 
@@ -279,9 +288,17 @@ void SharingManager::Describe(baton::v1::Job* job) const {
   if (queue.empty()) return;
   baton::v1::JobQueueing* q = job->mutable_queueing();
   q->set_queue(queue);
-  if (auto s = shown_.find(job->id()); s != shown_.end()) {
-    q->set_position(s->second.waiting.position);
-    q->set_pending_reason(DescribePending(s->second.job, s->second.waiting.why));
+  if (job->state() == baton::v1::JOB_STATE_QUEUED) {
+    if (waiting_index_.empty() && !last_waiting_.empty()) {  // once per pass, on demand
+      std::unordered_map<std::string, size_t> job_at;
+      for (size_t i = 0; i < last_jobs_.size(); ++i) job_at.emplace(last_jobs_[i].id, i);
+      for (const Waiting& w : last_waiting_)
+        waiting_index_.emplace(w.job_id, std::make_pair(&w, &last_jobs_[job_at.at(w.job_id)]));
+    }
+    if (auto it = waiting_index_.find(job->id()); it != waiting_index_.end()) {
+      q->set_position(it->second.first->position);
+      q->set_pending_reason(DescribePending(*it->second.second, it->second.first->why));
+    }
   }
   if (auto m = making_room_.find(job->id()); m != making_room_.end()) {
     for (const std::string& r : m->second) q->add_making_room(r);

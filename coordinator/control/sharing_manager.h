@@ -28,6 +28,8 @@
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -71,11 +73,6 @@ class SharingManager {
   baton::v1::ListQueuesResponse ListQueues() const;
 
  private:
-  // A job the latest pass left waiting, and why.
-  struct Shown {
-    AdmissionJob job;
-    Waiting waiting;
-  };
   // The queue a job waits in: its recorded one, or the file's default for a job
   // submitted before the coordinator had queues.
   std::string QueueOf(const baton::v1::Job& job) const;
@@ -96,19 +93,26 @@ class SharingManager {
   // What an admitted job holds: per worker x its workers.
   Quantity Held(const baton::v1::Job& job) const;
   bool IsGpuJob(const baton::v1::Job& job) const;
+  // Whether every one of `workers` (at least one) has GPUs.
+  bool AllHaveGpus(const std::vector<std::string>& workers) const;
 
   ControlContext* const ctx_;
   RecoveryManager* const recovery_;
   const RecoveryManager::StartRendezvousFn start_rendezvous_;
   bool enabled_ = false;
   QueueSet set_;
-  std::map<std::string, Shown> shown_;  // by job id: QUEUED jobs of the latest pass
+  // The latest pass's jobs and its waiting ones (with why), and, built by the first
+  // Describe after it, where each waiting job is in them.
+  std::vector<AdmissionJob> last_jobs_;
+  std::vector<Waiting> last_waiting_;
+  mutable std::unordered_map<std::string, std::pair<const Waiting*, const AdmissionJob*>>
+      waiting_index_;
   std::set<std::string> nominated_;
   std::map<std::string, std::vector<std::string>> making_room_;   // by job id room is for
   std::map<std::string, std::map<std::string, Quantity>> usage_;  // queue -> user
   absl::Time usage_time_ = absl::InfinitePast();
   std::map<std::string, int64_t> preemptions_, shrinks_;  // by queue
-  std::map<std::string, Quantity> queue_used_;  // UsedByQueue() after the latest pass
+  std::map<std::string, Quantity> queue_used_;  // what each queue held after the latest pass
 };
 
 }  // namespace baton::coordinator
