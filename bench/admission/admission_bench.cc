@@ -20,6 +20,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/admission/summary.h"
 #include "coordinator/policy/admission.h"
 
 ABSL_FLAG(int, jobs, 10000, "Queued jobs.");
@@ -134,14 +135,6 @@ size_t NaivePass(const AdmissionSnapshot& s) {
   return admitted;
 }
 
-struct Stats {
-  double min, median, max;
-};
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2], v.back()};
-}
-
 }  // namespace
 }  // namespace baton::coordinator
 
@@ -163,8 +156,8 @@ int main(int argc, char** argv) {
     plan_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     naive_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
   }
-  const auto a = baton::coordinator::Summarise(plan_ms);
-  const auto b = baton::coordinator::Summarise(naive_ms);
+  const auto a = baton::bench::Summarise(plan_ms);
+  const auto b = baton::bench::Summarise(naive_ms);
   printf("%d queued jobs, %d workers; %zu admitted, %zu left pending (naive admitted %zu)\n",
          absl::GetFlag(FLAGS_jobs), absl::GetFlag(FLAGS_workers), admitted, pending,
          naive_admitted);

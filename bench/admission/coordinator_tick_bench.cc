@@ -18,6 +18,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/admission/summary.h"
 #include "absl/strings/str_cat.h"
 #include "common/protocol_version.h"
 #include "common/time/testing/fake_clock.h"
@@ -26,6 +27,7 @@
 #include "coordinator/jobs/job_manager.h"
 #include "coordinator/queues/queue_file.h"
 #include "coordinator/store/store.h"
+#include "coordinator/testing/fake_channel.h"
 
 ABSL_FLAG(int, jobs, 10000, "Waiting jobs.");
 ABSL_FLAG(int, workers, 1000, "Workers (8 slots each).");
@@ -33,12 +35,6 @@ ABSL_FLAG(int, repeats, 21, "Ticks of each.");
 
 namespace baton::coordinator {
 namespace {
-
-class NullChannel : public WorkerChannel {
- public:
-  bool Send(const baton::v1::CoordinatorMessage&) override { return true; }
-  void Close(const absl::Status&) override {}
-};
 
 constexpr const char* kQueues[] = {"team-a", "team-b", "team-c", "team-d", "solo"};
 
@@ -123,14 +119,6 @@ double TickMs(Cluster& c) {
   return std::chrono::duration<double, std::milli>(t1 - t0).count();
 }
 
-struct Stats {
-  double min, median, max;
-};
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return {v.front(), v[v.size() / 2], v.back()};
-}
-
 }  // namespace
 }  // namespace baton::coordinator
 
@@ -157,8 +145,8 @@ int main(int argc, char** argv) {
               "waiting\n",
               n_workers, count(shared, JobState::kRendezvous), count(shared, JobState::kQueued),
               count(fcfs, JobState::kRendezvous), count(fcfs, JobState::kQueued));
-  const auto a = baton::coordinator::Summarise(shared_ms);
-  const auto b = baton::coordinator::Summarise(fcfs_ms);
+  const auto a = baton::bench::Summarise(shared_ms);
+  const auto b = baton::bench::Summarise(fcfs_ms);
   std::printf("tick with queues  ms: min %.2f median %.2f max %.2f\n", a.min, a.median, a.max);
   std::printf("tick first-come   ms: min %.2f median %.2f max %.2f\n", b.min, b.median, b.max);
   std::printf("ratio=%.3f\n", a.median / b.median);

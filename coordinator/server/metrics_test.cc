@@ -16,6 +16,7 @@
 #include "coordinator/control/worker_registry.h"
 #include "coordinator/queues/queue_file.h"
 #include "coordinator/store/store.h"
+#include "coordinator/testing/fake_channel.h"
 
 namespace baton::coordinator {
 namespace {
@@ -281,12 +282,6 @@ TEST_F(CoordinatorMetricsTest, TimesRpcsByMethodAndCode) {
 
 namespace baton::coordinator {
 namespace {
-
-class NullChannel : public WorkerChannel {
- public:
-  bool Send(const baton::v1::CoordinatorMessage&) override { return true; }
-  void Close(const absl::Status&) override {}
-};
 
 TEST_F(CoordinatorMetricsTest, WorkerLeasesAndLossesByCause) {
   baton::v1::Register reg;

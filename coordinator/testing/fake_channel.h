@@ -35,4 +35,11 @@ class FakeChannel : public WorkerChannel {
   absl::Status close_status;
 };
 
+// A WorkerChannel that drops what it is sent (for load and scale, where nothing reads it).
+class NullChannel : public WorkerChannel {
+ public:
+  bool Send(const baton::v1::CoordinatorMessage&) override { return true; }
+  void Close(const absl::Status&) override {}
+};
+
 }  // namespace baton::coordinator
