@@ -292,8 +292,9 @@ void SharingManager::Describe(baton::v1::Job* job) const {
     if (waiting_index_.empty() && !last_waiting_.empty()) {  // once per pass, on demand
       std::unordered_map<std::string, size_t> job_at;
       for (size_t i = 0; i < last_jobs_.size(); ++i) job_at.emplace(last_jobs_[i].id, i);
-      for (const Waiting& w : last_waiting_)
+      for (const Waiting& w : last_waiting_) {
         waiting_index_.emplace(w.job_id, std::make_pair(&w, &last_jobs_[job_at.at(w.job_id)]));
+      }
     }
     if (auto it = waiting_index_.find(job->id()); it != waiting_index_.end()) {
       q->set_position(it->second.first->position);
