@@ -2518,7 +2518,7 @@ priority_classes:
 queues:
   - {name: a, cohort: c, quota: {slots: 2}, users: ["*"]}
   - {name: b, cohort: c, quota: {slots: 2}, users: ["*"]}
-  - {name: solo, quota: {slots: 1}, users: [bob]}
+  - {name: solo, quota: {slots: 1}, users: [bob], max_priority: low}
 )";
 
 QueueSet ParsedQueues(const std::string& text) {
@@ -2579,6 +2579,26 @@ TEST_F(SharingTest, SubmitResolvesTheQueueAndPriorityOrSaysWhichFieldIsWrong) {
   EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "a", "urgent"), "", "alice"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("priority: ")));
   EXPECT_OK(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo"), "", "bob"));
+  // A gang larger than the queue can ever hold is refused at once.
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(2), "solo"), "", "bob"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       "workers.min: the job needs 2 slots (2 workers x 1), more than queue solo "
+                       "can ever hold (its quota: 1 slot): it would never start"));
+  EXPECT_OK(coordinator_->SubmitJob(InQueue(CommandSpec(4), "a"), "", "bob"));  // the cohort's 4
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(5), "a"), "", "bob"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("(its cohort c's quotas: 4 slots)")));
+  baton::v1::JobSpec rigid = InQueue(CommandSpec(3), "a");
+  rigid.set_preemptible(false);
+  EXPECT_THAT(coordinator_->SubmitJob(rigid, "", "bob"),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("(its quota: 2 slots; a job that is not preemptible does not "
+                                 "borrow)")));
+  // solo caps its jobs' priority: bob cannot jump his queue.
+  EXPECT_THAT(coordinator_->SubmitJob(InQueue(CommandSpec(1), "solo", "high"), "", "bob"),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       "priority: 100 is above queue solo's max_priority (0); the queue file "
+                       "sets it"));
 }
 
 TEST_F(SharingTest, AQueueNeverGoesBeyondItsQuotaAndTheWaitingJobSaysWhy) {
@@ -2717,16 +2737,21 @@ TEST_F(SharingTest, AReclaimPreemptsTheBorrowerWhichWaitsAndResumesFromItsCheckp
   EXPECT_TRUE(f.has_rendezvous_time());
 }
 
-TEST_F(SharingTest, ANonPreemptibleBorrowerIsNeverPreempted) {
-  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
-  baton::v1::JobSpec spec = InQueue(TrainerJob(4, 4), "b");
+TEST_F(SharingTest, ANonPreemptibleJobIsNeverPreempted) {
+  coordinator_->SetQueues(ParsedQueues(R"(queues:
+  - {name: a, quota: {slots: 2}, users: ["*"]}
+)"));
+  for (const std::string w : {"w1", "w2"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = InQueue(TrainerJob(2, 2), "a", "0");
   spec.set_preemptible(false);
-  const std::string borrower = coordinator_->SubmitJob(spec)->id();
-  CompleteRendezvous(borrower, 1, 29500);
-  const std::string owner = coordinator_->SubmitJob(InQueue(CommandSpec(2), "a"))->id();
+  const std::string rigid = coordinator_->SubmitJob(spec)->id();
+  CompleteRendezvous(rigid, 1, 29500);
+  // It outranks the running job, which a preemptible job would make room by.
+  const std::string urgent = coordinator_->SubmitJob(InQueue(CommandSpec(2), "a", "9"))->id();
   coordinator_->ReconcileOnce();
-  EXPECT_EQ(StateOf(borrower), JobState::kRunning);
-  EXPECT_EQ(StateOf(owner), JobState::kQueued);
+  EXPECT_EQ(StateOf(rigid), JobState::kRunning);
+  EXPECT_EQ(StateOf(urgent), JobState::kQueued);
+  EXPECT_THAT(Described(urgent).queueing().making_room(), SizeIs(0));
 }
 
 TEST_F(SharingTest, ARunningJobGrowsOnlyWithinItsQueuesQuota) {

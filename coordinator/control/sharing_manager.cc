@@ -49,10 +49,42 @@ absl::StatusOr<baton::v1::JobQueueing> SharingManager::Resolve(const baton::v1::
   baton::v1::JobQueueing q;
   // Their errors name the field ("queue: ...", "priority: ...").
   ASSIGN_OR_RETURN(const std::string queue, QueueFor(set_, spec.queue(), owner));
-  ASSIGN_OR_RETURN(const int priority, ResolvePriority(set_, spec.priority()));
+  ASSIGN_OR_RETURN(const int priority, PriorityIn(set_, queue, spec.priority()));
+  RETURN_IF_ERROR(CanEverStart(spec, queue));
   q.set_queue(queue);
   q.set_priority(priority);
   return q;
+}
+
+absl::Status SharingManager::CanEverStart(const baton::v1::JobSpec& spec,
+                                          const std::string& queue) const {
+  const QueueConfig* config = nullptr;
+  for (const QueueConfig& c : set_.queues) {
+    if (c.name == queue) config = &c;
+  }
+  if (config == nullptr) return absl::OkStatus();  // QueueFor found it: not reached
+  const bool preemptible = !spec.has_preemptible() || spec.preemptible();
+  int64_t limit = config->nominal.slots;
+  if (!config->cohort.empty() && preemptible) {
+    limit = 0;
+    for (const QueueConfig& c : set_.queues) {
+      if (c.cohort == config->cohort) limit += c.nominal.slots;
+    }
+  }
+  const int64_t workers = std::max(spec.workers().min(), 1);
+  const int64_t need = workers * SlotsPerWorker(spec);
+  if (need <= limit) return absl::OkStatus();
+  const auto slots = [](int64_t n) { return absl::StrCat(n, n == 1 ? " slot" : " slots"); };
+  const bool borrows = !config->cohort.empty() && preemptible;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "workers.min: the job needs ", slots(need), " (", workers, " worker", workers == 1 ? "" : "s",
+      " x ", SlotsPerWorker(spec), "), more than queue ", queue, " can ever hold (",
+      borrows
+          ? absl::StrCat("its cohort ", config->cohort, "'s quotas: ", slots(limit))
+          : absl::StrCat(
+                "its quota: ", slots(limit),
+                config->cohort.empty() ? "" : "; a job that is not preemptible does not borrow"),
+      "): it would never start"));
 }
 
 std::string SharingManager::QueueOf(const baton::v1::Job& job) const {
@@ -269,9 +301,16 @@ int SharingManager::GrowthAllowed(const baton::v1::Job& job, int joining,
   auto used = queue_used_.find(queue);
   const Quantity own_used =
       (used == queue_used_.end() ? Quantity{} : used->second) + granted[queue];
-  const Quantity room = config->cohort.empty()
-                            ? config->nominal - own_used
-                            : cohort_nominal - cohort_used - cohort_granted[config->cohort];
+  // A job that is not preemptible grows only within its own queue's quota (it never
+  // borrows: what it borrowed could not be reclaimed).
+  const bool preemptible = !job.spec().has_preemptible() || job.spec().preemptible();
+  Quantity room = config->cohort.empty() || !preemptible
+                      ? config->nominal - own_used
+                      : cohort_nominal - cohort_used - cohort_granted[config->cohort];
+  if (!config->cohort.empty() && !preemptible) {  // and within what the cohort has left
+    const Quantity cohort_room = cohort_nominal - cohort_used - cohort_granted[config->cohort];
+    room = {std::min(room.slots, cohort_room.slots), std::min(room.gpus, cohort_room.gpus)};
+  }
   const int64_t per = SlotsPerWorker(job.spec());
   const bool gpu = IsGpuJob(job);
   int64_t n = std::min<int64_t>(joining, std::max<int64_t>(room.slots, 0) / per);

@@ -59,7 +59,8 @@ class SharingManager {
   const QueueSet& queues() const { return set_; }
 
   // At submit: the queue (JobSpec.queue, or the default) and priority the job of `owner`
-  // gets. QueueFor's and ResolvePriority's errors, naming the field.
+  // gets. QueueFor's and PriorityIn's errors (a priority above the queue's max_priority is
+  // PERMISSION_DENIED), naming the field.
   absl::StatusOr<baton::v1::JobQueueing> Resolve(const baton::v1::JobSpec& spec,
                                                  const std::string& owner) const;
 
@@ -73,6 +74,9 @@ class SharingManager {
   baton::v1::ListQueuesResponse ListQueues() const;
 
  private:
+  // FAILED_PRECONDITION, naming workers.min, when the job's gang needs more slots than its
+  // queue can ever hold: its quota, or its cohort's total if it may borrow (preemptible).
+  absl::Status CanEverStart(const baton::v1::JobSpec& spec, const std::string& queue) const;
   // The queue a job waits in: its recorded one, or the file's default for a job
   // submitted before the coordinator had queues.
   std::string QueueOf(const baton::v1::Job& job) const;

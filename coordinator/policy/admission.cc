@@ -195,6 +195,11 @@ class Pass {
       int by_quota = WorkersWithinQuota(*job, queue);
       const bool within_own = (queue.used + why.need).FitsIn(queue.config->nominal);
       const std::string& cohort = queue.config->cohort;
+      if (!job->preemptible && !cohort.empty()) {
+        // Its lenders could never take back what it borrowed: it stays within its own.
+        why.cannot_borrow = true;
+        by_quota = std::min(by_quota, WorkersWithinOwnQuota(*job, queue));
+      }
       if (!within_own && !cohort.empty() && lender_waiting_.count(cohort) > 0) {
         // A queue of the cohort waits for room within its own quota: nobody borrows
         // meanwhile (else what it is owed would be lent out again as soon as it is freed).
@@ -476,6 +481,10 @@ std::string DescribePending(const AdmissionJob& job, const PendingReason& why) {
       std::string out = absl::StrCat(needs, "; queue ", job.queue, " at ",
                                      UsedOf(why.queue_used, why.queue_nominal), " of its quota");
       if (why.cohort.empty()) return absl::StrCat(out, "; it borrows from no cohort");
+      if (why.cannot_borrow && !(why.queue_used + why.need).FitsIn(why.queue_nominal)) {
+        return absl::StrCat(out, "; it is not preemptible, so it does not borrow from cohort ",
+                            why.cohort, " (its lenders could not take the quota back)");
+      }
       if ((why.queue_used + why.need).FitsIn(why.queue_nominal)) {
         return absl::StrCat(out, "; the rest of its quota is lent out in cohort ", why.cohort, " (",
                             Amount(why.cohort_spare),

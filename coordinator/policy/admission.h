@@ -15,6 +15,8 @@
 //    nobody in the cohort borrows. A queue without a cohort never goes beyond its own.
 //  - A job is admitted whole: its gang of at least workers.min workers, each with the
 //    job's per-worker need free; it takes up to workers.max (within quota and capacity).
+//    A job that is not preemptible never borrows: what it held beyond its queue's own
+//    quota could never be reclaimed.
 //  - Order (the same in every pass for the same snapshot): jobs room was made for
 //    (`nominated`) first, then higher priority; among
 //    equal priorities the job of the queue using the least of its quota (dominant share:
@@ -139,6 +141,7 @@ struct PendingReason {
   int fitting_workers = 0;     // workers that have room for one of its members now
   std::string lender_waiting;  // kQuota: a queue of the cohort waits for its own quota
   std::string reserved_for;    // kReserved: the job holding the reservation
+  bool cannot_borrow = false;  // it is not preemptible, so it stays within its own quota
 };
 
 // "needs 4 slots; queue team-a at 8/8 slots of its quota; borrowing unavailable in cohort

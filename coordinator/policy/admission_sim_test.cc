@@ -79,6 +79,13 @@ Outcome Simulate(uint32_t seed) {
     s.job.elastic = rng() % 3 == 0;
     s.job.max_workers = s.job.min_workers + (s.job.elastic ? static_cast<int>(rng() % 8) : 0);
     s.job.preemptible = rng() % 10 != 0;
+    // A job that is not preemptible stays within its queue's own quota; the coordinator
+    // refuses at submit one that could never start (SharingManager::CanEverStart).
+    for (const QueueConfig& q : base.queues) {
+      if (q.name == s.job.queue && s.job.min_workers * s.job.slots_per_worker > q.nominal.slots) {
+        s.job.preemptible = true;
+      }
+    }
     s.arrival = static_cast<int64_t>(rng() % kArrivalWindow);
     s.work = (60 + static_cast<int64_t>(rng() % 3540)) * s.job.min_workers;
   }

@@ -104,6 +104,28 @@ TEST(AdmissionTest, AQueueBorrowsIdleQuotaInItsCohortAndSaysWhenItCannot) {
             "borrowing unavailable in cohort research (2 slots spare)");
 }
 
+TEST(AdmissionTest, AJobThatIsNotPreemptibleNeverBorrows) {
+  AdmissionSnapshot s;
+  s.queues = {{"team-a", "research", {4, 0}}, {"team-b", "research", {4, 0}}};
+  s.workers = Workers(8, 1);
+  AdmissionJob rigid = Pending("rigid", "team-a", 2, 6, 0, 1);
+  rigid.preemptible = false;
+  AdmissionJob big = Pending("big", "team-a", 3, 0, 0, 2);
+  big.preemptible = false;
+  s.jobs = {rigid, big, Pending("flex", "team-a", 3, 0, 0, 3)};
+  const AdmissionPlan p = PlanAdmission(s);
+  // rigid takes its queue's own 4 slots, not 6: team-b could never take 2 of them back.
+  ASSERT_THAT(Admitted(p), ElementsAre("rigid", "flex"));
+  EXPECT_EQ(p.admit[0].worker_ids.size(), 4u);
+  EXPECT_FALSE(p.admit[0].borrowing);
+  EXPECT_TRUE(p.admit[1].borrowing);  // a preemptible job borrows team-b's idle quota
+  EXPECT_EQ(Why(p, "big").kind, Kind::kQuota);
+  EXPECT_EQ(DescribePending(s.jobs[1], Why(p, "big")),
+            "needs 3 slots (3 workers x 1); queue team-a at 4/4 slots of its quota; it is not "
+            "preemptible, so it does not borrow from cohort research (its lenders could not "
+            "take the quota back)");
+}
+
 TEST(AdmissionTest, HigherPriorityFirstThenTheLessUsedQueueThenTheLighterUser) {
   AdmissionSnapshot s;
   s.queues = {{"a", "c", {4, 0}}, {"b", "c", {4, 0}}};

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "common/yaml/bounded_yaml.h"
 
 namespace baton::coordinator {
@@ -131,7 +132,9 @@ absl::StatusOr<QueueSet> ParseQueueFile(const std::string& text, const std::stri
     for (size_t i = 0; i < queues.size(); ++i) {
       const std::string field = absl::StrCat("queues[", i, "]");
       const YAML::Node q = queues[i];
-      if (absl::Status s = KnownKeys(e, q, field, {"name", "cohort", "quota", "users"}); !s.ok()) {
+      if (absl::Status s =
+              KnownKeys(e, q, field, {"name", "cohort", "quota", "users", "max_priority"});
+          !s.ok()) {
         return s;
       }
       QueueConfig config;
@@ -175,6 +178,19 @@ absl::StatusOr<QueueSet> ParseQueueFile(const std::string& text, const std::stri
           return e.At(users[u], absl::StrCat(field, ".users[", u, "]"), "must be a user name");
         }
         allowed.push_back(users[u].as<std::string>());
+      }
+      if (const YAML::Node max = q["max_priority"]; max) {
+        const std::string m = max.IsScalar() ? max.as<std::string>() : "";
+        absl::StatusOr<int> value = ResolvePriority(set, m);
+        if (!value.ok() || m.empty()) {
+          std::vector<std::string> names;
+          for (const auto& [n, v] : set.priority_classes) names.push_back(n);
+          return e.At(max, field + ".max_priority",
+                      absl::StrCat("'", m, "' is invalid; a priority class (",
+                                   names.empty() ? "none defined" : absl::StrJoin(names, ", "),
+                                   ") or an integer in ", -kMaxPriority, "..", kMaxPriority));
+        }
+        set.max_priority[config.name] = *value;
       }
       set.queues.push_back(std::move(config));
     }
@@ -245,6 +261,18 @@ absl::StatusOr<int> ResolvePriority(const QueueSet& set, const std::string& prio
       absl::StrCat("priority: '", priority, "' is neither a class (",
                    names.empty() ? "none defined" : absl::StrJoin(names, ", "),
                    ") nor an integer in -1000000000..1000000000"));
+}
+
+absl::StatusOr<int> PriorityIn(const QueueSet& set, const std::string& queue,
+                               const std::string& priority) {
+  ASSIGN_OR_RETURN(const int value, ResolvePriority(set, priority));
+  auto max = set.max_priority.find(queue);
+  if (max != set.max_priority.end() && value > max->second) {
+    return absl::PermissionDeniedError(absl::StrCat("priority: ", value, " is above queue ", queue,
+                                                    "'s max_priority (", max->second,
+                                                    "); the queue file sets it"));
+  }
+  return value;
 }
 
 }  // namespace baton::coordinator

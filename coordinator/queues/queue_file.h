@@ -19,11 +19,13 @@
 //       cohort: research
 //       quota: {slots: 64}
 //       users: ["*"]          # everyone
+//       max_priority: low     # its jobs' priority at most (a class or an integer)
 //
 // Rules: queue, cohort and class names are 1-63 characters of [a-z0-9-] starting with a
 // letter; queue names are unique; quotas are whole numbers 0..1e9 (gpus default 0);
 // users lists 1..1000 user names (the token file's) or "*"; priority values are integers
-// in [-1e9, 1e9], names and values unique; default_queue, if set, names a queue; at most
+// in [-1e9, 1e9], names and values unique; max_priority (optional; none: no limit) is a
+// class of the file or such an integer; default_queue, if set, names a queue; at most
 // 1000 queues and 100 classes. Unknown keys are errors. Errors name the file, the line and
 // column, the field path, what is wrong and what is allowed.
 
@@ -43,6 +45,10 @@ struct QueueSet {
   std::map<std::string, std::vector<std::string>> users;
   std::string default_queue;  // "" if none
   std::map<std::string, int> priority_classes;
+  // Per queue that sets one, the highest priority its jobs may have. A job's priority
+  // orders it before others of its queue (and preempts their jobs) and before other
+  // queues' jobs for idle room: without a limit any user of the queue may take the top.
+  std::map<std::string, int> max_priority;
 };
 
 // Parses a queue file's text; `name` (the path) prefixes error messages. INVALID_ARGUMENT
@@ -62,5 +68,9 @@ absl::StatusOr<std::string> QueueFor(const QueueSet& set, const std::string& req
 // A priority as a job gives it: a class name of the file, or an integer in [-1e9, 1e9];
 // "" is 0. INVALID_ARGUMENT naming the classes otherwise ("priority: ...").
 absl::StatusOr<int> ResolvePriority(const QueueSet& set, const std::string& priority);
+// As ResolvePriority, for a job of `queue`: PERMISSION_DENIED ("priority: ...") above the
+// queue's max_priority.
+absl::StatusOr<int> PriorityIn(const QueueSet& set, const std::string& queue,
+                               const std::string& priority);
 
 }  // namespace baton::coordinator

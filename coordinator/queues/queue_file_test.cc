@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 
 namespace baton::coordinator {
@@ -105,6 +106,31 @@ TEST(QueueFileTest, PrioritiesAreClassesOrIntegers) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "priority: 'urgent' is neither a class (high, low) nor an integer in "
                        "-1000000000..1000000000"));
+}
+
+TEST(QueueFileTest, AQueueMayCapItsJobsPriority) {
+  const std::string text = absl::StrCat(kExample, "    max_priority: low\n");
+  absl::StatusOr<QueueSet> set = ParseQueueFile(text, "queues.yaml");
+  ASSERT_OK(set);
+  EXPECT_EQ(set->max_priority.at("team-b"), 0);
+  EXPECT_EQ(set->max_priority.count("team-a"), 0u);  // no limit
+  EXPECT_EQ(*PriorityIn(*set, "team-b", "low"), 0);
+  EXPECT_EQ(*PriorityIn(*set, "team-b", "-3"), -3);
+  EXPECT_EQ(*PriorityIn(*set, "team-a", "1000000000"), 1000000000);
+  // What a user of team-b who read the source would try, to jump its queue and preempt
+  // its teammates' jobs.
+  for (const char* p : {"high", "1", "1000000000"}) {
+    EXPECT_THAT(PriorityIn(*set, "team-b", p),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         HasSubstr("is above queue team-b's max_priority (0)")))
+        << p;
+  }
+  EXPECT_THAT(PriorityIn(*set, "team-b", "2000000000"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-1000000000..")));
+  EXPECT_THAT(ParseQueueFile(absl::StrCat(kExample, "    max_priority: urgent\n"), "q.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("q.yaml:14:19: queues[1].max_priority: 'urgent' is invalid; a "
+                                 "priority class (high, low) or an integer in")));
 }
 
 TEST(QueueFileTest, ReadsAFileAndRefusesOneTooLarge) {
