@@ -2754,6 +2754,19 @@ TEST_F(SharingTest, ANonPreemptibleJobIsNeverPreempted) {
   EXPECT_THAT(Described(urgent).queueing().making_room(), SizeIs(0));
 }
 
+TEST_F(SharingTest, ANonPreemptibleJobNeitherStartsNorGrowsOnBorrowedQuota) {
+  for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
+  baton::v1::JobSpec spec = InQueue(TrainerJob(1, 4), "a");
+  spec.set_preemptible(false);
+  const std::string id = coordinator_->SubmitJob(spec)->id();
+  CompleteRendezvous(id, 1, 29500);
+  EXPECT_THAT(WorkersOfJob(id), SizeIs(2));  // a's own 2 slots, though b's 2 are idle
+  Metric("w1", id, 1, 0, 3);
+  coordinator_->ReconcileOnce();
+  EXPECT_EQ(StateOf(id), JobState::kRunning);  // and it does not grow onto them
+  EXPECT_FALSE(Described(id).queueing().borrowing());
+}
+
 TEST_F(SharingTest, ARunningJobGrowsOnlyWithinItsQueuesQuota) {
   for (const std::string w : {"w1", "w2", "w3", "w4"}) Connect(Reg(w));
   coordinator_->SetQueues(ParsedQueues(R"(queues:

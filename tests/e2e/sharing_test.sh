@@ -107,6 +107,9 @@ _requeued() { state_is "$BORROWER" QUEUED && [[ $(events "$BORROWER") == *"Preem
 wait_for 60 _requeued
 "$BATON" describe "$BORROWER" | tee "$TMP/preempted.out"
 grep -qi "queue: *prod" "$TMP/preempted.out" || fail "describe does not show the queue"
+"$BATON" jobs >"$TMP/jobs.out"
+grep -Eq "^$BORROWER +borrower +QUEUED +prod +0 +1 " "$TMP/jobs.out" \
+  || { cat "$TMP/jobs.out"; fail "baton jobs does not show the queue, priority and position"; }
 [[ -n $(job_field "$BORROWER" 'd["queueing"].get("pending_reason", "")') ]] \
   || fail "a waiting job does not say why"
 [[ $(job_field "$BORROWER" 'd["queueing"].get("preemptions", 0)') == 1 ]] || fail "not counted"
