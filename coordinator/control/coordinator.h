@@ -79,7 +79,6 @@ class Coordinator {
   // admitted through the queues (SubmitJob resolves their queue and priority; without a
   // set it refuses specs that name either).
   void SetQueues(QueueSet set);
-  bool HasQueues() const { return sharing_.enabled(); }
   // ClusterService.ListQueues.
   baton::v1::ListQueuesResponse ListQueues() const { return sharing_.ListQueues(); }
   // Fills in Job.queueing's view (position, why it waits, ...) from the latest pass.

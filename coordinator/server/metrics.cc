@@ -450,34 +450,35 @@ void CoordinatorMetrics::SnapshotQueues(std::vector<prometheus::MetricFamily>& o
     std::function<double(const baton::v1::QueueStatus&)> value;
   };
   std::vector<Family> families;
-  const auto gauge = [&](const char* name, const char* help,
-                         std::function<double(const baton::v1::QueueStatus&)> value,
-                         MetricType type = MetricType::Gauge) {
+  // One family, one series per queue: `value` of its QueueStatus.
+  const auto add = [&](const char* name, const char* help,
+                       std::function<double(const baton::v1::QueueStatus&)> value,
+                       MetricType type = MetricType::Gauge) {
     families.push_back({MakeFamily(name, help, type), std::move(value)});
   };
-  gauge("baton_coordinator_queue_pending_jobs", "Jobs waiting (QUEUED) in the queue.",
-        [](const auto& q) { return q.pending_jobs(); });
-  gauge("baton_coordinator_queue_admitted_jobs",
-        "Jobs of the queue holding workers (RENDEZVOUS, RUNNING, RESTARTING).",
-        [](const auto& q) { return q.admitted_jobs(); });
-  gauge("baton_coordinator_queue_nominal_slots", "The queue's nominal quota in slots.",
-        [](const auto& q) { return q.nominal().slots(); });
-  gauge("baton_coordinator_queue_used_slots", "Slots the queue's admitted jobs hold.",
-        [](const auto& q) { return q.used().slots(); });
-  gauge("baton_coordinator_queue_borrowed_slots",
-        "Slots the queue holds beyond its nominal quota, borrowed within its cohort "
-        "(reclaimable by preemption).",
-        [](const auto& q) { return q.borrowed().slots(); });
-  gauge("baton_coordinator_queue_nominal_gpus", "The queue's nominal quota in GPUs.",
-        [](const auto& q) { return q.nominal().gpus(); });
-  gauge("baton_coordinator_queue_used_gpus", "GPUs the queue's admitted jobs hold.",
-        [](const auto& q) { return q.used().gpus(); });
-  gauge(
+  add("baton_coordinator_queue_pending_jobs", "Jobs waiting (QUEUED) in the queue.",
+      [](const auto& q) { return q.pending_jobs(); });
+  add("baton_coordinator_queue_admitted_jobs",
+      "Jobs of the queue holding workers (RENDEZVOUS, RUNNING, RESTARTING).",
+      [](const auto& q) { return q.admitted_jobs(); });
+  add("baton_coordinator_queue_nominal_slots", "The queue's nominal quota in slots.",
+      [](const auto& q) { return q.nominal().slots(); });
+  add("baton_coordinator_queue_used_slots", "Slots the queue's admitted jobs hold.",
+      [](const auto& q) { return q.used().slots(); });
+  add("baton_coordinator_queue_borrowed_slots",
+      "Slots the queue holds beyond its nominal quota, borrowed within its cohort "
+      "(reclaimable by preemption).",
+      [](const auto& q) { return q.borrowed().slots(); });
+  add("baton_coordinator_queue_nominal_gpus", "The queue's nominal quota in GPUs.",
+      [](const auto& q) { return q.nominal().gpus(); });
+  add("baton_coordinator_queue_used_gpus", "GPUs the queue's admitted jobs hold.",
+      [](const auto& q) { return q.used().gpus(); });
+  add(
       "baton_coordinator_queue_preemptions_total",
       "Jobs of the queue preempted (checkpointed, stopped and requeued) to make room for "
       "another job, since the coordinator started.",
       [](const auto& q) { return q.preemptions(); }, MetricType::Counter);
-  gauge(
+  add(
       "baton_coordinator_queue_shrinks_total",
       "Elastic jobs of the queue shrunk toward workers.min to make room for another job, "
       "since the coordinator started.",
