@@ -42,7 +42,9 @@ _e2e_cleanup() {
   local hook
   for hook in "${CLEANUP_HOOKS[@]}"; do "$hook" || true; done
   local pids=("${EXTRA_PIDS[@]}" "${WORKER_PIDS[@]}" $COORDINATOR_PID)
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  # SIGCONT after SIGTERM: a process the test stopped (SIGSTOP) must run to exit, or the
+  # wait below would hang until the test's timeout.
+  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; kill -CONT "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   if ((rc != 0)); then
     for f in "$TMP"/*.log; do
@@ -414,6 +416,12 @@ for s in json.load(sys.stdin):
         print(clients.index(s["Endpoint"].replace("http://", "")))
         sys.exit(0)
 sys.exit(1)' "${ETCD_CLIENT[@]}"
+}
+
+# etcd_member_id I: member I's id, in hex (as etcdctl move-leader takes it).
+etcd_member_id() {
+  ETCD_ENDPOINTS=${ETCD_CLIENT[$1]} etcdctl_ endpoint status -w json |
+    "$PY" -c 'import json, sys; print("%x" % json.load(sys.stdin)[0]["Status"]["header"]["member_id"])'
 }
 
 # start_replica NAME [PORT]: a coordinator replica on etcd (--store=etcd://.../e2e), its
