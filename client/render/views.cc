@@ -216,7 +216,7 @@ std::string RenderQueueing(const Job& job) {
   const baton::v1::JobQueueing& q = job.queueing();
   std::vector<std::pair<std::string, std::string>> fields = {{"Queue", q.queue()},
                                                              {"Priority", PriorityOf(job)}};
-  if (job.spec().has_preemptible() && !job.spec().preemptible()) {
+  if (!IsPreemptible(job.spec())) {
     fields.emplace_back("Preemptible", "no");
   }
   if (q.preemptions() > 0) fields.emplace_back("Preemptions", absl::StrCat(q.preemptions()));

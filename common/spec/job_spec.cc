@@ -407,6 +407,8 @@ bool CheckpointsOnRequest(const JobSpec& spec) {
   return spec.has_trainer() || (spec.has_command() && spec.command().elastic());
 }
 
+bool IsPreemptible(const JobSpec& spec) { return !spec.has_preemptible() || spec.preemptible(); }
+
 int SlotsPerWorker(const JobSpec& spec) {
   return spec.has_slots_per_worker() ? spec.slots_per_worker() : kDefaultSlotsPerWorker;
 }

@@ -40,6 +40,10 @@ int SlotsPerWorker(const baton::v1::JobSpec& spec);
 // planned resize (drain, scale-up) can ask it to instead of stopping it.
 bool CheckpointsOnRequest(const baton::v1::JobSpec& spec);
 
+// JobSpec.preemptible, true when unset: whether a coordinator with queues may shrink or
+// preempt the job to make room for another.
+bool IsPreemptible(const baton::v1::JobSpec& spec);
+
 // Defaults of a RestartPolicy (each only when absent; explicit zeros are kept):
 //   max_infra_restarts 10, max_user_restarts 3, max_stall_restarts 3,
 //   backoff_initial 0.5 s, backoff_max 30 s, stall_factor 3, stall_floor 1.5 s,

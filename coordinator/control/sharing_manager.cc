@@ -18,11 +18,6 @@ namespace {
 constexpr int64_t kUsageScale = 1000;
 constexpr absl::Duration kUsageStep = absl::Seconds(1);
 
-// The states of a job that holds workers.
-std::vector<JobState> AdmittedStates() {
-  return {JobState::kRendezvous, JobState::kRunning, JobState::kRestarting};
-}
-
 bool IsRelease(const baton::v1::Job& job) {
   const auto& failures = job.restarts().failures();
   if (failures.empty()) return false;
@@ -56,21 +51,28 @@ absl::StatusOr<baton::v1::JobQueueing> SharingManager::Resolve(const baton::v1::
   return q;
 }
 
+const QueueConfig* SharingManager::FindQueue(const std::string& name) const {
+  for (const QueueConfig& c : set_.queues) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+Quantity SharingManager::CohortNominal(const std::string& cohort) const {
+  Quantity total;
+  for (const QueueConfig& c : set_.queues) {
+    if (c.cohort == cohort) total += c.nominal;
+  }
+  return total;
+}
+
 absl::Status SharingManager::CanEverStart(const baton::v1::JobSpec& spec,
                                           const std::string& queue) const {
-  const QueueConfig* config = nullptr;
-  for (const QueueConfig& c : set_.queues) {
-    if (c.name == queue) config = &c;
-  }
+  const QueueConfig* config = FindQueue(queue);
   if (config == nullptr) return absl::OkStatus();  // QueueFor found it: not reached
-  const bool preemptible = !spec.has_preemptible() || spec.preemptible();
-  int64_t limit = config->nominal.slots;
-  if (!config->cohort.empty() && preemptible) {
-    limit = 0;
-    for (const QueueConfig& c : set_.queues) {
-      if (c.cohort == config->cohort) limit += c.nominal.slots;
-    }
-  }
+  const bool preemptible = IsPreemptible(spec);
+  const int64_t limit = !config->cohort.empty() && preemptible ? CohortNominal(config->cohort).slots
+                                                               : config->nominal.slots;
   const int64_t workers = std::max(spec.workers().min(), 1);
   const int64_t need = workers * SlotsPerWorker(spec);
   if (need <= limit) return absl::OkStatus();
@@ -102,8 +104,9 @@ bool SharingManager::IsGpuJob(const baton::v1::Job& job) const {
 }
 
 Quantity SharingManager::Held(const baton::v1::Job& job) const {
-  const int64_t slots = SlotsPerWorker(job.spec()) * static_cast<int64_t>(WorkersOf(job).size());
-  return {slots, IsGpuJob(job) ? slots : 0};
+  const std::vector<std::string> workers = WorkersOf(job);
+  const int64_t slots = SlotsPerWorker(job.spec()) * static_cast<int64_t>(workers.size());
+  return {slots, AllHaveGpus(workers) ? slots : 0};
 }
 
 AdmissionSnapshot SharingManager::Snapshot() {
@@ -134,7 +137,7 @@ AdmissionSnapshot SharingManager::Snapshot() {
     a.slots_per_worker = SlotsPerWorker(spec);
     a.min_workers = spec.workers().min();
     a.max_workers = MaxWorkers(spec);
-    a.preemptible = !spec.has_preemptible() || spec.preemptible();
+    a.preemptible = IsPreemptible(spec);
     a.elastic = CheckpointsOnRequest(spec) && a.min_workers < a.max_workers;
     const JobState state = *jobs->State(id);
     if (state == JobState::kQueued) {
@@ -160,16 +163,6 @@ AdmissionSnapshot SharingManager::Snapshot() {
   DecayUsageTo(ctx_->clock()->Now(), snap.jobs);
   snap.user_usage = usage_;
   return snap;
-}
-
-std::map<std::string, Quantity> SharingManager::UsedByQueue() const {
-  std::map<std::string, Quantity> used;
-  JobManager* jobs = ctx_->jobs();
-  for (const std::string& id : jobs->JobsIn(AdmittedStates())) {
-    const baton::v1::Job& job = *jobs->Peek(id);
-    used[QueueOf(job)] += Held(job);
-  }
-  return used;
 }
 
 void SharingManager::DecayUsageTo(absl::Time now, const std::vector<AdmissionJob>& jobs) {
@@ -287,29 +280,24 @@ int SharingManager::GrowthAllowed(const baton::v1::Job& job, int joining,
                                   std::map<std::string, Quantity>& granted,
                                   std::map<std::string, Quantity>& cohort_granted) const {
   const std::string queue = QueueOf(job);
-  const QueueConfig* config = nullptr;
-  Quantity cohort_nominal, cohort_used;
-  for (const QueueConfig& q : set_.queues) {
-    if (q.name == queue) config = &q;
-  }
+  const QueueConfig* config = FindQueue(queue);
   if (config == nullptr) return 0;
-  for (const QueueConfig& q : set_.queues) {
-    if (config->cohort.empty() || q.cohort != config->cohort) continue;
-    cohort_nominal += q.nominal;
-    if (auto u = queue_used_.find(q.name); u != queue_used_.end()) cohort_used += u->second;
-  }
-  auto used = queue_used_.find(queue);
-  const Quantity own_used =
-      (used == queue_used_.end() ? Quantity{} : used->second) + granted[queue];
-  // A job that is not preemptible grows only within its own queue's quota (it never
-  // borrows: what it borrowed could not be reclaimed).
-  const bool preemptible = !job.spec().has_preemptible() || job.spec().preemptible();
-  Quantity room = config->cohort.empty() || !preemptible
-                      ? config->nominal - own_used
-                      : cohort_nominal - cohort_used - cohort_granted[config->cohort];
-  if (!config->cohort.empty() && !preemptible) {  // and within what the cohort has left
-    const Quantity cohort_room = cohort_nominal - cohort_used - cohort_granted[config->cohort];
-    room = {std::min(room.slots, cohort_room.slots), std::min(room.gpus, cohort_room.gpus)};
+  const auto used = [&](const std::string& name) {
+    auto u = queue_used_.find(name);
+    return u == queue_used_.end() ? Quantity{} : u->second;
+  };
+  Quantity room = config->nominal - used(queue) - granted[queue];
+  if (!config->cohort.empty()) {
+    Quantity cohort_room = CohortNominal(config->cohort) - cohort_granted[config->cohort];
+    for (const QueueConfig& q : set_.queues) {
+      if (q.cohort == config->cohort) cohort_room -= used(q.name);
+    }
+    // A job that is not preemptible grows only within its own queue's quota (it never
+    // borrows: what it borrowed could not be reclaimed), and within what the cohort has
+    // left.
+    room = IsPreemptible(job.spec()) ? cohort_room
+                                     : Quantity{std::min(room.slots, cohort_room.slots),
+                                                std::min(room.gpus, cohort_room.gpus)};
   }
   const int64_t per = SlotsPerWorker(job.spec());
   const bool gpu = IsGpuJob(job);
@@ -347,10 +335,9 @@ void SharingManager::Describe(baton::v1::Job* job) const {
                         job->state() == baton::v1::JOB_STATE_RUNNING ||
                         job->state() == baton::v1::JOB_STATE_RESTARTING;
   if (!admitted) return;
-  for (const QueueConfig& c : set_.queues) {
-    if (c.name != queue) continue;
+  if (const QueueConfig* c = FindQueue(queue); c != nullptr) {
     auto used = queue_used_.find(queue);
-    q->set_borrowing(used != queue_used_.end() && !used->second.FitsIn(c.nominal));
+    q->set_borrowing(used != queue_used_.end() && !used->second.FitsIn(c->nominal));
   }
 }
 
@@ -369,11 +356,17 @@ baton::v1::ListQueuesResponse SharingManager::ListQueues() const {
     c->set_value(value);
   }
   std::map<std::string, int> pending, admitted;
+  std::map<std::string, Quantity> used;  // what each queue's admitted jobs hold now
   JobManager* jobs = ctx_->jobs();
-  for (const std::string& id : jobs->JobsIn({JobState::kQueued}))
+  for (const std::string& id : jobs->JobsIn({JobState::kQueued})) {
     ++pending[QueueOf(*jobs->Peek(id))];
-  for (const std::string& id : jobs->JobsIn(AdmittedStates())) ++admitted[QueueOf(*jobs->Peek(id))];
-  std::map<std::string, Quantity> used = UsedByQueue();
+  }
+  for (const std::string& id :
+       jobs->JobsIn({JobState::kRendezvous, JobState::kRunning, JobState::kRestarting})) {
+    const baton::v1::Job& job = *jobs->Peek(id);
+    ++admitted[QueueOf(job)];
+    used[QueueOf(job)] += Held(job);
+  }
   const auto set = [](baton::v1::QueueQuantity* to, const Quantity& q) {
     to->set_slots(q.slots);
     to->set_gpus(q.gpus);

@@ -92,8 +92,10 @@ class SharingManager {
   int GrowthAllowed(const baton::v1::Job& job, int joining,
                     std::map<std::string, Quantity>& granted,
                     std::map<std::string, Quantity>& cohort_granted) const;
-  // What the admitted jobs of each queue hold now.
-  std::map<std::string, Quantity> UsedByQueue() const;
+  // The queue of the set named `name`; nullptr if none.
+  const QueueConfig* FindQueue(const std::string& name) const;
+  // The sum of the nominal quotas of `cohort`'s queues.
+  Quantity CohortNominal(const std::string& cohort) const;
   // What an admitted job holds: per worker x its workers.
   Quantity Held(const baton::v1::Job& job) const;
   bool IsGpuJob(const baton::v1::Job& job) const;
